@@ -1,0 +1,45 @@
+"""excavator_hil: ament_python package; also installs with plain `pip install -e .`."""
+
+from glob import glob
+
+from setuptools import find_packages, setup
+
+PACKAGE = "excavator_hil"
+
+setup(
+    name=PACKAGE,
+    version="0.1.0",
+    packages=find_packages(include=["excavator_kinematics*", "excavator_sim*", "plc_bridge*"]),
+    data_files=[
+        ("share/ament_index/resource_index/packages", [f"resource/{PACKAGE}"]),
+        (f"share/{PACKAGE}", ["package.xml"]),
+        (f"share/{PACKAGE}/launch", glob("launch/*.launch.py")),
+        (f"share/{PACKAGE}/config", glob("config/*.yaml")),
+        (f"share/{PACKAGE}/rviz", glob("rviz/*.rviz")),
+        (f"share/{PACKAGE}/urdf", glob("urdf/*.urdf")),
+    ],
+    # Versions are pinned in requirements.txt only; a ROS 2 install resolves package.xml instead.
+    install_requires=["setuptools", "numpy", "scipy", "pyyaml"],
+    extras_require={
+        "sim": ["mujoco", "numba", "matplotlib"],
+        "bridge": ["python-snap7", "redis"],
+        "bags": ["rosbags"],
+    },
+    zip_safe=True,
+    maintainer="excavator_hil developers",
+    maintainer_email="dev@excavator-hil.local",
+    description="Hydraulic excavator simulation (MuJoCo) with closed-form kinematics, soil "
+    "interaction and a Redis <-> Siemens S7 PLC bridge for hardware-in-the-loop.",
+    license="Apache-2.0",
+    tests_require=["pytest"],
+    entry_points={
+        "console_scripts": [
+            "ik_node = excavator_kinematics.ik_node:main",
+            "sim_node = excavator_sim.sim_node:main",
+            "soil_node = excavator_sim.soil_node:main",
+            "plc_bridge = plc_bridge.bridge_node:main",
+            "virtual_plc = plc_bridge.virtual_plc_cli:main",
+            "excavator-hil = excavator_sim.cli:main",
+        ],
+    },
+)

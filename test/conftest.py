@@ -1,0 +1,56 @@
+"""Shared fixtures: ROS isolation, a real redis-server, node processes, an rclpy test node.
+
+The environment is set here, at import, before any test imports rclpy: DDS discovery stays on
+loopback and each pytest run gets its own ROS domain.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from helpers import NodeProcess, RedisServer, private_domain_id
+
+os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
+os.environ["ROS_DOMAIN_ID"] = os.environ.get("EXCAVATOR_HIL_TEST_DOMAIN_ID") or str(
+    private_domain_id())
+os.environ.setdefault("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp")
+os.environ.setdefault("MUJOCO_GL", "egl")
+
+
+@pytest.fixture
+def redis_server(tmp_path: Path) -> Iterator[RedisServer]:
+    """A real redis-server process on a free loopback port, for one test."""
+    server = RedisServer(tmp_path / "redis")
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def node_processes(tmp_path: Path) -> Iterator[list[NodeProcess]]:
+    """Collects NodeProcess objects a test starts and stops them all afterwards."""
+    procs: list[NodeProcess] = []
+    yield procs
+    for p in procs:
+        p.stop()
+
+
+@pytest.fixture
+def ros_node() -> Iterator[object]:
+    """An rclpy node in its own context, spun by a background executor thread."""
+    from helpers import RosTestNode
+
+    node = RosTestNode()
+    try:
+        yield node
+    finally:
+        node.close()
