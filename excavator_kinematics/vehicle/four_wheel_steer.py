@@ -1,0 +1,114 @@
+"""Four-wheel-drive, four-wheel-steer (4WD4WS) vehicle: every wheel driven and steered.
+
+Reference point: the centre of the wheel rectangle; wheels at ``(+-l/2, +-b/2)`` in the order
+fl, fr, rl, rr. Wheel i rolls along its contact velocity
+``v_ix = vx - wz*y_i``, ``v_iy = vy + wz*x_i``: speed ``hypot(v_ix, v_iy)``, angle
+``atan2(v_iy, v_ix)``; an angle past the steering limit is flipped by pi with the speed negated
+(same contact velocity, wheel rolling backwards). Any twist - straight, crab, spin in place,
+turning centre inside the wheelbase - is covered, unlike the seed's ``sgn(ydot)`` and
+``R = v/w`` form.
+
+Direct model: least squares over the four wheels' contact velocities (exact for consistent
+measurements, since the wheel positions sum to zero):
+``vx = mean(v_i cos d_i)``, ``vy = mean(v_i sin d_i)``,
+``wz = sum(x_i v_i sin d_i - y_i v_i cos d_i) / sum(x_i^2 + y_i^2)``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from excavator_kinematics.vehicle.base import BodyTwist, WheelCommand
+from excavator_kinematics.vehicle.parameters import (
+    MAX_LENGTH_M,
+    MAX_SPEED_M_S,
+    check_keys,
+    check_twist,
+    held,
+    measured,
+    read_float,
+)
+from excavator_kinematics.vehicle.saturation import common_scale, scale_twist
+
+NAME = "4wd4ws"
+PARAMETERS: dict[str, tuple[float, float, float, str, bool]] = {
+    "wheelbase_m": (2.0, 0.0, MAX_LENGTH_M, "m", True),
+    "track_m": (1.5, 0.0, MAX_LENGTH_M, "m", True),
+    "max_steer_angle_rad": (math.pi / 2, 0.0, math.pi, "rad", True),
+    "max_wheel_speed_m_s": (2.0, 0.0, MAX_SPEED_M_S, "m/s", True),
+}
+# A wheel slower than this [m/s] is at the turning centre: its angle is undefined, keep it.
+STANDSTILL_M_S = 1e-12
+
+
+class FourWheelSteerModel:
+    """Wheels ``("fl", "fr", "rl", "rr")``: speeds [m/s] and steering angles [rad, + left]."""
+
+    name = NAME
+    wheel_names: tuple[str, ...] = ("fl", "fr", "rl", "rr")
+    steer_names: tuple[str, ...] = ("fl", "fr", "rl", "rr")
+
+    def __init__(self, wheelbase_m: float, track_m: float,
+                 max_steer_angle_rad: float = math.pi / 2,
+                 max_wheel_speed_m_s: float = 2.0) -> None:
+        self.wheelbase_m = wheelbase_m
+        self.track_m = track_m
+        self.max_steer_angle_rad = max_steer_angle_rad
+        self.max_wheel_speed_m_s = max_wheel_speed_m_s
+        hl, hb = 0.5 * wheelbase_m, 0.5 * track_m
+        self.x = np.array([hl, hl, -hl, -hl])
+        self.y = np.array([hb, -hb, hb, -hb])
+        self._sum_r2 = float(np.sum(self.x**2 + self.y**2))
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any]) -> FourWheelSteerModel:
+        check_keys(params, PARAMETERS, NAME)
+        values = {name: read_float(params, name, default, low, high, model=NAME, unit=unit,
+                                   low_open=low_open)
+                  for name, (default, low, high, unit, low_open) in PARAMETERS.items()}
+        return cls(**values)
+
+    def contact_velocities(self, twist: BodyTwist) -> tuple[np.ndarray, np.ndarray]:
+        """``(v_ix, v_iy)`` [m/s] of the four wheel contact points."""
+        return twist.vx - twist.wz * self.y, twist.vy + twist.wz * self.x
+
+    def inverse(self, twist: BodyTwist, held_angles: np.ndarray | None = None) -> WheelCommand:
+        """Setpoints for ``twist``. Zero command: speeds 0, steering held at ``held_angles``.
+        A direction no wheel orientation within ``max_steer_angle_rad`` can follow (only
+        possible with a limit below pi/2) is infeasible: stop with the steering held."""
+        check_twist(twist)
+        angles = held(held_angles, 4)
+        vix, viy = self.contact_velocities(twist)
+        speeds = np.hypot(vix, viy)
+        moving = speeds > STANDSTILL_M_S
+        speeds[~moving] = 0.0
+        angles[moving] = np.arctan2(viy[moving], vix[moving])
+        lim = self.max_steer_angle_rad
+        over, under = moving & (angles > lim), moving & (angles < -lim)
+        angles[over] -= math.pi
+        angles[under] += math.pi
+        speeds[over | under] *= -1.0
+        if np.any(np.abs(angles) > lim):
+            bad = [name for name, a in zip(self.steer_names, angles, strict=True)
+                   if abs(a) > lim]
+            return WheelCommand(
+                speeds=np.zeros(4), angles=held(held_angles, 4), achieved=BodyTwist(),
+                scale=0.0, feasible=False,
+                note=(f"wheel(s) {bad} cannot point along their contact velocity within "
+                      f"max_steer_angle_rad = {lim:g} rad, even reversed; stopping with the "
+                      "steering held"))
+        scale = common_scale(speeds, self.max_wheel_speed_m_s)
+        return WheelCommand(speeds=speeds * scale, angles=angles,
+                            achieved=scale_twist(twist, scale), scale=scale)
+
+    def direct(self, speeds: np.ndarray, angles: np.ndarray) -> BodyTwist:
+        """Least-squares twist from the four measured wheel speeds [m/s] and angles [rad]."""
+        v = measured(speeds, 4, "4WD4WS wheel speeds", "m/s")
+        a = measured(angles, 4, "4WD4WS wheel angles", "rad")
+        vix, viy = v * np.cos(a), v * np.sin(a)
+        wz = float(np.sum(self.x * viy - self.y * vix)) / self._sum_r2
+        return BodyTwist(float(np.mean(vix)), float(np.mean(viy)), wz)

@@ -1,0 +1,37 @@
+"""One common scale factor on the whole body twist when a wheel would exceed its speed limit.
+
+All three models' wheel speeds are positively homogeneous of degree 1 in the twist
+(``speeds(s*t) = s*speeds(t)`` for ``s >= 0``), and the steering angles are unchanged by a
+positive scale. Scaling ``(vx, vy, wz)`` by one factor therefore keeps the instantaneous centre
+of rotation, i.e. the path curvature, and only slows the motion along that path; clamping wheels
+one by one would bend the path instead.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from excavator_kinematics.vehicle.base import BodyTwist
+
+
+def common_scale(speeds: np.ndarray, limit_m_s: float | np.ndarray) -> float:
+    """The largest factor in ``(0, 1]`` that brings every ``|speeds[i]|`` [m/s] within its
+    limit [m/s] (a scalar or one per wheel)."""
+    ratios = np.abs(np.asarray(speeds, dtype=float)) / np.asarray(limit_m_s, dtype=float)
+    worst = float(np.max(ratios, initial=0.0))
+    return 1.0 if worst <= 1.0 else 1.0 / worst
+
+
+def scale_twist(twist: BodyTwist, scale: float) -> BodyTwist:
+    """``scale * twist``; the turning centre ``(-vy/wz, vx/wz)`` is unchanged for ``scale > 0``."""
+    return BodyTwist(twist.vx * scale, twist.vy * scale, twist.wz * scale)
+
+
+def turning_centre(twist: BodyTwist) -> tuple[float, float]:
+    """Instantaneous centre of rotation ``(x, y)`` [m] in the body frame; ``(inf, inf)`` with the
+    direction's sign when driving straight (``wz == 0``)."""
+    if twist.wz == 0.0:
+        return (math.copysign(math.inf, -twist.vy), math.copysign(math.inf, twist.vx))
+    return (-twist.vy / twist.wz, twist.vx / twist.wz)

@@ -1,0 +1,85 @@
+"""Skid-steer (tracked) vehicle: two tracks, no steering actuators.
+
+Reference point: midway between the tracks. Inverse: ``v_l = vx - wz*b_eff/2``,
+``v_r = vx + wz*b_eff/2``; direct: ``vx = (v_l + v_r)/2``, ``wz = (v_r - v_l)/b_eff``, with
+``b_eff = track_width_m * slip_factor``: skidding tracks turn the body as if they were further
+apart than they are (Mandow et al., "Experimental kinematics for wheeled skid-steer mobile
+robots", IROS 2007). Unlike the seed's ``2v/((R+a)/(R-a)+1)`` this has no ``R = v/w``, so it is
+defined for driving straight (w = 0) and turning on the spot (v = 0).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from excavator_kinematics.vehicle.base import BodyTwist, WheelCommand
+from excavator_kinematics.vehicle.parameters import (
+    MAX_LENGTH_M,
+    MAX_SPEED_M_S,
+    check_keys,
+    check_twist,
+    measured,
+    read_float,
+)
+from excavator_kinematics.vehicle.saturation import common_scale, scale_twist
+
+NAME = "skid_steer"
+# name: (default, low, high, unit, low_open)
+PARAMETERS: dict[str, tuple[float, float, float, str, bool]] = {
+    "track_width_m": (1.5, 0.0, MAX_LENGTH_M, "m", True),
+    "slip_factor": (1.0, 1.0, 4.0, "(b_eff / track width)", False),
+    "max_wheel_speed_m_s": (2.0, 0.0, MAX_SPEED_M_S, "m/s", True),
+}
+
+
+class SkidSteerModel:
+    """Tracks ``("left", "right")`` at ``y = +-track_width/2``; speeds [m/s] + forward."""
+
+    name = NAME
+    wheel_names: tuple[str, ...] = ("left", "right")
+    steer_names: tuple[str, ...] = ()
+
+    def __init__(self, track_width_m: float, slip_factor: float = 1.0,
+                 max_wheel_speed_m_s: float = 2.0) -> None:
+        self.track_width_m = track_width_m
+        self.slip_factor = slip_factor
+        self.max_wheel_speed_m_s = max_wheel_speed_m_s
+        self.b_eff_m = track_width_m * slip_factor
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any]) -> SkidSteerModel:
+        check_keys(params, PARAMETERS, NAME)
+        values = {name: read_float(params, name, default, low, high, model=NAME, unit=unit,
+                                   low_open=low_open)
+                  for name, (default, low, high, unit, low_open) in PARAMETERS.items()}
+        return cls(**values)
+
+    def _speeds(self, vx: float, wz: float) -> np.ndarray:
+        half = 0.5 * wz * self.b_eff_m
+        return np.array([vx - half, vx + half])
+
+    def inverse(self, twist: BodyTwist, held_angles: np.ndarray | None = None) -> WheelCommand:
+        """Track speeds for ``twist``. Tracks cannot move sideways: a non-zero ``vy`` is
+        reported infeasible and dropped (``achieved.vy = 0``); ``vx`` and ``wz`` are still
+        driven."""
+        check_twist(twist)
+        feasible, note = True, ""
+        if twist.vy != 0.0:
+            feasible = False
+            note = (f"lateral velocity {twist.vy:g} m/s is infeasible on skid-steer (tracks "
+                    "cannot crab); driving with vy = 0")
+        planar = BodyTwist(twist.vx, 0.0, twist.wz)
+        scale = common_scale(self._speeds(planar.vx, planar.wz), self.max_wheel_speed_m_s)
+        achieved = scale_twist(planar, scale)
+        return WheelCommand(speeds=self._speeds(achieved.vx, achieved.wz), angles=np.zeros(0),
+                            achieved=achieved, scale=scale, feasible=feasible, note=note)
+
+    def direct(self, speeds: np.ndarray, angles: np.ndarray) -> BodyTwist:
+        """Twist from measured track speeds ``[v_left, v_right]`` [m/s]; ``angles`` must be
+        empty."""
+        v = measured(speeds, 2, "skid-steer track speeds", "m/s")
+        measured(angles, 0, "skid-steer steering angles", "rad")
+        return BodyTwist(float(0.5 * (v[0] + v[1])), 0.0, float((v[1] - v[0]) / self.b_eff_m))
