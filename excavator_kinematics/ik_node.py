@@ -1,0 +1,144 @@
+"""ik_node: bucket tip targets in, joint commands out (a thin rclpy shell over the closed-form IK).
+
+Subscribes ``target`` (geometry_msgs/PointStamped; pitch from the ``bucket_pitch`` parameter) and
+``target_pose`` (geometry_msgs/PoseStamped; pitch from the orientation). Publishes
+``joint_command`` (sensor_msgs/JointState: swing, boom, arm, bucket [rad] and boom_cylinder,
+arm_cylinder, bucket_cylinder extensions [m]). Targets must be in ``base_link`` (the only frame
+known without TF; an empty frame_id is taken as base_link). A rejected target (other frame,
+NaN/inf, out of reach, past a limit, an orientation the bucket cannot take) is logged with the
+reason, reported on ``/diagnostics``, and nothing is published.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from geometry_msgs.msg import PointStamped, PoseStamped
+from rcl_interfaces.msg import SetParametersResult
+from rclpy.node import Node
+from rclpy.parameter import Parameter
+from sensor_msgs.msg import JointState
+
+from excavator_kinematics.bucket_orientation import bucket_pitch_from_quaternion
+from excavator_kinematics.errors import KinematicsError
+from excavator_kinematics.geometry import CYLINDER_NAMES, ExcavatorGeometry, default_geometry
+from excavator_kinematics.inverse_kinematics import ACTIVE_JOINTS, IKSolution, InverseKinematics
+from excavator_kinematics.ros_runtime import ERROR, OK, Diagnostics, declare, run_node
+
+BASE_FRAME = "base_link"
+
+
+class IKNode(Node):
+    def __init__(self) -> None:
+        super().__init__("ik_node")
+        geometry_file = declare(self, "geometry_file", "",
+                                "excavator geometry YAML; empty = the package's "
+                                "config/excavator.yaml")
+        self.bucket_pitch = declare(
+            self, "bucket_pitch", 0.5,
+            "bucket pitch for `target` points: the absolute bucket angle (M->L against the "
+            "horizontal); the bottom plate is 0.51 rad steeper", low=-math.pi, high=math.pi,
+            unit="rad")
+        self.orientation_tolerance = declare(
+            self, "orientation_tolerance", 0.02,
+            "largest roll/yaw of a `target_pose` orientation out of the boom plane",
+            low=0.0, high=0.5, unit="rad")
+        geometry = (ExcavatorGeometry.from_yaml(geometry_file) if geometry_file
+                    else default_geometry())
+        self.ik = InverseKinematics(geometry)
+        self.solved = 0
+        self.rejected = 0
+        self.last_error = ""
+        self.publisher = self.create_publisher(JointState, "joint_command", 10)
+        self.create_subscription(PointStamped, "target", self.on_target, 10)
+        self.create_subscription(PoseStamped, "target_pose", self.on_target_pose, 10)
+        self.diagnostics = Diagnostics(self, f"{self.get_name()}: inverse kinematics")
+        self.create_timer(1.0, self.publish_status)
+        self.add_on_set_parameters_callback(self.on_parameters)
+        lo, hi = self.ik.reach_range_m
+        self.get_logger().info(f"ready: wrist reach {lo:.2f}..{hi:.2f} m from the boom foot, "
+                               f"bucket_pitch {self.bucket_pitch:.3f} rad")
+
+    # --- inputs --------------------------------------------------------------------------
+    def on_target(self, msg: PointStamped) -> None:
+        if not self._frame_ok(msg.header.frame_id):
+            return
+        p = msg.point
+        self._solve_and_publish(np.array([p.x, p.y, p.z]), self.bucket_pitch)
+
+    def on_target_pose(self, msg: PoseStamped) -> None:
+        if not self._frame_ok(msg.header.frame_id):
+            return
+        p, o = msg.pose.position, msg.pose.orientation
+        target = np.array([p.x, p.y, p.z])
+        try:
+            pitch, misalignment = bucket_pitch_from_quaternion((o.x, o.y, o.z, o.w),
+                                                               math.atan2(p.y, p.x))
+        except ValueError as exc:
+            self._reject(str(exc))
+            return
+        if misalignment > self.orientation_tolerance:
+            self._reject(f"target_pose orientation is {math.degrees(misalignment):.1f} deg out "
+                         f"of the boom plane (limit orientation_tolerance = "
+                         f"{math.degrees(self.orientation_tolerance):.1f} deg): the bucket only "
+                         "pitches about the boom's axis")
+            return
+        self._solve_and_publish(target, pitch)
+
+    def on_parameters(self, params: list[Parameter]) -> SetParametersResult:
+        for param in params:
+            if param.name == "bucket_pitch":
+                value = float(param.value)
+                if not math.isfinite(value):
+                    return SetParametersResult(successful=False,
+                                               reason=f"bucket_pitch {value} must be finite")
+                self.bucket_pitch = value
+            elif param.name == "orientation_tolerance":
+                self.orientation_tolerance = float(param.value)
+        return SetParametersResult(successful=True)
+
+    # --- core call -----------------------------------------------------------------------
+    def _frame_ok(self, frame_id: str) -> bool:
+        if frame_id in ("", BASE_FRAME):
+            return True
+        self._reject(f"target in frame '{frame_id}': ik_node only takes targets in "
+                     f"'{BASE_FRAME}' (transform it first)")
+        return False
+
+    def _solve_and_publish(self, target: np.ndarray, pitch: float) -> None:
+        try:
+            solution = self.ik.solve(target, pitch)
+        except KinematicsError as exc:
+            self._reject(str(exc))
+            return
+        self.solved += 1
+        self.publisher.publish(self._joint_command(solution))
+
+    def _joint_command(self, solution: IKSolution) -> JointState:
+        msg = JointState()
+        msg.header.stamp = self.get_clock().now().to_msg()
+        msg.header.frame_id = BASE_FRAME
+        msg.name = [*ACTIVE_JOINTS, *CYLINDER_NAMES]
+        msg.position = [*map(float, solution.q), *map(float, solution.extensions)]
+        return msg
+
+    def _reject(self, reason: str) -> None:
+        self.rejected += 1
+        self.last_error = reason
+        self.get_logger().warning(f"target rejected: {reason}")
+        self.diagnostics.publish(ERROR, reason, self._counters())
+
+    def _counters(self) -> dict[str, object]:
+        return {"solved": self.solved, "rejected": self.rejected, "last_error": self.last_error}
+
+    def publish_status(self) -> None:
+        self.diagnostics.publish(OK, "running", self._counters())
+
+
+def main(args: list[str] | None = None) -> int:
+    return run_node(IKNode, args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,103 @@
+"""What every node of the package shares: running it, declaring parameters, diagnostics.
+
+rclpy only: the pure cores never import this module.
+"""
+
+from __future__ import annotations
+
+import math
+import signal
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+import rclpy
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor
+from rclpy.executors import ExternalShutdownException
+from rclpy.node import Node
+
+from excavator_kinematics.errors import ConfigError
+
+N = TypeVar("N", bound=Node)
+
+OK = DiagnosticStatus.OK
+WARN = DiagnosticStatus.WARN
+ERROR = DiagnosticStatus.ERROR
+
+
+def run_node(factory: Callable[[], N], args: Sequence[str] | None = None,
+             cleanup: Callable[[N], None] | None = None) -> int:
+    """Init rclpy, build the node, spin until shutdown, clean up; returns the exit code.
+
+    ``ros2 launch`` sends SIGINT twice on Ctrl-C: SIGINT is ignored while cleaning up so the
+    second one cannot interrupt it. A configuration error exits with code 2 and its message.
+    """
+    rclpy.init(args=args)
+    node: N | None = None
+    code = 0
+    try:
+        node = factory()
+        rclpy.spin(node)
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    except ConfigError as exc:
+        print(f"[FATAL] invalid configuration: {exc}", file=sys.stderr, flush=True)
+        code = 2
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        if node is not None:
+            if cleanup is not None:
+                cleanup(node)
+            node.destroy_node()
+        rclpy.try_shutdown()
+    return code
+
+
+def declare(node: Node, name: str, default: Any, description: str, *,
+            low: float | None = None, high: float | None = None, unit: str = "") -> Any:
+    """Declare a parameter with a description and (for numbers) a range; return its value.
+
+    An override outside the range, or of the wrong type, raises ConfigError naming the
+    parameter, the value and the range.
+    """
+    descriptor = ParameterDescriptor(description=f"{description}" + (f" [{unit}]" if unit else ""))
+    if low is not None and high is not None:
+        if isinstance(default, bool):
+            pass
+        elif isinstance(default, int):
+            descriptor.integer_range = [IntegerRange(from_value=int(low), to_value=int(high),
+                                                     step=0)]
+        elif isinstance(default, float):
+            descriptor.floating_point_range = [FloatingPointRange(from_value=float(low),
+                                                                  to_value=float(high), step=0.0)]
+    try:
+        value = node.declare_parameter(name, default, descriptor).value
+    except Exception as exc:  # noqa: BLE001 - rclpy raises several exception types here
+        raise ConfigError(
+            f"parameter {node.get_name()}.{name}: {exc}; expected {type(default).__name__}"
+            + (f" in {low}..{high} {unit}" if low is not None else "")
+        ) from None
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ConfigError(f"parameter {node.get_name()}.{name} = {value} must be finite")
+    return value
+
+
+class Diagnostics:
+    """Publishes one DiagnosticStatus per call on ``/diagnostics`` (absolute, as aggregators
+    expect)."""
+
+    def __init__(self, node: Node, name: str, hardware_id: str = "excavator_hil"):
+        self._node = node
+        self.name = name
+        self.hardware_id = hardware_id
+        self._pub = node.create_publisher(DiagnosticArray, "/diagnostics", 10)
+
+    def publish(self, level: bytes, message: str, values: dict[str, Any] | None = None) -> None:
+        msg = DiagnosticArray()
+        msg.header.stamp = self._node.get_clock().now().to_msg()
+        status = DiagnosticStatus(level=level, name=self.name, message=message,
+                                  hardware_id=self.hardware_id)
+        status.values = [KeyValue(key=str(k), value=str(v)) for k, v in (values or {}).items()]
+        msg.status = [status]
+        self._pub.publish(msg)

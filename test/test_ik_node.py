@@ -1,0 +1,143 @@
+"""ik_node in its own process over real DDS: targets in, joint commands and diagnostics out."""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+import pytest
+from diagnostic_msgs.msg import DiagnosticArray
+from geometry_msgs.msg import PointStamped, PoseStamped
+from helpers import NodeProcess, RosTestNode, wait_for
+from sensor_msgs.msg import JointState
+
+from excavator_kinematics.bucket_orientation import bucket_quaternion
+from excavator_kinematics.geometry import default_geometry
+from excavator_kinematics.inverse_kinematics import InverseKinematics
+
+IK = InverseKinematics(default_geometry())
+NAMES = ["swing", "boom", "arm", "bucket", "boom_cylinder", "arm_cylinder", "bucket_cylinder"]
+
+
+@pytest.fixture(scope="module")
+def ik_process(tmp_path_factory: pytest.TempPathFactory):
+    proc = NodeProcess("excavator_kinematics.ik_node",
+                       ["--ros-args", "-p", "bucket_pitch:=0.3"],
+                       log_dir=tmp_path_factory.mktemp("ik_node"))
+    yield proc
+    code = proc.stop()
+    assert code == 0, proc.log()
+
+
+@pytest.fixture(scope="module")
+def probe():
+    node = RosTestNode("ik_probe")
+    yield node
+    node.close()
+
+
+def _point(x: float, y: float, z: float, frame: str = "base_link") -> PointStamped:
+    msg = PointStamped()
+    msg.header.frame_id = frame
+    msg.point.x, msg.point.y, msg.point.z = x, y, z
+    return msg
+
+
+class Channel:
+    """Publishers to and collectors from the node under test."""
+
+    def __init__(self, probe: RosTestNode):
+        self.commands: list[JointState] = probe.collect(JointState, "joint_command")
+        self.diagnostics: list[DiagnosticArray] = probe.collect(DiagnosticArray, "/diagnostics")
+        self.target = probe.node.create_publisher(PointStamped, "target", 10)
+        self.target_pose = probe.node.create_publisher(PoseStamped, "target_pose", 10)
+
+    def errors(self) -> list[str]:
+        return [s.message for d in self.diagnostics for s in d.status
+                if s.level == b"\x02" and s.name.startswith("ik_node")]
+
+
+@pytest.fixture(scope="module")
+def channel(ik_process: NodeProcess, probe: RosTestNode) -> Channel:
+    ch = Channel(probe)
+    # The node is up when its periodic diagnostics arrive and it has matched our publisher.
+    wait_for(lambda: ch.diagnostics and ch.target.get_subscription_count() > 0, 20.0,
+             lambda: f"ik_node to come up; its log:\n{ik_process.log()}")
+    return ch
+
+
+def test_target_yields_the_expected_joint_command(channel: Channel) -> None:
+    n0 = len(channel.commands)
+    target = (5.0, 2.0, 0.5)
+    channel.target.publish(_point(*target))
+    wait_for(lambda: len(channel.commands) > n0, 10.0, "a joint_command")
+    msg = channel.commands[-1]
+    expected = IK.solve(target, 0.3)
+    assert list(msg.name) == NAMES
+    assert np.allclose(msg.position, [*expected.q, *expected.extensions], atol=1e-12)
+    assert msg.header.frame_id == "base_link"
+    assert math.atan2(2.0, 5.0) == pytest.approx(msg.position[0])
+
+
+def test_target_pose_takes_the_pitch_from_its_orientation(channel: Channel) -> None:
+    n0 = len(channel.commands)
+    msg = PoseStamped()
+    msg.header.frame_id = "base_link"
+    msg.pose.position.x, msg.pose.position.y, msg.pose.position.z = 0.0, 6.0, 0.0
+    x, y, z, w = bucket_quaternion(math.pi / 2, 0.6)
+    msg.pose.orientation.x, msg.pose.orientation.y = x, y
+    msg.pose.orientation.z, msg.pose.orientation.w = z, w
+    channel.target_pose.publish(msg)
+    wait_for(lambda: len(channel.commands) > n0, 10.0, "a joint_command from target_pose")
+    expected = IK.solve((0.0, 6.0, 0.0), 0.6)
+    assert np.allclose(channel.commands[-1].position[:4], expected.q, atol=1e-9)
+
+
+@pytest.mark.parametrize(("point", "reason"), [
+    (_point(12.0, 0.0, 0.0), "out of reach"),
+    (_point(math.nan, 0.0, 0.0), "must be finite"),
+    (_point(5.0, 0.0, 0.5, frame="world"), "only takes targets in 'base_link'"),
+])
+def test_rejected_target_gives_a_diagnostic_and_no_command(
+    channel: Channel, point: PointStamped, reason: str
+) -> None:
+    n_cmd, n_err = len(channel.commands), len(channel.errors())
+    channel.target.publish(point)
+    wait_for(lambda: len(channel.errors()) > n_err, 10.0, f"a diagnostic saying '{reason}'")
+    assert reason in channel.errors()[-1]
+    time.sleep(0.3)  # a command would have arrived by now
+    assert len(channel.commands) == n_cmd
+
+
+def test_out_of_plane_orientation_is_rejected(channel: Channel) -> None:
+    n_cmd, n_err = len(channel.commands), len(channel.errors())
+    msg = PoseStamped()
+    msg.header.frame_id = "base_link"
+    msg.pose.position.x, msg.pose.position.z = 6.0, 0.0
+    x, y, z, w = bucket_quaternion(0.5, 0.6)  # yawed 0.5 rad away from the target's azimuth
+    msg.pose.orientation.x, msg.pose.orientation.y = x, y
+    msg.pose.orientation.z, msg.pose.orientation.w = z, w
+    channel.target_pose.publish(msg)
+    wait_for(lambda: len(channel.errors()) > n_err, 10.0, "an orientation diagnostic")
+    assert "out of the boom plane" in channel.errors()[-1]
+    time.sleep(0.3)
+    assert len(channel.commands) == n_cmd
+
+
+def test_double_sigint_shuts_down_cleanly(tmp_path) -> None:
+    """`ros2 launch` sends SIGINT twice on Ctrl-C: the node must still exit with code 0."""
+    proc = NodeProcess("excavator_kinematics.ik_node", log_dir=tmp_path)
+    wait_for(lambda: "ready:" in proc.log(), 20.0, "ik_node start-up")
+    proc.interrupt(count=2, gap=0.01)
+    proc.proc.wait(10)
+    assert proc.proc.returncode == 0, proc.log()
+    assert "Traceback" not in proc.log()
+
+
+def test_invalid_parameter_fails_at_start_up_naming_it(tmp_path) -> None:
+    proc = NodeProcess("excavator_kinematics.ik_node",
+                       ["--ros-args", "-p", "orientation_tolerance:=3.0"], log_dir=tmp_path)
+    proc.proc.wait(20)
+    assert proc.proc.returncode == 2
+    assert "orientation_tolerance" in proc.log()
