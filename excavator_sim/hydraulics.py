@@ -1,0 +1,185 @@
+"""Hydraulic actuation of the excavator model: cylinders, swing motor, track drive.
+
+Each cylinder is a MuJoCo ``intvelocity`` actuator on its rod's slide joint: the control is the
+valve's commanded rod speed [m/s], the actuator's activation integrates it into the rod position
+the oil column holds, and the force is ``kp * (activation - extension) - kv * speed``, clamped to
+what the pressure can push or pull. This gives, without any Python in the loop:
+
+- zero command holds position: the activation stays put and the stiff oil column holds the load
+  (kp = the column's stiffness from the oil's bulk modulus);
+- speed limited by the pump flow: the control range is ``[-Q / A_annulus, Q / A_bore]``;
+- force limited by the relief pressure: ``forcerange = [-p * A_annulus, p * A_bore]``;
+- never past a stroke limit: the activation range is the usable stroke (``actlimited``).
+
+The swing motor is the same on the swing hinge (speed and torque limits); the tracks drive the
+caterpillar's planar joints with velocity servos whose force is limited by traction.
+The outer position loop (joint targets -> valve speeds) lives in :mod:`excavator_sim.simulation`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import mujoco
+
+LPM_TO_M3S = 1.0 / 60000.0  # 1 L/min in m^3/s
+
+
+@dataclass(frozen=True)
+class CylinderHydraulics:
+    """One hydraulic function: ``count`` identical cylinders in parallel on one valve.
+
+    Units: bores and rod diameters [m], flow [L/min], dead volume [m^3] (hoses + end volumes,
+    per chamber), damping [N s/m].
+    """
+
+    name: str
+    bore_m: float
+    rod_diameter_m: float
+    count: int
+    flow_lpm: float
+    damping_n_s_per_m: float
+
+    @property
+    def bore_area_m2(self) -> float:
+        """Piston area on the bore (extend) side, all cylinders [m^2]."""
+        return self.count * math.pi / 4.0 * self.bore_m ** 2
+
+    @property
+    def annulus_area_m2(self) -> float:
+        """Piston area on the rod (retract) side, all cylinders [m^2]."""
+        return self.count * math.pi / 4.0 * (self.bore_m ** 2 - self.rod_diameter_m ** 2)
+
+    @property
+    def flow_m3_s(self) -> float:
+        return self.flow_lpm * LPM_TO_M3S
+
+    @property
+    def extend_speed_m_s(self) -> float:
+        """Fastest extension [m/s]: the pump flow filling the bore side."""
+        return self.flow_m3_s / self.bore_area_m2
+
+    @property
+    def retract_speed_m_s(self) -> float:
+        """Fastest retraction [m/s]: the pump flow filling the rod side."""
+        return self.flow_m3_s / self.annulus_area_m2
+
+    def push_force_n(self, pressure_pa: float) -> float:
+        """Largest extending force [N] at the relief pressure."""
+        return pressure_pa * self.bore_area_m2
+
+    def pull_force_n(self, pressure_pa: float) -> float:
+        """Largest retracting force [N] at the relief pressure."""
+        return pressure_pa * self.annulus_area_m2
+
+    def stiffness_n_per_m(self, bulk_modulus_pa: float, stroke_m: float,
+                          dead_volume_m3: float) -> float:
+        """Oil-column stiffness [N/m] at mid-stroke: ``beta * (A_b^2 / V_b + A_r^2 / V_r)``.
+
+        Both chambers are closed by the valve at zero command; each acts as a spring of
+        ``beta A^2 / V`` (hydraulic stiffness, e.g. Merritt, Hydraulic Control Systems, 1967).
+        """
+        a_b, a_r = self.bore_area_m2, self.annulus_area_m2
+        v_b = a_b * 0.5 * stroke_m + dead_volume_m3
+        v_r = a_r * 0.5 * stroke_m + dead_volume_m3
+        return bulk_modulus_pa * (a_b * a_b / v_b + a_r * a_r / v_r)
+
+
+@dataclass(frozen=True)
+class SwingDrive:
+    """Swing motor + reduction: torque [N m], speed [rad/s], holding stiffness and damping."""
+
+    torque_limit_nm: float
+    speed_limit_rad_s: float
+    stiffness_nm_per_rad: float
+    damping_nm_s_per_rad: float
+
+
+@dataclass(frozen=True)
+class TrackDrive:
+    """Skid-steer track drive: gauge (track centre to centre) [m], speed [m/s], traction [N]."""
+
+    track_width_m: float
+    speed_limit_m_s: float
+    traction_force_n: float
+    damping_n_s_per_m: float
+
+
+@dataclass(frozen=True)
+class Hydraulics:
+    """All actuation parameters (see ``config/sim.yaml`` for the chosen values and sources)."""
+
+    pressure_pa: float
+    bulk_modulus_pa: float
+    dead_volume_m3: float
+    position_gain_1_s: float
+    cylinders: Mapping[str, CylinderHydraulics]
+    swing: SwingDrive
+    tracks: TrackDrive
+
+
+# Actuator names in the MuJoCo model, in control order.
+CYLINDER_ACTUATORS = ("boom_cylinder", "arm_cylinder", "bucket_cylinder")
+SWING_ACTUATOR = "swing"
+BASE_ACTUATORS = ("base_x", "base_y", "base_yaw")
+
+
+def add_actuators(spec: mujoco.MjSpec, hydraulics: Hydraulics,
+                  usable_strokes: Mapping[str, tuple[float, float]],
+                  swing_limits_rad: tuple[float, float]) -> None:
+    """Add the cylinder, swing and track actuators to ``spec`` (joints must exist already).
+
+    ``usable_strokes`` [m] per cylinder bound each activation (the held rod position), so no
+    command can drive a rod past its stroke or the bucket four-bar past its toggle.
+    """
+    p = hydraulics.pressure_pa
+    for name in CYLINDER_ACTUATORS:
+        cyl = hydraulics.cylinders[name]
+        lo, hi = usable_strokes[name]
+        act = spec.add_actuator()
+        act.name = name
+        act.target = name
+        act.trntype = mujoco.mjtTrn.mjTRN_JOINT
+        kp = cyl.stiffness_n_per_m(hydraulics.bulk_modulus_pa, hi - lo,
+                                   hydraulics.dead_volume_m3)
+        act.set_to_intvelocity(kp=kp, kv=cyl.damping_n_s_per_m)
+        act.ctrllimited = mujoco.mjtLimited.mjLIMITED_TRUE
+        act.ctrlrange = [-cyl.retract_speed_m_s, cyl.extend_speed_m_s]
+        act.forcelimited = mujoco.mjtLimited.mjLIMITED_TRUE
+        act.forcerange = [-cyl.pull_force_n(p), cyl.push_force_n(p)]
+        act.actlimited = mujoco.mjtLimited.mjLIMITED_TRUE
+        act.actrange = [lo, hi]
+
+    sw = hydraulics.swing
+    act = spec.add_actuator()
+    act.name = SWING_ACTUATOR
+    act.target = "swing"
+    act.trntype = mujoco.mjtTrn.mjTRN_JOINT
+    act.set_to_intvelocity(kp=sw.stiffness_nm_per_rad, kv=sw.damping_nm_s_per_rad)
+    act.ctrllimited = mujoco.mjtLimited.mjLIMITED_TRUE
+    act.ctrlrange = [-sw.speed_limit_rad_s, sw.speed_limit_rad_s]
+    act.forcelimited = mujoco.mjtLimited.mjLIMITED_TRUE
+    act.forcerange = [-sw.torque_limit_nm, sw.torque_limit_nm]
+    act.actlimited = mujoco.mjtLimited.mjLIMITED_TRUE
+    act.actrange = list(swing_limits_rad)
+
+    tr = hydraulics.tracks
+    # Planar base: x, y velocity servos (traction-limited) and yaw (the track pair's moment).
+    yaw_torque = tr.traction_force_n * tr.track_width_m / 2.0
+    for name, kv, limit, speed in (
+        ("base_x", tr.damping_n_s_per_m, tr.traction_force_n, tr.speed_limit_m_s),
+        ("base_y", tr.damping_n_s_per_m, tr.traction_force_n, tr.speed_limit_m_s),
+        ("base_yaw", tr.damping_n_s_per_m * (tr.track_width_m / 2.0) ** 2, yaw_torque,
+         2.0 * tr.speed_limit_m_s / tr.track_width_m),
+    ):
+        act = spec.add_actuator()
+        act.name = name
+        act.target = name
+        act.trntype = mujoco.mjtTrn.mjTRN_JOINT
+        act.set_to_velocity(kv=kv)
+        act.ctrllimited = mujoco.mjtLimited.mjLIMITED_TRUE
+        act.ctrlrange = [-speed, speed]
+        act.forcelimited = mujoco.mjtLimited.mjLIMITED_TRUE
+        act.forcerange = [-limit, limit]

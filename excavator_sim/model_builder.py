@@ -1,0 +1,471 @@
+"""The MuJoCo excavator, built in code with ``mujoco.MjSpec`` from the one geometry object.
+
+Bodies (frames as in docs/simulation.md; side-view points (x, z) of the geometry sit at (x, 0, z)):
+
+- ``caterpillar`` (= ``base_link``, origin A on the ground): planar joints ``base_x``, ``base_y``
+  (slides along world x, y) and ``base_yaw`` (hinge about z). The tracks drive these three
+  joints as a skid-steer vehicle; the machine stays on the ground plane (no roll/pitch/heave).
+- ``chassis`` at B, hinge ``swing`` about +z.
+- ``boom`` at C, ``arm`` at H, ``bucket`` at M: hinges ``boom``/``arm``/``bucket`` with axis
+  (0, -1, 0), so positive = counter-clockwise in the side view, qpos = the linkage's relative
+  joint angle.
+- Each cylinder: a barrel body hinged at its pivot (``<name>_pivot``, axis (0, -1, 0), qpos = the
+  barrel's angle in its parent's frame) and a rod body on a slide (``<name>``, qpos = the piston
+  extension [m], the same definition as :class:`Linkage`). The rod eye is ``rod_length_m``
+  beyond the rod origin.
+- ``h_link`` hinged on the bucket-cylinder rod eye J (joint ``h_link``), ``side_link`` hinged on
+  the bucket at L (joint ``side_link``).
+- Four loops closed by site-to-site ``connect`` equalities: E (boom rod / boom), G (arm rod /
+  arm), K (H link / arm), J (side link / H link). Sites make the constraint independent of the
+  reference configuration.
+
+The model is built in the reference pose (every joint at 0); the initial pose is a keyframe
+``initial`` computed from :meth:`Linkage.points` for the requested joint angles, so the loops
+close exactly at t = 0. Geoms are primitives sized from the points; only the bucket and arm
+touch the terrain (contype/conaffinity), so the linkage has no self-contacts by construction.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import mujoco
+import numpy as np
+
+from excavator_kinematics.geometry import ExcavatorGeometry
+from excavator_kinematics.linkage import Linkage
+from excavator_sim.heightfield import TerrainGrid, add_height_field
+from excavator_sim.hydraulics import Hydraulics, add_actuators
+
+# Inertial properties of the upstream MuJoCo model (KennyVilella/excavator_simulator_mujoco,
+# model/excavator/excavator.xml: Meshlab estimates, steel at 8000 kg/m^3), per body:
+# (mass [kg], centre of mass [m], (Ixx, Iyy, Izz, Ixy, Ixz, Iyz) [kg m^2]), in the upstream
+# body frames. Those frames are y-up (mesh convention), x the same as ours; they map to ours by
+# (x, y, z)_upstream -> (x, -z, y). Masses here are scaled to config/excavator.yaml masses_kg.
+_UPSTREAM_INERTIALS: dict[str, tuple[float, tuple[float, float, float], tuple[float, ...]]] = {
+    "caterpillar": (12200.0, (-0.07, 0.386, 0.0), (4896, 10884, 6689, -46, 29, 12)),
+    "chassis": (20592.0, (-0.486, 0.480, -0.15), (6958, 17170, 13393, -980, 2311, 677)),
+    "boom": (1600.0, (1.729, 0.463, 0.0), (87, 1690, 1768, -14, 0.2, -0.02)),
+    "arm": (880.0, (0.476, 0.119, 0.0), (15, 290, 302, 23, 0.2, -0.02)),
+    "bucket": (450.0, (0.231, -0.468, 0.0), (77, 55, 65, -11, 0.2, -0.02)),
+    "boom_cylinder": (116.0, (0.397, 0.0, 0.0), (2.8, 11, 8.5, 0, 0, 0)),
+    "boom_rod": (29.0, (0.787, 0.0, 0.0), (0.7, 5.8, 5.1, 0, 0, 0)),
+    "arm_cylinder": (63.0, (0.581, 0.0, 0.0), (0.07, 9.6, 9.6, 0, 0, 0)),
+    "arm_rod": (30.0, (0.700, 0.0, 0.0), (0.03, 4.2, 4.2, 0, 0, 0)),
+    "bucket_cylinder": (25.0, (0.332, 0.0, 0.0), (0.02, 1.9, 1.9, 0, 0, 0)),
+    "bucket_rod": (16.0, (0.538, 0.0, 0.0), (0.02, 1.3, 1.3, 0, 0, 0)),
+    "h_link": (17.0, (0.227, 0.0, 0.0), (0.09, 0.5, 0.5, 0, 0, 0)),
+    "side_link": (18.0, (0.112, 0.0, 0.0), (0.06, 0.5, 0.5, 0, 0, 0)),
+}
+
+# Upstream frame -> ours: x stays, upstream y (up) -> z, upstream z -> -y.
+_R_UPSTREAM = np.array([[1.0, 0.0, 0.0], [0.0, 0.0, -1.0], [0.0, 1.0, 0.0]])
+
+# Joint names.
+BASE_JOINTS = ("base_x", "base_y", "base_yaw")
+ACTIVE_JOINTS = ("swing", "boom", "arm", "bucket")
+CYLINDER_JOINTS = ("boom_cylinder", "arm_cylinder", "bucket_cylinder")
+PASSIVE_JOINTS = ("boom_cylinder_pivot", "arm_cylinder_pivot", "bucket_cylinder_pivot",
+                  "h_link", "side_link")
+# Loop closures: (name, site on body 1, site on body 2).
+LOOPS = (("loop_E", "boom_rod_E", "boom_E"), ("loop_G", "arm_rod_G", "arm_G"),
+         ("loop_K", "h_link_K", "arm_K"), ("loop_J", "side_link_J", "h_link_J"))
+
+_AXIS_SIDE = [0.0, -1.0, 0.0]  # positive = counter-clockwise in the side view (x right, z up)
+
+
+@dataclass(frozen=True)
+class InitialPose:
+    """Initial joint angles [rad] and base pose in ``world`` ([m], [m], [rad])."""
+
+    swing: float = 0.0
+    boom: float = math.radians(30.0)
+    arm: float = math.radians(-60.0)
+    bucket: float = math.radians(70.0)
+    base_x: float = 0.0
+    base_y: float = 0.0
+    base_yaw: float = 0.0
+
+
+@dataclass(frozen=True)
+class ModelOptions:
+    """Everything the builder needs besides the geometry."""
+
+    hydraulics: Hydraulics | None = None
+    terrain: TerrainGrid = field(default_factory=TerrainGrid)
+    terrain_contact: bool = True
+    initial: InitialPose = field(default_factory=InitialPose)
+    timestep: float = 0.001
+    equality_solref: tuple[float, float] = (0.002, 1.0)
+    equality_solimp: tuple[float, float, float] = (0.99, 0.999, 0.001)
+
+
+def _side(p: tuple[float, float] | np.ndarray) -> list[float]:
+    """Side-view (x, z) -> 3-D (x, 0, z)."""
+    return [float(p[0]), 0.0, float(p[1])]
+
+
+def _atan2(v: np.ndarray) -> float:
+    return float(math.atan2(v[1], v[0]))
+
+
+def _set_inertial(body: mujoco.MjsBody, part: str, mass: float) -> None:
+    up_mass, com, full = _UPSTREAM_INERTIALS[part]
+    ixx, iyy, izz, ixy, ixz, iyz = full
+    inertia_up = np.array([[ixx, ixy, ixz], [ixy, iyy, iyz], [ixz, iyz, izz]], dtype=float)
+    inertia = _R_UPSTREAM @ inertia_up @ _R_UPSTREAM.T * (mass / up_mass)
+    body.explicitinertial = True
+    body.mass = mass
+    body.ipos = (_R_UPSTREAM @ np.array(com)).tolist()
+    body.fullinertia = [inertia[0, 0], inertia[1, 1], inertia[2, 2],
+                        inertia[0, 1], inertia[0, 2], inertia[1, 2]]
+
+
+def _visual(geom: mujoco.MjsGeom, rgba: list[float]) -> mujoco.MjsGeom:
+    geom.contype = 0
+    geom.conaffinity = 0
+    geom.mass = 0.0
+    geom.density = 0.0
+    geom.rgba = rgba
+    return geom
+
+
+def _capsule(body: mujoco.MjsBody, p0: list[float], p1: list[float], radius: float,
+             rgba: list[float], name: str = "") -> mujoco.MjsGeom:
+    g = body.add_geom()
+    g.name = name
+    g.type = mujoco.mjtGeom.mjGEOM_CAPSULE
+    g.fromto = p0 + p1
+    g.size = [radius, 0.0, 0.0]
+    return _visual(g, rgba)
+
+
+def _box(body: mujoco.MjsBody, p0: list[float], p1: list[float], half_y: float,
+         half_thickness: float, rgba: list[float], name: str = "") -> mujoco.MjsGeom:
+    """A box from p0 to p1 (both in the x-z plane), ``half_y`` wide across, thin across."""
+    g = body.add_geom()
+    g.name = name
+    g.type = mujoco.mjtGeom.mjGEOM_BOX
+    g.fromto = p0 + p1
+    g.size = [half_thickness, half_y, 0.0]
+    return _visual(g, rgba)
+
+
+def _hinge(body: mujoco.MjsBody, name: str, rng: tuple[float, float] | None = None,
+           axis: list[float] | None = None) -> mujoco.MjsJoint:
+    j = body.add_joint()
+    j.name = name
+    j.type = mujoco.mjtJoint.mjJNT_HINGE
+    j.axis = axis if axis is not None else _AXIS_SIDE
+    if rng is not None:
+        j.limited = mujoco.mjtLimited.mjLIMITED_TRUE
+        j.range = list(rng)
+    else:
+        j.limited = mujoco.mjtLimited.mjLIMITED_FALSE
+    return j
+
+
+def _site(body: mujoco.MjsBody, name: str, pos: list[float]) -> None:
+    s = body.add_site()
+    s.name = name
+    s.pos = pos
+    s.size = [0.03, 0.0, 0.0]
+    s.rgba = [1.0, 0.1, 0.1, 0.6]
+
+
+YELLOW = [0.95, 0.65, 0.12, 1.0]
+DARK = [0.2, 0.2, 0.22, 1.0]
+STEEL = [0.7, 0.72, 0.75, 1.0]
+GREY = [0.45, 0.45, 0.48, 1.0]
+
+
+def build_spec(geometry: ExcavatorGeometry, linkage: Linkage, options: ModelOptions,
+               track_width_m: float = 2.4) -> mujoco.MjSpec:
+    """The excavator as an ``MjSpec`` (not compiled): bodies, joints, loops, actuators, terrain."""
+    g = geometry
+    masses = {**{k: v[0] for k, v in _UPSTREAM_INERTIALS.items()}, **dict(g.masses_kg)}
+    spec = mujoco.MjSpec()
+    spec.modelname = "excavator"
+    spec.compiler.degree = False
+    spec.compiler.autolimits = True
+    spec.option.timestep = options.timestep
+    spec.option.integrator = mujoco.mjtIntegrator.mjINT_IMPLICITFAST
+    spec.option.gravity = [0.0, 0.0, -9.81]
+    spec.visual.headlight.ambient = [0.35, 0.35, 0.35]
+    spec.visual.headlight.diffuse = [0.5, 0.5, 0.5]
+    spec.stat.center = [3.0, 0.0, 1.5]
+    spec.stat.extent = 10.0
+
+    light = spec.worldbody.add_light()
+    light.name = "sun"
+    light.pos = [0.0, 0.0, 20.0]
+    light.dir = [0.3, 0.2, -1.0]
+    light.diffuse = [0.7, 0.7, 0.7]
+    add_height_field(spec, options.terrain, options.terrain_contact)
+
+    # --- caterpillar (base_link) ----------------------------------------------------------
+    cat = spec.worldbody.add_body()
+    cat.name = "caterpillar"
+    for name, axis in (("base_x", [1.0, 0.0, 0.0]), ("base_y", [0.0, 1.0, 0.0])):
+        j = cat.add_joint()
+        j.name = name
+        j.type = mujoco.mjtJoint.mjJNT_SLIDE
+        j.axis = axis
+    _hinge(cat, "base_yaw", axis=[0.0, 0.0, 1.0])
+    _set_inertial(cat, "caterpillar", masses["caterpillar"])
+    half_track = 0.5 * track_width_m
+    track_h = 0.8
+    for side, y in (("left", half_track), ("right", -half_track)):
+        t = cat.add_geom()
+        t.name = f"track_{side}"
+        t.type = mujoco.mjtGeom.mjGEOM_BOX
+        t.pos = [0.0, y, 0.5 * track_h]
+        t.size = [2.3, 0.3, 0.5 * track_h]
+        _visual(t, DARK)
+    frame = cat.add_geom()
+    frame.name = "track_frame"
+    frame.type = mujoco.mjtGeom.mjGEOM_BOX
+    frame.pos = [0.0, 0.0, 0.5 * g.B[1]]
+    frame.size = [1.2, half_track - 0.3, 0.25 * g.B[1]]
+    _visual(frame, GREY)
+    _site(cat, "base_link", [0.0, 0.0, 0.0])
+
+    # --- chassis (swing at B) ------------------------------------------------------------
+    ch = cat.add_body()
+    ch.name = "chassis"
+    ch.pos = [g.B[0], 0.0, g.B[1]]
+    _hinge(ch, "swing", g.swing_limits_rad, axis=[0.0, 0.0, 1.0])
+    _set_inertial(ch, "chassis", masses["chassis"])
+    body_box = ch.add_geom()
+    body_box.name = "upper_structure"
+    body_box.type = mujoco.mjtGeom.mjGEOM_BOX
+    body_box.pos = [-1.1, 0.0, 0.55]
+    body_box.size = [1.6, 1.3, 0.5]
+    _visual(body_box, YELLOW)
+    cab = ch.add_geom()
+    cab.name = "cab"
+    cab.type = mujoco.mjtGeom.mjGEOM_BOX
+    cab.pos = [0.0, 0.85, 1.4]
+    cab.size = [0.5, 0.45, 0.45]
+    _visual(cab, [0.3, 0.35, 0.4, 1.0])
+    _box(ch, _side((0.0, 0.1)), _side(g.C), 0.3, 0.15, YELLOW, "boom_foot")
+
+    # --- boom cylinder (barrel at D, rod on a slide) -------------------------------------
+    bc = g.cylinders["boom_cylinder"]
+    boom_cyl = ch.add_body()
+    boom_cyl.name = "boom_cylinder"
+    boom_cyl.pos = _side(g.D)
+    _hinge(boom_cyl, "boom_cylinder_pivot")
+    _set_inertial(boom_cyl, "boom_cylinder", masses["boom_cylinder"])
+    barrel = bc.rod_length_m + bc.stroke_min_m - 0.1
+    _capsule(boom_cyl, [0.0, 0.0, 0.0], [barrel, 0.0, 0.0], 0.11, STEEL, "boom_cylinder_barrel")
+    boom_rod = boom_cyl.add_body()
+    boom_rod.name = "boom_rod"
+    j = boom_rod.add_joint()
+    j.name = "boom_cylinder"
+    j.type = mujoco.mjtJoint.mjJNT_SLIDE
+    j.axis = [1.0, 0.0, 0.0]
+    j.range = [bc.stroke_min_m, bc.stroke_max_m]
+    j.limited = mujoco.mjtLimited.mjLIMITED_TRUE
+    _set_inertial(boom_rod, "boom_rod", masses["boom_rod"])
+    _capsule(boom_rod, [0.0, 0.0, 0.0], [bc.rod_length_m, 0.0, 0.0], 0.06, [0.9, 0.9, 0.92, 1],
+             "boom_cylinder_rod")
+    _site(boom_rod, "boom_rod_E", [bc.rod_length_m, 0.0, 0.0])
+
+    # --- boom (at C) ---------------------------------------------------------------------
+    boom = ch.add_body()
+    boom.name = "boom"
+    boom.pos = _side(g.C)
+    _hinge(boom, "boom", linkage.joint_limits["boom"])
+    _set_inertial(boom, "boom", masses["boom"])
+    _box(boom, [0.0, 0.0, 0.0], _side(g.F), 0.3, 0.22, YELLOW, "boom_lower")
+    _box(boom, _side(g.F), _side(g.H), 0.28, 0.2, YELLOW, "boom_upper")
+    _site(boom, "boom_E", _side(g.E))
+
+    # --- arm cylinder (barrel at F on the boom) ------------------------------------------
+    ac = g.cylinders["arm_cylinder"]
+    arm_cyl = boom.add_body()
+    arm_cyl.name = "arm_cylinder"
+    arm_cyl.pos = _side(g.F)
+    _hinge(arm_cyl, "arm_cylinder_pivot")
+    _set_inertial(arm_cyl, "arm_cylinder", masses["arm_cylinder"])
+    barrel = ac.rod_length_m + ac.stroke_min_m - 0.1
+    _capsule(arm_cyl, [0.0, 0.0, 0.0], [barrel, 0.0, 0.0], 0.1, STEEL, "arm_cylinder_barrel")
+    arm_rod = arm_cyl.add_body()
+    arm_rod.name = "arm_rod"
+    j = arm_rod.add_joint()
+    j.name = "arm_cylinder"
+    j.type = mujoco.mjtJoint.mjJNT_SLIDE
+    j.axis = [1.0, 0.0, 0.0]
+    j.range = [ac.stroke_min_m, ac.stroke_max_m]
+    j.limited = mujoco.mjtLimited.mjLIMITED_TRUE
+    _set_inertial(arm_rod, "arm_rod", masses["arm_rod"])
+    _capsule(arm_rod, [0.0, 0.0, 0.0], [ac.rod_length_m, 0.0, 0.0], 0.055, [0.9, 0.9, 0.92, 1],
+             "arm_cylinder_rod")
+    _site(arm_rod, "arm_rod_G", [ac.rod_length_m, 0.0, 0.0])
+
+    # --- arm (at H) ----------------------------------------------------------------------
+    arm = boom.add_body()
+    arm.name = "arm"
+    arm.pos = _side(g.H)
+    _hinge(arm, "arm", linkage.joint_limits["arm"])
+    _set_inertial(arm, "arm", masses["arm"])
+    arm_geom = _box(arm, _side(g.G), _side(g.M), 0.22, 0.16, YELLOW, "arm_beam")
+    arm_geom.conaffinity = 1 if options.terrain_contact else 0
+    _box(arm, _side(g.I), _side(g.K), 0.2, 0.1, YELLOW, "arm_top")
+    _site(arm, "arm_G", _side(g.G))
+    _site(arm, "arm_K", _side(g.K))
+
+    # --- bucket cylinder (barrel at I on the arm), H link on its rod eye J ---------------
+    kc = g.cylinders["bucket_cylinder"]
+    bucket_cyl = arm.add_body()
+    bucket_cyl.name = "bucket_cylinder"
+    bucket_cyl.pos = _side(g.I)
+    _hinge(bucket_cyl, "bucket_cylinder_pivot")
+    _set_inertial(bucket_cyl, "bucket_cylinder", masses["bucket_cylinder"])
+    barrel = kc.rod_length_m + kc.stroke_min_m - 0.1
+    _capsule(bucket_cyl, [0.0, 0.0, 0.0], [barrel, 0.0, 0.0], 0.09, STEEL,
+             "bucket_cylinder_barrel")
+    bucket_rod = bucket_cyl.add_body()
+    bucket_rod.name = "bucket_rod"
+    j = bucket_rod.add_joint()
+    j.name = "bucket_cylinder"
+    j.type = mujoco.mjtJoint.mjJNT_SLIDE
+    j.axis = [1.0, 0.0, 0.0]
+    j.range = [kc.stroke_min_m, kc.stroke_max_m]
+    j.limited = mujoco.mjtLimited.mjLIMITED_TRUE
+    _set_inertial(bucket_rod, "bucket_rod", masses["bucket_rod"])
+    _capsule(bucket_rod, [0.0, 0.0, 0.0], [kc.rod_length_m, 0.0, 0.0], 0.05,
+             [0.9, 0.9, 0.92, 1], "bucket_cylinder_rod")
+    h_link = bucket_rod.add_body()
+    h_link.name = "h_link"
+    h_link.pos = [kc.rod_length_m, 0.0, 0.0]
+    _hinge(h_link, "h_link")
+    _set_inertial(h_link, "h_link", masses["h_link"])
+    _capsule(h_link, [0.0, 0.0, 0.0], [g.JK, 0.0, 0.0], 0.05, GREY, "h_link")
+    _site(h_link, "h_link_J", [0.0, 0.0, 0.0])
+    _site(h_link, "h_link_K", [g.JK, 0.0, 0.0])
+
+    # --- bucket (at M), side link at L ---------------------------------------------------
+    bucket = arm.add_body()
+    bucket.name = "bucket"
+    bucket.pos = _side(g.M)
+    _hinge(bucket, "bucket", linkage.joint_limits["bucket"])
+    _set_inertial(bucket, "bucket", masses["bucket"])
+    half_w = 0.5 * g.bucket_width_m
+    origin = [0.0, 0.0, 0.0]
+    tip, base = _side(g.tip), _side(g.bucket_base)
+    for geom in (_box(bucket, tip, base, half_w, 0.03, DARK, "bucket_bottom"),
+                 _box(bucket, base, origin, half_w, 0.03, DARK, "bucket_back")):
+        geom.conaffinity = 1 if options.terrain_contact else 0
+    for side, y in (("left", half_w), ("right", -half_w)):
+        _capsule(bucket, [tip[0], y, tip[2]], [0.0, y, 0.0], 0.02, DARK, f"bucket_side_{side}")
+    _site(bucket, "bucket_origin", origin)
+    _site(bucket, "bucket_tip", tip)
+    _site(bucket, "bucket_base", base)
+    side_link = bucket.add_body()
+    side_link.name = "side_link"
+    side_link.pos = _side(g.L)
+    _hinge(side_link, "side_link")
+    _set_inertial(side_link, "side_link", masses["side_link"])
+    _capsule(side_link, [0.0, 0.0, 0.0], [g.JL, 0.0, 0.0], 0.05, GREY, "side_link")
+    _site(side_link, "side_link_J", [g.JL, 0.0, 0.0])
+
+    # --- loops ---------------------------------------------------------------------------
+    for name, s1, s2 in LOOPS:
+        eq = spec.add_equality()
+        eq.name = name
+        eq.type = mujoco.mjtEq.mjEQ_CONNECT
+        eq.objtype = mujoco.mjtObj.mjOBJ_SITE
+        eq.name1 = s1
+        eq.name2 = s2
+        eq.solref = list(options.equality_solref)
+        eq.solimp = [*options.equality_solimp, 0.5, 2.0]
+
+    if options.hydraulics is not None:
+        add_actuators(spec, options.hydraulics, linkage.extension_limits, g.swing_limits_rad)
+
+    key = spec.add_key()
+    key.name = "initial"
+    return spec
+
+
+def initial_qpos(model: mujoco.MjModel, linkage: Linkage, pose: InitialPose) -> np.ndarray:
+    """qpos of the closed linkage at ``pose`` (raises if a joint angle is outside its limits)."""
+    linkage.check_joints(pose.boom, pose.arm, pose.bucket)
+    values = passive_joint_values(linkage, pose.boom, pose.arm, pose.bucket)
+    values.update(swing=pose.swing, boom=pose.boom, arm=pose.arm, bucket=pose.bucket,
+                  base_x=pose.base_x, base_y=pose.base_y, base_yaw=pose.base_yaw)
+    qpos = model.qpos0.copy()
+    for name, value in values.items():
+        jid = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_JOINT, name)
+        qpos[model.jnt_qposadr[jid]] = value
+    return qpos
+
+
+def passive_joint_values(linkage: Linkage, boom: float, arm: float, bucket: float
+                         ) -> dict[str, float]:
+    """Cylinder pivot angles [rad], extensions [m] and link angles [rad] from the linkage."""
+    g = linkage.geometry
+    p = {k: np.asarray(v, dtype=float) for k, v in linkage.points(boom, arm, bucket).items()}
+    arm_abs = boom + arm
+    de, fg, ij = p["E"] - p["D"], p["G"] - p["F"], p["J"] - p["I"]
+    return {
+        "boom_cylinder_pivot": _atan2(de),
+        "boom_cylinder": float(np.hypot(*de)) - g.cylinders["boom_cylinder"].rod_length_m,
+        "arm_cylinder_pivot": _atan2(fg) - boom,
+        "arm_cylinder": float(np.hypot(*fg)) - g.cylinders["arm_cylinder"].rod_length_m,
+        "bucket_cylinder_pivot": _atan2(ij) - arm_abs,
+        "bucket_cylinder": float(np.hypot(*ij)) - g.cylinders["bucket_cylinder"].rod_length_m,
+        "h_link": _atan2(p["K"] - p["J"]) - _atan2(ij),
+        "side_link": _atan2(p["J"] - p["L"]) - (arm_abs + bucket),
+    }
+
+
+@dataclass
+class BuiltModel:
+    """A compiled model with its initial state and the index maps the simulation uses."""
+
+    spec: mujoco.MjSpec
+    model: mujoco.MjModel
+    qpos_initial: np.ndarray
+    qpos_adr: Mapping[str, int]
+    dof_adr: Mapping[str, int]
+    actuator_id: Mapping[str, int]
+    site_id: Mapping[str, int]
+
+
+def build_model(geometry: ExcavatorGeometry, linkage: Linkage | None = None,
+                options: ModelOptions | None = None, track_width_m: float = 2.4) -> BuiltModel:
+    """Build and compile the excavator; the keyframe ``initial`` holds the closed initial pose."""
+    linkage = linkage if linkage is not None else Linkage(geometry)
+    options = options if options is not None else ModelOptions()
+    spec = build_spec(geometry, linkage, options, track_width_m)
+    model = spec.compile()
+    qpos = initial_qpos(model, linkage, options.initial)
+    model.key_qpos[0] = qpos
+    act_ids = {model.actuator(i).name: i for i in range(model.nu)}
+    for aid in act_ids.values():
+        if model.actuator_actnum[aid] > 0:
+            jid = model.actuator_trnid[aid, 0]
+            model.key_act[0, model.actuator_actadr[aid]] = qpos[model.jnt_qposadr[jid]]
+    joints = [model.joint(i).name for i in range(model.njnt)]
+    return BuiltModel(
+        spec=spec, model=model, qpos_initial=qpos,
+        qpos_adr={n: int(model.jnt_qposadr[i]) for i, n in enumerate(joints)},
+        dof_adr={n: int(model.jnt_dofadr[i]) for i, n in enumerate(joints)},
+        actuator_id=act_ids,
+        site_id={model.site(i).name: i for i in range(model.nsite)},
+    )
+
+
+def loop_residuals(model: mujoco.MjModel, data: mujoco.MjData) -> np.ndarray:
+    """Distance [m] between the two sites of each loop closure (needs ``mj_kinematics``)."""
+    out = np.empty(len(LOOPS))
+    for k, (_, s1, s2) in enumerate(LOOPS):
+        a = data.site(s1).xpos
+        b = data.site(s2).xpos
+        out[k] = float(np.linalg.norm(a - b))
+    return out
