@@ -1,0 +1,293 @@
+"""Parameters of the bridge and the virtual PLC, from ``config/plc.yaml`` (ROS 2 parameter form).
+
+Pure: no rclpy. ``load_config(path, overrides)`` reads the file, applies overrides (CLI or ROS
+parameters) and validates every value; an invalid one raises ``ConfigError`` naming the
+parameter, the value, the allowed range and the fix.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from excavator_kinematics.errors import ConfigError
+from excavator_kinematics.paths import config_file
+from plc_bridge.db_layout import DbLayout, LayoutError, parse_field_spec
+
+MODELS: tuple[str, ...] = ("skid_steer", "ackermann", "4wd4ws")
+
+# name -> (type, min, max, unit/description). Ranges are inclusive.
+_SCALARS: dict[str, tuple[type, float, float, str]] = {
+    "redis_timeout": (float, 0.001, 5.0, "s"),
+    "plc_port": (int, 1, 65535, "TCP port"),
+    "rack": (int, 0, 7, "rack number"),
+    "slot": (int, 0, 31, "slot number"),
+    "pdu_size": (int, 240, 960, "B"),
+    "plc_timeout": (float, 0.001, 1.0, "s"),
+    "reconnect_min": (float, 0.001, 10.0, "s"),
+    "reconnect_max": (float, 0.001, 60.0, "s"),
+    "reconnect_jitter": (float, 0.0, 1.0, "fraction"),
+    "cycle_hz": (float, 1.0, 1000.0, "Hz"),
+    "heartbeat_timeout": (float, 0.05, 10.0, "s"),
+    "plc_alive_timeout": (float, 0.05, 10.0, "s"),
+    "max_longitudinal": (float, 1e-6, 100.0, "m/s"),
+    "max_lateral": (float, 0.0, 100.0, "m/s"),
+    "max_angular": (float, 1e-6, 100.0, "rad/s"),
+    "control_db": (int, 1, 65535, "DB number"),
+    "monitor_db": (int, 1, 65535, "DB number"),
+}
+
+_VIRTUAL_PLC: dict[str, tuple[float, float, str]] = {
+    "plant_hz": (10.0, 2000.0, "Hz"),
+    "speed_time_constant_s": (1e-4, 10.0, "s"),
+    "steer_rate_rad_s": (1e-3, 100.0, "rad/s"),
+    "watchdog_timeout_s": (0.005, 10.0, "s"),
+}
+
+
+@dataclass(frozen=True)
+class VirtualPlcParams:
+    """The simulated plant and watchdog of the virtual PLC."""
+
+    plant_hz: float = 200.0
+    speed_time_constant_s: float = 0.05
+    steer_rate_rad_s: float = 2.0
+    watchdog_timeout_s: float = 0.1
+
+
+@dataclass(frozen=True)
+class BridgeConfig:
+    """Every parameter of config/plc.yaml, validated. Units in the names' comments there."""
+
+    redis_url: str
+    redis_timeout: float
+    plc_host: str
+    plc_port: int
+    rack: int
+    slot: int
+    pdu_size: int
+    plc_timeout: float
+    reconnect_min: float
+    reconnect_max: float
+    reconnect_jitter: float
+    model: str
+    cycle_hz: float
+    heartbeat_timeout: float
+    plc_alive_timeout: float
+    lateral_sign: int
+    wake_on_change: bool
+    configure_keyspace_events: bool
+    notify_channel: str
+    max_longitudinal: float
+    max_lateral: float
+    max_angular: float
+    control_db: int
+    monitor_db: int
+    write_allow_list: tuple[int, ...]
+    control: DbLayout
+    monitor: DbLayout
+    wheels: tuple[str, ...]
+    steering: tuple[str, ...]
+    vehicle_params: dict[str, Any] = field(default_factory=dict)
+    virtual_plc: VirtualPlcParams = field(default_factory=VirtualPlcParams)
+    source: str = ""
+
+    @property
+    def period_s(self) -> float:
+        return 1.0 / self.cycle_hz
+
+    def speed_sp_fields(self) -> tuple[str, ...]:
+        return tuple(f"speed_sp_{w}" for w in self.wheels)
+
+    def angle_sp_fields(self) -> tuple[str, ...]:
+        return tuple(f"angle_sp_{s}" for s in self.steering)
+
+    def speed_fields(self) -> tuple[str, ...]:
+        return tuple(f"speed_{w}" for w in self.wheels)
+
+    def angle_fields(self) -> tuple[str, ...]:
+        return tuple(f"angle_{s}" for s in self.steering)
+
+
+def default_config_path() -> Path:
+    return config_file("plc.yaml")
+
+
+def read_parameters(path: str | Path | None = None) -> dict[str, Any]:
+    """The ``ros__parameters`` mapping of a ROS 2 parameter file (``/**`` or any node key)."""
+    p = Path(path) if path else default_config_path()
+    try:
+        doc = yaml.safe_load(p.read_text())
+    except (OSError, yaml.YAMLError) as e:
+        raise ConfigError(f"cannot read the PLC bridge config {p}: {e}") from e
+    if not isinstance(doc, dict):
+        raise ConfigError(f"{p}: expected '/**: ros__parameters: ...' at the top level")
+    for node in doc.values():
+        if isinstance(node, dict) and isinstance(node.get("ros__parameters"), dict):
+            return dict(node["ros__parameters"])
+    raise ConfigError(f"{p}: no 'ros__parameters' section; write '/**:\\n  ros__parameters:'")
+
+
+def load_config(path: str | Path | None = None, overrides: Mapping[str, Any] | None = None
+                ) -> BridgeConfig:
+    """Read, override and validate. ``overrides`` keys are top-level parameter names."""
+    params = read_parameters(path)
+    for k, v in (overrides or {}).items():
+        if v is not None:
+            params[k] = v
+    return config_from_parameters(params, source=str(path or default_config_path()))
+
+
+def _scalar(params: Mapping[str, Any], name: str) -> float | int:
+    kind, lo, hi, unit = _SCALARS[name]
+    if name not in params:
+        raise ConfigError(f"parameter {name!r} is missing; add it to config/plc.yaml "
+                          f"({unit}, {lo}..{hi})")
+    raw = params[name]
+    try:
+        if isinstance(raw, bool):
+            raise TypeError
+        value = kind(raw)
+        if kind is int and float(raw) != value:
+            raise TypeError
+    except (TypeError, ValueError):
+        raise ConfigError(f"parameter {name!r} = {raw!r} is not a {kind.__name__}; "
+                          f"give a number in {lo}..{hi} {unit}") from None
+    if not (math.isfinite(value) and lo <= value <= hi):
+        raise ConfigError(f"parameter {name!r} = {raw!r} is outside {lo}..{hi} {unit}; "
+                          f"set it inside the range")
+    return value
+
+
+def _string(params: Mapping[str, Any], name: str, default: str | None = None) -> str:
+    raw = params.get(name, default)
+    if not isinstance(raw, str) or not raw:
+        raise ConfigError(f"parameter {name!r} = {raw!r} must be a non-empty string")
+    return raw
+
+
+def _bool(params: Mapping[str, Any], name: str, default: bool) -> bool:
+    raw = params.get(name, default)
+    if not isinstance(raw, bool):
+        raise ConfigError(f"parameter {name!r} = {raw!r} must be true or false")
+    return raw
+
+
+def config_from_parameters(params: Mapping[str, Any], source: str = "") -> BridgeConfig:
+    """Validate a ``ros__parameters`` mapping into a ``BridgeConfig``."""
+    s = {name: _scalar(params, name) for name in _SCALARS}
+    model = _string(params, "model")
+    if model not in MODELS:
+        raise ConfigError(f"parameter 'model' = {model!r}; choose one of {', '.join(MODELS)}")
+    redis_url = _string(params, "redis_url")
+    if not redis_url.startswith(("redis://", "rediss://", "unix://")):
+        raise ConfigError(f"parameter 'redis_url' = {redis_url!r} must start with redis://, "
+                          f"rediss:// (TLS) or unix://")
+    lateral_sign = params.get("lateral_sign", 1)
+    if lateral_sign not in (1, -1) or isinstance(lateral_sign, bool):
+        raise ConfigError(f"parameter 'lateral_sign' = {lateral_sign!r} must be 1 (+ left, "
+                          f"REP-103) or -1 (+ right, ARTOF simulator)")
+    if s["reconnect_max"] < s["reconnect_min"]:
+        raise ConfigError(f"parameter 'reconnect_max' = {s['reconnect_max']} s is below "
+                          f"'reconnect_min' = {s['reconnect_min']} s; raise it")
+    detect_cycles = math.ceil(s["plc_timeout"] * s["cycle_hz"] - 1e-9) + 1
+    if detect_cycles > 3:
+        raise ConfigError(f"parameter 'plc_timeout' = {s['plc_timeout']} s at cycle_hz = "
+                          f"{s['cycle_hz']} Hz detects a lost PLC after {detect_cycles} cycles; "
+                          f"the limit is 3: set plc_timeout <= {2.0 / s['cycle_hz']:.4f} s")
+    allow = params.get("write_allow_list")
+    if not isinstance(allow, list) or not all(isinstance(x, int) and not isinstance(x, bool)
+                                               for x in allow):
+        raise ConfigError(f"parameter 'write_allow_list' = {allow!r} must be a list of DB "
+                          f"numbers, e.g. [100]")
+    if s["control_db"] not in allow:
+        raise ConfigError(f"parameter 'control_db' = {s['control_db']} is not in "
+                          f"'write_allow_list' = {allow}; add it, the bridge writes only there")
+    if s["monitor_db"] == s["control_db"]:
+        raise ConfigError(f"parameters 'control_db' and 'monitor_db' are both "
+                          f"{s['control_db']}; use two data blocks")
+
+    control, monitor, wheels, steering = _layouts(params, model, int(s["control_db"]),
+                                                  int(s["monitor_db"]))
+    try:
+        control.check_pdu(int(s["pdu_size"]), "write")
+        monitor.check_pdu(int(s["pdu_size"]), "read")
+    except LayoutError as e:
+        raise ConfigError(f"parameter 'pdu_size': {e}") from e
+
+    vehicle_all = params.get("vehicle", {})
+    vehicle = vehicle_all.get(model) if isinstance(vehicle_all, dict) else None
+    if not isinstance(vehicle, dict):
+        raise ConfigError(f"parameter 'vehicle.{model}' is missing; add the geometry of the "
+                          f"{model} vehicle to config/plc.yaml")
+
+    vp_raw = params.get("virtual_plc", {}) or {}
+    vp: dict[str, float] = {}
+    for name, (lo, hi, unit) in _VIRTUAL_PLC.items():
+        raw = vp_raw.get(name, getattr(VirtualPlcParams, name))
+        try:
+            value = float(raw)
+        except (TypeError, ValueError):
+            value = math.nan
+        if not (math.isfinite(value) and lo <= value <= hi):
+            raise ConfigError(f"parameter 'virtual_plc.{name}' = {raw!r} is outside {lo}..{hi} "
+                              f"{unit}; set it inside the range")
+        vp[name] = value
+
+    return BridgeConfig(
+        redis_url=redis_url, plc_host=_string(params, "plc_host"), model=model,
+        lateral_sign=int(lateral_sign),
+        wake_on_change=_bool(params, "wake_on_change", True),
+        configure_keyspace_events=_bool(params, "configure_keyspace_events", True),
+        notify_channel=_string(params, "notify_channel", "plc.control.changed"),
+        write_allow_list=tuple(allow), control=control, monitor=monitor, wheels=wheels,
+        steering=steering, vehicle_params=dict(vehicle), virtual_plc=VirtualPlcParams(**vp),
+        source=source,
+        **{k: (int(v) if _SCALARS[k][0] is int else float(v)) for k, v in s.items()},
+    )
+
+
+def _layouts(params: Mapping[str, Any], model: str, control_db: int, monitor_db: int
+             ) -> tuple[DbLayout, DbLayout, tuple[str, ...], tuple[str, ...]]:
+    layout = params.get("layout")
+    if not isinstance(layout, dict):
+        raise ConfigError("parameter 'layout' is missing; declare the data-block fields")
+    per_model = layout.get(model)
+    if not isinstance(per_model, dict):
+        raise ConfigError(f"parameter 'layout.{model}' is missing; declare its control and "
+                          f"monitor fields")
+    actuators = (params.get("actuators") or {}).get(model)
+    if not isinstance(actuators, dict) or not actuators.get("wheels"):
+        raise ConfigError(f"parameter 'actuators.{model}.wheels' is missing; list the wheel or "
+                          f"track names in the vehicle model's order")
+    wheels = tuple(str(w) for w in actuators["wheels"])
+    steering = tuple(str(w) for w in actuators.get("steering") or ())
+
+    def build(block: str, header_key: str, db: int) -> DbLayout:
+        lines = list(layout.get(header_key) or []) + list(per_model.get(block) or [])
+        where = f"layout.{header_key} + layout.{model}.{block}"
+        try:
+            specs = [parse_field_spec(line, where) for line in lines]
+            return DbLayout(f"{block}_{model}", db, specs)
+        except LayoutError as e:
+            raise ConfigError(f"parameter {where!r}: {e}") from e
+
+    control = build("control", "control_header", control_db)
+    monitor = build("monitor", "monitor_header", monitor_db)
+    required = {
+        control: ["alive", "enable", "stop", *(f"speed_sp_{w}" for w in wheels),
+                  *(f"angle_sp_{a}" for a in steering)],
+        monitor: ["alive", "ready", "fault", "estop", "auto",
+                  *(f"speed_{w}" for w in wheels), *(f"angle_{a}" for a in steering)],
+    }
+    for block, names in required.items():
+        for name in names:
+            if not block.has(name):
+                raise ConfigError(f"parameter 'layout': data block {block.name!r} lacks field "
+                                  f"{name!r} required by model {model!r}; declare it")
+    return control, monitor, wheels, steering

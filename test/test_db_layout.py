@@ -1,0 +1,165 @@
+"""Data-block layouts: S7 offsets, big-endian round trips, PDU checks, SCL source, config errors."""
+
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from excavator_kinematics.errors import ConfigError
+from plc_bridge.config import MODELS, load_config, read_parameters
+from plc_bridge.db_layout import DbLayout, FieldSpec, LayoutError, max_payload
+from plc_bridge.scl_export import config_source, data_block_source
+
+
+def _layout(*decl: tuple[str, str]) -> DbLayout:
+    return DbLayout("t", 7, [FieldSpec(n, t) for n, t in decl])
+
+
+def test_offsets_follow_s7_rules():
+    lay = _layout(("a", "BOOL"), ("b", "BOOL"), ("c", "INT"), ("d", "BOOL"), ("e", "REAL"),
+                  ("f", "BOOL"), ("g", "BOOL"), ("h", "BOOL"), ("i", "BOOL"), ("j", "BOOL"),
+                  ("k", "BOOL"), ("l", "BOOL"), ("m", "BOOL"), ("n", "BOOL"), ("o", "DINT"),
+                  ("p", "UINT"), ("q", "WORD"), ("r", "REAL"))
+    addr = {f.name: f.address for f in lay.fields}
+    assert addr["a"] == "0.0" and addr["b"] == "0.1"      # BOOLs bit-packed
+    assert addr["c"] == "2"                                # INT on the next even byte
+    assert addr["d"] == "4.0"
+    assert addr["e"] == "6"                                # REAL after a BOOL byte: even
+    assert addr["f"] == "10.0" and addr["m"] == "10.7"     # eight BOOLs fill a byte
+    assert addr["n"] == "11.0"                             # the ninth opens the next byte
+    assert addr["o"] == "12"                               # after byte 11: next even byte
+    assert addr["p"] == "16" and addr["q"] == "18" and addr["r"] == "20"
+    assert lay.size == 24
+
+
+def test_odd_bool_byte_pads_to_even_and_size_is_whole_words():
+    lay = _layout(("x", "INT"), ("a", "BOOL"), ("y", "INT"), ("b", "BOOL"))
+    assert [f.address for f in lay.fields] == ["0", "2.0", "4", "6.0"]
+    assert lay.size == 8   # 7 bytes used, rounded to a word
+
+
+def test_encode_is_big_endian_with_bits_lsb_first():
+    lay = _layout(("alive", "UINT"), ("enable", "BOOL"), ("stop", "BOOL"), ("v", "REAL"),
+                  ("n", "DINT"), ("i", "INT"))
+    data = lay.encode({"alive": 0x1234, "enable": False, "stop": True, "v": 1.5, "n": -2,
+                       "i": -3})
+    assert data[:2] == b"\x12\x34"
+    assert data[2] == 0b10 and data[3] == 0
+    assert struct.unpack(">f", data[4:8])[0] == 1.5
+    assert struct.unpack(">i", data[8:12])[0] == -2
+    assert struct.unpack(">h", data[12:14])[0] == -3
+    assert len(data) == lay.size == 14
+
+
+@given(alive=st.integers(0, 65535), i=st.integers(-32768, 32767),
+       d=st.integers(-(2**31), 2**31 - 1),
+       r=st.floats(-1e30, 1e30, allow_nan=False, allow_infinity=False).map(
+           lambda x: float(np.float32(x))), bits=st.lists(st.booleans(),
+                                                                          min_size=9, max_size=9))
+def test_round_trip(alive, i, d, r, bits):
+    decl = [("alive", "UINT"), *((f"b{k}", "BOOL") for k in range(9)), ("i", "INT"),
+            ("d", "DINT"), ("r", "REAL")]
+    lay = _layout(*decl)
+    values = {"alive": alive, "i": i, "d": d, "r": r, **{f"b{k}": b for k, b in enumerate(bits)}}
+    assert lay.decode(lay.encode(values)) == values
+
+
+def test_bad_values_name_the_field():
+    lay = _layout(("alive", "UINT"), ("v", "REAL"))
+    with pytest.raises(LayoutError, match=r"'alive'.*65536.*0..65535"):
+        lay.encode({"alive": 65536, "v": 0.0})
+    with pytest.raises(LayoutError, match=r"'v'.*nan"):
+        lay.encode({"alive": 0, "v": float("nan")})
+    with pytest.raises(LayoutError, match="no value for field 'v'"):
+        lay.encode({"alive": 0})
+    with pytest.raises(LayoutError, match=r"3 bytes.*6 bytes"):
+        lay.decode(b"abc")
+    with pytest.raises(LayoutError, match="type 'LREAL'"):
+        _layout(("x", "LREAL"))
+    with pytest.raises(LayoutError, match="declared twice"):
+        _layout(("x", "INT"), ("x", "INT"))
+
+
+def test_pdu_limits():
+    assert max_payload(240, "read") == 222 and max_payload(240, "write") == 205
+    assert max_payload(480, "read") == 462 and max_payload(480, "write") == 445
+    big = _layout(*((f"r{k}", "REAL") for k in range(52)))   # 208 B
+    big.check_pdu(240, "read")
+    with pytest.raises(LayoutError, match=r"208 B.*at most 205 B.*480"):
+        big.check_pdu(240, "write")
+    big.check_pdu(480, "write")
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_config_layouts_fit_s7_1200_and_export_scl(model):
+    cfg = load_config(None, {"model": model})
+    assert cfg.control.size <= 205 and cfg.monitor.size <= 222
+    # every setpoint/measurement field is a REAL on a 4-byte boundary after the header
+    for lay in (cfg.control, cfg.monitor):
+        reals = [f for f in lay.fields if f.s7_type == "REAL"]
+        assert reals[0].byte_offset == 4
+        assert [f.byte_offset for f in reals] == list(range(4, 4 + 4 * len(reals), 4))
+    text = config_source(cfg)
+    assert text.count("{ S7_Optimized_Access := 'FALSE' }") == 2
+    assert text.count("END_DATA_BLOCK") == 2
+    for f in cfg.control.fields:
+        assert f"{f.name}" in text
+    assert "speed_sp_" in text
+
+
+def test_scl_text_lines():
+    lay = DbLayout("control_x", 100, [FieldSpec("alive", "UINT", "1", "counter"),
+                                      FieldSpec("enable", "BOOL", "1", "on"),
+                                      FieldSpec("v", "REAL", "m/s", "speed")])
+    text = data_block_source(lay)
+    lines = [" ".join(ln.split()) for ln in text.splitlines()]
+    assert 'DATA_BLOCK "PlcBridge_control_x"' in lines
+    assert "NON_RETAIN" in lines and "BEGIN" in lines and "END_STRUCT;" in lines
+    assert any(ln.startswith("alive : UInt;") and "// 0 counter" in ln for ln in lines)
+    assert any(ln.startswith("enable : Bool;") and "// 2.0 on" in ln for ln in lines)
+    assert any(ln.startswith("v") and "Real;" in ln and "// 4 [m/s] speed" in ln
+               for ln in lines)
+
+
+def test_config_errors_name_the_parameter(tmp_path):
+    params = read_parameters(None)
+    import yaml
+
+    def write(**changes):
+        p = dict(params)
+        p.update(changes)
+        path = tmp_path / "plc.yaml"
+        path.write_text(yaml.safe_dump({"/**": {"ros__parameters": p}}))
+        return path
+
+    with pytest.raises(ConfigError, match="'cycle_hz' = 0 is outside"):
+        load_config(write(cycle_hz=0))
+    with pytest.raises(ConfigError, match="'model' = 'tank'"):
+        load_config(write(model="tank"))
+    with pytest.raises(ConfigError, match="'control_db' = 100 is not in 'write_allow_list'"):
+        load_config(write(write_allow_list=[5]))
+    with pytest.raises(ConfigError, match=r"'plc_timeout'.*3"):
+        load_config(write(plc_timeout=0.05))
+    with pytest.raises(ConfigError, match="'lateral_sign'"):
+        load_config(write(lateral_sign=2))
+    many = {**params["layout"]}
+    many["skid_steer"] = {"control": [*params["layout"]["skid_steer"]["control"],
+                                      *(f"r{k} | REAL" for k in range(60))],
+                          "monitor": params["layout"]["skid_steer"]["monitor"]}
+    with pytest.raises(ConfigError, match="pdu_size"):
+        load_config(write(layout=many))
+
+
+def test_float32_setpoints_round_trip_through_block():
+    cfg = load_config(None, {"model": "4wd4ws"})
+    vals = cfg.control.zero_values()
+    speeds = np.array([0.1, -0.2, 1.0 / 3.0, 2.5])
+    for name, v in zip(cfg.speed_sp_fields(), speeds, strict=True):
+        vals[name] = float(v)
+    out = cfg.control.decode(cfg.control.encode(vals))
+    got = np.array([out[n] for n in cfg.speed_sp_fields()])
+    assert np.array_equal(got, speeds.astype(np.float32).astype(np.float64))
