@@ -1,0 +1,94 @@
+"""``excavator-hil``: the user CLI (demo, IK, tools).
+
+Each sub-command imports what it needs when it runs, so ``excavator-hil ik`` works without
+MuJoCo or ROS installed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from collections.abc import Sequence
+
+# Sample bucket-tip targets in base_link [m] with bucket pitch [rad]: a dig cycle's key points.
+SAMPLE_TARGETS: tuple[tuple[str, tuple[float, float, float], float], ...] = (
+    ("approach", (6.05, 0.0, 1.19), 0.52),
+    ("dig", (4.29, 0.0, -1.34), -0.26),
+    ("curl", (4.87, 0.0, -0.95), 0.79),
+    ("lift", (5.09, 0.0, 1.85), 1.31),
+    ("swing 90 deg", (0.0, 5.09, 1.85), 1.31),
+    ("dump", (0.0, 5.68, 2.41), 0.61),
+    ("out of reach", (9.0, 0.0, 0.0), 0.0),  # shows a rejection with its reason
+)
+
+
+def _cmd_ik(args: argparse.Namespace) -> int:
+    from excavator_kinematics.errors import KinematicsError
+    from excavator_kinematics.geometry import ExcavatorGeometry, default_geometry
+    from excavator_kinematics.inverse_kinematics import InverseKinematics
+
+    geometry = ExcavatorGeometry.from_yaml(args.geometry) if args.geometry else default_geometry()
+    ik = InverseKinematics(geometry)
+    if args.target is not None:
+        x, y, z = args.target
+        cases: Sequence[tuple[str, tuple[float, float, float], float]] = [
+            ("target", (x, y, z), args.pitch)]
+    else:
+        cases = SAMPLE_TARGETS
+    lo, hi = ik.linkage.joint_limits["arm"]
+    print(f"closed-form IK, wrist reach {ik.reach_range_m[0]:.2f}..{ik.reach_range_m[1]:.2f} m, "
+          f"arm joint {math.degrees(lo):.1f}..{math.degrees(hi):.1f} deg")
+    header = (f"{'case':<14}{'target x,y,z [m]':>22}{'pitch':>7} | {'swing':>7}{'boom':>7}"
+              f"{'arm':>8}{'bucket':>8} [deg] | {'ext boom,arm,bucket [m]':>24} | reached tip")
+    print(header)
+    print("-" * len(header))
+    failures = 0
+    for name, target, pitch in cases:
+        t = f"{target[0]:6.2f},{target[1]:6.2f},{target[2]:6.2f}"
+        try:
+            sol = ik.solve(target, pitch)
+        except KinematicsError as exc:
+            failures += 1
+            print(f"{name:<14}{t:>22}{math.degrees(pitch):7.1f} | rejected: {exc}")
+            continue
+        q = [math.degrees(v) for v in sol.q]
+        e = ",".join(f"{v:.3f}" for v in sol.extensions)
+        tip = ik.fk.tip(sol.q)
+        print(f"{name:<14}{t:>22}{math.degrees(pitch):7.1f} | {q[0]:7.1f}{q[1]:7.1f}{q[2]:8.1f}"
+              f"{q[3]:8.1f}       | {e:>24} | {tip[0]:.3f},{tip[1]:.3f},{tip[2]:.3f}")
+    return 1 if (args.target is not None and failures) else 0
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    # Until the full dig demo (issue 6) lands, the main job solves the IK for a dig cycle's
+    # sample targets and prints q0..q3, the cylinder extensions and the reached tip.
+    args.target = None
+    args.geometry = None
+    return _cmd_ik(args)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="excavator-hil", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    demo = sub.add_parser("demo", help="run the main job (the dig demo)")
+    demo.set_defaults(func=_cmd_demo)
+
+    ik = sub.add_parser("ik", help="solve the closed-form IK for a tip target or sample targets")
+    ik.add_argument("--target", type=float, nargs=3, metavar=("X", "Y", "Z"),
+                    help="bucket tip target in base_link [m]; default: sample dig-cycle targets")
+    ik.add_argument("--pitch", type=float, default=0.5,
+                    help="bucket pitch [rad]: M->L against the horizontal (default 0.5)")
+    ik.add_argument("--geometry", help="geometry YAML (default: config/excavator.yaml)")
+    ik.set_defaults(func=_cmd_ik)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return int(args.func(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
