@@ -1,0 +1,19 @@
+"""Errors of the soil model: every message names the value, the limit and the fix."""
+
+from __future__ import annotations
+
+
+class SoilError(ValueError):
+    """Base class of the soil model's errors."""
+
+
+class SoilConfigError(SoilError):
+    """A missing, malformed or out-of-range soil parameter."""
+
+
+class SoilInputError(SoilError):
+    """NaN, inf or otherwise malformed input (pose, twist, heights)."""
+
+
+class OutsideGridError(SoilError):
+    """The bucket (or soil falling from it) lies outside the terrain grid."""

@@ -1,0 +1,355 @@
+"""Deformable terrain: a 2.5D height grid in ``world`` plus the soil carried in the bucket.
+
+Mass is counted in integer units of one cell volume (dx * dx * dz): terrain heights are int64
+multiples of dz and the bucket load is an int64 count of the same units, so every transfer is
+an integer move and the total never drifts (``total_units`` is constant over any sequence of
+updates).
+
+Each ``update(pose)``:
+1. finds the bucket's lowest/highest z over each column of its bounding box (corner tally and
+   Amanatides-Woo edge walk, ``terrain_kernels.column_extents``);
+2. removes the soil above the bucket's bottom in those columns: into the bucket when the bucket
+   scoops (its opening moves into the soil), pushed aside along the motion otherwise;
+3. relaxes the slopes in the box to the angle of repose (walls hold soil back);
+4. keeps in the bucket what its shape holds at the current tilt (``bucket_capacity_m2``: the
+   soil surface may rise at the repose angle from the lower lip of the opening) and drops the
+   rest just outside the lip, where the next relaxation spreads it.
+Only the box around the bucket (bounding box plus ``margin_cells``) is read or written.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from excavator_sim import terrain_kernels as kern
+from excavator_sim.bucket_prism import EDGES, FACES, BucketPose, BucketPrism
+from excavator_sim.soil_errors import OutsideGridError, SoilConfigError, SoilInputError
+
+_FACES = np.array([f + (-1,) * (4 - len(f)) for f in FACES], dtype=np.int64)
+_FACE_SIZES = np.array([len(f) for f in FACES], dtype=np.int64)
+_EDGES = np.array(EDGES, dtype=np.int64)
+
+Box = tuple[int, int, int, int]  # (i0, i1, j0, j1), half-open cell index ranges
+
+
+@dataclass(frozen=True)
+class TerrainConfig:
+    """Grid and soil-motion parameters (all SI)."""
+
+    size_x_m: float = 16.0
+    size_y_m: float = 16.0
+    centre_x_m: float = 0.0
+    centre_y_m: float = 0.0
+    cell_xy_m: float = 0.05
+    cell_z_m: float = 0.01
+    initial_height_m: float = 0.0
+    repose_angle_rad: float = 0.85
+    relax_iterations: int = 3
+    margin_cells: int = 4
+    density_kg_m3: float = 1700.0
+
+    def __post_init__(self) -> None:
+        checks = (
+            ("size_x_m", self.size_x_m, 0.1, 1000.0),
+            ("size_y_m", self.size_y_m, 0.1, 1000.0),
+            ("cell_xy_m", self.cell_xy_m, 0.001, 1.0),
+            ("cell_z_m", self.cell_z_m, 1e-5, 0.5),
+            ("initial_height_m", self.initial_height_m, -1e4, 1e4),
+            ("centre_x_m", self.centre_x_m, -1e6, 1e6),
+            ("centre_y_m", self.centre_y_m, -1e6, 1e6),
+            ("repose_angle_rad", self.repose_angle_rad, 0.05, 1.5),
+            ("relax_iterations", self.relax_iterations, 0, 100),
+            ("margin_cells", self.margin_cells, 1, 100),
+            ("density_kg_m3", self.density_kg_m3, 100.0, 5000.0),
+        )
+        for name, value, lo, hi in checks:
+            if not (isinstance(value, int | float) and math.isfinite(value) and lo <= value <= hi):
+                raise SoilConfigError(
+                    f"terrain parameter {name}={value!r} is outside [{lo}, {hi}]; "
+                    f"set it in config/soil.yaml within that range"
+                )
+
+    @property
+    def nx(self) -> int:
+        return round(self.size_x_m / self.cell_xy_m)
+
+    @property
+    def ny(self) -> int:
+        return round(self.size_y_m / self.cell_xy_m)
+
+    @property
+    def x0(self) -> float:
+        """World x [m] of the grid's lower edge."""
+        return self.centre_x_m - 0.5 * self.nx * self.cell_xy_m
+
+    @property
+    def y0(self) -> float:
+        return self.centre_y_m - 0.5 * self.ny * self.cell_xy_m
+
+    @property
+    def unit_volume_m3(self) -> float:
+        """Volume of one soil unit: a cell column of height dz [m^3]."""
+        return self.cell_xy_m * self.cell_xy_m * self.cell_z_m
+
+
+@dataclass(frozen=True)
+class TerrainUpdate:
+    """What one update did. Counts in soil units (``TerrainConfig.unit_volume_m3``)."""
+
+    box: Box  # cells read and possibly written
+    changed: Box | None  # cells whose height changed (None: none)
+    scooping: bool
+    taken: int  # terrain -> bucket
+    pushed: int  # moved aside by the bucket
+    relaxed: int  # moved by repose relaxation
+    spilled: int  # bucket -> terrain
+    covered_columns: int
+
+
+def _clip_halfplane(poly: list[tuple[float, float]], a: float, b: float, c: float
+                    ) -> list[tuple[float, float]]:
+    """Part of a convex polygon where a*u + b*z <= c (Sutherland-Hodgman, one plane)."""
+    out: list[tuple[float, float]] = []
+    n = len(poly)
+    for k in range(n):
+        p = poly[k]
+        q = poly[(k + 1) % n]
+        fp = a * p[0] + b * p[1] - c
+        fq = a * q[0] + b * q[1] - c
+        if fp <= 0.0:
+            out.append(p)
+        if (fp < 0.0 < fq) or (fq < 0.0 < fp):
+            s = fp / (fp - fq)
+            out.append((p[0] + s * (q[0] - p[0]), p[1] + s * (q[1] - p[1])))
+    return out
+
+
+def _area(poly: list[tuple[float, float]]) -> float:
+    s = 0.0
+    for k in range(len(poly)):
+        p = poly[k]
+        q = poly[(k + 1) % len(poly)]
+        s += p[0] * q[1] - q[0] * p[1]
+    return 0.5 * abs(s)
+
+
+def bucket_capacity_m2(
+    j: tuple[float, float], b: tuple[float, float], t: tuple[float, float], repose_rad: float
+) -> tuple[float, int, int]:
+    """Side-view area [m^2] of soil the bucket triangle J-B-T holds, in the vertical plane
+    (u horizontal, z up). Returns (area, lip index (0 = J, 2 = T), outward sign along u).
+
+    The soil leaves through the open side J-T, over its lower end (the lip). If the opening
+    faces up, the free surface may rise from the lip into the bucket at the repose angle (or
+    follow the opening when that is flatter): area under the line through the lip with slope
+    tan(repose) rising towards the opening's upper end. If the opening faces down, only the
+    pocket below the lip's level stays.
+    """
+    pts = (j, b, t)
+    lip, other = (0, 2) if j[1] <= t[1] else (2, 0)
+    lu, lz = pts[lip]
+    ou, oz = pts[other]
+    tri = [j, b, t]
+    if abs(ou - lu) > 1e-12:
+        z_open_at_b = lz + (oz - lz) * (b[0] - lu) / (ou - lu)
+        faces_up = b[1] < z_open_at_b
+        rise = 1.0 if ou > lu else -1.0
+    else:  # vertical opening: faces sideways, the surface rises towards the base
+        faces_up = True
+        rise = 1.0 if b[0] > lu else -1.0
+    if faces_up:
+        slope = math.tan(repose_rad) * rise
+        kept = _clip_halfplane(tri, -slope, 1.0, lz - slope * lu)
+    else:
+        kept = _clip_halfplane(tri, 0.0, 1.0, lz)
+    area = _area(kept) if len(kept) >= 3 else 0.0
+    return area, lip, -int(rise)
+
+
+class Terrain:
+    """The height grid (int64 units of ``cell_z_m``) and the bucket load (same units)."""
+
+    def __init__(
+        self, config: TerrainConfig, bucket: BucketPrism, heights_m: np.ndarray | None = None
+    ) -> None:
+        self.config = config
+        self.bucket = bucket
+        nx, ny = config.nx, config.ny
+        if heights_m is None:
+            units = round(config.initial_height_m / config.cell_z_m)
+            self.h = np.full((nx, ny), units, dtype=np.int64)
+        else:
+            heights_m = np.asarray(heights_m, dtype=float)
+            if heights_m.shape != (nx, ny) or not np.all(np.isfinite(heights_m)):
+                raise SoilInputError(
+                    f"initial heights have shape {heights_m.shape} (finite: "
+                    f"{bool(np.all(np.isfinite(heights_m)))}); expected finite ({nx}, {ny}) in m"
+                )
+            self.h = np.round(heights_m / config.cell_z_m).astype(np.int64)
+        self.load_units = 0
+        self._dmax = math.floor(config.cell_xy_m * math.tan(config.repose_angle_rad)
+                                    / config.cell_z_m)
+        self._prev_mouth: np.ndarray | None = None
+        self._dirty: Box | None = None
+        self.last: TerrainUpdate | None = None
+        self.capacity_units = 0
+
+    # --- queries ------------------------------------------------------------------------
+    @property
+    def total_units(self) -> int:
+        """Soil in terrain plus bucket [units]: constant for ever (the conservation check)."""
+        return int(self.h.sum()) + int(self.load_units)
+
+    @property
+    def load_volume_m3(self) -> float:
+        return self.load_units * self.config.unit_volume_m3
+
+    @property
+    def load_mass_kg(self) -> float:
+        return self.load_volume_m3 * self.config.density_kg_m3
+
+    def heights_m(self, box: Box | None = None) -> np.ndarray:
+        """Heights [m] of the cells in ``box`` (i0, i1, j0, j1), or of the whole grid."""
+        if box is None:
+            return self.h * self.config.cell_z_m
+        i0, i1, j0, j1 = box
+        return self.h[i0:i1, j0:j1] * self.config.cell_z_m
+
+    def cell_centres(self) -> tuple[np.ndarray, np.ndarray]:
+        """World x [m] of the cell rows and y [m] of the cell columns."""
+        c = self.config
+        return (c.x0 + (np.arange(c.nx) + 0.5) * c.cell_xy_m,
+                c.y0 + (np.arange(c.ny) + 0.5) * c.cell_xy_m)
+
+    def height_at(self, x: np.ndarray | float, y: np.ndarray | float) -> np.ndarray:
+        """Terrain height [m] of the cells containing the world points (x, y) [m]."""
+        c = self.config
+        i = np.floor((np.asarray(x) - c.x0) / c.cell_xy_m).astype(np.int64)
+        j = np.floor((np.asarray(y) - c.y0) / c.cell_xy_m).astype(np.int64)
+        if np.any((i < 0) | (i >= c.nx) | (j < 0) | (j >= c.ny)):
+            raise OutsideGridError(
+                f"point(s) x={np.asarray(x)!r}, y={np.asarray(y)!r} m lie outside the terrain "
+                f"grid x in [{c.x0:.3f}, {c.x0 + c.nx * c.cell_xy_m:.3f}], y in "
+                f"[{c.y0:.3f}, {c.y0 + c.ny * c.cell_xy_m:.3f}] m; enlarge size_x_m/size_y_m "
+                "or keep the bucket over the terrain"
+            )
+        return self.h[i, j] * c.cell_z_m
+
+    def take_dirty(self) -> Box | None:
+        """Union of the changed boxes since the last call (for refreshing a MuJoCo height
+        field region by region); resets it."""
+        box, self._dirty = self._dirty, None
+        return box
+
+    # --- the update ---------------------------------------------------------------------
+    def _box_around(self, corners: np.ndarray, margin: int) -> Box:
+        c = self.config
+        xmin, ymin = corners[:, 0].min(), corners[:, 1].min()
+        xmax, ymax = corners[:, 0].max(), corners[:, 1].max()
+        i0 = math.floor((xmin - c.x0) / c.cell_xy_m)
+        i1 = math.floor((xmax - c.x0) / c.cell_xy_m) + 1
+        j0 = math.floor((ymin - c.y0) / c.cell_xy_m)
+        j1 = math.floor((ymax - c.y0) / c.cell_xy_m) + 1
+        if i0 < 0 or j0 < 0 or i1 > c.nx or j1 > c.ny:
+            raise OutsideGridError(
+                f"bucket footprint x in [{xmin:.3f}, {xmax:.3f}] m, y in [{ymin:.3f}, "
+                f"{ymax:.3f}] m leaves the terrain grid x in [{c.x0:.3f}, "
+                f"{c.x0 + c.nx * c.cell_xy_m:.3f}], y in [{c.y0:.3f}, "
+                f"{c.y0 + c.ny * c.cell_xy_m:.3f}] m; enlarge size_x_m/size_y_m in "
+                "config/soil.yaml or keep the bucket over the terrain"
+            )
+        return (max(i0 - margin, 0), min(i1 + margin, c.nx),
+                max(j0 - margin, 0), min(j1 + margin, c.ny))
+
+    def update(self, pose: BucketPose, full_grid: bool = False) -> TerrainUpdate:
+        """Move soil for the bucket at ``pose``. ``full_grid`` processes every cell (the naive
+        baseline of the benchmark; same result up to relaxation reach)."""
+        c = self.config
+        corners = self.bucket.corners(pose)
+        box = self._box_around(corners, c.margin_cells)
+        if full_grid:
+            box = (0, c.nx, 0, c.ny)
+        i0, i1, j0, j1 = box
+        zlo = np.empty((i1 - i0, j1 - j0))
+        zhi = np.empty_like(zlo)
+        kern.column_extents(corners, _FACES, _FACE_SIZES, _EDGES, c.x0, c.y0, c.cell_xy_m,
+                            i0, j0, zlo, zhi)
+        cap = np.empty(zlo.shape, dtype=np.int64)
+        covered = kern.wall_caps(zlo, zhi, c.cell_z_m, cap)
+
+        # Scooping: the opening's centre moves into the bucket's outward opening normal.
+        mouth = 0.25 * (corners[0] + corners[1] + corners[4] + corners[5])
+        base_mid = 0.5 * (corners[2] + corners[3])
+        jt = 0.5 * (corners[4] + corners[5]) - 0.5 * (corners[0] + corners[1])
+        out = mouth - base_mid
+        out = out - jt * (out @ jt) / max(jt @ jt, 1e-18)  # normal of the opening, outwards
+        motion = np.zeros(3) if self._prev_mouth is None else mouth - self._prev_mouth
+        self._prev_mouth = mouth
+        scooping = bool(motion @ out >= 0.0)
+        mh = math.hypot(motion[0], motion[1])
+        dir_a, dir_b = (motion[0] / mh, motion[1] / mh) if mh > 1e-6 else (0.0, 0.0)
+        centre_a = (0.5 * (corners[:, 0].min() + corners[:, 0].max()) - c.x0) / c.cell_xy_m - i0
+        centre_b = (0.5 * (corners[:, 1].min() + corners[:, 1].max()) - c.y0) / c.cell_xy_m - j0
+
+        taken, pushed = (0, 0)
+        if covered:
+            taken, pushed = kern.dig(self.h, i0, j0, cap, scooping, dir_a, dir_b,
+                                     centre_a, centre_b)
+        self.load_units += taken
+        spilled, spill_box = self._spill(pose)
+        relaxed = kern.relax(self.h, i0, j0, cap, self._dmax, c.relax_iterations)
+
+        changed: Box | None = None
+        if taken or pushed or relaxed:
+            changed = box
+        if spill_box is not None:
+            changed = spill_box if changed is None else _union(changed, spill_box)
+        if changed is not None:
+            self._dirty = changed if self._dirty is None else _union(self._dirty, changed)
+        self.last = TerrainUpdate(box, changed, scooping, int(taken), int(pushed), int(relaxed),
+                                  spilled, int(covered))
+        return self.last
+
+    def _spill(self, pose: BucketPose) -> tuple[int, Box | None]:
+        """Drop the load the bucket cannot hold at this tilt just outside its lip."""
+        c = self.config
+        rot = pose.rotation()
+        # side view in the vertical plane of the bucket: u along the yaw heading
+        side = self.bucket.side_view
+        cp, sp = math.cos(pose.pitch), math.sin(pose.pitch)
+        uz = [(x * cp + z * sp, -x * sp + z * cp) for x, z in side]
+        area, lip, outward = bucket_capacity_m2(uz[0], uz[1], uz[2], c.repose_angle_rad)
+        self.capacity_units = math.floor(area * self.bucket.width_m / c.unit_volume_m3)
+        excess = self.load_units - self.capacity_units
+        if excess <= 0:
+            return 0, None
+        lip_x, lip_z = side[lip]
+        heading = np.array([math.cos(pose.yaw), math.sin(pose.yaw), 0.0])
+        left = rot @ np.array([0.0, 0.5 * self.bucket.width_m, 0.0])
+        lip_centre = rot @ np.array([lip_x, 0.0, lip_z]) + pose.position
+        lip_centre = lip_centre + outward * heading * c.cell_xy_m
+        n = max(1, math.ceil(self.bucket.width_m / c.cell_xy_m))
+        fractions = (np.arange(n) + 0.5) / n * 2.0 - 1.0
+        xs = lip_centre[0] + fractions * left[0]
+        ys = lip_centre[1] + fractions * left[1]
+        ii = np.floor((xs - c.x0) / c.cell_xy_m).astype(np.int64)
+        jj = np.floor((ys - c.y0) / c.cell_xy_m).astype(np.int64)
+        if np.any((ii < 0) | (ii >= c.nx) | (jj < 0) | (jj >= c.ny)):
+            raise OutsideGridError(
+                f"soil falling from the bucket lip at x={lip_centre[0]:.3f}, "
+                f"y={lip_centre[1]:.3f} m would land outside the terrain grid; enlarge "
+                "size_x_m/size_y_m in config/soil.yaml or dump over the terrain"
+            )
+        share, rest = divmod(excess, n)
+        amounts = np.full(n, share, dtype=np.int64)
+        amounts[:rest] += 1
+        np.add.at(self.h, (ii, jj), amounts)
+        self.load_units -= excess
+        return int(excess), (int(ii.min()), int(ii.max()) + 1, int(jj.min()), int(jj.max()) + 1)
+
+
+def _union(a: Box, b: Box) -> Box:
+    return (min(a[0], b[0]), max(a[1], b[1]), min(a[2], b[2]), max(a[3], b[3]))
