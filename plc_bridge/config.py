@@ -17,6 +17,7 @@ import yaml
 
 from excavator_kinematics.errors import ConfigError
 from excavator_kinematics.paths import config_file
+from excavator_kinematics.vehicle import LATERAL_CONVENTIONS, make_vehicle_model
 from plc_bridge.db_layout import DbLayout, LayoutError, parse_field_spec
 
 MODELS: tuple[str, ...] = ("skid_steer", "ackermann", "4wd4ws")
@@ -79,7 +80,7 @@ class BridgeConfig:
     cycle_hz: float
     heartbeat_timeout: float
     plc_alive_timeout: float
-    lateral_sign: int
+    lateral_positive: str
     wake_on_change: bool
     configure_keyspace_events: bool
     notify_channel: str
@@ -188,10 +189,10 @@ def config_from_parameters(params: Mapping[str, Any], source: str = "") -> Bridg
     if not redis_url.startswith(("redis://", "rediss://", "unix://")):
         raise ConfigError(f"parameter 'redis_url' = {redis_url!r} must start with redis://, "
                           f"rediss:// (TLS) or unix://")
-    lateral_sign = params.get("lateral_sign", 1)
-    if lateral_sign not in (1, -1) or isinstance(lateral_sign, bool):
-        raise ConfigError(f"parameter 'lateral_sign' = {lateral_sign!r} must be 1 (+ left, "
-                          f"REP-103) or -1 (+ right, ARTOF simulator)")
+    lateral_positive = params.get("lateral_positive", "left")
+    if lateral_positive not in LATERAL_CONVENTIONS:
+        raise ConfigError(f"parameter 'lateral_positive' = {lateral_positive!r} must be 'left' "
+                          f"(REP-103, ARTOF docs) or 'right' (ARTOF simulator)")
     if s["reconnect_max"] < s["reconnect_min"]:
         raise ConfigError(f"parameter 'reconnect_max' = {s['reconnect_max']} s is below "
                           f"'reconnect_min' = {s['reconnect_min']} s; raise it")
@@ -226,6 +227,8 @@ def config_from_parameters(params: Mapping[str, Any], source: str = "") -> Bridg
         raise ConfigError(f"parameter 'vehicle.{model}' is missing; add the geometry of the "
                           f"{model} vehicle to config/plc.yaml")
 
+    make_vehicle_model(model, vehicle)   # raises ConfigError naming a bad geometry parameter
+
     vp_raw = params.get("virtual_plc", {}) or {}
     vp: dict[str, float] = {}
     for name, (lo, hi, unit) in _VIRTUAL_PLC.items():
@@ -241,7 +244,7 @@ def config_from_parameters(params: Mapping[str, Any], source: str = "") -> Bridg
 
     return BridgeConfig(
         redis_url=redis_url, plc_host=_string(params, "plc_host"), model=model,
-        lateral_sign=int(lateral_sign),
+        lateral_positive=lateral_positive,
         wake_on_change=_bool(params, "wake_on_change", True),
         configure_keyspace_events=_bool(params, "configure_keyspace_events", True),
         notify_channel=_string(params, "notify_channel", "plc.control.changed"),

@@ -144,8 +144,8 @@ def test_config_errors_name_the_parameter(tmp_path):
         load_config(write(write_allow_list=[5]))
     with pytest.raises(ConfigError, match=r"'plc_timeout'.*3"):
         load_config(write(plc_timeout=0.05))
-    with pytest.raises(ConfigError, match="'lateral_sign'"):
-        load_config(write(lateral_sign=2))
+    with pytest.raises(ConfigError, match="'lateral_positive'"):
+        load_config(write(lateral_positive="up"))
     many = {**params["layout"]}
     many["skid_steer"] = {"control": [*params["layout"]["skid_steer"]["control"],
                                       *(f"r{k} | REAL" for k in range(60))],

@@ -1,0 +1,227 @@
+"""The virtual PLC: a python-snap7 ``Server`` with the bridge's data blocks, a plant and a watchdog.
+
+ROS-free core for HIL tests and the demo. It registers the control DB (bridge -> PLC) and the
+monitor DB (PLC -> bridge) with exactly the layout of ``config/plc.yaml`` and runs a PLC cycle
+in a thread at ``virtual_plc.plant_hz``:
+
+1. copy the control DB (under the server's area lock) and decode it;
+2. watchdog on the bridge's alive counter: stale for ``watchdog_timeout_s`` -> outputs off;
+3. drive the plant (first-order speeds, rate-limited steering, ``plc_bridge.plant``): setpoints
+   only when the watchdog is healthy, ``enable`` and not ``stop``, ready, automatic, no fault
+   and no e-stop; otherwise the speed setpoints are 0 and the steering is held;
+4. write the monitor DB: alive counter (+1 per cycle), status bits, measured speeds and angles.
+
+Fault injection (tests, demo): ``set_faults(fault=, estop=, freeze_alive=, ready=, auto=,
+stall=)``, ``link_down()`` / ``link_up()`` (stop/restart the S7 server: connections drop).
+``stall`` makes the server stop answering (a pulled cable): requests hang until it is cleared.
+Every write of the control DB is logged with its monotonic time [s] and decoded values
+(``writes(since)``), so a test in another process can check what reached the PLC and when
+(``time.monotonic`` is the system-wide CLOCK_MONOTONIC on Linux).
+"""
+
+from __future__ import annotations
+
+import collections
+import threading
+import time
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+from snap7.server import EVC_DATA_WRITE, Server
+from snap7.type import SrvArea, SrvEvent
+
+from plc_bridge.config import BridgeConfig
+from plc_bridge.plant import AliveWatchdog, VehiclePlant
+
+
+@dataclass
+class Faults:
+    """Injected conditions; all False/True defaults are a healthy PLC in automatic mode."""
+
+    fault: bool = False
+    estop: bool = False
+    freeze_alive: bool = False
+    ready: bool = True
+    auto: bool = True
+    stall: bool = False
+
+
+class VirtualPlc:
+    """A simulated S7-1200/1500 serving the bridge's DBs on ``host:port``."""
+
+    def __init__(self, config: BridgeConfig, host: str = "127.0.0.1", port: int = 102,
+                 write_log_size: int = 50_000):
+        self.config = config
+        self.host, self.port = host, port
+        vp = config.virtual_plc
+        vehicle = config.vehicle_params
+        self.plant = VehiclePlant(
+            n_wheels=len(config.wheels), n_steer=len(config.steering),
+            speed_time_constant_s=vp.speed_time_constant_s, steer_rate_rad_s=vp.steer_rate_rad_s,
+            steer_limit_rad=float(vehicle.get("max_steer_angle_rad", np.pi)),
+            speed_limit_m_s=float(vehicle.get("max_wheel_speed_m_s", 2.0)))
+        self.watchdog = AliveWatchdog(vp.watchdog_timeout_s)
+        self.faults = Faults()
+        self._control_buf = bytearray(config.control.size)
+        self._monitor_buf = bytearray(config.monitor.size)
+        self._server: Server | None = None
+        self._lock = threading.Lock()           # faults, counters and snapshots
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._writes: collections.deque[dict[str, Any]] = collections.deque(
+            maxlen=write_log_size)
+        self._alive = 0
+        self._watchdog_ok = False
+        self._last_control: dict[str, Any] = config.control.zero_values()
+        self._speed_sp_names = config.speed_sp_fields()
+        self._angle_sp_names = config.angle_sp_fields()
+        self.started_at: float | None = None     # monotonic time the server last came up
+        self.cycles = 0
+
+    # --- lifecycle -----------------------------------------------------------------------------
+    def start(self) -> None:
+        self._start_server()
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run, name="virtual-plc-cycle", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread:
+            self._thread.join(2.0)
+        with self._lock:
+            self.faults.stall = False
+        self._stop_server()
+
+    def link_down(self) -> None:
+        """Stop the S7 server: the listening socket closes and open connections drop."""
+        with self._lock:
+            self.faults.stall = False   # release stalled handlers so they can exit
+        self._stop_server()
+
+    def link_up(self) -> None:
+        if self._server is None:
+            self._start_server()
+
+    def _start_server(self) -> None:
+        server = Server(log=False)
+        server.register_area(SrvArea.DB, self.config.control_db, self._control_buf)
+        server.register_area(SrvArea.DB, self.config.monitor_db, self._monitor_buf)
+        server.set_events_callback(self._on_event)
+        server.start_to(self.host, self.port)
+        self._server = server
+        self.started_at = time.monotonic()
+
+    def _stop_server(self) -> None:
+        server, self._server = self._server, None
+        if server is not None:
+            server.stop()
+
+    # --- S7 events (run in the server's connection threads) ------------------------------------
+    def _on_event(self, event: SrvEvent) -> None:
+        if event.EvtCode == EVC_DATA_WRITE and event.EvtParam2 == self.config.control_db:
+            now = time.monotonic()
+            server = self._server
+            if server is not None:
+                server.lock_area(SrvArea.DB, self.config.control_db)
+                try:
+                    raw = bytes(self._control_buf)
+                finally:
+                    server.unlock_area(SrvArea.DB, self.config.control_db)
+                entry = dict(self.config.control.decode(raw))
+                entry["t"] = now
+                self._writes.append(entry)
+        while self.faults.stall and not self._stop.is_set():
+            time.sleep(0.002)   # a pulled cable: the request is never answered
+
+    # --- the PLC cycle -------------------------------------------------------------------------
+    def _run(self) -> None:
+        period = 1.0 / self.config.virtual_plc.plant_hz
+        next_t = time.monotonic()
+        last = next_t
+        while not self._stop.is_set():
+            now = time.monotonic()
+            self.cycle(now, now - last)
+            last = now
+            next_t += period
+            delay = next_t - time.monotonic()
+            if delay > 0:
+                self._stop.wait(delay)
+            else:
+                next_t = time.monotonic()   # overrun: resynchronise rather than burst
+
+    def cycle(self, now: float, dt: float) -> None:
+        """One PLC scan: read control, watchdog, plant, write monitor."""
+        cfg = self.config
+        server = self._server
+        if server is not None:
+            server.lock_area(SrvArea.DB, cfg.control_db)
+            try:
+                raw = bytes(self._control_buf)
+            finally:
+                server.unlock_area(SrvArea.DB, cfg.control_db)
+        else:
+            raw = bytes(self._control_buf)
+        ctrl = cfg.control.decode(raw)
+        with self._lock:
+            f = Faults(**asdict(self.faults))
+        ok = bool(self.watchdog.update(int(ctrl["alive"]), now))
+        drive = (ok and ctrl["enable"] and not ctrl["stop"] and f.ready and f.auto
+                 and not f.fault and not f.estop)
+        if drive:
+            speeds = np.array([ctrl[n] for n in self._speed_sp_names], dtype=float)
+            angles = np.array([ctrl[n] for n in self._angle_sp_names], dtype=float)
+            self.plant.step(dt, speeds, angles)
+        else:   # stop, e-stop, watchdog: speeds ramp to 0, steering held where it is
+            self.plant.stop()
+            self.plant.step(dt)
+        if not f.freeze_alive:
+            self._alive = (self._alive + 1) & 0xFFFF
+        values: dict[str, Any] = {
+            "alive": self._alive, "ready": f.ready, "fault": f.fault, "estop": f.estop,
+            "auto": f.auto}
+        if cfg.monitor.has("watchdog"):
+            values["watchdog"] = not ok
+        for name, v in zip(cfg.speed_fields(), self.plant.speeds, strict=True):
+            values[name] = float(v)
+        for name, v in zip(cfg.angle_fields(), self.plant.angles, strict=True):
+            values[name] = float(v)
+        data = cfg.monitor.encode(values)
+        if server is not None:
+            server.lock_area(SrvArea.DB, cfg.monitor_db)
+            try:
+                self._monitor_buf[:] = data
+            finally:
+                server.unlock_area(SrvArea.DB, cfg.monitor_db)
+        else:
+            self._monitor_buf[:] = data
+        with self._lock:
+            self._watchdog_ok = ok
+            self._last_control = ctrl
+            self.cycles += 1
+
+    # --- inspection and fault injection --------------------------------------------------------
+    def set_faults(self, **flags: bool) -> dict[str, bool]:
+        with self._lock:
+            for name, value in flags.items():
+                if not hasattr(self.faults, name):
+                    raise ValueError(f"unknown fault {name!r}; known: "
+                                     f"{', '.join(asdict(self.faults))}")
+                setattr(self.faults, name, bool(value))
+            return asdict(self.faults)
+
+    def status(self) -> dict[str, Any]:
+        with self._lock:
+            return {
+                "faults": asdict(self.faults), "watchdog_ok": self._watchdog_ok,
+                "control": dict(self._last_control), "alive": self._alive,
+                "speeds": [float(v) for v in self.plant.speeds],
+                "angles": [float(v) for v in self.plant.angles],
+                "link_up": self._server is not None, "started_at": self.started_at,
+                "cycles": self.cycles, "writes": len(self._writes), "now": time.monotonic(),
+            }
+
+    def writes(self, since: float = 0.0) -> list[dict[str, Any]]:
+        """Logged control-DB writes with ``t >= since`` (monotonic seconds)."""
+        return [w for w in list(self._writes) if w["t"] >= since]

@@ -1,0 +1,64 @@
+"""``virtual_plc``: run the virtual S7 PLC standalone (own process, own port).
+
+    python -m plc_bridge.virtual_plc_cli --port 1102 --model ackermann --control-port 0
+
+Prints ``VIRTUAL_PLC READY port=<s7 port> control_port=<port>`` once both ports listen; exits
+cleanly on SIGINT/SIGTERM or a ``shutdown`` on the control channel.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+
+from excavator_kinematics.errors import ConfigError
+from plc_bridge.config import MODELS, load_config
+from plc_bridge.virtual_plc import VirtualPlc
+from plc_bridge.virtual_plc_control import ControlServer
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="virtual_plc", description=__doc__.splitlines()[0])
+    p.add_argument("--host", default="127.0.0.1", help="S7 listen address (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=1102,
+                   help="S7 (ISO-on-TCP) port; 102 needs root, default 1102")
+    p.add_argument("--model", choices=MODELS, default=None,
+                   help="vehicle model (default: 'model' of the config)")
+    p.add_argument("--config", default=None, help="parameter file (default config/plc.yaml)")
+    p.add_argument("--control-port", type=int, default=0,
+                   help="loopback JSON control channel port for fault injection (0 = free port,"
+                        " -1 = off)")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        config = load_config(args.config, {"model": args.model})
+    except ConfigError as e:
+        print(f"virtual_plc: {e}", file=sys.stderr)
+        return 2
+    done = threading.Event()
+    plc = VirtualPlc(config, args.host, args.port)
+    plc.start()
+    control = None
+    if args.control_port >= 0:
+        control = ControlServer(plc, args.control_port, on_shutdown=done.set)
+        control.start()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: done.set())
+    print(f"VIRTUAL_PLC READY port={args.port} control_port={control.port if control else -1} "
+          f"model={config.model} control_db={config.control_db} monitor_db={config.monitor_db}",
+          flush=True)
+    while not done.wait(0.2):
+        pass
+    if control:
+        control.close()
+    plc.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,120 @@
+"""The virtual PLC's control channel: JSON lines over a loopback TCP port.
+
+Tests and tools in another process inspect the virtual PLC and inject faults through it. One
+request per line, one response per line::
+
+    {"cmd": "status"}                          -> plant, faults, watchdog, last control values
+    {"cmd": "faults", "fault": true, ...}      -> set any of fault estop freeze_alive ready auto
+                                                  stall; returns the flags
+    {"cmd": "link", "up": false}               -> stop (or restart) the S7 server
+    {"cmd": "writes", "since": 12.5}           -> control-DB writes with monotonic t >= since
+    {"cmd": "shutdown"}                        -> the CLI exits
+
+Responses: ``{"ok": true, "result": ...}`` or ``{"ok": false, "error": "..."}``. The channel
+binds to 127.0.0.1 only: it is a test hook, not a PLC interface.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import socketserver
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from plc_bridge.virtual_plc import VirtualPlc
+
+
+class ControlServer:
+    """Serves the control channel of ``plc`` on 127.0.0.1:``port`` (0 = any free port)."""
+
+    def __init__(self, plc: VirtualPlc, port: int = 0, on_shutdown: Callable[[], None] | None
+                 = None):
+        self.plc = plc
+        self._on_shutdown = on_shutdown
+        outer = self
+
+        class Handler(socketserver.StreamRequestHandler):
+            def handle(self) -> None:
+                for line in self.rfile:
+                    if not line.strip():
+                        continue
+                    reply = outer.dispatch(line)
+                    self.wfile.write(json.dumps(reply).encode() + b"\n")
+                    self.wfile.flush()
+
+        socketserver.ThreadingTCPServer.allow_reuse_address = True
+        self._server = socketserver.ThreadingTCPServer(("127.0.0.1", port), Handler)
+        self._server.daemon_threads = True
+        self.port = int(self._server.server_address[1])
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True,
+                                        name="virtual-plc-control")
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def dispatch(self, line: bytes) -> dict[str, Any]:
+        try:
+            req = json.loads(line)
+            cmd = req.pop("cmd")
+            if cmd == "status":
+                result: Any = self.plc.status()
+            elif cmd == "faults":
+                result = self.plc.set_faults(**req)
+            elif cmd == "link":
+                if req.get("up", True):
+                    self.plc.link_up()
+                else:
+                    self.plc.link_down()
+                result = {"link_up": self.plc.status()["link_up"],
+                          "started_at": self.plc.started_at}
+            elif cmd == "writes":
+                result = self.plc.writes(float(req.get("since", 0.0)))
+            elif cmd == "shutdown":
+                result = "bye"
+                if self._on_shutdown:
+                    self._on_shutdown()
+            else:
+                raise ValueError(f"unknown cmd {cmd!r}; use status faults link writes shutdown")
+            return {"ok": True, "result": result}
+        except Exception as e:  # noqa: BLE001 - any failure goes back to the caller
+            return {"ok": False, "error": f"{type(e).__name__}: {e}"}
+
+
+class ControlClient:
+    """Talks to a ``ControlServer`` (one persistent connection)."""
+
+    def __init__(self, port: int, host: str = "127.0.0.1", timeout: float = 5.0):
+        self._sock = socket.create_connection((host, port), timeout=timeout)
+        self._file = self._sock.makefile("rb")
+
+    def call(self, cmd: str, **args: Any) -> Any:
+        self._sock.sendall(json.dumps({"cmd": cmd, **args}).encode() + b"\n")
+        reply = json.loads(self._file.readline())
+        if not reply.get("ok"):
+            raise RuntimeError(f"virtual PLC {cmd}: {reply.get('error')}")
+        return reply["result"]
+
+    def status(self) -> dict[str, Any]:
+        return self.call("status")
+
+    def faults(self, **flags: bool) -> dict[str, bool]:
+        return self.call("faults", **flags)
+
+    def link(self, up: bool) -> dict[str, Any]:
+        return self.call("link", up=up)
+
+    def writes(self, since: float = 0.0) -> list[dict[str, Any]]:
+        return self.call("writes", since=since)
+
+    def close(self) -> None:
+        try:
+            self._file.close()
+            self._sock.close()
+        except OSError:
+            pass
