@@ -1,0 +1,188 @@
+"""The virtual PLC's plant (first-order drives, rate-limited steering) and the alive watchdog."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from plc_bridge.plant import AliveWatchdog, VehiclePlant
+
+TAU, RATE, STEER_LIM, V_LIM = 0.2, 0.5, 0.6, 2.0
+
+
+def plant(n_wheels: int = 4, n_steer: int = 4, tau: float = TAU) -> VehiclePlant:
+    return VehiclePlant(n_wheels=n_wheels, n_steer=n_steer, speed_time_constant_s=tau,
+                        steer_rate_rad_s=RATE, steer_limit_rad=STEER_LIM, speed_limit_m_s=V_LIM)
+
+
+def test_starts_at_rest_and_straight() -> None:
+    p = plant(2, 0)
+    assert np.array_equal(p.speeds, np.zeros(2)) and p.angles.shape == (0,)
+
+
+def test_first_order_step_response_is_exact() -> None:
+    p = plant(2, 0)
+    p.step(0.1, [1.0, -0.5])
+    expected = np.array([1.0, -0.5]) * (1 - math.exp(-0.1 / TAU))
+    assert p.speeds == pytest.approx(expected, rel=1e-12)
+    for _ in range(99):
+        p.step(0.01)  # setpoints kept when omitted
+    assert p.speeds == pytest.approx(np.array([1.0, -0.5]) * (1 - math.exp(-1.09 / TAU)),
+                                     rel=1e-12)
+
+
+@settings(max_examples=100, deadline=None)
+@given(dts=st.lists(st.floats(1e-4, 0.2), min_size=1, max_size=20),
+       v0=st.floats(-2.0, 2.0), sp=st.floats(-2.0, 2.0))
+def test_exact_discretisation_does_not_depend_on_the_step_size(dts: list[float], v0: float,
+                                                               sp: float) -> None:
+    sliced, whole = plant(1, 0), plant(1, 0)
+    for p in (sliced, whole):
+        p.step(10.0, [v0])  # settle at v0 (10 s = 50 tau)
+    for dt in dts:
+        sliced.step(dt, [sp])
+    whole.step(sum(dts), [sp])
+    assert sliced.speeds == pytest.approx(whole.speeds, abs=1e-12)
+    assert whole.speeds[0] == pytest.approx(sp + (v0 - sp) * math.exp(-sum(dts) / TAU),
+                                            abs=1e-12)
+
+
+def test_ideal_drive_with_zero_time_constant() -> None:
+    p = plant(1, 0, tau=0.0)
+    p.step(0.01, [1.5])
+    assert p.speeds[0] == 1.5
+
+
+def test_steering_is_rate_limited_and_reaches_its_setpoint() -> None:
+    p = plant(1, 2)
+    p.step(0.1, [0.0], [0.3, -0.02])
+    assert p.angles == pytest.approx([RATE * 0.1, -0.02])
+    for _ in range(5):
+        p.step(0.1)
+    assert p.angles == pytest.approx([0.3, -0.02])
+    assert not p.limited
+
+
+def test_actuator_limits_are_physical_and_counted() -> None:
+    p = plant(1, 1)
+    p.step(100.0, [5.0], [1.0])
+    assert p.speeds[0] == pytest.approx(V_LIM) and p.angles[0] == pytest.approx(STEER_LIM)
+    assert p.limited and p.limit_events == 1
+    p.step(0.01, [1.0], [0.1])
+    assert not p.limited and p.limit_events == 1
+
+
+def test_stop_ramps_the_speeds_down_and_holds_the_steering() -> None:
+    p = plant(2, 2)
+    p.step(0.5, [1.0, 1.0], [0.5, 0.5])  # steering still moving: 0.25 rad after 0.5 s
+    v_before, a_before = p.speeds, p.angles
+    assert a_before == pytest.approx([0.25, 0.25])
+    p.stop()
+    p.step(0.1)
+    assert p.speeds == pytest.approx(v_before * math.exp(-0.1 / TAU), rel=1e-12)
+    assert np.array_equal(p.angles, a_before)
+    for _ in range(100):
+        p.step(0.05)
+    assert np.max(np.abs(p.speeds)) < 1e-9 and np.array_equal(p.angles, a_before)
+    p.step(0.1, [1.0, 1.0], [0.5, 0.5])  # not latched: the caller drives again
+    assert p.speeds[0] > 0.0
+
+
+@pytest.mark.parametrize(("speeds", "angles", "message"), [
+    ([math.nan, 0.0], [0.0], "speed setpoints .* NaN/inf"),
+    ([0.0, 0.0], [math.inf], "angle setpoints .* NaN/inf"),
+    ([0.0], [0.0], r"expected 2 values \[m/s\]"),
+])
+def test_bad_setpoints_are_clear_errors(speeds: list[float], angles: list[float],
+                                        message: str) -> None:
+    p = plant(2, 1)
+    with pytest.raises(ValueError, match=message):
+        p.step(0.01, speeds, angles)
+    assert np.array_equal(p.speed_setpoints, np.zeros(2))  # nothing half-applied
+
+
+@pytest.mark.parametrize(("kwargs", "message"), [
+    ({"n_wheels": 0}, r"n_wheels = 0 must be an integer in \[1, 16\]"),
+    ({"speed_time_constant_s": -1.0}, r"speed_time_constant_s = -1.0 s is outside"),
+    ({"steer_rate_rad_s": math.nan}, r"steer_rate_rad_s = nan"),
+    ({"steer_limit_rad": 4.0}, r"steer_limit_rad = 4.0 rad is outside \(0, 3.14159\]"),
+    ({"speed_limit_m_s": 0.0}, r"speed_limit_m_s = 0.0 m/s is outside"),
+])
+def test_bad_plant_parameters_name_the_parameter(kwargs: dict, message: str) -> None:
+    args = {"n_wheels": 2, "n_steer": 0, "speed_time_constant_s": TAU, "steer_rate_rad_s": RATE,
+            "steer_limit_rad": STEER_LIM, "speed_limit_m_s": V_LIM} | kwargs
+    with pytest.raises(ValueError, match=message):
+        VehiclePlant(**args)
+
+
+def test_bad_dt_is_an_error() -> None:
+    with pytest.raises(ValueError, match=r"dt = -0\.01 s"):
+        plant().step(-0.01)
+
+
+# --- watchdog -------------------------------------------------------------------------------
+
+
+def test_watchdog_needs_a_change_before_it_reports_alive() -> None:
+    wd = AliveWatchdog(0.1)
+    assert not wd.update(7, 0.0)
+    assert not wd.update(7, 0.05)  # a counter that just sits there proves nothing
+    assert wd.update(8, 0.06)
+
+
+def test_watchdog_trips_after_the_timeout_and_recovers_on_change() -> None:
+    wd = AliveWatchdog(0.125)
+    wd.update(1, 0.0)
+    assert wd.update(2, 1.0)
+    assert wd.update(2, 1.125)  # exactly the timeout: still alive
+    assert not wd.update(2, 1.1251)
+    assert not wd.alive(1.2)
+    assert wd.update(3, 1.3)
+
+
+def test_watchdog_counts_the_u16_wrap_as_a_change() -> None:
+    wd = AliveWatchdog(0.0625)
+    wd.update(65534, 0.0)
+    assert wd.update(65535, 0.25)
+    assert wd.update(0, 0.5)
+    assert wd.update(0, 0.5625) and not wd.update(0, 0.5626)
+
+
+@settings(max_examples=50, deadline=None)
+@given(start=st.integers(0, 65535), n=st.integers(1, 300))
+def test_watchdog_stays_alive_on_a_running_counter(start: int, n: int) -> None:
+    wd = AliveWatchdog(0.03)
+    wd.update(start, 0.0)
+    assert all(wd.update((start + k) % 65536, 0.01 * k) for k in range(1, n + 1))
+
+
+@pytest.mark.parametrize(("counter", "now", "message"), [
+    (70000, 0.0, r"alive counter = 70000 must be an integer in \[0, 65535\]"),
+    (-1, 0.0, "alive counter = -1"),
+    (1.5, 0.0, "alive counter = 1.5"),
+    (1, math.nan, "now_s = nan"),
+])
+def test_watchdog_rejects_bad_input(counter: int, now: float, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        AliveWatchdog(0.1).update(counter, now)
+
+
+def test_watchdog_rejects_time_going_backwards_and_bad_timeout() -> None:
+    wd = AliveWatchdog(0.1)
+    wd.update(1, 5.0)
+    with pytest.raises(ValueError, match="monotonic clock"):
+        wd.update(2, 4.0)
+    with pytest.raises(ValueError, match=r"timeout_s = 0\.0 s is outside"):
+        AliveWatchdog(0.0)
+
+
+def test_watchdog_reset_needs_a_fresh_change() -> None:
+    wd = AliveWatchdog(0.1)
+    wd.update(1, 0.0)
+    assert wd.update(2, 0.01)
+    wd.reset()
+    assert not wd.update(2, 0.02) and wd.update(3, 0.03)
