@@ -1,0 +1,329 @@
+"""The excavator simulation core (no ROS): joint targets in, MuJoCo physics, states out.
+
+Control structure (why: many MuJoCo steps per Python call, see docs/simulation.md):
+
+- MuJoCo holds each cylinder with an ``intvelocity`` actuator (see :mod:`hydraulics`): the
+  control is the valve's rod speed [m/s], bounded by the pump flow; force bounded by pressure.
+- An outer position loop runs every ``control_period`` (10 ms by default) in Python: it maps the
+  joint targets to cylinder extensions with the closed-form linkage and commands the valve speed
+  ``clip(gain * error, flow limits)``, tapered so the axis can stop within its acceleration
+  limit. Because the error is measured on the rod, not on the held setpoint, the loop also
+  removes the oil column's static compression: zero drift in a hold.
+- Between two control updates ``mujoco.mj_step(model, data, n)`` runs n physics steps in C.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import mujoco
+import numpy as np
+
+from excavator_kinematics.errors import KinematicsError
+from excavator_kinematics.forward_kinematics import ForwardKinematics
+from excavator_kinematics.geometry import ExcavatorGeometry, default_geometry
+from excavator_kinematics.linkage import Linkage
+from excavator_sim.heightfield import HeightField, fill_flat
+from excavator_sim.hydraulics import BASE_ACTUATORS, CYLINDER_ACTUATORS
+from excavator_sim.model_builder import (
+    ACTIVE_JOINTS,
+    CYLINDER_JOINTS,
+    PASSIVE_JOINTS,
+    BuiltModel,
+    ModelOptions,
+    build_model,
+    loop_residuals,
+)
+from excavator_sim.sim_config import SimConfig, load_sim_config
+
+TRACK_JOINTS = ("track_left", "track_right")
+# Valve opening rate: the cylinder speed command may change by at most this per second [m/s^2].
+CYLINDER_ACCEL_M_S2 = 3.0
+
+
+class CommandError(ValueError):
+    """A rejected command; the message names the value, the limit and the fix."""
+
+
+@dataclass(frozen=True)
+class JointStateSnapshot:
+    """Names, positions and velocities of every published joint (units per name, see
+    :meth:`ExcavatorSimulation.joint_state`)."""
+
+    names: tuple[str, ...]
+    positions: np.ndarray
+    velocities: np.ndarray
+
+    def as_dict(self) -> dict[str, tuple[float, float]]:
+        return {n: (float(p), float(v)) for n, p, v in
+                zip(self.names, self.positions, self.velocities, strict=True)}
+
+
+class ExcavatorSimulation:
+    """One simulated excavator: MuJoCo model + hydraulic position control + terrain."""
+
+    def __init__(self, config: SimConfig | None = None,
+                 geometry: ExcavatorGeometry | None = None):
+        self.config = config if config is not None else load_sim_config()
+        self.geometry = geometry if geometry is not None else default_geometry()
+        self.linkage = Linkage(self.geometry)
+        self.fk = ForwardKinematics(self.geometry, self.linkage)
+        c = self.config
+        options = ModelOptions(hydraulics=c.hydraulics, terrain=c.terrain,
+                               terrain_contact=c.terrain_contact, initial=c.initial,
+                               timestep=c.timestep)
+        try:
+            self.built: BuiltModel = build_model(self.geometry, self.linkage, options,
+                                                 c.hydraulics.tracks.track_width_m)
+        except KinematicsError as exc:
+            raise CommandError(f"initial pose rejected: {exc}; fix the initial.* parameters"
+                               ) from None
+        self.model = self.built.model
+        self.data = mujoco.MjData(self.model)
+        mujoco.mj_resetDataKeyframe(self.model, self.data, 0)
+        self.terrain: HeightField = fill_flat(self.model, c.terrain)
+        mujoco.mj_forward(self.model, self.data)
+
+        b = self.built
+        self._q_adr = {n: b.qpos_adr[n] for n in (*ACTIVE_JOINTS, *CYLINDER_JOINTS,
+                                                   *PASSIVE_JOINTS, "base_x", "base_y",
+                                                   "base_yaw")}
+        self._v_adr = {n: b.dof_adr[n] for n in self._q_adr}
+        self._act = {n: b.actuator_id[n] for n in (*CYLINDER_ACTUATORS, "swing",
+                                                   *BASE_ACTUATORS)}
+        self._act_state = {n: int(self.model.actuator_actadr[self._act[n]])
+                           for n in (*CYLINDER_ACTUATORS, "swing")}
+        self._bucket_body = mujoco.mj_name2id(self.model, mujoco.mjtObj.mjOBJ_BODY, "bucket")
+        self._base_body = mujoco.mj_name2id(self.model, mujoco.mjtObj.mjOBJ_BODY, "caterpillar")
+        self._steps_per_control = max(1, round(c.control_period / c.timestep))
+
+        # Setpoints: start where the machine is.
+        self._targets = {n: float(self.data.qpos[self._q_adr[n]]) for n in ACTIVE_JOINTS}
+        self._speed_caps: dict[str, float] = {}
+        self._axis_targets = self._axis_targets_from_joints(self._targets)
+        self._commanded_speed = dict.fromkeys((*CYLINDER_ACTUATORS, "swing"), 0.0)
+        self._track_speeds = (0.0, 0.0)
+        self._track_travel = np.zeros(2)
+        self._wrench = np.zeros(6)
+        # Swing acceleration limit from the torque limit and the upper structure's inertia.
+        m_full = np.zeros((self.model.nv, self.model.nv))
+        mujoco.mj_fullM(self.model, self.data, m_full)
+        swing_inertia = float(m_full[self._v_adr["swing"], self._v_adr["swing"]])
+        self._swing_accel = 0.8 * c.hydraulics.swing.torque_limit_nm / swing_inertia
+        self.swing_inertia_kg_m2 = swing_inertia
+
+    # --- properties ----------------------------------------------------------------------
+    @property
+    def time(self) -> float:
+        """Simulated time [s]."""
+        return float(self.data.time)
+
+    @property
+    def timestep(self) -> float:
+        return float(self.model.opt.timestep)
+
+    @property
+    def targets(self) -> dict[str, float]:
+        """The last accepted joint targets [rad]."""
+        return dict(self._targets)
+
+    def speed_limits(self) -> dict[str, tuple[float, float]]:
+        """(retract, extend) speed limits [m/s] per cylinder, (-, +) [rad/s] for the swing."""
+        out = {}
+        for n in (*CYLINDER_ACTUATORS, "swing"):
+            lo, hi = self.model.actuator_ctrlrange[self._act[n]]
+            out[n] = (float(-lo), float(hi))
+        return out
+
+    # --- commands ------------------------------------------------------------------------
+    def set_joint_targets(self, positions: Mapping[str, float],
+                          velocities: Mapping[str, float] | None = None) -> None:
+        """Accept position targets [rad] for any of swing/boom/arm/bucket (others keep theirs).
+
+        ``velocities`` [rad/s], optional, cap each named joint's approach speed (magnitude) on
+        top of the hydraulic limits. Raises :class:`CommandError` on NaN, an unknown name or a
+        target outside the linkage limits; the previous setpoint is then kept unchanged.
+        """
+        new = dict(self._targets)
+        for name, value in positions.items():
+            if name not in ACTIVE_JOINTS:
+                raise CommandError(f"unknown joint {name!r} in the command: expected names "
+                                   f"among {list(ACTIVE_JOINTS)}")
+            v = float(value)
+            if not math.isfinite(v):
+                raise CommandError(f"{name} target is {v}: targets must be finite numbers [rad]")
+            new[name] = v
+        lo, hi = self.geometry.swing_limits_rad
+        if not lo <= new["swing"] <= hi:
+            raise CommandError(f"swing target {new['swing']:.3f} rad outside {lo:.3f}..{hi:.3f}"
+                               " rad (swing.limits_rad in config/excavator.yaml)")
+        try:
+            self.linkage.check_joints(new["boom"], new["arm"], new["bucket"])
+        except KinematicsError as exc:
+            raise CommandError(f"target rejected: {exc}") from None
+        caps: dict[str, float] = {}
+        for name, value in (velocities or {}).items():
+            if name not in ACTIVE_JOINTS:
+                raise CommandError(f"unknown joint {name!r} in the velocities: expected names "
+                                   f"among {list(ACTIVE_JOINTS)}")
+            v = abs(float(value))
+            if not math.isfinite(v):
+                raise CommandError(f"{name} velocity is {value}: velocities must be finite "
+                                   "[rad/s]")
+            if v > 0.0:
+                caps[name] = v
+        self._targets = new
+        self._speed_caps = caps
+        self._axis_targets = self._axis_targets_from_joints(new)
+
+    def set_track_speeds(self, left: float, right: float) -> None:
+        """Left/right track speeds [m/s] (forward positive), held until replaced."""
+        limit = self.config.hydraulics.tracks.speed_limit_m_s
+        for name, v in (("track_left", left), ("track_right", right)):
+            if not math.isfinite(float(v)):
+                raise CommandError(f"{name} speed is {v}: must be a finite number [m/s]")
+            if abs(v) > limit:
+                raise CommandError(f"{name} speed {v:.3f} m/s beyond the limit {limit} m/s "
+                                   "(tracks.speed_limit_m_s in config/sim.yaml)")
+        self._track_speeds = (float(left), float(right))
+
+    def apply_bucket_wrench(self, force_world: np.ndarray, torque_world: np.ndarray) -> None:
+        """Force [N] and torque [N m] in ``world`` at the bucket origin M, held until replaced."""
+        f = np.asarray(force_world, dtype=float).reshape(3)
+        t = np.asarray(torque_world, dtype=float).reshape(3)
+        if not (np.all(np.isfinite(f)) and np.all(np.isfinite(t))):
+            raise CommandError(f"bucket wrench force={f.tolist()} torque={t.tolist()} has "
+                               "NaN/inf: pass finite values [N], [N m]")
+        self._wrench = np.concatenate([f, t])
+
+    # --- stepping ------------------------------------------------------------------------
+    def step(self, n: int = 1) -> None:
+        """Advance ``n`` physics steps, updating the outer loop every ``control_period``."""
+        remaining = int(n)
+        while remaining > 0:
+            k = min(self._steps_per_control, remaining)
+            self._update_controls(k * self.timestep)
+            mujoco.mj_step(self.model, self.data, k)
+            remaining -= k
+            self._integrate_tracks(k * self.timestep)
+
+    def _axis_targets_from_joints(self, targets: Mapping[str, float]) -> dict[str, float]:
+        ext = self.linkage.extensions(targets["boom"], targets["arm"], targets["bucket"],
+                                      check=False)
+        out = {n: float(e) for n, e in zip(CYLINDER_ACTUATORS, ext, strict=True)}
+        out["swing"] = float(targets["swing"])
+        return out
+
+    def _axis_speed_cap(self, axis: str) -> float:
+        joint = "swing" if axis == "swing" else axis.removesuffix("_cylinder")
+        cap = self._speed_caps.get(joint)
+        if cap is None:
+            return math.inf
+        if axis == "swing":
+            return cap
+        q = float(self.data.qpos[self._q_adr[joint]])
+        h = 1e-4
+        de = self.linkage.extensions_from_joint(joint, np.array([q - h, q + h]))
+        return cap * abs(float(de[1] - de[0])) / (2 * h)
+
+    def _update_controls(self, period: float) -> None:
+        d, m = self.data, self.model
+        gain = self.config.hydraulics.position_gain_1_s
+        for axis in (*CYLINDER_ACTUATORS, "swing"):
+            aid = self._act[axis]
+            lo, hi = m.actuator_ctrlrange[aid]
+            accel = self._swing_accel if axis == "swing" else CYLINDER_ACCEL_M_S2
+            err = self._axis_targets[axis] - float(d.qpos[self._q_adr[axis]])
+            # Speed that can still stop at the target, then the proportional law.
+            stop = math.sqrt(2.0 * accel * abs(err))
+            cap = self._axis_speed_cap(axis)
+            v = math.copysign(min(gain * abs(err), stop, cap), err)
+            prev = self._commanded_speed[axis]
+            v = min(max(v, prev - accel * period, lo), prev + accel * period, hi)
+            self._commanded_speed[axis] = v
+            d.ctrl[aid] = v
+        # Tracks: skid-steer kinematics -> world-frame velocities of the planar base.
+        left, right = self._track_speeds
+        width = self.config.hydraulics.tracks.track_width_m
+        yaw = float(d.qpos[self._q_adr["base_yaw"]])
+        forward = 0.5 * (left + right)
+        d.ctrl[self._act["base_x"]] = forward * math.cos(yaw)
+        d.ctrl[self._act["base_y"]] = forward * math.sin(yaw)
+        d.ctrl[self._act["base_yaw"]] = (right - left) / width
+        # Bucket wrench at M: MuJoCo applies xfrc_applied at the body's centre of mass.
+        f, t = self._wrench[:3], self._wrench[3:]
+        lever = d.xpos[self._bucket_body] - d.xipos[self._bucket_body]
+        d.xfrc_applied[self._bucket_body, :3] = f
+        d.xfrc_applied[self._bucket_body, 3:] = t + np.cross(lever, f)
+
+    def _integrate_tracks(self, period: float) -> None:
+        self._track_travel += np.array(self._measured_track_speeds()) * period
+
+    def _measured_track_speeds(self) -> tuple[float, float]:
+        d = self.data
+        yaw = float(d.qpos[self._q_adr["base_yaw"]])
+        vx, vy = float(d.qvel[self._v_adr["base_x"]]), float(d.qvel[self._v_adr["base_y"]])
+        w = float(d.qvel[self._v_adr["base_yaw"]])
+        forward = vx * math.cos(yaw) + vy * math.sin(yaw)
+        half = 0.5 * self.config.hydraulics.tracks.track_width_m
+        return forward - w * half, forward + w * half
+
+    # --- state ---------------------------------------------------------------------------
+    def joint_state(self) -> JointStateSnapshot:
+        """Every named joint: swing/boom/arm/bucket [rad, rad/s], *_cylinder extensions [m, m/s],
+        track_left/right (position = travelled distance [m], velocity [m/s]) and the passive
+        joints (cylinder pivots, h_link, side_link) [rad, rad/s]."""
+        d = self.data
+        names = (*ACTIVE_JOINTS, *CYLINDER_JOINTS, *TRACK_JOINTS, *PASSIVE_JOINTS)
+        pos = np.empty(len(names))
+        vel = np.empty(len(names))
+        speeds = self._measured_track_speeds()
+        for k, name in enumerate(names):
+            if name in TRACK_JOINTS:
+                idx = TRACK_JOINTS.index(name)
+                pos[k] = self._track_travel[idx]
+                vel[k] = speeds[idx]
+            else:
+                pos[k] = d.qpos[self._q_adr[name]]
+                vel[k] = d.qvel[self._v_adr[name]]
+        return JointStateSnapshot(names, pos, vel)
+
+    def joint_positions(self) -> dict[str, float]:
+        """swing/boom/arm/bucket [rad] and the three extensions [m]."""
+        return {n: float(self.data.qpos[self._q_adr[n]]) for n in (*ACTIVE_JOINTS,
+                                                                    *CYLINDER_JOINTS)}
+
+    def bucket_pose(self) -> tuple[np.ndarray, np.ndarray]:
+        """Bucket frame (origin M) in ``world``: position [m], quaternion (w, x, y, z)."""
+        return (self.data.xpos[self._bucket_body].copy(),
+                self.data.xquat[self._bucket_body].copy())
+
+    def bucket_twist(self) -> tuple[np.ndarray, np.ndarray]:
+        """Bucket origin velocity in ``world``: linear [m/s], angular [rad/s]."""
+        res = np.zeros(6)
+        mujoco.mj_objectVelocity(self.model, self.data, mujoco.mjtObj.mjOBJ_BODY,
+                                 self._bucket_body, res, 0)
+        return res[3:].copy(), res[:3].copy()
+
+    def bucket_tip(self) -> np.ndarray:
+        """Bucket tip (teeth edge centre) in ``world`` [m]."""
+        return self.data.site("bucket_tip").xpos.copy()
+
+    def base_pose(self) -> tuple[np.ndarray, np.ndarray]:
+        """``base_link`` in ``world``: position [m], quaternion (w, x, y, z)."""
+        return (self.data.xpos[self._base_body].copy(),
+                self.data.xquat[self._base_body].copy())
+
+    def constraint_residual(self) -> float:
+        """Largest loop-closure gap [m] over the four connect constraints."""
+        return float(loop_residuals(self.model, self.data).max())
+
+    def contacts(self) -> list[tuple[str, str]]:
+        """Geom name pairs of the active contacts."""
+        out = []
+        for i in range(self.data.ncon):
+            c = self.data.contact[i]
+            out.append((self.model.geom(c.geom1).name, self.model.geom(c.geom2).name))
+        return out
