@@ -1,0 +1,138 @@
+"""URDF of the excavator, generated from the same model the simulation runs.
+
+The URDF mirrors the MuJoCo body tree built by :mod:`excavator_sim.model_builder` from the
+geometry: the same link frames, the same joint names and axes (``swing`` about z; ``boom``,
+``arm``, ``bucket`` and the passive linkage joints about (0, -1, 0); the three ``*_cylinder``
+joints prismatic along the cylinder = the piston extension [m]). ``joint_states`` from the sim
+therefore drives every link with robot_state_publisher, closed loops included (the sim publishes
+the passive joints). ``base_link`` is the root (the caterpillar; its planar motion in ``world`` is
+a transform outside the URDF). ``bucket_tip`` is a fixed child of ``bucket`` at the teeth.
+Primitives: capsules become cylinders (URDF has no capsule in RViz).
+"""
+
+from __future__ import annotations
+
+import math
+import xml.etree.ElementTree as ET
+
+import mujoco
+import numpy as np
+
+from excavator_kinematics.geometry import ExcavatorGeometry, default_geometry
+from excavator_kinematics.linkage import Linkage
+from excavator_sim.model_builder import ModelOptions, build_model
+
+ROOT_BODY = "caterpillar"  # named base_link in the URDF
+
+
+def _rpy(quat: np.ndarray) -> tuple[float, float, float]:
+    """Quaternion (w, x, y, z) -> URDF roll, pitch, yaw (fixed-axis x-y-z) [rad]."""
+    w, x, y, z = (float(v) for v in quat)
+    roll = math.atan2(2 * (w * x + y * z), 1 - 2 * (x * x + y * y))
+    pitch = math.asin(max(-1.0, min(1.0, 2 * (w * y - z * x))))
+    yaw = math.atan2(2 * (w * z + x * y), 1 - 2 * (y * y + z * z))
+    return roll, pitch, yaw
+
+
+def _fmt(values: tuple[float, ...] | np.ndarray) -> str:
+    return " ".join(f"{float(v):.6g}" for v in values)
+
+
+def _link_name(model: mujoco.MjModel, body: int) -> str:
+    name = model.body(body).name
+    return "base_link" if name == ROOT_BODY else name
+
+
+def _origin(parent: ET.Element, pos: np.ndarray, quat: np.ndarray) -> None:
+    ET.SubElement(parent, "origin", xyz=_fmt(pos), rpy=_fmt(_rpy(quat)))
+
+
+def _visuals(link: ET.Element, model: mujoco.MjModel, body: int) -> None:
+    for gid in range(model.ngeom):
+        if model.geom_bodyid[gid] != body:
+            continue
+        gtype = model.geom_type[gid]
+        size = model.geom_size[gid]
+        if gtype == mujoco.mjtGeom.mjGEOM_BOX:
+            shape = ("box", {"size": _fmt(2 * size)})
+        elif gtype in (mujoco.mjtGeom.mjGEOM_CAPSULE, mujoco.mjtGeom.mjGEOM_CYLINDER):
+            shape = ("cylinder", {"radius": f"{size[0]:.6g}", "length": f"{2 * size[1]:.6g}"})
+        else:
+            continue
+        visual = ET.SubElement(link, "visual", name=model.geom(gid).name or f"geom{gid}")
+        _origin(visual, model.geom_pos[gid], model.geom_quat[gid])
+        geometry = ET.SubElement(visual, "geometry")
+        ET.SubElement(geometry, shape[0], **shape[1])
+        rgba = model.geom_rgba[gid]
+        material = ET.SubElement(visual, "material", name=f"rgba_{_fmt(rgba).replace(' ', '_')}")
+        ET.SubElement(material, "color", rgba=_fmt(rgba))
+
+
+def _inertial(link: ET.Element, model: mujoco.MjModel, body: int) -> None:
+    inertial = ET.SubElement(link, "inertial")
+    _origin(inertial, model.body_ipos[body], model.body_iquat[body])
+    ET.SubElement(inertial, "mass", value=f"{model.body_mass[body]:.6g}")
+    ixx, iyy, izz = model.body_inertia[body]
+    ET.SubElement(inertial, "inertia", ixx=f"{ixx:.6g}", iyy=f"{iyy:.6g}", izz=f"{izz:.6g}",
+                  ixy="0", ixz="0", iyz="0")
+
+
+def urdf_from_model(model: mujoco.MjModel, name: str = "excavator") -> str:
+    """URDF XML for a model built by :func:`build_model` (root body ``caterpillar``)."""
+    robot = ET.Element("robot", name=name)
+    root = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_BODY, ROOT_BODY)
+    for body in range(1, model.nbody):
+        if body != root and not _descends_from(model, body, root):
+            continue
+        link = ET.SubElement(robot, "link", name=_link_name(model, body))
+        _inertial(link, model, body)
+        _visuals(link, model, body)
+        if body == root:
+            continue
+        jnt_count = model.body_jntnum[body]
+        parent = _link_name(model, model.body_parentid[body])
+        if jnt_count == 0:
+            joint = ET.SubElement(robot, "joint", name=f"{parent}_to_{link.get('name')}",
+                                  type="fixed")
+        else:
+            jid = model.body_jntadr[body]
+            jtype = model.jnt_type[jid]
+            limited = bool(model.jnt_limited[jid])
+            if jtype == mujoco.mjtJoint.mjJNT_SLIDE:
+                kind = "prismatic"
+            else:
+                kind = "revolute" if limited else "continuous"
+            joint = ET.SubElement(robot, "joint", name=model.joint(jid).name, type=kind)
+            ET.SubElement(joint, "axis", xyz=_fmt(model.jnt_axis[jid]))
+            if limited:
+                lo, hi = model.jnt_range[jid]
+                ET.SubElement(joint, "limit", lower=f"{lo:.6g}", upper=f"{hi:.6g}",
+                              effort="1e7", velocity="10")
+        ET.SubElement(joint, "parent", link=parent)
+        ET.SubElement(joint, "child", link=link.get("name"))
+        _origin(joint, model.body_pos[body], model.body_quat[body])
+    # bucket_tip: a fixed frame at the teeth edge centre.
+    tip_site = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_SITE, "bucket_tip")
+    ET.SubElement(robot, "link", name="bucket_tip")
+    joint = ET.SubElement(robot, "joint", name="bucket_to_bucket_tip", type="fixed")
+    ET.SubElement(joint, "parent", link="bucket")
+    ET.SubElement(joint, "child", link="bucket_tip")
+    _origin(joint, model.site_pos[tip_site], model.site_quat[tip_site])
+    ET.indent(robot)
+    return ET.tostring(robot, encoding="unicode", xml_declaration=False)
+
+
+def _descends_from(model: mujoco.MjModel, body: int, ancestor: int) -> bool:
+    while body > 0:
+        body = int(model.body_parentid[body])
+        if body == ancestor:
+            return True
+    return False
+
+
+def generate_urdf(geometry: ExcavatorGeometry | None = None, track_width_m: float = 2.6) -> str:
+    """URDF XML string of the excavator described by ``geometry`` (default config)."""
+    geometry = geometry if geometry is not None else default_geometry()
+    built = build_model(geometry, Linkage(geometry), ModelOptions(terrain_contact=False),
+                        track_width_m)
+    return '<?xml version="1.0"?>\n' + urdf_from_model(built.model)
