@@ -1,0 +1,59 @@
+"""``plc_bridge_core``: run the Redis <-> S7 bridge without ROS (own process).
+
+    python -m plc_bridge.bridge_cli --redis-url redis://127.0.0.1:6379/0 --plc-port 1102
+
+Every option overrides the parameter of the same name in the config file. SIGINT/SIGTERM stop
+the loop; its last act writes a stop to the PLC. Prints ``PLC_BRIDGE READY`` when running.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+import threading
+
+from excavator_kinematics.errors import ConfigError
+from plc_bridge.bridge_core import BridgeCore
+from plc_bridge.config import MODELS, load_config
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="plc_bridge_core", description=__doc__.splitlines()[0])
+    p.add_argument("--config", default=None, help="parameter file (default config/plc.yaml)")
+    p.add_argument("--redis-url", dest="redis_url", default=None)
+    p.add_argument("--plc-host", dest="plc_host", default=None)
+    p.add_argument("--plc-port", dest="plc_port", type=int, default=None)
+    p.add_argument("--rack", type=int, default=None)
+    p.add_argument("--slot", type=int, default=None)
+    p.add_argument("--model", choices=MODELS, default=None)
+    p.add_argument("--cycle-hz", dest="cycle_hz", type=float, default=None)
+    p.add_argument("--heartbeat-timeout", dest="heartbeat_timeout", type=float, default=None)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = vars(build_parser().parse_args(argv))
+    path = args.pop("config")
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    try:
+        config = load_config(path, args)
+        core = BridgeCore(config)
+    except ConfigError as e:
+        print(f"plc_bridge: {e}", file=sys.stderr)
+        return 2
+    done = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: done.set())
+    core.start()
+    print(f"PLC_BRIDGE READY model={config.model} plc={config.plc_host}:{config.plc_port} "
+          f"cycle_hz={config.cycle_hz:g}", flush=True)
+    while not done.wait(0.2):
+        pass
+    core.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

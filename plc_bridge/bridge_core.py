@@ -1,0 +1,423 @@
+"""The bridge loop: Redis control keys -> inverse model -> S7 control DB, and back.
+
+ROS-free core, in its own thread (an rclpy timer jitters ~4 ms p99 at 100 Hz). Each cycle:
+
+1. one MGET of the control keys (velocities, heartbeat);
+2. validate (``input_validation``), track the heartbeat edges, decide forward/stop
+   (``command_gate``), inverse model;
+3. one ``db_write`` of the whole control DB (alive counter, enable/stop, setpoints);
+4. one ``db_read`` of the whole monitor DB; direct model;
+5. one MSET of the monitor keys, ``plc.bridge.status``/``detail`` and the counters.
+
+The loop runs on a fixed tick (``cycle_hz``) and also wakes at once when a ``plc.control.*``
+key changes (``redis_link.WakeListener``). Fail-safe behaviour (design note plc_bridge.md):
+
+- stop within one cycle on: Redis lost, invalid/NaN/inf/garbage/out-of-envelope input,
+  infeasible command, heartbeat not toggled for ``heartbeat_timeout``, PLC link lost, PLC
+  fault / e-stop / not ready / not automatic / alive counter stale, ``set_enabled(False)``
+  (lifecycle deactivate) and ``stop()`` (SIGTERM). A fault bit read in a cycle that forwarded a
+  command is answered by a second write (the stop) in the same cycle.
+- after any stop, commands are forwarded again only after a fresh heartbeat edge.
+- PLC link: socket timeout ``plc_timeout`` (link loss seen within 3 cycles), monitor keys set to
+  ``nan`` and ``plc.monitor.state.valid = false`` at once, reconnect in the background with
+  capped back-off + jitter, the first write after a reconnect is a stop.
+- the bridge's alive counter in the control DB runs only while commands are fresh (Redis up,
+  heartbeat fresh): the PLC's own watchdog then stops the machine if the bridge dies or
+  its inputs go stale.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from excavator_kinematics.errors import ConfigError, InvalidInputError
+from excavator_kinematics.vehicle import (
+    BodyTwist,
+    VehicleModel,
+    WheelCommand,
+    artof_from_twist,
+    make_vehicle_model,
+)
+from plc_bridge import redis_keys as keys
+from plc_bridge.command_gate import CommandGate
+from plc_bridge.config import BridgeConfig
+from plc_bridge.input_validation import (
+    Envelope,
+    InputRejectedError,
+    parse_bool,
+    parse_control,
+)
+from plc_bridge.plc_link import PlcLink
+from plc_bridge.redis_link import RedisLink, WakeListener
+
+_LOG = logging.getLogger("plc_bridge")
+
+
+def _fmt(value: float) -> str:
+    """10 significant digits, as ARTOF writes them."""
+    return f"{value:.10g}"
+
+
+def _bool(value: bool) -> str:
+    return "true" if value else "false"
+
+
+@dataclass
+class BridgeSnapshot:
+    """The latest cycle's outcome, for the ROS shell (odom, wheel states, diagnostics)."""
+
+    stamp_s: float = 0.0
+    status: str = "stopped:starting"
+    detail: str = ""
+    counters: dict[str, int] = field(default_factory=dict)
+    plc_connected: bool = False
+    redis_connected: bool = False
+    monitor_valid: bool = False
+    measured: BodyTwist | None = None          # REP-103 twist from the direct model
+    commanded: BodyTwist = field(default_factory=BodyTwist)   # achieved twist sent to the PLC
+    wheel_speeds: dict[str, float] = field(default_factory=dict)   # [m/s]
+    wheel_angles: dict[str, float] = field(default_factory=dict)   # [rad]
+    plc_state: dict[str, Any] = field(default_factory=dict)
+
+
+class BridgeCore:
+    """Redis <-> S7 bridge for one vehicle model. ``start()`` runs the loop in a thread."""
+
+    def __init__(self, config: BridgeConfig, model: VehicleModel | None = None,
+                 clock: Callable[[], float] = time.monotonic,
+                 logger: logging.Logger | None = None):
+        self.config = config
+        self.model = model or make_vehicle_model(config.model, config.vehicle_params)
+        if tuple(self.model.wheel_names) != config.wheels or \
+                tuple(self.model.steer_names) != config.steering:
+            raise ConfigError(
+                f"parameter 'actuators.{config.model}': wheels {list(config.wheels)} / steering "
+                f"{list(config.steering)} must equal the model's wheel_names "
+                f"{list(self.model.wheel_names)} / steer_names {list(self.model.steer_names)}")
+        self.clock = clock
+        self.log = logger or _LOG
+        self.plc = PlcLink(config)
+        self.redis = RedisLink(config)
+        self.gate = CommandGate(config.heartbeat_timeout)
+        self.wake = threading.Event()
+        self.listener = WakeListener(config, self.wake) if config.wake_on_change else None
+        self.envelope = Envelope(config.max_longitudinal, config.max_lateral, config.max_angular)
+        self.counters: dict[str, int] = dict.fromkeys(keys.COUNTERS, 0)
+        self._speed_sp = config.speed_sp_fields()
+        self._angle_sp = config.angle_sp_fields()
+        self._speed_mon = config.speed_fields()
+        self._angle_mon = config.angle_fields()
+        self._measured_keys = keys.measured_keys(config.wheels, config.steering)
+        self._alive = 0
+        self._held = np.zeros(len(config.steering))
+        self._plc_state: dict[str, Any] | None = None    # last decoded monitor DB
+        self._plc_alive: int | None = None
+        self._plc_alive_change_s = 0.0
+        self._last_rejection: tuple[Any, ...] | None = None
+        self._enabled = True
+        self._disabled_reason = "deactivated"
+        self._was_running = False
+        self._status = "stopped:starting"
+        self._detail = ""
+        self._redis_reconnects_seen = 0
+        self._lock = threading.Lock()
+        self._snapshot = BridgeSnapshot()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._cycle_done = threading.Condition()
+        self._cycles_done = 0
+
+    # --- lifecycle -----------------------------------------------------------------------------
+    def start(self) -> None:
+        if self._thread is not None:
+            return
+        if self.listener:
+            self.listener.start()
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run, name="plc-bridge-loop", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout_s: float = 2.0) -> None:
+        """Stop the loop; its last act writes a stop to the PLC and the status to Redis."""
+        self._stop.set()
+        self.wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout_s)
+            self._thread = None
+        if self.listener:
+            self.listener.stop()
+
+    def set_enabled(self, enabled: bool, reason: str = "deactivated", wait_s: float = 0.5
+                    ) -> None:
+        """Disabled: the loop keeps running (monitor keys stay live) but sends only stops.
+        Waits until a cycle has applied the change (when the loop runs)."""
+        self._disabled_reason = reason
+        self._enabled = enabled
+        if self._thread is not None:
+            self.wait_cycles(1, wait_s)
+
+    def wait_cycles(self, n: int, timeout_s: float) -> bool:
+        with self._cycle_done:
+            target = self._cycles_done + n
+            self.wake.set()
+            return self._cycle_done.wait_for(lambda: self._cycles_done >= target, timeout_s)
+
+    def snapshot(self) -> BridgeSnapshot:
+        with self._lock:
+            return self._snapshot
+
+    @property
+    def status(self) -> str:
+        return self._status
+
+    # --- the loop ------------------------------------------------------------------------------
+    def _run(self) -> None:
+        period = self.config.period_s
+        next_tick = self.clock()
+        try:
+            while not self._stop.is_set():
+                self.wake.clear()
+                self.run_cycle()
+                with self._cycle_done:
+                    self._cycles_done += 1
+                    self._cycle_done.notify_all()
+                now = self.clock()
+                if now >= next_tick:
+                    next_tick += period
+                    if now >= next_tick:   # the cycle ran past the next tick: overrun
+                        missed = int((now - next_tick) // period) + 1
+                        self.counters["overruns"] += 1
+                        next_tick += missed * period
+                self.wake.wait(max(0.0, next_tick - self.clock()))
+        finally:
+            self._shutdown_io()
+
+    def _shutdown_io(self) -> None:
+        """SIGTERM / stop(): write a stop (alive counter not advanced), report, close."""
+        if self.plc.connected:
+            self.plc.write(self.config.control_db, self._encode(None))
+        self._status, self._detail = "stopped:shutdown", "bridge stopped"
+        if self.redis.connected:
+            self.redis.mset({keys.BRIDGE_STATUS: self._status, keys.BRIDGE_DETAIL: self._detail,
+                             keys.STATE_VALID: "false",
+                             **dict.fromkeys(self._measured_keys, keys.INVALID)})
+        self.plc.close()
+        self.redis.close()
+
+    # --- one cycle -----------------------------------------------------------------------------
+    def run_cycle(self) -> None:
+        cfg = self.config
+        now = self.clock()
+        self.counters["cycles"] += 1
+
+        # 1. Redis: one MGET
+        raw = self.redis.mget(keys.CONTROL_KEYS) if self.redis.poll(now) else None
+        redis_ok = raw is not None
+        if self.redis.reconnects != self._redis_reconnects_seen:
+            self._redis_reconnects_seen = self.redis.reconnects
+            self.gate.forget_heartbeat()
+        blocker: str | None = None
+        detail = ""
+        twist = BodyTwist()
+        edge = False
+        if not redis_ok:
+            self.gate.forget_heartbeat()
+            blocker, detail = "redis_lost", f"Redis unreachable: {self.redis.last_error}"
+        else:
+            assert raw is not None
+            try:
+                edge = self.gate.observe_heartbeat(parse_bool(keys.HEARTBEAT, raw[3]), now)
+                twist = parse_control(keys.CONTROL_KEYS, raw, self.envelope,
+                                      cfg.lateral_positive).twist
+                self._last_rejection = None
+            except InputRejectedError as e:
+                blocker, detail = "invalid_input", str(e)
+                self._count_rejection(("input", *raw))
+
+        # 2. PLC state from the last read
+        plc_up = self.plc.poll(now)
+        if blocker is None:
+            blocker, detail = self._plc_blocker(plc_up, now)
+        if blocker is None and not self._enabled:
+            blocker, detail = self._disabled_reason, "bridge disabled (lifecycle deactivate)"
+
+        # 3. decide, inverse model
+        decision = self.gate.decide(now, edge, blocker, redis_ok)
+        command: WheelCommand | None = None
+        if decision.forward:
+            try:
+                command = self.model.inverse(twist, self._held)
+            except InvalidInputError as e:
+                command, detail = None, str(e)
+            else:
+                if not command.feasible:
+                    detail = f"infeasible command: {command.note}"
+                    command = None
+            if command is None:
+                self.gate.disarm("infeasible_command")
+                self._count_rejection(("infeasible", *(raw or ())))
+        reason = "running" if command is not None else self.gate.reason
+        if reason == "heartbeat_stale":
+            detail = (f"{keys.HEARTBEAT} has not toggled for more than "
+                      f"{cfg.heartbeat_timeout:g} s (parameter heartbeat_timeout)")
+        elif reason in ("waiting_heartbeat", "waiting_heartbeat_edge"):
+            detail = f"waiting for a toggle of {keys.HEARTBEAT} before forwarding commands"
+        if decision.alive_may_run:
+            self._alive = (self._alive + 1) & 0xFFFF
+
+        # 4. PLC: one write, one read
+        if plc_up:
+            reason, detail = self._plc_io(command, reason, detail, now)
+        else:
+            self._plc_state = None
+
+        # 5. Redis: one MSET
+        self._publish(reason, detail, command, now)
+
+    def _plc_blocker(self, plc_up: bool, now: float) -> tuple[str | None, str]:
+        st = self._plc_state
+        if not plc_up or st is None:
+            return "plc_link_lost", f"PLC {self.config.plc_host}:{self.config.plc_port} " \
+                                    f"unreachable: {self.plc.last_error}"
+        for bit, reason, text in (("estop", "plc_estop", "PLC reports emergency stop"),
+                                  ("fault", "plc_fault", "PLC reports a fault")):
+            if st[bit]:
+                return reason, text
+        if not st["ready"]:
+            return "plc_not_ready", "PLC not ready"
+        if not st["auto"]:
+            return "plc_manual", "PLC not in automatic mode"
+        if now - self._plc_alive_change_s > self.config.plc_alive_timeout:
+            return "plc_alive_stale", (f"PLC alive counter unchanged for more than "
+                                       f"{self.config.plc_alive_timeout:g} s")
+        return None, ""
+
+    def _plc_io(self, command: WheelCommand | None, reason: str, detail: str, now: float
+                ) -> tuple[str, str]:
+        cfg = self.config
+        if self.plc.just_connected:
+            # learn the PLC's state and steering first, then a zero command
+            self.plc.just_connected = False
+            self._plc_alive_change_s = now
+            self._plc_alive = None
+            data = self.plc.read(cfg.monitor_db, cfg.monitor.size)
+            if data is not None:
+                self._apply_monitor(data, now)
+            self.plc.write(cfg.control_db, self._encode(None))
+            return reason, detail
+        if not self.plc.write(cfg.control_db, self._encode(command)):
+            self._plc_state = None
+            return "plc_link_lost", f"PLC write failed: {self.plc.last_error}"
+        data = self.plc.read(cfg.monitor_db, cfg.monitor.size)
+        if data is None:
+            self._plc_state = None
+            return "plc_link_lost", f"PLC read failed: {self.plc.last_error}"
+        self._apply_monitor(data, now)
+        if command is not None:
+            new_blocker, text = self._plc_blocker(True, now)
+            if new_blocker is not None:   # a fault appeared: answer it in this cycle
+                self.gate.disarm(new_blocker)
+                self.plc.write(cfg.control_db, self._encode(None))
+                return new_blocker, text
+        return reason, detail
+
+    def _apply_monitor(self, data: bytearray, now: float) -> None:
+        st = self.config.monitor.decode(data)
+        if st["alive"] != self._plc_alive:
+            self._plc_alive = int(st["alive"])
+            self._plc_alive_change_s = now
+        if self._angle_mon:
+            angles = np.array([st[n] for n in self._angle_mon], dtype=float)
+            if np.all(np.isfinite(angles)):
+                self._held = angles
+        self._plc_state = st
+
+    def _encode(self, command: WheelCommand | None) -> bytes:
+        values: dict[str, Any] = {"alive": self._alive, "enable": command is not None,
+                                  "stop": command is None}
+        if command is None:
+            for n in self._speed_sp:
+                values[n] = 0.0
+            for n, a in zip(self._angle_sp, self._held, strict=True):
+                values[n] = float(a)
+        else:
+            for n, v in zip(self._speed_sp, command.speeds, strict=True):
+                values[n] = float(v)
+            for n, a in zip(self._angle_sp, command.angles, strict=True):
+                values[n] = float(a)
+        return self.config.control.encode(values)
+
+    def _count_rejection(self, key: tuple[Any, ...]) -> None:
+        """Count each distinct rejected input once (not once per cycle it persists)."""
+        if key != self._last_rejection:
+            self.counters["rejected_inputs"] += 1
+            self._last_rejection = key
+
+    def _publish(self, reason: str, detail: str, command: WheelCommand | None, now: float
+                 ) -> None:
+        cfg = self.config
+        running = command is not None
+        if self._was_running and not running:
+            self.counters["stops"] += 1
+        self._was_running = running
+        self.counters["plc_reconnects"] = self.plc.reconnects
+        self.counters["redis_reconnects"] = self.redis.reconnects
+        status = "running" if running else f"stopped:{reason}"
+        if status != self._status:
+            self.log.info("plc_bridge %s%s", status, f" ({detail})" if detail else "")
+        self._status, self._detail = status, detail
+
+        st = self._plc_state
+        measured: BodyTwist | None = None
+        speeds: dict[str, float] = {}
+        angles: dict[str, float] = {}
+        mapping: dict[str, str] = {}
+        if st is not None:
+            sp = np.array([st[n] for n in self._speed_mon], dtype=float)
+            an = np.array([st[n] for n in self._angle_mon], dtype=float)
+            try:
+                measured = self.model.direct(sp, an)
+            except InvalidInputError as e:
+                detail = f"{detail}; PLC feedback unusable: {e}".lstrip("; ")
+        if measured is not None and st is not None:
+            lon, lat, ang = artof_from_twist(measured, cfg.lateral_positive)
+            mapping[keys.MON_LONGITUDINAL] = _fmt(lon)
+            mapping[keys.MON_LATERAL] = _fmt(lat)
+            mapping[keys.MON_ANGULAR] = _fmt(ang)
+            for w, n in zip(cfg.wheels, self._speed_mon, strict=True):
+                speeds[w] = float(st[n])
+                mapping[keys.wheel_speed_key(w)] = _fmt(speeds[w])
+            for s, n in zip(cfg.steering, self._angle_mon, strict=True):
+                angles[s] = float(st[n])
+                mapping[keys.wheel_angle_key(s)] = _fmt(angles[s])
+            for bit in keys.STATE_BITS:
+                if bit in st:
+                    mapping[keys.state_key(bit)] = _bool(bool(st[bit]))
+            mapping[keys.STATE_PLC_ALIVE] = str(st["alive"])
+            mapping[keys.STATE_VALID] = "true"
+        else:
+            mapping.update(dict.fromkeys(self._measured_keys, keys.INVALID))
+            mapping[keys.STATE_VALID] = "false"
+        mapping[keys.BRIDGE_STATUS] = status
+        mapping[keys.BRIDGE_DETAIL] = detail
+        mapping[keys.BRIDGE_ALIVE] = str(self._alive)
+        for name, value in self.counters.items():
+            mapping[keys.counter_key(name)] = str(value)
+        if self.redis.connected:
+            self.redis.mset(mapping)
+
+        snap = BridgeSnapshot(
+            stamp_s=now, status=status, detail=detail, counters=dict(self.counters),
+            plc_connected=self.plc.connected, redis_connected=self.redis.connected,
+            monitor_valid=measured is not None, measured=measured,
+            commanded=command.achieved if command is not None else BodyTwist(),
+            wheel_speeds=speeds, wheel_angles=angles, plc_state=dict(st or {}))
+        with self._lock:
+            self._snapshot = snap

@@ -1,0 +1,85 @@
+"""Parsing and checking of the Redis control values: anything doubtful is rejected, never guessed.
+
+Floats are decimal strings (ARTOF writes 10 significant digits): an optional sign, digits, an
+optional fraction and exponent. ``nan``, ``inf``, hex, empty strings, whitespace padding and
+anything else are invalid. Bools are ``true``/``false`` (``1``/``0`` accepted, case-insensitive).
+A missing velocity key reads as 0 (the operational layer may never write ``lateral`` on a
+non-holonomic vehicle); a missing heartbeat is no heartbeat (stale, not a rejection).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+from excavator_kinematics.vehicle import BodyTwist, twist_from_artof
+
+_DECIMAL = re.compile(rb"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
+_TRUE = (b"true", b"1")
+_FALSE = (b"false", b"0")
+
+
+class InputRejectedError(ValueError):
+    """A control value that must not be forwarded; the message names key, value and limit."""
+
+
+def parse_float(key: str, raw: bytes | None) -> float:
+    """A decimal string as a finite float; ``None`` (missing key) reads as 0.0."""
+    if raw is None:
+        return 0.0
+    if not _DECIMAL.fullmatch(raw):
+        raise InputRejectedError(f"{key} = {raw[:40]!r} is not a decimal number; write e.g. "
+                            f"'0.5' (10 significant digits, no nan/inf)")
+    value = float(raw)
+    if not math.isfinite(value):
+        raise InputRejectedError(f"{key} = {raw[:40]!r} overflows a double; write a finite value")
+    return value
+
+
+def parse_bool(key: str, raw: bytes | None) -> bool | None:
+    """``true``/``false``/``1``/``0`` (any case); ``None`` when the key is missing."""
+    if raw is None:
+        return None
+    low = raw.lower()
+    if low in _TRUE:
+        return True
+    if low in _FALSE:
+        return False
+    raise InputRejectedError(f"{key} = {raw[:40]!r} is not a bool; write 'true' or 'false'")
+
+
+@dataclass(frozen=True)
+class Envelope:
+    """Largest accepted command magnitudes; beyond them a command is rejected, not clamped."""
+
+    max_longitudinal_m_s: float
+    max_lateral_m_s: float
+    max_angular_rad_s: float
+
+
+@dataclass(frozen=True)
+class ControlInput:
+    """One validated read of the control keys: the REP-103 twist and the heartbeat level."""
+
+    twist: BodyTwist
+    heartbeat: bool | None
+
+
+def parse_control(keys: tuple[str, str, str, str], raw: list[bytes | None],
+                  envelope: Envelope, lateral_positive: str = "left") -> ControlInput:
+    """Validate an MGET of (longitudinal, lateral, angular, heartbeat)."""
+    lon_k, lat_k, ang_k, hb_k = keys
+    lon = parse_float(lon_k, raw[0])
+    lat = parse_float(lat_k, raw[1])
+    ang = parse_float(ang_k, raw[2])
+    heartbeat = parse_bool(hb_k, raw[3])
+    for key, value, limit, unit, param in (
+            (lon_k, lon, envelope.max_longitudinal_m_s, "m/s", "max_longitudinal"),
+            (lat_k, lat, envelope.max_lateral_m_s, "m/s", "max_lateral"),
+            (ang_k, ang, envelope.max_angular_rad_s, "rad/s", "max_angular")):
+        if abs(value) > limit:
+            raise InputRejectedError(
+                f"{key} = {value:g} {unit} is outside the envelope +-{limit:g} {unit} "
+                f"(parameter {param}); command less or raise the limit")
+    return ControlInput(twist_from_artof(lon, lat, ang, lateral_positive), heartbeat)

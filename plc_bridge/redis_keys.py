@@ -1,0 +1,59 @@
+"""Redis key names of the bridge (ARTOF convention: plain string values).
+
+Control (operational layer -> bridge), read with one MGET per cycle:
+``plc.control.navigation.velocity.{longitudinal,lateral,angular}`` [m/s, m/s, rad/s] and
+``plc.control.navigation.heartbeat`` (bool, toggles every 500 ms).
+
+Monitor (bridge -> Redis), written with one MSET per cycle:
+``plc.monitor.navigation.velocity.*`` (direct model), ``plc.monitor.wheel_<name>.speed`` [m/s]
+and ``.angle`` [rad], ``plc.monitor.state.*`` (PLC status bits, ``valid``), the bridge's
+``plc.bridge.status`` / ``plc.bridge.detail`` and ``plc.bridge.counters.*``.
+"""
+
+from __future__ import annotations
+
+CONTROL_PREFIX = "plc.control."
+LONGITUDINAL = "plc.control.navigation.velocity.longitudinal"
+LATERAL = "plc.control.navigation.velocity.lateral"
+ANGULAR = "plc.control.navigation.velocity.angular"
+HEARTBEAT = "plc.control.navigation.heartbeat"
+CONTROL_KEYS: tuple[str, str, str, str] = (LONGITUDINAL, LATERAL, ANGULAR, HEARTBEAT)
+
+MON_LONGITUDINAL = "plc.monitor.navigation.velocity.longitudinal"
+MON_LATERAL = "plc.monitor.navigation.velocity.lateral"
+MON_ANGULAR = "plc.monitor.navigation.velocity.angular"
+STATE_PREFIX = "plc.monitor.state."
+STATE_VALID = "plc.monitor.state.valid"          # "true" while the monitor values are live
+STATE_BITS: tuple[str, ...] = ("ready", "fault", "estop", "auto", "watchdog")
+STATE_PLC_ALIVE = "plc.monitor.state.plc_alive"  # the PLC's u16 alive counter
+
+BRIDGE_STATUS = "plc.bridge.status"              # "running" or "stopped:<reason>"
+BRIDGE_DETAIL = "plc.bridge.detail"              # human-readable cause of the last stop
+BRIDGE_ALIVE = "plc.bridge.alive"                # the bridge's u16 alive counter sent to the PLC
+COUNTER_PREFIX = "plc.bridge.counters."
+COUNTERS: tuple[str, ...] = ("cycles", "overruns", "rejected_inputs", "plc_reconnects",
+                             "redis_reconnects", "stops")
+
+INVALID = "nan"   # value of every measured key while the PLC link is down (never left frozen)
+
+
+def wheel_speed_key(name: str) -> str:
+    return f"plc.monitor.wheel_{name}.speed"
+
+
+def wheel_angle_key(name: str) -> str:
+    return f"plc.monitor.wheel_{name}.angle"
+
+
+def counter_key(name: str) -> str:
+    return COUNTER_PREFIX + name
+
+
+def state_key(bit: str) -> str:
+    return STATE_PREFIX + bit
+
+
+def measured_keys(wheels: tuple[str, ...], steering: tuple[str, ...]) -> list[str]:
+    """Every key that carries a PLC measurement (set to ``INVALID`` on link loss)."""
+    return [MON_LONGITUDINAL, MON_LATERAL, MON_ANGULAR,
+            *(wheel_speed_key(w) for w in wheels), *(wheel_angle_key(s) for s in steering)]
