@@ -479,3 +479,45 @@ def test_seed_skid_steer_divides_by_zero_straight_and_on_the_spot() -> None:
         assert seed_skid_left(1.0, 0.5, a) == pytest.approx(1.0 - 0.5 * a)
     assert model.inverse(BodyTwist(1.0, 0.0, 0.0)).speeds == pytest.approx([1.0, 1.0])
     assert model.inverse(BodyTwist(0.0, 0.0, 0.5)).speeds == pytest.approx([-0.375, 0.375])
+
+
+# --- batched (vectorized) inverse and direct --------------------------------------------------
+
+twist_rows = st.lists(st.tuples(speed, speed, yaw), min_size=1, max_size=30)
+
+
+@settings(max_examples=60, deadline=None)
+@given(rows=twist_rows, which=st.sampled_from(["4wd4ws", "4wd4ws_narrow", "ackermann",
+                                               "skid_steer"]),
+       zero_vx=st.booleans())
+def test_batched_inverse_and_direct_equal_the_scalar_ones(
+        rows: list[tuple[float, float, float]], which: str, zero_vx: bool) -> None:
+    """Every row of ``inverse_many``/``direct_many`` equals ``inverse``/``direct`` of that row,
+    infeasible rows (lateral, vx = 0 with yaw, steering limit) included."""
+    model = {"4wd4ws": four_ws(vmax=3.0), "4wd4ws_narrow": four_ws(limit=1.2, vmax=3.0),
+             "ackermann": ackermann(limit=0.7, vmax=3.0), "skid_steer": skid(vmax=3.0)}[which]
+    vx, vy, wz = (np.array(c) for c in zip(*rows, strict=True))
+    if zero_vx:
+        vx[::2] = 0.0
+    hold = np.full(len(model.steer_names), 0.05)
+    batch = model.inverse_many(vx, vy, wz, hold if hold.size else None)
+    back = model.direct_many(batch.speeds, batch.angles)
+    for i in range(len(rows)):
+        one = model.inverse(BodyTwist(vx[i], vy[i], wz[i]), hold if hold.size else None)
+        assert np.array_equal(batch.speeds[i], one.speeds)
+        assert np.array_equal(batch.angles[i], one.angles)
+        assert batch.achieved[i].tolist() == one.achieved.as_array().tolist()
+        assert bool(batch.feasible[i]) == one.feasible and batch.scale[i] == one.scale
+        assert (one.note != "") == (batch.reasons[i] != 0)
+        assert back[i] == pytest.approx(model.direct(one.speeds, one.angles).as_array(),
+                                        abs=1e-12)
+        assert back[i] == pytest.approx(batch.achieved[i], abs=TOL)
+
+
+def test_batched_input_errors_name_the_row() -> None:
+    with pytest.raises(InvalidInputError, match=r"twist\.wz = nan rad/s \(row 2\)"):
+        four_ws().inverse_many([0.0, 0.0, 0.0], [0.0, 0.0, 0.0], [0.0, 0.0, math.nan])
+    with pytest.raises(InvalidInputError, match="one length"):
+        skid().inverse_many([0.0, 1.0], [0.0], [0.0, 0.0])
+    with pytest.raises(InvalidInputError, match="per row"):
+        ackermann().direct_many(np.zeros((3, 2)), np.zeros((3, 3)))

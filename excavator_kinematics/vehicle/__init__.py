@@ -17,9 +17,22 @@ from excavator_kinematics.vehicle.artof import (
     lateral_sign,
     twist_from_artof,
 )
-from excavator_kinematics.vehicle.base import BodyTwist, VehicleModel, WheelCommand
+from excavator_kinematics.vehicle.base import (
+    LATERAL_DROPPED,
+    STEER_LIMIT,
+    YAW_WITHOUT_SPEED,
+    BodyTwist,
+    VehicleModel,
+    WheelCommand,
+    WheelCommands,
+)
 from excavator_kinematics.vehicle.four_wheel_steer import FourWheelSteerModel
-from excavator_kinematics.vehicle.saturation import common_scale, scale_twist, turning_centre
+from excavator_kinematics.vehicle.saturation import (
+    common_scale,
+    common_scales,
+    scale_twist,
+    turning_centre,
+)
 from excavator_kinematics.vehicle.skid_steer import SkidSteerModel
 
 MODELS: dict[str, Any] = {
@@ -45,15 +58,20 @@ def make_vehicle_model(name: str, params: Mapping[str, Any] | None = None) -> Ve
 
 __all__ = [
     "LATERAL_CONVENTIONS",
+    "LATERAL_DROPPED",
     "MODELS",
+    "STEER_LIMIT",
+    "YAW_WITHOUT_SPEED",
     "AckermannModel",
     "BodyTwist",
     "FourWheelSteerModel",
     "SkidSteerModel",
     "VehicleModel",
     "WheelCommand",
+    "WheelCommands",
     "artof_from_twist",
     "common_scale",
+    "common_scales",
     "lateral_sign",
     "make_vehicle_model",
     "scale_twist",

@@ -24,18 +24,27 @@ from typing import Any
 import numpy as np
 
 from excavator_kinematics.errors import InvalidInputError
-from excavator_kinematics.vehicle.base import BodyTwist, WheelCommand
+from excavator_kinematics.vehicle.base import (
+    LATERAL_DROPPED,
+    STEER_LIMIT,
+    YAW_WITHOUT_SPEED,
+    BodyTwist,
+    WheelCommand,
+    WheelCommands,
+)
 from excavator_kinematics.vehicle.parameters import (
     MAX_LENGTH_M,
     MAX_SPEED_M_S,
     check_keys,
     check_twist,
-    held,
+    check_twists,
+    held_rows,
     measured,
+    measured_rows,
     read_choice,
     read_float,
 )
-from excavator_kinematics.vehicle.saturation import common_scale, scale_twist
+from excavator_kinematics.vehicle.saturation import common_scales
 
 NAME = "ackermann"
 # Below 90 deg: an Ackermann wheel at or past 90 deg cannot roll along its circle.
@@ -82,14 +91,44 @@ class AckermannModel:
                                                model=NAME)
         return cls(**values)
 
-    def _rear_speeds(self, vx: float, wz: float) -> np.ndarray:
+    def _rear_speeds(self, vx: np.ndarray, wz: np.ndarray) -> np.ndarray:
         half = 0.5 * wz * self.rear_track_m
-        return np.array([vx - half, vx + half])
+        return np.stack([vx - half, vx + half], axis=-1)
 
-    def _stop(self, hold: np.ndarray, note: str, feasible: bool, extra: dict[str, float]
-              ) -> WheelCommand:
-        return WheelCommand(speeds=np.zeros(2), angles=hold, achieved=BodyTwist(), scale=0.0,
-                            feasible=feasible, note=note, extra=extra)
+    def inverse_many(self, vx: Any, vy: Any, wz: Any, held_angles: Any = None
+                     ) -> WheelCommands:
+        """Setpoints for N twists (1-D arrays [m/s], [m/s], [rad/s]) at the rear-axle centre;
+        ``held_angles`` (2,) or (N, 2) [rad]. Rows that cannot be driven are stopped with the
+        steering held (``YAW_WITHOUT_SPEED``, ``STEER_LIMIT``); a lateral velocity is dropped
+        (``LATERAL_DROPPED``)."""
+        vx, vy, wz = check_twists(vx, vy, wz)
+        hold = held_rows(held_angles, vx.size, 2)
+        wb, bf = self.wheelbase_m, self.front_track_m
+        s = np.where(vx < 0.0, -1.0, 1.0)
+        angles = np.stack([np.arctan2(s * wb * wz, s * (vx - 0.5 * wz * bf)),
+                           np.arctan2(s * wb * wz, s * (vx + 0.5 * wz * bf))], axis=-1)
+        standstill = vx == 0.0
+        no_speed = standstill & (wz != 0.0)
+        too_tight = ~standstill & (np.max(np.abs(angles), axis=1) > self.max_steer_angle_rad)
+        stop = no_speed | too_tight
+        hold_rows = stop | standstill
+        angles[hold_rows] = hold[hold_rows]
+        planar_wz = np.where(stop, 0.0, wz)
+        planar_vx = np.where(stop, 0.0, vx)
+        scale = common_scales(self._rear_speeds(planar_vx, planar_wz), self.max_wheel_speed_m_s)
+        scale[stop] = 0.0
+        achieved = np.stack([planar_vx * scale, np.zeros_like(vx), planar_wz * scale], axis=-1)
+        reasons = (np.where(vy != 0.0, LATERAL_DROPPED, 0) | np.where(no_speed,
+                   YAW_WITHOUT_SPEED, 0) | np.where(too_tight, STEER_LIMIT, 0))
+        return WheelCommands(speeds=self._rear_speeds(achieved[:, 0], achieved[:, 2]),
+                             angles=angles, achieved=achieved, scale=scale,
+                             feasible=reasons == 0, reasons=reasons)
+
+    def bicycle_angle(self, twist: BodyTwist) -> float:
+        """``delta = atan(l*wz/vx)`` [rad] of the equivalent single front wheel, signed for
+        right turns and reverse (+-pi/2 for a turn on the spot)."""
+        s = -1.0 if twist.vx < 0.0 else 1.0
+        return math.atan2(s * self.wheelbase_m * twist.wz, abs(twist.vx))
 
     def inverse(self, twist: BodyTwist, held_angles: np.ndarray | None = None) -> WheelCommand:
         """Setpoints for ``twist`` (at the rear-axle centre).
@@ -101,59 +140,70 @@ class AckermannModel:
         - ``vx = wz = 0``: speeds 0, steering held.
         """
         check_twist(twist)
-        hold = held(held_angles, 2)
-        vx, wz, wb, bf = twist.vx, twist.wz, self.wheelbase_m, self.front_track_m
+        if held_angles is not None:
+            measured(held_angles, 2, "held steering angles", "rad")
+        cmds = self.inverse_many(twist.vx, twist.vy, twist.wz, held_angles)
+        reasons = int(cmds.reasons[0])
+        extra = {"bicycle_angle_rad": self.bicycle_angle(twist)}
+        if twist.vx != 0.0:
+            extra["curvature_1_m"] = twist.wz / twist.vx
         notes = []
-        if twist.vy != 0.0:
+        if reasons & LATERAL_DROPPED:
             notes.append(f"lateral velocity {twist.vy:g} m/s is infeasible on Ackermann; "
                          "driving with vy = 0")
-        lateral_ok = not notes
-        if vx == 0.0:
-            if wz == 0.0:
-                return self._stop(hold, "; ".join(notes), lateral_ok, {})
-            notes.append(f"yaw rate {wz:g} rad/s with vx = 0 is infeasible on Ackermann (it "
-                         "cannot turn on the spot); stopping with the steering held")
-            return self._stop(hold, "; ".join(notes), False,
-                              {"bicycle_angle_rad": math.copysign(math.pi / 2, wz)})
-        s = math.copysign(1.0, vx)
-        delta = math.atan2(s * wb * wz, abs(vx))
-        angles = np.array([math.atan2(s * wb * wz, s * (vx - 0.5 * wz * bf)),
-                           math.atan2(s * wb * wz, s * (vx + 0.5 * wz * bf))])
-        extra = {"bicycle_angle_rad": delta, "curvature_1_m": wz / vx}
-        worst = float(np.max(np.abs(angles)))
-        if worst > self.max_steer_angle_rad:
+        if reasons & YAW_WITHOUT_SPEED:
+            notes.append(f"yaw rate {twist.wz:g} rad/s with vx = 0 is infeasible on Ackermann "
+                         "(it cannot turn on the spot); stopping with the steering held")
+        if reasons & STEER_LIMIT:
+            s = -1.0 if twist.vx < 0.0 else 1.0
+            wb, bf, vx, wz = self.wheelbase_m, self.front_track_m, twist.vx, twist.wz
+            worst = max(abs(math.atan2(s * wb * wz, s * (vx - 0.5 * wz * bf))),
+                        abs(math.atan2(s * wb * wz, s * (vx + 0.5 * wz * bf))))
             notes.append(
                 f"turn wz/vx = {wz / vx:.6g} 1/m needs a front wheel at {worst:.4f} rad, past "
                 f"max_steer_angle_rad = {self.max_steer_angle_rad:g} rad (|wz/vx| <= "
                 f"{self.max_curvature_1_m:.6g} 1/m); stopping with the steering held")
-            return self._stop(hold, "; ".join(notes), False, extra)
-        planar = BodyTwist(vx, 0.0, wz)
-        scale = common_scale(self._rear_speeds(vx, wz), self.max_wheel_speed_m_s)
-        achieved = scale_twist(planar, scale)
-        return WheelCommand(speeds=self._rear_speeds(achieved.vx, achieved.wz), angles=angles,
-                            achieved=achieved, scale=scale, feasible=lateral_ok,
-                            note="; ".join(notes), extra=extra)
+        return cmds.row(0, "; ".join(notes), extra)
 
-    def curvature_from_angles(self, angles: np.ndarray) -> float:
-        """Path curvature ``tan(delta)/l`` [1/m] of the rear-axle centre from the measured front
-        wheel angles ``[fl, fr]`` [rad], per ``steer_feedback``."""
-        a = measured(angles, 2, "Ackermann front wheel angles", "rad")
+    def curvatures(self, angles: Any) -> np.ndarray:
+        """Path curvature ``tan(delta)/l`` [1/m] of the rear-axle centre from measured front
+        wheel angles, (N, 2) or (2,) ``[fl, fr]`` [rad], per ``steer_feedback``: shape (N,)."""
+        a = measured_rows(angles, 2, "Ackermann front wheel angles", "rad")
         wb, half_bf = self.wheelbase_m, 0.5 * self.front_track_m
         # cot(delta) = cot(delta_fl) + b_f/(2l) = cot(delta_fr) - b_f/(2l), as tan(delta)/l.
         sin, cos = np.sin(a), np.cos(a)
-        den = np.array([wb * cos[0] + half_bf * sin[0], wb * cos[1] - half_bf * sin[1]])
+        den = np.stack([wb * cos[:, 0] + half_bf * sin[:, 0],
+                        wb * cos[:, 1] - half_bf * sin[:, 1]], axis=-1)
         use = {"mean": [0, 1], "fl": [0], "fr": [1]}[self.steer_feedback]
-        if np.any(den[use] <= 0.0):
+        if np.any(den[:, use] <= 0.0):
+            row = int(np.flatnonzero(np.any(den[:, use] <= 0.0, axis=1))[0])
             raise InvalidInputError(
-                f"measured front wheel angles {a.tolist()} rad put the turning centre on or "
+                f"measured front wheel angles {a[row].tolist()} rad put the turning centre on or "
                 "in front of the rear axle's lateral line, outside the Ackermann geometry "
                 f"(wheelbase {wb:g} m, front track {self.front_track_m:g} m); check the angle "
                 "sensors' zero and sign (+ left)")
-        return float(np.mean(sin[use] / den[use]))
+        return np.mean(sin[:, use] / den[:, use], axis=1)
+
+    def curvature_from_angles(self, angles: np.ndarray) -> float:
+        """``curvatures`` of one measurement ``[fl, fr]`` [rad]: [1/m]."""
+        return float(self.curvatures(measured(angles, 2, "Ackermann front wheel angles",
+                                              "rad"))[0])
+
+    def direct_many(self, speeds: Any, angles: Any) -> np.ndarray:
+        """(N, 3) twists at the rear-axle centre from (N, 2) rear wheel speeds ``[rl, rr]``
+        [m/s] and (N, 2) front wheel angles ``[fl, fr]`` [rad]."""
+        v = measured_rows(speeds, 2, "Ackermann rear wheel speeds", "m/s")
+        kappa = self.curvatures(angles)
+        if kappa.shape != (len(v),):
+            raise InvalidInputError(f"Ackermann direct: {len(v)} speed rows but {kappa.size} "
+                                    "angle rows")
+        vx = 0.5 * (v[:, 0] + v[:, 1])
+        return np.stack([vx, np.zeros_like(vx), vx * kappa], axis=-1)
 
     def direct(self, speeds: np.ndarray, angles: np.ndarray) -> BodyTwist:
         """Twist at the rear-axle centre from the rear wheel speeds ``[rl, rr]`` [m/s] and the
         front wheel angles ``[fl, fr]`` [rad]."""
-        v = measured(speeds, 2, "Ackermann rear wheel speeds", "m/s")
-        vx = float(0.5 * (v[0] + v[1]))
-        return BodyTwist(vx, 0.0, vx * self.curvature_from_angles(angles))
+        measured(speeds, 2, "Ackermann rear wheel speeds", "m/s")
+        measured(angles, 2, "Ackermann front wheel angles", "rad")
+        vx, vy, wz = (float(v) for v in self.direct_many(speeds, angles)[0])
+        return BodyTwist(vx, vy, wz)

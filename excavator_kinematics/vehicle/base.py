@@ -62,3 +62,40 @@ class VehicleModel(Protocol):
     def direct(self, speeds: np.ndarray, angles: np.ndarray) -> BodyTwist:
         """Body twist from measured wheel speeds [m/s] and steering angles [rad]."""
         ...
+
+    def inverse_many(self, vx: np.ndarray, vy: np.ndarray, wz: np.ndarray,
+                     held_angles: np.ndarray | None = None) -> WheelCommands:
+        """``inverse`` for N twists at once (1-D arrays), vectorized."""
+        ...
+
+    def direct_many(self, speeds: np.ndarray, angles: np.ndarray) -> np.ndarray:
+        """``direct`` for N measurements, (N, wheels) and (N, steers): (N, 3) ``[vx, vy, wz]``."""
+        ...
+
+
+# Why a row of a batch was not driven as requested (bit flags in ``WheelCommands.reasons``).
+LATERAL_DROPPED = 1  # vy != 0 on a model without lateral motion: driven with vy = 0
+YAW_WITHOUT_SPEED = 2  # Ackermann vx = 0 with wz != 0: stop, steering held
+STEER_LIMIT = 4  # a wheel past the steering limit: stop, steering held
+
+
+@dataclass(frozen=True)
+class WheelCommands:
+    """Setpoints for N twists at once (``VehicleModel.inverse_many``): ``speeds`` (N, wheels)
+    [m/s], ``angles`` (N, steers) [rad], ``achieved`` (N, 3) ``[vx, vy, wz]``, ``scale`` (N,),
+    ``feasible`` (N,) bool, ``reasons`` (N,) bit flags (``LATERAL_DROPPED``...)."""
+
+    speeds: np.ndarray
+    angles: np.ndarray
+    achieved: np.ndarray
+    scale: np.ndarray
+    feasible: np.ndarray
+    reasons: np.ndarray
+
+    def row(self, i: int, note: str = "", extra: dict[str, float] | None = None
+            ) -> WheelCommand:
+        """Row ``i`` as a single ``WheelCommand``."""
+        vx, vy, wz = (float(v) for v in self.achieved[i])
+        return WheelCommand(speeds=self.speeds[i].copy(), angles=self.angles[i].copy(),
+                            achieved=BodyTwist(vx, vy, wz), scale=float(self.scale[i]),
+                            feasible=bool(self.feasible[i]), note=note, extra=extra or {})

@@ -22,17 +22,20 @@ from typing import Any
 
 import numpy as np
 
-from excavator_kinematics.vehicle.base import BodyTwist, WheelCommand
+from excavator_kinematics.errors import InvalidInputError
+from excavator_kinematics.vehicle.base import STEER_LIMIT, BodyTwist, WheelCommand, WheelCommands
 from excavator_kinematics.vehicle.parameters import (
     MAX_LENGTH_M,
     MAX_SPEED_M_S,
     check_keys,
     check_twist,
-    held,
+    check_twists,
+    held_rows,
     measured,
+    measured_rows,
     read_float,
 )
-from excavator_kinematics.vehicle.saturation import common_scale, scale_twist
+from excavator_kinematics.vehicle.saturation import common_scales
 
 NAME = "4wd4ws"
 PARAMETERS: dict[str, tuple[float, float, float, str, bool]] = {
@@ -76,39 +79,64 @@ class FourWheelSteerModel:
         """``(v_ix, v_iy)`` [m/s] of the four wheel contact points."""
         return twist.vx - twist.wz * self.y, twist.vy + twist.wz * self.x
 
+    def inverse_many(self, vx: Any, vy: Any, wz: Any, held_angles: Any = None
+                     ) -> WheelCommands:
+        """Setpoints for N twists (1-D arrays [m/s], [m/s], [rad/s]); ``held_angles`` (4,) or
+        (N, 4) [rad]. Rows no wheel orientation within the limit can follow are stopped with
+        the steering held (``STEER_LIMIT``)."""
+        vx, vy, wz = check_twists(vx, vy, wz)
+        hold = held_rows(held_angles, vx.size, 4)
+        vix = vx[:, None] - wz[:, None] * self.y
+        viy = vy[:, None] + wz[:, None] * self.x
+        speeds = np.hypot(vix, viy)
+        moving = speeds > STANDSTILL_M_S
+        angles = np.where(moving, np.arctan2(viy, vix), hold)
+        lim = self.max_steer_angle_rad
+        over, under = moving & (angles > lim), moving & (angles < -lim)
+        angles = angles - math.pi * over + math.pi * under
+        speeds = np.where(moving, np.where(over | under, -speeds, speeds), 0.0)
+        stop = np.any(moving & (np.abs(angles) > lim), axis=1)
+        angles[stop] = hold[stop]
+        scale = common_scales(speeds, self.max_wheel_speed_m_s)
+        scale[stop] = 0.0
+        return WheelCommands(speeds=speeds * scale[:, None], angles=angles,
+                             achieved=np.stack([vx, vy, wz], axis=-1) * scale[:, None],
+                             scale=scale, feasible=~stop,
+                             reasons=np.where(stop, STEER_LIMIT, 0))
+
     def inverse(self, twist: BodyTwist, held_angles: np.ndarray | None = None) -> WheelCommand:
         """Setpoints for ``twist``. Zero command: speeds 0, steering held at ``held_angles``.
         A direction no wheel orientation within ``max_steer_angle_rad`` can follow (only
         possible with a limit below pi/2) is infeasible: stop with the steering held."""
         check_twist(twist)
-        angles = held(held_angles, 4)
-        vix, viy = self.contact_velocities(twist)
-        speeds = np.hypot(vix, viy)
-        moving = speeds > STANDSTILL_M_S
-        speeds[~moving] = 0.0
-        angles[moving] = np.arctan2(viy[moving], vix[moving])
-        lim = self.max_steer_angle_rad
-        over, under = moving & (angles > lim), moving & (angles < -lim)
-        angles[over] -= math.pi
-        angles[under] += math.pi
-        speeds[over | under] *= -1.0
-        if np.any(np.abs(angles) > lim):
-            bad = [name for name, a in zip(self.steer_names, angles, strict=True)
-                   if abs(a) > lim]
-            return WheelCommand(
-                speeds=np.zeros(4), angles=held(held_angles, 4), achieved=BodyTwist(),
-                scale=0.0, feasible=False,
-                note=(f"wheel(s) {bad} cannot point along their contact velocity within "
-                      f"max_steer_angle_rad = {lim:g} rad, even reversed; stopping with the "
-                      "steering held"))
-        scale = common_scale(speeds, self.max_wheel_speed_m_s)
-        return WheelCommand(speeds=speeds * scale, angles=angles,
-                            achieved=scale_twist(twist, scale), scale=scale)
+        if held_angles is not None:
+            measured(held_angles, 4, "held steering angles", "rad")
+        cmds = self.inverse_many(twist.vx, twist.vy, twist.wz, held_angles)
+        note = ""
+        if not cmds.feasible[0]:
+            vix, viy = self.contact_velocities(twist)
+            direction = np.arctan2(viy, vix)
+            bad = [name for name, d in zip(self.steer_names, direction, strict=True)
+                   if min(abs(d), math.pi - abs(d)) > self.max_steer_angle_rad]
+            note = (f"wheel(s) {bad} cannot point along their contact velocity within "
+                    f"max_steer_angle_rad = {self.max_steer_angle_rad:g} rad, even reversed; "
+                    "stopping with the steering held")
+        return cmds.row(0, note)
+
+    def direct_many(self, speeds: Any, angles: Any) -> np.ndarray:
+        """(N, 3) least-squares twists from (N, 4) wheel speeds [m/s] and angles [rad]."""
+        v = measured_rows(speeds, 4, "4WD4WS wheel speeds", "m/s")
+        a = measured_rows(angles, 4, "4WD4WS wheel angles", "rad")
+        if a.shape != v.shape:
+            raise InvalidInputError(f"4WD4WS direct: speeds {v.shape} and angles {a.shape} "
+                                    "differ in shape")
+        vix, viy = v * np.cos(a), v * np.sin(a)
+        wz = (viy @ self.x - vix @ self.y) / self._sum_r2
+        return np.stack([np.mean(vix, axis=1), np.mean(viy, axis=1), wz], axis=-1)
 
     def direct(self, speeds: np.ndarray, angles: np.ndarray) -> BodyTwist:
         """Least-squares twist from the four measured wheel speeds [m/s] and angles [rad]."""
-        v = measured(speeds, 4, "4WD4WS wheel speeds", "m/s")
-        a = measured(angles, 4, "4WD4WS wheel angles", "rad")
-        vix, viy = v * np.cos(a), v * np.sin(a)
-        wz = float(np.sum(self.x * viy - self.y * vix)) / self._sum_r2
-        return BodyTwist(float(np.mean(vix)), float(np.mean(viy)), wz)
+        measured(speeds, 4, "4WD4WS wheel speeds", "m/s")
+        measured(angles, 4, "4WD4WS wheel angles", "rad")
+        vx, vy, wz = (float(v) for v in self.direct_many(speeds, angles)[0])
+        return BodyTwist(vx, vy, wz)

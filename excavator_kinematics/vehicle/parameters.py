@@ -64,8 +64,9 @@ def check_twist(twist: BodyTwist) -> None:
     for field, unit in (("vx", "m/s"), ("vy", "m/s"), ("wz", "rad/s")):
         value = getattr(twist, field)
         if not isinstance(value, Real) or not math.isfinite(value):
+            shown = float(value) if isinstance(value, Real) else value
             raise InvalidInputError(
-                f"twist.{field} = {value!r} {unit} is not a finite number; "
+                f"twist.{field} = {shown!r} {unit} is not a finite number; "
                 "send finite velocities (stop = all zeros)")
 
 
@@ -87,3 +88,45 @@ def held(held_angles: np.ndarray | None, count: int) -> np.ndarray:
     if held_angles is None:
         return np.zeros(count)
     return measured(held_angles, count, "held steering angles", "rad").copy()
+
+
+def check_twists(vx: Any, vy: Any, wz: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Batch form of ``check_twist``: three equal-length 1-D float arrays, all finite."""
+    arrays = tuple(np.atleast_1d(np.asarray(v, dtype=float)) for v in (vx, vy, wz))
+    shapes = {a.shape for a in arrays}
+    if len(shapes) != 1 or arrays[0].ndim != 1:
+        raise InvalidInputError(f"twists: vx, vy, wz must be 1-D arrays of one length, got "
+                                f"shapes {[a.shape for a in arrays]}")
+    for name, unit, arr in zip(("vx", "vy", "wz"), ("m/s", "m/s", "rad/s"), arrays,
+                               strict=True):
+        bad = np.flatnonzero(~np.isfinite(arr))
+        if bad.size:
+            raise InvalidInputError(
+                f"twist.{name} = {float(arr[bad[0]])!r} {unit} (row {bad[0]}) is not a finite "
+                "number; send finite velocities (stop = all zeros)")
+    return arrays  # type: ignore[return-value]
+
+
+def measured_rows(values: Any, count: int, what: str, unit: str) -> np.ndarray:
+    """``values`` as a finite (N, count) float array (a single row of ``count`` is accepted)."""
+    arr = np.asarray(values, dtype=float)
+    if arr.ndim == 1 and arr.shape == (count,):
+        arr = arr[None, :]
+    if arr.ndim != 2 or arr.shape[1] != count:
+        raise InvalidInputError(
+            f"{what}: expected {count} values [{unit}] per row, got shape {arr.shape}")
+    if not np.all(np.isfinite(arr)):
+        raise InvalidInputError(
+            f"{what} = {arr.tolist() if arr.size <= 16 else '...'} [{unit}] contains NaN/inf; "
+            "check the PLC feedback")
+    return arr
+
+
+def held_rows(held_angles: Any, rows: int, count: int) -> np.ndarray:
+    """Steering angles [rad] to keep, broadcast to (rows, count); zeros when None."""
+    if held_angles is None:
+        return np.zeros((rows, count))
+    arr = measured_rows(held_angles, count, "held steering angles", "rad")
+    if arr.shape[0] not in (1, rows):
+        raise InvalidInputError(f"held steering angles: {arr.shape[0]} rows for {rows} twists")
+    return np.broadcast_to(arr, (rows, count)).copy()

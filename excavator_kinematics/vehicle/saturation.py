@@ -19,9 +19,14 @@ from excavator_kinematics.vehicle.base import BodyTwist
 def common_scale(speeds: np.ndarray, limit_m_s: float | np.ndarray) -> float:
     """The largest factor in ``(0, 1]`` that brings every ``|speeds[i]|`` [m/s] within its
     limit [m/s] (a scalar or one per wheel)."""
-    ratios = np.abs(np.asarray(speeds, dtype=float)) / np.asarray(limit_m_s, dtype=float)
-    worst = float(np.max(ratios, initial=0.0))
-    return 1.0 if worst <= 1.0 else 1.0 / worst
+    return float(common_scales(np.asarray(speeds, dtype=float)[None, :], limit_m_s)[0])
+
+
+def common_scales(speeds: np.ndarray, limit_m_s: float | np.ndarray) -> np.ndarray:
+    """``common_scale`` per row of an (N, wheels) array: shape (N,)."""
+    ratios = np.abs(speeds) / np.asarray(limit_m_s, dtype=float)
+    worst = np.max(ratios, axis=1, initial=0.0)
+    return np.where(worst <= 1.0, 1.0, 1.0 / np.maximum(worst, 1.0))
 
 
 def scale_twist(twist: BodyTwist, scale: float) -> BodyTwist:

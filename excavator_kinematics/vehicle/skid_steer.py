@@ -15,16 +15,24 @@ from typing import Any
 
 import numpy as np
 
-from excavator_kinematics.vehicle.base import BodyTwist, WheelCommand
+from excavator_kinematics.errors import InvalidInputError
+from excavator_kinematics.vehicle.base import (
+    LATERAL_DROPPED,
+    BodyTwist,
+    WheelCommand,
+    WheelCommands,
+)
 from excavator_kinematics.vehicle.parameters import (
     MAX_LENGTH_M,
     MAX_SPEED_M_S,
     check_keys,
     check_twist,
+    check_twists,
     measured,
+    measured_rows,
     read_float,
 )
-from excavator_kinematics.vehicle.saturation import common_scale, scale_twist
+from excavator_kinematics.vehicle.saturation import common_scales
 
 NAME = "skid_steer"
 # name: (default, low, high, unit, low_open)
@@ -57,29 +65,45 @@ class SkidSteerModel:
                   for name, (default, low, high, unit, low_open) in PARAMETERS.items()}
         return cls(**values)
 
-    def _speeds(self, vx: float, wz: float) -> np.ndarray:
+    def _speeds(self, vx: np.ndarray, wz: np.ndarray) -> np.ndarray:
         half = 0.5 * wz * self.b_eff_m
-        return np.array([vx - half, vx + half])
+        return np.stack([vx - half, vx + half], axis=-1)
+
+    def inverse_many(self, vx: Any, vy: Any, wz: Any, held_angles: Any = None
+                     ) -> WheelCommands:
+        """Track speeds for N twists (1-D arrays [m/s], [m/s], [rad/s]). A non-zero ``vy`` is
+        dropped (``LATERAL_DROPPED``, infeasible) and ``vx``, ``wz`` are still driven."""
+        vx, vy, wz = check_twists(vx, vy, wz)
+        lateral = vy != 0.0
+        scale = common_scales(self._speeds(vx, wz), self.max_wheel_speed_m_s)
+        achieved = np.stack([vx * scale, np.zeros_like(vx), wz * scale], axis=-1)
+        return WheelCommands(speeds=self._speeds(achieved[:, 0], achieved[:, 2]),
+                             angles=np.zeros((vx.size, 0)), achieved=achieved, scale=scale,
+                             feasible=~lateral, reasons=np.where(lateral, LATERAL_DROPPED, 0))
 
     def inverse(self, twist: BodyTwist, held_angles: np.ndarray | None = None) -> WheelCommand:
         """Track speeds for ``twist``. Tracks cannot move sideways: a non-zero ``vy`` is
         reported infeasible and dropped (``achieved.vy = 0``); ``vx`` and ``wz`` are still
         driven."""
         check_twist(twist)
-        feasible, note = True, ""
+        note = ""
         if twist.vy != 0.0:
-            feasible = False
             note = (f"lateral velocity {twist.vy:g} m/s is infeasible on skid-steer (tracks "
                     "cannot crab); driving with vy = 0")
-        planar = BodyTwist(twist.vx, 0.0, twist.wz)
-        scale = common_scale(self._speeds(planar.vx, planar.wz), self.max_wheel_speed_m_s)
-        achieved = scale_twist(planar, scale)
-        return WheelCommand(speeds=self._speeds(achieved.vx, achieved.wz), angles=np.zeros(0),
-                            achieved=achieved, scale=scale, feasible=feasible, note=note)
+        return self.inverse_many(twist.vx, twist.vy, twist.wz).row(0, note)
+
+    def direct_many(self, speeds: Any, angles: Any = None) -> np.ndarray:
+        """(N, 3) twists ``[vx, vy, wz]`` from (N, 2) track speeds ``[left, right]`` [m/s]."""
+        v = measured_rows(speeds, 2, "skid-steer track speeds", "m/s")
+        if angles is not None and np.size(angles) != 0:
+            raise InvalidInputError(f"skid-steer has no steering: got angles {angles!r}")
+        return np.stack([0.5 * (v[:, 0] + v[:, 1]), np.zeros(len(v)),
+                         (v[:, 1] - v[:, 0]) / self.b_eff_m], axis=-1)
 
     def direct(self, speeds: np.ndarray, angles: np.ndarray) -> BodyTwist:
         """Twist from measured track speeds ``[v_left, v_right]`` [m/s]; ``angles`` must be
         empty."""
-        v = measured(speeds, 2, "skid-steer track speeds", "m/s")
+        measured(speeds, 2, "skid-steer track speeds", "m/s")
         measured(angles, 0, "skid-steer steering angles", "rad")
-        return BodyTwist(float(0.5 * (v[0] + v[1])), 0.0, float((v[1] - v[0]) / self.b_eff_m))
+        vx, vy, wz = (float(v) for v in self.direct_many(speeds)[0])
+        return BodyTwist(vx, vy, wz)
