@@ -36,7 +36,7 @@ import numpy as np
 
 from excavator_kinematics.geometry import ExcavatorGeometry
 from excavator_kinematics.linkage import Linkage
-from excavator_sim.heightfield import TerrainGrid, add_height_field
+from excavator_sim.heightfield import TerrainGrid, add_height_field, fill_flat
 from excavator_sim.hydraulics import Hydraulics, add_actuators
 
 # Inertial properties of the upstream MuJoCo model (KennyVilella/excavator_simulator_mujoco,
@@ -444,6 +444,8 @@ def build_model(geometry: ExcavatorGeometry, linkage: Linkage | None = None,
     options = options if options is not None else ModelOptions()
     spec = build_spec(geometry, linkage, options, track_width_m)
     model = spec.compile()
+    # The compiler rescales elevation data to [0, 1]; write the flat heights in metres again.
+    fill_flat(model, options.terrain)
     qpos = initial_qpos(model, linkage, options.initial)
     model.key_qpos[0] = qpos
     act_ids = {model.actuator(i).name: i for i in range(model.nu)}

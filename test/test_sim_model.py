@@ -1,0 +1,230 @@
+"""The MuJoCo model built from the geometry: closure, agreement with the FK, contacts, terrain
+API, URDF and rendering. Pure (no ROS)."""
+
+from __future__ import annotations
+
+import math
+import os
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import mujoco
+import numpy as np
+import pytest
+
+from excavator_kinematics.errors import ConfigError
+from excavator_kinematics.forward_kinematics import ForwardKinematics
+from excavator_kinematics.geometry import default_geometry
+from excavator_kinematics.linkage import Linkage
+from excavator_sim.heightfield import HeightField, HeightFieldError, TerrainGrid
+from excavator_sim.model_builder import (
+    ACTIVE_JOINTS,
+    InitialPose,
+    ModelOptions,
+    build_model,
+    loop_residuals,
+    passive_joint_values,
+)
+from excavator_sim.sim_config import config_from_flat, load_sim_config
+from excavator_sim.urdf import generate_urdf
+
+REPO = Path(__file__).resolve().parents[1]
+GEOMETRY = default_geometry()
+LINKAGE = Linkage(GEOMETRY)
+FK = ForwardKinematics(GEOMETRY, LINKAGE)
+SMALL_GRID = TerrainGrid(x0=-2.0, y0=-4.0, cell_size=0.1, nx=101, ny=81)
+
+
+@pytest.fixture(scope="module")
+def built():
+    return build_model(GEOMETRY, LINKAGE, ModelOptions(terrain=SMALL_GRID))
+
+
+def random_poses(n: int, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    lim = LINKAGE.joint_limits
+    q = np.empty((n, 4))
+    q[:, 0] = rng.uniform(-math.pi, math.pi, n)
+    for k, name in enumerate(("boom", "arm", "bucket"), start=1):
+        lo, hi = lim[name]
+        q[:, k] = rng.uniform(lo, hi, n)
+    return q
+
+
+def set_pose(built, data: mujoco.MjData, q: np.ndarray) -> None:
+    values = passive_joint_values(LINKAGE, q[1], q[2], q[3])
+    values.update(zip(ACTIVE_JOINTS, q, strict=True))
+    for name, value in values.items():
+        data.qpos[built.qpos_adr[name]] = value
+    mujoco.mj_kinematics(built.model, data)
+
+
+@pytest.mark.parametrize("pose", [
+    InitialPose(),
+    InitialPose(swing=1.0, boom=0.9, arm=-2.2, bucket=2.4),
+    InitialPose(swing=-2.0, boom=0.0, arm=-0.7, bucket=0.71),
+])
+def test_initial_pose_closes_the_loops(pose: InitialPose) -> None:
+    b = build_model(GEOMETRY, LINKAGE, ModelOptions(terrain=SMALL_GRID, initial=pose))
+    data = mujoco.MjData(b.model)
+    mujoco.mj_resetDataKeyframe(b.model, data, 0)
+    mujoco.mj_forward(b.model, data)
+    assert loop_residuals(b.model, data).max() < 1e-6
+    for name in ACTIVE_JOINTS:
+        assert data.qpos[b.qpos_adr[name]] == pytest.approx(getattr(pose, name), abs=1e-12)
+
+
+def test_initial_pose_outside_limits_is_rejected() -> None:
+    with pytest.raises(ValueError, match="boom joint"):
+        build_model(GEOMETRY, LINKAGE, ModelOptions(terrain=SMALL_GRID,
+                                                    initial=InitialPose(boom=1.5)))
+
+
+def test_mujoco_tip_matches_fk_at_100_random_poses(built) -> None:
+    data = mujoco.MjData(built.model)
+    site = built.site_id["bucket_tip"]
+    worst_tip = worst_loop = 0.0
+    for q in random_poses(100, seed=3):
+        set_pose(built, data, q)
+        worst_tip = max(worst_tip, float(np.linalg.norm(data.site_xpos[site] - FK.tip(q))))
+        worst_loop = max(worst_loop, float(loop_residuals(built.model, data).max()))
+    assert worst_tip <= 1e-3
+    assert worst_loop <= 1e-6  # the linkage's passive angles close every loop exactly
+
+
+def test_cylinder_joints_are_the_linkage_extensions(built) -> None:
+    data = mujoco.MjData(built.model)
+    for q in random_poses(10, seed=5):
+        set_pose(built, data, q)
+        ext = LINKAGE.extensions(q[1], q[2], q[3])
+        for name, e in zip(("boom_cylinder", "arm_cylinder", "bucket_cylinder"), ext,
+                           strict=True):
+            assert data.qpos[built.qpos_adr[name]] == pytest.approx(float(e), abs=1e-12)
+
+
+def test_no_self_contacts_in_the_initial_pose_or_anywhere(built) -> None:
+    data = mujoco.MjData(built.model)
+    mujoco.mj_resetDataKeyframe(built.model, data, 0)
+    mujoco.mj_forward(built.model, data)
+    assert data.ncon == 0
+    terrain = mujoco.mj_name2id(built.model, mujoco.mjtObj.mjOBJ_GEOM, "terrain")
+    # Across random poses, any contact involves the terrain (machine parts never collide).
+    for q in random_poses(30, seed=11):
+        set_pose(built, data, q)
+        mujoco.mj_collision(built.model, data)
+        for i in range(data.ncon):
+            assert terrain in (data.contact[i].geom1, data.contact[i].geom2)
+
+
+def test_masses_and_inertias_follow_the_config(built) -> None:
+    m = built.model
+    for part, mass in GEOMETRY.masses_kg.items():
+        name = {"boom_rod": "boom_rod"}.get(part, part)
+        assert m.body(name).mass[0] == pytest.approx(mass)
+    assert np.all(m.body_inertia[1:] > 0.0)
+    total = float(m.body_mass.sum())
+    assert total == pytest.approx(sum(GEOMETRY.masses_kg.values()))
+
+
+def test_height_field_region_is_written_in_place_and_touches_the_bucket() -> None:
+    grid = SMALL_GRID
+    b = build_model(GEOMETRY, LINKAGE, ModelOptions(terrain=grid))
+    data = mujoco.MjData(b.model)
+    mujoco.mj_resetDataKeyframe(b.model, data, 0)
+    field = HeightField(b.model, grid)
+    mujoco.mj_forward(b.model, data)
+    assert data.ncon == 0
+    tip = data.site("bucket_tip").xpos
+    i = round((tip[0] - grid.x0) / grid.cell_size)
+    j = round((tip[1] - grid.y0) / grid.cell_size)
+    patch = np.full((5, 5), tip[2] + 0.2)
+    field.set_region(i - 2, j - 2, patch)
+    assert field.height_at(i, j) == pytest.approx(tip[2] + 0.2, abs=grid.z_max * 1e-6 + 1e-9)
+    assert field.heights()[0, 0] == pytest.approx(0.0, abs=1e-9)  # outside the patch: untouched
+    mujoco.mj_forward(b.model, data)
+    assert data.ncon > 0  # MuJoCo's collision sees the raised terrain without a rebuild
+
+
+@pytest.mark.parametrize(("i0", "heights", "match"), [
+    (99, np.zeros((5, 1)), "outside the grid"),
+    (0, np.full((2, 2), 4.0), "outside terrain z_min..z_max"),
+    (0, np.full((2, 2), np.nan), "NaN"),
+])
+def test_height_field_rejects_bad_regions(built, i0, heights, match) -> None:
+    field = HeightField(built.model, SMALL_GRID)
+    before = field.heights()
+    with pytest.raises(HeightFieldError, match=match):
+        field.set_region(i0, 0, heights)
+    assert np.array_equal(field.heights(), before)
+
+
+def test_sim_config_loads_and_names_bad_parameters() -> None:
+    cfg = load_sim_config()
+    assert cfg.timestep == 0.001
+    assert cfg.hydraulics.cylinders["boom_cylinder"].count == 2
+    with pytest.raises(ConfigError,
+                       match=r"hydraulics\.pressure_pa = 1000000000\.0 outside 1000000\.0\.\."):
+        config_from_flat({"hydraulics.pressure_pa": 1e9})
+    with pytest.raises(ConfigError, match="unknown parameter"):
+        config_from_flat({"hydraulics.presure_pa": 3e7})
+    with pytest.raises(ConfigError, match=r"rod_diameter_m .* must be smaller"):
+        config_from_flat({"hydraulics.arm_cylinder.rod_diameter_m": 0.2})
+    with pytest.raises(ConfigError, match="control_period"):
+        config_from_flat({"control_period": 0.0005, "timestep": 0.001})
+
+
+def _rot(axis: np.ndarray, angle: float) -> np.ndarray:
+    axis = axis / np.linalg.norm(axis)
+    x, y, z = axis
+    c, s = math.cos(angle), math.sin(angle)
+    k = np.array([[0, -z, y], [z, 0, -x], [-y, x, 0]])
+    return np.eye(3) + s * k + (1 - c) * k @ k
+
+
+def _rpy_matrix(rpy: list[float]) -> np.ndarray:
+    r, p, y = rpy
+    return (_rot(np.array([0, 0, 1.0]), y) @ _rot(np.array([0, 1.0, 0]), p)
+            @ _rot(np.array([1.0, 0, 0]), r))
+
+
+def test_urdf_parses_and_its_chain_reproduces_the_fk_tip() -> None:
+    root = ET.fromstring(generate_urdf())
+    links = {e.get("name") for e in root.findall("link")}
+    assert {"base_link", "chassis", "boom", "arm", "bucket", "bucket_tip", "boom_cylinder",
+            "boom_rod", "h_link", "side_link"} <= links
+    joints = {e.get("name"): e for e in root.findall("joint")}
+    for name in ("boom", "arm", "bucket"):
+        assert [float(v) for v in joints[name].find("axis").get("xyz").split()] == [0, -1, 0]
+    by_child = {e.find("child").get("link"): e for e in root.findall("joint")}
+    for q in random_poses(5, seed=21):
+        values = dict(zip(ACTIVE_JOINTS, q, strict=True))
+        link, transform = "bucket_tip", np.eye(4)
+        while link != "base_link":
+            joint = by_child[link]
+            origin = joint.find("origin")
+            t = np.eye(4)
+            t[:3, :3] = _rpy_matrix([float(v) for v in origin.get("rpy").split()])
+            t[:3, 3] = [float(v) for v in origin.get("xyz").split()]
+            if joint.get("type") in ("revolute", "continuous"):
+                axis = np.array([float(v) for v in joint.find("axis").get("xyz").split()])
+                motion = np.eye(4)
+                motion[:3, :3] = _rot(axis, values[joint.get("name")])
+                t = t @ motion
+            transform = t @ transform
+            link = joint.find("parent").get("link")
+        assert np.linalg.norm(transform[:3, 3] - FK.tip(q)) <= 1e-3
+
+
+def test_render_writes_a_non_uniform_png(tmp_path: Path) -> None:
+    out = tmp_path / "excavator.png"
+    env = {**os.environ, "MUJOCO_GL": "egl", "PYTHONPATH": str(REPO)}
+    subprocess.run([sys.executable, "-m", "excavator_sim.render", str(out), "--width", "320",
+                    "--height", "240"], check=True, env=env, cwd=REPO, timeout=120)
+    assert out.stat().st_size > 1000
+    import matplotlib.image
+
+    img = matplotlib.image.imread(out)
+    assert img.shape[:2] == (240, 320)
+    assert float(img[..., :3].std()) > 0.05
