@@ -45,13 +45,19 @@ def run_node(factory: Callable[[], N], args: Sequence[str] | None = None,
         print(f"[FATAL] invalid configuration: {exc}", file=sys.stderr, flush=True)
         code = 2
     finally:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        if node is not None:
-            if cleanup is not None:
-                cleanup(node)
-            node.destroy_node()
-        rclpy.try_shutdown()
+        shutdown_quietly(node, (lambda: cleanup(node)) if cleanup and node else None)
     return code
+
+
+def shutdown_quietly(node: Node | None, cleanup: Callable[[], None] | None = None) -> None:
+    """Ignore further SIGINTs (``ros2 launch`` sends two), run ``cleanup``, destroy the node and
+    shut rclpy down."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if node is not None:
+        if cleanup is not None:
+            cleanup()
+        node.destroy_node()
+    rclpy.try_shutdown()
 
 
 def declare(node: Node, name: str, default: Any, description: str, *,

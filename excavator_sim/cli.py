@@ -68,6 +68,32 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return _cmd_ik(args)
 
 
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not (value > 0.0 and math.isfinite(value)):
+        raise argparse.ArgumentTypeError(f"{value} must be a finite number > 0")
+    return value
+
+
+def _cmd_bag_record(args: argparse.Namespace) -> int:
+    from excavator_sim.bag_recorder import record
+
+    topics = None if args.all else args.topics
+    if topics is None and not args.all:
+        print("error: name the topics to record, or pass --all")
+        return 2
+    return record(args.output, topics, args.storage, args.duration, args.max_messages)
+
+
+def _cmd_bag_play(args: argparse.Namespace) -> int:
+    from excavator_sim.bag_player import play
+
+    return play(args.bag, args.topics, args.rate, args.loop, args.clock, args.wait_for_subscribers)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="excavator-hil", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -82,6 +108,30 @@ def build_parser() -> argparse.ArgumentParser:
                     help="bucket pitch [rad]: M->L against the horizontal (default 0.5)")
     ik.add_argument("--geometry", help="geometry YAML (default: config/excavator.yaml)")
     ik.set_defaults(func=_cmd_ik)
+
+    bag = sub.add_parser("bag", help="record and replay rosbag2 bags").add_subparsers(
+        dest="bag_command", required=True)
+    rec = bag.add_parser("record", help="record topics to a rosbag2 bag (MCAP by default)")
+    rec.add_argument("topics", nargs="*", help="topics to record (relative names get a '/')")
+    rec.add_argument("--all", action="store_true", help="record every topic that appears")
+    rec.add_argument("-o", "--output", required=True, help="bag directory to create")
+    rec.add_argument("--storage", choices=("mcap", "sqlite3"), default="mcap")
+    rec.add_argument("--duration", type=float, default=0.0,
+                     help="stop after this many seconds [s] (0: until Ctrl-C)")
+    rec.add_argument("--max-messages", type=int, default=0,
+                     help="stop after this many messages (0: no limit)")
+    rec.set_defaults(func=_cmd_bag_record)
+    ply = bag.add_parser("play", help="replay a bag into the live graph with its timing")
+    ply.add_argument("bag", help="rosbag2 directory (this tool's or ros2 bag record's)")
+    ply.add_argument("--topics", nargs="+", help="only these topics")
+    ply.add_argument("--rate", type=_positive_float, default=1.0,
+                     help="time factor (2.0 plays twice as fast)")
+    ply.add_argument("--loop", action="store_true", help="start again at the end")
+    ply.add_argument("--clock", action="store_true",
+                     help="publish /clock with the bag's time (for use_sim_time nodes)")
+    ply.add_argument("--wait-for-subscribers", type=float, default=0.0, metavar="SECONDS",
+                     help="wait up to this long for every topic to have a subscriber [s]")
+    ply.set_defaults(func=_cmd_bag_play)
     return parser
 
 

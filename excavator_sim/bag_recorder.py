@@ -1,0 +1,117 @@
+"""Record live topics to a rosbag2 bag (``excavator-hil bag record``).
+
+Subscribes with ``raw=True`` so the CDR bytes from DDS go to the bag untouched. Topics are
+subscribed as soon as a publisher appears (the graph is polled), with the publishers' QoS
+(transient-local topics such as ``robot_description`` are caught too). Timestamps are receive
+times from the node's clock (``use_sim_time`` makes them simulation time), as ``ros2 bag record``
+does.
+"""
+
+from __future__ import annotations
+
+import importlib
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from rclpy.node import Node
+from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+
+from excavator_sim.bag_io import BagError, BagWriter, TopicQos
+
+
+def message_class(msgtype: str) -> type:
+    """``"sensor_msgs/msg/JointState"`` -> the rclpy message class."""
+    pkg, kind, name = msgtype.split("/")
+    return getattr(importlib.import_module(f"{pkg}.{kind}"), name)
+
+
+class BagRecorder(Node):
+    """Writes every message of the chosen topics (or all topics) to ``output``."""
+
+    def __init__(self, output: str | Path, topics: Sequence[str] | None, storage: str = "mcap",
+                 max_messages: int = 0) -> None:
+        super().__init__("bag_recorder")
+        self.writer = BagWriter(output, storage)
+        self.topics = None if topics is None else [self._absolute(t) for t in topics]
+        self.max_messages = max_messages
+        self.total = 0
+        self.done = False
+        self._subscribed: set[str] = set()
+        self.create_timer(0.1, self._discover)
+        self._discover()
+
+    def _absolute(self, topic: str) -> str:
+        return topic if topic.startswith("/") else f"/{topic}"
+
+    def _discover(self) -> None:
+        for topic, types in self.get_topic_names_and_types():
+            if topic in self._subscribed or (self.topics is not None and topic not in self.topics):
+                continue
+            if self.topics is None and topic in ("/rosout", "/parameter_events"):
+                continue
+            publishers = self.get_publishers_info_by_topic(topic)
+            if not publishers:
+                continue
+            qos = TopicQos(
+                reliable=all(p.qos_profile.reliability == ReliabilityPolicy.RELIABLE
+                             for p in publishers),
+                transient_local=any(p.qos_profile.durability == DurabilityPolicy.TRANSIENT_LOCAL
+                                    for p in publishers),
+            )
+            try:
+                cls = message_class(types[0])
+                self.writer.add_topic(topic, types[0], qos)
+            except (BagError, ImportError, AttributeError, ValueError) as exc:
+                self.get_logger().error(f"not recording {topic}: {exc}")
+                self._subscribed.add(topic)
+                continue
+            profile = QoSProfile(
+                depth=1000,
+                reliability=(ReliabilityPolicy.RELIABLE if qos.reliable
+                             else ReliabilityPolicy.BEST_EFFORT),
+                durability=(DurabilityPolicy.TRANSIENT_LOCAL if qos.transient_local
+                            else DurabilityPolicy.VOLATILE),
+            )
+            self.create_subscription(cls, topic, lambda data, t=topic: self._on_message(t, data),
+                                     profile, raw=True)
+            self._subscribed.add(topic)
+            self.get_logger().info(f"recording {topic} [{types[0]}]")
+
+    def _on_message(self, topic: str, data: bytes) -> None:
+        if self.done:
+            return
+        self.writer.write(topic, self.get_clock().now().nanoseconds, data)
+        self.total += 1
+        if self.max_messages and self.total >= self.max_messages:
+            self.done = True
+
+    def close(self) -> None:
+        self.writer.close()
+        counts = ", ".join(f"{t}: {n}" for t, n in sorted(self.writer.counts.items()))
+        self.get_logger().info(f"bag {self.writer.path} closed ({counts or 'no messages'})")
+
+
+def record(output: str, topics: Sequence[str] | None, storage: str, duration_s: float,
+           max_messages: int) -> int:
+    """Run a recorder until Ctrl-C, ``duration_s`` (0 = no limit) or ``max_messages``."""
+    import rclpy
+
+    from excavator_kinematics.ros_runtime import shutdown_quietly
+
+    rclpy.init()
+    try:
+        node = BagRecorder(output, topics, storage, max_messages)
+    except BagError as exc:
+        print(f"error: {exc}")
+        rclpy.try_shutdown()
+        return 2
+    deadline = time.monotonic() + duration_s if duration_s > 0 else float("inf")
+    try:
+        while rclpy.ok() and not node.done and time.monotonic() < deadline:
+            rclpy.spin_once(node, timeout_sec=0.05)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        shutdown_quietly(node, node.close)
+    return 0

@@ -1,0 +1,153 @@
+"""Bag record and replay over real DDS, and bags read back by an independent MCAP reader."""
+
+from __future__ import annotations
+
+import random
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from helpers import NodeProcess, RosTestNode, wait_for
+from rosbags.rosbag2 import Writer
+from rosgraph_msgs.msg import Clock
+from sensor_msgs.msg import JointState
+
+from excavator_sim.bag_io import TYPESTORE, BagError, BagWriter, playback_offsets_s, read_bag
+
+N_MESSAGES = 120
+TOPIC = "/bag_test/joints"
+
+
+def _joint_state(i: int) -> JointState:
+    msg = JointState()
+    msg.name = ["swing", "boom"]
+    msg.position = [float(i), 0.5 * i]
+    return msg
+
+
+def _cli(args: list[str], tmp_path: Path) -> NodeProcess:
+    return NodeProcess("excavator_sim.cli", args, log_dir=tmp_path)
+
+
+@pytest.fixture
+def probe():
+    node = RosTestNode("bag_probe")
+    yield node
+    node.close()
+
+
+def _record(probe: RosTestNode, tmp_path: Path, storage: str) -> tuple[Path, list[float]]:
+    """Publish N_MESSAGES at irregular 4-16 ms intervals while the recorder process runs."""
+    bag = tmp_path / f"run_{storage}"
+    rec = _cli(["bag", "record", TOPIC, "-o", str(bag), "--storage", storage,
+                "--max-messages", str(N_MESSAGES)], tmp_path)
+    pub = probe.node.create_publisher(JointState, TOPIC, 10)
+    wait_for(lambda: pub.get_subscription_count() > 0, 20.0,
+             lambda: f"the recorder to subscribe; its log:\n{rec.log()}")
+    rng = random.Random(3)
+    sent: list[float] = []
+    for i in range(N_MESSAGES):
+        pub.publish(_joint_state(i))
+        sent.append(time.perf_counter())
+        time.sleep(rng.uniform(0.004, 0.016))
+    assert rec.proc.wait(20) == 0, rec.log()
+    return bag, sent
+
+
+def test_record_play_round_trip(probe: RosTestNode, tmp_path: Path) -> None:
+    bag, _ = _record(probe, tmp_path, "mcap")
+    contents = read_bag(bag)
+    assert [m.topic for m in contents.messages] == [TOPIC] * N_MESSAGES
+    positions = [TYPESTORE.deserialize_cdr(m.data, m.msgtype).position[0]
+                 for m in contents.messages]
+    assert positions == [float(i) for i in range(N_MESSAGES)]
+
+    # Replay into the live graph and time the arrivals.
+    received: list[tuple[float, float]] = []
+    probe.node.create_subscription(
+        JointState, TOPIC, lambda m: received.append((time.perf_counter(), m.position[0])), 200)
+    player = _cli(["bag", "play", str(bag), "--wait-for-subscribers", "10"], tmp_path)
+    wait_for(lambda: len(received) >= N_MESSAGES, 30.0,
+             lambda: f"{N_MESSAGES} replayed messages, got {len(received)}; log:\n{player.log()}")
+    assert player.proc.wait(10) == 0, player.log()
+    assert [p for _, p in received] == [float(i) for i in range(N_MESSAGES)]
+    original = [m.timestamp_ns * 1e-9 for m in contents.messages]
+    arrival = [t for t, _ in received]
+    errors = [abs((arrival[i + 1] - arrival[i]) - (original[i + 1] - original[i]))
+              for i in range(N_MESSAGES - 1)]
+    assert statistics.median(errors) <= 1e-3, f"median interval error {statistics.median(errors)}"
+
+
+def test_bag_reads_back_with_the_independent_mcap_reader(probe: RosTestNode,
+                                                         tmp_path: Path) -> None:
+    from mcap.reader import make_reader
+    from mcap_ros2.decoder import DecoderFactory
+
+    bag, _ = _record(probe, tmp_path, "mcap")
+    files = list(bag.glob("*.mcap"))
+    assert len(files) == 1
+    with files[0].open("rb") as f:
+        reader = make_reader(f, decoder_factories=[DecoderFactory()])
+        decoded = list(reader.iter_decoded_messages())
+    assert len(decoded) == N_MESSAGES
+    schema, channel, _, msg = decoded[7]
+    assert channel.topic == TOPIC
+    assert schema.name == "sensor_msgs/msg/JointState"
+    assert list(msg.name) == ["swing", "boom"]
+    assert msg.position[1] == pytest.approx(3.5)
+
+
+def test_sqlite3_bag_as_ros2_bag_record_writes_it_plays_with_clock(
+    probe: RosTestNode, tmp_path: Path
+) -> None:
+    """A sqlite3 rosbag2 (ros2 bag record's classic storage, written here by rosbags' own
+    writer) plays back, and --clock publishes the bag's time."""
+    bag = tmp_path / "ros2_style"
+    writer = Writer(bag, version=9)
+    writer.open()
+    conn = writer.add_connection(TOPIC, "sensor_msgs/msg/JointState", typestore=TYPESTORE)
+    js = TYPESTORE.types["sensor_msgs/msg/JointState"]
+    header = TYPESTORE.types["std_msgs/msg/Header"]
+    stamp = TYPESTORE.types["builtin_interfaces/msg/Time"]
+    t0 = 1_700_000_000_000_000_000
+    for i in range(20):
+        msg = js(header=header(stamp=stamp(sec=0, nanosec=0), frame_id=""), name=["swing"],
+                 position=np.array([float(i)]), velocity=np.array([]), effort=np.array([]))
+        writer.write(conn, t0 + i * 10_000_000, bytes(TYPESTORE.serialize_cdr(msg, js.__msgtype__)))
+    writer.close()
+
+    got: list[float] = []
+    clocks: list[int] = []
+    probe.node.create_subscription(JointState, TOPIC, lambda m: got.append(m.position[0]), 50)
+    probe.node.create_subscription(
+        Clock, "/clock", lambda m: clocks.append(m.clock.sec * 10**9 + m.clock.nanosec), 50)
+    player = _cli(["bag", "play", str(bag), "--clock", "--wait-for-subscribers", "10"], tmp_path)
+    wait_for(lambda: len(got) >= 20, 30.0, lambda: f"20 messages; log:\n{player.log()}")
+    assert player.proc.wait(10) == 0
+    assert got == [float(i) for i in range(20)]
+    assert clocks and min(clocks) >= t0 and max(clocks) <= t0 + 19 * 10_000_000 + 20_000_000
+    assert clocks == sorted(clocks)
+
+
+def test_bad_inputs_are_named(tmp_path: Path) -> None:
+    with pytest.raises(BagError, match="not a rosbag2 directory"):
+        read_bag(tmp_path)
+    (tmp_path / "exists").mkdir()
+    with pytest.raises(BagError, match="exists already"):
+        BagWriter(tmp_path / "exists")
+    with pytest.raises(BagError, match="storage 'zip' unknown"):
+        BagWriter(tmp_path / "new", storage="zip")
+    with pytest.raises(ValueError, match=r"rate 0\.0 must be a finite number > 0"):
+        playback_offsets_s([0, 1], 0.0)
+    out = subprocess.run([sys.executable, "-m", "excavator_sim.cli", "bag", "play",
+                          str(tmp_path), "--rate", "-2"], capture_output=True, text=True,
+                         check=False)
+    assert out.returncode == 2 and "must be a finite number > 0" in out.stderr
+
+
+def test_playback_offsets_scale_with_rate() -> None:
+    assert playback_offsets_s([10, 1_000_000_010, 3_000_000_010], 2.0) == [0.0, 0.5, 1.5]
