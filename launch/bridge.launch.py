@@ -1,0 +1,62 @@
+"""The PLC bridge: plc_bridge (lifecycle node, auto-activated) and optionally the virtual PLC.
+
+    ros2 launch excavator_hil bridge.launch.py plc_host:=192.168.0.10 redis_url:=redis://host:6379/0
+    ros2 launch excavator_hil bridge.launch.py virtual_plc:=true     # HIL without hardware
+"""
+
+from launch import LaunchDescription
+from launch.actions import DeclareLaunchArgument, GroupAction
+from launch.conditions import IfCondition
+from launch.substitutions import LaunchConfiguration, PathJoinSubstitution, PythonExpression
+from launch_ros.actions import Node, PushRosNamespace
+from launch_ros.substitutions import FindPackageShare
+
+PACKAGE = "excavator_hil"
+
+
+def generate_launch_description() -> LaunchDescription:
+    share = FindPackageShare(PACKAGE)
+    virtual = LaunchConfiguration("virtual_plc")
+    # With the virtual PLC the bridge talks to it on loopback, whatever plc_host says.
+    plc_host = PythonExpression(["'127.0.0.1' if '", virtual, "' == 'true' else '",
+                                 LaunchConfiguration("plc_host"), "'"])
+    plc_port = PythonExpression(["", LaunchConfiguration("virtual_plc_port"), " if '", virtual,
+                                 "' == 'true' else 102"])
+    return LaunchDescription([
+        DeclareLaunchArgument("namespace", default_value="",
+                              description="ROS namespace of the bridge's node and topics"),
+        DeclareLaunchArgument("use_sim_time", default_value="false", choices=["true", "false"],
+                              description="use /clock (true needs the simulator or a bag)"),
+        DeclareLaunchArgument("plc_params", default_value=PathJoinSubstitution(
+            [share, "config", "plc.yaml"]),
+            description="plc_bridge parameter file (data blocks, model, timeouts)"),
+        DeclareLaunchArgument("plc_host", default_value="192.168.0.1",
+                              description="IP address of the S7-1200/1500 (PUT/GET enabled)"),
+        DeclareLaunchArgument("redis_url", default_value="redis://127.0.0.1:6379/0",
+                              description="Redis URL (redis:// or rediss://, user:pass@ for AUTH)"),
+        DeclareLaunchArgument("model", default_value="skid_steer",
+                              choices=["skid_steer", "ackermann", "4wd4ws"],
+                              description="vehicle kinematic model between Redis and the PLC"),
+        DeclareLaunchArgument("virtual_plc", default_value="false", choices=["true", "false"],
+                              description="start the virtual PLC and connect the bridge to it"),
+        DeclareLaunchArgument("virtual_plc_port", default_value="1102",
+                              description="TCP port of the virtual PLC's S7 server"),
+        GroupAction([
+            PushRosNamespace(LaunchConfiguration("namespace")),
+            Node(package=PACKAGE, executable="virtual_plc", name="virtual_plc", output="screen",
+                 arguments=["--port", LaunchConfiguration("virtual_plc_port"),
+                            "--model", LaunchConfiguration("model"),
+                            "--config", LaunchConfiguration("plc_params")],
+                 condition=IfCondition(virtual)),
+            Node(package=PACKAGE, executable="plc_bridge", name="plc_bridge", output="screen",
+                 parameters=[LaunchConfiguration("plc_params"), {
+                     "plc_host": plc_host,
+                     "plc_port": plc_port,
+                     "redis_url": LaunchConfiguration("redis_url"),
+                     "model": LaunchConfiguration("model"),
+                     "autostart": True,
+                     "use_sim_time": PythonExpression(["'", LaunchConfiguration("use_sim_time"),
+                                                       "' == 'true'"]),
+                 }]),
+        ]),
+    ])

@@ -1,0 +1,44 @@
+"""Everything: the simulated excavator (sim.launch.py) and the PLC bridge (bridge.launch.py).
+
+    ros2 launch excavator_hil excavator.launch.py rviz:=true virtual_plc:=true
+"""
+
+from launch import LaunchDescription
+from launch.actions import DeclareLaunchArgument, IncludeLaunchDescription
+from launch.launch_description_sources import PythonLaunchDescriptionSource
+from launch.substitutions import LaunchConfiguration, PathJoinSubstitution
+from launch_ros.substitutions import FindPackageShare
+
+PACKAGE = "excavator_hil"
+
+FORWARDED = ("namespace", "use_sim_time", "rviz", "plc_host", "redis_url", "model", "virtual_plc")
+
+
+def generate_launch_description() -> LaunchDescription:
+    share = FindPackageShare(PACKAGE)
+    args = [
+        DeclareLaunchArgument("namespace", default_value="",
+                              description="ROS namespace of this excavator's nodes and topics"),
+        DeclareLaunchArgument("use_sim_time", default_value="true", choices=["true", "false"],
+                              description="follow the simulator's /clock (true needs sim_node)"),
+        DeclareLaunchArgument("rviz", default_value="true", choices=["true", "false"],
+                              description="start RViz with rviz/excavator.rviz"),
+        DeclareLaunchArgument("plc_host", default_value="192.168.0.1",
+                              description="IP address of the S7-1200/1500 (ignored with "
+                                          "virtual_plc:=true)"),
+        DeclareLaunchArgument("redis_url", default_value="redis://127.0.0.1:6379/0",
+                              description="Redis URL (redis:// or rediss://, user:pass@ for AUTH)"),
+        DeclareLaunchArgument("model", default_value="skid_steer",
+                              choices=["skid_steer", "ackermann", "4wd4ws"],
+                              description="vehicle kinematic model between Redis and the PLC"),
+        DeclareLaunchArgument("virtual_plc", default_value="true", choices=["true", "false"],
+                              description="use the virtual PLC instead of real hardware"),
+    ]
+
+    def include(name: str) -> IncludeLaunchDescription:
+        return IncludeLaunchDescription(
+            PythonLaunchDescriptionSource(PathJoinSubstitution([share, "launch", name])),
+            launch_arguments={k: LaunchConfiguration(k) for k in FORWARDED}.items(),
+        )
+
+    return LaunchDescription([*args, include("sim.launch.py"), include("bridge.launch.py")])
