@@ -1,0 +1,162 @@
+"""A hardware-in-the-loop rig for tests, the benchmark and demos: Redis + virtual PLC + bridge.
+
+``HilRig`` starts the virtual PLC in its own process (through a ``spawn(module, args)``
+callable, e.g. the tests' ``NodeProcess``), talks to it over its control channel, runs a
+``BridgeCore`` in this process and plays the operational layer: command keys and a heartbeat
+that toggles every 500 ms (``Heartbeat``).
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import redis
+
+from plc_bridge import redis_keys as keys
+from plc_bridge.bridge_core import BridgeCore
+from plc_bridge.config import BridgeConfig, load_config
+from plc_bridge.virtual_plc_control import ControlClient
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_until(predicate: Callable[[], Any], timeout_s: float, what: str,
+               period_s: float = 0.002) -> Any:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout_s} s waiting for {what}")
+        time.sleep(period_s)
+
+
+class Heartbeat:
+    """Toggles ``plc.control.navigation.heartbeat`` every ``period_s`` like ARTOF does."""
+
+    def __init__(self, redis_url: str, period_s: float = 0.5):
+        self.redis_url = redis_url
+        self.period_s = period_s
+        self._run = threading.Event()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True, name="heartbeat")
+        self.level = False
+        self.toggles = 0
+
+    def start(self) -> Heartbeat:
+        self._run.set()
+        self._thread.start()
+        return self
+
+    def pause(self) -> None:
+        self._run.clear()
+
+    def resume(self) -> None:
+        self._run.set()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._run.set()
+        self._thread.join(2.0)
+
+    def _loop(self) -> None:
+        client: redis.Redis | None = None
+        while not self._stop.is_set():
+            self._run.wait()
+            if self._stop.is_set():
+                break
+            try:
+                client = client or redis.Redis.from_url(self.redis_url, socket_timeout=0.2,
+                                                        socket_connect_timeout=0.2)
+                self.level = not self.level
+                client.set(keys.HEARTBEAT, "true" if self.level else "false")
+                self.toggles += 1
+            except (redis.RedisError, OSError):
+                client = None
+            self._stop.wait(self.period_s)
+
+
+class HilRig:
+    """Virtual PLC process + in-process bridge + operational-layer helpers."""
+
+    def __init__(self, model: str, redis_url: str, spawn: Callable[[str, list[str]], Any],
+                 overrides: Mapping[str, Any] | None = None, config_path: str | None = None):
+        self.model = model
+        self.redis_url = redis_url
+        self._spawn = spawn
+        self.plc_port = free_port()
+        self.control_port = free_port()
+        self.config_path = config_path
+        self.plc_proc: Any = None
+        self.plc: ControlClient | None = None
+        self.start_plc()
+        self.config: BridgeConfig = load_config(config_path, {
+            "redis_url": redis_url, "plc_port": self.plc_port, "model": model,
+            **(overrides or {})})
+        self.core = BridgeCore(self.config)
+        self.redis = redis.Redis.from_url(redis_url, socket_timeout=1.0)
+        self.heartbeat = Heartbeat(redis_url)
+
+    # --- virtual PLC process -------------------------------------------------------------------
+    def start_plc(self) -> None:
+        args = ["--port", str(self.plc_port), "--control-port", str(self.control_port),
+                "--model", self.model]
+        if self.config_path:
+            args += ["--config", self.config_path]
+        self.plc_proc = self._spawn("plc_bridge.virtual_plc_cli", args)
+        self.plc = wait_until(self._try_control, 20.0, "the virtual PLC's control channel")
+
+    def _try_control(self) -> ControlClient | None:
+        try:
+            return ControlClient(self.control_port, timeout=5.0)
+        except OSError:
+            return None
+
+    def kill_plc(self) -> None:
+        """SIGKILL the virtual PLC process (abrupt loss of the PLC)."""
+        import signal
+
+        if self.plc is not None:
+            self.plc.close()
+            self.plc = None
+        proc = getattr(self.plc_proc, "proc", self.plc_proc)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(5)
+
+    # --- operational layer ---------------------------------------------------------------------
+    def start(self) -> None:
+        self.core.start()
+        self.heartbeat.start()
+
+    def command(self, longitudinal: float = 0.0, lateral: float = 0.0, angular: float = 0.0
+                ) -> float:
+        """Write the three velocity keys (one MSET); returns the monotonic time just before."""
+        t = time.monotonic()
+        self.redis.mset({keys.LONGITUDINAL: f"{longitudinal:.10g}",
+                         keys.LATERAL: f"{lateral:.10g}", keys.ANGULAR: f"{angular:.10g}"})
+        return t
+
+    def get(self, key: str) -> str | None:
+        v = self.redis.get(key)
+        return None if v is None else v.decode()
+
+    def wait_status(self, status: str, timeout_s: float = 3.0) -> None:
+        wait_until(lambda: self.core.status == status, timeout_s,
+                   f"bridge status {status!r} (now {self.core.status!r}, "
+                   f"detail {self.core.snapshot().detail!r})")
+
+    def close(self) -> None:
+        self.heartbeat.stop()
+        self.core.stop()
+        if self.plc is not None:
+            self.plc.close()
+        self.redis.close()
