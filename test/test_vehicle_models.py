@@ -29,8 +29,8 @@ L, B, A = 2.0, 1.5, 0.8
 TOL = 1e-9
 FAST = 50.0  # a speed limit [m/s] no round-trip case reaches, so nothing saturates there
 
-speed = st.floats(-5.0, 5.0, allow_nan=False, allow_infinity=False)
-yaw = st.floats(-3.0, 3.0, allow_nan=False, allow_infinity=False)
+speed = st.floats(-5.0, 5.0, allow_nan=False, allow_infinity=False, allow_subnormal=False)
+yaw = st.floats(-3.0, 3.0, allow_nan=False, allow_infinity=False, allow_subnormal=False)
 nonzero_speed = speed.filter(lambda v: abs(v) > 1e-3)
 nonzero_yaw = yaw.filter(lambda w: abs(w) > 1e-3)
 ROUND_TRIP = settings(max_examples=150, deadline=None)
@@ -504,10 +504,12 @@ def test_batched_inverse_and_direct_equal_the_scalar_ones(
     back = model.direct_many(batch.speeds, batch.angles)
     for i in range(len(rows)):
         one = model.inverse(BodyTwist(vx[i], vy[i], wz[i]), hold if hold.size else None)
-        assert np.array_equal(batch.speeds[i], one.speeds)
-        assert np.array_equal(batch.angles[i], one.angles)
-        assert batch.achieved[i].tolist() == one.achieved.as_array().tolist()
-        assert bool(batch.feasible[i]) == one.feasible and batch.scale[i] == one.scale
+        # Two implementations (numpy vs math, wheel by wheel): equal to rounding.
+        assert batch.speeds[i] == pytest.approx(one.speeds, rel=1e-12, abs=1e-12)
+        assert batch.angles[i] == pytest.approx(one.angles, rel=1e-12, abs=1e-12)
+        assert batch.achieved[i] == pytest.approx(one.achieved.as_array(), rel=1e-12, abs=1e-12)
+        assert bool(batch.feasible[i]) == one.feasible
+        assert batch.scale[i] == pytest.approx(one.scale, rel=1e-12)
         assert (one.note != "") == (batch.reasons[i] != 0)
         assert back[i] == pytest.approx(model.direct(one.speeds, one.angles).as_array(),
                                         abs=1e-12)

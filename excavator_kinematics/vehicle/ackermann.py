@@ -38,13 +38,14 @@ from excavator_kinematics.vehicle.parameters import (
     check_keys,
     check_twist,
     check_twists,
+    floats,
+    held_floats,
     held_rows,
-    measured,
     measured_rows,
     read_choice,
     read_float,
 )
-from excavator_kinematics.vehicle.saturation import common_scales
+from excavator_kinematics.vehicle.saturation import common_scales, scale_for
 
 NAME = "ackermann"
 # Below 90 deg: an Ackermann wheel at or past 90 deg cannot roll along its circle.
@@ -130,6 +131,12 @@ class AckermannModel:
         s = -1.0 if twist.vx < 0.0 else 1.0
         return math.atan2(s * self.wheelbase_m * twist.wz, abs(twist.vx))
 
+    def _wheel_angles(self, vx: float, wz: float) -> tuple[float, float]:
+        s = -1.0 if vx < 0.0 else 1.0
+        wb, half_bf = self.wheelbase_m, 0.5 * self.front_track_m
+        return (math.atan2(s * wb * wz, s * (vx - wz * half_bf)),
+                math.atan2(s * wb * wz, s * (vx + wz * half_bf)))
+
     def inverse(self, twist: BodyTwist, held_angles: np.ndarray | None = None) -> WheelCommand:
         """Setpoints for ``twist`` (at the rear-axle centre).
 
@@ -138,32 +145,43 @@ class AckermannModel:
         - ``vx = 0, wz != 0`` or a front wheel past ``max_steer_angle_rad``: infeasible, stop
           (speeds 0) with the steering held at ``held_angles``.
         - ``vx = wz = 0``: speeds 0, steering held.
+
+        Plain-Python per-cycle path; ``inverse_many`` is the vectorized twin.
         """
         check_twist(twist)
-        if held_angles is not None:
-            measured(held_angles, 2, "held steering angles", "rad")
-        cmds = self.inverse_many(twist.vx, twist.vy, twist.wz, held_angles)
-        reasons = int(cmds.reasons[0])
+        hold = held_floats(held_angles, 2)
+        vx, wz = float(twist.vx), float(twist.wz)
         extra = {"bicycle_angle_rad": self.bicycle_angle(twist)}
-        if twist.vx != 0.0:
-            extra["curvature_1_m"] = twist.wz / twist.vx
         notes = []
-        if reasons & LATERAL_DROPPED:
+        if twist.vy != 0.0:
             notes.append(f"lateral velocity {twist.vy:g} m/s is infeasible on Ackermann; "
                          "driving with vy = 0")
-        if reasons & YAW_WITHOUT_SPEED:
-            notes.append(f"yaw rate {twist.wz:g} rad/s with vx = 0 is infeasible on Ackermann "
-                         "(it cannot turn on the spot); stopping with the steering held")
-        if reasons & STEER_LIMIT:
-            s = -1.0 if twist.vx < 0.0 else 1.0
-            wb, bf, vx, wz = self.wheelbase_m, self.front_track_m, twist.vx, twist.wz
-            worst = max(abs(math.atan2(s * wb * wz, s * (vx - 0.5 * wz * bf))),
-                        abs(math.atan2(s * wb * wz, s * (vx + 0.5 * wz * bf))))
-            notes.append(
-                f"turn wz/vx = {wz / vx:.6g} 1/m needs a front wheel at {worst:.4f} rad, past "
-                f"max_steer_angle_rad = {self.max_steer_angle_rad:g} rad (|wz/vx| <= "
-                f"{self.max_curvature_1_m:.6g} 1/m); stopping with the steering held")
-        return cmds.row(0, "; ".join(notes), extra)
+        angles: tuple[float, ...] | list[float] = hold
+        stop = False
+        if vx == 0.0 and wz != 0.0:
+            stop = True
+            notes.append(f"yaw rate {wz:g} rad/s with vx = 0 is infeasible on Ackermann (it "
+                         "cannot turn on the spot); stopping with the steering held")
+        elif vx != 0.0:
+            extra["curvature_1_m"] = wz / vx
+            angles = self._wheel_angles(vx, wz)
+            worst = max(abs(angles[0]), abs(angles[1]))
+            if worst > self.max_steer_angle_rad:
+                stop, angles = True, hold
+                notes.append(
+                    f"turn wz/vx = {wz / vx:.6g} 1/m needs a front wheel at {worst:.4f} rad, "
+                    f"past max_steer_angle_rad = {self.max_steer_angle_rad:g} rad (|wz/vx| <= "
+                    f"{self.max_curvature_1_m:.6g} 1/m); stopping with the steering held")
+        half_br = 0.5 * self.rear_track_m
+        if stop:
+            scale, vx, wz = 0.0, 0.0, 0.0
+        else:
+            scale = scale_for([vx - wz * half_br, vx + wz * half_br], self.max_wheel_speed_m_s)
+            vx, wz = vx * scale, wz * scale
+        return WheelCommand(speeds=np.array([vx - wz * half_br, vx + wz * half_br]),
+                            angles=np.array(angles, dtype=float),
+                            achieved=BodyTwist(vx, 0.0, wz), scale=scale,
+                            feasible=not notes, note="; ".join(notes), extra=extra)
 
     def curvatures(self, angles: Any) -> np.ndarray:
         """Path curvature ``tan(delta)/l`` [1/m] of the rear-axle centre from measured front
@@ -185,9 +203,15 @@ class AckermannModel:
         return np.mean(sin[:, use] / den[:, use], axis=1)
 
     def curvature_from_angles(self, angles: np.ndarray) -> float:
-        """``curvatures`` of one measurement ``[fl, fr]`` [rad]: [1/m]."""
-        return float(self.curvatures(measured(angles, 2, "Ackermann front wheel angles",
-                                              "rad"))[0])
+        """``curvatures`` of one measurement ``[fl, fr]`` [rad]: [1/m] (plain Python)."""
+        a_fl, a_fr = floats(angles, 2, "Ackermann front wheel angles", "rad")
+        wb, half_bf = self.wheelbase_m, 0.5 * self.front_track_m
+        sides = {"fl": (a_fl, wb * math.cos(a_fl) + half_bf * math.sin(a_fl)),
+                 "fr": (a_fr, wb * math.cos(a_fr) - half_bf * math.sin(a_fr))}
+        use = ("fl", "fr") if self.steer_feedback == "mean" else (self.steer_feedback,)
+        if any(sides[k][1] <= 0.0 for k in use):
+            self.curvatures(np.array([a_fl, a_fr]))  # raises the documented error
+        return sum(math.sin(sides[k][0]) / sides[k][1] for k in use) / len(use)
 
     def direct_many(self, speeds: Any, angles: Any) -> np.ndarray:
         """(N, 3) twists at the rear-axle centre from (N, 2) rear wheel speeds ``[rl, rr]``
@@ -203,7 +227,6 @@ class AckermannModel:
     def direct(self, speeds: np.ndarray, angles: np.ndarray) -> BodyTwist:
         """Twist at the rear-axle centre from the rear wheel speeds ``[rl, rr]`` [m/s] and the
         front wheel angles ``[fl, fr]`` [rad]."""
-        measured(speeds, 2, "Ackermann rear wheel speeds", "m/s")
-        measured(angles, 2, "Ackermann front wheel angles", "rad")
-        vx, vy, wz = (float(v) for v in self.direct_many(speeds, angles)[0])
-        return BodyTwist(vx, vy, wz)
+        v_rl, v_rr = floats(speeds, 2, "Ackermann rear wheel speeds", "m/s")
+        vx = 0.5 * (v_rl + v_rr)
+        return BodyTwist(vx, 0.0, vx * self.curvature_from_angles(angles))

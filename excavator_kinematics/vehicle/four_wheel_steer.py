@@ -30,12 +30,13 @@ from excavator_kinematics.vehicle.parameters import (
     check_keys,
     check_twist,
     check_twists,
+    floats,
+    held_floats,
     held_rows,
-    measured,
     measured_rows,
     read_float,
 )
-from excavator_kinematics.vehicle.saturation import common_scales
+from excavator_kinematics.vehicle.saturation import common_scales, scale_for
 
 NAME = "4wd4ws"
 PARAMETERS: dict[str, tuple[float, float, float, str, bool]] = {
@@ -66,6 +67,7 @@ class FourWheelSteerModel:
         self.x = np.array([hl, hl, -hl, -hl])
         self.y = np.array([hb, -hb, hb, -hb])
         self._sum_r2 = float(np.sum(self.x**2 + self.y**2))
+        self._positions = tuple(zip(self.x.tolist(), self.y.tolist(), strict=True))
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any]) -> FourWheelSteerModel:
@@ -107,21 +109,37 @@ class FourWheelSteerModel:
     def inverse(self, twist: BodyTwist, held_angles: np.ndarray | None = None) -> WheelCommand:
         """Setpoints for ``twist``. Zero command: speeds 0, steering held at ``held_angles``.
         A direction no wheel orientation within ``max_steer_angle_rad`` can follow (only
-        possible with a limit below pi/2) is infeasible: stop with the steering held."""
+        possible with a limit below pi/2) is infeasible: stop with the steering held.
+        Plain-Python per-cycle path, wheel by wheel; ``inverse_many`` is the vectorized twin.
+        """
         check_twist(twist)
-        if held_angles is not None:
-            measured(held_angles, 4, "held steering angles", "rad")
-        cmds = self.inverse_many(twist.vx, twist.vy, twist.wz, held_angles)
-        note = ""
-        if not cmds.feasible[0]:
-            vix, viy = self.contact_velocities(twist)
-            direction = np.arctan2(viy, vix)
-            bad = [name for name, d in zip(self.steer_names, direction, strict=True)
-                   if min(abs(d), math.pi - abs(d)) > self.max_steer_angle_rad]
-            note = (f"wheel(s) {bad} cannot point along their contact velocity within "
-                    f"max_steer_angle_rad = {self.max_steer_angle_rad:g} rad, even reversed; "
-                    "stopping with the steering held")
-        return cmds.row(0, note)
+        hold = held_floats(held_angles, 4)
+        vx, vy, wz = float(twist.vx), float(twist.vy), float(twist.wz)
+        lim = self.max_steer_angle_rad
+        speeds, angles, bad = [0.0] * 4, list(hold), []
+        for i, (x, y) in enumerate(self._positions):
+            vix, viy = vx - wz * y, vy + wz * x
+            v = math.hypot(vix, viy)
+            if v <= STANDSTILL_M_S:
+                continue  # at the turning centre: angle undefined, keep it
+            a = math.atan2(viy, vix)
+            if a > lim:
+                a, v = a - math.pi, -v
+            elif a < -lim:
+                a, v = a + math.pi, -v
+            if abs(a) > lim:
+                bad.append(self.steer_names[i])
+            speeds[i], angles[i] = v, a
+        if bad:
+            return WheelCommand(
+                speeds=np.zeros(4), angles=np.array(hold), achieved=BodyTwist(), scale=0.0,
+                feasible=False,
+                note=(f"wheel(s) {bad} cannot point along their contact velocity within "
+                      f"max_steer_angle_rad = {lim:g} rad, even reversed; stopping with the "
+                      "steering held"))
+        scale = scale_for(speeds, self.max_wheel_speed_m_s)
+        return WheelCommand(speeds=np.array(speeds) * scale, angles=np.array(angles),
+                            achieved=BodyTwist(vx * scale, vy * scale, wz * scale), scale=scale)
 
     def direct_many(self, speeds: Any, angles: Any) -> np.ndarray:
         """(N, 3) least-squares twists from (N, 4) wheel speeds [m/s] and angles [rad]."""
@@ -136,7 +154,12 @@ class FourWheelSteerModel:
 
     def direct(self, speeds: np.ndarray, angles: np.ndarray) -> BodyTwist:
         """Least-squares twist from the four measured wheel speeds [m/s] and angles [rad]."""
-        measured(speeds, 4, "4WD4WS wheel speeds", "m/s")
-        measured(angles, 4, "4WD4WS wheel angles", "rad")
-        vx, vy, wz = (float(v) for v in self.direct_many(speeds, angles)[0])
-        return BodyTwist(vx, vy, wz)
+        v = floats(speeds, 4, "4WD4WS wheel speeds", "m/s")
+        a = floats(angles, 4, "4WD4WS wheel angles", "rad")
+        sum_vix = sum_viy = moment = 0.0
+        for (x, y), v_i, a_i in zip(self._positions, v, a, strict=True):
+            vix, viy = v_i * math.cos(a_i), v_i * math.sin(a_i)
+            sum_vix += vix
+            sum_viy += viy
+            moment += x * viy - y * vix
+        return BodyTwist(sum_vix / 4, sum_viy / 4, moment / self._sum_r2)

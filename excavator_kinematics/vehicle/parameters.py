@@ -130,3 +130,26 @@ def held_rows(held_angles: Any, rows: int, count: int) -> np.ndarray:
     if arr.shape[0] not in (1, rows):
         raise InvalidInputError(f"held steering angles: {arr.shape[0]} rows for {rows} twists")
     return np.broadcast_to(arr, (rows, count)).copy()
+
+
+def floats(values: Any, count: int, what: str, unit: str) -> list[float]:
+    """``measured`` for the per-cycle scalar path: a list of ``count`` finite floats, without
+    numpy's per-call overhead on 2-8 values."""
+    try:
+        out = [float(v) for v in values]
+    except (TypeError, ValueError) as exc:
+        raise InvalidInputError(f"{what}: expected {count} numbers [{unit}], got {values!r}"
+                                ) from exc
+    if len(out) != count:
+        raise InvalidInputError(f"{what}: expected {count} values [{unit}], got {len(out)}")
+    if not all(math.isfinite(v) for v in out):
+        raise InvalidInputError(f"{what} = {out} [{unit}] contains NaN/inf; check the PLC "
+                                "feedback")
+    return out
+
+
+def held_floats(held_angles: Any, count: int) -> list[float]:
+    """``held`` for the scalar path."""
+    if held_angles is None:
+        return [0.0] * count
+    return floats(held_angles, count, "held steering angles", "rad")

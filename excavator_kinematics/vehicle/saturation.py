@@ -22,6 +22,13 @@ def common_scale(speeds: np.ndarray, limit_m_s: float | np.ndarray) -> float:
     return float(common_scales(np.asarray(speeds, dtype=float)[None, :], limit_m_s)[0])
 
 
+def scale_for(speeds: list[float], limit_m_s: float) -> float:
+    """``common_scale`` for a short list of speeds and one limit, in plain Python (the
+    per-cycle path)."""
+    worst = max((abs(v) for v in speeds), default=0.0) / limit_m_s
+    return 1.0 if worst <= 1.0 else 1.0 / worst
+
+
 def common_scales(speeds: np.ndarray, limit_m_s: float | np.ndarray) -> np.ndarray:
     """``common_scale`` per row of an (N, wheels) array: shape (N,)."""
     ratios = np.abs(speeds) / np.asarray(limit_m_s, dtype=float)

@@ -28,11 +28,11 @@ from excavator_kinematics.vehicle.parameters import (
     check_keys,
     check_twist,
     check_twists,
-    measured,
+    floats,
     measured_rows,
     read_float,
 )
-from excavator_kinematics.vehicle.saturation import common_scales
+from excavator_kinematics.vehicle.saturation import common_scales, scale_for
 
 NAME = "skid_steer"
 # name: (default, low, high, unit, low_open)
@@ -84,13 +84,18 @@ class SkidSteerModel:
     def inverse(self, twist: BodyTwist, held_angles: np.ndarray | None = None) -> WheelCommand:
         """Track speeds for ``twist``. Tracks cannot move sideways: a non-zero ``vy`` is
         reported infeasible and dropped (``achieved.vy = 0``); ``vx`` and ``wz`` are still
-        driven."""
+        driven. Plain-Python per-cycle path; ``inverse_many`` is the vectorized twin."""
         check_twist(twist)
+        vx, wz, half_b = float(twist.vx), float(twist.wz), 0.5 * self.b_eff_m
+        scale = scale_for([vx - wz * half_b, vx + wz * half_b], self.max_wheel_speed_m_s)
+        vx, wz = vx * scale, wz * scale
         note = ""
         if twist.vy != 0.0:
             note = (f"lateral velocity {twist.vy:g} m/s is infeasible on skid-steer (tracks "
                     "cannot crab); driving with vy = 0")
-        return self.inverse_many(twist.vx, twist.vy, twist.wz).row(0, note)
+        return WheelCommand(speeds=np.array([vx - wz * half_b, vx + wz * half_b]),
+                            angles=np.zeros(0), achieved=BodyTwist(vx, 0.0, wz), scale=scale,
+                            feasible=not note, note=note)
 
     def direct_many(self, speeds: Any, angles: Any = None) -> np.ndarray:
         """(N, 3) twists ``[vx, vy, wz]`` from (N, 2) track speeds ``[left, right]`` [m/s]."""
@@ -103,7 +108,6 @@ class SkidSteerModel:
     def direct(self, speeds: np.ndarray, angles: np.ndarray) -> BodyTwist:
         """Twist from measured track speeds ``[v_left, v_right]`` [m/s]; ``angles`` must be
         empty."""
-        measured(speeds, 2, "skid-steer track speeds", "m/s")
-        measured(angles, 0, "skid-steer steering angles", "rad")
-        vx, vy, wz = (float(v) for v in self.direct_many(speeds)[0])
-        return BodyTwist(vx, vy, wz)
+        v_l, v_r = floats(speeds, 2, "skid-steer track speeds", "m/s")
+        floats(angles, 0, "skid-steer steering angles", "rad")
+        return BodyTwist(0.5 * (v_l + v_r), 0.0, (v_r - v_l) / self.b_eff_m)
