@@ -103,7 +103,8 @@ class ExcavatorSimulation:
         self._targets = {n: float(self.data.qpos[self._q_adr[n]]) for n in ACTIVE_JOINTS}
         self._speed_caps: dict[str, float] = {}
         self._axis_targets = self._axis_targets_from_joints(self._targets)
-        self._commanded_speed = dict.fromkeys((*CYLINDER_ACTUATORS, "swing"), 0.0)
+        self._reference = {a: (float(self.data.qpos[self._q_adr[a]]), 0.0)
+                           for a in (*CYLINDER_ACTUATORS, "swing")}
         self._track_speeds = (0.0, 0.0)
         self._track_travel = np.zeros(2)
         self._wrench = np.zeros(6)
@@ -111,7 +112,7 @@ class ExcavatorSimulation:
         m_full = np.zeros((self.model.nv, self.model.nv))
         mujoco.mj_fullM(self.model, self.data, m_full)
         swing_inertia = float(m_full[self._v_adr["swing"], self._v_adr["swing"]])
-        self._swing_accel = 0.8 * c.hydraulics.swing.torque_limit_nm / swing_inertia
+        self._swing_accel = 0.5 * c.hydraulics.swing.torque_limit_nm / swing_inertia
         self.swing_inertia_kg_m2 = swing_inertia
 
     # --- properties ----------------------------------------------------------------------
@@ -235,15 +236,31 @@ class ExcavatorSimulation:
             aid = self._act[axis]
             lo, hi = m.actuator_ctrlrange[aid]
             accel = self._swing_accel if axis == "swing" else CYLINDER_ACCEL_M_S2
-            err = self._axis_targets[axis] - float(d.qpos[self._q_adr[axis]])
-            # Speed that can still stop at the target, then the proportional law.
+            # Reference trajectory toward the target: flow-limited speed, acceleration-limited,
+            # slowing down so it stops exactly at the target.
+            ref, ref_speed = self._reference[axis]
+            err = self._axis_targets[axis] - ref
             stop = math.sqrt(2.0 * accel * abs(err))
-            cap = self._axis_speed_cap(axis)
-            v = math.copysign(min(gain * abs(err), stop, cap), err)
-            prev = self._commanded_speed[axis]
-            v = min(max(v, prev - accel * period, lo), prev + accel * period, hi)
-            self._commanded_speed[axis] = v
-            d.ctrl[aid] = v
+            limit = hi if err > 0.0 else -lo
+            want = math.copysign(min(stop, limit, self._axis_speed_cap(axis)), err)
+            ref_speed = min(max(want, ref_speed - accel * period), ref_speed + accel * period)
+            new_ref = ref + ref_speed * period
+            if (self._axis_targets[axis] - new_ref) * err <= 0.0:  # arrived: no overshoot
+                new_ref, ref_speed = self._axis_targets[axis], 0.0
+            self._reference[axis] = (new_ref, ref_speed)
+            # Valve speed: feed-forward + proportional on the measured rod position. Acting on
+            # the measurement (not the held setpoint) also removes the oil column's compression.
+            measured = float(d.qpos[self._q_adr[axis]])
+            v = ref_speed + gain * (new_ref - measured)
+            # Anti-windup: past the deflection at which the force saturates, a held setpoint
+            # further ahead of the rod adds no force, only overshoot later.
+            act = float(d.act[self._act_state[axis]])
+            f_lo, f_hi = m.actuator_forcerange[aid]
+            kp = float(m.actuator_gainprm[aid, 0])
+            damping = -float(m.actuator_biasprm[aid, 2]) * float(d.qvel[self._v_adr[axis]])
+            held = min(max(act + v * period, measured + (1.2 * f_lo + damping) / kp),
+                       measured + (1.2 * f_hi + damping) / kp)
+            d.ctrl[aid] = min(max((held - act) / period, lo), hi)
         # Tracks: skid-steer kinematics -> world-frame velocities of the planar base.
         left, right = self._track_speeds
         width = self.config.hydraulics.tracks.track_width_m

@@ -1,0 +1,183 @@
+"""Hydraulic actuation and the simulation core: holding, flow/force limits, loop closure under
+motion, command validation, tracks, bucket wrench. Pure (no ROS)."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+import pytest
+
+from excavator_sim.model_builder import CYLINDER_JOINTS, InitialPose
+from excavator_sim.sim_config import load_sim_config
+from excavator_sim.simulation import CommandError, ExcavatorSimulation
+
+# Machine tests without terrain contact: the stretched-out poses reach below ground level.
+CONFIG = load_sim_config(overrides={"terrain.contact": False, "terrain.nx": 41,
+                                    "terrain.ny": 41, "terrain.cell_size_m": 0.4})
+
+
+def make_sim(**pose: float) -> ExcavatorSimulation:
+    return ExcavatorSimulation(dataclasses.replace(CONFIG, initial=InitialPose(**pose)))
+
+
+def extensions(sim: ExcavatorSimulation) -> np.ndarray:
+    jp = sim.joint_positions()
+    return np.array([jp[n] for n in CYLINDER_JOINTS])
+
+
+@pytest.fixture(scope="module")
+def limits():
+    return make_sim().linkage.joint_limits
+
+
+def test_gravity_hold_60_s_at_the_stretched_pose(limits) -> None:
+    # Worst pose for gravity: boom low, arm stretched out, bucket open (largest moments).
+    sim = make_sim(boom=0.0, arm=limits["arm"][1] - 0.01, bucket=limits["bucket"][0] + 0.01)
+    start = extensions(sim)
+    worst = np.zeros(3)
+    for _ in range(60):
+        sim.step(1000)
+        worst = np.maximum(worst, np.abs(extensions(sim) - start))
+    assert sim.time == pytest.approx(60.0)
+    assert np.all(worst <= 1e-3), f"drift {worst * 1e3} mm"
+    # The boom cylinder really carries the load (positive push force of the order of 1e5 N).
+    assert sim.data.actuator_force[0] > 5e4
+
+
+def test_commanded_pose_reached_in_flow_time_never_past_a_stroke(limits) -> None:
+    sim = make_sim()
+    target = {"swing": 0.0, "boom": limits["boom"][1] - 0.02, "arm": limits["arm"][0] + 0.02,
+              "bucket": limits["bucket"][1] - 0.05}
+    e0 = extensions(sim)
+    e1 = np.array(sim.linkage.extensions(target["boom"], target["arm"], target["bucket"]))
+    speed = sim.speed_limits()
+    flow_time = max(abs(e1[k] - e0[k]) / speed[n][1 if e1[k] > e0[k] else 0]
+                    for k, n in enumerate(CYLINDER_JOINTS))
+    sim.set_joint_targets(target)
+    reached, peak_speed = None, np.zeros(3)
+    lo = np.array([sim.geometry.cylinders[n].stroke_min_m for n in CYLINDER_JOINTS])
+    hi = np.array([sim.geometry.cylinders[n].stroke_max_m for n in CYLINDER_JOINTS])
+    while sim.time < flow_time + 2.0:
+        sim.step(10)
+        e = extensions(sim)
+        assert np.all(e >= lo - 1e-3) and np.all(e <= hi + 1e-3), f"past a stroke: {e}"
+        js = sim.joint_state().as_dict()
+        peak_speed = np.maximum(peak_speed, [abs(js[n][1]) for n in CYLINDER_JOINTS])
+        if reached is None and np.abs(e - e1).max() < 1e-3:
+            reached = sim.time
+    assert reached is not None, f"not reached: {extensions(sim)} vs {e1}"
+    # Never faster than the pump allows, and not much slower: flow time + the final approach.
+    assert reached >= flow_time
+    assert reached <= flow_time + 1.5
+    for k, n in enumerate(CYLINDER_JOINTS):
+        assert peak_speed[k] <= 1.05 * max(speed[n])
+
+
+def test_loop_closure_during_a_full_speed_sweep(limits) -> None:
+    sim = make_sim()
+    worst = 0.0
+    corners = [
+        {"swing": 1.5, "boom": limits["boom"][1] - 0.01, "arm": limits["arm"][0] + 0.01,
+         "bucket": limits["bucket"][1] - 0.03},
+        {"swing": -1.5, "boom": limits["boom"][0] + 0.3, "arm": limits["arm"][1] - 0.01,
+         "bucket": limits["bucket"][0] + 0.01},
+    ]
+    for target in corners:
+        sim.set_joint_targets(target)
+        for _ in range(800):
+            sim.step(10)
+            worst = max(worst, sim.constraint_residual())
+    assert worst <= 1e-3
+    assert sim.joint_positions()["swing"] == pytest.approx(-1.5, abs=2e-3)
+
+
+def test_force_is_limited_by_pressure_times_area() -> None:
+    sim = make_sim()
+    hyd = sim.config.hydraulics
+    boom = hyd.cylinders["boom_cylinder"]
+    push = boom.push_force_n(hyd.pressure_pa)
+    assert push == pytest.approx(34.3e6 * 2 * math.pi / 4 * 0.14 ** 2)
+    # A downward load far beyond what the boom cylinders can push: they yield at p * A.
+    sim.apply_bucket_wrench([0.0, 0.0, -2.0e6], [0.0, 0.0, 0.0])
+    e0 = extensions(sim)[0]
+    sim.step(300)
+    forces = sim.data.actuator_force[:3]
+    assert forces[0] == pytest.approx(push, rel=1e-6)
+    assert extensions(sim)[0] < e0 - 0.01  # the load drives the boom cylinder in
+
+
+def test_bucket_wrench_is_held_until_replaced() -> None:
+    sim = make_sim()
+    sim.step(2000)
+    base_force = sim.data.actuator_force[0]
+    sim.apply_bucket_wrench([0.0, 0.0, 3.0e4], [0.0, 0.0, 0.0])  # lift 3 t at the bucket
+    sim.step(2000)
+    lifted = sim.data.actuator_force[0]
+    assert lifted < base_force - 5e4
+    sim.apply_bucket_wrench(np.zeros(3), np.zeros(3))
+    sim.step(2000)
+    assert sim.data.actuator_force[0] == pytest.approx(base_force, rel=0.05)
+
+
+@pytest.mark.parametrize(("positions", "match"), [
+    ({"boom": float("nan")}, "boom target is nan"),
+    ({"stick": 0.1}, "unknown joint 'stick'"),
+    ({"boom": 1.5}, r"boom joint 85\.9 deg outside"),
+    ({"bucket": 3.0}, "toggle"),
+    ({"swing": 4.0}, "swing target 4.000 rad outside"),
+])
+def test_bad_commands_are_rejected_and_the_setpoint_kept(positions, match) -> None:
+    sim = make_sim()
+    sim.set_joint_targets({"boom": 0.6})
+    before = sim.targets
+    with pytest.raises(CommandError, match=match):
+        sim.set_joint_targets(positions)
+    assert sim.targets == before
+    sim.step(2500)
+    assert sim.joint_positions()["boom"] == pytest.approx(0.6, abs=2e-3)
+
+
+def test_velocity_caps_slow_the_approach() -> None:
+    sim = make_sim()
+    sim.set_joint_targets({"swing": 0.5}, velocities={"swing": 0.1})
+    sim.step(1000)
+    assert sim.joint_positions()["swing"] == pytest.approx(0.1, abs=0.02)
+
+
+def test_tracks_drive_the_base_as_a_skid_steer() -> None:
+    sim = make_sim()
+    width = sim.config.hydraulics.tracks.track_width_m
+    sim.set_track_speeds(1.0, 1.0)
+    sim.step(3000)
+    pos, _ = sim.base_pose()
+    assert pos[0] == pytest.approx(3.0, abs=0.15) and abs(pos[1]) < 0.02
+    js = sim.joint_state().as_dict()
+    assert js["track_left"][1] == pytest.approx(1.0, abs=1e-2)
+    assert js["track_left"][0] == pytest.approx(pos[0], abs=0.02)
+    sim.set_track_speeds(-0.5, 0.5)  # spin on the spot: yaw rate = (vr - vl) / width
+    sim.step(2000)
+    yaw_rate = sim.data.qvel[sim.built.dof_adr["base_yaw"]]
+    assert yaw_rate == pytest.approx(1.0 / width, rel=0.02)
+    with pytest.raises(CommandError, match=r"track_right speed 9\.000 m/s beyond the limit"):
+        sim.set_track_speeds(0.0, 9.0)
+
+
+def test_joint_state_names_units_and_bucket_frames() -> None:
+    sim = make_sim()
+    js = sim.joint_state()
+    assert js.names[:4] == ("swing", "boom", "arm", "bucket")
+    assert {"boom_cylinder", "arm_cylinder", "bucket_cylinder", "track_left", "track_right",
+            "h_link", "side_link"} <= set(js.names)
+    pos, quat = sim.bucket_pose()
+    assert np.linalg.norm(quat) == pytest.approx(1.0)
+    q = [0.0, *(getattr(sim.config.initial, n) for n in ("boom", "arm", "bucket"))]
+    assert np.linalg.norm(pos - sim.fk.points(q)["M"]) < 1e-3  # bucket origin = M
+    tip_fk = sim.fk.tip(q)
+    assert np.linalg.norm(sim.bucket_tip() - tip_fk) < 1e-3
+    sim.set_joint_targets({"swing": 0.3})
+    sim.step(500)
+    lin, ang = sim.bucket_twist()
+    assert ang[2] > 0.1  # swinging counter-clockwise about +z
+    assert np.linalg.norm(lin) > 0.5
