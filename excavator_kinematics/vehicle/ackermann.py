@@ -110,7 +110,8 @@ class AckermannModel:
                            np.arctan2(s * wb * wz, s * (vx + 0.5 * wz * bf))], axis=-1)
         standstill = vx == 0.0
         no_speed = standstill & (wz != 0.0)
-        too_tight = ~standstill & (np.max(np.abs(angles), axis=1) > self.max_steer_angle_rad)
+        too_tight = ~standstill & (np.maximum(np.abs(angles[:, 0]), np.abs(angles[:, 1]))
+                                   > self.max_steer_angle_rad)
         stop = no_speed | too_tight
         hold_rows = stop | standstill
         angles[hold_rows] = hold[hold_rows]
@@ -200,7 +201,8 @@ class AckermannModel:
                 "in front of the rear axle's lateral line, outside the Ackermann geometry "
                 f"(wheelbase {wb:g} m, front track {self.front_track_m:g} m); check the angle "
                 "sensors' zero and sign (+ left)")
-        return np.mean(sin[:, use] / den[:, use], axis=1)
+        kappa = sin[:, use] / den[:, use]
+        return 0.5 * (kappa[:, 0] + kappa[:, 1]) if len(use) == 2 else kappa[:, 0]
 
     def curvature_from_angles(self, angles: np.ndarray) -> float:
         """``curvatures`` of one measurement ``[fl, fr]`` [rad]: [1/m] (plain Python)."""

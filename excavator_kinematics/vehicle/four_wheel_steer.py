@@ -36,7 +36,7 @@ from excavator_kinematics.vehicle.parameters import (
     measured_rows,
     read_float,
 )
-from excavator_kinematics.vehicle.saturation import common_scales, scale_for
+from excavator_kinematics.vehicle.saturation import common_scales, row_max, scale_for
 
 NAME = "4wd4ws"
 PARAMETERS: dict[str, tuple[float, float, float, str, bool]] = {
@@ -97,7 +97,7 @@ class FourWheelSteerModel:
         over, under = moving & (angles > lim), moving & (angles < -lim)
         angles = angles - math.pi * over + math.pi * under
         speeds = np.where(moving, np.where(over | under, -speeds, speeds), 0.0)
-        stop = np.any(moving & (np.abs(angles) > lim), axis=1)
+        stop = row_max(moving & (np.abs(angles) > lim)) > 0.0
         angles[stop] = hold[stop]
         scale = common_scales(speeds, self.max_wheel_speed_m_s)
         scale[stop] = 0.0
@@ -150,7 +150,8 @@ class FourWheelSteerModel:
                                     "differ in shape")
         vix, viy = v * np.cos(a), v * np.sin(a)
         wz = (viy @ self.x - vix @ self.y) / self._sum_r2
-        return np.stack([np.mean(vix, axis=1), np.mean(viy, axis=1), wz], axis=-1)
+        quarter = np.full(4, 0.25)
+        return np.stack([vix @ quarter, viy @ quarter, wz], axis=-1)
 
     def direct(self, speeds: np.ndarray, angles: np.ndarray) -> BodyTwist:
         """Least-squares twist from the four measured wheel speeds [m/s] and angles [rad]."""

@@ -32,8 +32,19 @@ def scale_for(speeds: list[float], limit_m_s: float) -> float:
 def common_scales(speeds: np.ndarray, limit_m_s: float | np.ndarray) -> np.ndarray:
     """``common_scale`` per row of an (N, wheels) array: shape (N,)."""
     ratios = np.abs(speeds) / np.asarray(limit_m_s, dtype=float)
-    worst = np.max(ratios, axis=1, initial=0.0)
+    worst = row_max(ratios)
     return np.where(worst <= 1.0, 1.0, 1.0 / np.maximum(worst, 1.0))
+
+
+def row_max(a: np.ndarray) -> np.ndarray:
+    """Max over the short last axis of an (N, k) array (0 for k = 0): a loop over the k
+    columns, several times faster than numpy's reduction along a 2-4 wide axis."""
+    worst = np.zeros(a.shape[0])
+    if a.shape[1]:
+        worst[:] = a[:, 0]
+        for j in range(1, a.shape[1]):
+            np.maximum(worst, a[:, j], out=worst)
+    return worst
 
 
 def scale_twist(twist: BodyTwist, scale: float) -> BodyTwist:
