@@ -21,7 +21,7 @@ Bodies (frames as in docs/simulation.md; side-view points (x, z) of the geometry
 
 The model is built in the reference pose (every joint at 0); the initial pose is a keyframe
 ``initial`` computed from :meth:`Linkage.points` for the requested joint angles, so the loops
-close exactly at t = 0. Geoms are primitives sized from the points; only the bucket and arm
+close exactly at t = 0. Geoms are primitives sized from the points; only the bucket plates
 touch the terrain (contype/conaffinity), so the linkage has no self-contacts by construction.
 """
 
@@ -312,8 +312,7 @@ def build_spec(geometry: ExcavatorGeometry, linkage: Linkage, options: ModelOpti
     arm.pos = _side(g.H)
     _hinge(arm, "arm", linkage.joint_limits["arm"])
     _set_inertial(arm, "arm", masses["arm"])
-    arm_geom = _box(arm, _side(g.G), _side(g.M), 0.22, 0.16, YELLOW, "arm_beam")
-    arm_geom.conaffinity = 1 if options.terrain_contact else 0
+    _box(arm, _side(g.G), _side(g.M), 0.22, 0.16, YELLOW, "arm_beam")
     _box(arm, _side(g.I), _side(g.K), 0.2, 0.1, YELLOW, "arm_top")
     _site(arm, "arm_G", _side(g.G))
     _site(arm, "arm_K", _side(g.K))

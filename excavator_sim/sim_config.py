@@ -94,7 +94,7 @@ PARAMETERS: tuple[Param, ...] = (
     _p("terrain.z_min_m", -3.0, -100.0, 100.0, "lowest height the field can hold [m]"),
     _p("terrain.z_max_m", 3.0, -100.0, 100.0, "highest height the field can hold [m]"),
     _p("terrain.initial_height_m", 0.0, -100.0, 100.0, "flat initial terrain height [m]"),
-    _p("terrain.contact", True, None, None, "bucket and arm collide with the terrain [bool]"),
+    _p("terrain.contact", True, None, None, "the bucket collides with the terrain [bool]"),
 )
 PARAMETER_BY_NAME: dict[str, Param] = {p.name: p for p in PARAMETERS}
 

@@ -108,6 +108,17 @@ class ExcavatorSimulation:
         self._track_speeds = (0.0, 0.0)
         self._track_travel = np.zeros(2)
         self._wrench = np.zeros(6)
+        self._wrench_active = False
+        self._base_moving = False
+        m = self.model
+        # Per axis: (name, actuator, qpos adr, dof adr, act adr, ctrl lo/hi, force lo/hi, kp, kv)
+        self._axes = [
+            (a, self._act[a], self._q_adr[a], self._v_adr[a], self._act_state[a],
+             *(float(x) for x in m.actuator_ctrlrange[self._act[a]]),
+             *(float(x) for x in m.actuator_forcerange[self._act[a]]),
+             float(m.actuator_gainprm[self._act[a], 0]),
+             -float(m.actuator_biasprm[self._act[a], 2]))
+            for a in (*CYLINDER_ACTUATORS, "swing")]
         # Swing acceleration limit from the torque limit and the upper structure's inertia.
         m_full = np.zeros((self.model.nv, self.model.nv))
         mujoco.mj_fullM(self.model, self.data, m_full)
@@ -198,6 +209,7 @@ class ExcavatorSimulation:
             raise CommandError(f"bucket wrench force={f.tolist()} torque={t.tolist()} has "
                                "NaN/inf: pass finite values [N], [N m]")
         self._wrench = np.concatenate([f, t])
+        self._wrench_active = True  # applied (or cleared) on the next control update
 
     # --- stepping ------------------------------------------------------------------------
     def step(self, n: int = 1) -> None:
@@ -230,53 +242,68 @@ class ExcavatorSimulation:
         return cap * abs(float(de[1] - de[0])) / (2 * h)
 
     def _update_controls(self, period: float) -> None:
-        d, m = self.data, self.model
+        d = self.data
         gain = self.config.hydraulics.position_gain_1_s
-        for axis in (*CYLINDER_ACTUATORS, "swing"):
-            aid = self._act[axis]
-            lo, hi = m.actuator_ctrlrange[aid]
+        # Plain floats: this runs every control period, numpy scalar access would dominate.
+        qpos, qvel, act_state = d.qpos.tolist(), d.qvel.tolist(), d.act.tolist()
+        for axis, aid, qadr, vadr, actadr, lo, hi, f_lo, f_hi, kp, kv in self._axes:
             accel = self._swing_accel if axis == "swing" else CYLINDER_ACCEL_M_S2
             # Reference trajectory toward the target: flow-limited speed, acceleration-limited,
             # slowing down so it stops exactly at the target.
+            target = self._axis_targets[axis]
             ref, ref_speed = self._reference[axis]
-            err = self._axis_targets[axis] - ref
-            stop = math.sqrt(2.0 * accel * abs(err))
-            limit = hi if err > 0.0 else -lo
-            want = math.copysign(min(stop, limit, self._axis_speed_cap(axis)), err)
-            ref_speed = min(max(want, ref_speed - accel * period), ref_speed + accel * period)
-            new_ref = ref + ref_speed * period
-            if (self._axis_targets[axis] - new_ref) * err <= 0.0:  # arrived: no overshoot
-                new_ref, ref_speed = self._axis_targets[axis], 0.0
-            self._reference[axis] = (new_ref, ref_speed)
+            err = target - ref
+            if err == 0.0 and ref_speed == 0.0:
+                new_ref = ref
+            else:
+                stop = math.sqrt(2.0 * accel * abs(err))
+                limit = hi if err > 0.0 else -lo
+                cap = self._axis_speed_cap(axis) if self._speed_caps else math.inf
+                want = math.copysign(min(stop, limit, cap), err)
+                ref_speed = min(max(want, ref_speed - accel * period),
+                                ref_speed + accel * period)
+                new_ref = ref + ref_speed * period
+                if (target - new_ref) * err <= 0.0:  # arrived: no overshoot
+                    new_ref, ref_speed = target, 0.0
+                self._reference[axis] = (new_ref, ref_speed)
             # Valve speed: feed-forward + proportional on the measured rod position. Acting on
             # the measurement (not the held setpoint) also removes the oil column's compression.
-            measured = float(d.qpos[self._q_adr[axis]])
+            measured = qpos[qadr]
             v = ref_speed + gain * (new_ref - measured)
             # Anti-windup: past the deflection at which the force saturates, a held setpoint
             # further ahead of the rod adds no force, only overshoot later.
-            act = float(d.act[self._act_state[axis]])
-            f_lo, f_hi = m.actuator_forcerange[aid]
-            kp = float(m.actuator_gainprm[aid, 0])
-            damping = -float(m.actuator_biasprm[aid, 2]) * float(d.qvel[self._v_adr[axis]])
-            held = min(max(act + v * period, measured + (1.2 * f_lo + damping) / kp),
+            held_now = act_state[actadr]
+            damping = kv * qvel[vadr]
+            held = min(max(held_now + v * period, measured + (1.2 * f_lo + damping) / kp),
                        measured + (1.2 * f_hi + damping) / kp)
-            d.ctrl[aid] = min(max((held - act) / period, lo), hi)
+            d.ctrl[aid] = min(max((held - held_now) / period, lo), hi)
         # Tracks: skid-steer kinematics -> world-frame velocities of the planar base.
         left, right = self._track_speeds
-        width = self.config.hydraulics.tracks.track_width_m
-        yaw = float(d.qpos[self._q_adr["base_yaw"]])
-        forward = 0.5 * (left + right)
-        d.ctrl[self._act["base_x"]] = forward * math.cos(yaw)
-        d.ctrl[self._act["base_y"]] = forward * math.sin(yaw)
-        d.ctrl[self._act["base_yaw"]] = (right - left) / width
-        # Bucket wrench at M: MuJoCo applies xfrc_applied at the body's centre of mass.
-        f, t = self._wrench[:3], self._wrench[3:]
-        lever = d.xpos[self._bucket_body] - d.xipos[self._bucket_body]
-        d.xfrc_applied[self._bucket_body, :3] = f
-        d.xfrc_applied[self._bucket_body, 3:] = t + np.cross(lever, f)
+        if left != 0.0 or right != 0.0 or self._base_moving:
+            width = self.config.hydraulics.tracks.track_width_m
+            yaw = qpos[self._q_adr["base_yaw"]]
+            forward = 0.5 * (left + right)
+            d.ctrl[self._act["base_x"]] = forward * math.cos(yaw)
+            d.ctrl[self._act["base_y"]] = forward * math.sin(yaw)
+            d.ctrl[self._act["base_yaw"]] = (right - left) / width
+            self._base_moving = left != 0.0 or right != 0.0
+        # Bucket wrench at M: MuJoCo applies xfrc_applied at the body's centre of mass, so add
+        # the moment of the force about the centre of mass.
+        if self._wrench_active:
+            b = self._bucket_body
+            fx, fy, fz, tx, ty, tz = self._wrench.tolist()
+            mx, my, mz = d.xpos[b].tolist()
+            cx, cy, cz = d.xipos[b].tolist()
+            rx, ry, rz = mx - cx, my - cy, mz - cz
+            d.xfrc_applied[b] = (fx, fy, fz, tx + ry * fz - rz * fy, ty + rz * fx - rx * fz,
+                                 tz + rx * fy - ry * fx)
+            self._wrench_active = any(self._wrench.tolist())
 
     def _integrate_tracks(self, period: float) -> None:
-        self._track_travel += np.array(self._measured_track_speeds()) * period
+        if self._base_moving or self._track_speeds != (0.0, 0.0):
+            left, right = self._measured_track_speeds()
+            self._track_travel[0] += left * period
+            self._track_travel[1] += right * period
 
     def _measured_track_speeds(self) -> tuple[float, float]:
         d = self.data

@@ -1,0 +1,94 @@
+"""Benchmark: physics steps per second and real-time factor of the excavator simulation core.
+
+Cases, all on the same model in this process (one core; run with nothing else busy):
+- ``physics``: the machine sweeping between two poses, terrain contact off, the core's normal
+  stepping (``sim.step(n)``: the outer loop every 10 ms, ``mj_step(m, d, 10)`` in C between).
+- ``physics+state``: as ``physics`` plus the state a node publishes at 100 Hz (joint_state,
+  bucket pose and twist) read every 10 ms.
+- ``contact``: terrain contact on, the terrain raised so the bucket digs into it during the sweep.
+- ``baseline``: the naive way, one Python call per physics step (control update + ``mj_step``
+  every 1 ms), same model and motion.
+
+Usage: ``.venv/bin/python bench/sim.py [--seconds 20]``. Last line: JSON with the figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+import numpy as np
+
+from excavator_sim.sim_config import load_sim_config
+from excavator_sim.simulation import ExcavatorSimulation
+
+POSES = ({"swing": 0.6, "boom": 0.7, "arm": -1.6, "bucket": 1.2},
+         {"swing": -0.6, "boom": 0.3, "arm": -0.9, "bucket": 2.0})
+
+
+def run(sim: ExcavatorSimulation, sim_seconds: float, chunk: int, read_state: bool) -> float:
+    """Simulate ``sim_seconds``, switching pose every 3 s; returns wall seconds."""
+    steps = round(sim_seconds / sim.timestep)
+    per_pose = round(3.0 / sim.timestep)
+    done = 0
+    start = time.perf_counter()
+    while done < steps:
+        if done % per_pose == 0:
+            sim.set_joint_targets(POSES[(done // per_pose) % 2])
+        sim.step(chunk)
+        done += chunk
+        if read_state:
+            sim.joint_state()
+            sim.bucket_pose()
+            sim.bucket_twist()
+    return time.perf_counter() - start
+
+
+def make(contact: bool) -> ExcavatorSimulation:
+    sim = ExcavatorSimulation(load_sim_config(overrides={"terrain.contact": contact}))
+    if contact:
+        # A mound under the bucket's path: the teeth cut 0.1-0.35 m into it.
+        g = sim.terrain.grid
+        i0, i1 = round((3.0 - g.x0) / g.cell_size), round((7.5 - g.x0) / g.cell_size)
+        j0, j1 = round((-4.0 - g.y0) / g.cell_size), round((4.0 - g.y0) / g.cell_size)
+        sim.terrain.set_region(i0, j0, np.full((i1 - i0, j1 - j0), 1.2))
+    return sim
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=20.0, help="simulated time per case")
+    args = parser.parse_args()
+    results: dict[str, dict[str, float]] = {}
+    cases = (("baseline", False, 1, False), ("physics", False, 10, False),
+             ("physics+state", False, 10, True), ("contact", True, 10, True))
+    for name, contact, chunk, read_state in cases:
+        sim = make(contact)
+        seconds = args.seconds if name != "baseline" else min(args.seconds, 10.0)
+        wall = run(sim, seconds, chunk, read_state)
+        steps = seconds / sim.timestep
+        contacts = int(sim.data.ncon)
+        results[name] = {"steps_per_s": steps / wall, "rtf": seconds / wall,
+                         "sim_s": seconds, "wall_s": wall, "contacts_at_end": contacts,
+                         "max_loop_residual_m": sim.constraint_residual()}
+        print(f"{name:14s} {steps / wall:10.0f} steps/s  RTF {seconds / wall:7.1f}  "
+              f"({seconds:.0f} s simulated in {wall:.2f} s, {contacts} contacts at the end)")
+    base = results["baseline"]["rtf"]
+    summary = {
+        "timestep_s": 0.001,
+        "rtf_physics": round(results["physics"]["rtf"], 1),
+        "rtf_physics_state_100hz": round(results["physics+state"]["rtf"], 1),
+        "rtf_contact": round(results["contact"]["rtf"], 1),
+        "rtf_baseline_step_per_call": round(base, 1),
+        "speedup_vs_baseline": round(results["physics"]["rtf"] / base, 2),
+        "goal_rtf_physics": 50.0,
+        "cases": results,
+    }
+    print(f"physics-only RTF {summary['rtf_physics']} vs one-step-per-call baseline {base:.1f}: "
+          f"x{summary['speedup_vs_baseline']}")
+    print(json.dumps(summary))
+
+
+if __name__ == "__main__":
+    main()
