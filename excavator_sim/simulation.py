@@ -174,7 +174,7 @@ class ExcavatorSimulation:
         try:
             self.linkage.check_joints(new["boom"], new["arm"], new["bucket"])
         except KinematicsError as exc:
-            raise CommandError(f"target rejected: {exc}") from None
+            raise CommandError(f"{exc}; the previous setpoint is kept") from None
         caps: dict[str, float] = {}
         for name, value in (velocities or {}).items():
             if name not in ACTIVE_JOINTS:

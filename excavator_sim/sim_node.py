@@ -1,0 +1,241 @@
+"""sim_node: the MuJoCo excavator over ROS 2 (a thin rclpy shell over ExcavatorSimulation).
+
+Subscribes
+- ``joint_command`` (sensor_msgs/JointState): positions [rad] of any of swing/boom/arm/bucket,
+  optional velocities [rad/s] (same order; approach speed caps). Cylinder names
+  (``*_cylinder``, as the ik_node adds them) are accepted and ignored: the joint targets define
+  them. NaN, unknown names and out-of-range targets are rejected (logged + ``/diagnostics``);
+  the machine keeps its last valid setpoint.
+- ``soil/wrench`` (geometry_msgs/WrenchStamped, frame ``world``): force/torque on the bucket at
+  its origin M, held until the next message.
+- ``track_command`` (sensor_msgs/JointState): ``velocity`` [m/s] of ``track_left`` /
+  ``track_right``.
+
+Publishes (at ``publish_rate``): ``joint_states`` (every named joint, cylinders and passive
+joints included; tracks: position = travelled distance [m], velocity [m/s]), ``/clock``,
+``bucket_pose`` / ``bucket_twist`` (frame ``world``), ``markers`` (the machine in ``world``, at
+``marker_rate``), ``robot_description`` once (transient local), ``/diagnostics`` at 1 Hz.
+Header stamps are simulated time (the time on ``/clock``).
+"""
+
+from __future__ import annotations
+
+import time
+
+import mujoco
+import numpy as np
+from builtin_interfaces.msg import Time
+from geometry_msgs.msg import PoseStamped, TwistStamped, WrenchStamped
+from rclpy.node import Node
+from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+from rosgraph_msgs.msg import Clock
+from sensor_msgs.msg import JointState
+from std_msgs.msg import String
+from visualization_msgs.msg import Marker, MarkerArray
+
+from excavator_kinematics.geometry import ExcavatorGeometry, default_geometry
+from excavator_kinematics.ros_runtime import ERROR, OK, WARN, Diagnostics, declare, run_node
+from excavator_sim.model_builder import CYLINDER_JOINTS
+from excavator_sim.sim_config import PARAMETERS, config_from_flat
+from excavator_sim.simulation import TRACK_JOINTS, CommandError, ExcavatorSimulation
+from excavator_sim.urdf import urdf_from_model
+
+WORLD = "world"
+_MARKER_TYPES = {int(mujoco.mjtGeom.mjGEOM_BOX): Marker.CUBE,
+                 int(mujoco.mjtGeom.mjGEOM_CAPSULE): Marker.CYLINDER,
+                 int(mujoco.mjtGeom.mjGEOM_CYLINDER): Marker.CYLINDER}
+
+
+def _stamp(seconds: float) -> Time:
+    ns = round(seconds * 1e9)
+    return Time(sec=ns // 1_000_000_000, nanosec=ns % 1_000_000_000)
+
+
+class SimNode(Node):
+    def __init__(self) -> None:
+        super().__init__("sim_node")
+        values = {p.name: declare(self, p.name, p.default, p.description, low=p.low,
+                                  high=p.high) for p in PARAMETERS}
+        geometry_file = declare(self, "geometry_file", "", "excavator geometry YAML; empty = "
+                                "the package's config/excavator.yaml")
+        self.marker_rate = declare(self, "marker_rate", 20.0, "markers publish rate", low=0.0,
+                                   high=1000.0, unit="Hz")
+        publish_description = declare(self, "publish_robot_description", True,
+                                      "publish the generated URDF on robot_description")
+        config = config_from_flat(values, source="sim_node parameters")
+        geometry = (ExcavatorGeometry.from_yaml(geometry_file) if geometry_file
+                    else default_geometry())
+        self.sim = ExcavatorSimulation(config, geometry)
+        self.config = config
+        self.steps_per_publish = max(1, round(1.0 / (config.publish_rate * config.timestep)))
+        self.rejected = 0
+        self.last_error = ""
+
+        self.joint_pub = self.create_publisher(JointState, "joint_states", 10)
+        self.clock_pub = self.create_publisher(Clock, "/clock", 10)
+        self.pose_pub = self.create_publisher(PoseStamped, "bucket_pose", 10)
+        self.twist_pub = self.create_publisher(TwistStamped, "bucket_twist", 10)
+        self.marker_pub = self.create_publisher(MarkerArray, "markers", 10)
+        latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL,
+                             reliability=ReliabilityPolicy.RELIABLE)
+        if publish_description:
+            self.description_pub = self.create_publisher(String, "robot_description", latched)
+            self.description_pub.publish(String(data=urdf_from_model(self.sim.model)))
+        self.create_subscription(JointState, "joint_command", self.on_joint_command, 10)
+        self.create_subscription(WrenchStamped, "soil/wrench", self.on_wrench, 10)
+        self.create_subscription(JointState, "track_command", self.on_track_command, 10)
+        self.diagnostics = Diagnostics(self, f"{self.get_name()}: simulation")
+        self.create_timer(1.0, self.publish_status)
+
+        self._marker_every = (max(1, round(config.publish_rate / self.marker_rate))
+                              if self.marker_rate > 0 else 0)
+        self._ticks = 0
+        self._wall_start = time.monotonic()
+        self._sim_start = self.sim.time
+        self._marker_geoms = [g for g in range(self.sim.model.ngeom)
+                              if int(self.sim.model.geom_type[g]) in _MARKER_TYPES
+                              and self.sim.model.geom_bodyid[g] > 0]
+        period = 1.0 / config.publish_rate
+        # real_time_factor 0: tick as fast as possible; else the wall period of one publish.
+        self.timer = self.create_timer(period / config.real_time_factor
+                                       if config.real_time_factor > 0 else 1e-4, self.tick)
+        self.get_logger().info(
+            f"ready: dt {config.timestep} s, real_time_factor {config.real_time_factor}, "
+            f"publish_rate {config.publish_rate} Hz, {self.sim.model.nv} dof")
+
+    # --- inputs --------------------------------------------------------------------------
+    def _reject(self, message: str) -> None:
+        self.rejected += 1
+        self.last_error = message
+        self.get_logger().error(f"rejected: {message}")
+        self.diagnostics.publish(ERROR, f"rejected: {message}", {"rejected": self.rejected})
+
+    def on_joint_command(self, msg: JointState) -> None:
+        names = list(msg.name)
+        if len(msg.position) != len(names):
+            self._reject(f"joint_command has {len(names)} names but {len(msg.position)} "
+                         "positions: send one position per name")
+            return
+        if msg.velocity and len(msg.velocity) != len(names):
+            self._reject(f"joint_command has {len(names)} names but {len(msg.velocity)} "
+                         "velocities: send none or one per name")
+            return
+        positions, velocities = {}, {}
+        for k, name in enumerate(names):
+            if name in CYLINDER_JOINTS:
+                continue  # implied by the joint targets (the ik_node sends them too)
+            positions[name] = msg.position[k]
+            if msg.velocity:
+                velocities[name] = msg.velocity[k]
+        try:
+            self.sim.set_joint_targets(positions, velocities or None)
+        except CommandError as exc:
+            self._reject(str(exc))
+
+    def on_wrench(self, msg: WrenchStamped) -> None:
+        if msg.header.frame_id not in ("", WORLD):
+            self._reject(f"soil/wrench in frame {msg.header.frame_id!r}: send it in 'world'")
+            return
+        f, t = msg.wrench.force, msg.wrench.torque
+        try:
+            self.sim.apply_bucket_wrench([f.x, f.y, f.z], [t.x, t.y, t.z])
+        except CommandError as exc:
+            self._reject(str(exc))
+
+    def on_track_command(self, msg: JointState) -> None:
+        speeds = dict(zip(msg.name, msg.velocity, strict=False))
+        unknown = sorted(set(msg.name) - set(TRACK_JOINTS))
+        if unknown or len(msg.velocity) != len(msg.name):
+            self._reject(f"track_command needs velocities [m/s] for {list(TRACK_JOINTS)}; got "
+                         f"names {list(msg.name)} with {len(msg.velocity)} velocities")
+            return
+        left = speeds.get("track_left", 0.0)
+        right = speeds.get("track_right", 0.0)
+        try:
+            self.sim.set_track_speeds(left, right)
+        except CommandError as exc:
+            self._reject(str(exc))
+
+    # --- stepping and outputs ------------------------------------------------------------
+    def tick(self) -> None:
+        self.sim.step(self.steps_per_publish)
+        self._ticks += 1
+        self.publish_state()
+        if self._marker_every and self._ticks % self._marker_every == 0:
+            self.publish_markers()
+
+    def publish_state(self) -> None:
+        sim = self.sim
+        stamp = _stamp(sim.time)
+        self.clock_pub.publish(Clock(clock=stamp))
+        js = sim.joint_state()
+        msg = JointState()
+        msg.header.stamp = stamp
+        msg.name = list(js.names)
+        msg.position = js.positions.tolist()
+        msg.velocity = js.velocities.tolist()
+        self.joint_pub.publish(msg)
+        pos, quat = sim.bucket_pose()
+        pose = PoseStamped()
+        pose.header.stamp = stamp
+        pose.header.frame_id = WORLD
+        pose.pose.position.x, pose.pose.position.y, pose.pose.position.z = pos.tolist()
+        o = pose.pose.orientation
+        o.w, o.x, o.y, o.z = quat.tolist()
+        self.pose_pub.publish(pose)
+        lin, ang = sim.bucket_twist()
+        twist = TwistStamped()
+        twist.header = pose.header
+        twist.twist.linear.x, twist.twist.linear.y, twist.twist.linear.z = lin.tolist()
+        twist.twist.angular.x, twist.twist.angular.y, twist.twist.angular.z = ang.tolist()
+        self.twist_pub.publish(twist)
+
+    def publish_markers(self) -> None:
+        m, d = self.sim.model, self.sim.data
+        stamp = _stamp(self.sim.time)
+        out = MarkerArray()
+        quat = np.zeros(4)
+        for gid in self._marker_geoms:
+            marker = Marker()
+            marker.header.stamp = stamp
+            marker.header.frame_id = WORLD
+            marker.ns = "excavator"
+            marker.id = int(gid)
+            marker.type = _MARKER_TYPES[int(m.geom_type[gid])]
+            marker.action = Marker.ADD
+            size = m.geom_size[gid]
+            if marker.type == Marker.CUBE:
+                marker.scale.x, marker.scale.y, marker.scale.z = (2.0 * size).tolist()
+            else:
+                marker.scale.x = marker.scale.y = 2.0 * float(size[0])
+                marker.scale.z = 2.0 * float(size[1])
+            p = marker.pose.position
+            p.x, p.y, p.z = d.geom_xpos[gid].tolist()
+            mujoco.mju_mat2Quat(quat, d.geom_xmat[gid])
+            o = marker.pose.orientation
+            o.w, o.x, o.y, o.z = quat.tolist()
+            r, g, b, a = m.geom_rgba[gid].tolist()
+            marker.color.r, marker.color.g, marker.color.b, marker.color.a = r, g, b, a
+            out.markers.append(marker)
+        self.marker_pub.publish(out)
+
+    def publish_status(self) -> None:
+        wall = time.monotonic() - self._wall_start
+        rtf = (self.sim.time - self._sim_start) / wall if wall > 0 else 0.0
+        residual = self.sim.constraint_residual()
+        level = OK if residual < 1e-3 else WARN
+        values = {"sim_time_s": f"{self.sim.time:.3f}", "achieved_real_time_factor": f"{rtf:.2f}",
+                  "loop_residual_m": f"{residual:.2e}", "rejected": self.rejected,
+                  "last_error": self.last_error,
+                  **{f"target_{n}": f"{v:.4f}" for n, v in self.sim.targets.items()}}
+        message = "running" if level == OK else f"loop residual {residual:.2e} m > 1 mm"
+        self.diagnostics.publish(level, message, values)
+
+
+def main(args: list[str] | None = None) -> int:
+    """Console entry point (``ros2 run excavator_hil sim_node``)."""
+    return run_node(SimNode, args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,141 @@
+"""sim_node in its own process over real DDS: commands in, joint_states / clock / poses out,
+bad commands rejected while the machine holds its last valid setpoint."""
+
+from __future__ import annotations
+
+import math
+import time
+import xml.etree.ElementTree as ET
+
+import pytest
+from diagnostic_msgs.msg import DiagnosticArray
+from geometry_msgs.msg import PoseStamped, WrenchStamped
+from helpers import REPO, NodeProcess, RosTestNode, wait_for
+from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+from rosgraph_msgs.msg import Clock
+from sensor_msgs.msg import JointState
+from std_msgs.msg import String
+from visualization_msgs.msg import MarkerArray
+
+NAMES = {"swing", "boom", "arm", "bucket", "boom_cylinder", "arm_cylinder", "bucket_cylinder",
+         "track_left", "track_right", "boom_cylinder_pivot", "arm_cylinder_pivot",
+         "bucket_cylinder_pivot", "h_link", "side_link"}
+
+
+@pytest.fixture(scope="module")
+def sim_process(tmp_path_factory: pytest.TempPathFactory):
+    proc = NodeProcess("excavator_sim.sim_node",
+                       ["--ros-args", "--params-file", str(REPO / "config" / "sim.yaml"),
+                        "-p", "real_time_factor:=2.0", "-p", "terrain.nx:=41",
+                        "-p", "terrain.ny:=41", "-p", "terrain.cell_size_m:=0.4"],
+                       log_dir=tmp_path_factory.mktemp("sim_node"))
+    yield proc
+    code = proc.stop()
+    assert code == 0, proc.log()
+
+
+@pytest.fixture(scope="module")
+def probe():
+    node = RosTestNode("sim_probe")
+    yield node
+    node.close()
+
+
+class Channel:
+    def __init__(self, probe: RosTestNode):
+        self.states: list[JointState] = probe.collect(JointState, "joint_states")
+        self.clock: list[Clock] = probe.collect(Clock, "/clock")
+        self.poses: list[PoseStamped] = probe.collect(PoseStamped, "bucket_pose")
+        self.markers: list[MarkerArray] = probe.collect(MarkerArray, "markers")
+        self.diagnostics: list[DiagnosticArray] = probe.collect(DiagnosticArray, "/diagnostics")
+        self.command = probe.node.create_publisher(JointState, "joint_command", 10)
+        self.wrench = probe.node.create_publisher(WrenchStamped, "soil/wrench", 10)
+        self.probe = probe
+
+    def errors(self) -> list[str]:
+        return [s.message for d in list(self.diagnostics) for s in d.status
+                if s.level == b"\x02" and s.name.startswith("sim_node")]
+
+    def position(self, name: str) -> float:
+        msg = self.states[-1]
+        return msg.position[list(msg.name).index(name)]
+
+    def send(self, names: list[str], positions: list[float]) -> None:
+        msg = JointState()
+        msg.name = names
+        msg.position = positions
+        self.command.publish(msg)
+
+
+@pytest.fixture(scope="module")
+def channel(sim_process: NodeProcess, probe: RosTestNode) -> Channel:
+    ch = Channel(probe)
+    wait_for(lambda: ch.states and ch.command.get_subscription_count() > 0, 30.0,
+             lambda: f"sim_node to come up; its log:\n{sim_process.log()}")
+    return ch
+
+
+def test_joint_states_name_every_joint_and_the_clock_advances(channel: Channel) -> None:
+    assert set(channel.states[-1].name) == NAMES
+    wait_for(lambda: len(channel.clock) > 20, 10.0, "/clock messages")
+    first = channel.clock[0].clock
+    last = channel.clock[-1].clock
+    assert last.sec + last.nanosec * 1e-9 > first.sec + first.nanosec * 1e-9 + 0.1
+    assert channel.poses and channel.poses[-1].header.frame_id == "world"
+    wait_for(lambda: channel.markers, 10.0, "markers")
+    assert len(channel.markers[-1].markers) > 10
+
+
+def test_robot_description_is_latched_for_late_subscribers(channel: Channel) -> None:
+    qos = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL,
+                     reliability=ReliabilityPolicy.RELIABLE)
+    got = channel.probe.collect(String, "robot_description", qos)
+    wait_for(lambda: got, 10.0, "robot_description")
+    root = ET.fromstring(got[0].data.split("?>", 1)[-1])
+    assert {"boom", "arm", "bucket", "swing"} <= {j.get("name") for j in root.iter("joint")}
+
+
+def test_command_is_tracked_and_bad_commands_keep_the_setpoint(channel: Channel) -> None:
+    channel.send(["boom", "arm"], [0.6, -1.3])
+    wait_for(lambda: abs(channel.position("boom") - 0.6) < 2e-3
+             and abs(channel.position("arm") + 1.3) < 2e-3, 20.0, "boom 0.6 / arm -1.3 rad")
+    bad = [(["boom"], [math.nan], "boom target is nan"),
+           (["stick"], [0.1], "unknown joint 'stick'"),
+           (["boom"], [1.5], "boom joint 85.9 deg outside"),
+           (["boom", "arm"], [0.2], "2 names but 1 positions")]
+    for names, positions, reason in bad:
+        n_err = len(channel.errors())
+        channel.send(names, positions)
+        wait_for(lambda n=n_err: len(channel.errors()) > n, 10.0, f"rejection '{reason}'")
+        assert reason in channel.errors()[-1]
+    time.sleep(0.5)  # simulated ~1 s: a wrongly accepted target would have moved the boom
+    assert channel.position("boom") == pytest.approx(0.6, abs=2e-3)
+    assert channel.position("arm") == pytest.approx(-1.3, abs=2e-3)
+
+
+def test_wrench_in_another_frame_is_rejected(channel: Channel) -> None:
+    n_err = len(channel.errors())
+    msg = WrenchStamped()
+    msg.header.frame_id = "bucket"
+    channel.wrench.publish(msg)
+    wait_for(lambda: len(channel.errors()) > n_err, 10.0, "a wrench frame rejection")
+    assert "send it in 'world'" in channel.errors()[-1]
+
+
+def test_double_sigint_shuts_down_cleanly(tmp_path) -> None:
+    proc = NodeProcess("excavator_sim.sim_node",
+                       ["--ros-args", "-p", "terrain.nx:=21", "-p", "terrain.ny:=21",
+                        "-p", "terrain.cell_size_m:=0.8"], log_dir=tmp_path)
+    wait_for(lambda: "ready:" in proc.log(), 30.0, "sim_node start-up")
+    proc.interrupt(count=2, gap=0.01)
+    proc.proc.wait(15)
+    assert proc.proc.returncode == 0, proc.log()
+    assert "Traceback" not in proc.log()
+
+
+def test_invalid_parameter_fails_at_start_up_naming_it(tmp_path) -> None:
+    proc = NodeProcess("excavator_sim.sim_node",
+                       ["--ros-args", "-p", "hydraulics.pressure_pa:=9.0e+8"], log_dir=tmp_path)
+    proc.proc.wait(30)
+    assert proc.proc.returncode == 2, proc.log()
+    assert "hydraulics.pressure_pa" in proc.log()
