@@ -161,7 +161,7 @@ class BridgeCore:
         self._disabled_reason = reason
         self._enabled = enabled
         if self._thread is not None:
-            self.wait_cycles(1, wait_s)
+            self.wait_cycles(2, wait_s)   # the cycle in flight may predate the change
 
     def wait_cycles(self, n: int, timeout_s: float) -> bool:
         with self._cycle_done:
@@ -236,33 +236,36 @@ class BridgeCore:
                 edge = self.gate.observe_heartbeat(parse_bool(keys.HEARTBEAT, raw[3]), now)
                 twist = parse_control(keys.CONTROL_KEYS, raw, self.envelope,
                                       cfg.lateral_positive).twist
-                self._last_rejection = None
             except InputRejectedError as e:
                 blocker, detail = "invalid_input", str(e)
-                self._count_rejection(("input", *raw))
+                self._count_rejection((blocker, detail))
 
-        # 2. PLC state from the last read
+        # 2. inverse model; an infeasible request is rejected like bad input
+        candidate: WheelCommand | None = None
+        if blocker is None:
+            try:
+                candidate = self.model.inverse(twist, self._held)
+            except InvalidInputError as e:
+                blocker, detail = "invalid_input", str(e)
+            else:
+                if not candidate.feasible:
+                    blocker, detail = "infeasible_command", f"infeasible: {candidate.note}"
+                    candidate = None
+            if blocker is not None:
+                self._count_rejection((blocker, detail))
+            else:
+                self._last_rejection = None
+
+        # 3. PLC state from the last read, lifecycle
         plc_up = self.plc.poll(now)
         if blocker is None:
             blocker, detail = self._plc_blocker(plc_up, now)
         if blocker is None and not self._enabled:
             blocker, detail = self._disabled_reason, "bridge disabled (lifecycle deactivate)"
 
-        # 3. decide, inverse model
+        # 4. decide
         decision = self.gate.decide(now, edge, blocker, redis_ok)
-        command: WheelCommand | None = None
-        if decision.forward:
-            try:
-                command = self.model.inverse(twist, self._held)
-            except InvalidInputError as e:
-                command, detail = None, str(e)
-            else:
-                if not command.feasible:
-                    detail = f"infeasible command: {command.note}"
-                    command = None
-            if command is None:
-                self.gate.disarm("infeasible_command")
-                self._count_rejection(("infeasible", *(raw or ())))
+        command = candidate if decision.forward else None
         reason = "running" if command is not None else self.gate.reason
         if reason == "heartbeat_stale":
             detail = (f"{keys.HEARTBEAT} has not toggled for more than "
@@ -272,13 +275,16 @@ class BridgeCore:
         if decision.alive_may_run:
             self._alive = (self._alive + 1) & 0xFFFF
 
-        # 4. PLC: one write, one read
+        # 5. PLC: one write, one read
         if plc_up:
             reason, detail = self._plc_io(command, reason, detail, now)
+            if reason != "running":   # the write failed or a fault answered it with a stop
+                self.gate.disarm(reason)
+                command = None
         else:
             self._plc_state = None
 
-        # 5. Redis: one MSET
+        # 6. Redis: one MSET
         self._publish(reason, detail, command, now)
 
     def _plc_blocker(self, plc_up: bool, now: float) -> tuple[str | None, str]:
@@ -355,7 +361,8 @@ class BridgeCore:
         return self.config.control.encode(values)
 
     def _count_rejection(self, key: tuple[Any, ...]) -> None:
-        """Count each distinct rejected input once (not once per cycle it persists)."""
+        """Count each distinct rejection (reason and offending value) once, not once per cycle
+        it persists."""
         if key != self._last_rejection:
             self.counters["rejected_inputs"] += 1
             self._last_rejection = key

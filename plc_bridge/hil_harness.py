@@ -66,7 +66,8 @@ class Heartbeat:
     def stop(self) -> None:
         self._stop.set()
         self._run.set()
-        self._thread.join(2.0)
+        if self._thread.is_alive():
+            self._thread.join(2.0)
 
     def _loop(self) -> None:
         client: redis.Redis | None = None
