@@ -1,0 +1,98 @@
+"""Pure parts of the bridge: input parsing, the fail-safe gate, back-off. No I/O."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from excavator_kinematics.vehicle import BodyTwist
+from plc_bridge import redis_keys as keys
+from plc_bridge.command_gate import CommandGate
+from plc_bridge.input_validation import (
+    Envelope,
+    InputRejectedError,
+    parse_bool,
+    parse_control,
+    parse_float,
+)
+from plc_bridge.reconnect import Backoff
+
+ENV = Envelope(3.0, 1.5, 1.5)
+
+
+@given(st.floats(-1e6, 1e6, allow_nan=False))
+def test_ten_significant_digits_parse_back(x):
+    text = f"{x:.10g}"
+    assert parse_float("k", text.encode()) == float(text)
+
+
+@pytest.mark.parametrize("raw", [b"nan", b"NaN", b"inf", b"-Infinity", b"1e999", b"0x1p3",
+                                 b"", b" 1", b"1 ", b"1,5", b"true", b"1_000", b"--1", b"."])
+def test_non_decimal_strings_are_rejected(raw):
+    with pytest.raises(InputRejectedError, match="k = "):
+        parse_float("k", raw)
+
+
+def test_bools():
+    assert parse_bool("h", b"true") is True and parse_bool("h", b"TRUE") is True
+    assert parse_bool("h", b"1") is True and parse_bool("h", b"0") is False
+    assert parse_bool("h", b"false") is False and parse_bool("h", None) is None
+    for raw in (b"yes", b"on", b"2", b"", b"t"):
+        with pytest.raises(InputRejectedError, match="not a bool"):
+            parse_bool("h", raw)
+
+
+def test_control_parsing_envelope_and_lateral_sign():
+    ci = parse_control(keys.CONTROL_KEYS, [b"1.5", b"0.25", b"-0.5", b"true"], ENV)
+    assert ci.twist == BodyTwist(1.5, 0.25, -0.5) and ci.heartbeat is True
+    ci = parse_control(keys.CONTROL_KEYS, [b"1.5", b"0.25", b"-0.5", None], ENV, "right")
+    assert ci.twist == BodyTwist(1.5, -0.25, -0.5) and ci.heartbeat is None
+    ci = parse_control(keys.CONTROL_KEYS, [None, None, None, b"0"], ENV)
+    assert ci.twist == BodyTwist() and ci.heartbeat is False
+    with pytest.raises(InputRejectedError, match=r"longitudinal = 3.5 m/s.*max_longitudinal"):
+        parse_control(keys.CONTROL_KEYS, [b"3.5", b"0", b"0", b"true"], ENV)
+    with pytest.raises(InputRejectedError, match=r"angular = -2 rad/s.*max_angular"):
+        parse_control(keys.CONTROL_KEYS, [b"0", b"0", b"-2", b"true"], ENV)
+
+
+def test_gate_needs_an_edge_and_times_out():
+    g = CommandGate(0.75)
+    g.observe_heartbeat(True, 0.0)                     # a level, not an edge
+    assert g.decide(0.0, False, None, True).reason == "waiting_heartbeat"
+    edge = g.observe_heartbeat(False, 0.5)
+    assert edge
+    d = g.decide(0.5, edge, None, True)
+    assert d.forward and d.alive_may_run
+    assert g.decide(1.2, False, None, True).forward    # 0.7 s after the edge: fresh
+    d = g.decide(1.26, False, None, True)               # 0.76 s: stale
+    assert not d.forward and d.reason == "heartbeat_stale" and not d.alive_may_run
+    edge = g.observe_heartbeat(True, 1.3)
+    assert g.decide(1.3, edge, None, True).forward
+
+
+def test_gate_blocker_disarms_until_next_edge():
+    g = CommandGate(0.75)
+    g.observe_heartbeat(True, 0.0)
+    assert g.decide(0.1, g.observe_heartbeat(False, 0.1), None, True).forward
+    d = g.decide(0.2, False, "plc_fault", True)
+    assert not d.forward and d.reason == "plc_fault" and d.alive_may_run
+    d = g.decide(0.3, False, None, True)                # fault gone, heartbeat still fresh
+    assert not d.forward and d.reason == "waiting_heartbeat_edge"
+    assert g.decide(0.6, g.observe_heartbeat(True, 0.6), None, True).forward
+    g.forget_heartbeat()                                # e.g. after a Redis outage
+    assert not g.decide(0.7, g.observe_heartbeat(True, 0.7), None, True).forward
+
+
+def test_backoff_is_capped_with_bounded_jitter():
+    b = Backoff(0.01, 0.05, 0.2, random.Random(1))
+    delays = [b.next_delay() for _ in range(8)]
+    bases = [0.01, 0.02, 0.04, 0.05, 0.05, 0.05, 0.05, 0.05]
+    for d, base in zip(delays, bases, strict=True):
+        assert base <= d <= base * 1.2 + 1e-12
+    b.reset()
+    assert b.next_delay() <= 0.012
+    assert not math.isnan(sum(delays))
