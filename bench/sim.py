@@ -8,6 +8,10 @@ Cases, all on the same model in this process (one core; run with nothing else bu
 - ``contact``: terrain contact on, the terrain raised so the bucket digs into it during the sweep.
 - ``baseline``: the naive way, one Python call per physics step (control update + ``mj_step``
   every 1 ms), same model and motion.
+- ``node+contact`` (when rclpy is importable): the real ``SimNode`` in this process at
+  ``real_time_factor 0`` publishing joint_states, /clock, bucket pose/twist at 100 Hz and
+  markers at 20 Hz, terrain contact on with the same mound, spun for ``--node-seconds`` of wall
+  time while alternating the two poses.
 
 Usage: ``.venv/bin/python bench/sim.py [--seconds 20]``. Last line: JSON with the figures.
 """
@@ -56,9 +60,43 @@ def make(contact: bool) -> ExcavatorSimulation:
     return sim
 
 
+def run_node(wall_seconds: float) -> dict[str, float] | None:
+    """SimNode at real_time_factor 0 with contact on; None without rclpy."""
+    try:
+        import rclpy
+
+        from excavator_sim.sim_node import SimNode
+    except ImportError:
+        return None
+    rclpy.init(args=["--ros-args", "-p", "real_time_factor:=0.0", "-p", "terrain.contact:=true"])
+    node = SimNode()
+    g = node.sim.terrain.grid
+    i0, i1 = round((3.0 - g.x0) / g.cell_size), round((7.5 - g.x0) / g.cell_size)
+    j0, j1 = round((-4.0 - g.y0) / g.cell_size), round((4.0 - g.y0) / g.cell_size)
+    node.sim.terrain.set_region(i0, j0, np.full((i1 - i0, j1 - j0), 1.2))
+    t0_sim = node.sim.time
+    start = time.perf_counter()
+    node.sim.set_joint_targets(POSES[0])
+    pose = 1
+    while time.perf_counter() - start < wall_seconds:
+        if node.sim.time - t0_sim >= 3.0 * pose:
+            node.sim.set_joint_targets(POSES[pose % 2])
+            pose += 1
+        rclpy.spin_once(node, timeout_sec=0.0)
+    wall = time.perf_counter() - start
+    simulated = node.sim.time - t0_sim
+    contacts = int(node.sim.data.ncon)
+    node.destroy_node()
+    rclpy.try_shutdown()
+    return {"steps_per_s": simulated / node.sim.timestep / wall, "rtf": simulated / wall,
+            "sim_s": simulated, "wall_s": wall, "contacts_at_end": contacts}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=20.0, help="simulated time per case")
+    parser.add_argument("--node-seconds", type=float, default=5.0,
+                        help="wall time of the node case (0 skips it)")
     args = parser.parse_args()
     results: dict[str, dict[str, float]] = {}
     cases = (("baseline", False, 1, False), ("physics", False, 10, False),
@@ -74,15 +112,23 @@ def main() -> None:
                          "max_loop_residual_m": sim.constraint_residual()}
         print(f"{name:14s} {steps / wall:10.0f} steps/s  RTF {seconds / wall:7.1f}  "
               f"({seconds:.0f} s simulated in {wall:.2f} s, {contacts} contacts at the end)")
+    node = run_node(args.node_seconds) if args.node_seconds > 0 else None
+    if node is not None:
+        results["node+contact"] = node
+        print(f"{'node+contact':14s} {node['steps_per_s']:10.0f} steps/s  RTF {node['rtf']:7.1f}  "
+              f"({node['sim_s']:.1f} s simulated in {node['wall_s']:.2f} s, "
+              f"{node['contacts_at_end']} contacts at the end)")
     base = results["baseline"]["rtf"]
     summary = {
         "timestep_s": 0.001,
         "rtf_physics": round(results["physics"]["rtf"], 1),
         "rtf_physics_state_100hz": round(results["physics+state"]["rtf"], 1),
         "rtf_contact": round(results["contact"]["rtf"], 1),
+        "rtf_node_contact_100hz": round(node["rtf"], 1) if node else None,
         "rtf_baseline_step_per_call": round(base, 1),
         "speedup_vs_baseline": round(results["physics"]["rtf"] / base, 2),
         "goal_rtf_physics": 50.0,
+        "goal_rtf_node_contact": 20.0,
         "cases": results,
     }
     print(f"physics-only RTF {summary['rtf_physics']} vs one-step-per-call baseline {base:.1f}: "

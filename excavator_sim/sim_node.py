@@ -14,7 +14,8 @@ Subscribes
 Publishes (at ``publish_rate``): ``joint_states`` (every named joint, cylinders and passive
 joints included; tracks: position = travelled distance [m], velocity [m/s]), ``/clock``,
 ``bucket_pose`` / ``bucket_twist`` (frame ``world``), ``markers`` (the machine in ``world``, at
-``marker_rate``), ``robot_description`` once (transient local), ``/diagnostics`` at 1 Hz.
+``marker_rate`` in wall time: they are for RViz), ``robot_description`` once (transient local),
+``/diagnostics`` at 1 Hz.
 Header stamps are simulated time (the time on ``/clock``).
 """
 
@@ -41,6 +42,8 @@ from excavator_sim.simulation import TRACK_JOINTS, CommandError, ExcavatorSimula
 from excavator_sim.urdf import urdf_from_model
 
 WORLD = "world"
+# Free run (real_time_factor 0): wall time spent simulating before serving callbacks [s].
+_FREE_RUN_SLICE_S = 0.005
 _MARKER_TYPES = {int(mujoco.mjtGeom.mjGEOM_BOX): Marker.CUBE,
                  int(mujoco.mjtGeom.mjGEOM_CAPSULE): Marker.CYLINDER,
                  int(mujoco.mjtGeom.mjGEOM_CYLINDER): Marker.CYLINDER}
@@ -87,14 +90,19 @@ class SimNode(Node):
         self.diagnostics = Diagnostics(self, f"{self.get_name()}: simulation")
         self.create_timer(1.0, self.publish_status)
 
-        self._marker_every = (max(1, round(config.publish_rate / self.marker_rate))
-                              if self.marker_rate > 0 else 0)
-        self._ticks = 0
+        self._clock_msg = Clock()
+        self._joint_msg = JointState()
+        self._joint_msg.name = list(self.sim.joint_state().names)
+        self._pose_msg = PoseStamped()
+        self._pose_msg.header.frame_id = WORLD
+        self._twist_msg = TwistStamped()
+        self._twist_msg.header.frame_id = WORLD
         self._wall_start = time.monotonic()
         self._sim_start = self.sim.time
-        self._marker_geoms = [g for g in range(self.sim.model.ngeom)
-                              if int(self.sim.model.geom_type[g]) in _MARKER_TYPES
-                              and self.sim.model.geom_bodyid[g] > 0]
+        self._markers = self._make_markers()
+        if self.marker_rate > 0:
+            # Markers are for people watching RViz: paced by the wall clock, not sim time.
+            self.create_timer(1.0 / self.marker_rate, self.publish_markers)
         period = 1.0 / config.publish_rate
         # real_time_factor 0: tick as fast as possible; else the wall period of one publish.
         self.timer = self.create_timer(period / config.real_time_factor
@@ -158,66 +166,82 @@ class SimNode(Node):
 
     # --- stepping and outputs ------------------------------------------------------------
     def tick(self) -> None:
-        self.sim.step(self.steps_per_publish)
-        self._ticks += 1
-        self.publish_state()
-        if self._marker_every and self._ticks % self._marker_every == 0:
-            self.publish_markers()
+        """One publish period of simulated time; as fast as possible (real_time_factor 0):
+        several periods per call, returning to the executor every few ms for commands."""
+        deadline = time.monotonic() + (_FREE_RUN_SLICE_S if self.config.real_time_factor == 0
+                                       else 0.0)
+        while True:
+            self.sim.step(self.steps_per_publish)
+            self.publish_state()
+            if time.monotonic() >= deadline:
+                break
 
     def publish_state(self) -> None:
+        # Messages are built once and refilled: at real_time_factor 0 this runs thousands of
+        # times per second and message construction would cost more than the physics.
         sim = self.sim
-        stamp = _stamp(sim.time)
-        self.clock_pub.publish(Clock(clock=stamp))
+        stamp = self._clock_msg.clock
+        ns = round(sim.time * 1e9)
+        stamp.sec, stamp.nanosec = ns // 1_000_000_000, ns % 1_000_000_000
+        self.clock_pub.publish(self._clock_msg)
         js = sim.joint_state()
-        msg = JointState()
+        msg = self._joint_msg
         msg.header.stamp = stamp
-        msg.name = list(js.names)
         msg.position = js.positions.tolist()
         msg.velocity = js.velocities.tolist()
         self.joint_pub.publish(msg)
         pos, quat = sim.bucket_pose()
-        pose = PoseStamped()
+        pose = self._pose_msg
         pose.header.stamp = stamp
-        pose.header.frame_id = WORLD
         pose.pose.position.x, pose.pose.position.y, pose.pose.position.z = pos.tolist()
         o = pose.pose.orientation
         o.w, o.x, o.y, o.z = quat.tolist()
         self.pose_pub.publish(pose)
         lin, ang = sim.bucket_twist()
-        twist = TwistStamped()
-        twist.header = pose.header
+        twist = self._twist_msg
+        twist.header.stamp = stamp
         twist.twist.linear.x, twist.twist.linear.y, twist.twist.linear.z = lin.tolist()
         twist.twist.angular.x, twist.twist.angular.y, twist.twist.angular.z = ang.tolist()
         self.twist_pub.publish(twist)
 
-    def publish_markers(self) -> None:
-        m, d = self.sim.model, self.sim.data
-        stamp = _stamp(self.sim.time)
-        out = MarkerArray()
-        quat = np.zeros(4)
-        for gid in self._marker_geoms:
+    def _make_markers(self) -> tuple[MarkerArray, list[int]]:
+        """One marker per machine geom (built once; poses updated on publish)."""
+        m = self.sim.model
+        out, geoms = MarkerArray(), []
+        for gid in range(m.ngeom):
+            if int(m.geom_type[gid]) not in _MARKER_TYPES or m.geom_bodyid[gid] == 0:
+                continue
             marker = Marker()
-            marker.header.stamp = stamp
             marker.header.frame_id = WORLD
             marker.ns = "excavator"
-            marker.id = int(gid)
+            marker.id = gid
             marker.type = _MARKER_TYPES[int(m.geom_type[gid])]
             marker.action = Marker.ADD
             size = m.geom_size[gid]
             if marker.type == Marker.CUBE:
                 marker.scale.x, marker.scale.y, marker.scale.z = (2.0 * size).tolist()
-            else:
+            else:  # capsule drawn as a cylinder of its radius and segment length
                 marker.scale.x = marker.scale.y = 2.0 * float(size[0])
                 marker.scale.z = 2.0 * float(size[1])
+            r, g, b, a = m.geom_rgba[gid].tolist()
+            marker.color.r, marker.color.g, marker.color.b, marker.color.a = r, g, b, a
+            out.markers.append(marker)
+            geoms.append(gid)
+        return out, geoms
+
+    def publish_markers(self) -> None:
+        d = self.sim.data
+        stamp = _stamp(self.sim.time)
+        markers, geoms = self._markers
+        quat = np.zeros(4)
+        for marker, gid in zip(markers.markers, geoms, strict=True):
+            marker.header.stamp = stamp
             p = marker.pose.position
             p.x, p.y, p.z = d.geom_xpos[gid].tolist()
             mujoco.mju_mat2Quat(quat, d.geom_xmat[gid])
             o = marker.pose.orientation
             o.w, o.x, o.y, o.z = quat.tolist()
-            r, g, b, a = m.geom_rgba[gid].tolist()
-            marker.color.r, marker.color.g, marker.color.b, marker.color.a = r, g, b, a
-            out.markers.append(marker)
-        self.marker_pub.publish(out)
+        self.marker_pub.publish(markers)
 
     def publish_status(self) -> None:
         wall = time.monotonic() - self._wall_start
