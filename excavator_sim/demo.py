@@ -1,0 +1,233 @@
+"""``excavator-hil demo``: a headless dig cycle, every part in its own process over real DDS.
+
+What runs (all on 127.0.0.1, nothing installed beyond the venv):
+- a throwaway ``redis-server`` (the operational layer's key store),
+- ``virtual_plc`` (a real S7 server with the track drives as its plant),
+- ``plc_bridge`` (Redis <-> S7 through the skid-steer model; publishes ``plc/wheel_states``),
+- ``sim_node`` (MuJoCo; its tracks follow the PLC's measured track speeds, remapped from
+  ``plc/wheel_states``), ``soil_node``, ``ik_node``,
+- ``excavator-hil bag record`` (an MCAP bag of the run),
+- this process: the operator. It drives the tracks through Redis (with the ARTOF heartbeat),
+  then walks the bucket tip through the dig cycle by publishing ``target_pose`` (IK targets)
+  paced by the simulation's ``/clock``, shows a progress bar, and writes the summary, a rendered
+  PNG and the force plot next to the bag.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from excavator_sim.local_services import LocalRedisServer, ManagedProcess, free_port, wait_for
+
+RECORDED_TOPICS = ("joint_states", "joint_command", "target_pose", "bucket_pose", "soil/wrench",
+                   "soil/bucket_load", "plc/wheel_states", "odom")
+
+
+@dataclass
+class DemoOptions:
+    output_dir: Path = Path("output")
+    quick: bool = False  # CI: a shorter drive and faster legs, same stack
+    time_scale: float = 1.0  # stretches every leg of the dig cycle
+    drive_distance_m: float = 1.0  # tracks: drive forward this far before digging
+    drive_speed_m_s: float = 0.5
+    startup_timeout_s: float = 90.0
+
+
+@dataclass
+class DemoSummary:
+    soil_moved_m3: float = 0.0
+    peak_bucket_load_m3: float = 0.0
+    peak_soil_force_n: float = 0.0
+    track_distance_m: float = 0.0
+    sim_time_s: float = 0.0
+    wall_time_s: float = 0.0
+    real_time_factor: float = 0.0
+    bridge_latency_p50_ms: float = math.nan
+    bridge_latency_p99_ms: float = math.nan
+    bridge_cycles: int = 0
+    bridge_overruns: int = 0
+    rejected_targets: int = 0
+    phases: list[str] = field(default_factory=list)
+    outputs: dict[str, str] = field(default_factory=dict)
+
+    def text(self) -> str:
+        lines = [
+            "dig cycle summary",
+            f"  soil moved (dumped)     {self.soil_moved_m3:8.3f} m^3  "
+            f"(peak bucket load {self.peak_bucket_load_m3:.3f} m^3)",
+            f"  peak soil force         {self.peak_soil_force_n / 1000:8.1f} kN",
+            f"  tracks travelled        {self.track_distance_m:8.2f} m  (Redis -> plc_bridge -> "
+            "virtual PLC -> simulated tracks)",
+            f"  simulated time          {self.sim_time_s:8.1f} s in {self.wall_time_s:.1f} s wall "
+            f"(real-time factor {self.real_time_factor:.2f})",
+            f"  bridge latency Redis->PLC  p50 {self.bridge_latency_p50_ms:.2f} ms, "
+            f"p99 {self.bridge_latency_p99_ms:.2f} ms ({self.bridge_cycles} cycles, "
+            f"{self.bridge_overruns} overruns)",
+            f"  rejected IK targets     {self.rejected_targets:8d}",
+        ]
+        lines += [f"  {name:<24}{path}" for name, path in self.outputs.items()]
+        return "\n".join(lines)
+
+
+class Progress:
+    """One line that redraws itself on a terminal, one line per phase otherwise (CI logs)."""
+
+    def __init__(self, total_s: float, stream: Any = sys.stdout):
+        self.total = max(total_s, 1e-9)
+        self.stream = stream
+        self.tty = bool(getattr(stream, "isatty", lambda: False)())
+        self._last_phase = ""
+
+    def update(self, t: float, phase: str, detail: str = "") -> None:
+        frac = min(max(t / self.total, 0.0), 1.0)
+        if self.tty:
+            bar = "#" * int(frac * 30)
+            self.stream.write(f"\r[{bar:<30}] {frac * 100:5.1f}% {phase:<10} {detail:<40}")
+            self.stream.flush()
+        elif phase != self._last_phase:
+            self.stream.write(f"[{frac * 100:5.1f}%] {phase} {detail}\n")
+            self.stream.flush()
+        self._last_phase = phase
+
+    def done(self) -> None:
+        if self.tty:
+            self.stream.write("\n")
+
+
+def _ros_environment() -> None:
+    """Keep DDS on loopback and off the user's default domain unless they chose otherwise."""
+    os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+    os.environ.setdefault("ROS_DOMAIN_ID", str(100 + os.getpid() % 100))
+    os.environ.setdefault("MUJOCO_GL", "egl")
+
+
+class DemoStack:
+    """Starts every process of the demo; stops them all (reverse order) on exit."""
+
+    def __init__(self, options: DemoOptions):
+        self.options = options
+        self.logs = options.output_dir / "logs"
+        self.redis = LocalRedisServer(self.logs / "redis")
+        self.plc_port = free_port()
+        self.plc_control_port = free_port()
+        self.procs: dict[str, ManagedProcess] = {}
+
+    def _start(self, name: str, module: str, args: list[str]) -> ManagedProcess:
+        proc = ManagedProcess(module, args, log_dir=self.logs)
+        self.procs[name] = proc
+        return proc
+
+    def start(self) -> None:
+        self.redis.start()
+        ros = ["--ros-args", "--log-level", "warn"]
+        self._start("virtual_plc", "plc_bridge.virtual_plc_cli",
+                    ["--port", str(self.plc_port), "--control-port", str(self.plc_control_port),
+                     "--model", "skid_steer"])
+        self._start("plc_bridge", "plc_bridge.bridge_node",
+                    [*ros, "-p", f"redis_url:={self.redis.url}", "-p", "plc_host:=127.0.0.1",
+                     "-p", f"plc_port:={self.plc_port}", "-p", "model:=skid_steer",
+                     "-p", "autostart:=true"])
+        self._start("sim_node", "excavator_sim.sim_node",
+                    [*ros, "-p", "real_time_factor:=1.0",
+                     "-r", "track_command:=plc/wheel_states"])
+        self._start("soil_node", "excavator_sim.soil_node", ros)
+        self._start("ik_node", "excavator_kinematics.ik_node", ros)
+        bag = self.options.output_dir / "dig_bag"
+        if bag.exists():
+            import shutil
+
+            shutil.rmtree(bag)
+        self._start("bag_record", "excavator_sim.cli",
+                    ["bag", "record", *RECORDED_TOPICS, "-o", str(bag)])
+
+    def check_alive(self) -> None:
+        for name, proc in self.procs.items():
+            if not proc.alive():
+                tail = "\n".join(proc.log().splitlines()[-15:])
+                raise RuntimeError(f"{name} exited with code {proc.proc.returncode}; last log "
+                                   f"lines ({proc.log_path}):\n{tail}")
+
+    def stop(self) -> None:
+        for name in reversed(list(self.procs)):
+            self.procs[name].stop(timeout=15.0)
+        self.redis.stop()
+
+
+def run_demo(options: DemoOptions) -> DemoSummary:
+    """Run the whole demo; returns the summary (also written to ``summary.json``)."""
+    _ros_environment()
+    import rclpy
+
+    from excavator_sim.demo_operator import DemoOperator
+
+    options.output_dir.mkdir(parents=True, exist_ok=True)
+    stack = DemoStack(options)
+    summary = DemoSummary()
+    wall0 = time.monotonic()
+    rclpy.init()
+    operator: DemoOperator | None = None
+    try:
+        stack.start()
+        operator = DemoOperator(stack.redis.url, stack.plc_control_port, options)
+        executor = rclpy.executors.SingleThreadedExecutor()
+        executor.add_node(operator)
+        spin = threading.Thread(target=executor.spin, daemon=True)
+        spin.start()
+        print(f"demo: output in {options.output_dir}/ (process logs in {stack.logs}/)")
+        wait_for(lambda: (stack.check_alive(), operator.ready())[1], options.startup_timeout_s,
+                 lambda: f"the stack to come up ({operator.waiting_for()})", period=0.1)
+        operator.run(stack.check_alive)
+        summary = operator.summary()
+    finally:
+        if operator is not None:
+            operator.close()
+        stack.stop()
+        rclpy.try_shutdown()
+    summary.wall_time_s = time.monotonic() - wall0
+    _write_outputs(options, summary, operator)
+    return summary
+
+
+def _write_outputs(options: DemoOptions, summary: DemoSummary, operator: Any) -> None:
+    out = options.output_dir
+    summary.outputs["bag"] = str(out / "dig_bag")
+    if operator is not None:
+        plot = out / "soil_forces.png"
+        operator.plot_forces(plot)
+        summary.outputs["force plot"] = str(plot)
+        png = out / "final_pose.png"
+        try:
+            operator.render_final(png)
+            summary.outputs["rendered scene"] = str(png)
+        except Exception as exc:  # noqa: BLE001 - a missing GL must not lose the run's results
+            print(f"demo: rendering skipped ({type(exc).__name__}: {exc})")
+    data = asdict(summary)
+    (out / "summary.json").write_text(json.dumps(data, indent=2, default=float))
+    summary.outputs["summary"] = str(out / "summary.json")
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="excavator-hil demo", description=__doc__.splitlines()[0])
+    parser.add_argument("--output", type=Path, default=Path("output"), help="output folder")
+    parser.add_argument("--quick", action="store_true",
+                        help="shortened run (CI): faster legs, shorter drive")
+    args = parser.parse_args(argv)
+    options = DemoOptions(output_dir=args.output, quick=args.quick)
+    if args.quick:
+        options.time_scale = 0.6
+        options.drive_distance_m = 0.5
+    summary = run_demo(options)
+    print(summary.text())
+    return 0
+
+

@@ -1,0 +1,294 @@
+"""The demo's operator: an rclpy node that drives the tracks through Redis and digs by IK targets.
+
+It plays the two upstream layers a real deployment has: the operational layer (ARTOF Redis keys
+with a heartbeat) for the tracks, and a task planner (bucket-tip targets for ``ik_node``) for the
+arm. It also measures what the summary reports.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import redis
+from diagnostic_msgs.msg import DiagnosticArray
+from geometry_msgs.msg import PoseStamped, WrenchStamped
+from rclpy.node import Node
+from rosgraph_msgs.msg import Clock
+from sensor_msgs.msg import JointState
+from std_msgs.msg import Float64
+
+from excavator_kinematics.bucket_orientation import bucket_quaternion
+from excavator_kinematics.geometry import default_geometry
+from excavator_kinematics.inverse_kinematics import ACTIVE_JOINTS, InverseKinematics
+from excavator_sim.demo import DemoOptions, DemoSummary, Progress
+from excavator_sim.dig_cycle import DigCyclePlan, default_dig_cycle
+from plc_bridge import redis_keys as keys
+from plc_bridge.hil_harness import Heartbeat
+from plc_bridge.virtual_plc_control import ControlClient
+
+TARGET_PERIOD_S = 0.05  # IK targets at 20 Hz
+
+
+class DemoOperator(Node):
+    def __init__(self, redis_url: str, plc_control_port: int, options: DemoOptions):
+        super().__init__("demo_operator")
+        self.options = options
+        self.ik = InverseKinematics(default_geometry())
+        self.redis = redis.Redis.from_url(redis_url, socket_timeout=1.0, decode_responses=True)
+        self.heartbeat = Heartbeat(redis_url).start()
+        self._plc_control_port = plc_control_port
+        self._lock = threading.Lock()
+        self.sim_time = math.nan
+        self.joints: dict[str, float] = {}
+        self.velocities: dict[str, float] = {}
+        self.track_distance = 0.0
+        self._last_js_t = math.nan
+        # Time series for the plot: (sim time, fx, fy, fz) and (sim time, load).
+        self.wrenches: list[tuple[float, float, float, float]] = []
+        self.loads: list[tuple[float, float]] = []
+        self.phase_marks: list[tuple[float, str]] = []
+        self.rejected_targets = 0
+        self.latencies_ms: list[float] = []
+        self._dump_load = (0.0, math.inf)  # (load entering the dump, least load after it)
+        self._phase = ""
+        self.target_pub = self.create_publisher(PoseStamped, "target_pose", 10)
+        self.create_subscription(Clock, "/clock", self._on_clock, 10)
+        self.create_subscription(JointState, "joint_states", self._on_joints, 10)
+        self.create_subscription(WrenchStamped, "soil/wrench", self._on_wrench, 50)
+        self.create_subscription(Float64, "soil/bucket_load", self._on_load, 10)
+        self.create_subscription(DiagnosticArray, "/diagnostics", self._on_diagnostics, 50)
+
+    # --- subscriptions -------------------------------------------------------------------
+    def _on_clock(self, msg: Clock) -> None:
+        self.sim_time = msg.clock.sec + msg.clock.nanosec * 1e-9
+
+    def _on_joints(self, msg: JointState) -> None:
+        t = msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9
+        with self._lock:
+            self.joints = dict(zip(msg.name, msg.position, strict=False))
+            self.velocities = dict(zip(msg.name, msg.velocity, strict=False))
+            vl = self.velocities.get("track_left", 0.0)
+            vr = self.velocities.get("track_right", 0.0)
+            if math.isfinite(self._last_js_t) and t > self._last_js_t:
+                self.track_distance += abs(0.5 * (vl + vr)) * (t - self._last_js_t)
+            self._last_js_t = t
+
+    def _on_wrench(self, msg: WrenchStamped) -> None:
+        f = msg.wrench.force
+        t = msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9
+        self.wrenches.append((t, f.x, f.y, f.z))
+
+    def _on_load(self, msg: Float64) -> None:
+        t = self.sim_time if math.isfinite(self.sim_time) else 0.0
+        self.loads.append((t, msg.data))
+        if self._phase == "dump":
+            entering, least = self._dump_load
+            self._dump_load = (entering, min(least, msg.data))
+        elif self._phase in ("lift", "swing"):
+            self._dump_load = (max(self._dump_load[0], msg.data), math.inf)
+
+    def _on_diagnostics(self, msg: DiagnosticArray) -> None:
+        for status in msg.status:
+            if status.name.startswith("ik_node") and status.level == b"\x02":
+                self.rejected_targets += 1
+                self.get_logger().warning(f"IK rejected a target: {status.message}")
+
+    # --- readiness -----------------------------------------------------------------------
+    def _missing(self) -> list[str]:
+        missing = []
+        if not math.isfinite(self.sim_time):
+            missing.append("/clock from sim_node")
+        if not self.joints:
+            missing.append("joint_states from sim_node")
+        if self.target_pub.get_subscription_count() == 0:
+            missing.append("ik_node subscribed to target_pose")
+        try:
+            if self.redis.get(keys.BRIDGE_STATUS) is None:
+                missing.append("plc_bridge status in Redis")
+        except redis.RedisError as exc:
+            missing.append(f"Redis ({exc})")
+        return missing
+
+    def ready(self) -> bool:
+        return not self._missing()
+
+    def waiting_for(self) -> str:
+        return ", ".join(self._missing()) or "nothing"
+
+    # --- the run -------------------------------------------------------------------------
+    def run(self, check_alive: Callable[[], None]) -> None:
+        self._drive(check_alive)
+        self._dig(check_alive)
+
+    def _command(self, longitudinal: float) -> None:
+        self.redis.mset({keys.LONGITUDINAL: f"{longitudinal:.10g}", keys.LATERAL: "0",
+                         keys.ANGULAR: "0"})
+
+    def _drive(self, check_alive: Callable[[], None]) -> None:
+        """Drive forward through Redis; every 0.2 s a slightly different speed is written and
+        its arrival in the PLC's control DB timed (the bridge latency)."""
+        o = self.options
+        self._phase = "drive"
+        self.phase_marks.append((self.sim_time, "drive"))
+        plc = ControlClient(self._plc_control_port)
+        progress = Progress(o.drive_distance_m)
+        sent: list[tuple[float, float]] = []  # (monotonic time, commanded speed)
+        start = self.track_distance
+        deadline = time.monotonic() + 10.0 * o.drive_distance_m / o.drive_speed_m_s + 20.0
+        k = 0
+        while self.track_distance - start < o.drive_distance_m:
+            check_alive()
+            if time.monotonic() > deadline:
+                raise RuntimeError(
+                    f"tracks travelled {self.track_distance - start:.2f} m of "
+                    f"{o.drive_distance_m} m in time: is plc/wheel_states reaching sim_node? "
+                    f"bridge status: {self.redis.get(keys.BRIDGE_STATUS)}")
+            speed = o.drive_speed_m_s + 0.001 * (k % 10)
+            sent.append((time.monotonic(), speed))
+            self._command(speed)
+            k += 1
+            progress.update(self.track_distance - start, "drive",
+                            f"{self.track_distance - start:.2f} m")
+            time.sleep(0.2)
+        self._command(0.0)
+        wait_until_still = time.monotonic() + 10.0
+        while time.monotonic() < wait_until_still:
+            v = self.velocities
+            if abs(v.get("track_left", 0.0)) + abs(v.get("track_right", 0.0)) < 0.01:
+                break
+            time.sleep(0.05)
+        progress.done()
+        self.latencies_ms = _latencies(sent, plc.writes(sent[0][0] if sent else 0.0))
+        plc.close()
+
+    def _dig(self, check_alive: Callable[[], None]) -> None:
+        o = self.options
+        with self._lock:
+            q0 = np.array([self.joints[n] for n in ACTIVE_JOINTS])
+        plan: DigCyclePlan = default_dig_cycle(self.ik, q0, time_scale=o.time_scale)
+        settle = 1.5
+        progress = Progress(plan.duration_s + settle)
+        t0 = self.sim_time
+        phase = ""
+        while True:
+            check_alive()
+            t = self.sim_time - t0
+            if t > plan.duration_s + settle:
+                break
+            sample = plan.sample(min(t, plan.duration_s))
+            if sample.phase != phase:
+                phase = sample.phase
+                self._phase = phase
+                self.phase_marks.append((self.sim_time, phase))
+            self._publish_target(sample.tip, sample.pitch)
+            load = self.loads[-1][1] if self.loads else 0.0
+            progress.update(t, phase, f"bucket {load:.3f} m^3")
+            time.sleep(TARGET_PERIOD_S)
+        progress.done()
+
+    def _publish_target(self, tip: np.ndarray, pitch: float) -> None:
+        msg = PoseStamped()
+        msg.header.stamp = self.get_clock().now().to_msg()
+        msg.header.frame_id = "base_link"
+        msg.pose.position.x, msg.pose.position.y, msg.pose.position.z = (float(v) for v in tip)
+        x, y, z, w = bucket_quaternion(math.atan2(tip[1], tip[0]), pitch)
+        o = msg.pose.orientation
+        o.x, o.y, o.z, o.w = x, y, z, w
+        self.target_pub.publish(msg)
+
+    # --- results -------------------------------------------------------------------------
+    def summary(self) -> DemoSummary:
+        s = DemoSummary()
+        entering, least = self._dump_load
+        s.soil_moved_m3 = max(0.0, entering - (least if math.isfinite(least) else entering))
+        s.peak_bucket_load_m3 = max((v for _, v in self.loads), default=0.0)
+        s.peak_soil_force_n = max((math.sqrt(x * x + y * y + z * z)
+                                   for _, x, y, z in self.wrenches), default=0.0)
+        s.track_distance_m = self.track_distance
+        first = self.phase_marks[0][0] if self.phase_marks else self.sim_time
+        s.sim_time_s = self.sim_time - first
+        if self.latencies_ms:
+            s.bridge_latency_p50_ms = float(np.percentile(self.latencies_ms, 50))
+            s.bridge_latency_p99_ms = float(np.percentile(self.latencies_ms, 99))
+        try:
+            s.bridge_cycles = int(self.redis.get(keys.counter_key("cycles")) or 0)
+            s.bridge_overruns = int(self.redis.get(keys.counter_key("overruns")) or 0)
+        except redis.RedisError:
+            pass
+        s.rejected_targets = self.rejected_targets
+        s.phases = [name for _, name in self.phase_marks]
+        return s
+
+    def plot_forces(self, path: Path) -> None:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        fig, (ax_f, ax_l) = plt.subplots(2, 1, figsize=(10, 6), sharex=True)
+        if self.wrenches:
+            w = np.array(self.wrenches)
+            t = w[:, 0] - w[0, 0]
+            for col, label in ((1, "f_x"), (2, "f_y"), (3, "f_z")):
+                ax_f.plot(t, w[:, col] / 1000, label=label, lw=0.8)
+            ax_f.plot(t, np.linalg.norm(w[:, 1:], axis=1) / 1000, "k", label="|f|", lw=1.2)
+            origin = w[0, 0]
+        else:
+            origin = self.phase_marks[0][0] if self.phase_marks else 0.0
+        ax_f.set_ylabel("soil force on bucket [kN]")
+        ax_f.legend(loc="upper right", ncol=4)
+        if self.loads:
+            lo = np.array(self.loads)
+            ax_l.plot(lo[:, 0] - origin, lo[:, 1], "tab:brown")
+        ax_l.set_ylabel("bucket load [m$^3$]")
+        ax_l.set_xlabel("simulated time [s]")
+        for t_mark, name in self.phase_marks:
+            for ax in (ax_f, ax_l):
+                ax.axvline(t_mark - origin, color="0.7", lw=0.6)
+            ax_f.annotate(name, (t_mark - origin, 1.0), xycoords=("data", "axes fraction"),
+                          fontsize=8, rotation=90, va="top")
+        fig.suptitle("Dig cycle: soil force (DiMaio model) and bucket load")
+        fig.tight_layout()
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+
+    def render_final(self, path: Path) -> None:
+        """Render the machine in its last reported pose (a MuJoCo model built in this
+        process from the same geometry)."""
+        from excavator_sim.render import render_png
+        from excavator_sim.sim_config import load_sim_config
+        from excavator_sim.simulation import ExcavatorSimulation
+
+        with self._lock:
+            q = {n: self.joints[n] for n in ACTIVE_JOINTS}
+        overrides = {f"initial.{n}_rad": q[n] for n in ACTIVE_JOINTS}
+        sim = ExcavatorSimulation(load_sim_config(overrides=overrides))
+        render_png(sim, path)
+
+    def close(self) -> None:
+        with contextlib.suppress(redis.RedisError):
+            self._command(0.0)
+        self.heartbeat.stop()
+        self.redis.close()
+
+
+def _latencies(sent: list[tuple[float, float]], writes: list[dict[str, Any]]) -> list[float]:
+    """For each commanded speed, the time until a control-DB write carried it [ms]."""
+    out = []
+    for t_sent, speed in sent:
+        for w in writes:
+            if w["t"] < t_sent:
+                continue
+            values = [v for k, v in w.get("values", w).items()
+                      if isinstance(v, float) and "speed" in k]
+            if values and all(abs(v - speed) < 1e-5 for v in values):
+                out.append((w["t"] - t_sent) * 1000.0)
+                break
+    return out
