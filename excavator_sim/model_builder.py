@@ -144,12 +144,18 @@ def _capsule(body: mujoco.MjsBody, p0: list[float], p1: list[float], radius: flo
 
 def _box(body: mujoco.MjsBody, p0: list[float], p1: list[float], half_y: float,
          half_thickness: float, rgba: list[float], name: str = "") -> mujoco.MjsGeom:
-    """A box from p0 to p1 (both in the x-z plane), ``half_y`` wide across, thin across."""
+    """A box from p0 to p1 (both in the x-z plane), ``half_y`` wide across, thin across.
+
+    (MuJoCo's ``fromto`` gives a box a square cross-section, so the pose is set here.)
+    """
+    dx, dz = p1[0] - p0[0], p1[2] - p0[2]
+    angle = math.atan2(dz, dx)  # about -y: x turns toward +z
     g = body.add_geom()
     g.name = name
     g.type = mujoco.mjtGeom.mjGEOM_BOX
-    g.fromto = p0 + p1
-    g.size = [half_thickness, half_y, 0.0]
+    g.pos = [0.5 * (p0[0] + p1[0]), 0.5 * (p0[1] + p1[1]), 0.5 * (p0[2] + p1[2])]
+    g.quat = [math.cos(0.5 * angle), 0.0, -math.sin(0.5 * angle), 0.0]
+    g.size = [0.5 * math.hypot(dx, dz), half_y, half_thickness]
     return _visual(g, rgba)
 
 
@@ -198,6 +204,14 @@ def build_spec(geometry: ExcavatorGeometry, linkage: Linkage, options: ModelOpti
     spec.stat.center = [3.0, 0.0, 1.5]
     spec.stat.extent = 10.0
 
+    sky = spec.add_texture()
+    sky.name = "sky"
+    sky.type = mujoco.mjtTexture.mjTEXTURE_SKYBOX
+    sky.builtin = mujoco.mjtBuiltin.mjBUILTIN_GRADIENT
+    sky.rgb1 = [0.55, 0.7, 0.9]
+    sky.rgb2 = [0.95, 0.95, 1.0]
+    sky.width = 256
+    sky.height = 256
     light = spec.worldbody.add_light()
     light.name = "sun"
     light.pos = [0.0, 0.0, 20.0]
