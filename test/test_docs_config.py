@@ -1,0 +1,306 @@
+"""docs/configuration.md against the files it documents: a parameter or launch argument added,
+renamed or given a new default without updating the reference fails here.
+
+Checked, per config file (its own section of the doc, so keys that two files share such as
+``terrain.initial_height_m`` must be documented in both):
+- every leaf key (dotted, under ``/**: ros__parameters`` or, for ``excavator.yaml``, from the top)
+  appears in backticks; a row may stand for several keys with a ``<placeholder>`` segment
+  (``presets.<preset>.density_kg_m3``) when each concrete segment is named too
+  (``presets.loose_sand``);
+- a default cell written in backticks equals the file's value;
+- every row of a ``key`` table names a key that still exists (no stale rows).
+Per launch file: every ``DeclareLaunchArgument`` (found with ``ast``) has a row with its default
+and choices, and no row names an argument that is gone.
+Pure text and YAML: no ROS, well under a second.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+DOC = REPO / "docs" / "configuration.md"
+CONFIG_FILES = sorted((REPO / "config").glob("*.yaml"))
+LAUNCH_FILES = sorted((REPO / "launch").glob("*.launch.py"))
+
+_HEADING = re.compile(r"^(#+)\s+(.*)$")
+_TICKED = re.compile(r"`([^`\n]+)`")
+_PLACEHOLDER = re.compile(r"^<[^<>]+>$")
+
+
+# --- what the files hold ---------------------------------------------------------------------
+def flatten(tree: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Nested mapping -> {dotted key: leaf value}; lists are leaves (ROS 2 array parameters)."""
+    out: dict[str, Any] = {}
+    for key, value in tree.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping) and value:
+            out.update(flatten(value, name + "."))
+        else:
+            out[name] = value
+    return out
+
+
+def config_parameters(path: Path) -> dict[str, Any]:
+    """Leaf keys of a config file: the ``ros__parameters`` of every node section of a ROS 2
+    parameter file, or the whole document for a plain YAML file (excavator.yaml)."""
+    data = yaml.safe_load(path.read_text())
+    assert isinstance(data, Mapping), f"{path}: top level is not a mapping"
+    sections = [s["ros__parameters"] for s in data.values()
+                if isinstance(s, Mapping) and isinstance(s.get("ros__parameters"), Mapping)]
+    if not sections:
+        return flatten(data)
+    out: dict[str, Any] = {}
+    for section in sections:
+        out.update(flatten(section))
+    return out
+
+
+def launch_arguments(path: Path) -> dict[str, dict[str, Any]]:
+    """name -> {"default": str | None (None = not a constant), "choices": list | None} of every
+    ``DeclareLaunchArgument("name", ...)`` in a launch file."""
+    out: dict[str, dict[str, Any]] = {}
+    for node in ast.walk(ast.parse(path.read_text())):
+        if not (isinstance(node, ast.Call) and
+                (getattr(node.func, "id", None) == "DeclareLaunchArgument"
+                 or getattr(node.func, "attr", None) == "DeclareLaunchArgument")):
+            continue
+        name = node.args[0].value if node.args else None
+        assert isinstance(name, str), f"{path}:{node.lineno}: argument name is not a constant"
+        keywords = {k.arg: k.value for k in node.keywords}
+        default = keywords.get("default_value")
+        choices = keywords.get("choices")
+        out[name] = {
+            "default": default.value if isinstance(default, ast.Constant) else None,
+            "choices": ast.literal_eval(choices) if choices is not None else None,
+        }
+    return out
+
+
+# --- what the doc says -----------------------------------------------------------------------
+def doc_section(text: str, file_label: str) -> str:
+    """The text under the heading that names ``file_label`` in backticks, up to the next heading
+    of the same or a higher level; '' when there is none."""
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        m = _HEADING.match(line)
+        if m and f"`{file_label}`" in m.group(2):
+            level = len(m.group(1))
+            body = []
+            for following in lines[i + 1:]:
+                h = _HEADING.match(following)
+                if h and len(h.group(1)) <= level:
+                    break
+                body.append(following)
+            return "\n".join(body)
+    return ""
+
+
+def table_rows(section: str) -> list[tuple[list[str], list[str]]]:
+    """(header cells, row cells) of every markdown table row in a section."""
+    rows: list[tuple[list[str], list[str]]] = []
+    header: list[str] | None = None
+    for line in section.splitlines():
+        if not line.startswith("|"):
+            header = None
+            continue
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if header is None:
+            header = cells
+        elif not all(set(c) <= set("-: ") for c in cells):
+            rows.append((header, cells))
+    return rows
+
+
+def ticked(cell: str) -> str | None:
+    """The content of a cell that is one backticked span, else None (prose)."""
+    m = re.fullmatch(r"`([^`]*)`", cell.strip())
+    return m.group(1) if m else None
+
+
+def matches(pattern: str, key: str, tokens: set[str]) -> bool:
+    """``key`` equals ``pattern`` segment by segment, a ``<placeholder>`` segment standing for
+    any one segment whose dotted prefix is itself named in the section."""
+    p_parts, k_parts = pattern.split("."), key.split(".")
+    if len(p_parts) != len(k_parts):
+        return False
+    for i, (p, k) in enumerate(zip(p_parts, k_parts, strict=True)):
+        if _PLACEHOLDER.match(p):
+            if ".".join(k_parts[:i + 1]) not in tokens:
+                return False
+        elif p != k:
+            return False
+    return True
+
+
+def equal(parsed: Any, value: Any) -> bool:
+    """A documented value (parsed as YAML) equals the file's; floats to 1e-9 relative."""
+    if isinstance(value, list):
+        return (isinstance(parsed, list) and len(parsed) == len(value)
+                and all(equal(p, v) for p, v in zip(parsed, value, strict=True)))
+    if isinstance(value, bool) or isinstance(parsed, bool):
+        return parsed is value
+    if isinstance(value, int | float) and isinstance(parsed, int | float):
+        return math.isclose(float(parsed), float(value), rel_tol=1e-9, abs_tol=1e-12)
+    return parsed == value
+
+
+def placeholder_index(pattern: str) -> int:
+    return next(i for i, p in enumerate(pattern.split(".")) if _PLACEHOLDER.match(p))
+
+
+def same_value(cell: str, value: Any) -> bool:
+    try:
+        return equal(yaml.safe_load(cell), value)
+    except yaml.YAMLError:
+        return False
+
+
+def config_problems(config: Path, doc_text: str) -> list[str]:
+    """Everything wrong between one config file and its section of the doc."""
+    label = f"config/{config.name}"
+    section = doc_section(doc_text, label)
+    if not section:
+        return [f"no heading naming `{label}`"]
+    tokens = set(_TICKED.findall(section))
+    params = config_parameters(config)
+    rows = table_rows(section)
+    patterns = {ticked(cells[0]) for _, cells in rows if ticked(cells[0])}
+    problems = []
+    for key in params:
+        if key not in tokens and not any(matches(p, key, tokens) for p in patterns if "<" in p):
+            problems.append(f"{label}: {key} is not documented")
+    for header, cells in rows:
+        first = ticked(cells[0])
+        if header[0].lower() != "key" or first is None:
+            continue
+        covered = [k for k in params if k == first or ("<" in first and matches(first, k, tokens))]
+        if not covered:
+            problems.append(f"{label}: the doc lists {first}, which the file no longer has")
+        for key in covered:
+            # A placeholder row shows each concrete key's value in the column named after it.
+            column = "default" if key == first else key.split(".")[placeholder_index(first)]
+            headers = [ticked(h) or h.lower() for h in header]
+            if column not in headers or len(cells) != len(header):
+                continue
+            cell = ticked(cells[headers.index(column)])
+            if cell is not None and not same_value(cell, params[key]):
+                problems.append(f"{label}: {key} documented as {cell!r}, the file has "
+                                f"{params[key]!r}")
+    return problems
+
+
+def launch_problems(launch: Path, doc_text: str) -> list[str]:
+    label = f"launch/{launch.name}"
+    section = doc_section(doc_text, label)
+    if not section:
+        return [f"no heading naming `{label}`"]
+    declared = launch_arguments(launch)
+    documented: dict[str, dict[str, str]] = {}
+    for header, cells in table_rows(section):
+        name = ticked(cells[0])
+        if header[0].lower() == "argument" and name and len(cells) == len(header):
+            documented[name] = {h.lower(): c for h, c in zip(header, cells, strict=True)}
+    problems = [f"{label}: argument {n} is not documented" for n in declared
+                if n not in documented]
+    problems += [f"{label}: the doc lists argument {n}, which the file no longer declares"
+                 for n in documented if n not in declared]
+    for name, arg in declared.items():
+        row = documented.get(name)
+        if row is None:
+            continue
+        if arg["default"] is not None:
+            shown = ticked(row.get("default", ""))
+            if shown is None or (shown if shown != '""' else "") != arg["default"]:
+                problems.append(f"{label}: {name} default documented as "
+                                f"{row.get('default')!r}, the file has {arg['default']!r}")
+        if arg["choices"] is not None:
+            shown_choices = _TICKED.findall(row.get("choices", ""))
+            if shown_choices != [str(c) for c in arg["choices"]]:
+                problems.append(f"{label}: {name} choices documented as {shown_choices}, the "
+                                f"file has {arg['choices']}")
+    return problems
+
+
+# --- the tests -------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def doc_text() -> str:
+    return DOC.read_text()
+
+
+def test_the_files_are_there() -> None:
+    assert {p.name for p in CONFIG_FILES} >= {"excavator.yaml", "ik.yaml", "sim.yaml",
+                                              "soil.yaml", "plc.yaml"}
+    assert len(LAUNCH_FILES) >= 3
+
+
+@pytest.mark.parametrize("config", CONFIG_FILES, ids=lambda p: p.name)
+def test_every_parameter_is_documented_with_its_default(config: Path, doc_text: str) -> None:
+    problems = config_problems(config, doc_text)
+    assert not problems, "docs/configuration.md is out of date:\n" + "\n".join(problems)
+
+
+@pytest.mark.parametrize("launch", LAUNCH_FILES, ids=lambda p: p.name)
+def test_every_launch_argument_is_documented(launch: Path, doc_text: str) -> None:
+    problems = launch_problems(launch, doc_text)
+    assert not problems, "docs/configuration.md is out of date:\n" + "\n".join(problems)
+
+
+# --- the checks catch drift (temp copies; the real files are never touched) ------------------
+def test_an_undocumented_parameter_fails(tmp_path: Path, doc_text: str) -> None:
+    copy = tmp_path / "sim.yaml"
+    data = yaml.safe_load((REPO / "config" / "sim.yaml").read_text())
+    data["/**"]["ros__parameters"]["hydraulics"]["dummy_gain_1_s"] = 1.0
+    copy.write_text(yaml.safe_dump(data))
+    assert config_problems(copy, doc_text) == [
+        "config/sim.yaml: hydraulics.dummy_gain_1_s is not documented"]
+
+
+def test_an_undocumented_geometry_key_and_preset_fail(tmp_path: Path, doc_text: str) -> None:
+    geometry = yaml.safe_load((REPO / "config" / "excavator.yaml").read_text())
+    geometry["links"]["dummy_link_m"] = 0.5
+    (tmp_path / "excavator.yaml").write_text(yaml.safe_dump(geometry))
+    assert config_problems(tmp_path / "excavator.yaml", doc_text) == [
+        "config/excavator.yaml: links.dummy_link_m is not documented"]
+
+    soil = yaml.safe_load((REPO / "config" / "soil.yaml").read_text())
+    presets = soil["/**"]["ros__parameters"]["presets"]
+    presets["dummy_gravel"] = dict(presets["loose_sand"])
+    (tmp_path / "soil.yaml").write_text(yaml.safe_dump(soil))
+    problems = config_problems(tmp_path / "soil.yaml", doc_text)
+    assert len(problems) == len(presets["loose_sand"])
+    assert all("presets.dummy_gravel." in p for p in problems)
+
+
+def test_a_changed_default_and_a_removed_key_fail(tmp_path: Path, doc_text: str) -> None:
+    data = yaml.safe_load((REPO / "config" / "ik.yaml").read_text())
+    params = data["/**"]["ros__parameters"]
+    params["bucket_pitch"] = params["bucket_pitch"] + 0.25
+    del params["orientation_tolerance"]
+    (tmp_path / "ik.yaml").write_text(yaml.safe_dump(data))
+    problems = config_problems(tmp_path / "ik.yaml", doc_text)
+    assert any(p.startswith("config/ik.yaml: bucket_pitch documented as") for p in problems)
+    assert ("config/ik.yaml: the doc lists orientation_tolerance, which the file no longer has"
+            in problems)
+
+
+def test_an_undocumented_launch_argument_fails(tmp_path: Path, doc_text: str) -> None:
+    source = (REPO / "launch" / "sim.launch.py").read_text()
+    extra = ('        DeclareLaunchArgument("dummy_arg", default_value="1",\n'
+             '                              description="not documented"),\n')
+    marker = "    args = [\n"
+    assert marker in source
+    copy = tmp_path / "sim.launch.py"
+    copy.write_text(source.replace(marker, marker + extra, 1)
+                    .replace('"rviz", default_value="false"', '"rviz", default_value="true"'))
+    assert launch_problems(copy, doc_text) == [
+        "launch/sim.launch.py: argument dummy_arg is not documented",
+        "launch/sim.launch.py: rviz default documented as '`false`', the file has 'true'"]
