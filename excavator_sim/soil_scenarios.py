@@ -138,6 +138,17 @@ def best_carry_pitch(bucket: BucketPrism, repose_rad: float) -> float:
     return best
 
 
+def dump_pitch(bucket: BucketPrism, repose_rad: float, carry: float) -> float:
+    """The first pitch past ``carry`` (turning the teeth down) at which the bucket holds
+    nothing, plus 10 deg to be sure."""
+    for p in np.linspace(carry, carry + 2 * math.pi, 721):
+        cp, sp = math.cos(p), math.sin(p)
+        uz = [(x * cp + z * sp, -x * sp + z * cp) for x, z in bucket.side_view]
+        if bucket_capacity_m2(uz[0], uz[1], uz[2], repose_rad)[0] < 1e-12:
+            return float(p) + math.radians(10.0)
+    raise ValueError("this bucket never empties")  # a triangle always does; kept for safety
+
+
 def dig_swing_dump(terrain: Terrain, bucket: BucketPrism, dt: float = 0.01,
                    swing_rate_rad_s: float = 0.5) -> Iterator[tuple[str, BucketPose]]:
     """Phases ('dig', 'curl', 'swing', 'dump') and poses of one excavator work cycle around a
@@ -163,7 +174,8 @@ def dig_swing_dump(terrain: Terrain, bucket: BucketPrism, dt: float = 0.01,
         yaw = (math.pi / 2) * k / n
         yield "swing", BucketPose(radius * math.cos(yaw), radius * math.sin(yaw), last.z,
                                   carry, yaw)
+    dump = dump_pitch(bucket, terrain.config.repose_angle_rad, carry)
     n = round(1.5 / dt)
     for k in range(1, n + 1):
-        pitch = carry + 0.75 * math.pi * k / n  # teeth over: the opening turns down
+        pitch = carry + (dump - carry) * k / n  # teeth over: the opening turns down
         yield "dump", BucketPose(0.0, radius, last.z, pitch, math.pi / 2)

@@ -142,28 +142,29 @@ def bucket_capacity_m2(
     """Side-view area [m^2] of soil the bucket triangle J-B-T holds, in the vertical plane
     (u horizontal, z up). Returns (area, lip index (0 = J, 2 = T), outward sign along u).
 
-    The soil leaves through the open side J-T, over its lower end (the lip). If the opening
-    faces up, the free surface may rise from the lip into the bucket at the repose angle (or
-    follow the opening when that is flatter): area under the line through the lip with slope
-    tan(repose) rising towards the opening's upper end. If the opening faces down, only the
-    pocket below the lip's level stays.
+    The soil leaves through the open side J-T, over its lower end (the lip). Its free surface
+    falls towards the lip from the inside, at most at the repose angle: the soil kept is the
+    part of the triangle under the line through the lip rising towards the base B with slope
+    tan(repose). That soil rests on walls, except when the opening faces down and runs under
+    that line: then only the pocket below the lip's level stays.
     """
     pts = (j, b, t)
     lip, other = (0, 2) if j[1] <= t[1] else (2, 0)
     lu, lz = pts[lip]
     ou, oz = pts[other]
+    towards = b[0] - lu if abs(b[0] - lu) > 1e-12 else ou - lu  # B, else the opening's top
+    rise = 1.0 if towards > 0.0 else -1.0
+    tan_r = math.tan(repose_rad)
     tri = [j, b, t]
-    if abs(ou - lu) > 1e-12:
-        z_open_at_b = lz + (oz - lz) * (b[0] - lu) / (ou - lu)
-        faces_up = b[1] < z_open_at_b
-        rise = 1.0 if ou > lu else -1.0
-    else:  # vertical opening: faces sideways, the surface rises towards the base
-        faces_up = True
-        rise = 1.0 if b[0] > lu else -1.0
-    if faces_up:
-        slope = math.tan(repose_rad) * rise
-        kept = _clip_halfplane(tri, -slope, 1.0, lz - slope * lu)
-    else:
+    slope = tan_r * rise
+    kept = _clip_halfplane(tri, -slope, 1.0, lz - slope * lu)
+    # outward normal of the opening (away from B): does the opening face down?
+    du, dz = ou - lu, oz - lz
+    nu, nz = dz, -du
+    if nu * (b[0] - lu) + nz * (b[1] - lz) > 0.0:
+        nu, nz = -nu, -nz
+    opening_under_line = du * rise > 0.0 and dz < tan_r * abs(du)
+    if nz < 0.0 and opening_under_line:
         kept = _clip_halfplane(tri, 0.0, 1.0, lz)
     area = _area(kept) if len(kept) >= 3 else 0.0
     return area, lip, -int(rise)
