@@ -27,6 +27,8 @@ import mujoco
 import numpy as np
 from builtin_interfaces.msg import Time
 from geometry_msgs.msg import PoseStamped, TwistStamped, WrenchStamped
+from rclpy.clock import Clock as RosClock
+from rclpy.clock import ClockType
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from rosgraph_msgs.msg import Clock
@@ -88,7 +90,10 @@ class SimNode(Node):
         self.create_subscription(WrenchStamped, "soil/wrench", self.on_wrench, 10)
         self.create_subscription(JointState, "track_command", self.on_track_command, 10)
         self.diagnostics = Diagnostics(self, f"{self.get_name()}: simulation")
-        self.create_timer(1.0, self.publish_status)
+        # Timers on the wall (steady) clock: with use_sim_time the node clock follows the /clock
+        # this node publishes itself, and sim-time timers would never fire.
+        self.wall_clock = RosClock(clock_type=ClockType.STEADY_TIME)
+        self.create_timer(1.0, self.publish_status, clock=self.wall_clock)
 
         self._clock_msg = Clock()
         self._joint_msg = JointState()
@@ -102,11 +107,13 @@ class SimNode(Node):
         self._markers = self._make_markers()
         if self.marker_rate > 0:
             # Markers are for people watching RViz: paced by the wall clock, not sim time.
-            self.create_timer(1.0 / self.marker_rate, self.publish_markers)
+            self.create_timer(1.0 / self.marker_rate, self.publish_markers,
+                              clock=self.wall_clock)
         period = 1.0 / config.publish_rate
         # real_time_factor 0: tick as fast as possible; else the wall period of one publish.
         self.timer = self.create_timer(period / config.real_time_factor
-                                       if config.real_time_factor > 0 else 1e-4, self.tick)
+                                       if config.real_time_factor > 0 else 1e-4, self.tick,
+                                       clock=self.wall_clock)
         self.get_logger().info(
             f"ready: dt {config.timestep} s, real_time_factor {config.real_time_factor}, "
             f"publish_rate {config.publish_rate} Hz, {self.sim.model.nv} dof")
