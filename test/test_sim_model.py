@@ -13,6 +13,8 @@ from pathlib import Path
 import mujoco
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from excavator_kinematics.errors import ConfigError
 from excavator_kinematics.forward_kinematics import ForwardKinematics
@@ -145,6 +147,25 @@ def test_height_field_region_is_written_in_place_and_touches_the_bucket() -> Non
     assert field.heights()[0, 0] == pytest.approx(0.0, abs=1e-9)  # outside the patch: untouched
     mujoco.mj_forward(b.model, data)
     assert data.ncon > 0  # MuJoCo's collision sees the raised terrain without a rebuild
+
+
+_FIELD_MODEL = build_model(GEOMETRY, LINKAGE, ModelOptions(terrain=SMALL_GRID)).model
+
+
+@settings(max_examples=60, deadline=None)
+@given(i0=st.integers(0, 95), j0=st.integers(0, 75), ni=st.integers(1, 5), nj=st.integers(1, 5),
+       seed=st.integers(0, 2**32 - 1))
+def test_height_field_round_trip(i0: int, j0: int, ni: int, nj: int, seed: int) -> None:
+    field = HeightField(_FIELD_MODEL, SMALL_GRID)
+    heights = np.random.default_rng(seed).uniform(SMALL_GRID.z_min, SMALL_GRID.z_max, (ni, nj))
+    before = field.heights()
+    field.set_region(i0, j0, heights)
+    after = field.heights()
+    # MuJoCo stores float32 normalised to the elevation range: ~1e-6 m here.
+    assert np.allclose(after[i0:i0 + ni, j0:j0 + nj], heights, atol=2e-6)
+    after[i0:i0 + ni, j0:j0 + nj] = before[i0:i0 + ni, j0:j0 + nj]
+    assert np.array_equal(after, before)  # nothing outside the region changed
+    field.set_region(i0, j0, before[i0:i0 + ni, j0:j0 + nj])
 
 
 @pytest.mark.parametrize(("i0", "heights", "match"), [
