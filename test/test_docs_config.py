@@ -11,7 +11,8 @@ Checked, per config file (its own section of the doc, so keys that two files sha
 - every row of a ``key`` table names a key that still exists (no stale rows).
 Per launch file: every ``DeclareLaunchArgument`` (found with ``ast``) has a row with its default
 and choices, and no row names an argument that is gone.
-Pure text and YAML: no ROS, well under a second.
+Also: docs/rviz.md names every topic and the fixed frame of rviz/excavator.rviz. Pure text and
+YAML: no ROS, well under a second.
 """
 
 from __future__ import annotations
@@ -304,3 +305,15 @@ def test_an_undocumented_launch_argument_fails(tmp_path: Path, doc_text: str) ->
     assert launch_problems(copy, doc_text) == [
         "launch/sim.launch.py: argument dummy_arg is not documented",
         "launch/sim.launch.py: rviz default documented as '`false`', the file has 'true'"]
+
+
+def test_the_rviz_doc_names_every_display_topic_and_the_fixed_frame() -> None:
+    config = yaml.safe_load((REPO / "rviz" / "excavator.rviz").read_text())
+    manager = config["Visualization Manager"]
+    topics = [d[key]["Value"] for d in manager["Displays"]
+              for key in ("Topic", "Description Topic") if isinstance(d.get(key), Mapping)]
+    topics += [t["Topic"]["Value"] for t in manager["Tools"] if isinstance(t.get("Topic"), Mapping)]
+    tokens = set(_TICKED.findall((REPO / "docs" / "rviz.md").read_text()))
+    assert len(topics) >= 4
+    missing = [t for t in [*topics, manager["Global Options"]["Fixed Frame"]] if t not in tokens]
+    assert not missing, f"docs/rviz.md does not mention {missing}"
