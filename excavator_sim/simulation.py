@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import mujoco
 import numpy as np
 
-from excavator_kinematics.errors import KinematicsError
+from excavator_kinematics.errors import ConfigError, KinematicsError
 from excavator_kinematics.forward_kinematics import ForwardKinematics
 from excavator_kinematics.geometry import ExcavatorGeometry, default_geometry
 from excavator_kinematics.linkage import Linkage
@@ -78,8 +78,8 @@ class ExcavatorSimulation:
             self.built: BuiltModel = build_model(self.geometry, self.linkage, options,
                                                  c.hydraulics.tracks.track_width_m)
         except KinematicsError as exc:
-            raise CommandError(f"initial pose rejected: {exc}; fix the initial.* parameters"
-                               ) from None
+            raise ConfigError(f"initial pose rejected: {exc}; set initial.boom_rad, "
+                              "initial.arm_rad, initial.bucket_rad within the limits") from None
         self.model = self.built.model
         self.data = mujoco.MjData(self.model)
         mujoco.mj_resetDataKeyframe(self.model, self.data, 0)

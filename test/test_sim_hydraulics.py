@@ -139,6 +139,13 @@ def test_bad_commands_are_rejected_and_the_setpoint_kept(positions, match) -> No
     assert sim.joint_positions()["boom"] == pytest.approx(0.6, abs=2e-3)
 
 
+def test_initial_pose_outside_the_limits_is_a_config_error() -> None:
+    from excavator_kinematics.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"initial pose rejected: arm joint .* initial\.arm_rad"):
+        make_sim(arm=0.5)
+
+
 def test_velocity_caps_slow_the_approach() -> None:
     sim = make_sim()
     sim.set_joint_targets({"swing": 0.5}, velocities={"swing": 0.1})
