@@ -31,6 +31,13 @@ REPO = Path(__file__).resolve().parents[1]
 DOC = REPO / "docs" / "configuration.md"
 CONFIG_FILES = sorted((REPO / "config").glob("*.yaml"))
 LAUNCH_FILES = sorted((REPO / "launch").glob("*.launch.py"))
+# The node modules and the parameter file each reads (a module not written yet is skipped).
+NODE_MODULES = {
+    "excavator_kinematics/ik_node.py": "ik.yaml",
+    "excavator_sim/sim_node.py": "sim.yaml",
+    "excavator_sim/soil_node.py": "soil.yaml",
+    "plc_bridge/bridge_node.py": "plc.yaml",
+}
 
 _HEADING = re.compile(r"^(#+)\s+(.*)$")
 _TICKED = re.compile(r"`([^`\n]+)`")
@@ -84,6 +91,22 @@ def launch_arguments(path: Path) -> dict[str, dict[str, Any]]:
             "choices": ast.literal_eval(choices) if choices is not None else None,
         }
     return out
+
+
+def declared_parameters(path: Path) -> set[str]:
+    """Parameter names a node module declares with a constant name: ``declare(node, "name",
+    ...)`` (excavator_kinematics.ros_runtime) or ``node.declare_parameter("name", ...)``."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if not isinstance(node, ast.Call):
+            continue
+        func = getattr(node.func, "id", None) or getattr(node.func, "attr", None)
+        index = {"declare": 1, "declare_parameter": 0}.get(func or "")
+        if index is not None and len(node.args) > index:
+            arg = node.args[index]
+            if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+                names.add(arg.value)
+    return names
 
 
 # --- what the doc says -----------------------------------------------------------------------
@@ -255,6 +278,18 @@ def test_every_launch_argument_is_documented(launch: Path, doc_text: str) -> Non
     assert not problems, "docs/configuration.md is out of date:\n" + "\n".join(problems)
 
 
+@pytest.mark.parametrize("module", sorted(NODE_MODULES))
+def test_parameters_a_node_declares_beyond_its_file_are_documented(module: str,
+                                                                   doc_text: str) -> None:
+    path = REPO / module
+    if not path.is_file():
+        pytest.skip(f"{module} does not exist yet")
+    label = f"config/{NODE_MODULES[module]}"
+    tokens = set(_TICKED.findall(doc_section(doc_text, label)))
+    missing = sorted(declared_parameters(path) - tokens)
+    assert not missing, f"{module} declares {missing}, not documented under `{label}`"
+
+
 # --- the checks catch drift (temp copies; the real files are never touched) ------------------
 def test_an_undocumented_parameter_fails(tmp_path: Path, doc_text: str) -> None:
     copy = tmp_path / "sim.yaml"
@@ -317,3 +352,12 @@ def test_the_rviz_doc_names_every_display_topic_and_the_fixed_frame() -> None:
     assert len(topics) >= 4
     missing = [t for t in [*topics, manager["Global Options"]["Fixed Frame"]] if t not in tokens]
     assert not missing, f"docs/rviz.md does not mention {missing}"
+
+
+def test_a_node_parameter_outside_the_file_is_found(tmp_path: Path, doc_text: str) -> None:
+    module = tmp_path / "dummy_node.py"
+    module.write_text('def f(self):\n    declare(self, "dummy_rate", 1.0, "x", unit="Hz")\n'
+                      '    self.declare_parameter("dummy_flag", True)\n'
+                      '    declare(self, "marker_rate", 20.0, "documented")\n')
+    tokens = set(_TICKED.findall(doc_section(doc_text, "config/sim.yaml")))
+    assert declared_parameters(module) - tokens == {"dummy_rate", "dummy_flag"}
