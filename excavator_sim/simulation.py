@@ -39,6 +39,8 @@ from excavator_sim.model_builder import (
 from excavator_sim.sim_config import SimConfig, load_sim_config
 
 TRACK_JOINTS = ("track_left", "track_right")
+# Every joint of joint_state(), in this order.
+STATE_JOINTS = (*ACTIVE_JOINTS, *CYLINDER_JOINTS, *TRACK_JOINTS, *PASSIVE_JOINTS)
 # Valve opening rate: the cylinder speed command may change by at most this per second [m/s^2].
 CYLINDER_ACCEL_M_S2 = 3.0
 
@@ -91,6 +93,11 @@ class ExcavatorSimulation:
                                                    *PASSIVE_JOINTS, "base_x", "base_y",
                                                    "base_yaw")}
         self._v_adr = {n: b.dof_adr[n] for n in self._q_adr}
+        in_mujoco = [k for k, n in enumerate(STATE_JOINTS) if n not in TRACK_JOINTS]
+        self._state_mj = np.array(in_mujoco)
+        self._state_qadr = np.array([self._q_adr[STATE_JOINTS[k]] for k in in_mujoco])
+        self._state_vadr = np.array([self._v_adr[STATE_JOINTS[k]] for k in in_mujoco])
+        self._state_tracks = np.array([STATE_JOINTS.index(n) for n in TRACK_JOINTS])
         self._act = {n: b.actuator_id[n] for n in (*CYLINDER_ACTUATORS, "swing",
                                                    *BASE_ACTUATORS)}
         self._act_state = {n: int(self.model.actuator_actadr[self._act[n]])
@@ -320,19 +327,13 @@ class ExcavatorSimulation:
         track_left/right (position = travelled distance [m], velocity [m/s]) and the passive
         joints (cylinder pivots, h_link, side_link) [rad, rad/s]."""
         d = self.data
-        names = (*ACTIVE_JOINTS, *CYLINDER_JOINTS, *TRACK_JOINTS, *PASSIVE_JOINTS)
-        pos = np.empty(len(names))
-        vel = np.empty(len(names))
-        speeds = self._measured_track_speeds()
-        for k, name in enumerate(names):
-            if name in TRACK_JOINTS:
-                idx = TRACK_JOINTS.index(name)
-                pos[k] = self._track_travel[idx]
-                vel[k] = speeds[idx]
-            else:
-                pos[k] = d.qpos[self._q_adr[name]]
-                vel[k] = d.qvel[self._v_adr[name]]
-        return JointStateSnapshot(names, pos, vel)
+        pos = np.empty(len(STATE_JOINTS))
+        vel = np.empty(len(STATE_JOINTS))
+        pos[self._state_mj] = d.qpos[self._state_qadr]
+        vel[self._state_mj] = d.qvel[self._state_vadr]
+        pos[self._state_tracks] = self._track_travel
+        vel[self._state_tracks] = self._measured_track_speeds()
+        return JointStateSnapshot(STATE_JOINTS, pos, vel)
 
     def joint_positions(self) -> dict[str, float]:
         """swing/boom/arm/bucket [rad] and the three extensions [m]."""
