@@ -10,7 +10,8 @@ ROS-free core, in its own thread (an rclpy timer jitters ~4 ms p99 at 100 Hz). E
 5. one MSET of the monitor keys, ``plc.bridge.status``/``detail`` and the counters.
 
 The loop runs on a fixed tick (``cycle_hz``) and also wakes at once when a ``plc.control.*``
-key changes (``redis_link.WakeListener``). Fail-safe behaviour (design note plc_bridge.md):
+key changes (``redis_link.Waker``: the loop sleeps in ``select()`` on the subscription).
+Fail-safe behaviour (design note plc_bridge.md):
 
 - stop within one cycle on: Redis lost, invalid/NaN/inf/garbage/out-of-envelope input,
   infeasible command, heartbeat not toggled for ``heartbeat_timeout``, PLC link lost, PLC
@@ -55,7 +56,7 @@ from plc_bridge.input_validation import (
     parse_control,
 )
 from plc_bridge.plc_link import PlcLink
-from plc_bridge.redis_link import RedisLink, WakeListener
+from plc_bridge.redis_link import RedisLink, Waker
 
 _LOG = logging.getLogger("plc_bridge")
 
@@ -106,8 +107,7 @@ class BridgeCore:
         self.plc = PlcLink(config)
         self.redis = RedisLink(config)
         self.gate = CommandGate(config.heartbeat_timeout)
-        self.wake = threading.Event()
-        self.listener = WakeListener(config, self.wake) if config.wake_on_change else None
+        self.waker = Waker(config, enabled=config.wake_on_change)
         self.envelope = Envelope(config.max_longitudinal, config.max_lateral, config.max_angular)
         self.counters: dict[str, int] = dict.fromkeys(keys.COUNTERS, 0)
         self._speed_sp = config.speed_sp_fields()
@@ -127,6 +127,8 @@ class BridgeCore:
         self._status = "stopped:starting"
         self._detail = ""
         self._redis_reconnects_seen = 0
+        self._published: dict[str, str] = {}   # values Redis holds from this bridge
+        self._published_epoch = -1
         self._lock = threading.Lock()
         self._snapshot = BridgeSnapshot()
         self._stop = threading.Event()
@@ -138,8 +140,6 @@ class BridgeCore:
     def start(self) -> None:
         if self._thread is not None:
             return
-        if self.listener:
-            self.listener.start()
         self._stop.clear()
         self._thread = threading.Thread(target=self._run, name="plc-bridge-loop", daemon=True)
         self._thread.start()
@@ -147,12 +147,10 @@ class BridgeCore:
     def stop(self, timeout_s: float = 2.0) -> None:
         """Stop the loop; its last act writes a stop to the PLC and the status to Redis."""
         self._stop.set()
-        self.wake.set()
+        self.waker.notify()
         if self._thread is not None:
             self._thread.join(timeout_s)
             self._thread = None
-        if self.listener:
-            self.listener.stop()
 
     def set_enabled(self, enabled: bool, reason: str = "deactivated", wait_s: float = 0.5
                     ) -> None:
@@ -166,7 +164,7 @@ class BridgeCore:
     def wait_cycles(self, n: int, timeout_s: float) -> bool:
         with self._cycle_done:
             target = self._cycles_done + n
-            self.wake.set()
+            self.waker.notify()
             return self._cycle_done.wait_for(lambda: self._cycles_done >= target, timeout_s)
 
     def snapshot(self) -> BridgeSnapshot:
@@ -183,7 +181,6 @@ class BridgeCore:
         next_tick = self.clock()
         try:
             while not self._stop.is_set():
-                self.wake.clear()
                 self.run_cycle()
                 with self._cycle_done:
                     self._cycles_done += 1
@@ -195,7 +192,7 @@ class BridgeCore:
                         missed = int((now - next_tick) // period) + 1
                         self.counters["overruns"] += 1
                         next_tick += missed * period
-                self.wake.wait(max(0.0, next_tick - self.clock()))
+                self.waker.wait(max(0.0, next_tick - self.clock()))
         finally:
             self._shutdown_io()
 
@@ -210,6 +207,7 @@ class BridgeCore:
                              **dict.fromkeys(self._measured_keys, keys.INVALID)})
         self.plc.close()
         self.redis.close()
+        self.waker.close()
 
     # --- one cycle -----------------------------------------------------------------------------
     def run_cycle(self) -> None:
@@ -418,7 +416,18 @@ class BridgeCore:
         for name, value in self.counters.items():
             mapping[keys.counter_key(name)] = str(value)
         if self.redis.connected:
-            self.redis.mset(mapping)
+            # only what changed, plus a full refresh once a second (keys deleted by hand, a
+            # restarted Redis): a smaller MSET keeps the cycle short
+            full = self.redis.reconnects != self._published_epoch or \
+                self.counters["cycles"] % max(1, int(cfg.cycle_hz)) == 0
+            if full:
+                self._published.clear()
+                self._published_epoch = self.redis.reconnects
+            delta = {k: v for k, v in mapping.items() if self._published.get(k) != v}
+            if delta and self.redis.mset(delta):
+                self._published.update(delta)
+            elif delta:
+                self._published.clear()
 
         snap = BridgeSnapshot(
             stamp_s=now, status=status, detail=detail, counters=dict(self.counters),

