@@ -5,7 +5,8 @@ margin; bucket J (0,0,0), B (0,0,-0.5), T (0.7,0,-0.5), width 0.5 m; the bucket 
 parabola from (-2.0, 1.5) through (0.1, 0.25), 10,000 poses, every one an update. Timed: one
 ``Terrain.update`` (bucket-local, the product) next to the same update over the whole grid (the
 naive baseline), in the same process; also the local update on a 16 m x 16 m grid to show that
-the cost does not grow with the grid. numba compilation happens in a warm-up before timing.
+the cost does not grow with the grid, and the DiMaio force step coupled to it. numba
+compilation happens in a warm-up before timing.
 
 Goal: mean <= 1.0 ms, p95 <= 2.5 ms (the upstream C++ library: 4.1-5.5 ms mean, 9-10 ms p95).
 Run: .venv/bin/python bench/soil.py [--poses N]. The last stdout line is JSON.
@@ -25,6 +26,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from excavator_sim.bucket_prism import BucketPose
+from excavator_sim.soil_forces import DiMaioForceModel, DiMaioParams
 from excavator_sim.soil_scenarios import (
     REFERENCE_BUCKET,
     REFERENCE_GRID,
@@ -48,6 +50,23 @@ def run(config: TerrainConfig, poses: list[BucketPose], full_grid: bool
     return times * 1e3, terrain
 
 
+def run_forces(poses: list[BucketPose]) -> np.ndarray:
+    """Per-step time [ms] of the DiMaio force model, coupled to the terrain on the scoop."""
+    terrain = Terrain(REFERENCE_GRID, REFERENCE_BUCKET)
+    model = DiMaioForceModel(DiMaioParams(), REFERENCE_BUCKET)
+    times = np.empty(len(poses) - 1)
+    clock = time.perf_counter
+    for k in range(1, len(poses)):
+        a, b = poses[k - 1], poses[k]
+        vel = (b.position - a.position) / 0.001  # the scoop at 1 kHz
+        omega = np.array([0.0, (b.pitch - a.pitch) / 0.001, 0.0])
+        terrain.update(b)
+        t0 = clock()
+        model.step(b, vel, omega, terrain.height_at, terrain.load_volume_m3)
+        times[k - 1] = clock() - t0
+    return times * 1e3
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--poses", type=int, default=10_000, help="poses along the scoop")
@@ -59,6 +78,7 @@ def main() -> None:
     for pose in reference_scoop_poses(200):
         warm.update(pose)
         warm.update(pose, full_grid=True)
+    run_forces(reference_scoop_poses(50))
     compile_s = time.perf_counter() - t0
 
     local, terrain = run(REFERENCE_GRID, poses, full_grid=False)
@@ -66,6 +86,7 @@ def main() -> None:
     big = dataclasses.replace(REFERENCE_GRID, size_x_m=16.0, size_y_m=16.0)
     local_big, _ = run(big, poses, full_grid=False)
 
+    forces = run_forces(poses)
     differ = float(np.mean(terrain.h != naive_terrain.h))
     figures = {
         "bench": "soil_terrain_update",
@@ -78,6 +99,8 @@ def main() -> None:
         "speedup_vs_full_grid": round(float(naive.mean() / local.mean()), 2),
         "mean_ms_16m_grid": round(float(local_big.mean()), 4),
         "p95_ms_16m_grid": round(float(np.percentile(local_big, 95)), 4),
+        "force_step_mean_ms": round(float(forces.mean()), 4),
+        "force_step_p95_ms": round(float(np.percentile(forces, 95)), 4),
         "upstream_cpp_mean_ms": [4.1, 5.5],
         "goal_mean_ms": 1.0,
         "goal_p95_ms": 2.5,
@@ -90,7 +113,7 @@ def main() -> None:
     print(f"reference scoop, {len(poses)} updates: local mean {figures['mean_ms']} ms, "
           f"p95 {figures['p95_ms']} ms; full grid mean {figures['baseline_full_grid_mean_ms']}"
           f" ms ({figures['speedup_vs_full_grid']}x); 16 m grid mean "
-          f"{figures['mean_ms_16m_grid']} ms")
+          f"{figures['mean_ms_16m_grid']} ms; force step mean {figures['force_step_mean_ms']} ms")
     print(json.dumps(figures))
 
 
