@@ -136,3 +136,27 @@ def generate_urdf(geometry: ExcavatorGeometry | None = None, track_width_m: floa
     built = build_model(geometry, Linkage(geometry), ModelOptions(terrain_contact=False),
                         track_width_m)
     return '<?xml version="1.0"?>\n' + urdf_from_model(built.model)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """CLI: write the URDF generated from a geometry file to stdout or ``--output``."""
+    import argparse
+    from pathlib import Path
+
+    parser = argparse.ArgumentParser(description="Generate the excavator URDF from the geometry.")
+    parser.add_argument("--geometry", type=Path, default=None,
+                        help="geometry YAML (default: the package's config/excavator.yaml)")
+    parser.add_argument("-o", "--output", type=Path, default=None, help="file (default: stdout)")
+    args = parser.parse_args(argv)
+    geometry = ExcavatorGeometry.from_yaml(args.geometry) if args.geometry else None
+    text = generate_urdf(geometry)
+    if args.output is None:
+        print(text)
+    else:
+        args.output.parent.mkdir(parents=True, exist_ok=True)
+        args.output.write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
