@@ -40,11 +40,26 @@ def render_rgb(model: mujoco.MjModel, data: mujoco.MjData, width: int = 960, hei
     camera.distance = distance
     camera.azimuth = azimuth
     camera.elevation = elevation
-    with mujoco.Renderer(model, height=height, width=width) as renderer:
+    # Public rendering API (GL context, MjrContext, mjr_render): the height field must be
+    # uploaded to the GPU context so terrain edits show.
+    gl = mujoco.GLContext(width, height)
+    gl.make_current()
+    try:
+        context = mujoco.MjrContext(model, mujoco.mjtFontScale.mjFONTSCALE_100)
+        mujoco.mjr_setBuffer(mujoco.mjtFramebuffer.mjFB_OFFSCREEN, context)
         for hid in range(model.nhfield):
-            mujoco.mjr_uploadHField(model, renderer._mjr_context, hid)
-        renderer.update_scene(data, camera=camera)
-        return renderer.render().copy()
+            mujoco.mjr_uploadHField(model, context, hid)
+        scene = mujoco.MjvScene(model, maxgeom=1000)
+        mujoco.mjv_updateScene(model, data, mujoco.MjvOption(), None, camera,
+                               mujoco.mjtCatBit.mjCAT_ALL, scene)
+        viewport = mujoco.MjrRect(0, 0, width, height)
+        mujoco.mjr_render(viewport, scene, context)
+        rgb = np.empty((height, width, 3), dtype=np.uint8)
+        mujoco.mjr_readPixels(rgb, None, viewport, context)
+        context.free()
+    finally:
+        gl.free()
+    return np.flipud(rgb).copy()  # OpenGL rows run bottom-up
 
 
 def render_png(sim_or_model: ExcavatorSimulation | mujoco.MjModel, path: str | Path,

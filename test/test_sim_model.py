@@ -249,3 +249,26 @@ def test_render_writes_a_non_uniform_png(tmp_path: Path) -> None:
     img = matplotlib.image.imread(out)
     assert img.shape[:2] == (240, 320)
     assert float(img[..., :3].std()) > 0.05
+
+
+def test_render_shows_terrain_edits(tmp_path: Path) -> None:
+    from excavator_sim.render import render_rgb
+
+    b = build_model(GEOMETRY, LINKAGE, ModelOptions(terrain=SMALL_GRID))
+    data = mujoco.MjData(b.model)
+    mujoco.mj_resetDataKeyframe(b.model, data, 0)
+    mujoco.mj_forward(b.model, data)
+    camera = {"lookat": (2.0, 0.0, 0.0), "distance": 9.0, "azimuth": -90.0, "elevation": -45.0}
+    before = render_rgb(b.model, data, 160, 120, **camera)
+    HeightField(b.model, SMALL_GRID).set_region(30, 30, np.full((20, 20), 1.0))  # a 2 m block
+    after = render_rgb(b.model, data, 160, 120, **camera)
+    changed = np.any(before != after, axis=-1).mean()
+    assert changed > 0.02, f"only {changed:.1%} of the pixels changed"
+
+
+def test_urdf_cli_writes_a_file(tmp_path: Path) -> None:
+    from excavator_sim.urdf import main
+
+    out = tmp_path / "urdf" / "excavator.urdf"
+    assert main(["-o", str(out)]) == 0
+    assert ET.parse(out).getroot().get("name") == "excavator"
