@@ -97,6 +97,9 @@ PARAMETERS: tuple[Param, ...] = (
     _p("terrain.contact", True, None, None, "the bucket collides with the terrain [bool]"),
 )
 PARAMETER_BY_NAME: dict[str, Param] = {p.name: p for p in PARAMETERS}
+# Parameters of the ROS node only (declared by sim_node, skipped by the core's loader).
+NODE_ONLY_PARAMETERS = frozenset({"geometry_file", "marker_rate", "publish_robot_description",
+                                  "use_sim_time"})
 
 
 @dataclass(frozen=True)
@@ -217,6 +220,7 @@ def read_parameter_file(path: str | Path | None = None) -> dict[str, Any]:
 def load_sim_config(path: str | Path | None = None,
                     overrides: Mapping[str, Any] | None = None) -> SimConfig:
     """Load ``config/sim.yaml`` (or ``path``), apply dotted-name ``overrides``, validate."""
-    values = read_parameter_file(path)
+    values = {k: v for k, v in read_parameter_file(path).items()
+              if k not in NODE_ONLY_PARAMETERS}
     values.update(overrides or {})
     return config_from_flat(values, source=str(path or config_file("sim.yaml")))
