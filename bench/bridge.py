@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import shutil
 import subprocess
@@ -72,10 +73,11 @@ def _ping(client: redis.Redis) -> bool:
         return False
 
 
-def start_virtual_plc() -> tuple[subprocess.Popen[bytes], int, ControlClient]:
+def start_virtual_plc(rt_priority: int) -> tuple[subprocess.Popen[bytes], int, ControlClient]:
     port, cport = free_port(), free_port()
     proc = subprocess.Popen([sys.executable, "-m", "plc_bridge.virtual_plc_cli", "--port",
-                             str(port), "--control-port", str(cport), "--model", "skid_steer"],
+                             str(port), "--control-port", str(cport), "--model", "skid_steer",
+                             "--rt-priority", str(rt_priority)],
                             cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
     def connect() -> ControlClient | None:
@@ -109,6 +111,8 @@ class NaiveBridge:
         self.plc.disconnect()
 
     def _run(self) -> None:
+        if self.config.rt_priority > 0:   # same scheduling as the bridge, for a fair race
+            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(self.config.rt_priority))
         period = 1.0 / self.config.cycle_hz
         next_tick = time.monotonic()
         alive = 0
@@ -292,6 +296,9 @@ def main() -> None:
     parser.add_argument("--hz", type=float, default=100.0, help="bridge rate")
     parser.add_argument("--naive-cycles", type=int, default=None,
                         help="cycles of the naive baseline (default: same)")
+    parser.add_argument("--rt-priority", type=int, default=0,
+                        help="SCHED_FIFO priority of both bridges' loop threads and the virtual "
+                             "PLC (0 = normal scheduling)")
     parser.add_argument("--operational-layer", nargs=4, default=None,
                         metavar=("URL", "CYCLES", "HZ", "OUT"), help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -301,11 +308,12 @@ def main() -> None:
         return
     with tempfile.TemporaryDirectory() as tmp:
         redis_proc, url = start_redis(Path(tmp))
-        plc_proc, plc_port, plc = start_virtual_plc()
+        plc_proc, plc_port, plc = start_virtual_plc(args.rt_priority)
         try:
             config = load_config(None, {"redis_url": url, "plc_port": plc_port,
                                         "model": "skid_steer", "cycle_hz": args.hz,
-                                        "plc_timeout": min(0.02, 2.0 / args.hz)})
+                                        "plc_timeout": min(0.02, 2.0 / args.hz),
+                                        "rt_priority": args.rt_priority})
             fast = run("bridge", config, plc, args.cycles, args.hz)
             naive = run("naive", config, plc, args.naive_cycles or args.cycles, args.hz)
         finally:

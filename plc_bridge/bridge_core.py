@@ -30,6 +30,7 @@ Fail-safe behaviour (design note plc_bridge.md):
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -177,6 +178,12 @@ class BridgeCore:
 
     # --- the loop ------------------------------------------------------------------------------
     def _run(self) -> None:
+        if self.config.rt_priority > 0:
+            try:   # SCHED_FIFO for this thread only (Linux: pid 0 = the calling thread)
+                os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(self.config.rt_priority))
+            except (OSError, AttributeError) as e:
+                self.log.warning("plc_bridge: rt_priority %d not applied (%s); running with "
+                                 "normal scheduling", self.config.rt_priority, e)
         period = self.config.period_s
         next_tick = self.clock()
         try:

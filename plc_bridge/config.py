@@ -40,6 +40,7 @@ _SCALARS: dict[str, tuple[type, float, float, str]] = {
     "max_lateral": (float, 0.0, 100.0, "m/s"),
     "max_angular": (float, 1e-6, 100.0, "rad/s"),
     "control_db": (int, 1, 65535, "DB number"),
+    "rt_priority": (int, 0, 99, "SCHED_FIFO priority, 0 = normal scheduling"),
     "monitor_db": (int, 1, 65535, "DB number"),
 }
 
@@ -89,6 +90,7 @@ class BridgeConfig:
     max_angular: float
     control_db: int
     monitor_db: int
+    rt_priority: int
     write_allow_list: tuple[int, ...]
     control: DbLayout
     monitor: DbLayout

@@ -9,6 +9,7 @@ cleanly on SIGINT/SIGTERM or a ``shutdown`` on the control channel.
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 import threading
@@ -27,6 +28,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model", choices=MODELS, default=None,
                    help="vehicle model (default: 'model' of the config)")
     p.add_argument("--config", default=None, help="parameter file (default config/plc.yaml)")
+    p.add_argument("--rt-priority", type=int, default=0,
+                   help="SCHED_FIFO priority 1..99 for the whole process (Linux, needs "
+                        "CAP_SYS_NICE); 0 = normal scheduling (default)")
     p.add_argument("--control-port", type=int, default=0,
                    help="loopback JSON control channel port for fault injection (0 = free port,"
                         " -1 = off)")
@@ -40,6 +44,12 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as e:
         print(f"virtual_plc: {e}", file=sys.stderr)
         return 2
+    if args.rt_priority > 0:
+        try:   # before any thread starts: the server and plant threads inherit it
+            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(args.rt_priority))
+        except (OSError, AttributeError) as e:
+            print(f"virtual_plc: --rt-priority {args.rt_priority} not applied: {e}",
+                  file=sys.stderr)
     done = threading.Event()
     plc = VirtualPlc(config, args.host, args.port)
     plc.start()
