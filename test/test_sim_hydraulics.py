@@ -188,3 +188,21 @@ def test_joint_state_names_units_and_bucket_frames() -> None:
     lin, ang = sim.bucket_twist()
     assert ang[2] > 0.1  # swinging counter-clockwise about +z
     assert np.linalg.norm(lin) > 0.5
+
+
+def test_bucket_pressed_into_hard_ground_stays_on_it_at_the_force_limit() -> None:
+    config = load_sim_config(overrides={"terrain.contact": True, "terrain.nx": 81,
+                                        "terrain.ny": 41, "terrain.cell_size_m": 0.1,
+                                        "terrain.x0_m": 0.0, "terrain.y0_m": -2.0})
+    sim = ExcavatorSimulation(config)
+    target = {"boom": 0.1, "arm": -1.2, "bucket": 1.5}
+    assert sim.fk.tip([0.0, *target.values()])[2] < -1.0  # the target is 1 m underground
+    sim.set_joint_targets(target)
+    sim.step(4000)
+    contacts = sim.contacts()
+    assert contacts and all("terrain" in pair for pair in contacts)
+    assert 0.0 < sim.bucket_tip()[2] < 0.1  # resting on its teeth (sphere radius 0.05 m)
+    pull = sim.config.hydraulics.cylinders["boom_cylinder"].pull_force_n(
+        sim.config.hydraulics.pressure_pa)
+    assert sim.data.actuator_force[0] == pytest.approx(-pull, rel=1e-6)
+    assert sim.constraint_residual() < 1e-3
