@@ -12,7 +12,7 @@ what the pressure can push or pull. This gives, without any Python in the loop:
 - never past a stroke limit: the activation range is the usable stroke (``actlimited``).
 
 The swing motor is the same on the swing hinge (speed and torque limits); the tracks drive the
-caterpillar's planar joints with velocity servos whose force is limited by traction.
+caterpillar's planar joints the same way (holding at zero speed, force limited by traction).
 The outer position loop (joint targets -> valve speeds) lives in :mod:`excavator_sim.simulation`.
 """
 
@@ -103,12 +103,15 @@ class SwingDrive:
 
 @dataclass(frozen=True)
 class TrackDrive:
-    """Skid-steer track drive: gauge (track centre to centre) [m], speed [m/s], traction [N]."""
+    """Skid-steer track drive: gauge (track centre to centre) [m], speed [m/s], traction [N],
+    ground stiffness [N/m] and damping [N s/m] of the tracks' grip (static friction: the base
+    holds its place against swing reactions until the traction limit)."""
 
     track_width_m: float
     speed_limit_m_s: float
     traction_force_n: float
     damping_n_s_per_m: float
+    stiffness_n_per_m: float
 
 
 @dataclass(frozen=True)
@@ -171,19 +174,24 @@ def add_actuators(spec: mujoco.MjSpec, hydraulics: Hydraulics,
     act.actrange = list(swing_limits_rad)
 
     tr = hydraulics.tracks
-    # Planar base: x, y velocity servos (traction-limited) and yaw (the track pair's moment).
+    # Planar base: x, y and yaw servos that hold position at zero command (the tracks grip the
+    # ground) and follow the skid-steer velocities; force limited by traction.
+    arm2 = (tr.track_width_m / 2.0) ** 2
     yaw_torque = tr.traction_force_n * tr.track_width_m / 2.0
-    for name, kv, limit, speed in (
-        ("base_x", tr.damping_n_s_per_m, tr.traction_force_n, tr.speed_limit_m_s),
-        ("base_y", tr.damping_n_s_per_m, tr.traction_force_n, tr.speed_limit_m_s),
-        ("base_yaw", tr.damping_n_s_per_m * (tr.track_width_m / 2.0) ** 2, yaw_torque,
+    for name, kp, kv, limit, speed in (
+        ("base_x", tr.stiffness_n_per_m, tr.damping_n_s_per_m, tr.traction_force_n,
+         tr.speed_limit_m_s),
+        ("base_y", tr.stiffness_n_per_m, tr.damping_n_s_per_m, tr.traction_force_n,
+         tr.speed_limit_m_s),
+        ("base_yaw", tr.stiffness_n_per_m * arm2, tr.damping_n_s_per_m * arm2, yaw_torque,
          2.0 * tr.speed_limit_m_s / tr.track_width_m),
     ):
         act = spec.add_actuator()
         act.name = name
         act.target = name
         act.trntype = mujoco.mjtTrn.mjTRN_JOINT
-        act.set_to_velocity(kv=kv)
+        act.set_to_intvelocity(kp=kp, kv=kv)
+        act.actlimited = mujoco.mjtLimited.mjLIMITED_FALSE
         act.ctrllimited = mujoco.mjtLimited.mjLIMITED_TRUE
         act.ctrlrange = [-speed, speed]
         act.forcelimited = mujoco.mjtLimited.mjLIMITED_TRUE

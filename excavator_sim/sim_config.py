@@ -85,7 +85,8 @@ PARAMETERS: tuple[Param, ...] = (
     _p("tracks.track_width_m", 2.6, 0.5, 6.0, "track gauge, centre to centre [m]"),
     _p("tracks.speed_limit_m_s", 1.5, 0.01, 10.0, "track speed limit [m/s]"),
     _p("tracks.traction_force_n", 2.5e5, 1e3, 1e7, "traction (drawbar pull) limit [N]"),
-    _p("tracks.damping_n_s_per_m", 1.0e6, 1e2, 1e9, "track velocity servo gain [N s/m]"),
+    _p("tracks.damping_n_s_per_m", 1.0e6, 1e2, 1e9, "track grip damping [N s/m]"),
+    _p("tracks.stiffness_n_per_m", 1.0e7, 1e3, 1e10, "track grip stiffness [N/m]"),
     _p("terrain.x0_m", -8.0, -1e4, 1e4, "height-field first node x in world [m]"),
     _p("terrain.y0_m", -8.0, -1e4, 1e4, "height-field first node y in world [m]"),
     _p("terrain.cell_size_m", 0.05, 0.005, 1.0, "height-field node spacing [m]"),
@@ -180,7 +181,8 @@ def config_from_flat(values: Mapping[str, Any], source: str = "parameters") -> S
                          v["hydraulics.swing.stiffness_nm_per_rad"],
                          v["hydraulics.swing.damping_nm_s_per_rad"]),
         tracks=TrackDrive(v["tracks.track_width_m"], v["tracks.speed_limit_m_s"],
-                          v["tracks.traction_force_n"], v["tracks.damping_n_s_per_m"]),
+                          v["tracks.traction_force_n"], v["tracks.damping_n_s_per_m"],
+                          v["tracks.stiffness_n_per_m"]),
     )
     try:
         terrain = TerrainGrid(x0=v["terrain.x0_m"], y0=v["terrain.y0_m"],

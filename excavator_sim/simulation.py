@@ -116,7 +116,14 @@ class ExcavatorSimulation:
         self._track_travel = np.zeros(2)
         self._wrench = np.zeros(6)
         self._wrench_active = False
-        self._base_moving = False
+        self._base_axes = [
+            (self._act[a], self._q_adr[a], self._v_adr[a],
+             int(self.model.actuator_actadr[self._act[a]]),
+             *(float(x) for x in self.model.actuator_ctrlrange[self._act[a]]),
+             float(self.model.actuator_forcerange[self._act[a], 1]),
+             float(self.model.actuator_gainprm[self._act[a], 0]),
+             -float(self.model.actuator_biasprm[self._act[a], 2]))
+            for a in BASE_ACTUATORS]
         m = self.model
         # Per axis: (name, actuator, qpos adr, dof adr, act adr, ctrl lo/hi, force lo/hi, kp, kv)
         self._axes = [
@@ -279,21 +286,26 @@ class ExcavatorSimulation:
             v = ref_speed + gain * (new_ref - measured)
             # Anti-windup: past the deflection at which the force saturates, a held setpoint
             # further ahead of the rod adds no force, only overshoot later.
-            held_now = act_state[actadr]
-            damping = kv * qvel[vadr]
-            held = min(max(held_now + v * period, measured + (1.2 * f_lo + damping) / kp),
-                       measured + (1.2 * f_hi + damping) / kp)
+            # Bounds around where the rod will be at the end of this period.
+            held_now, speed = act_state[actadr], qvel[vadr]
+            ahead = measured + speed * period
+            held = min(max(held_now + v * period, ahead + (1.2 * f_lo + kv * speed) / kp),
+                       ahead + (1.2 * f_hi + kv * speed) / kp)
             d.ctrl[aid] = min(max((held - held_now) / period, lo), hi)
-        # Tracks: skid-steer kinematics -> world-frame velocities of the planar base.
+        # Tracks: skid-steer kinematics -> world-frame velocities of the planar base, held by
+        # the grip servos (same anti-windup: a base pushed at its traction limit slips).
         left, right = self._track_speeds
-        if left != 0.0 or right != 0.0 or self._base_moving:
-            width = self.config.hydraulics.tracks.track_width_m
-            yaw = qpos[self._q_adr["base_yaw"]]
-            forward = 0.5 * (left + right)
-            d.ctrl[self._act["base_x"]] = forward * math.cos(yaw)
-            d.ctrl[self._act["base_y"]] = forward * math.sin(yaw)
-            d.ctrl[self._act["base_yaw"]] = (right - left) / width
-            self._base_moving = left != 0.0 or right != 0.0
+        width = self.config.hydraulics.tracks.track_width_m
+        yaw = qpos[self._q_adr["base_yaw"]]
+        forward = 0.5 * (left + right)
+        speeds = (forward * math.cos(yaw), forward * math.sin(yaw), (right - left) / width)
+        for (aid, qadr, vadr, actadr, lo, hi, f_lim, kp, kv), v in zip(self._base_axes, speeds,
+                                                                       strict=True):
+            held_now, speed = act_state[actadr], qvel[vadr]
+            ahead = qpos[qadr] + speed * period
+            held = min(max(held_now + v * period, ahead + (kv * speed - 1.2 * f_lim) / kp),
+                       ahead + (kv * speed + 1.2 * f_lim) / kp)
+            d.ctrl[aid] = min(max((held - held_now) / period, lo), hi)
         # Bucket wrench at M: MuJoCo applies xfrc_applied at the body's centre of mass, so add
         # the moment of the force about the centre of mass.
         if self._wrench_active:
@@ -307,8 +319,8 @@ class ExcavatorSimulation:
             self._wrench_active = any(self._wrench.tolist())
 
     def _integrate_tracks(self, period: float) -> None:
-        if self._base_moving or self._track_speeds != (0.0, 0.0):
-            left, right = self._measured_track_speeds()
+        left, right = self._measured_track_speeds()
+        if left != 0.0 or right != 0.0:
             self._track_travel[0] += left * period
             self._track_travel[1] += right * period
 
@@ -348,7 +360,8 @@ class ExcavatorSimulation:
     def bucket_twist(self) -> tuple[np.ndarray, np.ndarray]:
         """Bucket origin velocity in ``world``: linear [m/s], angular [rad/s]."""
         res = np.zeros(6)
-        mujoco.mj_objectVelocity(self.model, self.data, mujoco.mjtObj.mjOBJ_BODY,
+        # mjOBJ_XBODY: at the body frame's origin (mjOBJ_BODY would be the centre of mass).
+        mujoco.mj_objectVelocity(self.model, self.data, mujoco.mjtObj.mjOBJ_XBODY,
                                  self._bucket_body, res, 0)
         return res[3:].copy(), res[:3].copy()
 

@@ -183,11 +183,15 @@ def test_joint_state_names_units_and_bucket_frames() -> None:
     assert np.linalg.norm(pos - sim.fk.points(q)["M"]) < 1e-3  # bucket origin = M
     tip_fk = sim.fk.tip(q)
     assert np.linalg.norm(sim.bucket_tip() - tip_fk) < 1e-3
-    sim.set_joint_targets({"swing": 0.3})
-    sim.step(500)
+    sim.set_joint_targets({"swing": 1.5})
+    sim.step(1500)  # cruising at the swing speed limit by now
     lin, ang = sim.bucket_twist()
+    assert ang[2] == pytest.approx(sim.config.hydraulics.swing.speed_limit_rad_s, rel=0.05)
     assert ang[2] > 0.1  # swinging counter-clockwise about +z
-    assert np.linalg.norm(lin) > 0.5
+    # Pure swing: the bucket origin moves as a point on a body turning about the z axis.
+    pos, _ = sim.bucket_pose()
+    expected = np.cross(ang, pos - np.array([0.0, 0.0, pos[2]]))
+    assert np.linalg.norm(lin - expected) < 0.01 * np.linalg.norm(expected)
 
 
 def test_bucket_pressed_into_hard_ground_stays_on_it_at_the_force_limit() -> None:
