@@ -5,7 +5,8 @@ its own height grid. Convention:
 
 - Heights are given at grid **nodes** ``x_i = x0 + i * cell_size`` (``i = 0 .. nx-1``) and
   ``y_j = y0 + j * cell_size`` (``j = 0 .. ny-1``) in ``world`` [m]. A soil model with cell-centred
-  columns passes its column centres as ``x0, y0``.
+  columns uses its first column centre as ``x0, y0``: the defaults match ``config/soil.yaml``
+  (cell (i, j) of the soil grid is node (i, j) here).
 - Height arrays are indexed ``[i, j]`` (x first, then y), in metres above ``world``'s z = 0.
 - Heights must lie within ``[z_min, z_max]`` (MuJoCo stores a height field normalised to a fixed
   elevation range). Values outside raise :class:`HeightFieldError` naming the value and range.
@@ -33,11 +34,11 @@ class HeightFieldError(ValueError):
 class TerrainGrid:
     """Height-field grid in ``world``: nodes at ``(x0 + i*cell_size, y0 + j*cell_size)`` [m]."""
 
-    x0: float = -8.0
-    y0: float = -8.0
+    x0: float = -3.975
+    y0: float = -7.975
     cell_size: float = 0.05
-    nx: int = 321
-    ny: int = 321
+    nx: int = 320
+    ny: int = 320
     z_min: float = -3.0
     z_max: float = 3.0
     initial_height: float = 0.0

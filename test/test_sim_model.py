@@ -272,3 +272,15 @@ def test_urdf_cli_writes_a_file(tmp_path: Path) -> None:
     out = tmp_path / "urdf" / "excavator.urdf"
     assert main(["-o", str(out)]) == 0
     assert ET.parse(out).getroot().get("name") == "excavator"
+
+
+def test_default_height_field_nodes_are_the_soil_grid_cell_centres() -> None:
+    from excavator_sim.soil_config import load_soil_config
+
+    soil = load_soil_config().terrain  # cell-centred grid: centres at x0 + (i + 0.5) * cell
+    xs = soil.x0 + (np.arange(soil.nx) + 0.5) * soil.cell_xy_m
+    ys = soil.y0 + (np.arange(soil.ny) + 0.5) * soil.cell_xy_m
+    grid = load_sim_config().terrain
+    assert (grid.nx, grid.ny) == (len(xs), len(ys))
+    assert np.allclose(grid.x0 + np.arange(grid.nx) * grid.cell_size, xs, atol=1e-9)
+    assert np.allclose(grid.y0 + np.arange(grid.ny) * grid.cell_size, ys, atol=1e-9)
