@@ -34,6 +34,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if "--ros-args" in argv:   # started by ros2 run: ROS arguments are not ours
+        argv = argv[:argv.index("--ros-args")]
     args = vars(build_parser().parse_args(argv))
     path = args.pop("config")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")

@@ -44,6 +44,8 @@ _SCALARS: dict[str, tuple[type, float, float, str]] = {
     "monitor_db": (int, 1, 65535, "DB number"),
 }
 
+SCALAR_PARAMETERS = _SCALARS   # for the ROS shell's parameter declarations
+
 _VIRTUAL_PLC: dict[str, tuple[float, float, str]] = {
     "plant_hz": (10.0, 2000.0, "Hz"),
     "speed_time_constant_s": (1e-4, 10.0, "s"),

@@ -38,6 +38,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if "--ros-args" in argv:   # started by ros2 launch / ros2 run: ROS arguments are not ours
+        argv = argv[:argv.index("--ros-args")]
     args = build_parser().parse_args(argv)
     try:
         config = load_config(args.config, {"model": args.model})

@@ -50,8 +50,10 @@ def shared(tmp_path_factory) -> Iterator[tuple[RedisServer, Spawner]]:
     server.start()
     spawner = Spawner(base)
     yield server, spawner
-    spawner.stop_all()
-    server.stop()
+    try:
+        spawner.stop_all()
+    finally:
+        server.stop()
 
 
 @pytest.fixture(scope="module")
@@ -284,8 +286,10 @@ def test_redis_killed_and_restarted(tmp_path, shared):
         assert_no_motion(rig, stop["t"])
         running(rig)
     finally:
-        rig.close()
-        server.stop()
+        try:
+            rig.close()
+        finally:
+            server.stop()
 
 
 def _exists(client, key: str) -> bool:
@@ -315,9 +319,11 @@ def test_stale_keys_at_startup_do_not_move_the_machine(tmp_path, shared):
         r.set(keys.HEARTBEAT, "false")    # a fresh edge: now the command is forwarded
         rig.wait_status("running", 1.0)
     finally:
-        rig.close()
-        r.close()
-        server.stop()
+        try:
+            rig.close()
+            r.close()
+        finally:
+            server.stop()
 
 
 def test_deactivate_writes_stop_before_returning(rig):
@@ -354,9 +360,11 @@ def test_sigterm_writes_a_stop(shared, tmp_path):
         assert rig.get(keys.BRIDGE_STATUS) == "stopped:shutdown"
         assert rig.get(keys.STATE_VALID) == "false"
     finally:
-        rig.heartbeat.stop()
-        rig.plc.close()
-        server.stop()
+        try:
+            rig.heartbeat.stop()
+            rig.plc.close()
+        finally:
+            server.stop()
 
 
 def test_writes_outside_the_allow_list_are_refused(rig):

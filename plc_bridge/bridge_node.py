@@ -1,0 +1,237 @@
+"""``plc_bridge``: the ROS 2 lifecycle node over ``BridgeCore`` (thin shell, rclpy only here).
+
+- configure: load and validate the parameters, start the bridge loop (it connects to Redis and
+  the PLC in the background and keeps the PLC at a stop: monitor keys live, no commands);
+- activate: commands are forwarded (after a fresh heartbeat edge, as always);
+- deactivate: a stop is written to the PLC before the transition returns;
+- cleanup / shutdown: the loop ends with a last stop.
+
+Publishes ``odom`` (nav_msgs/Odometry, dead reckoning of the measured twist, frame ``odom`` ->
+``base_link``), ``plc/wheel_states`` (sensor_msgs/JointState: measured wheel/track speeds
+[m/s] as velocity, steering angles [rad] as position; tracks are ``track_left``/``track_right``,
+wheels ``wheel_<name>``, steering ``steer_<name>``) and ``/diagnostics``. With
+``cmd_vel_to_redis`` it also plays the operational layer: ``cmd_vel`` (geometry_msgs/Twist) is
+written to the Redis control keys and the heartbeat is toggled while cmd_vel keeps arriving
+(within ``cmd_vel_timeout``).
+
+Parameters: those of ``config/plc.yaml`` (scalars declared with ranges here; data-block layouts
+and vehicle geometry read from ``config_file``), plus ``autostart``, ``publish_rate``,
+``cmd_vel_to_redis`` and ``cmd_vel_timeout``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import sys
+import time
+from typing import Any
+
+from geometry_msgs.msg import Twist
+from nav_msgs.msg import Odometry
+from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
+from sensor_msgs.msg import JointState
+
+from excavator_kinematics.errors import ConfigError
+from excavator_kinematics.ros_runtime import ERROR, OK, WARN, Diagnostics, declare, run_node
+from excavator_kinematics.vehicle import BodyTwist, artof_from_twist
+from plc_bridge import redis_keys as keys
+from plc_bridge.bridge_core import BridgeCore
+from plc_bridge.config import SCALAR_PARAMETERS, BridgeConfig, load_config, read_parameters
+from plc_bridge.odometry import Pose2D, integrate
+
+# Stop reasons that are normal operation rather than a fault (diagnostics level WARN, not ERROR).
+_BENIGN = ("waiting_heartbeat", "waiting_heartbeat_edge", "heartbeat_stale", "deactivated",
+           "inactive", "starting")
+_STRINGS = ("redis_url", "plc_host", "model", "lateral_positive", "notify_channel")
+_BOOLS = ("wake_on_change", "configure_keyspace_events")
+
+
+class PlcBridgeNode(LifecycleNode):
+    def __init__(self) -> None:
+        super().__init__("plc_bridge")
+        self.config_file = declare(self, "config_file", "", "parameter file with the data-block "
+                                   "layouts and vehicle geometry ('' = the package's "
+                                   "config/plc.yaml)")
+        file_params = read_parameters(self.config_file or None)
+        self.overrides: dict[str, Any] = {}
+        for name in _STRINGS:
+            self.overrides[name] = declare(self, name, str(file_params.get(name, "")),
+                                           f"see config/plc.yaml: {name}")
+        for name in _BOOLS:
+            self.overrides[name] = declare(self, name, bool(file_params.get(name, True)),
+                                           f"see config/plc.yaml: {name}")
+        for name, (kind, lo, hi, unit) in SCALAR_PARAMETERS.items():
+            default = kind(file_params.get(name, lo))
+            self.overrides[name] = declare(self, name, default, f"see config/plc.yaml: {name}",
+                                           low=lo, high=hi, unit=unit)
+        self.autostart = declare(self, "autostart", False,
+                                 "configure and activate at start-up")
+        self.publish_rate = declare(self, "publish_rate", 50.0, "odom / wheel_states rate",
+                                    low=1.0, high=500.0, unit="Hz")
+        self.cmd_vel_to_redis = declare(self, "cmd_vel_to_redis", False,
+                                        "write cmd_vel to the Redis control keys")
+        self.cmd_vel_timeout = declare(self, "cmd_vel_timeout", 0.5, "heartbeat toggles only "
+                                       "while cmd_vel is younger than this", low=0.05,
+                                       high=10.0, unit="s")
+        self.core: BridgeCore | None = None
+        self.config: BridgeConfig | None = None
+        self.diagnostics = Diagnostics(self, "plc_bridge")
+        self.odom_pub = self.create_publisher(Odometry, "odom", 10)
+        self.wheel_pub = self.create_publisher(JointState, "plc/wheel_states", 10)
+        self._pose = Pose2D()
+        self._last_stamp: float | None = None
+        self._active = False
+        self._timers: list[Any] = []
+        self._cmd_client: Any = None
+        self._last_cmd_vel = -1e9
+        self._hb_level = False
+        if self.autostart:
+            self._autostart_timer = self.create_timer(0.0, self._do_autostart)
+
+    def _do_autostart(self) -> None:
+        self._autostart_timer.cancel()
+        self.trigger_configure()
+        if self.core is not None:
+            self.trigger_activate()
+
+    # --- lifecycle -----------------------------------------------------------------------------
+    def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
+        try:
+            self.config = load_config(self.config_file or None, self.overrides)
+            self.core = BridgeCore(self.config, logger=None)
+        except ConfigError as e:
+            self.get_logger().fatal(f"invalid configuration: {e}")
+            return TransitionCallbackReturn.FAILURE
+        self.core.set_enabled(False, "inactive")
+        self.core.start()
+        self._timers = [self.create_timer(1.0 / self.publish_rate, self._publish),
+                        self.create_timer(1.0, self._publish_diagnostics)]
+        if self.cmd_vel_to_redis:
+            import redis
+
+            self._cmd_client = redis.Redis.from_url(self.config.redis_url, socket_timeout=0.2,
+                                                    socket_connect_timeout=0.2)
+            self.create_subscription(Twist, "cmd_vel", self._on_cmd_vel, 10)
+            self._timers.append(self.create_timer(0.25, self._heartbeat))
+        self.get_logger().info(
+            f"configured: model {self.config.model}, PLC {self.config.plc_host}:"
+            f"{self.config.plc_port} rack {self.config.rack} slot {self.config.slot}, "
+            f"{self.config.cycle_hz:g} Hz")
+        return TransitionCallbackReturn.SUCCESS
+
+    def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
+        assert self.core is not None
+        self.core.set_enabled(True)
+        self._active = True
+        return super().on_activate(state)
+
+    def on_deactivate(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self._active = False
+        if self.core is not None:
+            self.core.set_enabled(False, "deactivated")   # returns after the stop was written
+        return super().on_deactivate(state)
+
+    def on_cleanup(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self.stop_core()
+        return TransitionCallbackReturn.SUCCESS
+
+    def on_shutdown(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self.stop_core()
+        return TransitionCallbackReturn.SUCCESS
+
+    def stop_core(self) -> None:
+        self._active = False
+        for t in self._timers:
+            t.cancel()
+        self._timers = []
+        if self.core is not None:
+            self.core.stop()
+            self.core = None
+
+    # --- outputs -------------------------------------------------------------------------------
+    def _publish(self) -> None:
+        core, cfg = self.core, self.config
+        if core is None or cfg is None:
+            return
+        snap = core.snapshot()
+        stamp = self.get_clock().now().to_msg()
+        if snap.measured is not None:
+            if self._last_stamp is not None:
+                self._pose = integrate(self._pose, snap.measured,
+                                       max(0.0, snap.stamp_s - self._last_stamp))
+            self._last_stamp = snap.stamp_s
+        odom = Odometry()
+        odom.header.stamp = stamp
+        odom.header.frame_id = "odom"
+        odom.child_frame_id = "base_link"
+        odom.pose.pose.position.x = self._pose.x
+        odom.pose.pose.position.y = self._pose.y
+        odom.pose.pose.orientation.z = math.sin(self._pose.yaw / 2.0)
+        odom.pose.pose.orientation.w = math.cos(self._pose.yaw / 2.0)
+        twist = snap.measured or BodyTwist()
+        odom.twist.twist.linear.x = twist.vx
+        odom.twist.twist.linear.y = twist.vy
+        odom.twist.twist.angular.z = twist.wz
+        if snap.measured is None:   # unknown: say so in the covariance rather than claim 0
+            odom.twist.covariance[0] = odom.twist.covariance[7] = -1.0
+        self.odom_pub.publish(odom)
+
+        js = JointState()
+        js.header.stamp = stamp
+        prefix = "track_" if cfg.model == "skid_steer" else "wheel_"
+        for name, v in snap.wheel_speeds.items():
+            js.name.append(prefix + name)
+            js.position.append(0.0)
+            js.velocity.append(v)
+        for name, a in snap.wheel_angles.items():
+            js.name.append("steer_" + name)
+            js.position.append(a)
+            js.velocity.append(0.0)
+        if js.name:
+            self.wheel_pub.publish(js)
+
+    def _publish_diagnostics(self) -> None:
+        if self.core is None:
+            return
+        snap = self.core.snapshot()
+        reason = snap.status.removeprefix("stopped:")
+        level = OK if snap.status == "running" else WARN if reason in _BENIGN else ERROR
+        values: dict[str, Any] = {"status": snap.status, "detail": snap.detail,
+                                  "plc_connected": snap.plc_connected,
+                                  "redis_connected": snap.redis_connected,
+                                  "monitor_valid": snap.monitor_valid, "active": self._active}
+        values.update({f"counter.{k}": v for k, v in snap.counters.items()})
+        self.diagnostics.publish(level, snap.status + (f": {snap.detail}" if snap.detail else ""),
+                                 values)
+
+    # --- optional operational layer ------------------------------------------------------------
+    def _on_cmd_vel(self, msg: Twist) -> None:
+        cfg = self.config
+        if cfg is None or self._cmd_client is None:
+            return
+        lon, lat, ang = artof_from_twist(BodyTwist(msg.linear.x, msg.linear.y, msg.angular.z),
+                                         cfg.lateral_positive)
+        try:
+            self._cmd_client.mset({keys.LONGITUDINAL: f"{lon:.10g}",
+                                   keys.LATERAL: f"{lat:.10g}", keys.ANGULAR: f"{ang:.10g}"})
+            self._last_cmd_vel = time.monotonic()
+        except Exception as e:  # noqa: BLE001 - Redis down: the bridge stops on its own
+            self.get_logger().warning(f"cmd_vel not written to Redis: {e}",
+                                      throttle_duration_sec=5.0)
+
+    def _heartbeat(self) -> None:
+        if self._cmd_client is None or time.monotonic() - self._last_cmd_vel > \
+                self.cmd_vel_timeout:
+            return   # no fresh cmd_vel: let the heartbeat go stale, the bridge stops
+        self._hb_level = not self._hb_level
+        with contextlib.suppress(Exception):   # Redis down: the bridge stops on its own
+            self._cmd_client.set(keys.HEARTBEAT, "true" if self._hb_level else "false")
+
+
+def main(args: list[str] | None = None) -> int:
+    return run_node(PlcBridgeNode, args, cleanup=lambda n: n.stop_core())
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,90 @@
+"""The plc_bridge lifecycle node over real DDS, a real redis-server and the virtual PLC process:
+autostart, odom / plc/wheel_states / diagnostics, cmd_vel -> Redis, deactivate writes a stop."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from helpers import NodeProcess, free_port, wait_for
+
+from plc_bridge import redis_keys as keys
+from plc_bridge.virtual_plc_control import ControlClient
+
+
+def _control(port: int) -> ControlClient | None:
+    try:
+        return ControlClient(port)
+    except OSError:
+        return None
+
+
+@pytest.mark.slow
+def test_node_publishes_and_deactivate_stops(redis_server, node_processes, ros_node, tmp_path):
+    from diagnostic_msgs.msg import DiagnosticArray
+    from geometry_msgs.msg import Twist
+    from lifecycle_msgs.msg import Transition
+    from lifecycle_msgs.srv import ChangeState
+    from nav_msgs.msg import Odometry
+    from sensor_msgs.msg import JointState
+
+    port, cport = free_port(), free_port()
+    node_processes.append(NodeProcess("plc_bridge.virtual_plc_cli", [
+        "--port", str(port), "--control-port", str(cport), "--model", "skid_steer"],
+        log_dir=tmp_path))
+    plc = wait_for(lambda: _control(cport), 20.0, "virtual PLC")
+    bridge = NodeProcess("plc_bridge.bridge_node", [
+        "--ros-args", "--params-file", "config/plc.yaml", "-p", f"redis_url:={redis_server.url}",
+        "-p", f"plc_port:={port}", "-p", "autostart:=true", "-p", "cmd_vel_to_redis:=true"],
+        log_dir=tmp_path)
+    node_processes.append(bridge)
+    import redis
+
+    r = redis.Redis.from_url(redis_server.url)
+    odom = ros_node.collect(Odometry, "odom")
+    wheels = ros_node.collect(JointState, "plc/wheel_states")
+    diags = ros_node.collect(DiagnosticArray, "/diagnostics")
+    pub = ros_node.node.create_publisher(Twist, "cmd_vel", 10)
+    cmd = Twist()
+    cmd.linear.x, cmd.angular.z = 0.6, 0.2
+    try:
+        def drive():
+            pub.publish(cmd)
+            return r.get(keys.BRIDGE_STATUS) == b"running"
+        wait_for(drive, 20.0, f"bridge running via cmd_vel (log: {bridge.log()[-500:]})", 0.05)
+        assert r.get(keys.LONGITUDINAL) == b"0.6" and r.get(keys.ANGULAR) == b"0.2"
+
+        def settled():
+            pub.publish(cmd)
+            if not odom:
+                return False
+            t = odom[-1].twist.twist
+            return abs(t.linear.x - 0.6) < 0.006 and abs(t.angular.z - 0.2) < 0.002
+        wait_for(settled, 5.0, "odom at the commanded twist (1 %)", 0.05)
+        assert odom[-1].header.frame_id == "odom" and odom[-1].child_frame_id == "base_link"
+        assert odom[-1].pose.pose.position.x > 0.0      # dead reckoning moved forward
+        js = wheels[-1]
+        assert list(js.name) == ["track_left", "track_right"]
+        assert js.velocity[0] == pytest.approx(0.4, abs=0.01)   # 0.6 -+ 0.2 * 2.0 / 2
+        assert js.velocity[1] == pytest.approx(0.8, abs=0.01)
+        wait_for(lambda: any(s.name == "plc_bridge" and s.message == "running"
+                             for d in diags for s in d.status), 3.0, "diagnostics OK")
+
+        client = ros_node.node.create_client(ChangeState, "plc_bridge/change_state")
+        assert client.wait_for_service(timeout_sec=5.0)
+        t0 = time.monotonic()
+        req = ChangeState.Request()
+        req.transition.id = Transition.TRANSITION_DEACTIVATE
+        future = client.call_async(req)
+        wait_for(future.done, 5.0, "deactivate")
+        assert future.result().success
+        writes = plc.writes(t0)
+        assert writes and not writes[-1]["enable"] and writes[-1]["stop"]
+        assert writes[-1]["speed_sp_left"] == 0.0 and writes[-1]["speed_sp_right"] == 0.0
+        time.sleep(0.3)
+        pub.publish(cmd)
+        assert r.get(keys.BRIDGE_STATUS) == b"stopped:deactivated"
+        assert all(w["speed_sp_left"] == 0.0 for w in plc.writes(writes[-1]["t"]))
+    finally:
+        plc.close()
+        r.close()
