@@ -96,3 +96,34 @@ def test_backoff_is_capped_with_bounded_jitter():
     b.reset()
     assert b.next_delay() <= 0.012
     assert not math.isnan(sum(delays))
+
+
+@given(vx=st.floats(-2, 2), vy=st.floats(-1, 1), wz=st.floats(-1.5, 1.5),
+       dt=st.floats(0.001, 0.5))
+def test_odometry_step_matches_fine_integration(vx, vy, wz, dt):
+    from plc_bridge.odometry import Pose2D, integrate
+
+    exact = integrate(Pose2D(1.0, -2.0, 0.3), BodyTwist(vx, vy, wz), dt)
+    fine = Pose2D(1.0, -2.0, 0.3)
+    n = 2000
+    for _ in range(n):     # midpoint rule, tiny steps
+        mid = fine.yaw + 0.5 * wz * dt / n
+        fine = Pose2D(fine.x + (vx * math.cos(mid) - vy * math.sin(mid)) * dt / n,
+                      fine.y + (vx * math.sin(mid) + vy * math.cos(mid)) * dt / n,
+                      fine.yaw + wz * dt / n)
+    assert exact.x == pytest.approx(fine.x, abs=1e-8)   # midpoint rule error ~1e-9
+    assert exact.y == pytest.approx(fine.y, abs=1e-8)
+    assert math.cos(exact.yaw - fine.yaw) == pytest.approx(1.0, abs=1e-12)
+
+
+def test_odometry_full_circle_closes():
+    from plc_bridge.odometry import Pose2D, integrate
+
+    pose = Pose2D()
+    steps = 100
+    period = 2 * math.pi / 0.5
+    for _ in range(steps):
+        pose = integrate(pose, BodyTwist(1.0, 0.0, 0.5), period / steps)
+    assert abs(pose.x) < 1e-9 and abs(pose.y) < 1e-9
+    with pytest.raises(ValueError, match="dt"):
+        integrate(pose, BodyTwist(), -0.1)
