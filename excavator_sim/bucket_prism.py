@@ -52,6 +52,12 @@ class BucketPose:
         ry = np.array([[cp, 0.0, sp], [0.0, 1.0, 0.0], [-sp, 0.0, cp]])
         return rz @ ry
 
+    def quaternion(self) -> tuple[float, float, float, float]:
+        """Orientation as a unit quaternion (x, y, z, w): yaw about z after pitch about y."""
+        cy, sy = math.cos(0.5 * self.yaw), math.sin(0.5 * self.yaw)
+        cp, sp = math.cos(0.5 * self.pitch), math.sin(0.5 * self.pitch)
+        return (-sy * sp, cy * sp, sy * cp, cy * cp)
+
     @classmethod
     def from_quaternion(
         cls, position: tuple[float, float, float], quat_xyzw: tuple[float, float, float, float]
@@ -75,7 +81,7 @@ class BucketPose:
         yy = 1 - 2 * (qx * qx + qz * qz)
         # yaw from the y axis (stays horizontal without roll, defined even when x is vertical)
         yaw = math.atan2(-yx, yy)
-        pitch = math.atan2(-xz, math.hypot(xx, xy))
+        pitch = math.atan2(-xz, xx * math.cos(yaw) + xy * math.sin(yaw))  # full circle
         return cls(float(position[0]), float(position[1]), float(position[2]), pitch, yaw)
 
 

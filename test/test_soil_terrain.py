@@ -234,3 +234,19 @@ def _config_lines() -> str:
     lines = config_file("soil.yaml").read_text().splitlines()
     start = next(k for k, line in enumerate(lines) if "ros__parameters" in line)
     return "\n".join(line[4:] for line in lines[start + 1:])
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.floats(-math.pi + 1e-6, math.pi - 1e-6), st.floats(-math.pi + 1e-6, math.pi - 1e-6))
+def test_pose_quaternion_round_trip_matches_the_rotation(pitch: float, yaw: float) -> None:
+    pose = BucketPose(1.0, -2.0, 0.5, pitch, yaw)
+    qx, qy, qz, qw = pose.quaternion()
+    back = BucketPose.from_quaternion((1.0, -2.0, 0.5), (qx, qy, qz, qw))
+    assert back.rotation() == pytest.approx(pose.rotation(), abs=1e-9)
+    # the quaternion's own rotation matrix is the pose's
+    rot = np.array([
+        [1 - 2 * (qy * qy + qz * qz), 2 * (qx * qy - qz * qw), 2 * (qx * qz + qy * qw)],
+        [2 * (qx * qy + qz * qw), 1 - 2 * (qx * qx + qz * qz), 2 * (qy * qz - qx * qw)],
+        [2 * (qx * qz - qy * qw), 2 * (qy * qz + qx * qw), 1 - 2 * (qx * qx + qy * qy)],
+    ])
+    assert rot == pytest.approx(pose.rotation(), abs=1e-12)

@@ -1,0 +1,232 @@
+"""soil_node: deformable terrain and bucket-soil forces over ROS 2 (a thin shell over
+``terrain.Terrain`` and ``soil_forces.DiMaioForceModel``).
+
+Subscribes
+- ``bucket_pose`` (geometry_msgs/PoseStamped, frame ``world``): the bucket frame (origin M, x
+  along M->L); each message is one terrain + force update, at most ``update_rate_hz`` in the
+  messages' own time (header stamps: simulated time when the simulator sends them).
+- ``bucket_twist`` (geometry_msgs/TwistStamped, frame ``world``): velocity of the bucket
+  origin [m/s] and angular velocity [rad/s]; the latest one is used.
+
+Publishes
+- ``soil/wrench`` (geometry_msgs/WrenchStamped, frame ``world``): force [N] and torque [N m] on
+  the bucket about its origin, after every update (stamp = the pose's).
+- ``soil/bucket_load`` (std_msgs/Float64): soil volume in the bucket [m^3], after every update.
+- ``soil/heightmap`` (visualization_msgs/Marker TRIANGLE_LIST in ``world``): the terrain mesh
+  for RViz, every cell-th ``marker_stride`` node, at ``heightmap_rate_hz`` when it changed.
+- ``soil/heightmap/patch`` (std_msgs/Float32MultiArray): the data topic. Heights [m] of a box of
+  cells, row-major with x first: ``layout.dim[0]`` (label ``x``) and ``dim[1]`` (label ``y``)
+  give the box's size, ``layout.data_offset`` is unused (0). The box and the grid are in the
+  labels of two extra dims of size 1: ``dim[2].label = "i0=<i0>;j0=<j0>"`` (cell indices of the
+  box's first cell) and ``dim[3].label = "x0=<m>;y0=<m>;cell=<m>;nx=<n>;ny=<n>"`` (the grid's
+  lower corner in ``world``; cell (i, j) has its centre at x0 + (i + 0.5) cell). After every
+  update that changed the terrain: the changed box (what a simulator refreshes); and the whole
+  grid once at start and at ``heightmap_rate_hz`` for recorders that join late.
+- ``/diagnostics``: at 1 Hz; updates, mean update time, load, mass drift (always 0), rejected
+  messages with the last reason (NaN, wrong frame, bucket outside the grid).
+
+Parameters: ``config/soil.yaml`` (every key declared with its unit and range).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any
+
+import numpy as np
+from geometry_msgs.msg import Point, PoseStamped, TwistStamped, WrenchStamped
+from rclpy.node import Node
+from std_msgs.msg import Float32MultiArray, Float64, MultiArrayDimension
+from visualization_msgs.msg import Marker
+
+from excavator_kinematics.errors import ConfigError
+from excavator_kinematics.geometry import default_geometry
+from excavator_kinematics.ros_runtime import ERROR, OK, Diagnostics, declare, run_node
+from excavator_sim.bucket_prism import BucketPose, BucketPrism
+from excavator_sim.soil_config import (
+    PARAMETERS,
+    PRESET_PARAMETERS,
+    parameters_from_yaml,
+    soil_config_from_parameters,
+)
+from excavator_sim.soil_errors import SoilConfigError, SoilError
+from excavator_sim.soil_forces import DiMaioForceModel
+from excavator_sim.terrain import Box, Terrain
+
+WORLD = "world"
+MARKER_MAX_NODES = 96  # per side: the RViz mesh stays < 60k vertices
+
+
+class SoilNode(Node):
+    def __init__(self) -> None:
+        super().__init__("soil_node")
+        try:
+            config = soil_config_from_parameters(self._declare_all(), "soil_node parameters")
+        except SoilConfigError as exc:
+            raise ConfigError(str(exc)) from None
+        self.config = config
+        self.bucket = BucketPrism.from_geometry(default_geometry())
+        self.terrain = Terrain(config.terrain, self.bucket)
+        self.forces = DiMaioForceModel(config.dimaio, self.bucket)
+        self.start_units = self.terrain.total_units
+        self.twist = (np.zeros(3), np.zeros(3))
+        self.last_stamp: float | None = None
+        self.updates = 0
+        self.update_time_s = 0.0
+        self.rejected = 0
+        self.last_error = ""
+        self.last_force = np.zeros(3)
+        self._mesh_dirty = True
+        g = config.terrain
+        self._stride = max(1, math.ceil(max(g.nx, g.ny) / MARKER_MAX_NODES))
+
+        self.wrench_pub = self.create_publisher(WrenchStamped, "soil/wrench", 10)
+        self.load_pub = self.create_publisher(Float64, "soil/bucket_load", 10)
+        self.mesh_pub = self.create_publisher(Marker, "soil/heightmap", 1)
+        self.patch_pub = self.create_publisher(Float32MultiArray, "soil/heightmap/patch", 10)
+        # deep queues: a mesh publish may hold the executor for tens of ms
+        self.create_subscription(PoseStamped, "bucket_pose", self.on_pose, 200)
+        self.create_subscription(TwistStamped, "bucket_twist", self.on_twist, 200)
+        self.diagnostics = Diagnostics(self, f"{self.get_name()}: soil")
+        self.create_timer(1.0, self.publish_status)
+        self.create_timer(1.0 / config.heightmap_rate_hz, self.publish_heightmap)
+        self.publish_patch((0, g.nx, 0, g.ny))
+        self.get_logger().info(
+            f"ready: preset {config.preset}, grid {g.nx} x {g.ny} cells of {g.cell_xy_m} m "
+            f"from x0={g.x0:.2f}, y0={g.y0:.2f} m")
+
+    def _declare_all(self) -> dict[str, Any]:
+        """Declare every key of config/soil.yaml (defaults from it), return the values."""
+        defaults = parameters_from_yaml()
+        specs = {s.name: s for s in PARAMETERS}
+        values: dict[str, Any] = {}
+        for name, default in defaults.items():
+            spec = specs.get(name)
+            if spec is None and name.startswith("presets."):
+                spec = next((s for s in PRESET_PARAMETERS if s.name == name.split(".")[-1]), None)
+            if spec is None:  # 'preset'
+                values[name] = declare(self, name, default, "soil preset: one of presets.*")
+                continue
+            values[name] = declare(self, name, spec.kind(default), spec.description,
+                                   low=spec.lo, high=spec.hi)
+        return values
+
+    # --- inputs --------------------------------------------------------------------------
+    def on_twist(self, msg: TwistStamped) -> None:
+        if msg.header.frame_id not in ("", WORLD):
+            self._reject(f"bucket_twist in frame {msg.header.frame_id!r}: send it in 'world'")
+            return
+        lin, ang = msg.twist.linear, msg.twist.angular
+        self.twist = (np.array([lin.x, lin.y, lin.z]), np.array([ang.x, ang.y, ang.z]))
+
+    def on_pose(self, msg: PoseStamped) -> None:
+        if msg.header.frame_id not in ("", WORLD):
+            self._reject(f"bucket_pose in frame {msg.header.frame_id!r}: send it in 'world'")
+            return
+        stamp = msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
+        if (self.last_stamp is not None and stamp > self.last_stamp
+                and stamp - self.last_stamp < 1.0 / self.config.update_rate_hz - 1e-6):
+            return  # faster than update_rate_hz (in the messages' time): skip
+        p, o = msg.pose.position, msg.pose.orientation
+        t0 = time.perf_counter()
+        try:
+            pose = BucketPose.from_quaternion((p.x, p.y, p.z), (o.x, o.y, o.z, o.w))
+            update = self.terrain.update(pose)
+            result = self.forces.step(pose, self.twist[0], self.twist[1],
+                                      self.terrain.height_at, self.terrain.load_volume_m3)
+        except SoilError as exc:
+            self._reject(str(exc))
+            return
+        self.update_time_s += time.perf_counter() - t0
+        self.updates += 1
+        self.last_stamp = stamp
+        self.last_force = result.force
+        wrench = WrenchStamped()
+        wrench.header.stamp = msg.header.stamp
+        wrench.header.frame_id = WORLD
+        f, tq = result.force, result.torque
+        wrench.wrench.force.x, wrench.wrench.force.y, wrench.wrench.force.z = map(float, f)
+        wrench.wrench.torque.x, wrench.wrench.torque.y, wrench.wrench.torque.z = map(float, tq)
+        self.wrench_pub.publish(wrench)
+        self.load_pub.publish(Float64(data=float(self.terrain.load_volume_m3)))
+        if update.changed is not None:
+            self._mesh_dirty = True
+            self.publish_patch(self.terrain.take_dirty() or update.changed)
+
+    # --- outputs -------------------------------------------------------------------------
+    def publish_patch(self, box: Box) -> None:
+        g = self.config.terrain
+        i0, i1, j0, j1 = box
+        msg = Float32MultiArray()
+        msg.layout.dim = [
+            MultiArrayDimension(label="x", size=i1 - i0, stride=(i1 - i0) * (j1 - j0)),
+            MultiArrayDimension(label="y", size=j1 - j0, stride=j1 - j0),
+            MultiArrayDimension(label=f"i0={i0};j0={j0}", size=1, stride=1),
+            MultiArrayDimension(label=f"x0={g.x0!r};y0={g.y0!r};cell={g.cell_xy_m!r};"
+                                      f"nx={g.nx};ny={g.ny}", size=1, stride=1),
+        ]
+        msg.data = self.terrain.heights_m(box).astype(np.float32).ravel().tolist()
+        self.patch_pub.publish(msg)
+
+    def publish_heightmap(self) -> None:
+        if not self._mesh_dirty:
+            return
+        self._mesh_dirty = False
+        g = self.config.terrain
+        self.publish_patch((0, g.nx, 0, g.ny))
+        self.mesh_pub.publish(self._mesh())
+
+    def _mesh(self) -> Marker:
+        """TRIANGLE_LIST over every ``stride``-th cell centre (two triangles per quad)."""
+        s = self._stride
+        xs, ys = self.terrain.cell_centres()
+        xs, ys = xs[::s], ys[::s]
+        h = self.terrain.heights_m()[::s, ::s]
+        a = np.stack(np.meshgrid(xs, ys, indexing="ij"), axis=-1)
+        v = np.concatenate((a, h[..., None]), axis=-1)  # (nx, ny, 3)
+        q00, q10 = v[:-1, :-1], v[1:, :-1]
+        q01, q11 = v[:-1, 1:], v[1:, 1:]
+        tris = np.stack((q00, q10, q11, q00, q11, q01), axis=2).reshape(-1, 3)
+        marker = Marker()
+        marker.header.frame_id = WORLD
+        marker.header.stamp = self.get_clock().now().to_msg()
+        marker.ns = "soil"
+        marker.id = 0
+        marker.type = Marker.TRIANGLE_LIST
+        marker.action = Marker.ADD
+        marker.pose.orientation.w = 1.0
+        marker.scale.x = marker.scale.y = marker.scale.z = 1.0
+        marker.color.r, marker.color.g, marker.color.b, marker.color.a = 0.55, 0.42, 0.28, 1.0
+        marker.points = [Point(x=float(x), y=float(y), z=float(z)) for x, y, z in tris]
+        return marker
+
+    def _reject(self, reason: str) -> None:
+        self.rejected += 1
+        self.last_error = reason
+        self.get_logger().warning(f"input rejected: {reason}")
+        self.diagnostics.publish(ERROR, reason, self._counters())
+
+    def _counters(self) -> dict[str, object]:
+        mean_ms = 1e3 * self.update_time_s / self.updates if self.updates else 0.0
+        return {
+            "updates": self.updates,
+            "mean_update_ms": f"{mean_ms:.3f}",
+            "bucket_load_m3": f"{self.terrain.load_volume_m3:.5f}",
+            "bucket_load_kg": f"{self.terrain.load_mass_kg:.1f}",
+            "force_n": f"{np.linalg.norm(self.last_force):.1f}",
+            "mass_drift_units": self.terrain.total_units - self.start_units,
+            "rejected": self.rejected,
+            "last_error": self.last_error,
+        }
+
+    def publish_status(self) -> None:
+        self.diagnostics.publish(OK, "running", self._counters())
+
+
+def main(args: list[str] | None = None) -> int:
+    return run_node(SoilNode, args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

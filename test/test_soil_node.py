@@ -1,0 +1,151 @@
+"""soil_node in its own process over real DDS: a scripted scoop in, wrench/load/terrain out."""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+import pytest
+from diagnostic_msgs.msg import DiagnosticArray
+from geometry_msgs.msg import PoseStamped, TwistStamped, WrenchStamped
+from helpers import NodeProcess, RosTestNode, wait_for
+from std_msgs.msg import Float32MultiArray, Float64
+from visualization_msgs.msg import Marker
+
+from excavator_kinematics.geometry import default_geometry
+from excavator_sim.bucket_prism import BucketPose, BucketPrism
+from excavator_sim.soil_scenarios import cut_tip_path, pitch_for_attack, pose_for_tip
+
+BUCKET = BucketPrism.from_geometry(default_geometry())
+ARGS = ["--ros-args", "-p", "terrain.size_x_m:=8.0", "-p", "terrain.size_y_m:=6.0",
+        "-p", "terrain.centre_x_m:=4.0", "-p", "heightmap_rate_hz:=5.0"]
+
+
+@pytest.fixture(scope="module")
+def soil_process(tmp_path_factory: pytest.TempPathFactory):
+    proc = NodeProcess("excavator_sim.soil_node", ARGS,
+                       log_dir=tmp_path_factory.mktemp("soil_node"))
+    yield proc
+    code = proc.stop()
+    assert code == 0, proc.log()
+
+
+@pytest.fixture(scope="module")
+def probe():
+    node = RosTestNode("soil_probe")
+    yield node
+    node.close()
+
+
+class Channel:
+    def __init__(self, probe: RosTestNode):
+        self.wrenches: list[WrenchStamped] = probe.collect(WrenchStamped, "soil/wrench", 1000)
+        self.loads: list[Float64] = probe.collect(Float64, "soil/bucket_load", 1000)
+        self.patches: list[Float32MultiArray] = probe.collect(Float32MultiArray,
+                                                             "soil/heightmap/patch", 1000)
+        self.meshes: list[Marker] = probe.collect(Marker, "soil/heightmap", 10)
+        self.diagnostics: list[DiagnosticArray] = probe.collect(DiagnosticArray,
+                                                               "/diagnostics", 100)
+        self.pose = probe.node.create_publisher(PoseStamped, "bucket_pose", 1000)
+        self.twist = probe.node.create_publisher(TwistStamped, "bucket_twist", 1000)
+
+    def send(self, pose: BucketPose, vel: np.ndarray, t: float, frame: str = "world") -> None:
+        sec = math.floor(t)
+        tw = TwistStamped()
+        tw.header.frame_id = "world"
+        tw.header.stamp.sec, tw.header.stamp.nanosec = sec, round((t - sec) * 1e9)
+        tw.twist.linear.x, tw.twist.linear.y, tw.twist.linear.z = map(float, vel)
+        self.twist.publish(tw)
+        msg = PoseStamped()
+        msg.header.frame_id = frame
+        msg.header.stamp = tw.header.stamp
+        msg.pose.position.x, msg.pose.position.y, msg.pose.position.z = pose.x, pose.y, pose.z
+        o = msg.pose.orientation
+        o.x, o.y, o.z, o.w = pose.quaternion()
+        self.pose.publish(msg)
+
+    def errors(self) -> list[str]:
+        return [s.message for d in self.diagnostics for s in d.status
+                if s.level == b"\x02" and s.name.startswith("soil_node")]
+
+
+@pytest.fixture(scope="module")
+def channel(soil_process: NodeProcess, probe: RosTestNode) -> Channel:
+    ch = Channel(probe)
+    wait_for(lambda: ch.diagnostics and ch.pose.get_subscription_count() > 0
+             and ch.twist.get_subscription_count() > 0, 30.0,
+             lambda: f"soil_node to come up; its log:\n{soil_process.log()}")
+    return ch
+
+
+def _terrain_from_patches(patches: list[Float32MultiArray]) -> np.ndarray:
+    """Rebuild the grid [m] from the data topic (the way a recorder or simulator would)."""
+    grid = None
+    for msg in patches:
+        dims = msg.layout.dim
+        ni, nj = dims[0].size, dims[1].size
+        box = dict(kv.split("=") for kv in dims[2].label.split(";"))
+        meta = dict(kv.split("=") for kv in dims[3].label.split(";"))
+        if grid is None:
+            grid = np.full((int(meta["nx"]), int(meta["ny"])), np.nan)
+        i0, j0 = int(box["i0"]), int(box["j0"])
+        grid[i0:i0 + ni, j0:j0 + nj] = np.asarray(msg.data).reshape(ni, nj)
+    assert grid is not None
+    return grid
+
+
+def test_a_scoop_fills_the_bucket_pushes_back_and_leaves_a_trench(channel: Channel) -> None:
+    wait_for(lambda: channel.patches, 10.0, "the initial full-grid heightmap patch")
+    pitch = pitch_for_attack(BUCKET, math.radians(30.0))
+    sent = 0
+    tips = []
+    for t, tip, vel in cut_tip_path(0.25, x_start=5.5, length_m=1.0, speed_m_s=0.5, dt=0.01):
+        channel.send(pose_for_tip(BUCKET, tip, pitch, 0.0), vel, 100.0 + t)
+        tips.append(tip)
+        sent += 1
+        time.sleep(0.003)
+    wait_for(lambda: len(channel.wrenches) >= sent and len(channel.loads) >= sent, 30.0,
+             lambda: f"{sent} wrenches (got {len(channel.wrenches)})")
+    force = np.array([[w.wrench.force.x, w.wrench.force.y, w.wrench.force.z]
+                      for w in channel.wrenches[-sent:]])
+    depth = np.array([-tip[2] for tip in tips])
+    first_contact = int(np.argmax(depth > 0.0))
+    before = depth[:first_contact] < -0.01
+    assert before.sum() > 5
+    assert np.all(force[:first_contact][before] == 0.0)  # above the ground, empty: no force
+    cutting = depth > 0.2
+    assert np.all(np.linalg.norm(force[cutting], axis=1) > 500.0)
+    assert np.mean(force[cutting, 0]) > 0.0  # resists the cut towards -x
+    loads = np.array([m.data for m in channel.loads[-sent:]])
+    assert loads[0] == 0.0 and loads.max() > 0.05  # m^3 in the bucket
+    assert all(w.header.frame_id == "world" for w in channel.wrenches)
+    # the terrain is lower where the bucket passed (rebuilt from the data topic)
+    wait_for(lambda: channel.meshes, 10.0, "a heightmap mesh")
+    grid = _terrain_from_patches(channel.patches)
+    x0, cell = 0.0, 0.05  # terrain.centre_x_m 4 +- 4 m
+    i = int((4.8 - x0) / cell)
+    j = int((0.0 + 3.0) / cell)
+    assert grid[i, j] < -0.2
+    assert np.nanmax(grid) > 0.0  # the spill / pushed soil lies somewhere
+    mesh = channel.meshes[-1]
+    assert mesh.type == Marker.TRIANGLE_LIST and len(mesh.points) % 3 == 0
+    assert min(p.z for p in mesh.points) < -0.1
+
+
+def test_bad_poses_are_rejected_on_diagnostics(channel: Channel) -> None:
+    n = len(channel.wrenches)
+    nan_pose = PoseStamped()
+    nan_pose.header.frame_id = "world"
+    nan_pose.pose.position.x = float("nan")
+    nan_pose.pose.orientation.w = 1.0
+    channel.pose.publish(nan_pose)
+    wait_for(lambda: any("not finite" in e for e in channel.errors()), 10.0,
+             "a diagnostics error for the NaN pose")
+    far = BucketPose(40.0, 0.0, 0.0, 0.0, 0.0)
+    channel.send(far, np.zeros(3), 500.0)
+    wait_for(lambda: any("leaves the terrain grid" in e for e in channel.errors()), 10.0,
+             "a diagnostics error for the bucket outside the grid")
+    channel.send(BucketPose(4.0, 0.0, 1.0, 0.0, 0.0), np.zeros(3), 501.0, frame="map")
+    wait_for(lambda: any("'map'" in e for e in channel.errors()), 10.0, "a frame error")
+    assert len(channel.wrenches) == n  # nothing published for rejected input
