@@ -10,6 +10,9 @@ Subscribes
   its origin M, held until the next message.
 - ``track_command`` (sensor_msgs/JointState): ``velocity`` [m/s] of ``track_left`` /
   ``track_right``.
+- ``soil/terrain_patch`` (std_msgs/Float64MultiArray): a changed rectangle of the terrain,
+  written into MuJoCo's height field (format: :mod:`excavator_sim.heightfield`, dims ``i``,
+  ``j``, data ``[i0, j0, heights...]`` [m]); the grids must match (``terrain.*`` parameters).
 
 Publishes (at ``publish_rate``): ``joint_states`` (every named joint, cylinders and passive
 joints included; tracks: position = travelled distance [m], velocity [m/s]), ``/clock``,
@@ -33,11 +36,12 @@ from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import JointState
-from std_msgs.msg import String
+from std_msgs.msg import Float64MultiArray, String
 from visualization_msgs.msg import Marker, MarkerArray
 
 from excavator_kinematics.geometry import ExcavatorGeometry, default_geometry
 from excavator_kinematics.ros_runtime import ERROR, OK, WARN, Diagnostics, declare, run_node
+from excavator_sim.heightfield import HeightFieldError, flat_to_patch
 from excavator_sim.model_builder import CYLINDER_JOINTS
 from excavator_sim.sim_config import PARAMETERS, config_from_flat
 from excavator_sim.simulation import TRACK_JOINTS, CommandError, ExcavatorSimulation
@@ -89,6 +93,9 @@ class SimNode(Node):
         self.create_subscription(JointState, "joint_command", self.on_joint_command, 10)
         self.create_subscription(WrenchStamped, "soil/wrench", self.on_wrench, 10)
         self.create_subscription(JointState, "track_command", self.on_track_command, 10)
+        self.create_subscription(Float64MultiArray, "soil/terrain_patch", self.on_terrain_patch,
+                                 10)
+        self.terrain_patches = 0
         self.diagnostics = Diagnostics(self, f"{self.get_name()}: simulation")
         # Timers on the wall (steady) clock: with use_sim_time the node clock follows the /clock
         # this node publishes itself, and sim-time timers would never fire.
@@ -114,9 +121,11 @@ class SimNode(Node):
         self.timer = self.create_timer(period / config.real_time_factor
                                        if config.real_time_factor > 0 else 1e-4, self.tick,
                                        clock=self.wall_clock)
+        g = config.terrain
         self.get_logger().info(
             f"ready: dt {config.timestep} s, real_time_factor {config.real_time_factor}, "
-            f"publish_rate {config.publish_rate} Hz, {self.sim.model.nv} dof")
+            f"publish_rate {config.publish_rate} Hz, {self.sim.model.nv} dof, terrain "
+            f"{g.nx} x {g.ny} nodes from ({g.x0}, {g.y0}) m every {g.cell_size} m")
 
     # --- inputs --------------------------------------------------------------------------
     def _reject(self, message: str) -> None:
@@ -170,6 +179,20 @@ class SimNode(Node):
             self.sim.set_track_speeds(left, right)
         except CommandError as exc:
             self._reject(str(exc))
+
+    def on_terrain_patch(self, msg: Float64MultiArray) -> None:
+        dims = [(d.label, d.size) for d in msg.layout.dim]
+        if len(dims) != 2 or msg.layout.data_offset != 2:
+            self._reject(f"soil/terrain_patch layout {dims} (data_offset "
+                         f"{msg.layout.data_offset}): expected dims i, j and data_offset 2")
+            return
+        try:
+            i0, j0, heights = flat_to_patch(dims[0][1], dims[1][1], msg.data)
+            self.sim.terrain.set_region(i0, j0, heights)
+        except HeightFieldError as exc:
+            self._reject(f"soil/terrain_patch: {exc}")
+            return
+        self.terrain_patches += 1
 
     # --- stepping and outputs ------------------------------------------------------------
     def tick(self) -> None:
@@ -257,6 +280,7 @@ class SimNode(Node):
         level = OK if residual < 1e-3 else WARN
         values = {"sim_time_s": f"{self.sim.time:.3f}", "achieved_real_time_factor": f"{rtf:.2f}",
                   "loop_residual_m": f"{residual:.2e}", "rejected": self.rejected,
+                  "terrain_patches": self.terrain_patches,
                   "last_error": self.last_error,
                   **{f"target_{n}": f"{v:.4f}" for n, v in self.sim.targets.items()}}
         message = "running" if level == OK else f"loop residual {residual:.2e} m > 1 mm"

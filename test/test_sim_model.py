@@ -284,3 +284,20 @@ def test_default_height_field_nodes_are_the_soil_grid_cell_centres() -> None:
     assert (grid.nx, grid.ny) == (len(xs), len(ys))
     assert np.allclose(grid.x0 + np.arange(grid.nx) * grid.cell_size, xs, atol=1e-9)
     assert np.allclose(grid.y0 + np.arange(grid.ny) * grid.cell_size, ys, atol=1e-9)
+
+
+@settings(max_examples=50, deadline=None)
+@given(i0=st.integers(0, 500), j0=st.integers(0, 500), ni=st.integers(1, 6),
+       nj=st.integers(1, 6), seed=st.integers(0, 2**32 - 1))
+def test_terrain_patch_wire_format_round_trip(i0: int, j0: int, ni: int, nj: int,
+                                              seed: int) -> None:
+    from excavator_sim.heightfield import flat_to_patch, patch_to_flat
+
+    heights = np.random.default_rng(seed).normal(0.0, 1.0, (ni, nj))
+    (si, sj), data = patch_to_flat(i0, j0, heights)
+    assert (si, sj) == (ni, nj) and data[:2] == [i0, j0]
+    back_i, back_j, back = flat_to_patch(si, sj, data)
+    assert (back_i, back_j) == (i0, j0)
+    assert np.array_equal(back, heights)
+    with pytest.raises(HeightFieldError, match="needs 2"):
+        flat_to_patch(ni, nj, data[:-1])

@@ -7,6 +7,7 @@ import math
 import time
 import xml.etree.ElementTree as ET
 
+import numpy as np
 import pytest
 from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import PoseStamped, WrenchStamped
@@ -14,8 +15,12 @@ from helpers import REPO, NodeProcess, RosTestNode, wait_for
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import JointState
-from std_msgs.msg import String
+from std_msgs.msg import Float64MultiArray, MultiArrayDimension, String
 from visualization_msgs.msg import MarkerArray
+
+from excavator_kinematics.forward_kinematics import ForwardKinematics
+from excavator_kinematics.geometry import default_geometry
+from excavator_sim.heightfield import patch_to_flat
 
 NAMES = {"swing", "boom", "arm", "bucket", "boom_cylinder", "arm_cylinder", "bucket_cylinder",
          "track_left", "track_right", "boom_cylinder_pivot", "arm_cylinder_pivot",
@@ -51,11 +56,20 @@ class Channel:
         self.diagnostics: list[DiagnosticArray] = probe.collect(DiagnosticArray, "/diagnostics")
         self.command = probe.node.create_publisher(JointState, "joint_command", 10)
         self.wrench = probe.node.create_publisher(WrenchStamped, "soil/wrench", 10)
+        self.patch = probe.node.create_publisher(Float64MultiArray, "soil/terrain_patch", 10)
         self.probe = probe
 
     def errors(self) -> list[str]:
         return [s.message for d in list(self.diagnostics) for s in d.status
                 if s.level == b"\x02" and s.name.startswith("sim_node")]
+
+    def status(self, key: str) -> str | None:
+        """The latest value of ``key`` in sim_node's periodic diagnostics."""
+        for array in reversed(list(self.diagnostics)):
+            for st in array.status:
+                if st.name.startswith("sim_node") and st.message == "running":
+                    return next((kv.value for kv in st.values if kv.key == key), None)
+        return None
 
     def position(self, name: str) -> float:
         msg = self.states[-1]
@@ -121,6 +135,38 @@ def test_wrench_in_another_frame_is_rejected(channel: Channel) -> None:
     channel.wrench.publish(msg)
     wait_for(lambda: len(channel.errors()) > n_err, 10.0, "a wrench frame rejection")
     assert "send it in 'world'" in channel.errors()[-1]
+
+
+def _patch(i0: int, j0: int, heights: np.ndarray) -> Float64MultiArray:
+    (ni, nj), data = patch_to_flat(i0, j0, heights)
+    msg = Float64MultiArray(data=data)
+    msg.layout.dim = [MultiArrayDimension(label="i", size=ni, stride=ni * nj),
+                      MultiArrayDimension(label="j", size=nj, stride=nj)]
+    msg.layout.data_offset = 2
+    return msg
+
+
+def test_terrain_patch_reaches_the_height_field(channel: Channel) -> None:
+    # The node runs a 41 x 41 grid at 0.4 m from the default origin (see sim_process).
+    x0, y0, cell = -3.975, -7.975, 0.4
+    q = [channel.position(n) for n in ("swing", "boom", "arm", "bucket")]
+    tip = ForwardKinematics(default_geometry()).tip(q)
+    i, j = round((tip[0] - x0) / cell), round((tip[1] - y0) / cell)
+    channel.patch.publish(_patch(i - 3, j - 3, np.full((7, 7), tip[2] + 0.15)))
+    wait_for(lambda: channel.status("terrain_patches") == "1", 10.0,
+             "the patch counted in sim_node's diagnostics")
+    n_err = len(channel.errors())
+    bad = _patch(0, 0, np.zeros((2, 2)))
+    bad.data = bad.data[:-1]
+    channel.patch.publish(bad)
+    wait_for(lambda: len(channel.errors()) > n_err, 10.0, "a patch size rejection")
+    assert "needs 2 + 4 values, got 5" in channel.errors()[-1]
+    outside = _patch(39, 0, np.zeros((5, 1)))  # runs past node 40
+    channel.patch.publish(outside)
+    wait_for(lambda: len(channel.errors()) > n_err + 1, 10.0, "an out-of-grid rejection")
+    assert "outside the grid" in channel.errors()[-1]
+    time.sleep(1.2)  # the next status still counts one accepted patch
+    assert channel.status("terrain_patches") == "1"
 
 
 def test_double_sigint_shuts_down_cleanly(tmp_path) -> None:
