@@ -14,16 +14,18 @@ Publishes
 - ``soil/bucket_load`` (std_msgs/Float64): soil volume in the bucket [m^3], after every update.
 - ``soil/heightmap`` (visualization_msgs/Marker TRIANGLE_LIST in ``world``): the terrain mesh
   for RViz, every cell-th ``marker_stride`` node, at ``heightmap_rate_hz`` when it changed.
-- ``soil/heightmap/patch`` (std_msgs/Float32MultiArray): the data topic. Heights [m] of a box of
-  cells, row-major with x first: ``layout.dim[0]`` (label ``x``) and ``dim[1]`` (label ``y``)
-  give the box's size, ``layout.data_offset`` is unused (0). The box and the grid are in the
-  labels of two extra dims of size 1: ``dim[2].label = "i0=<i0>;j0=<j0>"`` (cell indices of the
-  box's first cell) and ``dim[3].label = "x0=<m>;y0=<m>;cell=<m>;nx=<n>;ny=<n>"`` (the grid's
-  lower corner in ``world``; cell (i, j) has its centre at x0 + (i + 0.5) cell). After every
-  update that changed the terrain: the changed box (what a simulator refreshes); and the whole
-  grid once at start and at ``heightmap_rate_hz`` for recorders that join late.
+- ``soil/terrain_patch`` (std_msgs/Float64MultiArray): the data topic, in the wire format of
+  ``excavator_sim.heightfield`` (what sim_node writes into MuJoCo's height field):
+  ``layout.dim = [("i", ni, ni*nj), ("j", nj, nj)]``, ``layout.data_offset = 2``,
+  ``data = [i0, j0, h(i0, j0), h(i0, j0+1), ...]`` [m], row-major with x (i) first; cell
+  (i, j) of the soil grid (``terrain.*``) has its centre at ``x0 + (i + 0.5) cell_xy_m``.
+  After every update that changed the terrain: the changed box; the whole grid once at start
+  and, when it changed, at ``heightmap_rate_hz`` (for recorders that join late).
 - ``/diagnostics``: at 1 Hz; updates, mean update time, load, mass drift (always 0), rejected
-  messages with the last reason (NaN, wrong frame, bucket outside the grid).
+  messages with the last reason (NaN, wrong frame, bucket outside the grid). A bucket outside
+  the grid is reported as an error and the terrain is left alone, but the wrench is still
+  published, computed over no ground (only the load's weight), so the simulator never holds a
+  stale cutting force.
 
 Parameters: ``config/soil.yaml`` (every key declared with its unit and range).
 """
@@ -37,7 +39,7 @@ from typing import Any
 import numpy as np
 from geometry_msgs.msg import Point, PoseStamped, TwistStamped, WrenchStamped
 from rclpy.node import Node
-from std_msgs.msg import Float32MultiArray, Float64, MultiArrayDimension
+from std_msgs.msg import Float64, Float64MultiArray, MultiArrayDimension
 from visualization_msgs.msg import Marker
 
 from excavator_kinematics.errors import ConfigError
@@ -50,7 +52,7 @@ from excavator_sim.soil_config import (
     parameters_from_yaml,
     soil_config_from_parameters,
 )
-from excavator_sim.soil_errors import SoilConfigError, SoilError
+from excavator_sim.soil_errors import OutsideGridError, SoilConfigError, SoilError
 from excavator_sim.soil_forces import DiMaioForceModel
 from excavator_sim.terrain import Box, Terrain
 
@@ -84,7 +86,7 @@ class SoilNode(Node):
         self.wrench_pub = self.create_publisher(WrenchStamped, "soil/wrench", 10)
         self.load_pub = self.create_publisher(Float64, "soil/bucket_load", 10)
         self.mesh_pub = self.create_publisher(Marker, "soil/heightmap", 1)
-        self.patch_pub = self.create_publisher(Float32MultiArray, "soil/heightmap/patch", 10)
+        self.patch_pub = self.create_publisher(Float64MultiArray, "soil/terrain_patch", 10)
         # deep queues: a mesh publish may hold the executor for tens of ms
         self.create_subscription(PoseStamped, "bucket_pose", self.on_pose, 200)
         self.create_subscription(TwistStamped, "bucket_twist", self.on_twist, 200)
@@ -130,11 +132,17 @@ class SoilNode(Node):
             return  # faster than update_rate_hz (in the messages' time): skip
         p, o = msg.pose.position, msg.pose.orientation
         t0 = time.perf_counter()
+        update = None
         try:
             pose = BucketPose.from_quaternion((p.x, p.y, p.z), (o.x, o.y, o.z, o.w))
-            update = self.terrain.update(pose)
-            result = self.forces.step(pose, self.twist[0], self.twist[1],
-                                      self.terrain.height_at, self.terrain.load_volume_m3)
+            try:
+                update = self.terrain.update(pose)
+                surface = self.terrain.height_at
+            except OutsideGridError as exc:
+                self._reject(str(exc))
+                surface = _no_ground  # keep the wrench current: only the load weighs
+            result = self.forces.step(pose, self.twist[0], self.twist[1], surface,
+                                      self.terrain.load_volume_m3)
         except SoilError as exc:
             self._reject(str(exc))
             return
@@ -150,23 +158,20 @@ class SoilNode(Node):
         wrench.wrench.torque.x, wrench.wrench.torque.y, wrench.wrench.torque.z = map(float, tq)
         self.wrench_pub.publish(wrench)
         self.load_pub.publish(Float64(data=float(self.terrain.load_volume_m3)))
-        if update.changed is not None:
+        if update is not None and update.changed is not None:
             self._mesh_dirty = True
             self.publish_patch(self.terrain.take_dirty() or update.changed)
 
     # --- outputs -------------------------------------------------------------------------
     def publish_patch(self, box: Box) -> None:
-        g = self.config.terrain
+        """A box of the terrain in the ``soil/terrain_patch`` wire format."""
         i0, i1, j0, j1 = box
-        msg = Float32MultiArray()
-        msg.layout.dim = [
-            MultiArrayDimension(label="x", size=i1 - i0, stride=(i1 - i0) * (j1 - j0)),
-            MultiArrayDimension(label="y", size=j1 - j0, stride=j1 - j0),
-            MultiArrayDimension(label=f"i0={i0};j0={j0}", size=1, stride=1),
-            MultiArrayDimension(label=f"x0={g.x0!r};y0={g.y0!r};cell={g.cell_xy_m!r};"
-                                      f"nx={g.nx};ny={g.ny}", size=1, stride=1),
-        ]
-        msg.data = self.terrain.heights_m(box).astype(np.float32).ravel().tolist()
+        msg = Float64MultiArray()
+        ni, nj = i1 - i0, j1 - j0
+        msg.layout.dim = [MultiArrayDimension(label="i", size=ni, stride=ni * nj),
+                          MultiArrayDimension(label="j", size=nj, stride=nj)]
+        msg.layout.data_offset = 2
+        msg.data = [float(i0), float(j0), *self.terrain.heights_m(box).ravel().tolist()]
         self.patch_pub.publish(msg)
 
     def publish_heightmap(self) -> None:
@@ -222,6 +227,10 @@ class SoilNode(Node):
 
     def publish_status(self) -> None:
         self.diagnostics.publish(OK, "running", self._counters())
+
+
+def _no_ground(x: np.ndarray, _y: np.ndarray) -> np.ndarray:
+    return np.full(np.shape(x), -np.inf)
 
 
 def main(args: list[str] | None = None) -> int:

@@ -10,7 +10,7 @@ import pytest
 from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import PoseStamped, TwistStamped, WrenchStamped
 from helpers import NodeProcess, RosTestNode, wait_for
-from std_msgs.msg import Float32MultiArray, Float64
+from std_msgs.msg import Float64, Float64MultiArray
 from visualization_msgs.msg import Marker
 
 from excavator_kinematics.geometry import default_geometry
@@ -42,8 +42,8 @@ class Channel:
     def __init__(self, probe: RosTestNode):
         self.wrenches: list[WrenchStamped] = probe.collect(WrenchStamped, "soil/wrench", 1000)
         self.loads: list[Float64] = probe.collect(Float64, "soil/bucket_load", 1000)
-        self.patches: list[Float32MultiArray] = probe.collect(Float32MultiArray,
-                                                             "soil/heightmap/patch", 1000)
+        self.patches: list[Float64MultiArray] = probe.collect(Float64MultiArray,
+                                                             "soil/terrain_patch", 1000)
         self.meshes: list[Marker] = probe.collect(Marker, "soil/heightmap", 10)
         self.diagnostics: list[DiagnosticArray] = probe.collect(DiagnosticArray,
                                                                "/diagnostics", 100)
@@ -79,19 +79,15 @@ def channel(soil_process: NodeProcess, probe: RosTestNode) -> Channel:
     return ch
 
 
-def _terrain_from_patches(patches: list[Float32MultiArray]) -> np.ndarray:
-    """Rebuild the grid [m] from the data topic (the way a recorder or simulator would)."""
-    grid = None
+def _terrain_from_patches(patches: list[Float64MultiArray], nx: int, ny: int) -> np.ndarray:
+    """Rebuild the grid [m] from the data topic, decoded by the simulator's own reader."""
+    from excavator_sim.heightfield import flat_to_patch
+
+    grid = np.full((nx, ny), np.nan)
     for msg in patches:
-        dims = msg.layout.dim
-        ni, nj = dims[0].size, dims[1].size
-        box = dict(kv.split("=") for kv in dims[2].label.split(";"))
-        meta = dict(kv.split("=") for kv in dims[3].label.split(";"))
-        if grid is None:
-            grid = np.full((int(meta["nx"]), int(meta["ny"])), np.nan)
-        i0, j0 = int(box["i0"]), int(box["j0"])
-        grid[i0:i0 + ni, j0:j0 + nj] = np.asarray(msg.data).reshape(ni, nj)
-    assert grid is not None
+        assert [d.label for d in msg.layout.dim] == ["i", "j"] and msg.layout.data_offset == 2
+        i0, j0, heights = flat_to_patch(msg.layout.dim[0].size, msg.layout.dim[1].size, msg.data)
+        grid[i0:i0 + heights.shape[0], j0:j0 + heights.shape[1]] = heights
     return grid
 
 
@@ -122,7 +118,7 @@ def test_a_scoop_fills_the_bucket_pushes_back_and_leaves_a_trench(channel: Chann
     assert all(w.header.frame_id == "world" for w in channel.wrenches)
     # the terrain is lower where the bucket passed (rebuilt from the data topic)
     wait_for(lambda: channel.meshes, 10.0, "a heightmap mesh")
-    grid = _terrain_from_patches(channel.patches)
+    grid = _terrain_from_patches(channel.patches, 160, 120)
     x0, cell = 0.0, 0.05  # terrain.centre_x_m 4 +- 4 m
     i = int((4.8 - x0) / cell)
     j = int((0.0 + 3.0) / cell)
@@ -142,10 +138,19 @@ def test_bad_poses_are_rejected_on_diagnostics(channel: Channel) -> None:
     channel.pose.publish(nan_pose)
     wait_for(lambda: any("not finite" in e for e in channel.errors()), 10.0,
              "a diagnostics error for the NaN pose")
-    far = BucketPose(40.0, 0.0, 0.0, 0.0, 0.0)
-    channel.send(far, np.zeros(3), 500.0)
-    wait_for(lambda: any("leaves the terrain grid" in e for e in channel.errors()), 10.0,
-             "a diagnostics error for the bucket outside the grid")
     channel.send(BucketPose(4.0, 0.0, 1.0, 0.0, 0.0), np.zeros(3), 501.0, frame="map")
     wait_for(lambda: any("'map'" in e for e in channel.errors()), 10.0, "a frame error")
-    assert len(channel.wrenches) == n  # nothing published for rejected input
+    time.sleep(0.2)
+    assert len(channel.wrenches) == n  # nothing published for malformed input
+    # outside the grid: an error, the terrain untouched, but a current wrench (load weight only)
+    time.sleep(0.5)  # let a pending periodic full-grid patch (5 Hz) go out first
+    patches = len(channel.patches)
+    channel.send(BucketPose(40.0, 0.0, 0.0, 0.0, 0.0), np.array([-0.5, 0.0, 0.0]), 502.0)
+    wait_for(lambda: any("leaves the terrain grid" in e for e in channel.errors()), 10.0,
+             "a diagnostics error for the bucket outside the grid")
+    wait_for(lambda: len(channel.wrenches) == n + 1, 10.0, "the no-ground wrench")
+    f = channel.wrenches[-1].wrench.force
+    load = channel.loads[-1].data
+    assert (f.x, f.y) == (0.0, 0.0) and f.z == pytest.approx(-1800.0 * 9.81 * load)
+    time.sleep(0.2)
+    assert len(channel.patches) == patches
