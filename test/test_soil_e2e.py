@@ -1,0 +1,105 @@
+"""sim_node + soil_node, each in its own process, over real DDS: the machine digs a scoop, the
+bucket load rises, the wrench pushes back while cutting, and the terrain (soil grid and the
+simulator's height field) is lower where the bucket passed."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from diagnostic_msgs.msg import DiagnosticArray
+from geometry_msgs.msg import WrenchStamped
+from helpers import REPO, NodeProcess, RosTestNode, wait_for
+from sensor_msgs.msg import JointState
+from std_msgs.msg import Float64, Float64MultiArray
+
+from excavator_kinematics.geometry import default_geometry
+from excavator_kinematics.inverse_kinematics import InverseKinematics
+
+JOINTS = ["swing", "boom", "arm", "bucket"]
+DIG = [((6.0, 0.0, 0.3), 0.6), ((5.8, 0.0, -0.25), 0.5), ((5.0, 0.0, -0.25), 0.2),
+       ((4.6, 0.0, 0.6), 0.0)]
+NX = NY = 320  # config/soil.yaml terrain: 16 m x 16 m at 0.05 m centred at (4, 0)
+
+
+@pytest.fixture(scope="module")
+def nodes(tmp_path_factory: pytest.TempPathFactory):
+    logs = tmp_path_factory.mktemp("soil_e2e")
+    sim = NodeProcess("excavator_sim.sim_node",
+                      ["--ros-args", "--params-file", str(REPO / "config" / "sim.yaml"),
+                       "-p", "terrain.contact:=false"],  # the soil carries the bucket
+                      log_dir=logs)
+    soil = NodeProcess("excavator_sim.soil_node",
+                       ["--ros-args", "--params-file", str(REPO / "config" / "soil.yaml")],
+                       log_dir=logs)
+    yield sim, soil
+    codes = (sim.stop(), soil.stop())
+    assert codes == (0, 0), sim.log() + soil.log()
+
+
+@pytest.fixture(scope="module")
+def probe():
+    node = RosTestNode("soil_e2e_probe")
+    yield node
+    node.close()
+
+
+def _sim_status(diagnostics: list[DiagnosticArray], key: str) -> str | None:
+    for array in reversed(list(diagnostics)):
+        for st in array.status:
+            if st.name.startswith("sim_node") and st.message == "running":
+                return next((kv.value for kv in st.values if kv.key == key), None)
+    return None
+
+
+def test_sim_and_soil_nodes_dig_a_scoop_together(nodes, probe: RosTestNode) -> None:
+    sim, soil = nodes
+    states: list[JointState] = probe.collect(JointState, "joint_states", 50)
+    wrenches: list[WrenchStamped] = probe.collect(WrenchStamped, "soil/wrench", 5000)
+    loads: list[Float64] = probe.collect(Float64, "soil/bucket_load", 5000)
+    patches: list[Float64MultiArray] = probe.collect(Float64MultiArray, "soil/terrain_patch",
+                                                    5000)
+    diagnostics: list[DiagnosticArray] = probe.collect(DiagnosticArray, "/diagnostics", 100)
+    command = probe.node.create_publisher(JointState, "joint_command", 10)
+    wait_for(lambda: states and wrenches and command.get_subscription_count() > 0, 60.0,
+             lambda: f"both nodes up; logs:\n{sim.log()}\n{soil.log()}")
+
+    ik = InverseKinematics(default_geometry())
+    marks = []
+    for target, pitch in DIG:
+        q = [float(v) for v in ik.solve(np.array(target), pitch).q]
+        msg = JointState()
+        msg.name, msg.position = JOINTS, q
+        command.publish(msg)
+
+        def reached(q: list[float] = q) -> bool:
+            s = states[-1]
+            return all(abs(s.position[list(s.name).index(n)] - v) < 0.01
+                       for n, v in zip(JOINTS, q, strict=True))
+
+        wait_for(reached, 40.0, lambda t=target: f"the bucket tip at {t}; logs:\n{sim.log()}")
+        marks.append(len(wrenches))
+
+    # load: zero at the start, rising while cutting, carried out of the ground
+    assert loads[0].data == 0.0
+    assert max(m.data for m in loads) > 0.03
+    # wrench: the soil pushed back during the drag (between the 2nd and 3rd waypoints)
+    drag = np.array([[w.wrench.force.x, w.wrench.force.y, w.wrench.force.z]
+                     for w in wrenches[marks[1]:marks[2]]])
+    assert len(drag) > 20
+    assert np.mean(np.linalg.norm(drag, axis=1)) > 500.0
+    # terrain: lower where the bucket passed, in the soil grid and in MuJoCo's height field
+    from excavator_sim.heightfield import flat_to_patch
+
+    grid = np.zeros((NX, NY))
+    for p in patches:
+        i0, j0, h = flat_to_patch(p.layout.dim[0].size, p.layout.dim[1].size, p.data)
+        grid[i0:i0 + h.shape[0], j0:j0 + h.shape[1]] = h
+    xs = -4.0 + (np.arange(NX) + 0.5) * 0.05
+    ys = -8.0 + (np.arange(NY) + 0.5) * 0.05
+    trench = grid[(xs > 4.8) & (xs < 6.0)][:, np.abs(ys) < 0.2]
+    print(f"E2E load max {max(m.data for m in loads):.4f} m^3, drag |F| "
+          f"{np.mean(np.linalg.norm(drag, axis=1)):.0f} N over {len(drag)} msgs, trench mean "
+          f"{trench.mean():.3f} min {trench.min():.3f} m, marks {marks}")
+    assert trench.mean() < -0.1 and trench.min() < -0.2
+    wait_for(lambda: int(_sim_status(diagnostics, "terrain_patches") or 0) > 10, 10.0,
+             "sim_node to report the terrain patches it applied")
