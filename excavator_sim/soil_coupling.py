@@ -49,7 +49,7 @@ class SoilCoupling:
                                           (x, y, z, w))
         update = self.terrain.update(pose)
         result = self.forces.step(pose, np.asarray(lin), np.asarray(ang),
-                                  self.terrain.height_at, self.terrain.load_volume_m3)
+                                  self.terrain.surface_m, self.terrain.load_volume_m3)
         sim.apply_bucket_wrench(result.force, result.torque)
         box = self.terrain.take_dirty()
         cells = 0

@@ -13,7 +13,8 @@ Publishes
   the bucket about its origin, after every update (stamp = the pose's).
 - ``soil/bucket_load`` (std_msgs/Float64): soil volume in the bucket [m^3], after every update.
 - ``soil/heightmap`` (visualization_msgs/Marker TRIANGLE_LIST in ``world``): the terrain mesh
-  for RViz, every cell-th ``marker_stride`` node, at ``heightmap_rate_hz`` when it changed.
+  for RViz over every k-th cell centre (k chosen so the mesh has at most 96 x 96 nodes), at
+  ``heightmap_rate_hz`` when the terrain changed.
 - ``soil/terrain_patch`` (std_msgs/Float64MultiArray): the data topic, in the wire format of
   ``excavator_sim.heightfield`` (what sim_node writes into MuJoCo's height field):
   ``layout.dim = [("i", ni, ni*nj), ("j", nj, nj)]``, ``layout.data_offset = 2``,
@@ -137,7 +138,7 @@ class SoilNode(Node):
             pose = BucketPose.from_quaternion((p.x, p.y, p.z), (o.x, o.y, o.z, o.w))
             try:
                 update = self.terrain.update(pose)
-                surface = self.terrain.height_at
+                surface = self.terrain.surface_m
             except OutsideGridError as exc:
                 self._reject(str(exc))
                 surface = _no_ground  # keep the wrench current: only the load weighs

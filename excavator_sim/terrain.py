@@ -239,6 +239,17 @@ class Terrain:
             )
         return self.h[i, j] * c.cell_z_m
 
+    def surface_m(self, x: np.ndarray | float, y: np.ndarray | float) -> np.ndarray:
+        """Like ``height_at`` but -inf (no ground) outside the grid: the force model's view,
+        so a look-ahead past the grid's edge finds no soil instead of failing."""
+        c = self.config
+        i = np.floor((np.asarray(x) - c.x0) / c.cell_xy_m).astype(np.int64)
+        j = np.floor((np.asarray(y) - c.y0) / c.cell_xy_m).astype(np.int64)
+        inside = (i >= 0) & (i < c.nx) & (j >= 0) & (j < c.ny)
+        out = np.full(np.shape(i), -np.inf)
+        out[inside] = self.h[i[inside], j[inside]] * c.cell_z_m
+        return out
+
     def take_dirty(self) -> Box | None:
         """Union of the changed boxes since the last call (for refreshing a MuJoCo height
         field region by region); resets it."""

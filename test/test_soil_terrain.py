@@ -250,3 +250,12 @@ def test_pose_quaternion_round_trip_matches_the_rotation(pitch: float, yaw: floa
         [2 * (qx * qz - qy * qw), 2 * (qy * qz + qx * qw), 1 - 2 * (qx * qx + qy * qy)],
     ])
     assert rot == pytest.approx(pose.rotation(), abs=1e-12)
+
+
+def test_surface_outside_the_grid_is_no_ground_not_an_error() -> None:
+    terrain = Terrain(SMALL, BUCKET)
+    inside = terrain.surface_m(np.array([0.0, 3.9]), np.array([0.0, -3.9]))
+    outside = terrain.surface_m(np.array([4.1, 0.0]), np.array([0.0, -4.2]))
+    assert np.all(inside == 0.0) and np.all(outside == -np.inf)
+    with pytest.raises(OutsideGridError, match="outside the terrain grid"):
+        terrain.height_at(4.1, 0.0)
