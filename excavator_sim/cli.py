@@ -61,11 +61,21 @@ def _cmd_ik(args: argparse.Namespace) -> int:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
-    # Until the full dig demo (issue 6) lands, the main job solves the IK for a dig cycle's
-    # sample targets and prints q0..q3, the cylinder extensions and the reached tip.
-    args.target = None
-    args.geometry = None
-    return _cmd_ik(args)
+    from excavator_sim.demo import main as demo_main
+
+    return demo_main(args.rest)
+
+
+def _cmd_render(args: argparse.Namespace) -> int:
+    from excavator_sim.render import main as render_main
+
+    return int(render_main(args.rest) or 0)
+
+
+def _cmd_urdf(args: argparse.Namespace) -> int:
+    from excavator_sim.urdf import main as urdf_main
+
+    return int(urdf_main(args.rest) or 0)
 
 
 def _positive_float(text: str) -> float:
@@ -98,8 +108,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="excavator-hil", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
 
-    demo = sub.add_parser("demo", help="run the main job (the dig demo)")
-    demo.set_defaults(func=_cmd_demo)
+    # Sub-commands implemented elsewhere parse their own arguments (see their --help).
+    for name, func, text in (
+        ("demo", _cmd_demo, "the main job: a headless dig cycle with every node in its own "
+                            "process (--quick for CI, --output DIR)"),
+        ("render", _cmd_render, "render the simulated excavator to a PNG (offscreen)"),
+        ("urdf", _cmd_urdf, "print or write the URDF generated from the geometry"),
+    ):
+        cmd = sub.add_parser(name, help=text, add_help=False)
+        cmd.add_argument("rest", nargs=argparse.REMAINDER)
+        cmd.set_defaults(func=func)
 
     ik = sub.add_parser("ik", help="solve the closed-form IK for a tip target or sample targets")
     ik.add_argument("--target", type=float, nargs=3, metavar=("X", "Y", "Z"),
@@ -135,7 +153,14 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+PASS_THROUGH = {"demo": _cmd_demo, "render": _cmd_render, "urdf": _cmd_urdf}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # argparse's REMAINDER does not capture leading options: hand these over directly.
+    if argv and argv[0] in PASS_THROUGH:
+        return int(PASS_THROUGH[argv[0]](argparse.Namespace(rest=argv[1:])))
     args = build_parser().parse_args(argv)
     return int(args.func(args))
 

@@ -15,6 +15,7 @@ What runs (all on 127.0.0.1, nothing installed beyond the venv):
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -136,7 +137,9 @@ class DemoStack:
                      "-p", f"plc_port:={self.plc_port}", "-p", "model:=skid_steer",
                      "-p", "autostart:=true"])
         self._start("sim_node", "excavator_sim.sim_node",
-                    [*ros, "-p", "real_time_factor:=1.0",
+                    # The soil model is the ground while digging (stiffness, shear failure,
+                    # load); rigid height-field contact would hold the bucket on the surface.
+                    [*ros, "-p", "real_time_factor:=1.0", "-p", "terrain.contact:=false",
                      "-r", "track_command:=plc/wheel_states"])
         self._start("soil_node", "excavator_sim.soil_node", ros)
         self._start("ik_node", "excavator_kinematics.ik_node", ros)
@@ -179,13 +182,15 @@ def run_demo(options: DemoOptions) -> DemoSummary:
         operator = DemoOperator(stack.redis.url, stack.plc_control_port, options)
         executor = rclpy.executors.SingleThreadedExecutor()
         executor.add_node(operator)
-        spin = threading.Thread(target=executor.spin, daemon=True)
+        spin = threading.Thread(target=_spin_until_shutdown, args=(executor,), daemon=True)
         spin.start()
         print(f"demo: output in {options.output_dir}/ (process logs in {stack.logs}/)")
         wait_for(lambda: (stack.check_alive(), operator.ready())[1], options.startup_timeout_s,
                  lambda: f"the stack to come up ({operator.waiting_for()})", period=0.1)
+        run_wall0, run_sim0 = time.monotonic(), operator.sim_time
         operator.run(stack.check_alive)
         summary = operator.summary()
+        summary.real_time_factor = (operator.sim_time - run_sim0) / (time.monotonic() - run_wall0)
     finally:
         if operator is not None:
             operator.close()
@@ -194,6 +199,13 @@ def run_demo(options: DemoOptions) -> DemoSummary:
     summary.wall_time_s = time.monotonic() - wall0
     _write_outputs(options, summary, operator)
     return summary
+
+
+def _spin_until_shutdown(executor: Any) -> None:
+    from rclpy.executors import ExternalShutdownException
+
+    with contextlib.suppress(ExternalShutdownException):  # rclpy.shutdown() ends the demo
+        executor.spin()
 
 
 def _write_outputs(options: DemoOptions, summary: DemoSummary, operator: Any) -> None:

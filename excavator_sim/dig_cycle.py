@@ -1,11 +1,13 @@
 """A dig cycle as bucket-tip waypoints: approach, dig, drag, curl, lift, swing, dump, return.
 
 Pure: no ROS, no MuJoCo. Waypoints are tip targets in ``base_link`` with a bucket pitch (the
-IK's inputs); between two waypoints the tip moves linearly in cylindrical coordinates
-(radius, azimuth, height) and the pitch linearly, so a swing is an arc about the swing axis and a
-drag is a straight cut. The whole path is checked against the IK at construction (dense samples):
-a plan that any part of the machine cannot follow fails before anything moves, naming the
-waypoint and the limit.
+IK's inputs). A leg is interpolated either in Cartesian space (``"cartesian"``: the tip moves
+linearly in cylindrical coordinates (radius, azimuth, height), the pitch linearly; a drag is a
+straight cut at depth) or in joint space (``"joint"``: the joint angles move linearly between the
+IK solutions of the two waypoints, as an operator curls, lifts and swings; the streamed tip
+targets are the FK of those angles). The whole path is checked against the IK at construction
+(dense samples): a plan that the machine cannot follow fails before anything moves, naming the
+leg and the limit.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ class Waypoint:
     tip: tuple[float, float, float]
     pitch: float
     duration_s: float
+    mode: str = "cartesian"  # how the leg *to* this waypoint is interpolated: cartesian | joint
 
 
 @dataclass(frozen=True)
@@ -52,6 +55,9 @@ class DigCyclePlan:
         for wp in waypoints[1:]:
             if not (wp.duration_s > 0 and math.isfinite(wp.duration_s)):
                 raise ValueError(f"waypoint {wp.name}: duration {wp.duration_s} s must be > 0")
+            if wp.mode not in ("cartesian", "joint"):
+                raise ValueError(f"waypoint {wp.name}: mode {wp.mode!r} must be 'cartesian' or "
+                                 "'joint'")
         self.waypoints = list(waypoints)
         self.ik = ik
         self._times = np.cumsum([0.0] + [w.duration_s for w in waypoints[1:]])
@@ -60,6 +66,13 @@ class DigCyclePlan:
         cyl[1:, 1] = cyl[0, 1] + np.cumsum(np.angle(np.exp(1j * np.diff(cyl[:, 1]))))
         self._cyl = cyl
         self._pitch = np.array([w.pitch for w in waypoints])
+        batch = ik.solve_batch(np.array([w.tip for w in waypoints]), self._pitch)
+        for i in np.flatnonzero(~batch.ok):
+            raise KinematicsError(f"waypoint '{waypoints[i].name}': {batch.message(int(i))}")
+        q = batch.q.copy()
+        q[:, 0] = q[0, 0] + np.cumsum(np.r_[0.0, np.angle(np.exp(1j * np.diff(q[:, 0])))])
+        self._q = q
+        self._joint_leg = np.array([w.mode == "joint" for w in waypoints])
         self._check(check_step_s)
 
     @property
@@ -78,6 +91,14 @@ class DigCyclePlan:
         z = np.interp(t, self._times, self._cyl[:, 2])
         pitch = np.interp(t, self._times, self._pitch)
         tips = np.stack([r * np.cos(a), r * np.sin(a), z], axis=-1)
+        # Joint-space legs: the FK of linearly interpolated joint angles.
+        leg = np.clip(np.searchsorted(self._times, t, side="left"), 1, len(self._times) - 1)
+        joint = self._joint_leg[leg]
+        if np.any(joint):
+            q = np.stack([np.interp(t[joint], self._times, self._q[:, k]) for k in range(4)],
+                         axis=-1)
+            tips[joint] = self.ik.fk.tip(q)
+            pitch[joint] = self.ik.fk.bucket_pitch(q)
         return tips, pitch
 
     def sample(self, t: float) -> PathSample:
@@ -104,28 +125,35 @@ def default_dig_cycle(ik: InverseKinematics, start_q: Sequence[float],
     """Approach, dig, drag, curl, lift, swing, dump, return, starting from joint angles
     ``start_q`` [rad].
 
-    The teeth enter the ground ``dig_radius_m`` from the swing axis, drag ``drag_length_m``
-    towards the machine ``depth_m`` below the ground plane (z = 0 in base_link), curl, lift,
-    swing to ``dump_azimuth_rad`` and dump. ``time_scale`` stretches every leg (2.0 = half
-    speed). The key poses were chosen inside the joint limits with margin (docs/demo.md).
+    The teeth enter the ground ``dig_radius_m`` from the swing axis and drag ``drag_length_m``
+    towards the machine ``depth_m`` below the ground plane (z = 0 in base_link) with the bucket
+    open (pitch 0.1 rad); the bucket then curls in to pitch -0.84 rad, where it holds its full
+    capacity (the opening faces up within the angle of repose), lifts with the arm folded in,
+    swings to ``dump_azimuth_rad`` and dumps by curling out to 1.66 rad, where it holds nothing.
+    The carry and dump poses are joint-space key poses inside the limits with margin
+    (docs/demo.md). ``time_scale`` stretches every leg (2.0 = half speed).
     """
     start_q = np.asarray(start_q, dtype=float)
-    start_tip = tuple(float(v) for v in ik.fk.tip(start_q))
-    start_pitch = float(ik.fk.bucket_pitch(start_q))
-    r, z_dig, a = dig_radius_m, -depth_m, dump_azimuth_rad
-    r_drag = r - drag_length_m
-    r_lift = r_drag + 0.5
-    s = time_scale
+
+    def key_pose(name: str, degrees: tuple[float, float, float, float], duration: float
+                 ) -> Waypoint:
+        q = np.radians(degrees)
+        tip = tuple(float(v) for v in ik.fk.tip(q))
+        return Waypoint(name, tip, float(ik.fk.bucket_pitch(q)), duration * time_scale, "joint")
+
+    r, z_dig, s = dig_radius_m, -depth_m, time_scale
+    swing_deg = math.degrees(dump_azimuth_rad)
+    start = Waypoint("start", tuple(float(v) for v in ik.fk.tip(start_q)),
+                     float(ik.fk.bucket_pitch(start_q)), 1.0)
     legs = [
-        Waypoint("start", start_tip, start_pitch, 1.0),
+        start,
         Waypoint("approach", (r + 0.25, 0.0, 0.7), 0.44, 3.0 * s),
         Waypoint("dig", (r, 0.0, z_dig), 0.25, 2.5 * s),
-        Waypoint("drag", (r_drag, 0.0, z_dig), 0.10, 3.0 * s),
-        Waypoint("curl", (r_drag + 0.3, 0.0, z_dig + 0.15), 0.87, 2.0 * s),
-        Waypoint("lift", (r_lift, 0.0, 2.2), 1.4, 3.0 * s),
-        Waypoint("swing", (r_lift * math.cos(a), r_lift * math.sin(a), 2.2), 1.4, 4.0 * s),
-        Waypoint("dump", ((r_lift + 0.7) * math.cos(a), (r_lift + 0.7) * math.sin(a), 2.6), 0.7,
-                 2.5 * s),
-        Waypoint("return", (r + 0.25, 0.0, 0.7), 0.44, 4.0 * s),
+        Waypoint("drag", (r - drag_length_m, 0.0, z_dig), 0.10, 3.0 * s),
+        key_pose("curl", (0.0, 22.0, -112.0, 42.0), 2.0),
+        key_pose("lift", (0.0, 50.0, -128.0, 42.0), 3.0),
+        key_pose("swing", (swing_deg, 50.0, -128.0, 42.0), 4.0),
+        key_pose("dump", (swing_deg, 45.0, -90.0, 140.0), 2.5),
+        Waypoint("return", (r + 0.25, 0.0, 0.7), 0.44, 4.0 * s, "joint"),
     ]
     return DigCyclePlan(legs, ik)

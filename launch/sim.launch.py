@@ -44,8 +44,12 @@ def _nodes(context: LaunchContext) -> list[Action]:
     return [
         PushRosNamespace(LaunchConfiguration("namespace")),
         Node(package=PACKAGE, executable="sim_node", name="sim_node", output="screen",
-             parameters=[LaunchConfiguration("sim_params"),
-                         {"publish_robot_description": False}, common]),
+             parameters=[LaunchConfiguration("sim_params"), {
+                 "publish_robot_description": False,
+                 # With soil_node the soil model is the ground (forces, failure, load); rigid
+                 # height-field contact would hold the bucket on the surface.
+                 "terrain.contact": LaunchConfiguration("soil").perform(context) != "true",
+             }, common]),
         Node(package=PACKAGE, executable="ik_node", name="ik_node", output="screen",
              parameters=[LaunchConfiguration("ik_params"), common]),
         Node(package=PACKAGE, executable="soil_node", name="soil_node", output="screen",

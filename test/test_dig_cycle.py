@@ -42,11 +42,31 @@ def test_the_cut_goes_below_ground_and_the_swing_is_an_arc() -> None:
     assert math.degrees(swing[-1].q[0]) == pytest.approx(90.0)
 
 
-def test_infeasible_leg_is_named_before_anything_moves() -> None:
+def test_unreachable_waypoint_is_named_before_anything_moves() -> None:
     legs = [Waypoint("start", (5.7, 0.0, 0.7), 0.44, 1.0),
             Waypoint("too far", (9.0, 0.0, 0.0), 0.0, 2.0)]
-    with pytest.raises(KinematicsError, match=r"leg to 'too far' .* out of reach"):
+    with pytest.raises(KinematicsError, match=r"waypoint 'too far': .* out of reach"):
         DigCyclePlan(legs, IK)
+
+
+def test_leg_that_leaves_the_workspace_between_feasible_waypoints_is_named() -> None:
+    """Both ends reachable (FK of boom 51/48, arm -42/-40, bucket 42/140 deg), but the straight
+    Cartesian leg between them leaves the workspace; the same leg in joint space is fine."""
+    high = Waypoint("high", (5.383, 0.0, 3.737), 0.890, 1.0)
+    curl_out = Waypoint("curl out", (5.508, 0.0, 5.040), 2.583, 2.0)
+    IK.solve(high.tip, high.pitch)
+    IK.solve(curl_out.tip, curl_out.pitch)
+    with pytest.raises(KinematicsError, match=r"leg to 'curl out' at t = "):
+        DigCyclePlan([high, curl_out], IK)
+    DigCyclePlan([high, Waypoint("curl out", curl_out.tip, curl_out.pitch, 2.0, "joint")], IK)
+
+
+def test_joint_legs_stream_the_fk_of_interpolated_angles() -> None:
+    plan = default_dig_cycle(IK, START)
+    times = np.cumsum([0.0] + [w.duration_s for w in plan.waypoints[1:]])
+    mid = plan.sample(0.5 * (times[4] + times[5]))  # half way through the lift
+    a, b = (IK.solve(w.tip, w.pitch).q for w in plan.waypoints[4:6])
+    assert np.allclose(mid.q, 0.5 * (a + b), atol=1e-9)
 
 
 def test_bad_duration_is_rejected() -> None:
