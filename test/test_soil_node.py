@@ -83,7 +83,8 @@ def _terrain_from_patches(patches: list[Float64MultiArray], nx: int, ny: int) ->
     """Rebuild the grid [m] from the data topic, decoded by the simulator's own reader."""
     from excavator_sim.heightfield import flat_to_patch
 
-    grid = np.full((nx, ny), np.nan)
+    grid = np.zeros((nx, ny))  # the initial flat ground (the start-up full grid may predate
+    # discovery: DDS does not replay volatile messages)
     for msg in patches:
         assert [d.label for d in msg.layout.dim] == ["i", "j"] and msg.layout.data_offset == 2
         i0, j0, heights = flat_to_patch(msg.layout.dim[0].size, msg.layout.dim[1].size, msg.data)
@@ -92,7 +93,6 @@ def _terrain_from_patches(patches: list[Float64MultiArray], nx: int, ny: int) ->
 
 
 def test_a_scoop_fills_the_bucket_pushes_back_and_leaves_a_trench(channel: Channel) -> None:
-    wait_for(lambda: channel.patches, 10.0, "the initial full-grid heightmap patch")
     pitch = pitch_for_attack(BUCKET, math.radians(30.0))
     sent = 0
     tips = []
@@ -123,7 +123,7 @@ def test_a_scoop_fills_the_bucket_pushes_back_and_leaves_a_trench(channel: Chann
     i = int((4.8 - x0) / cell)
     j = int((0.0 + 3.0) / cell)
     assert grid[i, j] < -0.2
-    assert np.nanmax(grid) > 0.0  # the spill / pushed soil lies somewhere
+    assert grid.max() > 0.0  # the spill / pushed soil lies somewhere
     mesh = channel.meshes[-1]
     assert mesh.type == Marker.TRIANGLE_LIST and len(mesh.points) % 3 == 0
     assert min(p.z for p in mesh.points) < -0.1
