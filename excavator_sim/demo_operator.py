@@ -22,7 +22,7 @@ from geometry_msgs.msg import PoseStamped, WrenchStamped
 from rclpy.node import Node
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import JointState
-from std_msgs.msg import Float64
+from std_msgs.msg import Float64, Float64MultiArray
 
 from excavator_kinematics.bucket_orientation import bucket_quaternion
 from excavator_kinematics.geometry import default_geometry
@@ -64,6 +64,9 @@ class DemoOperator(Node):
         self.create_subscription(WrenchStamped, "soil/wrench", self._on_wrench, 50)
         self.create_subscription(Float64, "soil/bucket_load", self._on_load, 10)
         self.create_subscription(DiagnosticArray, "/diagnostics", self._on_diagnostics, 50)
+        # The soil node's changed terrain regions, replayed into the rendering model at the end.
+        self.terrain_patches: list[tuple[int, int, list[float]]] = []
+        self.create_subscription(Float64MultiArray, "soil/terrain_patch", self._on_patch, 50)
 
     # --- subscriptions -------------------------------------------------------------------
     def _on_clock(self, msg: Clock) -> None:
@@ -93,6 +96,11 @@ class DemoOperator(Node):
             self._dump_load = (entering, min(least, msg.data))
         elif self._phase in ("lift", "swing"):
             self._dump_load = (max(self._dump_load[0], msg.data), math.inf)
+
+    def _on_patch(self, msg: Float64MultiArray) -> None:
+        dims = msg.layout.dim
+        if len(dims) == 2:
+            self.terrain_patches.append((dims[0].size, dims[1].size, list(msg.data)))
 
     def _on_diagnostics(self, msg: DiagnosticArray) -> None:
         for status in msg.status:
@@ -260,17 +268,26 @@ class DemoOperator(Node):
         plt.close(fig)
 
     def render_final(self, path: Path) -> None:
-        """Render the machine in its last reported pose (a MuJoCo model built in this
-        process from the same geometry)."""
+        """Render the machine in its last reported pose on the dug terrain (a MuJoCo model built
+        in this process from the same geometry, the soil node's terrain patches applied)."""
+        from excavator_sim.heightfield import flat_to_patch
         from excavator_sim.render import render_png
         from excavator_sim.sim_config import load_sim_config
         from excavator_sim.simulation import ExcavatorSimulation
 
         with self._lock:
-            q = {n: self.joints[n] for n in ACTIVE_JOINTS}
-        overrides = {f"initial.{n}_rad": q[n] for n in ACTIVE_JOINTS}
+            joints = dict(self.joints)
+        overrides: dict[str, float] = {f"initial.{n}_rad": joints[n] for n in ACTIVE_JOINTS}
+        for joint, key in (("base_x", "base_x_m"), ("base_y", "base_y_m"),
+                           ("base_yaw", "base_yaw_rad")):
+            if joint in joints:
+                overrides[f"initial.{key}"] = joints[joint]
         sim = ExcavatorSimulation(load_sim_config(overrides=overrides))
-        render_png(sim, path)
+        for ni, nj, data in self.terrain_patches:
+            i0, j0, heights = flat_to_patch(ni, nj, data)
+            sim.terrain.set_region(i0, j0, heights)
+        render_png(sim, path, width=1280, height=720, lookat=(3.0, 2.0, 0.0), distance=13.0,
+                   azimuth=-150.0, elevation=-35.0)
 
     def close(self) -> None:
         with contextlib.suppress(redis.RedisError):
