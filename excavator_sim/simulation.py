@@ -29,6 +29,7 @@ from excavator_sim.heightfield import HeightField, fill_flat
 from excavator_sim.hydraulics import BASE_ACTUATORS, CYLINDER_ACTUATORS
 from excavator_sim.model_builder import (
     ACTIVE_JOINTS,
+    BASE_JOINTS,
     CYLINDER_JOINTS,
     PASSIVE_JOINTS,
     BuiltModel,
@@ -39,8 +40,9 @@ from excavator_sim.model_builder import (
 from excavator_sim.sim_config import SimConfig, load_sim_config
 
 TRACK_JOINTS = ("track_left", "track_right")
-# Every joint of joint_state(), in this order.
-STATE_JOINTS = (*ACTIVE_JOINTS, *CYLINDER_JOINTS, *TRACK_JOINTS, *PASSIVE_JOINTS)
+# Every joint of joint_state(), in this order: every movable joint of the URDF (the base's planar
+# joints included, so robot_state_publisher can pose the machine in world) plus the tracks.
+STATE_JOINTS = (*ACTIVE_JOINTS, *CYLINDER_JOINTS, *TRACK_JOINTS, *PASSIVE_JOINTS, *BASE_JOINTS)
 # Valve opening rate: the cylinder speed command may change by at most this per second [m/s^2].
 CYLINDER_ACCEL_M_S2 = 3.0
 
@@ -90,8 +92,7 @@ class ExcavatorSimulation:
 
         b = self.built
         self._q_adr = {n: b.qpos_adr[n] for n in (*ACTIVE_JOINTS, *CYLINDER_JOINTS,
-                                                   *PASSIVE_JOINTS, "base_x", "base_y",
-                                                   "base_yaw")}
+                                                   *PASSIVE_JOINTS, *BASE_JOINTS)}
         self._v_adr = {n: b.dof_adr[n] for n in self._q_adr}
         in_mujoco = [k for k, n in enumerate(STATE_JOINTS) if n not in TRACK_JOINTS]
         self._state_mj = np.array(in_mujoco)
@@ -336,8 +337,10 @@ class ExcavatorSimulation:
     # --- state ---------------------------------------------------------------------------
     def joint_state(self) -> JointStateSnapshot:
         """Every named joint: swing/boom/arm/bucket [rad, rad/s], *_cylinder extensions [m, m/s],
-        track_left/right (position = travelled distance [m], velocity [m/s]) and the passive
-        joints (cylinder pivots, h_link, side_link) [rad, rad/s]."""
+        track_left/right (position = travelled distance [m], velocity [m/s]), the passive
+        joints (cylinder pivots, h_link, side_link) [rad, rad/s] and the base's planar joints
+        ``base_x``, ``base_y`` [m, m/s] (position in ``world``) and ``base_yaw`` [rad, rad/s]
+        (heading about z; not wrapped, as MuJoCo integrates it)."""
         d = self.data
         pos = np.empty(len(STATE_JOINTS))
         vel = np.empty(len(STATE_JOINTS))

@@ -5,9 +5,16 @@ geometry: the same link frames, the same joint names and axes (``swing`` about z
 ``arm``, ``bucket`` and the passive linkage joints about (0, -1, 0); the three ``*_cylinder``
 joints prismatic along the cylinder = the piston extension [m]). ``joint_states`` from the sim
 therefore drives every link with robot_state_publisher, closed loops included (the sim publishes
-the passive joints). ``base_link`` is the root (the caterpillar; its planar motion in ``world`` is
-a transform outside the URDF). ``bucket_tip`` is a fixed child of ``bucket`` at the teeth.
-Primitives: capsules become cylinders (URDF has no capsule in RViz).
+the passive joints), and RViz can show the machine in ``world`` without any other TF source.
+
+The root is ``world`` (the terrain's frame). The caterpillar's three planar MuJoCo joints become
+a chain through two massless links, in MuJoCo's order (a body's joints compose in order):
+``world`` -(``base_x``, prismatic along x [m])-> ``base_x_slider`` -(``base_y``, prismatic along
+y [m])-> ``base_xy_slider`` -(``base_yaw``, continuous about z [rad])-> ``base_link`` (the
+caterpillar), then the machine as before. URDF requires limits on a prismatic joint; the base
+ones are +-``BASE_TRAVEL_LIMIT_M`` (the simulation does not limit them). ``bucket_tip`` is a
+fixed child of ``bucket`` at the teeth. Primitives: capsules become cylinders (URDF has no
+capsule in RViz).
 """
 
 from __future__ import annotations
@@ -23,6 +30,10 @@ from excavator_kinematics.linkage import Linkage
 from excavator_sim.model_builder import ModelOptions, build_model
 
 ROOT_BODY = "caterpillar"  # named base_link in the URDF
+WORLD_LINK = "world"
+# The massless link each planar base joint but the last moves (see the module docstring).
+BASE_INTERMEDIATE_LINKS = {"base_x": "base_x_slider", "base_y": "base_xy_slider"}
+BASE_TRAVEL_LIMIT_M = 1.0e4  # URDF needs prismatic limits; the base is not limited [m]
 
 
 def _rpy(quat: np.ndarray) -> tuple[float, float, float]:
@@ -77,10 +88,65 @@ def _inertial(link: ET.Element, model: mujoco.MjModel, body: int) -> None:
                   ixy="0", ixz="0", iyz="0")
 
 
+def _joint(robot: ET.Element, model: mujoco.MjModel, jid: int, parent: str, child: str,
+           pos: np.ndarray, quat: np.ndarray) -> None:
+    """The URDF joint for MuJoCo joint ``jid`` (same name, axis and range) from parent to child,
+    its origin at ``pos``/``quat`` in the parent (MuJoCo joints here sit at the body origin)."""
+    limited = bool(model.jnt_limited[jid])
+    if model.jnt_type[jid] == mujoco.mjtJoint.mjJNT_SLIDE:
+        kind = "prismatic"
+    else:
+        kind = "revolute" if limited else "continuous"
+    joint = ET.SubElement(robot, "joint", name=model.joint(jid).name, type=kind)
+    ET.SubElement(joint, "parent", link=parent)
+    ET.SubElement(joint, "child", link=child)
+    _origin(joint, pos, quat)
+    ET.SubElement(joint, "axis", xyz=_fmt(model.jnt_axis[jid]))
+    if limited:
+        lo, hi = model.jnt_range[jid]
+    elif kind == "prismatic":  # URDF requires limits on a prismatic joint
+        lo, hi = -BASE_TRAVEL_LIMIT_M, BASE_TRAVEL_LIMIT_M
+    else:
+        return
+    ET.SubElement(joint, "limit", lower=f"{lo:.6g}", upper=f"{hi:.6g}", effort="1e7",
+                  velocity="10")
+
+
+def _base_chain(robot: ET.Element, model: mujoco.MjModel, root: int) -> None:
+    """``world`` -> massless intermediate links -> ``base_link`` through the root body's joints,
+    in MuJoCo's order (the body's pose in its parent on the first joint)."""
+    ET.SubElement(robot, "link", name=WORLD_LINK)
+    first, count = int(model.body_jntadr[root]), int(model.body_jntnum[root])
+    identity = np.array([1.0, 0.0, 0.0, 0.0])
+    parent = WORLD_LINK
+    if count == 0:
+        joint = ET.SubElement(robot, "joint", name=f"{WORLD_LINK}_to_base_link", type="fixed")
+        ET.SubElement(joint, "parent", link=parent)
+        ET.SubElement(joint, "child", link="base_link")
+        _origin(joint, model.body_pos[root], model.body_quat[root])
+        return
+    for jid in range(first, first + count):
+        if np.any(model.jnt_pos[jid] != 0.0):
+            raise ValueError(f"joint {model.joint(jid).name!r} is not at its body's origin: "
+                             "the URDF chain assumes it is")
+        last = jid == first + count - 1
+        name = model.joint(jid).name
+        child = "base_link" if last else BASE_INTERMEDIATE_LINKS.get(name, f"{name}_link")
+        if not last:
+            ET.SubElement(robot, "link", name=child)  # no inertial: massless
+        on_first = jid == first
+        _joint(robot, model, jid, parent, child,
+               model.body_pos[root] if on_first else np.zeros(3),
+               model.body_quat[root] if on_first else identity)
+        parent = child
+
+
 def urdf_from_model(model: mujoco.MjModel, name: str = "excavator") -> str:
-    """URDF XML for a model built by :func:`build_model` (root body ``caterpillar``)."""
+    """URDF XML for a model built by :func:`build_model`: root ``world``, the planar base joints,
+    then ``base_link`` (the body ``caterpillar``) and every body below it."""
     robot = ET.Element("robot", name=name)
     root = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_BODY, ROOT_BODY)
+    _base_chain(robot, model, root)
     for body in range(1, model.nbody):
         if body != root and not _descends_from(model, body, root):
             continue
@@ -89,28 +155,19 @@ def urdf_from_model(model: mujoco.MjModel, name: str = "excavator") -> str:
         _visuals(link, model, body)
         if body == root:
             continue
-        jnt_count = model.body_jntnum[body]
         parent = _link_name(model, model.body_parentid[body])
-        if jnt_count == 0:
-            joint = ET.SubElement(robot, "joint", name=f"{parent}_to_{link.get('name')}",
-                                  type="fixed")
+        child = link.get("name")
+        if model.body_jntnum[body] == 0:
+            joint = ET.SubElement(robot, "joint", name=f"{parent}_to_{child}", type="fixed")
+            ET.SubElement(joint, "parent", link=parent)
+            ET.SubElement(joint, "child", link=child)
+            _origin(joint, model.body_pos[body], model.body_quat[body])
         else:
-            jid = model.body_jntadr[body]
-            jtype = model.jnt_type[jid]
-            limited = bool(model.jnt_limited[jid])
-            if jtype == mujoco.mjtJoint.mjJNT_SLIDE:
-                kind = "prismatic"
-            else:
-                kind = "revolute" if limited else "continuous"
-            joint = ET.SubElement(robot, "joint", name=model.joint(jid).name, type=kind)
-            ET.SubElement(joint, "axis", xyz=_fmt(model.jnt_axis[jid]))
-            if limited:
-                lo, hi = model.jnt_range[jid]
-                ET.SubElement(joint, "limit", lower=f"{lo:.6g}", upper=f"{hi:.6g}",
-                              effort="1e7", velocity="10")
-        ET.SubElement(joint, "parent", link=parent)
-        ET.SubElement(joint, "child", link=link.get("name"))
-        _origin(joint, model.body_pos[body], model.body_quat[body])
+            if model.body_jntnum[body] > 1:
+                raise ValueError(f"body {child!r} has {model.body_jntnum[body]} joints: only "
+                                 "the root body may have several")
+            _joint(robot, model, int(model.body_jntadr[body]), parent, child,
+                   model.body_pos[body], model.body_quat[body])
     # bucket_tip: a fixed frame at the teeth edge centre.
     tip_site = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_SITE, "bucket_tip")
     ET.SubElement(robot, "link", name="bucket_tip")

@@ -30,13 +30,17 @@ from excavator_sim.model_builder import (
     passive_joint_values,
 )
 from excavator_sim.sim_config import config_from_flat, load_sim_config
-from excavator_sim.urdf import generate_urdf
+from excavator_sim.simulation import ExcavatorSimulation
+from excavator_sim.urdf import generate_urdf, urdf_from_model
 
 REPO = Path(__file__).resolve().parents[1]
 GEOMETRY = default_geometry()
 LINKAGE = Linkage(GEOMETRY)
 FK = ForwardKinematics(GEOMETRY, LINKAGE)
 SMALL_GRID = TerrainGrid(x0=-2.0, y0=-4.0, cell_size=0.1, nx=101, ny=81)
+# The simulation core without terrain contact on a coarse grid (the arm may reach below ground).
+SIM_CONFIG = load_sim_config(overrides={"terrain.contact": False, "terrain.nx": 41,
+                                        "terrain.ny": 41, "terrain.cell_size_m": 0.4})
 
 
 @pytest.fixture(scope="module")
@@ -210,32 +214,87 @@ def _rpy_matrix(rpy: list[float]) -> np.ndarray:
             @ _rot(np.array([1.0, 0, 0]), r))
 
 
+def _urdf_chain(root: ET.Element, values: dict[str, float], link: str = "bucket_tip",
+                base: str = "world") -> np.ndarray:
+    """Homogeneous transform of ``link`` in ``base`` from the URDF's joint origins and axes,
+    evaluated at the joint values (as robot_state_publisher does)."""
+    by_child = {e.find("child").get("link"): e for e in root.findall("joint")}
+    transform = np.eye(4)
+    while link != base:
+        joint = by_child[link]
+        origin = joint.find("origin")
+        t = np.eye(4)
+        t[:3, :3] = _rpy_matrix([float(v) for v in origin.get("rpy").split()])
+        t[:3, 3] = [float(v) for v in origin.get("xyz").split()]
+        kind = joint.get("type")
+        if kind != "fixed":
+            axis = np.array([float(v) for v in joint.find("axis").get("xyz").split()])
+            motion = np.eye(4)
+            if kind == "prismatic":
+                motion[:3, 3] = axis * values[joint.get("name")]
+            else:
+                motion[:3, :3] = _rot(axis, values[joint.get("name")])
+            t = t @ motion
+        transform = t @ transform
+        link = joint.find("parent").get("link")
+    return transform
+
+
 def test_urdf_parses_and_its_chain_reproduces_the_fk_tip() -> None:
     root = ET.fromstring(generate_urdf())
-    links = {e.get("name") for e in root.findall("link")}
-    assert {"base_link", "chassis", "boom", "arm", "bucket", "bucket_tip", "boom_cylinder",
-            "boom_rod", "h_link", "side_link"} <= links
+    links = {e.get("name"): e for e in root.findall("link")}
+    assert {"world", "base_x_slider", "base_xy_slider", "base_link", "chassis", "boom", "arm",
+            "bucket", "bucket_tip", "boom_cylinder", "boom_rod", "h_link",
+            "side_link"} <= set(links)
+    # world is the only root; the two planar-base links carry no mass.
+    children = {e.find("child").get("link") for e in root.findall("joint")}
+    assert set(links) - children == {"world"}
+    assert links["base_x_slider"].find("inertial") is None
+    assert links["base_xy_slider"].find("inertial") is None
     joints = {e.get("name"): e for e in root.findall("joint")}
     for name in ("boom", "arm", "bucket"):
         assert [float(v) for v in joints[name].find("axis").get("xyz").split()] == [0, -1, 0]
-    by_child = {e.find("child").get("link"): e for e in root.findall("joint")}
+    for name, kind, axis in (("base_x", "prismatic", [1, 0, 0]), ("base_y", "prismatic", [0, 1, 0]),
+                             ("base_yaw", "continuous", [0, 0, 1])):
+        assert joints[name].get("type") == kind
+        assert [float(v) for v in joints[name].find("axis").get("xyz").split()] == axis
     for q in random_poses(5, seed=21):
         values = dict(zip(ACTIVE_JOINTS, q, strict=True))
-        link, transform = "bucket_tip", np.eye(4)
-        while link != "base_link":
-            joint = by_child[link]
-            origin = joint.find("origin")
-            t = np.eye(4)
-            t[:3, :3] = _rpy_matrix([float(v) for v in origin.get("rpy").split()])
-            t[:3, 3] = [float(v) for v in origin.get("xyz").split()]
-            if joint.get("type") in ("revolute", "continuous"):
-                axis = np.array([float(v) for v in joint.find("axis").get("xyz").split()])
-                motion = np.eye(4)
-                motion[:3, :3] = _rot(axis, values[joint.get("name")])
-                t = t @ motion
-            transform = t @ transform
-            link = joint.find("parent").get("link")
+        transform = _urdf_chain(root, values, base="base_link")
         assert np.linalg.norm(transform[:3, 3] - FK.tip(q)) <= 1e-3
+
+
+def test_every_movable_urdf_joint_is_in_the_joint_state() -> None:
+    # robot_state_publisher poses only the joints it finds in joint_states: a movable URDF
+    # joint missing from them leaves its subtree without TF.
+    sim = ExcavatorSimulation(SIM_CONFIG)
+    names = set(sim.joint_state().names)
+    for urdf in (generate_urdf(), urdf_from_model(sim.model)):
+        movable = {e.get("name") for e in ET.fromstring(urdf).findall("joint")
+                   if e.get("type") != "fixed"}
+        assert {"base_x", "base_y", "base_yaw", "swing", "h_link"} <= movable
+        assert movable <= names, f"not in joint_state: {sorted(movable - names)}"
+
+
+def test_urdf_chain_in_world_reproduces_the_mujoco_tip_after_driving_and_swinging() -> None:
+    sim = ExcavatorSimulation(SIM_CONFIG)
+    sim.set_track_speeds(1.2, 0.6)  # drive on an arc: x, y and yaw all change
+    sim.set_joint_targets({"swing": 1.2, "boom": 0.6, "arm": -1.4, "bucket": 1.5})
+    sim.step(4000)
+    sim.set_track_speeds(0.0, 0.0)
+    sim.step(500)
+    js = sim.joint_state().as_dict()
+    values = {name: position for name, (position, _) in js.items()}
+    assert math.hypot(values["base_x"], values["base_y"]) > 2.0
+    assert values["base_yaw"] < -0.5 and values["swing"] > 1.0  # left faster: turns right
+    pos, quat = sim.base_pose()
+    assert np.allclose(pos[:2], [values["base_x"], values["base_y"]], atol=1e-9)
+    assert quat[3] == pytest.approx(math.sin(0.5 * values["base_yaw"]), abs=1e-6)
+    root = ET.fromstring(urdf_from_model(sim.model))
+    tip = _urdf_chain(root, values)[:3, 3]
+    assert np.linalg.norm(tip - sim.bucket_tip()) <= 1e-3
+    base = _urdf_chain(root, values, link="base_link")
+    assert np.allclose(base[:3, 3], pos, atol=1e-9)
 
 
 def test_render_writes_a_non_uniform_png(tmp_path: Path) -> None:

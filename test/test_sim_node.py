@@ -24,7 +24,7 @@ from excavator_sim.heightfield import patch_to_flat
 
 NAMES = {"swing", "boom", "arm", "bucket", "boom_cylinder", "arm_cylinder", "bucket_cylinder",
          "track_left", "track_right", "boom_cylinder_pivot", "arm_cylinder_pivot",
-         "bucket_cylinder_pivot", "h_link", "side_link"}
+         "bucket_cylinder_pivot", "h_link", "side_link", "base_x", "base_y", "base_yaw"}
 
 
 @pytest.fixture(scope="module")
