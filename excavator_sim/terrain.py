@@ -195,6 +195,7 @@ class Terrain:
                                     / config.cell_z_m)
         self._prev_mouth: np.ndarray | None = None
         self._dirty: Box | None = None
+        self._unsettled: Box | None = None  # where spilled soil may still be steeper than repose
         self.last: TerrainUpdate | None = None
         self.capacity_units = 0
 
@@ -313,17 +314,40 @@ class Terrain:
         self.load_units += taken
         spilled, spill_box = self._spill(pose)
         relaxed = kern.relax(self.h, i0, j0, cap, self._dmax, c.relax_iterations)
+        settle_box = self._settle(box)
+        if spill_box is not None:
+            grow = 3 * c.margin_cells  # a dropped load spreads wider than the bucket's box
+            pile = (max(spill_box[0] - grow, 0), min(spill_box[1] + grow, c.nx),
+                    max(spill_box[2] - grow, 0), min(spill_box[3] + grow, c.ny))
+            self._unsettled = pile if self._unsettled is None else _union(self._unsettled, pile)
 
         changed: Box | None = None
         if taken or pushed or relaxed:
             changed = box
-        if spill_box is not None:
-            changed = spill_box if changed is None else _union(changed, spill_box)
+        for extra in (spill_box, settle_box):
+            if extra is not None:
+                changed = extra if changed is None else _union(changed, extra)
         if changed is not None:
             self._dirty = changed if self._dirty is None else _union(self._dirty, changed)
         self.last = TerrainUpdate(box, changed, scooping, int(taken), int(pushed), int(relaxed),
                                   spilled, int(covered))
         return self.last
+
+    def _settle(self, box: Box) -> Box | None:
+        """Keep relaxing where spilled soil landed, also after the bucket has moved on, until
+        it rests at the repose angle; skipped while the bucket's own box overlaps it (the
+        caps there belong to the bucket). Returns the box if anything moved."""
+        if self._unsettled is None:
+            return None
+        u = self._unsettled
+        if u[0] < box[1] and box[0] < u[1] and u[2] < box[3] and box[2] < u[3]:
+            return None
+        free = np.full((u[1] - u[0], u[3] - u[2]), kern.NO_CAP, dtype=np.int64)
+        moved = kern.relax(self.h, u[0], u[2], free, self._dmax, self.config.relax_iterations)
+        if moved == 0:
+            self._unsettled = None
+            return None
+        return u
 
     def _spill(self, pose: BucketPose) -> tuple[int, Box | None]:
         """Drop the load the bucket cannot hold at this tilt just outside its lip."""

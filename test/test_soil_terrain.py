@@ -259,3 +259,19 @@ def test_surface_outside_the_grid_is_no_ground_not_an_error() -> None:
     assert np.all(inside == 0.0) and np.all(outside == -np.inf)
     with pytest.raises(OutsideGridError, match="outside the terrain grid"):
         terrain.height_at(4.1, 0.0)
+
+
+def test_dumped_soil_settles_to_the_repose_angle_after_the_bucket_left() -> None:
+    config = load_soil_config().terrain
+    terrain = Terrain(config, BUCKET)
+    for _phase, pose in dig_swing_dump(terrain, BUCKET, dt=0.01):
+        terrain.update(pose)
+    away = BucketPose(6.0, -4.0, 2.0, 0.0, 0.0)  # the bucket elsewhere, in the air
+    for _ in range(300):
+        terrain.update(away)
+    xs, ys = terrain.cell_centres()
+    pile = terrain.h[np.abs(xs) < 2.0][:, (ys > 2.0) & (ys < 6.5)]
+    dmax = math.floor(config.cell_xy_m * math.tan(config.repose_angle_rad) / config.cell_z_m)
+    assert pile.max() > 0
+    assert np.abs(np.diff(pile, axis=0)).max() <= dmax
+    assert np.abs(np.diff(pile, axis=1)).max() <= dmax
