@@ -8,6 +8,14 @@ Cases, all on the same model in this process (one core; run with nothing else bu
 - ``contact``: terrain contact on, the terrain raised so the bucket digs into it during the sweep.
 - ``baseline``: the naive way, one Python call per physics step (control update + ``mj_step``
   every 1 ms), same model and motion.
+- ``seed-style``: the upstream app's actuation on the same model (bodies, joints, loops, base
+  servos): the three cylinders and the swing driven by plain MuJoCo ``velocity`` actuators with
+  the upstream gains (KennyVilella/excavator_simulator_mujoco, model/excavator/template/
+  excavator.xml: kv 7e5 swing and boom, 1e5 arm and bucket, ctrlrange +-0.5, no force limit),
+  MuJoCo's ``Euler`` integrator, 1 ms; the same sweep through a proportional loop on the rod
+  positions every 10 ms (``mj_step(m, d, 10)``). Watched for divergence (MuJoCo's bad-qacc
+  warning, non-finite or runaway state, loops torn open): the step where it diverged is
+  reported instead of a rate.
 - ``node+contact`` (when rclpy is importable): the real ``SimNode`` in this process at
   ``real_time_factor 0`` publishing joint_states, /clock, bucket pose/twist at 100 Hz and
   markers at 20 Hz, terrain contact on with the same mound, spun for ``--node-seconds`` of wall
@@ -24,10 +32,15 @@ import json
 import math
 import time
 
+import mujoco
 import numpy as np
 
+from excavator_kinematics.geometry import default_geometry
+from excavator_kinematics.linkage import Linkage
+from excavator_sim.hydraulics import CYLINDER_ACTUATORS, SWING_ACTUATOR
+from excavator_sim.model_builder import build_spec, finish_model, loop_residuals
 from excavator_sim.sim_config import load_sim_config
-from excavator_sim.simulation import ExcavatorSimulation
+from excavator_sim.simulation import ExcavatorSimulation, model_options
 
 POSES = ({"swing": 0.6, "boom": 0.7, "arm": -1.6, "bucket": 1.2},
          {"swing": -0.6, "boom": 0.3, "arm": -0.9, "bucket": 2.0})
@@ -60,6 +73,86 @@ def make(contact: bool) -> ExcavatorSimulation:
         j0, j1 = round((-4.0 - g.y0) / g.cell_size), round((4.0 - g.y0) / g.cell_size)
         sim.terrain.set_region(i0, j0, np.full((i1 - i0, j1 - j0), 1.2))
     return sim
+
+
+# Upstream velocity gains [N s/m] (swing [N m s/rad]) and command range [m/s] ([rad/s]).
+SEED_KV = {"swing": 7e5, "boom_cylinder": 7e5, "arm_cylinder": 1e5, "bucket_cylinder": 1e5}
+SEED_CTRL = 0.5
+SEED_GAIN_1_S = 12.0  # the outer loop's proportional gain, as the core's position_gain_1_s
+DIVERGED_LOOP_M = 0.05  # a loop torn open this far, or a speed above 100 m/s: diverged
+
+
+def make_seed_style() -> tuple[mujoco.MjModel, mujoco.MjData, Linkage, dict[str, int]]:
+    """The same model with the upstream actuation: plain velocity servos, Euler, 1 ms."""
+    config = load_sim_config(overrides={"terrain.contact": False})
+    geometry = default_geometry()
+    linkage = Linkage(geometry)
+    options = model_options(config)
+    spec = build_spec(geometry, linkage, options, config.hydraulics.tracks.track_width_m)
+    spec.option.integrator = mujoco.mjtIntegrator.mjINT_EULER
+    spec.option.timestep = 0.001
+    for name in (*CYLINDER_ACTUATORS, SWING_ACTUATOR):
+        act = spec.actuator(name)
+        act.set_to_velocity(kv=SEED_KV[name])
+        act.dyntype = mujoco.mjtDyn.mjDYN_NONE
+        act.actlimited = mujoco.mjtLimited.mjLIMITED_FALSE
+        act.forcelimited = mujoco.mjtLimited.mjLIMITED_FALSE
+        act.ctrllimited = mujoco.mjtLimited.mjLIMITED_TRUE
+        act.ctrlrange = [-SEED_CTRL, SEED_CTRL]
+    built = finish_model(spec, linkage, options)
+    model = built.model
+    data = mujoco.MjData(model)
+    mujoco.mj_resetDataKeyframe(model, data, 0)
+    mujoco.mj_forward(model, data)
+    adr = {n: built.qpos_adr[n] for n in (*CYLINDER_ACTUATORS, SWING_ACTUATOR)}
+    adr.update({f"act_{n}": built.actuator_id[n] for n in (*CYLINDER_ACTUATORS, SWING_ACTUATOR)})
+    return model, data, linkage, adr
+
+
+def run_seed_style(sim_seconds: float) -> dict[str, float | int | None]:
+    """The sweep on the seed-style model; wall time, or the step at which it diverged."""
+    model, data, linkage, adr = make_seed_style()
+    chunk = 10
+    steps = round(sim_seconds / model.opt.timestep)
+    per_pose = round(3.0 / model.opt.timestep)
+    axes = (*CYLINDER_ACTUATORS, SWING_ACTUATOR)
+    targets: dict[str, float] = {}
+    diverged_at: int | None = None
+    reason = ""
+    worst_loop = 0.0
+    done = 0
+    start = time.perf_counter()
+    settled_error = 0.0  # largest rod error [m] after 3 s at a pose: the sag under gravity
+    while done < steps:
+        if done % per_pose == 0:
+            if targets:
+                settled_error = max(settled_error, *(abs(targets[a] - float(data.qpos[adr[a]]))
+                                                     for a in CYLINDER_ACTUATORS))
+            pose = POSES[(done // per_pose) % 2]
+            ext = linkage.extensions(pose["boom"], pose["arm"], pose["bucket"])
+            targets = {**dict(zip(CYLINDER_ACTUATORS, (float(e) for e in ext), strict=True)),
+                       SWING_ACTUATOR: pose["swing"]}
+        qpos = data.qpos
+        for axis in axes:
+            error = targets[axis] - float(qpos[adr[axis]])
+            data.ctrl[adr[f"act_{axis}"]] = min(max(SEED_GAIN_1_S * error, -SEED_CTRL),
+                                                SEED_CTRL)
+        mujoco.mj_step(model, data, chunk)
+        done += chunk
+        bad_qacc = int(data.warning[mujoco.mjtWarning.mjWARN_BADQACC].number)
+        speed = float(np.max(np.abs(data.qvel)))
+        loop = float(loop_residuals(model, data).max())
+        if bad_qacc or not math.isfinite(speed) or speed > 100.0 or loop > DIVERGED_LOOP_M:
+            diverged_at = done
+            reason = (f"MuJoCo bad qacc warning x{bad_qacc}" if bad_qacc else
+                      f"max |qvel| {speed:.3g}, loop residual {loop:.3g} m")
+            break
+        worst_loop = max(worst_loop, loop)
+    wall = time.perf_counter() - start
+    simulated = done * model.opt.timestep
+    return {"steps_per_s": done / wall, "rtf": simulated / wall, "sim_s": simulated,
+            "wall_s": wall, "diverged_at_step": diverged_at, "diverged_reason": reason,
+            "max_loop_residual_m": worst_loop, "settled_rod_error_m": settled_error}
 
 
 def run_node(wall_seconds: float) -> dict[str, float] | None:
@@ -118,6 +211,22 @@ def main() -> None:
                          "max_loop_residual_m": sim.constraint_residual()}
         print(f"{name:14s} {steps / wall:10.0f} steps/s  RTF {seconds / wall:7.1f}  "
               f"({seconds:.0f} s simulated in {wall:.2f} s, {contacts} contacts at the end)")
+    seed: dict[str, float | int | None] = {}
+    for _ in range(args.repeat):
+        # Like the step-per-call baseline at most 10 s; at least one full 3 s pose hold.
+        trial = run_seed_style(max(min(args.seconds, 10.0), 6.1))
+        if not seed or trial["diverged_at_step"] is not None or trial["wall_s"] < seed["wall_s"]:
+            seed = trial
+        if trial["diverged_at_step"] is not None:
+            break
+    results["seed-style"] = seed
+    if seed["diverged_at_step"] is None:
+        print(f"{'seed-style':14s} {seed['steps_per_s']:10.0f} steps/s  RTF {seed['rtf']:7.1f}  "
+              f"({seed['sim_s']:.1f} s simulated in {seed['wall_s']:.2f} s; Euler, velocity "
+              f"servos; rods sag {seed['settled_rod_error_m'] * 1e3:.1f} mm after 3 s)")
+    else:
+        print(f"{'seed-style':14s} DIVERGED at step {seed['diverged_at_step']} "
+              f"({seed['sim_s']:.3f} s simulated): {seed['diverged_reason']}")
     node = run_node(args.node_seconds) if args.node_seconds > 0 else None
     if node is not None:
         results["node+contact"] = node
@@ -133,12 +242,20 @@ def main() -> None:
         "rtf_node_contact_100hz": round(node["rtf"], 1) if node else None,
         "rtf_baseline_step_per_call": round(base, 1),
         "speedup_vs_baseline": round(results["physics"]["rtf"] / base, 2),
+        "rtf_baseline_seed_style": (round(seed["rtf"], 1) if seed["diverged_at_step"] is None
+                                    else None),
+        "seed_style_diverged_at_step": seed["diverged_at_step"],
+        "speedup_vs_seed_style": (round(results["physics"]["rtf"] / seed["rtf"], 2)
+                                  if seed["diverged_at_step"] is None else None),
         "goal_rtf_physics": 50.0,
         "goal_rtf_node_contact": 20.0,
         "cases": results,
     }
     print(f"physics-only RTF {summary['rtf_physics']} vs one-step-per-call baseline {base:.1f}: "
-          f"x{summary['speedup_vs_baseline']}")
+          f"x{summary['speedup_vs_baseline']}; vs seed-style (Euler, velocity servos) "
+          + (f"{summary['rtf_baseline_seed_style']}: x{summary['speedup_vs_seed_style']}"
+             if seed["diverged_at_step"] is None
+             else f"diverged at step {seed['diverged_at_step']}"))
     print(json.dumps(summary))
 
 

@@ -470,7 +470,12 @@ def build_model(geometry: ExcavatorGeometry, linkage: Linkage | None = None,
     """Build and compile the excavator; the keyframe ``initial`` holds the closed initial pose."""
     linkage = linkage if linkage is not None else Linkage(geometry)
     options = options if options is not None else ModelOptions()
-    spec = build_spec(geometry, linkage, options, track_width_m)
+    return finish_model(build_spec(geometry, linkage, options, track_width_m), linkage, options)
+
+
+def finish_model(spec: mujoco.MjSpec, linkage: Linkage, options: ModelOptions) -> BuiltModel:
+    """Compile a spec from :func:`build_spec` (possibly edited, e.g. other actuators) and set the
+    flat terrain and the keyframe ``initial`` (the closed pose, activations = held positions)."""
     model = spec.compile()
     # The compiler rescales elevation data to [0, 1]; write the flat heights in metres again.
     fill_flat(model, options.terrain)

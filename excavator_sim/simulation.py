@@ -25,7 +25,7 @@ from excavator_kinematics.errors import ConfigError, KinematicsError
 from excavator_kinematics.forward_kinematics import ForwardKinematics
 from excavator_kinematics.geometry import ExcavatorGeometry, default_geometry
 from excavator_kinematics.linkage import Linkage
-from excavator_sim.heightfield import HeightField, fill_flat
+from excavator_sim.heightfield import HeightField
 from excavator_sim.hydraulics import BASE_ACTUATORS, CYLINDER_ACTUATORS
 from excavator_sim.model_builder import (
     ACTIVE_JOINTS,
@@ -45,6 +45,13 @@ TRACK_JOINTS = ("track_left", "track_right")
 STATE_JOINTS = (*ACTIVE_JOINTS, *CYLINDER_JOINTS, *TRACK_JOINTS, *PASSIVE_JOINTS, *BASE_JOINTS)
 # Valve opening rate: the cylinder speed command may change by at most this per second [m/s^2].
 CYLINDER_ACCEL_M_S2 = 3.0
+
+
+def model_options(config: SimConfig) -> ModelOptions:
+    """The model builder's options for a simulation configured by ``config``."""
+    return ModelOptions(hydraulics=config.hydraulics, terrain=config.terrain,
+                        terrain_contact=config.terrain_contact, initial=config.initial,
+                        timestep=config.timestep)
 
 
 class CommandError(ValueError):
@@ -75,9 +82,7 @@ class ExcavatorSimulation:
         self.linkage = Linkage(self.geometry)
         self.fk = ForwardKinematics(self.geometry, self.linkage)
         c = self.config
-        options = ModelOptions(hydraulics=c.hydraulics, terrain=c.terrain,
-                               terrain_contact=c.terrain_contact, initial=c.initial,
-                               timestep=c.timestep)
+        options = model_options(c)
         try:
             self.built: BuiltModel = build_model(self.geometry, self.linkage, options,
                                                  c.hydraulics.tracks.track_width_m)
@@ -87,7 +92,7 @@ class ExcavatorSimulation:
         self.model = self.built.model
         self.data = mujoco.MjData(self.model)
         mujoco.mj_resetDataKeyframe(self.model, self.data, 0)
-        self.terrain: HeightField = fill_flat(self.model, c.terrain)
+        self.terrain = HeightField(self.model, c.terrain)  # build_model filled it flat
         mujoco.mj_forward(self.model, self.data)
 
         b = self.built
