@@ -72,6 +72,12 @@ def _cmd_render(args: argparse.Namespace) -> int:
     return int(render_main(args.rest) or 0)
 
 
+def _cmd_soil_plots(args: argparse.Namespace) -> int:
+    from excavator_sim.soil_plots import main as soil_plots_main
+
+    return int(soil_plots_main(args.rest) or 0)
+
+
 def _cmd_urdf(args: argparse.Namespace) -> int:
     from excavator_sim.urdf import main as urdf_main
 
@@ -114,6 +120,8 @@ def build_parser() -> argparse.ArgumentParser:
                             "process (--quick for CI, --output DIR)"),
         ("render", _cmd_render, "render the simulated excavator to a PNG (offscreen)"),
         ("urdf", _cmd_urdf, "print or write the URDF generated from the geometry"),
+        ("soil-plots", _cmd_soil_plots, "draw the soil force validation plot (paper Fig. 7 "
+                                        "style, DiMaio vs FEE) and the trench map"),
     ):
         cmd = sub.add_parser(name, help=text, add_help=False)
         cmd.add_argument("rest", nargs=argparse.REMAINDER)
@@ -153,7 +161,8 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-PASS_THROUGH = {"demo": _cmd_demo, "render": _cmd_render, "urdf": _cmd_urdf}
+PASS_THROUGH = {"demo": _cmd_demo, "render": _cmd_render, "urdf": _cmd_urdf,
+                "soil-plots": _cmd_soil_plots}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
