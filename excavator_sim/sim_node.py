@@ -15,9 +15,12 @@ Subscribes
   ``j``, data ``[i0, j0, heights...]`` [m]); the grids must match (``terrain.*`` parameters).
 
 Publishes (at ``publish_rate``): ``joint_states`` (every named joint, cylinders and passive
-joints included; tracks: position = travelled distance [m], velocity [m/s]), ``/clock``,
+joints included; tracks: position = travelled distance [m], velocity [m/s]; the base's
+``base_x``, ``base_y`` [m] and ``base_yaw`` [rad] in ``world``: with them every movable joint
+of the URDF, so robot_state_publisher poses the machine in ``world``), ``/clock``,
 ``bucket_pose`` / ``bucket_twist`` (frame ``world``), ``markers`` (the machine in ``world``, at
-``marker_rate`` in wall time: they are for RViz), ``robot_description`` once (transient local),
+``marker_rate`` in wall time: they are for RViz), ``robot_description`` once (transient local;
+the URDF of the model this node simulates, rooted at ``world``),
 ``/diagnostics`` at 1 Hz.
 Header stamps are simulated time (the time on ``/clock``).
 """
