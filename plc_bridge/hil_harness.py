@@ -49,8 +49,10 @@ class Heartbeat:
         self._run = threading.Event()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True, name="heartbeat")
+        self._toggle_lock = threading.Lock()
         self.level = False
         self.toggles = 0
+        self.last_toggle_s = 0.0   # monotonic time the last toggle was in Redis (after SET)
 
     def start(self) -> Heartbeat:
         self._run.set()
@@ -58,7 +60,10 @@ class Heartbeat:
         return self
 
     def pause(self) -> None:
+        """No toggle after this returns (one in progress completes first)."""
         self._run.clear()
+        with self._toggle_lock:
+            pass
 
     def resume(self) -> None:
         self._run.set()
@@ -75,14 +80,18 @@ class Heartbeat:
             self._run.wait()
             if self._stop.is_set():
                 break
-            try:
-                client = client or redis.Redis.from_url(self.redis_url, socket_timeout=0.2,
-                                                        socket_connect_timeout=0.2)
-                self.level = not self.level
-                client.set(keys.HEARTBEAT, "true" if self.level else "false")
-                self.toggles += 1
-            except (redis.RedisError, OSError):
-                client = None
+            with self._toggle_lock:
+                if not self._run.is_set():
+                    continue
+                try:
+                    client = client or redis.Redis.from_url(self.redis_url, socket_timeout=0.2,
+                                                            socket_connect_timeout=0.2)
+                    client.set(keys.HEARTBEAT, "false" if self.level else "true")
+                    self.level = not self.level
+                    self.last_toggle_s = time.monotonic()
+                    self.toggles += 1
+                except (redis.RedisError, OSError):
+                    client = None
             self._stop.wait(self.period_s)
 
 
@@ -90,7 +99,8 @@ class HilRig:
     """Virtual PLC process + in-process bridge + operational-layer helpers."""
 
     def __init__(self, model: str, redis_url: str, spawn: Callable[[str, list[str]], Any],
-                 overrides: Mapping[str, Any] | None = None, config_path: str | None = None):
+                 overrides: Mapping[str, Any] | None = None, config_path: str | None = None,
+                 heartbeat_period_s: float = 0.25):
         self.model = model
         self.redis_url = redis_url
         self._spawn = spawn
@@ -105,7 +115,9 @@ class HilRig:
             **(overrides or {})})
         self.core = BridgeCore(self.config)
         self.redis = redis.Redis.from_url(redis_url, socket_timeout=1.0)
-        self.heartbeat = Heartbeat(redis_url)
+        # ARTOF toggles every 0.5 s; tests toggle faster so a loaded CI box keeps a wide margin
+        # to the 0.75 s timeout
+        self.heartbeat = Heartbeat(redis_url, heartbeat_period_s)
 
     # --- virtual PLC process -------------------------------------------------------------------
     def start_plc(self) -> None:

@@ -81,6 +81,9 @@ class VirtualPlc:
         self._speed_sp_names = config.speed_sp_fields()
         self._angle_sp_names = config.angle_sp_fields()
         self.started_at: float | None = None     # monotonic time the server last came up
+        # monotonic time at which each injected flag last changed in the monitor DB
+        self.changed_at: dict[str, float] = {}
+        self._published_faults = asdict(self.faults)
         self.cycles = 0
 
     # --- lifecycle -----------------------------------------------------------------------------
@@ -205,10 +208,15 @@ class VirtualPlc:
                 server.unlock_area(SrvArea.DB, cfg.monitor_db)
         else:
             self._monitor_buf[:] = data
+        now_after = time.monotonic()
         with self._lock:
             self._watchdog_ok = ok
             self._last_control = ctrl
             self.cycles += 1
+            for name, value in asdict(f).items():
+                if self._published_faults.get(name) != value:
+                    self.changed_at[name] = now_after   # visible to readers from now on
+            self._published_faults = asdict(f)
 
     # --- inspection and fault injection --------------------------------------------------------
     def set_faults(self, **flags: bool) -> dict[str, bool]:
@@ -229,6 +237,7 @@ class VirtualPlc:
                 "angles": [float(v) for v in self.plant.angles],
                 "link_up": self._server is not None, "started_at": self.started_at,
                 "cycles": self.cycles, "writes": len(self._writes), "now": time.monotonic(),
+                "changed_at": dict(self.changed_at),
             }
 
     def reads(self, since: float = 0.0) -> list[tuple[float, int]]:

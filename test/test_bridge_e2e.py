@@ -122,7 +122,7 @@ def test_zero_command_holds_steering(redis_server, spawn):
         rig.core.wait_cycles(3, 1.0)
         after = rig.plc.writes(t0)[-1]
         cfg = rig.config
-        assert after["enable"]
+        assert after["enable"], (rig.core.status, rig.core.snapshot().detail)
         assert all(after[n] == 0.0 for n in cfg.speed_sp_fields())
         assert all(after[n] == pytest.approx(math.pi / 2, abs=1e-6)
                    for n in cfg.angle_sp_fields())
