@@ -34,6 +34,8 @@ from plc_bridge.hil_harness import Heartbeat
 from plc_bridge.virtual_plc_control import ControlClient
 
 TARGET_PERIOD_S = 0.05  # IK targets at 20 Hz
+STILL_RAD_S = 2e-4  # joints slower than this count as settled [rad/s]
+SETTLE_TIMEOUT_S = 8.0  # longest hold of the final target after the last leg [s of sim time]
 
 
 class DemoOperator(Node):
@@ -188,7 +190,10 @@ class DemoOperator(Node):
         while True:
             check_alive()
             t = self.sim_time - t0
-            if t > plan.duration_s + settle:
+            # After the last leg, hold the final target until the machine is still, so the
+            # recorded final pose is a settled one (bounded by SETTLE_TIMEOUT_S).
+            if t > plan.duration_s + settle and (self._still()
+                                                 or t > plan.duration_s + SETTLE_TIMEOUT_S):
                 break
             sample = plan.sample(min(t, plan.duration_s))
             if sample.phase != phase:
@@ -200,6 +205,12 @@ class DemoOperator(Node):
             progress.update(t, phase, f"bucket {load:.3f} m^3")
             time.sleep(TARGET_PERIOD_S)
         progress.done()
+
+    def _still(self) -> bool:
+        """Every active joint slower than STILL_RAD_S."""
+        with self._lock:
+            v = [abs(self.velocities.get(n, math.inf)) for n in ACTIVE_JOINTS]
+        return max(v) < STILL_RAD_S
 
     def _publish_target(self, tip: np.ndarray, pitch: float) -> None:
         msg = PoseStamped()

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import matplotlib.image
@@ -91,7 +90,12 @@ def test_recorded_dig_replayed_into_sim_node_reaches_the_same_final_pose(
                                                    "--wait-for-subscribers", "10"],
                              log_dir=tmp_path)
         assert player.proc.wait(120) == 0, player.log()
-        time.sleep(3.0)  # let the cylinders settle on the last setpoint
+
+        def settled() -> bool:  # the cylinders have reached the last setpoint
+            v = dict(zip(states[-1].name, states[-1].velocity, strict=True))
+            return max(abs(v[n]) for n in ACTIVE_JOINTS) < 2e-4
+
+        wait_for(settled, 15.0, "the replayed machine to settle")
         final = dict(zip(states[-1].name, states[-1].position, strict=True))
     finally:
         probe.close()
