@@ -53,7 +53,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"PLC_BRIDGE READY model={config.model} plc={config.plc_host}:{config.plc_port} "
           f"cycle_hz={config.cycle_hz:g}", flush=True)
     while not done.wait(0.2):
-        pass
+        if not core.loop_alive:   # the loop failed (it wrote a stop first)
+            print(f"plc_bridge: loop ended: {core.failed}", file=sys.stderr)
+            return 1
     core.stop()
     return 0
 

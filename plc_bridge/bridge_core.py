@@ -29,8 +29,10 @@ Fail-safe behaviour (design note plc_bridge.md):
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import logging
+import math
 import os
 import threading
 import time
@@ -120,6 +122,7 @@ class BridgeCore:
         self._alive = 0
         self._held = np.zeros(len(config.steering))
         self._plc_state: dict[str, Any] | None = None    # last decoded monitor DB
+        self._feedback_ok = True
         self._plc_alive: int | None = None
         self._plc_alive_change_s = 0.0
         self._last_rejection: tuple[Any, ...] | None = None
@@ -137,6 +140,7 @@ class BridgeCore:
         self._thread: threading.Thread | None = None
         self._cycle_done = threading.Condition()
         self._cycles_done = 0
+        self.failed = ""   # set when the loop died of an unexpected exception
 
     # --- lifecycle -----------------------------------------------------------------------------
     def start(self) -> None:
@@ -177,6 +181,11 @@ class BridgeCore:
     def status(self) -> str:
         return self._status
 
+    @property
+    def loop_alive(self) -> bool:
+        """False once the loop thread has ended (after ``stop()`` or a failure: ``failed``)."""
+        return self._thread is not None and self._thread.is_alive()
+
     # --- the loop ------------------------------------------------------------------------------
     def _run(self) -> None:
         if self.config.rt_priority > 0:
@@ -202,16 +211,23 @@ class BridgeCore:
                         self.counters["overruns"] += 1
                         next_tick += missed * period
                 self.waker.wait(max(0.0, next_tick - self.clock()))
-        finally:
-            self._shutdown_io()
+        except Exception as e:
+            # a bug must not leave the machine moving: stop, say why, end the loop
+            self.log.exception("plc_bridge loop failed")
+            self._shutdown_io("internal_error", f"{type(e).__name__}: {e}")
+            self.failed = f"{type(e).__name__}: {e}"
+        else:
+            self._shutdown_io("shutdown", "bridge stopped")
 
-    def _shutdown_io(self) -> None:
-        """SIGTERM / stop(): write a stop (alive counter not advanced), report, close."""
+    def _shutdown_io(self, reason: str, detail: str) -> None:
+        """SIGTERM / stop() / a failure: write a stop (alive counter not advanced), report,
+        close."""
         if self.plc.connected:
-            self.plc.write(self.config.control_db, self._encode(None))
-        self._status, self._detail = "stopped:shutdown", "bridge stopped"
+            with contextlib.suppress(Exception):
+                self.plc.write(self.config.control_db, self._encode(None))
+        self._status, self._detail = f"stopped:{reason}", detail
         if self.redis.connected:
-            self.redis.mset({keys.BRIDGE_STATUS: self._status, keys.BRIDGE_DETAIL: self._detail,
+            self.redis.mset({keys.BRIDGE_STATUS: self._status, keys.BRIDGE_DETAIL: detail,
                              keys.STATE_VALID: "false",
                              **dict.fromkeys(self._measured_keys, keys.INVALID)})
         self.plc.close()
@@ -303,6 +319,9 @@ class BridgeCore:
                                   ("fault", "plc_fault", "PLC reports a fault")):
             if st[bit]:
                 return reason, text
+        if not self._feedback_ok:
+            return "plc_feedback_invalid", ("PLC monitor DB holds NaN/inf speeds or angles; "
+                                            "check the PLC program's measurements")
         if not st["ready"]:
             return "plc_not_ready", "PLC not ready"
         if not st["auto"]:
@@ -346,6 +365,8 @@ class BridgeCore:
         if st["alive"] != self._plc_alive:
             self._plc_alive = int(st["alive"])
             self._plc_alive_change_s = now
+        measured = [st[n] for n in (*self._speed_mon, *self._angle_mon)]
+        self._feedback_ok = all(math.isfinite(v) for v in measured)
         if self._angle_mon:
             angles = np.array([st[n] for n in self._angle_mon], dtype=float)
             if np.all(np.isfinite(angles)):

@@ -12,7 +12,8 @@ in a thread at ``virtual_plc.plant_hz``:
 4. write the monitor DB: alive counter (+1 per cycle), status bits, measured speeds and angles.
 
 Fault injection (tests, demo): ``set_faults(fault=, estop=, freeze_alive=, ready=, auto=,
-stall=)``, ``link_down()`` / ``link_up()`` (stop/restart the S7 server: connections drop).
+stall=, nan_feedback=)``, ``link_down()`` / ``link_up()`` (stop/restart the S7 server:
+connections drop).
 ``stall`` makes the server stop answering (a pulled cable): requests hang until it is cleared.
 Every write of the control DB is logged with its monotonic time [s] and decoded values
 (``writes(since)``), every read of the monitor DB with the alive value it carried
@@ -23,6 +24,8 @@ Every write of the control DB is logged with its monotonic time [s] and decoded 
 from __future__ import annotations
 
 import collections
+import math
+import struct
 import threading
 import time
 from dataclasses import asdict, dataclass
@@ -46,6 +49,7 @@ class Faults:
     ready: bool = True
     auto: bool = True
     stall: bool = False
+    nan_feedback: bool = False   # a broken sensor: NaN in the first measured speed
 
 
 class VirtualPlc:
@@ -200,6 +204,10 @@ class VirtualPlc:
         for name, v in zip(cfg.angle_fields(), self.plant.angles, strict=True):
             values[name] = float(v)
         data = cfg.monitor.encode(values)
+        if f.nan_feedback:   # the encoder refuses NaN, so corrupt the bytes like a bad sensor
+            field = cfg.monitor.field(cfg.speed_fields()[0])
+            data = data[:field.byte_offset] + struct.pack(">f", math.nan) + \
+                data[field.byte_offset + 4:]
         if server is not None:
             server.lock_area(SrvArea.DB, cfg.monitor_db)
             try:

@@ -5,7 +5,7 @@ request per line, one response per line::
 
     {"cmd": "status"}                          -> plant, faults, watchdog, last control values
     {"cmd": "faults", "fault": true, ...}      -> set any of fault estop freeze_alive ready auto
-                                                  stall; returns the flags
+                                                  stall nan_feedback; returns the flags
     {"cmd": "link", "up": false}               -> stop (or restart) the S7 server
     {"cmd": "writes", "since": 12.5}           -> control-DB writes with monotonic t >= since
     {"cmd": "reads", "since": 12.5}            -> monitor-DB reads [t, alive] since then

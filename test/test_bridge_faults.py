@@ -78,7 +78,7 @@ def running(rig: HilRig, timeout_s: float = 3.0) -> None:
     if rig.plc is None:
         rig.start_plc()
     rig.plc.faults(fault=False, estop=False, freeze_alive=False, ready=True, auto=True,
-                   stall=False)
+                   stall=False, nan_feedback=False)
     rig.plc.link(True)
     rig.core.set_enabled(True)
     rig.command(*COMMAND)
@@ -192,15 +192,15 @@ def test_heartbeat_timeout_stops(rig):
     assert_no_motion(rig, stop["t"])
 
 
-@pytest.mark.parametrize(("flag", "status"), [("fault", "stopped:plc_fault"),
-                                              ("estop", "stopped:plc_estop"),
-                                              ("ready", "stopped:plc_not_ready"),
-                                              ("auto", "stopped:plc_manual")])
-def test_plc_status_bits_stop(rig, flag, status):
+@pytest.mark.parametrize(("flag", "bad", "status"), [
+    ("fault", True, "stopped:plc_fault"), ("estop", True, "stopped:plc_estop"),
+    ("ready", False, "stopped:plc_not_ready"), ("auto", False, "stopped:plc_manual"),
+    ("nan_feedback", True, "stopped:plc_feedback_invalid")])
+def test_plc_status_bits_stop(rig, flag, bad, status):
     running(rig)
     wait_until(lambda: rig.plc.status()["speeds"][0] > 0.4, 2.0, "the tracks to move")
     before = rig.plc.status()["changed_at"].get(flag)
-    rig.plc.faults(**{flag: flag in ("fault", "estop")})
+    rig.plc.faults(**{flag: bad})
     t_visible = visible_since(rig, flag, before)
     # the cycle that reads the bit answers it with a stop in the same cycle
     stop = assert_stop_within_one_cycle(rig, t_visible)
@@ -208,7 +208,7 @@ def test_plc_status_bits_stop(rig, flag, status):
     assert rig.core.status == status
     assert rig.get(keys.BRIDGE_STATUS) == status
     assert_no_motion(rig, stop["t"])
-    rig.plc.faults(fault=False, estop=False, ready=True, auto=True)
+    rig.plc.faults(**{flag: not bad})
     t1 = time.monotonic()
     time.sleep(0.05)
     assert_no_motion(rig, t1)             # fault cleared, but no edge yet
