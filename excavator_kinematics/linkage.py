@@ -220,14 +220,9 @@ class Linkage:
     def check_joints(self, boom: ArrayLike, arm: ArrayLike, bucket: ArrayLike) -> None:
         """Raise if a relative joint angle is NaN/inf or outside the range the strokes allow."""
         for name, value in zip(JOINT_NAMES, (boom, arm, bucket), strict=True):
-            q = np.asarray(value, dtype=float)
-            if not np.all(np.isfinite(q)):
-                raise InvalidInputError(f"{name} joint angle is {q[~np.isfinite(q)].flat[0]}: "
-                                        "joint angles must be finite numbers [rad]")
-            lo, hi = self.joint_limits[name]
-            bad = (q < lo - 1e-12) | (q > hi + 1e-12)
-            if np.any(bad):
-                v = float(q[bad].flat[0])
+            v = _first_outside(value, self.joint_limits[name], f"{name} joint angle", "rad")
+            if v is not None:
+                lo, hi = self.joint_limits[name]
                 cyl = CYLINDER_NAMES[JOINT_NAMES.index(name)]
                 raise StrokeLimitError(
                     f"{name} joint {math.degrees(v):.1f} deg outside "
@@ -243,21 +238,15 @@ class Linkage:
     def check_extensions(self, boom: ArrayLike, arm: ArrayLike, bucket: ArrayLike) -> None:
         """Raise if an extension is NaN/inf or outside its usable stroke range."""
         for name, value in zip(CYLINDER_NAMES, (boom, arm, bucket), strict=True):
-            e = np.asarray(value, dtype=float)
-            if not np.all(np.isfinite(e)):
-                raise InvalidInputError(f"{name} extension is {e[~np.isfinite(e)].flat[0]}: "
-                                        "extensions must be finite numbers [m]")
-            lo, hi = self.extension_limits[name]
-            bad = (e < lo - 1e-12) | (e > hi + 1e-12)
-            if np.any(bad):
+            v = _first_outside(value, self.extension_limits[name], f"{name} extension", "m")
+            if v is not None:
+                lo, hi = self.extension_limits[name]
                 cyl = self.geometry.cylinders[name]
                 note = (f" (stroke {cyl.stroke_range}; below {lo:.3f} m the bucket four-bar is "
                         "past its toggle)" if name == "bucket_cylinder" and lo > cyl.stroke_min_m
                         else "")
-                raise StrokeLimitError(
-                    f"{name} extension {float(e[bad].flat[0]):.3f} m outside {lo:.3f}..{hi:.3f} m"
-                    + note
-                )
+                raise StrokeLimitError(f"{name} extension {v:.3f} m outside {lo:.3f}..{hi:.3f} m"
+                                       + note)
 
     # --- joints <-> cylinders ------------------------------------------------------------
     def extensions_from_joint(self, joint_or_cylinder: str, q: ArrayLike) -> np.ndarray:
@@ -339,6 +328,17 @@ class Linkage:
         for key, p in (("tip", g.tip), ("base", g.bucket_base)):
             out[key] = _stack(mx + ck * p[0] - sk * p[1], mz + sk * p[0] + ck * p[1])
         return out
+
+
+def _first_outside(value: ArrayLike, limits: tuple[float, float], what: str, unit: str
+                   ) -> float | None:
+    """The first element outside ``limits`` (None if all inside); NaN/inf raise at once."""
+    a = np.asarray(value, dtype=float)
+    if not np.all(np.isfinite(a)):
+        raise InvalidInputError(f"{what} is {a[~np.isfinite(a)].flat[0]}: it must be a finite "
+                                f"number [{unit}]")
+    bad = (a < limits[0] - 1e-12) | (a > limits[1] + 1e-12)
+    return float(a[bad].flat[0]) if np.any(bad) else None
 
 
 def _stack(x: ArrayLike, z: ArrayLike) -> np.ndarray:

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 import mujoco
 import numpy as np
 
-from excavator_kinematics.geometry import ExcavatorGeometry
+from excavator_kinematics.geometry import Cylinder, ExcavatorGeometry, Vec2
 from excavator_kinematics.linkage import Linkage
 from excavator_sim.heightfield import TerrainGrid, add_height_field, fill_flat
 from excavator_sim.hydraulics import Hydraulics, add_actuators
@@ -185,8 +185,40 @@ def _site(body: mujoco.MjsBody, name: str, pos: list[float]) -> None:
 
 YELLOW = [0.95, 0.65, 0.12, 1.0]
 DARK = [0.2, 0.2, 0.22, 1.0]
+ROD = [0.9, 0.9, 0.92, 1.0]
 STEEL = [0.7, 0.72, 0.75, 1.0]
 GREY = [0.45, 0.45, 0.48, 1.0]
+
+
+def _cylinder_bodies(parent: mujoco.MjsBody, cyl: Cylinder, axis: str, pivot: Vec2,
+                     masses: Mapping[str, float], barrel_radius: float, rod_radius: float,
+                     eye: str | None) -> mujoco.MjsBody:
+    """A hydraulic cylinder: barrel body hinged at ``pivot`` on ``parent`` and the rod on a
+    slide joint named like the cylinder (its position is the piston extension [m], limited to
+    the stroke). ``eye`` names the rod-eye site ``<axis>_rod_<eye>`` that a loop constraint
+    connects. Returns the rod body."""
+    barrel_body = parent.add_body()
+    barrel_body.name = cyl.name
+    barrel_body.pos = _side(pivot)
+    _hinge(barrel_body, f"{cyl.name}_pivot")
+    _set_inertial(barrel_body, cyl.name, masses[cyl.name])
+    barrel = cyl.rod_length_m + cyl.stroke_min_m - 0.1
+    _capsule(barrel_body, [0.0, 0.0, 0.0], [barrel, 0.0, 0.0], barrel_radius, STEEL,
+             f"{cyl.name}_barrel")
+    rod = barrel_body.add_body()
+    rod.name = f"{axis}_rod"
+    j = rod.add_joint()
+    j.name = cyl.name
+    j.type = mujoco.mjtJoint.mjJNT_SLIDE
+    j.axis = [1.0, 0.0, 0.0]
+    j.range = [cyl.stroke_min_m, cyl.stroke_max_m]
+    j.limited = mujoco.mjtLimited.mjLIMITED_TRUE
+    _set_inertial(rod, f"{axis}_rod", masses[f"{axis}_rod"])
+    _capsule(rod, [0.0, 0.0, 0.0], [cyl.rod_length_m, 0.0, 0.0], rod_radius, ROD,
+             f"{cyl.name}_rod")
+    if eye is not None:
+        _site(rod, f"{axis}_rod_{eye}", [cyl.rod_length_m, 0.0, 0.0])
+    return rod
 
 
 def build_spec(geometry: ExcavatorGeometry, linkage: Linkage, options: ModelOptions,
@@ -269,26 +301,7 @@ def build_spec(geometry: ExcavatorGeometry, linkage: Linkage, options: ModelOpti
     _box(ch, _side((0.0, 0.1)), _side(g.C), 0.3, 0.15, YELLOW, "boom_foot")
 
     # --- boom cylinder (barrel at D, rod on a slide) -------------------------------------
-    bc = g.cylinders["boom_cylinder"]
-    boom_cyl = ch.add_body()
-    boom_cyl.name = "boom_cylinder"
-    boom_cyl.pos = _side(g.D)
-    _hinge(boom_cyl, "boom_cylinder_pivot")
-    _set_inertial(boom_cyl, "boom_cylinder", masses["boom_cylinder"])
-    barrel = bc.rod_length_m + bc.stroke_min_m - 0.1
-    _capsule(boom_cyl, [0.0, 0.0, 0.0], [barrel, 0.0, 0.0], 0.11, STEEL, "boom_cylinder_barrel")
-    boom_rod = boom_cyl.add_body()
-    boom_rod.name = "boom_rod"
-    j = boom_rod.add_joint()
-    j.name = "boom_cylinder"
-    j.type = mujoco.mjtJoint.mjJNT_SLIDE
-    j.axis = [1.0, 0.0, 0.0]
-    j.range = [bc.stroke_min_m, bc.stroke_max_m]
-    j.limited = mujoco.mjtLimited.mjLIMITED_TRUE
-    _set_inertial(boom_rod, "boom_rod", masses["boom_rod"])
-    _capsule(boom_rod, [0.0, 0.0, 0.0], [bc.rod_length_m, 0.0, 0.0], 0.06, [0.9, 0.9, 0.92, 1],
-             "boom_cylinder_rod")
-    _site(boom_rod, "boom_rod_E", [bc.rod_length_m, 0.0, 0.0])
+    _cylinder_bodies(ch, g.cylinders["boom_cylinder"], "boom", g.D, masses, 0.11, 0.06, "E")
 
     # --- boom (at C) ---------------------------------------------------------------------
     boom = ch.add_body()
@@ -301,26 +314,7 @@ def build_spec(geometry: ExcavatorGeometry, linkage: Linkage, options: ModelOpti
     _site(boom, "boom_E", _side(g.E))
 
     # --- arm cylinder (barrel at F on the boom) ------------------------------------------
-    ac = g.cylinders["arm_cylinder"]
-    arm_cyl = boom.add_body()
-    arm_cyl.name = "arm_cylinder"
-    arm_cyl.pos = _side(g.F)
-    _hinge(arm_cyl, "arm_cylinder_pivot")
-    _set_inertial(arm_cyl, "arm_cylinder", masses["arm_cylinder"])
-    barrel = ac.rod_length_m + ac.stroke_min_m - 0.1
-    _capsule(arm_cyl, [0.0, 0.0, 0.0], [barrel, 0.0, 0.0], 0.1, STEEL, "arm_cylinder_barrel")
-    arm_rod = arm_cyl.add_body()
-    arm_rod.name = "arm_rod"
-    j = arm_rod.add_joint()
-    j.name = "arm_cylinder"
-    j.type = mujoco.mjtJoint.mjJNT_SLIDE
-    j.axis = [1.0, 0.0, 0.0]
-    j.range = [ac.stroke_min_m, ac.stroke_max_m]
-    j.limited = mujoco.mjtLimited.mjLIMITED_TRUE
-    _set_inertial(arm_rod, "arm_rod", masses["arm_rod"])
-    _capsule(arm_rod, [0.0, 0.0, 0.0], [ac.rod_length_m, 0.0, 0.0], 0.055, [0.9, 0.9, 0.92, 1],
-             "arm_cylinder_rod")
-    _site(arm_rod, "arm_rod_G", [ac.rod_length_m, 0.0, 0.0])
+    _cylinder_bodies(boom, g.cylinders["arm_cylinder"], "arm", g.F, masses, 0.1, 0.055, "G")
 
     # --- arm (at H) ----------------------------------------------------------------------
     arm = boom.add_body()
@@ -335,25 +329,7 @@ def build_spec(geometry: ExcavatorGeometry, linkage: Linkage, options: ModelOpti
 
     # --- bucket cylinder (barrel at I on the arm), H link on its rod eye J ---------------
     kc = g.cylinders["bucket_cylinder"]
-    bucket_cyl = arm.add_body()
-    bucket_cyl.name = "bucket_cylinder"
-    bucket_cyl.pos = _side(g.I)
-    _hinge(bucket_cyl, "bucket_cylinder_pivot")
-    _set_inertial(bucket_cyl, "bucket_cylinder", masses["bucket_cylinder"])
-    barrel = kc.rod_length_m + kc.stroke_min_m - 0.1
-    _capsule(bucket_cyl, [0.0, 0.0, 0.0], [barrel, 0.0, 0.0], 0.09, STEEL,
-             "bucket_cylinder_barrel")
-    bucket_rod = bucket_cyl.add_body()
-    bucket_rod.name = "bucket_rod"
-    j = bucket_rod.add_joint()
-    j.name = "bucket_cylinder"
-    j.type = mujoco.mjtJoint.mjJNT_SLIDE
-    j.axis = [1.0, 0.0, 0.0]
-    j.range = [kc.stroke_min_m, kc.stroke_max_m]
-    j.limited = mujoco.mjtLimited.mjLIMITED_TRUE
-    _set_inertial(bucket_rod, "bucket_rod", masses["bucket_rod"])
-    _capsule(bucket_rod, [0.0, 0.0, 0.0], [kc.rod_length_m, 0.0, 0.0], 0.05,
-             [0.9, 0.9, 0.92, 1], "bucket_cylinder_rod")
+    bucket_rod = _cylinder_bodies(arm, kc, "bucket", g.I, masses, 0.09, 0.05, None)
     h_link = bucket_rod.add_body()
     h_link.name = "h_link"
     h_link.pos = [kc.rod_length_m, 0.0, 0.0]
