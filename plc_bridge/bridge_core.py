@@ -30,6 +30,7 @@ Fail-safe behaviour (design note plc_bridge.md):
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import gc
 import logging
 import math
@@ -226,6 +227,11 @@ class BridgeCore:
             with contextlib.suppress(Exception):
                 self.plc.write(self.config.control_db, self._encode(None))
         self._status, self._detail = f"stopped:{reason}", detail
+        with self._lock:
+            self._snapshot = dataclasses.replace(
+                self._snapshot, stamp_s=self.clock(), status=self._status, detail=detail,
+                monitor_valid=False, measured=None, commanded=BodyTwist(),
+                plc_connected=False, redis_connected=False)
         if self.redis.connected:
             self.redis.mset({keys.BRIDGE_STATUS: self._status, keys.BRIDGE_DETAIL: detail,
                              keys.STATE_VALID: "false",

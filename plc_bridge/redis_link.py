@@ -173,7 +173,9 @@ class Waker:
         return client, pubsub
 
     def notify(self) -> None:
-        with contextlib.suppress(BlockingIOError):
+        if self._w < 0:   # closed: the loop has ended (never write to a recycled fd number)
+            return
+        with contextlib.suppress(OSError):   # pipe full: already woken
             os.write(self._w, b"!")
 
     def _drop(self) -> None:
@@ -216,6 +218,8 @@ class Waker:
 
     def close(self) -> None:
         self._drop()
-        for fd in (self._r, self._w):
-            with contextlib.suppress(OSError):
-                os.close(fd)
+        fds, (self._r, self._w) = (self._r, self._w), (-1, -1)
+        for fd in fds:
+            if fd >= 0:
+                with contextlib.suppress(OSError):
+                    os.close(fd)

@@ -433,3 +433,42 @@ def test_redis_auth_url(tmp_path, shared):
             rig.close()
         finally:
             server.stop()
+
+
+def test_internal_error_stops_and_ends_the_loop(tmp_path, shared):
+    """A bug in the loop (here: a vehicle model that starts raising) must leave the machine
+    stopped, not moving on its last setpoints."""
+    from excavator_kinematics.vehicle import SkidSteerModel
+
+    class BrokenModel(SkidSteerModel):
+        broken = False
+
+        def inverse(self, twist, held_angles=None):
+            if self.broken:
+                raise RuntimeError("simulated bug")
+            return super().inverse(twist, held_angles)
+
+    _, spawner = shared
+    server = RedisServer(tmp_path / "redis")
+    server.start()
+    rig = HilRig("skid_steer", server.url, spawner)
+    from plc_bridge.bridge_core import BridgeCore
+
+    rig.core = BridgeCore(rig.config, BrokenModel.from_params(rig.config.vehicle_params))
+    try:
+        rig.command(*COMMAND)
+        rig.start()
+        rig.wait_status("running", 3.0)
+        t0 = time.monotonic()
+        rig.core.model.broken = True
+        stop = assert_stop_within_one_cycle(rig, t0)
+        wait_until(lambda: not rig.core.loop_alive, 1.0, "the loop to end")
+        assert rig.core.status == "stopped:internal_error"
+        assert "simulated bug" in rig.core.failed
+        assert rig.get(keys.BRIDGE_STATUS) == "stopped:internal_error"
+        assert rig.plc.writes(stop["t"])[-1] == stop or is_stop(rig.plc.writes(0)[-1], rig)
+    finally:
+        try:
+            rig.close()
+        finally:
+            server.stop()
