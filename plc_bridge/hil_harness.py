@@ -163,9 +163,11 @@ class HilRig:
         return None if v is None else v.decode()
 
     def wait_status(self, status: str, timeout_s: float = 3.0) -> None:
-        wait_until(lambda: self.core.status == status, timeout_s,
-                   f"bridge status {status!r} (now {self.core.status!r}, "
-                   f"detail {self.core.snapshot().detail!r})")
+        try:
+            wait_until(lambda: self.core.status == status, timeout_s, f"bridge status {status!r}")
+        except TimeoutError as e:   # say where it is stuck, as of now
+            raise TimeoutError(f"{e} (now {self.core.status!r}, detail "
+                               f"{self.core.snapshot().detail!r})") from None
 
     def close(self) -> None:
         self.heartbeat.stop()

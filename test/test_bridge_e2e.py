@@ -6,6 +6,7 @@ Real redis-server, real snap7 TCP, real processes; no mocks.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import math
 
@@ -129,3 +130,75 @@ def test_zero_command_holds_steering(redis_server, spawn):
         assert rig.core.snapshot().commanded == BodyTwist()
     finally:
         rig.close()
+
+
+class TlsProxy:
+    """A TLS-terminating TCP proxy in front of redis-server (whose build has no TLS), so the
+    bridge's ``rediss://`` URL is exercised over a real TLS session."""
+
+    def __init__(self, target_port: int, workdir):
+        import socket
+        import ssl
+        import subprocess
+        import threading
+
+        self.cert, key = workdir / "cert.pem", workdir / "key.pem"
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout",
+                        str(key), "-out", str(self.cert), "-days", "1", "-subj", "/CN=127.0.0.1",
+                        "-addext", "subjectAltName=IP:127.0.0.1"], check=True,
+                       capture_output=True)
+        self._ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        self._ctx.load_cert_chain(self.cert, key)
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self._listener.getsockname()[1]
+        self._target = target_port
+        self.sessions = 0
+        self._threading = threading
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        import socket
+
+        while True:
+            try:
+                raw, _ = self._listener.accept()
+                tls = self._ctx.wrap_socket(raw, server_side=True)
+            except OSError:
+                if self._listener.fileno() < 0:
+                    return
+                continue
+            self.sessions += 1
+            upstream = socket.create_connection(("127.0.0.1", self._target))
+            for a, b in ((tls, upstream), (upstream, tls)):
+                self._threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pump(src, dst) -> None:
+        try:
+            while data := src.recv(65536):
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for s in (src, dst):
+                with contextlib.suppress(OSError):
+                    s.close()
+
+    def close(self) -> None:
+        self._listener.close()
+
+
+def test_tls_redis_url(redis_server, spawn, tmp_path):
+    proxy = TlsProxy(redis_server.port, tmp_path)
+    url = f"rediss://127.0.0.1:{proxy.port}/0?ssl_ca_certs={proxy.cert}"
+    # the proxy's Python threads share this process with the bridge: allow 0.25 s per reply
+    rig = HilRig("skid_steer", url, spawn, {"redis_timeout": 0.25})
+    try:
+        rig.command(0.5, 0.0, 0.0)
+        rig.start()
+        rig.wait_status("running", 5.0)
+        wait_until(lambda: rig.plc.status()["speeds"][0] > 0.4, 3.0, "tracks moving over TLS")
+        assert proxy.sessions >= 3   # the bridge's command and wake-up connections, the rig's
+    finally:
+        rig.close()
+        proxy.close()
