@@ -7,9 +7,10 @@ MuJoCo or ROS installed.
 from __future__ import annotations
 
 import argparse
+import importlib
 import math
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 # Sample bucket-tip targets in base_link [m] with bucket pitch [rad]: a dig cycle's key points.
 SAMPLE_TARGETS: tuple[tuple[str, tuple[float, float, float], float], ...] = (
@@ -60,30 +61,6 @@ def _cmd_ik(args: argparse.Namespace) -> int:
     return 1 if (args.target is not None and failures) else 0
 
 
-def _cmd_demo(args: argparse.Namespace) -> int:
-    from excavator_sim.demo import main as demo_main
-
-    return demo_main(args.rest)
-
-
-def _cmd_render(args: argparse.Namespace) -> int:
-    from excavator_sim.render import main as render_main
-
-    return int(render_main(args.rest) or 0)
-
-
-def _cmd_soil_plots(args: argparse.Namespace) -> int:
-    from excavator_sim.soil_plots import main as soil_plots_main
-
-    return int(soil_plots_main(args.rest) or 0)
-
-
-def _cmd_urdf(args: argparse.Namespace) -> int:
-    from excavator_sim.urdf import main as urdf_main
-
-    return int(urdf_main(args.rest) or 0)
-
-
 def _positive_float(text: str) -> float:
     try:
         value = float(text)
@@ -114,18 +91,21 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="excavator-hil", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
 
-    # Sub-commands implemented elsewhere parse their own arguments (see their --help).
-    for name, func, text in (
-        ("demo", _cmd_demo, "the main job: a headless dig cycle with every node in its own "
-                            "process (--quick for CI, --output DIR)"),
-        ("render", _cmd_render, "render the simulated excavator to a PNG (offscreen)"),
-        ("urdf", _cmd_urdf, "print or write the URDF generated from the geometry"),
-        ("soil-plots", _cmd_soil_plots, "draw the soil force validation plot (paper Fig. 7 "
-                                        "style, DiMaio vs FEE) and the trench map"),
+    for name, text in (
+        ("demo", "the main job: a headless dig cycle with every node in its own process "
+                 "(--quick for CI, --output DIR)"),
+        ("render", "render the simulated excavator to a PNG (offscreen)"),
+        ("urdf", "print or write the URDF generated from the geometry"),
+        ("soil-plots", "draw the soil force validation plot (paper Fig. 7 style, DiMaio vs "
+                       "FEE) and the trench map"),
+        ("plc-db-source", "write the TIA Portal DB source (SCL DATA_BLOCK) of the configured "
+                          "control and monitor data blocks"),
+        ("bridge", "run the Redis <-> S7 bridge without ROS"),
+        ("virtual-plc", "run the virtual PLC (an S7 server with a vehicle plant)"),
     ):
         cmd = sub.add_parser(name, help=text, add_help=False)
         cmd.add_argument("rest", nargs=argparse.REMAINDER)
-        cmd.set_defaults(func=func)
+        cmd.set_defaults(func=PASS_THROUGH[name])
 
     ik = sub.add_parser("ik", help="solve the closed-form IK for a tip target or sample targets")
     ik.add_argument("--target", type=float, nargs=3, metavar=("X", "Y", "Z"),
@@ -161,8 +141,25 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-PASS_THROUGH = {"demo": _cmd_demo, "render": _cmd_render, "urdf": _cmd_urdf,
-                "soil-plots": _cmd_soil_plots}
+def _module_main(module: str) -> Callable[[argparse.Namespace], int]:
+    """A sub-command that hands its arguments to ``module.main(argv)``."""
+
+    def run(args: argparse.Namespace) -> int:
+        return int(importlib.import_module(module).main(args.rest) or 0)
+
+    return run
+
+
+# Sub-commands implemented elsewhere: they parse their own arguments (see their --help).
+PASS_THROUGH: dict[str, Callable[[argparse.Namespace], int]] = {
+    "demo": _module_main("excavator_sim.demo"),
+    "render": _module_main("excavator_sim.render"),
+    "urdf": _module_main("excavator_sim.urdf"),
+    "soil-plots": _module_main("excavator_sim.soil_plots"),
+    "plc-db-source": _module_main("plc_bridge.scl_export"),
+    "bridge": _module_main("plc_bridge.bridge_cli"),
+    "virtual-plc": _module_main("plc_bridge.virtual_plc_cli"),
+}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

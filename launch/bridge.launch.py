@@ -50,6 +50,8 @@ def generate_launch_description() -> LaunchDescription:
                  condition=IfCondition(virtual)),
             Node(package=PACKAGE, executable="plc_bridge", name="plc_bridge", output="screen",
                  parameters=[LaunchConfiguration("plc_params"), {
+                     # The data-block layouts and vehicle geometry come from the same file.
+                     "config_file": LaunchConfiguration("plc_params"),
                      "plc_host": plc_host,
                      "plc_port": plc_port,
                      "redis_url": LaunchConfiguration("redis_url"),

@@ -8,7 +8,6 @@ that toggles every 500 ms (``Heartbeat``).
 
 from __future__ import annotations
 
-import socket
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -16,28 +15,16 @@ from typing import Any
 
 import redis
 
+from excavator_sim.local_services import free_port, wait_for
 from plc_bridge import redis_keys as keys
 from plc_bridge.bridge_core import BridgeCore
 from plc_bridge.config import BridgeConfig, load_config
 from plc_bridge.virtual_plc_control import ControlClient
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def wait_until(predicate: Callable[[], Any], timeout_s: float, what: str,
-               period_s: float = 0.002) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"timed out after {timeout_s} s waiting for {what}")
-        time.sleep(period_s)
+def wait_until(predicate: Callable[[], Any], timeout_s: float, what: str) -> Any:
+    """``local_services.wait_for`` polling every 2 ms (latency tests time the answer)."""
+    return wait_for(predicate, timeout_s, what, period=0.002)
 
 
 class Heartbeat:
