@@ -235,7 +235,8 @@ class BridgeCore:
         if self.redis.connected:
             self.redis.mset({keys.BRIDGE_STATUS: self._status, keys.BRIDGE_DETAIL: detail,
                              keys.STATE_VALID: "false",
-                             **dict.fromkeys(self._measured_keys, keys.INVALID)})
+                             **dict.fromkeys(self._measured_keys, keys.INVALID)},
+                            wait=True)   # in Redis before the connection closes
         self.plc.close()
         self.redis.close()
         self.waker.close()

@@ -4,7 +4,12 @@ Clients come from ``redis.Redis.from_url`` (``redis://``, ``rediss://`` for TLS,
 ``redis://user:password@host``; TLS options as URL query arguments, e.g.
 ``?ssl_ca_certs=/etc/ssl/ca.pem``), with short socket timeouts and redis-py's own retries off:
 a failure is reported to the loop at once, which writes a stop to the PLC, and a
-``Reconnector`` thread builds a new client with back-off.
+``Reconnector`` thread builds a new client with back-off. The loop keeps one connection of
+that client for itself and sends the MGET (packed once) and the MSET on it directly: the
+client's per-command pool, retry and observability layers cost ~25 us a command. The MSET's
+reply is not waited for: it is read just before the next cycle's MGET reply (same connection,
+in order), so a cycle does not spend a Redis round trip on it; an error or a lost connection
+shows up at that MGET (one cycle later) and counts as a Redis loss like any other.
 
 Wake-up on change (``Waker``): a subscription connection receives (1) keyspace notifications
 ``__keyspace@<db>__:plc.control.*`` (the bridge adds the ``K$`` flags to
@@ -20,6 +25,7 @@ per wake-up, on the Redis -> PLC path, measured with ``bench/bridge.py``).
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import select
 import socket
@@ -30,6 +36,7 @@ from collections.abc import Mapping
 import redis
 from redis.backoff import NoBackoff
 from redis.client import PubSub
+from redis.connection import AbstractConnection
 from redis.retry import Retry
 
 from plc_bridge.config import BridgeConfig
@@ -64,11 +71,14 @@ class RedisLink:
     def __init__(self, config: BridgeConfig):
         self.config = config
         self.client: redis.Redis | None = None
+        self._conn: AbstractConnection | None = None   # the loop's own connection of client
+        self._packed: dict[tuple[str, ...], list[bytes]] = {}   # MGET commands, packed once
+        self._unread = 0   # MSET replies not read yet (they precede the next MGET's reply)
         self.reconnects = 0
         self.last_error = ""
         self.lost_since_s: float | None = None
         self._ever_connected = False
-        self._reconnector: Reconnector[redis.Redis] = Reconnector(
+        self._reconnector: Reconnector[tuple[redis.Redis, AbstractConnection]] = Reconnector(
             self._connect, Backoff(config.reconnect_min, config.reconnect_max,
                                    config.reconnect_jitter), "redis")
 
@@ -76,26 +86,27 @@ class RedisLink:
     def connected(self) -> bool:
         return self.client is not None
 
-    def _connect(self) -> redis.Redis:
+    def _connect(self) -> tuple[redis.Redis, AbstractConnection]:
         cfg = self.config
         client = make_client(cfg.redis_url, cfg.redis_timeout, max(cfg.redis_timeout, 0.5))
         try:
             client.ping()
             if cfg.wake_on_change and cfg.configure_keyspace_events:
                 enable_keyspace_events(client)
+            conn = client.connection_pool.get_connection()   # connected, AUTH/TLS done
         except BaseException:
             client.close()
             raise
-        return client
+        return client, conn
 
     def poll(self, now_s: float) -> bool:
         if self.client is not None:
             return True
-        client = self._reconnector.poll(now_s)
-        if client is None:
+        got = self._reconnector.poll(now_s)
+        if got is None:
             self.last_error = self._reconnector.last_error or self.last_error
             return False
-        self.client = client
+        self.client, self._conn = got
         self.lost_since_s = None
         if self._ever_connected:
             self.reconnects += 1
@@ -105,32 +116,57 @@ class RedisLink:
     def lost(self, error: BaseException | str) -> None:
         self.last_error = str(error)
         client, self.client = self.client, None
+        conn, self._conn = self._conn, None
+        self._unread = 0
         if self.lost_since_s is None:
             self.lost_since_s = time.monotonic()
-        if client is not None:
-            with contextlib.suppress(Exception):  # already broken
+        with contextlib.suppress(Exception):  # already broken
+            if conn is not None:
+                conn.disconnect()
+            if client is not None:
                 client.close()
 
     def mget(self, keys: tuple[str, ...]) -> list[bytes | None] | None:
-        client = self.client
-        if client is None:
+        conn = self._conn
+        if conn is None:
             return None
+        packed = self._packed.get(keys)
+        if packed is None:
+            packed = self._packed[keys] = conn.pack_command("MGET", *keys)
         try:
-            return client.mget(keys)
+            conn.send_packed_command(packed, check_health=False)
+            self._read_unread(conn)
+            reply = conn.read_response()
         except (redis.RedisError, OSError) as e:
             self.lost(f"MGET: {type(e).__name__}: {e}")
             return None
+        if not isinstance(reply, list) or len(reply) != len(keys):
+            self.lost(f"MGET: unexpected reply {reply!r:.80}")
+            return None
+        return reply
 
-    def mset(self, mapping: Mapping[str, str]) -> bool:
-        client = self.client
-        if client is None:
+    def mset(self, mapping: Mapping[str, str], wait: bool = False) -> bool:
+        """Send one MSET; its reply is read with the next MGET's, or now with ``wait``."""
+        conn = self._conn
+        if conn is None:
             return False
         try:
-            client.mset(mapping)
+            conn.send_packed_command(
+                conn.pack_command("MSET", *itertools.chain.from_iterable(mapping.items())),
+                check_health=False)
+            self._unread += 1
+            if wait or self._unread > 1:
+                self._read_unread(conn)
         except (redis.RedisError, OSError) as e:
             self.lost(f"MSET: {type(e).__name__}: {e}")
             return False
         return True
+
+    def _read_unread(self, conn: AbstractConnection) -> None:
+        """Read the replies of the MSETs sent so far (an error reply raises)."""
+        while self._unread:
+            self._unread -= 1
+            conn.read_response()
 
     def close(self) -> None:
         self.lost("closed")
