@@ -24,7 +24,14 @@ from excavator_kinematics.bucket_orientation import bucket_pitch_from_quaternion
 from excavator_kinematics.errors import KinematicsError
 from excavator_kinematics.geometry import CYLINDER_NAMES, ExcavatorGeometry, default_geometry
 from excavator_kinematics.inverse_kinematics import ACTIVE_JOINTS, IKSolution, InverseKinematics
-from excavator_kinematics.ros_runtime import ERROR, OK, Diagnostics, declare, run_node
+from excavator_kinematics.ros_runtime import (
+    ERROR,
+    OK,
+    Diagnostics,
+    declare,
+    run_node,
+    warn_unknown_parameters,
+)
 
 BASE_FRAME = "base_link"
 
@@ -57,6 +64,7 @@ class IKNode(Node):
         self.create_timer(1.0, self.publish_status)
         self.add_on_set_parameters_callback(self.on_parameters)
         lo, hi = self.ik.reach_range_m
+        warn_unknown_parameters(self)
         self.get_logger().info(f"ready: wrist reach {lo:.2f}..{hi:.2f} m from the boom foot, "
                                f"bucket_pitch {self.bucket_pitch:.3f} rad")
 

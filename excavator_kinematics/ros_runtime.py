@@ -89,6 +89,24 @@ def declare(node: Node, name: str, default: Any, description: str, *,
     return value
 
 
+def warn_unknown_parameters(node: Node) -> list[str]:
+    """Warn about parameter overrides (from a parameter file or ``-p``) that the node never
+    declared: a misspelt key would otherwise be dropped without a word and its default used.
+    Returns the unknown names. A warning, not an error: one ``/**`` file may serve several
+    nodes."""
+    import difflib
+
+    declared = set(node._parameters)
+    overrides = set(getattr(node, "_parameter_overrides", {}))
+    unknown = sorted(overrides - declared)
+    for name in unknown:
+        close = difflib.get_close_matches(name, sorted(declared), n=1)
+        hint = f"; did you mean '{close[0]}'?" if close else ""
+        node.get_logger().warning(f"parameter '{name}' is not a parameter of "
+                                  f"{node.get_name()} and is ignored{hint}")
+    return unknown
+
+
 class Diagnostics:
     """Publishes one DiagnosticStatus per call on ``/diagnostics`` (absolute, as aggregators
     expect)."""

@@ -44,22 +44,23 @@ class TerrainGrid:
     initial_height: float = 0.0
 
     def __post_init__(self) -> None:
+        # Messages use the parameter names of config/sim.yaml (terrain.<name>_m).
         for key in ("x0", "y0", "cell_size", "z_min", "z_max", "initial_height"):
             value = getattr(self, key)
             if not math.isfinite(value):
-                raise HeightFieldError(f"terrain.{key} = {value} must be finite [m]")
+                raise HeightFieldError(f"terrain.{key}_m = {value} must be finite [m]")
         if self.cell_size <= 0.0:
-            raise HeightFieldError(f"terrain.cell_size = {self.cell_size} m must be > 0")
+            raise HeightFieldError(f"terrain.cell_size_m = {self.cell_size} m must be > 0")
         for key in ("nx", "ny"):
             n = getattr(self, key)
             if not isinstance(n, int) or n < 2:
                 raise HeightFieldError(f"terrain.{key} = {n!r} must be an integer >= 2 nodes")
         if not self.z_min < self.z_max:
-            raise HeightFieldError(f"terrain.z_min = {self.z_min} m must be below terrain.z_max = "
-                                   f"{self.z_max} m")
+            raise HeightFieldError(f"terrain.z_min_m = {self.z_min} m must be below "
+                                   f"terrain.z_max_m = {self.z_max} m")
         if not self.z_min <= self.initial_height <= self.z_max:
-            raise HeightFieldError(f"terrain.initial_height = {self.initial_height} m outside "
-                                   f"terrain.z_min..z_max = {self.z_min}..{self.z_max} m")
+            raise HeightFieldError(f"terrain.initial_height_m = {self.initial_height} m outside "
+                                   f"terrain.z_min_m..z_max_m = {self.z_min}..{self.z_max} m")
 
     @property
     def half_extent(self) -> tuple[float, float]:

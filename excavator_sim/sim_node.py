@@ -43,7 +43,15 @@ from std_msgs.msg import Float64MultiArray, String
 from visualization_msgs.msg import Marker, MarkerArray
 
 from excavator_kinematics.geometry import ExcavatorGeometry, default_geometry
-from excavator_kinematics.ros_runtime import ERROR, OK, WARN, Diagnostics, declare, run_node
+from excavator_kinematics.ros_runtime import (
+    ERROR,
+    OK,
+    WARN,
+    Diagnostics,
+    declare,
+    run_node,
+    warn_unknown_parameters,
+)
 from excavator_sim.heightfield import HeightFieldError, flat_to_patch
 from excavator_sim.model_builder import CYLINDER_JOINTS
 from excavator_sim.sim_config import PARAMETERS, config_from_flat
@@ -125,6 +133,7 @@ class SimNode(Node):
                                        if config.real_time_factor > 0 else 1e-4, self.tick,
                                        clock=self.wall_clock)
         g = config.terrain
+        warn_unknown_parameters(self)
         self.get_logger().info(
             f"ready: dt {config.timestep} s, real_time_factor {config.real_time_factor}, "
             f"publish_rate {config.publish_rate} Hz, {self.sim.model.nv} dof, terrain "

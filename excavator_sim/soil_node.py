@@ -40,12 +40,20 @@ from typing import Any
 import numpy as np
 from geometry_msgs.msg import Point, PoseStamped, TwistStamped, WrenchStamped
 from rclpy.node import Node
+from rclpy.qos import DurabilityPolicy, QoSProfile
 from std_msgs.msg import Float64, Float64MultiArray, MultiArrayDimension
 from visualization_msgs.msg import Marker
 
 from excavator_kinematics.errors import ConfigError
 from excavator_kinematics.geometry import default_geometry
-from excavator_kinematics.ros_runtime import ERROR, OK, Diagnostics, declare, run_node
+from excavator_kinematics.ros_runtime import (
+    ERROR,
+    OK,
+    Diagnostics,
+    declare,
+    run_node,
+    warn_unknown_parameters,
+)
 from excavator_sim.bucket_prism import BucketPose, BucketPrism
 from excavator_sim.soil_config import (
     PARAMETERS,
@@ -86,7 +94,10 @@ class SoilNode(Node):
 
         self.wrench_pub = self.create_publisher(WrenchStamped, "soil/wrench", 10)
         self.load_pub = self.create_publisher(Float64, "soil/bucket_load", 10)
-        self.mesh_pub = self.create_publisher(Marker, "soil/heightmap", 1)
+        # Latched (transient local): RViz started later still gets the last terrain mesh.
+        self.mesh_pub = self.create_publisher(
+            Marker, "soil/heightmap",
+            QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL))
         self.patch_pub = self.create_publisher(Float64MultiArray, "soil/terrain_patch", 10)
         # deep queues: a mesh publish may hold the executor for tens of ms
         self.create_subscription(PoseStamped, "bucket_pose", self.on_pose, 200)
@@ -95,6 +106,7 @@ class SoilNode(Node):
         self.create_timer(1.0, self.publish_status)
         self.create_timer(1.0 / config.heightmap_rate_hz, self.publish_heightmap)
         self.publish_patch((0, g.nx, 0, g.ny))
+        warn_unknown_parameters(self)
         self.get_logger().info(
             f"ready: preset {config.preset}, grid {g.nx} x {g.ny} cells of {g.cell_xy_m} m "
             f"from x0={g.x0:.2f}, y0={g.y0:.2f} m")

@@ -33,7 +33,15 @@ from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackRet
 from sensor_msgs.msg import JointState
 
 from excavator_kinematics.errors import ConfigError
-from excavator_kinematics.ros_runtime import ERROR, OK, WARN, Diagnostics, declare, run_node
+from excavator_kinematics.ros_runtime import (
+    ERROR,
+    OK,
+    WARN,
+    Diagnostics,
+    declare,
+    run_node,
+    warn_unknown_parameters,
+)
 from excavator_kinematics.vehicle import BodyTwist, artof_from_twist
 from plc_bridge import redis_keys as keys
 from plc_bridge.bridge_core import BridgeCore
@@ -86,6 +94,7 @@ class PlcBridgeNode(LifecycleNode):
         self._cmd_client: Any = None
         self._last_cmd_vel = -1e9
         self._hb_level = False
+        warn_unknown_parameters(self)
         if self.autostart:
             self._autostart_timer = self.create_timer(0.0, self._do_autostart)
 

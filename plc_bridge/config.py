@@ -138,10 +138,29 @@ def read_parameters(path: str | Path | None = None) -> dict[str, Any]:
     raise ConfigError(f"{p}: no 'ros__parameters' section; write '/**:\\n  ros__parameters:'")
 
 
+# Parameters only the ROS node declares (bridge_node.py); the cores ignore them.
+NODE_ONLY_PARAMETERS = frozenset({"config_file", "autostart", "publish_rate", "cmd_vel_to_redis",
+                                  "cmd_vel_timeout", "use_sim_time"})
+
+
+def check_known_keys(params: Mapping[str, Any], source: str) -> None:
+    """A top-level key the package's config/plc.yaml does not have is a typo: name it and the
+    closest known key (otherwise the default would silently apply)."""
+    import difflib
+
+    known = set(read_parameters(default_config_path())) | NODE_ONLY_PARAMETERS
+    for name in sorted(set(params) - known):
+        close = difflib.get_close_matches(name, sorted(known), n=1)
+        hint = f"; did you mean '{close[0]}'?" if close else ""
+        raise ConfigError(f"{source}: unknown parameter '{name}'{hint} (the parameters are "
+                          f"those of config/plc.yaml, see docs/configuration.md)")
+
+
 def load_config(path: str | Path | None = None, overrides: Mapping[str, Any] | None = None
                 ) -> BridgeConfig:
     """Read, override and validate. ``overrides`` keys are top-level parameter names."""
     params = read_parameters(path)
+    check_known_keys(params, str(path or default_config_path()))
     for k, v in (overrides or {}).items():
         if v is not None:
             params[k] = v

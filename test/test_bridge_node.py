@@ -9,6 +9,7 @@ import pytest
 from helpers import NodeProcess, free_port, wait_for
 
 from plc_bridge import redis_keys as keys
+from plc_bridge.config import load_config
 from plc_bridge.virtual_plc_control import ControlClient
 
 
@@ -65,8 +66,9 @@ def test_node_publishes_and_deactivate_stops(redis_server, node_processes, ros_n
         assert odom[-1].pose.pose.position.x > 0.0      # dead reckoning moved forward
         js = wheels[-1]
         assert list(js.name) == ["track_left", "track_right"]
-        assert js.velocity[0] == pytest.approx(0.4, abs=0.01)   # 0.6 -+ 0.2 * 2.0 / 2
-        assert js.velocity[1] == pytest.approx(0.8, abs=0.01)
+        b = load_config().vehicle_params["track_width_m"]   # skid-steer: v -+ w * b / 2
+        assert js.velocity[0] == pytest.approx(0.6 - 0.2 * b / 2, abs=0.01)
+        assert js.velocity[1] == pytest.approx(0.6 + 0.2 * b / 2, abs=0.01)
         wait_for(lambda: any(s.name == "plc_bridge" and s.message == "running"
                              for d in diags for s in d.status), 3.0, "diagnostics OK")
 

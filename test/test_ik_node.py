@@ -141,3 +141,14 @@ def test_invalid_parameter_fails_at_start_up_naming_it(tmp_path) -> None:
     proc.proc.wait(20)
     assert proc.proc.returncode == 2
     assert "orientation_tolerance" in proc.log()
+
+
+def test_misspelt_parameter_is_reported_with_the_closest_name(tmp_path) -> None:
+    proc = NodeProcess("excavator_kinematics.ik_node",
+                       ["--ros-args", "-p", "bucket_pich:=0.3"], log_dir=tmp_path)
+    try:
+        wait_for(lambda: "ready:" in proc.log(), 20.0, proc.log)
+        assert "parameter 'bucket_pich' is not a parameter of ik_node" in proc.log()
+        assert "did you mean 'bucket_pitch'" in proc.log()
+    finally:
+        proc.stop()
