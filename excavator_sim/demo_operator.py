@@ -34,7 +34,8 @@ from plc_bridge.hil_harness import Heartbeat
 from plc_bridge.virtual_plc_control import ControlClient
 
 TARGET_PERIOD_S = 0.05  # IK targets at 20 Hz
-STILL_RAD_S = 2e-4  # joints slower than this count as settled [rad/s]
+STILL_RAD_S = 2e-4  # joints slower than this count as settled [rad/s] ...
+STILL_FOR_S = 0.5  # ... for this long [s of sim time]
 SETTLE_TIMEOUT_S = 8.0  # longest hold of the final target after the last leg [s of sim time]
 
 
@@ -187,12 +188,15 @@ class DemoOperator(Node):
         progress = Progress(plan.duration_s + settle)
         t0 = self.sim_time
         phase = ""
+        still_since = math.inf
         while True:
             check_alive()
             t = self.sim_time - t0
-            # After the last leg, hold the final target until the machine is still, so the
-            # recorded final pose is a settled one (bounded by SETTLE_TIMEOUT_S).
-            if t > plan.duration_s + settle and (self._still()
+            # After the last leg, hold the final target until the machine has been still for
+            # STILL_FOR_S (a single slow sample may be an overshoot's turning point), so the
+            # recorded final pose is a settled one; bounded by SETTLE_TIMEOUT_S.
+            still_since = min(still_since, t) if self._still() else math.inf
+            if t > plan.duration_s + settle and (t - still_since >= STILL_FOR_S
                                                  or t > plan.duration_s + SETTLE_TIMEOUT_S):
                 break
             sample = plan.sample(min(t, plan.duration_s))
