@@ -17,6 +17,7 @@ from typing import Any
 import yaml
 
 from excavator_kinematics.errors import ConfigError
+from excavator_kinematics.parameter_files import flatten
 from excavator_kinematics.paths import config_file
 from excavator_sim.heightfield import TerrainGrid
 from excavator_sim.hydraulics import CylinderHydraulics, Hydraulics, SwingDrive, TrackDrive
@@ -115,18 +116,6 @@ class SimConfig:
     hydraulics: Hydraulics
     terrain: TerrainGrid
     terrain_contact: bool
-
-
-def flatten(tree: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    """Nested mapping -> dotted keys (ROS 2's view of nested parameters)."""
-    out: dict[str, Any] = {}
-    for key, value in tree.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, Mapping):
-            out.update(flatten(value, name + "."))
-        else:
-            out[name] = value
-    return out
 
 
 def _check(param: Param, value: Any, source: str) -> float | int | bool:

@@ -15,6 +15,7 @@ from typing import Any
 
 import yaml
 
+from excavator_kinematics.parameter_files import flatten
 from excavator_kinematics.paths import config_file
 from excavator_sim.earthmoving import FeeSoil
 from excavator_sim.soil_errors import SoilConfigError
@@ -83,17 +84,6 @@ class SoilConfig:
     presets: tuple[str, ...]
 
 
-def _flatten(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in data.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, Mapping):
-            out.update(_flatten(value, name + "."))
-        else:
-            out[name] = value
-    return out
-
-
 def _check(spec: ParamSpec, value: Any, name: str, source: str) -> float | int:
     is_num = isinstance(value, int | float) and not isinstance(value, bool)
     if spec.kind is int and not (is_num and float(value).is_integer()):
@@ -121,7 +111,7 @@ def parameters_from_yaml(path: str | Path | None = None) -> dict[str, Any]:
     section = next(iter(data.values()))
     if not isinstance(section, Mapping) or "ros__parameters" not in section:
         raise SoilConfigError(f"{path}: the node section has no 'ros__parameters:' key")
-    return _flatten(section["ros__parameters"])
+    return flatten(section["ros__parameters"])
 
 
 def soil_config_from_parameters(params: Mapping[str, Any], source: str = "<parameters>",

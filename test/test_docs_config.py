@@ -27,6 +27,8 @@ from typing import Any
 import pytest
 import yaml
 
+from excavator_kinematics.parameter_files import flatten
+
 REPO = Path(__file__).resolve().parents[1]
 DOC = REPO / "docs" / "configuration.md"
 CONFIG_FILES = sorted((REPO / "config").glob("*.yaml"))
@@ -45,18 +47,6 @@ _PLACEHOLDER = re.compile(r"^<[^<>]+>$")
 
 
 # --- what the files hold ---------------------------------------------------------------------
-def flatten(tree: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    """Nested mapping -> {dotted key: leaf value}; lists are leaves (ROS 2 array parameters)."""
-    out: dict[str, Any] = {}
-    for key, value in tree.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, Mapping) and value:
-            out.update(flatten(value, name + "."))
-        else:
-            out[name] = value
-    return out
-
-
 def config_parameters(path: Path) -> dict[str, Any]:
     """Leaf keys of a config file: the ``ros__parameters`` of every node section of a ROS 2
     parameter file, or the whole document for a plain YAML file (excavator.yaml)."""
