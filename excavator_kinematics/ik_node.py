@@ -25,9 +25,9 @@ from excavator_kinematics.errors import KinematicsError
 from excavator_kinematics.geometry import CYLINDER_NAMES, ExcavatorGeometry, default_geometry
 from excavator_kinematics.inverse_kinematics import ACTIVE_JOINTS, IKSolution, InverseKinematics
 from excavator_kinematics.ros_runtime import (
-    ERROR,
     OK,
     Diagnostics,
+    Rejections,
     declare,
     run_node,
     warn_unknown_parameters,
@@ -55,12 +55,11 @@ class IKNode(Node):
                     else default_geometry())
         self.ik = InverseKinematics(geometry)
         self.solved = 0
-        self.rejected = 0
-        self.last_error = ""
         self.publisher = self.create_publisher(JointState, "joint_command", 10)
         self.create_subscription(PointStamped, "target", self.on_target, 10)
         self.create_subscription(PoseStamped, "target_pose", self.on_target_pose, 10)
         self.diagnostics = Diagnostics(self, f"{self.get_name()}: inverse kinematics")
+        self.rejections = Rejections(self, self.diagnostics, "target")
         self.create_timer(1.0, self.publish_status)
         self.add_on_set_parameters_callback(self.on_parameters)
         lo, hi = self.ik.reach_range_m
@@ -132,13 +131,11 @@ class IKNode(Node):
         return msg
 
     def _reject(self, reason: str) -> None:
-        self.rejected += 1
-        self.last_error = reason
-        self.get_logger().warning(f"target rejected: {reason}")
-        self.diagnostics.publish(ERROR, reason, self._counters())
+        self.rejections.reject(reason, self._counters())
 
     def _counters(self) -> dict[str, object]:
-        return {"solved": self.solved, "rejected": self.rejected, "last_error": self.last_error}
+        return {"solved": self.solved, "rejected": self.rejections.count,
+                "last_error": self.rejections.last}
 
     def publish_status(self) -> None:
         self.diagnostics.publish(OK, "running", self._counters())

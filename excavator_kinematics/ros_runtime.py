@@ -125,3 +125,22 @@ class Diagnostics:
         status.values = [KeyValue(key=str(k), value=str(v)) for k, v in (values or {}).items()]
         msg.status = [status]
         self._pub.publish(msg)
+
+
+class Rejections:
+    """Counts rejected inputs, keeps the last reason, logs it and reports it on
+    ``/diagnostics`` (level ERROR) with the node's counters."""
+
+    def __init__(self, node: Node, diagnostics: Diagnostics, what: str = "input"):
+        self._node = node
+        self._diagnostics = diagnostics
+        self._what = what
+        self.count = 0
+        self.last = ""
+
+    def reject(self, reason: str, counters: dict[str, Any]) -> None:
+        self.count += 1
+        self.last = reason
+        self._node.get_logger().warning(f"{self._what} rejected: {reason}")
+        self._diagnostics.publish(ERROR, reason, {**counters, "rejected": self.count,
+                                                  "last_error": reason})

@@ -44,10 +44,10 @@ from visualization_msgs.msg import Marker, MarkerArray
 
 from excavator_kinematics.geometry import ExcavatorGeometry, default_geometry
 from excavator_kinematics.ros_runtime import (
-    ERROR,
     OK,
     WARN,
     Diagnostics,
+    Rejections,
     declare,
     run_node,
     warn_unknown_parameters,
@@ -88,8 +88,6 @@ class SimNode(Node):
         self.sim = ExcavatorSimulation(config, geometry)
         self.config = config
         self.steps_per_publish = max(1, round(1.0 / (config.publish_rate * config.timestep)))
-        self.rejected = 0
-        self.last_error = ""
 
         self.joint_pub = self.create_publisher(JointState, "joint_states", 10)
         self.clock_pub = self.create_publisher(Clock, "/clock", 10)
@@ -108,6 +106,7 @@ class SimNode(Node):
                                  10)
         self.terrain_patches = 0
         self.diagnostics = Diagnostics(self, f"{self.get_name()}: simulation")
+        self.rejections = Rejections(self, self.diagnostics, "command")
         # Timers on the wall (steady) clock: with use_sim_time the node clock follows the /clock
         # this node publishes itself, and sim-time timers would never fire.
         self.wall_clock = RosClock(clock_type=ClockType.STEADY_TIME)
@@ -141,10 +140,7 @@ class SimNode(Node):
 
     # --- inputs --------------------------------------------------------------------------
     def _reject(self, message: str) -> None:
-        self.rejected += 1
-        self.last_error = message
-        self.get_logger().error(f"rejected: {message}")
-        self.diagnostics.publish(ERROR, f"rejected: {message}", {"rejected": self.rejected})
+        self.rejections.reject(message, {})
 
     def on_joint_command(self, msg: JointState) -> None:
         names = list(msg.name)
@@ -291,9 +287,9 @@ class SimNode(Node):
         residual = self.sim.constraint_residual()
         level = OK if residual < 1e-3 else WARN
         values = {"sim_time_s": f"{self.sim.time:.3f}", "achieved_real_time_factor": f"{rtf:.2f}",
-                  "loop_residual_m": f"{residual:.2e}", "rejected": self.rejected,
+                  "loop_residual_m": f"{residual:.2e}", "rejected": self.rejections.count,
                   "terrain_patches": self.terrain_patches,
-                  "last_error": self.last_error,
+                  "last_error": self.rejections.last,
                   **{f"target_{n}": f"{v:.4f}" for n, v in self.sim.targets.items()}}
         message = "running" if level == OK else f"loop residual {residual:.2e} m > 1 mm"
         self.diagnostics.publish(level, message, values)

@@ -47,9 +47,9 @@ from visualization_msgs.msg import Marker
 from excavator_kinematics.errors import ConfigError
 from excavator_kinematics.geometry import default_geometry
 from excavator_kinematics.ros_runtime import (
-    ERROR,
     OK,
     Diagnostics,
+    Rejections,
     declare,
     run_node,
     warn_unknown_parameters,
@@ -85,8 +85,6 @@ class SoilNode(Node):
         self.last_stamp: float | None = None
         self.updates = 0
         self.update_time_s = 0.0
-        self.rejected = 0
-        self.last_error = ""
         self.last_force = np.zeros(3)
         self._mesh_dirty = True
         g = config.terrain
@@ -103,6 +101,7 @@ class SoilNode(Node):
         self.create_subscription(PoseStamped, "bucket_pose", self.on_pose, 200)
         self.create_subscription(TwistStamped, "bucket_twist", self.on_twist, 200)
         self.diagnostics = Diagnostics(self, f"{self.get_name()}: soil")
+        self.rejections = Rejections(self, self.diagnostics, "input")
         self.create_timer(1.0, self.publish_status)
         self.create_timer(1.0 / config.heightmap_rate_hz, self.publish_heightmap)
         self.publish_patch((0, g.nx, 0, g.ny))
@@ -220,10 +219,7 @@ class SoilNode(Node):
         return marker
 
     def _reject(self, reason: str) -> None:
-        self.rejected += 1
-        self.last_error = reason
-        self.get_logger().warning(f"input rejected: {reason}")
-        self.diagnostics.publish(ERROR, reason, self._counters())
+        self.rejections.reject(reason, self._counters())
 
     def _counters(self) -> dict[str, object]:
         mean_ms = 1e3 * self.update_time_s / self.updates if self.updates else 0.0
@@ -234,8 +230,8 @@ class SoilNode(Node):
             "bucket_load_kg": f"{self.terrain.load_mass_kg:.1f}",
             "force_n": f"{np.linalg.norm(self.last_force):.1f}",
             "mass_drift_units": self.terrain.total_units - self.start_units,
-            "rejected": self.rejected,
-            "last_error": self.last_error,
+            "rejected": self.rejections.count,
+            "last_error": self.rejections.last,
         }
 
     def publish_status(self) -> None:

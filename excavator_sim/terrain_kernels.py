@@ -26,6 +26,18 @@ def _tally(zlo: np.ndarray, zhi: np.ndarray, a: int, b: int, z: float) -> None:
 
 
 @njit(cache=True)
+def _axis_walk(p: float, d: float, origin: float, cell: float, index: int
+               ) -> tuple[int, float, float]:
+    """Amanatides-Woo set-up along one axis for a segment starting at ``p`` with extent ``d``:
+    (step, t of the first cell boundary, t per cell), t in segment fractions."""
+    if d > 0.0:
+        return 1, (origin + (index + 1) * cell - p) / d, cell / d
+    if d < 0.0:
+        return -1, (origin + index * cell - p) / d, -cell / d
+    return 0, np.inf, np.inf
+
+
+@njit(cache=True)
 def column_extents(
     corners: np.ndarray,
     faces: np.ndarray,
@@ -110,30 +122,8 @@ def column_extents(
         j = int(math.floor((pa[1] - y0) / dx))
         i_end = int(math.floor((pb[0] - x0) / dx))
         j_end = int(math.floor((pb[1] - y0) / dx))
-        if ddx > 0.0:
-            step_i = 1
-            t_max_x = (x0 + (i + 1) * dx - pa[0]) / ddx
-            t_dx = dx / ddx
-        elif ddx < 0.0:
-            step_i = -1
-            t_max_x = (x0 + i * dx - pa[0]) / ddx
-            t_dx = -dx / ddx
-        else:
-            step_i = 0
-            t_max_x = np.inf
-            t_dx = np.inf
-        if ddy > 0.0:
-            step_j = 1
-            t_max_y = (y0 + (j + 1) * dx - pa[1]) / ddy
-            t_dy = dx / ddy
-        elif ddy < 0.0:
-            step_j = -1
-            t_max_y = (y0 + j * dx - pa[1]) / ddy
-            t_dy = -dx / ddy
-        else:
-            step_j = 0
-            t_max_y = np.inf
-            t_dy = np.inf
+        step_i, t_max_x, t_dx = _axis_walk(pa[0], ddx, x0, dx, i)
+        step_j, t_max_y, t_dy = _axis_walk(pa[1], ddy, y0, dx, j)
         t = 0.0
         n_steps = abs(i_end - i) + abs(j_end - j) + 2
         for _ in range(n_steps):
