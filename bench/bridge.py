@@ -278,6 +278,7 @@ def run(kind: str, config: BridgeConfig, plc: ControlClient, cycles: int, hz: fl
         t1 = time.monotonic()
         c1, o1 = counts()
         status = bridge.status if isinstance(bridge, BridgeCore) else "n/a"
+        passes = bridge.priority_passes if isinstance(bridge, BridgeCore) else 0
         bridge.stop()
         result = json.loads(Path(out.name).read_text())
     writes = plc.call("writes", since=t0)
@@ -294,7 +295,7 @@ def run(kind: str, config: BridgeConfig, plc: ControlClient, cycles: int, hz: fl
         "plc_to_redis_max_ms": float(up.max()),
         "plc_to_redis_samples": int(up.size),
         "cycles": int(c1 - c0), "overruns": int(o1 - o0), "seconds": t1 - t0,
-        "final_status": status,
+        "final_status": status, "priority_passes": passes,
     }
 
 

@@ -141,6 +141,7 @@ class BridgeCore:
         self._thread: threading.Thread | None = None
         self._cycle_done = threading.Condition()
         self._cycles_done = 0
+        self.priority_passes = 0   # command halves run again at once for a mid-cycle change
         self.failed = ""   # set when the loop died of an unexpected exception
 
     # --- lifecycle -----------------------------------------------------------------------------
@@ -243,9 +244,30 @@ class BridgeCore:
 
     # --- one cycle -----------------------------------------------------------------------------
     def run_cycle(self) -> None:
-        cfg = self.config
+        """The command half (Redis -> PLC), then the monitor half (PLC -> Redis).
+
+        A control key that changes while the command half runs (the loop is busy, so its
+        wake-up is pending) gets one more command half at once instead of waiting for the
+        monitor half and the next wake-up: the Redis -> PLC path comes first. At most one such
+        pass per cycle, so a stream of changes cannot starve the monitor half."""
         now = self.clock()
         self.counters["cycles"] += 1
+        command, reason, detail, read_done = self._command_half(now)
+        if not read_done and self.plc.connected and self.waker.take_pending():
+            self.priority_passes += 1
+            now = self.clock()
+            command, reason, detail, read_done = self._command_half(now)
+        if self.plc.connected and not read_done:
+            command, reason, detail = self._monitor_half(command, reason, detail, now)
+        elif not self.plc.connected:
+            self._plc_state = None
+        self._publish(reason, detail, command, now)
+
+    def _command_half(self, now: float) -> tuple[WheelCommand | None, str, str, bool]:
+        """MGET, validate, gate, inverse model, one control-DB write. Returns the command sent
+        (None: a stop), the reason and detail, and whether the monitor DB was read already
+        (the first cycle after a connect reads it before writing)."""
+        cfg = self.config
 
         # 1. Redis: one MGET
         raw = self.redis.mget(keys.CONTROL_KEYS) if self.redis.poll(now) else None
@@ -305,17 +327,45 @@ class BridgeCore:
         if decision.alive_may_run:
             self._alive = (self._alive + 1) & 0xFFFF
 
-        # 5. PLC: one write, one read
-        if plc_up:
-            reason, detail = self._plc_io(command, reason, detail, now)
-            if reason != "running":   # the write failed or a fault answered it with a stop
-                self.gate.disarm(reason)
-                command = None
-        else:
+        # 5. PLC: one write
+        if not plc_up:
+            return None, reason, detail, False
+        if self.plc.just_connected:
+            # learn the PLC's state and steering first, then a zero command
+            self.plc.just_connected = False
+            self._plc_alive_change_s = now
+            self._plc_alive = None
+            data = self.plc.read(cfg.monitor_db, cfg.monitor.size)
+            if data is not None:
+                self._apply_monitor(data, now)
+            self.plc.write(cfg.control_db, self._encode(None))
+            return None, reason, detail, True
+        if not self.plc.write(cfg.control_db, self._encode(command)):
             self._plc_state = None
+            reason, detail = "plc_link_lost", f"PLC write failed: {self.plc.last_error}"
+            self.gate.disarm(reason)
+            return None, reason, detail, False
+        return command, reason, detail, False
 
-        # 6. Redis: one MSET
-        self._publish(reason, detail, command, now)
+    def _monitor_half(self, command: WheelCommand | None, reason: str, detail: str, now: float
+                      ) -> tuple[WheelCommand | None, str, str]:
+        """One monitor-DB read; a fault bit read in a cycle that forwarded a command is
+        answered by a second write (the stop) in the same cycle."""
+        cfg = self.config
+        data = self.plc.read(cfg.monitor_db, cfg.monitor.size)
+        if data is None:
+            self._plc_state = None
+            reason = "plc_link_lost"
+            self.gate.disarm(reason)
+            return None, reason, f"PLC read failed: {self.plc.last_error}"
+        self._apply_monitor(data, now)
+        if command is not None:
+            new_blocker, text = self._plc_blocker(True, now)
+            if new_blocker is not None:   # a fault appeared: answer it in this cycle
+                self.gate.disarm(new_blocker)
+                self.plc.write(cfg.control_db, self._encode(None))
+                return None, new_blocker, text
+        return command, reason, detail
 
     def _plc_blocker(self, plc_up: bool, now: float) -> tuple[str | None, str]:
         st = self._plc_state
@@ -337,35 +387,6 @@ class BridgeCore:
             return "plc_alive_stale", (f"PLC alive counter unchanged for more than "
                                        f"{self.config.plc_alive_timeout:g} s")
         return None, ""
-
-    def _plc_io(self, command: WheelCommand | None, reason: str, detail: str, now: float
-                ) -> tuple[str, str]:
-        cfg = self.config
-        if self.plc.just_connected:
-            # learn the PLC's state and steering first, then a zero command
-            self.plc.just_connected = False
-            self._plc_alive_change_s = now
-            self._plc_alive = None
-            data = self.plc.read(cfg.monitor_db, cfg.monitor.size)
-            if data is not None:
-                self._apply_monitor(data, now)
-            self.plc.write(cfg.control_db, self._encode(None))
-            return reason, detail
-        if not self.plc.write(cfg.control_db, self._encode(command)):
-            self._plc_state = None
-            return "plc_link_lost", f"PLC write failed: {self.plc.last_error}"
-        data = self.plc.read(cfg.monitor_db, cfg.monitor.size)
-        if data is None:
-            self._plc_state = None
-            return "plc_link_lost", f"PLC read failed: {self.plc.last_error}"
-        self._apply_monitor(data, now)
-        if command is not None:
-            new_blocker, text = self._plc_blocker(True, now)
-            if new_blocker is not None:   # a fault appeared: answer it in this cycle
-                self.gate.disarm(new_blocker)
-                self.plc.write(cfg.control_db, self._encode(None))
-                return new_blocker, text
-        return reason, detail
 
     def _apply_monitor(self, data: bytearray, now: float) -> None:
         st = self.config.monitor.decode(data)

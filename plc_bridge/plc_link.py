@@ -7,6 +7,18 @@ ourselves: a PLC that stops answering then fails the request within ``plc_timeou
 link is reported lost within 3 cycles. Connecting happens in a ``Reconnector`` thread, so the
 loop never blocks on a dead host.
 
+Requests: ``Client.connect`` does the ISO-on-TCP and S7 set-up; the cycle's two requests then
+go through the client's own ``protocol`` (PDU builder and parser) and ``connection`` (TPKT/COTP
+framing) directly, one job in flight at a time, the reply's PDU reference checked. That skips
+the client's per-request layers (operation logging, rate limiter, reconnect wrapper, lock),
+~45 us a request measured against the virtual PLC (p50 165 -> 117 us), and the bridge does its
+own reconnecting anyway. One job at a time is also what python-snap7 negotiates
+(``max_amq_caller = 1``), so the read is not sent before the write's reply: a real PLC may
+refuse a second job in flight.
+
+At connect the negotiated PDU is checked against the data blocks: a PLC that accepts a
+smaller PDU than the blocks need is refused with an error naming both sizes.
+
 Writes go only to data blocks in ``write_allow_list``: checked here, on every write, in code.
 """
 
@@ -15,8 +27,10 @@ from __future__ import annotations
 import contextlib
 
 import snap7
+from snap7.s7protocol import S7Area, S7WordLen
 
 from plc_bridge.config import BridgeConfig
+from plc_bridge.db_layout import max_payload
 from plc_bridge.reconnect import Backoff, Reconnector
 
 
@@ -53,10 +67,31 @@ class PlcLink:
                 raise ConnectionError("snap7 connected without a socket")
             conn.timeout = cfg.plc_timeout
             conn.socket.settimeout(cfg.plc_timeout)
+            self._check_pdu(int(client.pdu_length))
         except BaseException:
             client.disconnect()
             raise
         return client
+
+    def _check_pdu(self, pdu: int) -> None:
+        cfg = self.config
+        for name, size, direction in (("control", cfg.control.size, "write"),
+                                      ("monitor", cfg.monitor.size, "read")):
+            if size > max_payload(pdu, direction):
+                raise ConnectionRefusedError(
+                    f"the PLC negotiated a PDU of {pdu} B; the {name} DB ({size} B) needs more "
+                    f"(one {direction} carries {max_payload(pdu, direction)} B): shrink the "
+                    f"block in plc.yaml or use a CPU with a larger PDU")
+
+    def _request(self, client: snap7.Client, pdu: bytes) -> dict:
+        """Send one S7 job and return its parsed reply (the PDU reference must match)."""
+        conn = client.connection
+        if conn is None:
+            raise ConnectionError("snap7 client has no connection")
+        conn.send_data(pdu)
+        reply = client.protocol.parse_response(conn.receive_data())
+        client.protocol.validate_pdu_reference(reply["sequence"])
+        return reply
 
     def poll(self, now_s: float) -> bool:
         """Adopt a finished background connect; start one when due. True when connected."""
@@ -91,7 +126,9 @@ class PlcLink:
         if client is None:
             return False
         try:
-            client.db_write(db_number, 0, bytearray(data))
+            reply = self._request(client, client.protocol.build_write_request(
+                S7Area.DB, db_number, 0, S7WordLen.BYTE, bytes(data)))
+            client.protocol.check_write_response(reply)
         except Exception as e:  # noqa: BLE001 - any S7/socket error means the link is unusable
             self.lost(f"write DB{db_number}: {type(e).__name__}: {e}")
             return False
@@ -102,7 +139,9 @@ class PlcLink:
         if client is None:
             return None
         try:
-            data = client.db_read(db_number, 0, size)
+            reply = self._request(client, client.protocol.build_read_request(
+                S7Area.DB, db_number, 0, S7WordLen.BYTE, size))
+            data = bytearray(client.protocol.extract_read_data(reply, S7WordLen.BYTE, size))
         except Exception as e:  # noqa: BLE001
             self.lost(f"read DB{db_number}: {type(e).__name__}: {e}")
             return None

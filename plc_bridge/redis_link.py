@@ -259,6 +259,19 @@ class Waker:
             self._discard(sock)
         return woke
 
+    def take_pending(self) -> bool:
+        """True (and the notifications consumed) when a change arrived since the last wait:
+        the loop then reads the control keys again at once."""
+        sock = self._sock
+        if sock is None:
+            return False
+        readable, _, _ = select.select([sock], [], [], 0.0)
+        if not readable:
+            return False
+        self.wakeups += 1
+        self._discard(sock)
+        return True
+
     def _discard(self, sock: socket.socket) -> None:
         """Empty the subscription socket without parsing; drop it when Redis closed it."""
         try:

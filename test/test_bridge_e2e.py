@@ -9,9 +9,12 @@ from __future__ import annotations
 import contextlib
 import itertools
 import math
+import threading
+import time
 
 import numpy as np
 import pytest
+import redis
 import snap7
 from helpers import NodeProcess
 
@@ -202,3 +205,43 @@ def test_tls_redis_url(redis_server, spawn, tmp_path):
     finally:
         rig.close()
         proxy.close()
+
+
+def test_change_during_a_cycle_is_written_before_the_monitor_read(redis_server, spawn):
+    """A control key that changes while the command half runs is forwarded in the same cycle
+    (a second command half), before the monitor-DB read: the Redis -> PLC path comes first."""
+    rig = HilRig("skid_steer", redis_server.url, spawn)
+    writer = redis.Redis.from_url(redis_server.url)
+    try:
+        rig.command(0.5, 0.0, 0.0)
+        rig.start()
+        rig.wait_status("running", 3.0)
+        core = rig.core
+        plain_write = core.plc.write
+        armed = threading.Event()
+
+        def write_then_change(db: int, data: bytes) -> bool:
+            ok = plain_write(db, data)
+            if armed.is_set():      # in the loop thread, between the write and the read
+                armed.clear()
+                writer.set(keys.LONGITUDINAL, "0.7")
+                time.sleep(0.02)    # the keyspace notification reaches the bridge's socket
+            return ok
+
+        core.plc.write = write_then_change   # type: ignore[method-assign]
+        passes = core.priority_passes
+        t0 = time.monotonic()
+        armed.set()
+        expected = np.float32(core.model.inverse(BodyTwist(0.7, 0.0, 0.0)).speeds[0])
+        new = wait_until(lambda: next((w for w in rig.plc.writes(t0)
+                                       if w["speed_sp_left"] == expected), None),
+                         2.0, "the 0.7 m/s setpoint in the control DB")
+        old = [w for w in rig.plc.writes(t0) if w["t"] < new["t"]]
+        assert old and old[-1]["speed_sp_left"] != expected
+        reads_between = [t for t, _ in rig.plc.reads(old[-1]["t"]) if t < new["t"]]
+        assert reads_between == [], "the monitor read ran before the changed command"
+        assert core.priority_passes == passes + 1
+        assert core.status == "running"
+    finally:
+        writer.close()
+        rig.close()

@@ -143,3 +143,27 @@ def test_misspelt_parameter_in_the_plc_file_is_named_with_the_closest_key(tmp_pa
     with pytest.raises(ConfigError, match="unknown parameter 'wake_on_chnage'; did you mean "
                                           "'wake_on_change'"):
         load_config(path)
+
+
+def test_a_pdu_smaller_than_the_blocks_is_refused_at_connect(tmp_path) -> None:
+    """pdu_size: 480 in plc.yaml, but the PLC negotiates 240 (an S7-1200): the connect fails
+    with both sizes named instead of every read failing later."""
+    import yaml
+
+    from plc_bridge.config import default_config_path, load_config
+    from plc_bridge.plc_link import PlcLink
+
+    doc = yaml.safe_load(default_config_path().read_text())
+    params = doc["/**"]["ros__parameters"]
+    params["pdu_size"] = 480
+    params["layout"]["monitor_header"] += [f"extra_{i} | REAL | 1 | test" for i in range(60)]
+    path = tmp_path / "plc.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    config = load_config(path)
+    assert 222 < config.monitor.size <= 462       # fits a 480 B PDU, not a 240 B one
+    link = PlcLink(config)
+    link._check_pdu(480)
+    with pytest.raises(ConnectionRefusedError,
+                       match=rf"negotiated a PDU of 240 B; the monitor DB \({config.monitor.size}"
+                             r" B\) needs more \(one read carries 222 B\)"):
+        link._check_pdu(240)
