@@ -9,8 +9,9 @@ What runs (all on 127.0.0.1, nothing installed beyond the venv):
 - ``excavator-hil bag record`` (an MCAP bag of the run),
 - this process: the operator. It drives the tracks through Redis (with the ARTOF heartbeat),
   then walks the bucket tip through the dig cycle by publishing ``target_pose`` (IK targets)
-  paced by the simulation's ``/clock``, shows a progress bar, and writes the summary, a rendered
-  PNG and the force plot next to the bag.
+  paced by the simulation's ``/clock`` (sim_node runs with ``use_sim_time:=true``, which makes
+  it publish ``/clock``), shows a progress bar, and writes the summary, a rendered PNG and the
+  force plot next to the bag.
 """
 
 from __future__ import annotations
@@ -139,7 +140,10 @@ class DemoStack:
         self._start("sim_node", "excavator_sim.sim_node",
                     # The soil model is the ground while digging (stiffness, shear failure,
                     # load); rigid height-field contact would hold the bucket on the surface.
+                    # use_sim_time: sim_node publishes /clock only then, and the operator paces
+                    # the dig cycle by it.
                     [*ros, "-p", "real_time_factor:=1.0", "-p", "terrain.contact:=false",
+                     "-p", "use_sim_time:=true",
                      "-r", "track_command:=plc/wheel_states"])
         self._start("soil_node", "excavator_sim.soil_node", ros)
         self._start("ik_node", "excavator_kinematics.ik_node", ros)

@@ -115,7 +115,7 @@ class DemoOperator(Node):
     def _missing(self) -> list[str]:
         missing = []
         if not math.isfinite(self.sim_time):
-            missing.append("/clock from sim_node")
+            missing.append("/clock from sim_node (published only with use_sim_time:=true)")
         if not self.joints:
             missing.append("joint_states from sim_node")
         if self.target_pub.get_subscription_count() == 0:

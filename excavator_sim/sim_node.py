@@ -17,12 +17,13 @@ Subscribes
 Publishes (at ``publish_rate``): ``joint_states`` (every named joint, cylinders and passive
 joints included; tracks: position = travelled distance [m], velocity [m/s]; the base's
 ``base_x``, ``base_y`` [m] and ``base_yaw`` [rad] in ``world``: with them every movable joint
-of the URDF, so robot_state_publisher poses the machine in ``world``), ``/clock``,
+of the URDF, so robot_state_publisher poses the machine in ``world``), ``/clock`` (only
+when the node's ``use_sim_time`` parameter is true at start-up: with it false nothing follows
+simulated time, and two simulators on one graph would interleave their clocks),
 ``bucket_pose`` / ``bucket_twist`` (frame ``world``), ``markers`` (the machine in ``world``, at
 ``marker_rate`` in wall time: they are for RViz), ``robot_description`` once (transient local;
-the URDF of the model this node simulates, rooted at ``world``),
-``/diagnostics`` at 1 Hz.
-Header stamps are simulated time (the time on ``/clock``).
+the URDF of the model this node simulates, rooted at ``world``), ``/diagnostics`` at 1 Hz.
+Header stamps are simulated time (the time on ``/clock``, whether or not it is published).
 """
 
 from __future__ import annotations
@@ -89,8 +90,12 @@ class SimNode(Node):
         self.config = config
         self.steps_per_publish = max(1, round(1.0 / (config.publish_rate * config.timestep)))
 
+        # use_sim_time (declared by rclpy): this node is then the source of /clock. Read once at
+        # start-up; without it no /clock publisher exists at all.
+        self.publishes_clock = bool(self.get_parameter("use_sim_time").value)
         self.joint_pub = self.create_publisher(JointState, "joint_states", 10)
-        self.clock_pub = self.create_publisher(Clock, "/clock", 10)
+        self.clock_pub = (self.create_publisher(Clock, "/clock", 10) if self.publishes_clock
+                          else None)
         self.pose_pub = self.create_publisher(PoseStamped, "bucket_pose", 10)
         self.twist_pub = self.create_publisher(TwistStamped, "bucket_twist", 10)
         self.marker_pub = self.create_publisher(MarkerArray, "markers", 10)
@@ -135,7 +140,9 @@ class SimNode(Node):
         warn_unknown_parameters(self)
         self.get_logger().info(
             f"ready: dt {config.timestep} s, real_time_factor {config.real_time_factor}, "
-            f"publish_rate {config.publish_rate} Hz, {self.sim.model.nv} dof, terrain "
+            f"publish_rate {config.publish_rate} Hz, /clock "
+            f"{'on (use_sim_time)' if self.publishes_clock else 'off (use_sim_time false)'}, "
+            f"{self.sim.model.nv} dof, terrain "
             f"{g.nx} x {g.ny} nodes from ({g.x0}, {g.y0}) m every {g.cell_size} m")
 
     # --- inputs --------------------------------------------------------------------------
@@ -221,7 +228,8 @@ class SimNode(Node):
         stamp = self._clock_msg.clock
         ns = round(sim.time * 1e9)
         stamp.sec, stamp.nanosec = ns // 1_000_000_000, ns % 1_000_000_000
-        self.clock_pub.publish(self._clock_msg)
+        if self.clock_pub is not None:
+            self.clock_pub.publish(self._clock_msg)
         js = sim.joint_state()
         msg = self._joint_msg
         msg.header.stamp = stamp

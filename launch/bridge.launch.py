@@ -26,7 +26,8 @@ def generate_launch_description() -> LaunchDescription:
         DeclareLaunchArgument("namespace", default_value="",
                               description="ROS namespace of the bridge's node and topics"),
         DeclareLaunchArgument("use_sim_time", default_value="false", choices=["true", "false"],
-                              description="use /clock (true needs the simulator or a bag)"),
+                              description="use /clock (true needs sim_node with use_sim_time "
+                                          "true, or bag play --clock)"),
         DeclareLaunchArgument("plc_params", default_value=PathJoinSubstitution(
             [share, "config", "plc.yaml"]),
             description="plc_bridge parameter file (data blocks, model, timeouts)"),

@@ -1,6 +1,9 @@
 """Everything: the simulated excavator (sim.launch.py) and the PLC bridge (bridge.launch.py).
 
     ros2 launch excavator_hil excavator.launch.py rviz:=true virtual_plc:=true
+
+Every argument of the two included files is declared here too and forwarded (each file uses the
+ones it declares); test/test_launch_files.py checks that none is left out.
 """
 
 from launch import LaunchDescription
@@ -11,7 +14,9 @@ from launch_ros.substitutions import FindPackageShare
 
 PACKAGE = "excavator_hil"
 
-FORWARDED = ("namespace", "use_sim_time", "rviz", "plc_host", "redis_url", "model", "virtual_plc")
+FORWARDED = ("namespace", "use_sim_time", "rviz", "soil", "sim_params", "soil_params",
+             "ik_params", "plc_params", "plc_host", "redis_url", "model", "virtual_plc",
+             "virtual_plc_port")
 
 
 def generate_launch_description() -> LaunchDescription:
@@ -20,9 +25,21 @@ def generate_launch_description() -> LaunchDescription:
         DeclareLaunchArgument("namespace", default_value="",
                               description="ROS namespace of this excavator's nodes and topics"),
         DeclareLaunchArgument("use_sim_time", default_value="true", choices=["true", "false"],
-                              description="follow the simulator's /clock (true needs sim_node)"),
+                              description="follow the simulator's /clock (sim_node publishes "
+                                          "it only when true; false: every node on wall time)"),
         DeclareLaunchArgument("rviz", default_value="true", choices=["true", "false"],
                               description="start RViz with rviz/excavator.rviz"),
+        DeclareLaunchArgument("soil", default_value="true", choices=["true", "false"],
+                              description="start soil_node (deformable terrain, soil forces)"),
+        DeclareLaunchArgument("sim_params", default_value=PathJoinSubstitution(
+            [share, "config", "sim.yaml"]), description="sim_node parameter file"),
+        DeclareLaunchArgument("soil_params", default_value=PathJoinSubstitution(
+            [share, "config", "soil.yaml"]), description="soil_node parameter file"),
+        DeclareLaunchArgument("ik_params", default_value=PathJoinSubstitution(
+            [share, "config", "ik.yaml"]), description="ik_node parameter file"),
+        DeclareLaunchArgument("plc_params", default_value=PathJoinSubstitution(
+            [share, "config", "plc.yaml"]),
+            description="plc_bridge parameter file (data blocks, model, timeouts)"),
         DeclareLaunchArgument("plc_host", default_value="192.168.0.1",
                               description="IP address of the S7-1200/1500 (ignored with "
                                           "virtual_plc:=true)"),
@@ -33,6 +50,8 @@ def generate_launch_description() -> LaunchDescription:
                               description="vehicle kinematic model between Redis and the PLC"),
         DeclareLaunchArgument("virtual_plc", default_value="true", choices=["true", "false"],
                               description="use the virtual PLC instead of real hardware"),
+        DeclareLaunchArgument("virtual_plc_port", default_value="1102",
+                              description="TCP port of the virtual PLC's S7 server"),
     ]
 
     def include(name: str) -> IncludeLaunchDescription:

@@ -1,6 +1,9 @@
 """The simulated excavator: sim_node, ik_node, soil_node, robot_state_publisher, RViz (optional).
 
     ros2 launch excavator_hil sim.launch.py [namespace:=exc1] [rviz:=true] [use_sim_time:=true]
+
+use_sim_time goes to every node, sim_node included: sim_node publishes /clock only when it is
+true, so with false the whole graph runs on wall time.
 """
 
 from launch import Action, LaunchContext, LaunchDescription
@@ -19,7 +22,8 @@ def generate_launch_description() -> LaunchDescription:
         DeclareLaunchArgument("namespace", default_value="",
                               description="ROS namespace of this excavator's nodes and topics"),
         DeclareLaunchArgument("use_sim_time", default_value="true", choices=["true", "false"],
-                              description="follow the simulator's /clock (true needs sim_node)"),
+                              description="follow the simulator's /clock (sim_node publishes "
+                                          "it only when true; false: every node on wall time)"),
         DeclareLaunchArgument("rviz", default_value="false", choices=["true", "false"],
                               description="start RViz with rviz/excavator.rviz"),
         DeclareLaunchArgument("soil", default_value="true", choices=["true", "false"],
@@ -39,6 +43,7 @@ def _nodes(context: LaunchContext) -> list[Action]:
     from excavator_sim.urdf import generate_urdf
 
     use_sim_time = LaunchConfiguration("use_sim_time").perform(context) == "true"
+    # Also sim_node's: it is the /clock source exactly when use_sim_time is true.
     common = {"use_sim_time": use_sim_time}
     share = FindPackageShare(PACKAGE)
     return [

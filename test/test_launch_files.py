@@ -1,6 +1,7 @@
 """Launch files, checked without ROS launch (not installable here): they parse, every executable
 they start is a declared console script (or an exec_depend), every file they load exists and is
-installed by setup.py, every argument has a description (and choices when boolean)."""
+installed by setup.py, every argument has a description (and choices when boolean), and
+excavator.launch.py declares and forwards every argument of the files it includes."""
 
 from __future__ import annotations
 
@@ -107,16 +108,102 @@ def test_launch_file(path: Path) -> None:
             assert choices == ["true", "false"], f"{name}: boolean without choices"
 
 
-def test_included_launch_arguments_are_declared_by_the_includer() -> None:
-    tree = ast.parse((REPO / "launch" / "excavator.launch.py").read_text())
-    declared = {constant(a.args[0]) for a in calls(tree, "DeclareLaunchArgument")}
+INCLUDED = ("sim.launch.py", "bridge.launch.py")
+# Arguments of an included file that excavator.launch.py deliberately does not declare:
+# name -> why. Empty: every argument of sim.launch.py and bridge.launch.py can be set from it.
+NOT_FORWARDED: dict[str, str] = {}
+# (included file, argument) -> why excavator.launch.py's default differs from that file's.
+OTHER_DEFAULTS = {
+    ("sim.launch.py", "rviz"): "the whole stack is the interactive entry point; the simulator "
+                               "alone is also run headless",
+    ("bridge.launch.py", "use_sim_time"): "with the simulator there is a /clock to follow; the "
+                                          "bridge alone (real machine) has none",
+    ("bridge.launch.py", "virtual_plc"): "the whole stack runs without hardware by default",
+}
+
+
+def declared_arguments(tree: ast.AST) -> dict[str, ast.Call]:
+    return {constant(a.args[0]): a for a in calls(tree, "DeclareLaunchArgument")}
+
+
+def include_problems(outer: str, inner: dict[str, str]) -> list[str]:
+    """What excavator.launch.py (source ``outer``) misses of the included files (``inner``:
+    file name -> source): an argument not declared or not forwarded (and not in
+    NOT_FORWARDED), a file not included, other choices, another default (not in
+    OTHER_DEFAULTS), a forwarded name no included file declares."""
+    tree = ast.parse(outer)
+    declared = declared_arguments(tree)
     forwarded = next(ast.literal_eval(n.value) for n in tree.body if isinstance(n, ast.Assign)
                      and getattr(n.targets[0], "id", "") == "FORWARDED")
-    assert set(forwarded) <= declared
-    for name in ("sim.launch.py", "bridge.launch.py"):
-        inner = ast.parse((REPO / "launch" / name).read_text())
-        inner_declared = {constant(a.args[0]) for a in calls(inner, "DeclareLaunchArgument")}
-        assert inner_declared & set(forwarded), name
+    included = {constant(c.args[0]) for c in calls(tree, "include") if c.args}
+    problems = [f"{n} is forwarded but not declared" for n in forwarded if n not in declared]
+    inner_names: set[str] = set()
+    for name, source in inner.items():
+        if name not in included:
+            problems.append(f"{name} is not included")
+        for arg, call in declared_arguments(ast.parse(source)).items():
+            inner_names.add(arg)
+            if arg in NOT_FORWARDED:
+                continue
+            if arg not in declared or arg not in forwarded:
+                problems.append(f"{name}: argument {arg} is not "
+                                f"{'declared' if arg not in declared else 'forwarded'} by "
+                                "excavator.launch.py")
+                continue
+            outer_call = declared[arg]
+            choices = [ast.dump(c) if c is not None else None
+                       for c in (_kw(call, "choices"), _kw(outer_call, "choices"))]
+            if choices[0] != choices[1]:
+                problems.append(f"{name}: argument {arg} has other choices here")
+            defaults = [ast.dump(d) if d is not None else None
+                        for d in (_kw(call, "default_value"), _kw(outer_call, "default_value"))]
+            if defaults[0] != defaults[1] and (name, arg) not in OTHER_DEFAULTS:
+                problems.append(f"{name}: argument {arg} has another default here")
+    problems += [f"{n} is forwarded but no included file declares it" for n in forwarded
+                 if n not in inner_names]
+    problems += [f"NOT_FORWARDED names {n}, which no included file declares"
+                 for n in NOT_FORWARDED if n not in inner_names]
+    return problems
+
+
+def _launch_sources() -> tuple[str, dict[str, str]]:
+    return ((REPO / "launch" / "excavator.launch.py").read_text(),
+            {name: (REPO / "launch" / name).read_text() for name in INCLUDED})
+
+
+def test_excavator_launch_declares_and_forwards_every_included_argument() -> None:
+    outer, inner = _launch_sources()
+    assert include_problems(outer, inner) == []
+    assert all(len(why) > 10 for why in [*NOT_FORWARDED.values(), *OTHER_DEFAULTS.values()])
+
+
+def test_an_included_argument_left_out_of_excavator_launch_is_found() -> None:
+    outer, inner = _launch_sources()
+    port = 'DeclareLaunchArgument("virtual_plc_port"'
+    assert outer.count(port) == 1
+    without = outer.replace(port, 'DeclareLaunchArgument("unrelated_port"')
+    without = without.replace('"virtual_plc_port")', '"unrelated_port")')
+    soil = outer.replace('choices=["true", "false"],\n                              '
+                         'description="start soil_node', 'choices=["false", "true"],\n'
+                         '                              description="start soil_node')
+    assert soil != outer
+    assert include_problems(without, inner) == [
+        "bridge.launch.py: argument virtual_plc_port is not declared by excavator.launch.py",
+        "unrelated_port is forwarded but no included file declares it"]
+    assert include_problems(soil, inner) == [
+        "sim.launch.py: argument soil has other choices here"]
+
+
+def test_sim_node_gets_use_sim_time_so_it_publishes_the_clock() -> None:
+    """sim_node publishes /clock only with use_sim_time true: sim.launch.py passes the
+    argument to it (the ``common`` parameters every node gets)."""
+    tree = ast.parse((REPO / "launch" / "sim.launch.py").read_text())
+    sim = next(n for n in calls(tree, "Node") if constant(_kw(n, "executable")) == "sim_node")
+    params = _kw(sim, "parameters")
+    assert any(isinstance(p, ast.Name) and p.id == "common" for p in params.elts)
+    common = next(n.value for n in ast.walk(tree) if isinstance(n, ast.Assign)
+                  and getattr(n.targets[0], "id", "") == "common")
+    assert "use_sim_time" in [constant(k) for k in common.keys]
 
 
 @pytest.mark.parametrize("name", ["sim.yaml", "soil.yaml", "plc.yaml", "ik.yaml"])
