@@ -166,7 +166,8 @@ def run_node(wall_seconds: float) -> dict[str, float] | None:
         from excavator_sim.sim_node import SimNode
     except ImportError:
         return None
-    rclpy.init(args=["--ros-args", "-p", "real_time_factor:=0.0", "-p", "terrain.contact:=true"])
+    rclpy.init(args=["--ros-args", "-p", "real_time_factor:=0.0", "-p", "terrain.contact:=true",
+                      "-p", "use_sim_time:=true"])   # /clock published, as in the demo
     t0 = time.perf_counter()
     node = SimNode()  # parameters, model build + compile, URDF, publishers
     construct = time.perf_counter() - t0
