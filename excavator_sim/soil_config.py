@@ -3,10 +3,13 @@
 No ROS needed. Every key has a unit in its name, a range and a description (``PARAMETERS``,
 ``PRESET_PARAMETERS``); a missing, unknown or out-of-range key raises ``SoilConfigError`` naming
 the key, the value, the range and the fix. The node declares the same names as ROS parameters.
+A preset is any name ``<p>`` with keys ``presets.<p>.*`` (the shipped file's or a user's own); every
+preset present must be complete and in range, not only the one selected by ``preset``.
 """
 
 from __future__ import annotations
 
+import difflib
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -84,6 +87,38 @@ class SoilConfig:
     presets: tuple[str, ...]
 
 
+def spec_for(name: str) -> ParamSpec | None:
+    """The spec of a dotted soil parameter name (``presets.<any preset>.<key>`` included), or
+    None for ``preset`` (a string) and for a name that is not a soil parameter."""
+    parts = name.split(".")
+    if len(parts) == 3 and parts[0] == "presets" and parts[1]:
+        return next((s for s in PRESET_PARAMETERS if s.name == parts[2]), None)
+    return next((s for s in PARAMETERS if s.name == name), None)
+
+
+def is_parameter(name: str) -> bool:
+    """True for every name the soil config knows: ``preset``, ``PARAMETERS`` and
+    ``presets.<name>.<key>`` of ``PRESET_PARAMETERS`` for any preset name."""
+    return name == "preset" or spec_for(name) is not None
+
+
+def preset_names(params: Mapping[str, Any]) -> list[str]:
+    """The presets a flat parameter dict defines (``presets.<name>.<key>``), sorted."""
+    return sorted({k.split(".")[1] for k in params
+                   if k.startswith("presets.") and k.count(".") >= 2})
+
+
+def check_parameter(name: str, value: Any, source: str = "<parameters>") -> float | int | str:
+    """One value against its range (``SoilConfigError`` naming name, value, range and fix)."""
+    spec = spec_for(name)
+    if spec is None:
+        if name == "preset":
+            return str(value)
+        raise SoilConfigError(f"{source}: unknown soil parameter {name!r}; check the spelling "
+                              "against config/soil.yaml")
+    return _check(spec, value, name, source)
+
+
 def _check(spec: ParamSpec, value: Any, name: str, source: str) -> float | int:
     is_num = isinstance(value, int | float) and not isinstance(value, bool)
     if spec.kind is int and not (is_num and float(value).is_integer()):
@@ -117,10 +152,8 @@ def parameters_from_yaml(path: str | Path | None = None) -> dict[str, Any]:
 def soil_config_from_parameters(params: Mapping[str, Any], source: str = "<parameters>",
                                 preset: str | None = None) -> SoilConfig:
     """Validate a flat parameter dict (as from ``parameters_from_yaml`` or a node)."""
-    presets = sorted({k.split(".")[1] for k in params if k.startswith("presets.")})
-    known = {s.name for s in PARAMETERS} | {"preset"}
-    known |= {f"presets.{p}.{s.name}" for p in presets for s in PRESET_PARAMETERS}
-    unknown = sorted(set(params) - known)
+    presets = preset_names(params)
+    unknown = sorted(k for k in params if not is_parameter(k))
     if unknown:
         raise SoilConfigError(f"{source}: unknown soil parameter(s) {unknown}; check the "
                               "spelling against config/soil.yaml")
@@ -134,13 +167,12 @@ def soil_config_from_parameters(params: Mapping[str, Any], source: str = "<param
     if chosen not in presets:
         raise SoilConfigError(f"{source}: preset={chosen!r} is not one of {presets}; set "
                               "'preset' to one of them or add presets.<name>.* keys")
-    sp: dict[str, Any] = {}
-    for spec in PRESET_PARAMETERS:
-        name = f"presets.{chosen}.{spec.name}"
-        if name not in params:
-            raise SoilConfigError(f"{source}: parameter {name} is missing; add it "
-                                  f"({spec.description}, range [{spec.lo:g}, {spec.hi:g}])")
-        sp[spec.name] = _check(spec, params[name], name, source)
+    # the selected preset first (its error is the one that matters), then every other one:
+    # a broken preset fails at start-up, not on the day somebody selects it
+    sp = _preset_values(params, str(chosen), presets, source)
+    for other in presets:
+        if other != chosen:
+            _preset_values(params, other, presets, source)
     t = {k.split(".", 1)[1]: v for k, v in values.items() if k.startswith("terrain.")}
     f = {k.split(".", 1)[1]: v for k, v in values.items() if k.startswith("forces.")}
     terrain = TerrainConfig(density_kg_m3=sp["density_kg_m3"], **t)
@@ -169,6 +201,25 @@ def soil_config_from_parameters(params: Mapping[str, Any], source: str = "<param
     )
     return SoilConfig(str(chosen), values["update_rate_hz"], values["heightmap_rate_hz"],
                       terrain, dimaio, fee, tuple(presets))
+
+
+def _preset_values(params: Mapping[str, Any], preset: str, presets: list[str],
+                   source: str) -> dict[str, float | int]:
+    """The checked keys of one preset; a missing key names the key, its range and the fix."""
+    sp: dict[str, float | int] = {}
+    for spec in PRESET_PARAMETERS:
+        name = f"presets.{preset}.{spec.name}"
+        if name not in params:
+            others = [p for p in presets if p != preset]
+            close = difflib.get_close_matches(preset, others, n=1)
+            hint = (f"; or, if you meant the preset {close[0]!r}, correct the name"
+                    if close else "")
+            raise SoilConfigError(
+                f"{source}: parameter {name} is missing; add it ({spec.description}, range "
+                f"[{spec.lo:g}, {spec.hi:g}]): a preset needs all {len(PRESET_PARAMETERS)} keys "
+                f"presets.<name>.* of config/soil.yaml{hint}")
+        sp[spec.name] = _check(spec, params[name], name, source)
+    return sp
 
 
 def load_soil_config(path: str | Path | None = None, preset: str | None = None) -> SoilConfig:

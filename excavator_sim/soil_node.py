@@ -28,7 +28,11 @@ Publishes
   published, computed over no ground (only the load's weight), so the simulator never holds a
   stale cutting force.
 
-Parameters: ``config/soil.yaml`` (every key declared with its unit and range).
+Parameters: ``config/soil.yaml`` (every key declared with its unit and range), plus the keys of
+every preset defined only in the node's parameter overrides (``--params-file``, ``-p``):
+``presets.<name>.*`` there is a preset that ``preset`` can select. Every preset must be complete
+and in range (``excavator_sim.soil_config``: the ranges and messages); otherwise the node exits
+with code 2 naming the parameter, its range and the fix.
 """
 
 from __future__ import annotations
@@ -56,10 +60,11 @@ from excavator_kinematics.ros_runtime import (
 )
 from excavator_sim.bucket_prism import BucketPose, BucketPrism
 from excavator_sim.soil_config import (
-    PARAMETERS,
-    PRESET_PARAMETERS,
+    check_parameter,
+    is_parameter,
     parameters_from_yaml,
     soil_config_from_parameters,
+    spec_for,
 )
 from excavator_sim.soil_errors import OutsideGridError, SoilConfigError, SoilError
 from excavator_sim.soil_forces import DiMaioForceModel
@@ -67,13 +72,22 @@ from excavator_sim.terrain import Box, Terrain
 
 WORLD = "world"
 MARKER_MAX_NODES = 96  # per side: the RViz mesh stays < 60k vertices
+SOURCE = "soil_node parameters"
+# Declared by rclpy itself (TimeSource, type description service), not overrides to take back.
+RCLPY_PARAMETERS = frozenset({"use_sim_time", "start_type_description_service"})
 
 
 class SoilNode(Node):
     def __init__(self) -> None:
-        super().__init__("soil_node")
+        # rclpy declares every override (parameter file, -p) at once: its public way to show a
+        # node their names, so presets that exist only in the user's file are found.
+        super().__init__("soil_node", automatically_declare_parameters_from_overrides=True)
+        overrides = self._take_back_overrides()
         try:
-            config = soil_config_from_parameters(self._declare_all(), "soil_node parameters")
+            values = self._declare_all(overrides)
+            # before the completeness check: a misspelt key is the usual cause of a missing one
+            warn_unknown_parameters(self)
+            config = soil_config_from_parameters(values, SOURCE)
         except SoilConfigError as exc:
             raise ConfigError(str(exc)) from None
         self.config = config
@@ -105,22 +119,35 @@ class SoilNode(Node):
         self.create_timer(1.0, self.publish_status)
         self.create_timer(1.0 / config.heightmap_rate_hz, self.publish_heightmap)
         self.publish_patch((0, g.nx, 0, g.ny))
-        warn_unknown_parameters(self)
         self.get_logger().info(
-            f"ready: preset {config.preset}, grid {g.nx} x {g.ny} cells of {g.cell_xy_m} m "
-            f"from x0={g.x0:.2f}, y0={g.y0:.2f} m")
+            f"ready: preset {config.preset} (of {', '.join(config.presets)}), grid {g.nx} x "
+            f"{g.ny} cells of {g.cell_xy_m} m from x0={g.x0:.2f}, y0={g.y0:.2f} m")
 
-    def _declare_all(self) -> dict[str, Any]:
-        """Declare every key of config/soil.yaml (defaults from it), return the values."""
+    def _take_back_overrides(self) -> dict[str, Any]:
+        """The override values by name; undeclares what rclpy declared automatically (no
+        description, no range), so that ``_declare_all`` declares the soil keys properly and
+        ``warn_unknown_parameters`` still reports the rest (misspelt keys) as unknown."""
+        overrides = {name: p.value for name, p in self.get_parameters_by_prefix("").items()
+                     if name not in RCLPY_PARAMETERS}
+        for name in overrides:
+            self.undeclare_parameter(name)
+        return overrides
+
+    def _declare_all(self, overrides: dict[str, Any]) -> dict[str, Any]:
+        """Declare every key of config/soil.yaml (defaults from it) and every soil key of the
+        overrides (``presets.<name>.*`` of a user's preset: no default, the override is its
+        value); return the values. Each value is checked against soil_config's range first, so
+        an out-of-range one fails with its message; the declared range is the same."""
         defaults = parameters_from_yaml()
-        specs = {s.name: s for s in PARAMETERS}
+        for name, value in overrides.items():
+            if name not in defaults and is_parameter(name):
+                defaults[name] = value  # a key of a user preset
         values: dict[str, Any] = {}
         for name, default in defaults.items():
-            spec = specs.get(name)
-            if spec is None and name.startswith("presets."):
-                spec = next((s for s in PRESET_PARAMETERS if s.name == name.split(".")[-1]), None)
+            check_parameter(name, overrides.get(name, default), SOURCE)
+            spec = spec_for(name)
             if spec is None:  # 'preset'
-                values[name] = declare(self, name, default, "soil preset: one of presets.*")
+                values[name] = declare(self, name, str(default), "soil preset: one of presets.*")
                 continue
             values[name] = declare(self, name, spec.kind(default), spec.description,
                                    low=spec.lo, high=spec.hi)
@@ -230,6 +257,7 @@ class SoilNode(Node):
             "bucket_load_kg": f"{self.terrain.load_mass_kg:.1f}",
             "force_n": f"{np.linalg.norm(self.last_force):.1f}",
             "mass_drift_units": self.terrain.total_units - self.start_units,
+            "preset": self.config.preset,
             "rejected": self.rejections.count,
             "last_error": self.rejections.last,
         }

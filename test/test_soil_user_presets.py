@@ -1,0 +1,170 @@
+"""A soil preset defined only in the user's own parameter file: the pure loader and soil_node
+(in its own process, over real DDS) both take it; an incomplete or out-of-range one stops them."""
+
+from __future__ import annotations
+
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import yaml
+from diagnostic_msgs.msg import DiagnosticArray
+from geometry_msgs.msg import PoseStamped, TwistStamped, WrenchStamped
+from helpers import NodeProcess, RosTestNode, wait_for
+from std_msgs.msg import Float64
+
+from excavator_kinematics.geometry import default_geometry
+from excavator_kinematics.paths import config_file
+from excavator_sim.bucket_prism import BucketPose, BucketPrism
+from excavator_sim.soil_config import load_soil_config
+from excavator_sim.soil_errors import SoilConfigError
+from excavator_sim.soil_scenarios import cut_tip_path, pitch_for_attack, pose_for_tip
+
+BUCKET = BucketPrism.from_geometry(default_geometry())
+DENSITY = 2345.0  # [kg/m^3] of the user's preset: no shipped preset has it
+
+
+def _shipped() -> dict[str, Any]:
+    return yaml.safe_load(config_file("soil.yaml").read_text())["/**"]["ros__parameters"]
+
+
+def _gravel() -> dict[str, float]:
+    return dict(_shipped()["presets"]["loose_sand"], density_kg_m3=DENSITY)
+
+
+def _params_file(path: Path, params: dict[str, Any]) -> Path:
+    path.write_text(yaml.safe_dump({"/**": {"ros__parameters": params}}))
+    return path
+
+
+# --- the pure loader ---------------------------------------------------------------------------
+def test_the_loader_selects_a_preset_of_the_users_file(tmp_path: Path) -> None:
+    params = _shipped()
+    params["presets"]["test_gravel"] = _gravel()
+    params["preset"] = "test_gravel"
+    config = load_soil_config(_params_file(tmp_path / "soil.yaml", params))
+    assert config.preset == "test_gravel" and "test_gravel" in config.presets
+    assert config.dimaio.density_kg_m3 == DENSITY and config.terrain.density_kg_m3 == DENSITY
+
+
+def test_the_loader_rejects_an_incomplete_preset_even_when_not_selected(tmp_path: Path) -> None:
+    params = _shipped()
+    params["presets"]["wet_clya"] = {"density_kg_m3": 1900.0}  # a misspelt preset name
+    path = _params_file(tmp_path / "soil.yaml", params)
+    with pytest.raises(SoilConfigError, match=r"parameter presets\.wet_clya\.\w+ is missing; "
+                                              r"add it .*range .*meant the preset 'wet_clay'"):
+        load_soil_config(path)
+
+
+# --- soil_node ---------------------------------------------------------------------------------
+class Probe:
+    def __init__(self, probe: RosTestNode):
+        self.wrenches: list[WrenchStamped] = probe.collect(WrenchStamped, "soil/wrench", 1000)
+        self.loads: list[Float64] = probe.collect(Float64, "soil/bucket_load", 1000)
+        self.diagnostics: list[DiagnosticArray] = probe.collect(DiagnosticArray,
+                                                               "/diagnostics", 100)
+        self.pose = probe.node.create_publisher(PoseStamped, "bucket_pose", 1000)
+        self.twist = probe.node.create_publisher(TwistStamped, "bucket_twist", 1000)
+
+    def send(self, pose: BucketPose, vel: np.ndarray, t: float) -> None:
+        sec = math.floor(t)
+        tw = TwistStamped()
+        tw.header.frame_id = "world"
+        tw.header.stamp.sec, tw.header.stamp.nanosec = sec, round((t - sec) * 1e9)
+        tw.twist.linear.x, tw.twist.linear.y, tw.twist.linear.z = map(float, vel)
+        self.twist.publish(tw)
+        msg = PoseStamped()
+        msg.header.frame_id = "world"
+        msg.header.stamp = tw.header.stamp
+        msg.pose.position.x, msg.pose.position.y, msg.pose.position.z = pose.x, pose.y, pose.z
+        o = msg.pose.orientation
+        o.x, o.y, o.z, o.w = pose.quaternion()
+        self.pose.publish(msg)
+
+    def status(self, key: str) -> str | None:
+        for d in reversed(self.diagnostics):
+            for s in d.status:
+                if s.name.startswith("soil_node"):
+                    return next((v.value for v in s.values if v.key == key), None)
+        return None
+
+
+def test_soil_node_runs_on_a_preset_defined_only_in_the_params_file(tmp_path: Path) -> None:
+    gravel = _gravel()
+    gravel["densty_kg_m3"] = 1.0  # a misspelt key next to the right one: warned, ignored
+    path = _params_file(tmp_path / "my_soil.yaml", {
+        "preset": "test_gravel",
+        "heightmap_rate_hz": 5.0,
+        "terrain": {"size_x_m": 8.0, "size_y_m": 6.0, "centre_x_m": 4.0},
+        "presets": {"test_gravel": gravel},
+    })
+    proc = NodeProcess("excavator_sim.soil_node", ["--ros-args", "--params-file", str(path)],
+                       log_dir=tmp_path)
+    probe = RosTestNode("soil_user_preset_probe")
+    try:
+        ch = Probe(probe)
+        wait_for(lambda: ch.status("preset") is not None
+                 and ch.pose.get_subscription_count() > 0
+                 and ch.twist.get_subscription_count() > 0, 30.0,
+                 lambda: f"soil_node to come up; its log:\n{proc.log()}")
+        assert ch.status("preset") == "test_gravel"
+        log = proc.log()
+        assert "ready: preset test_gravel" in log
+        warnings = [line for line in log.splitlines() if "is not a parameter of" in line]
+        assert len(warnings) == 1, log  # the preset's 15 keys are parameters, the typo is not
+        assert "'presets.test_gravel.densty_kg_m3'" in warnings[0]
+        assert "did you mean 'presets.test_gravel.density_kg_m3'" in warnings[0]
+
+        # the preset's density is what the force model uses: scoop, then lift the bucket off
+        # the grid, where the wrench is the load's weight alone, -rho g V
+        pitch = pitch_for_attack(BUCKET, math.radians(30.0))
+        sent = 0
+        for t, tip, vel in cut_tip_path(0.25, x_start=5.5, length_m=1.0, speed_m_s=0.5,
+                                        dt=0.01):
+            ch.send(pose_for_tip(BUCKET, tip, pitch, 0.0), vel, 100.0 + t)
+            sent += 1
+            time.sleep(0.003)
+        wait_for(lambda: len(ch.wrenches) >= sent, 30.0,
+                 lambda: f"{sent} wrenches (got {len(ch.wrenches)})")
+        ch.send(BucketPose(40.0, 0.0, 0.0, 0.0, 0.0), np.array([-0.5, 0.0, 0.0]), 502.0)
+        wait_for(lambda: len(ch.wrenches) == sent + 1, 10.0, "the off-grid wrench")
+        load = ch.loads[-1].data
+        assert load > 0.05
+        f = ch.wrenches[-1].wrench.force
+        assert (f.x, f.y) == (0.0, 0.0)
+        assert f.z == pytest.approx(-DENSITY * 9.81 * load, rel=1e-9)
+        wait_for(lambda: float(ch.status("bucket_load_kg") or 0.0) > 0.0, 5.0,
+                 "the load on /diagnostics")
+        assert float(ch.status("bucket_load_kg") or 0.0) == pytest.approx(DENSITY * load,
+                                                                         abs=0.1)
+    finally:
+        probe.close()
+        code = proc.stop()
+    assert code == 0, proc.log()
+
+
+@pytest.mark.parametrize(("preset", "expected"), [
+    # incomplete (and not even selected): every missing key is named with its range and the fix
+    ({"wet_clya": {"density_kg_m3": 1900.0}},
+     ["parameter presets.wet_clya.", "is missing; add it", "range [",
+      "if you meant the preset 'wet_clay'"]),
+    # out of range: soil_config's range and message
+    ({"test_gravel": {**_gravel(), "density_kg_m3": 9000.0}},
+     ["parameter presets.test_gravel.density_kg_m3=9000.0 is outside [100, 5000]",
+      "set it within that range"]),
+])
+def test_a_broken_user_preset_stops_soil_node_naming_the_parameter(
+        tmp_path: Path, preset: dict[str, Any], expected: list[str]) -> None:
+    path = _params_file(tmp_path / "my_soil.yaml", {"presets": preset})
+    proc = NodeProcess("excavator_sim.soil_node", ["--ros-args", "--params-file", str(path)],
+                       log_dir=tmp_path)
+    proc.proc.wait(30)
+    log = proc.log()
+    assert proc.proc.returncode == 2, log
+    assert "[FATAL] invalid configuration" in log
+    for text in expected:
+        assert text in log, log
+    assert "Traceback" not in log
