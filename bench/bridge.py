@@ -11,6 +11,10 @@ at a random phase and toggles the heartbeat every 500 ms.
   virtual PLC as the bytes leave) to the keyspace notification of ``plc.monitor.state.plc_alive``
   holding that value (all monitor keys written).
 - Overruns: cycles that ended after the next 100 Hz tick.
+- The machine's floor: a probe process runs an empty loop at the bridge's rate during each
+  measurement (sleep to an absolute deadline, like the bridge's tick) and reports how late it
+  wakes, as cyclictest does for real-time hosts. Its p99 is what any process pays per hop; a
+  wake-up later than one period would be an overrun of an empty loop.
 
 Naive baseline, as existing bridges do: a timer loop with one GET per key, one S7 request per
 variable (each field of the control DB written alone, each monitor field read alone) and one SET
@@ -33,7 +37,9 @@ import sys
 import tempfile
 import threading
 import time
+from array import array
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import redis
@@ -210,6 +216,29 @@ def drive(url: str, cycles: int, hz: float, seed: int) -> list[tuple[float, floa
     return sent
 
 
+def jitter_probe(seconds: float, hz: float, out_path: str, rt_priority: int) -> None:
+    """An empty loop at ``hz``: lateness of each wake-up against its absolute deadline [s]."""
+    realtime(rt_priority)
+    period = 1.0 / hz
+    late = array("d")
+    t_next = time.monotonic() + period
+    t_end = t_next + seconds
+    while t_next < t_end:
+        time.sleep(max(0.0, t_next - time.monotonic()))
+        late.append(time.monotonic() - t_next)
+        t_next += period
+    Path(out_path).write_bytes(late.tobytes())
+
+
+def probe_figures(late_s: np.ndarray, hz: float) -> dict[str, float]:
+    late_ms = late_s * 1e3
+    return {"wake_late_p50_ms": float(np.percentile(late_ms, 50)),
+            "wake_late_p99_ms": float(np.percentile(late_ms, 99)),
+            "wake_late_max_ms": float(late_ms.max()),
+            "wakes": int(late_ms.size),
+            "wakes_later_than_period": int(np.count_nonzero(late_ms > 1e3 / hz))}
+
+
 def operational_layer(url: str, cycles: int, hz: float, out_path: str, rt_priority: int
                       ) -> None:
     """The ARTOF side in its own process: heartbeat, commands, monitor watcher."""
@@ -255,14 +284,18 @@ def plc_to_redis(reads: list[list[float]], samples: list[tuple[float, int]]) -> 
 
 
 def run(kind: str, config: BridgeConfig, plc: ControlClient, cycles: int, hz: float
-        ) -> dict[str, float]:
+        ) -> dict[str, Any]:
     r = redis.Redis.from_url(config.redis_url)
     r.mset({keys.LONGITUDINAL: "0.1", keys.LATERAL: "0", keys.ANGULAR: "0",
             keys.HEARTBEAT: "false"})
-    with tempfile.NamedTemporaryFile(suffix=".json") as out:
+    with tempfile.NamedTemporaryFile(suffix=".json") as out, \
+            tempfile.NamedTemporaryFile(suffix=".bin") as probe_out:
         layer = subprocess.Popen(
             [sys.executable, __file__, "--operational-layer", config.redis_url, str(cycles),
              str(hz), out.name, "--rt-priority", str(config.rt_priority)], cwd=REPO)
+        probe = subprocess.Popen(
+            [sys.executable, __file__, "--jitter-probe", str(cycles / hz + 0.3), str(hz),
+             probe_out.name, "--rt-priority", str(config.rt_priority)], cwd=REPO)
         if kind == "bridge":
             bridge: BridgeCore | NaiveBridge = BridgeCore(config)
             bridge.start()
@@ -281,6 +314,8 @@ def run(kind: str, config: BridgeConfig, plc: ControlClient, cycles: int, hz: fl
         passes = bridge.priority_passes if isinstance(bridge, BridgeCore) else 0
         bridge.stop()
         result = json.loads(Path(out.name).read_text())
+        probe.wait()
+        late = np.frombuffer(Path(probe_out.name).read_bytes(), dtype=float)
     writes = plc.call("writes", since=t0)
     reads = plc.call("reads", since=t0)
     down = redis_to_plc([tuple(x) for x in result["sent"]], writes, "speed_sp_left") * 1e3
@@ -296,6 +331,7 @@ def run(kind: str, config: BridgeConfig, plc: ControlClient, cycles: int, hz: fl
         "plc_to_redis_samples": int(up.size),
         "cycles": int(c1 - c0), "overruns": int(o1 - o0), "seconds": t1 - t0,
         "final_status": status, "priority_passes": passes,
+        "machine": probe_figures(late, hz),
     }
 
 
@@ -311,7 +347,13 @@ def main() -> None:
                              "and the operational layer (0 = normal scheduling)")
     parser.add_argument("--operational-layer", nargs=4, default=None,
                         metavar=("URL", "CYCLES", "HZ", "OUT"), help=argparse.SUPPRESS)
+    parser.add_argument("--jitter-probe", nargs=3, default=None,
+                        metavar=("SECONDS", "HZ", "OUT"), help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.jitter_probe:
+        seconds, hz, out = args.jitter_probe
+        jitter_probe(float(seconds), float(hz), out, args.rt_priority)
+        return
     if args.operational_layer:
         url, n, hz, out = args.operational_layer
         operational_layer(url, int(n), float(hz), out, args.rt_priority)
@@ -337,6 +379,11 @@ def main() -> None:
               f"p99 {res['redis_to_plc_p99_ms']:.3f} ms | PLC->Redis p50 "
               f"{res['plc_to_redis_p50_ms']:.3f} ms p99 {res['plc_to_redis_p99_ms']:.3f} ms | "
               f"{res['cycles']} cycles, {res['overruns']} overruns in {res['seconds']:.1f} s")
+        m = res["machine"]
+        print(f"        machine floor (empty {args.hz:g} Hz loop alongside): wakes late p50 "
+              f"{m['wake_late_p50_ms']:.3f} ms p99 {m['wake_late_p99_ms']:.3f} ms max "
+              f"{m['wake_late_max_ms']:.1f} ms, {m['wakes_later_than_period']} of {m['wakes']} "
+              f"later than a period")
     ratio_down = naive["redis_to_plc_p99_ms"] / fast["redis_to_plc_p99_ms"]
     ratio_up = naive["plc_to_redis_p99_ms"] / fast["plc_to_redis_p99_ms"]
     print(f"p99 speed-up vs naive: Redis->PLC {ratio_down:.1f}x, PLC->Redis {ratio_up:.1f}x")
