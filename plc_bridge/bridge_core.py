@@ -249,11 +249,15 @@ class BridgeCore:
         A control key that changes while the command half runs (the loop is busy, so its
         wake-up is pending) gets one more command half at once instead of waiting for the
         monitor half and the next wake-up: the Redis -> PLC path comes first. At most one such
-        pass per cycle, so a stream of changes cannot starve the monitor half."""
-        now = self.clock()
+        pass per cycle, so a stream of changes cannot starve the monitor half, and only while
+        the cycle is within a quarter period: a cycle slowed by a slow PLC or Redis reply
+        finishes first (the change is then served by the next cycle, which starts at once)
+        rather than running past the next tick."""
+        start = now = self.clock()
         self.counters["cycles"] += 1
         command, reason, detail, read_done = self._command_half(now)
-        if not read_done and self.plc.connected and self.waker.take_pending():
+        if not read_done and self.plc.connected and \
+                self.clock() - start < 0.25 * self.config.period_s and self.waker.take_pending():
             self.priority_passes += 1
             now = self.clock()
             command, reason, detail, read_done = self._command_half(now)

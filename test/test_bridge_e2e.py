@@ -207,10 +207,14 @@ def test_tls_redis_url(redis_server, spawn, tmp_path):
         proxy.close()
 
 
-def test_change_during_a_cycle_is_written_before_the_monitor_read(redis_server, spawn):
+@pytest.mark.parametrize(("cycle_hz", "first"), [(5.0, True), (50.0, False)])
+def test_change_during_a_cycle_is_written_before_the_monitor_read(redis_server, spawn,
+                                                                   cycle_hz, first):
     """A control key that changes while the command half runs is forwarded in the same cycle
-    (a second command half), before the monitor-DB read: the Redis -> PLC path comes first."""
-    rig = HilRig("skid_steer", redis_server.url, spawn)
+    (a second command half), before the monitor-DB read: the Redis -> PLC path comes first.
+    Not when the cycle has already used a quarter period (here 10 ms of a 20 ms period): it
+    then finishes, and the next cycle writes the change."""
+    rig = HilRig("skid_steer", redis_server.url, spawn, {"cycle_hz": cycle_hz})
     writer = redis.Redis.from_url(redis_server.url)
     try:
         rig.command(0.5, 0.0, 0.0)
@@ -225,7 +229,7 @@ def test_change_during_a_cycle_is_written_before_the_monitor_read(redis_server, 
             if armed.is_set():      # in the loop thread, between the write and the read
                 armed.clear()
                 writer.set(keys.LONGITUDINAL, "0.7")
-                time.sleep(0.02)    # the keyspace notification reaches the bridge's socket
+                time.sleep(0.01)    # the keyspace notification reaches the bridge's socket
             return ok
 
         core.plc.write = write_then_change   # type: ignore[method-assign]
@@ -239,8 +243,13 @@ def test_change_during_a_cycle_is_written_before_the_monitor_read(redis_server, 
         old = [w for w in rig.plc.writes(t0) if w["t"] < new["t"]]
         assert old and old[-1]["speed_sp_left"] != expected
         reads_between = [t for t, _ in rig.plc.reads(old[-1]["t"]) if t < new["t"]]
-        assert reads_between == [], "the monitor read ran before the changed command"
-        assert core.priority_passes == passes + 1
+        if first:
+            assert reads_between == [], "the monitor read ran before the changed command"
+            assert core.priority_passes == passes + 1
+        else:
+            assert len(reads_between) == 1, "the slow cycle should finish with its read"
+            assert core.priority_passes == passes
+            assert new["t"] - reads_between[0] < 0.02, "the next cycle should start at once"
         assert core.status == "running"
     finally:
         writer.close()
