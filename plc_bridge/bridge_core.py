@@ -29,6 +29,7 @@ Fail-safe behaviour (design note plc_bridge.md):
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import dataclasses
 import gc
@@ -73,6 +74,15 @@ def _fmt(value: float) -> str:
 
 def _bool(value: bool) -> str:
     return "true" if value else "false"
+
+
+@dataclass(frozen=True)
+class Overrun:
+    """A cycle that ended after the tick following the one it served (monotonic seconds)."""
+
+    tick_s: float    # the tick the cycle served
+    start_s: float   # when the cycle started (late when the thread woke late)
+    end_s: float     # when it ended: >= tick_s + period
 
 
 @dataclass
@@ -142,6 +152,9 @@ class BridgeCore:
         self._cycle_done = threading.Condition()
         self._cycles_done = 0
         self.priority_passes = 0   # command halves run again at once for a mid-cycle change
+        self.overruns: collections.deque[Overrun] = collections.deque(maxlen=1000)
+        self._overruns_unlogged = 0
+        self._overrun_logged_s = -math.inf
         self.failed = ""   # set when the loop died of an unexpected exception
 
     # --- lifecycle -----------------------------------------------------------------------------
@@ -201,17 +214,18 @@ class BridgeCore:
         next_tick = self.clock()
         try:
             while not self._stop.is_set():
+                start = self.clock()
                 self.run_cycle()
                 with self._cycle_done:
                     self._cycles_done += 1
                     self._cycle_done.notify_all()
                 now = self.clock()
                 if now >= next_tick:
+                    served = next_tick
                     next_tick += period
                     if now >= next_tick:   # the cycle ran past the next tick: overrun
-                        missed = int((now - next_tick) // period) + 1
-                        self.counters["overruns"] += 1
-                        next_tick += missed * period
+                        self._overrun(Overrun(served, start, now))
+                        next_tick += (int((now - next_tick) // period) + 1) * period
                 self.waker.wait(max(0.0, next_tick - self.clock()))
         except Exception as e:
             # a bug must not leave the machine moving: stop, say why, end the loop
@@ -220,6 +234,21 @@ class BridgeCore:
             self.failed = f"{type(e).__name__}: {e}"
         else:
             self._shutdown_io("shutdown", "bridge stopped")
+
+    def _overrun(self, o: Overrun) -> None:
+        """Count, keep for diagnosis, and warn (at most once a second, with the count)."""
+        self.counters["overruns"] += 1
+        self.overruns.append(o)
+        self._overruns_unlogged += 1
+        if o.end_s - self._overrun_logged_s >= 1.0:
+            self.log.warning(
+                "plc_bridge: %d cycle(s) ran past the next %g Hz tick; the last ended %.1f ms "
+                "after the tick it served (started %.1f ms after it, ran %.1f ms): a slow PLC "
+                "or Redis reply, or the loop thread not scheduled (see rt_priority)",
+                self._overruns_unlogged, self.config.cycle_hz, (o.end_s - o.tick_s) * 1e3,
+                (o.start_s - o.tick_s) * 1e3, (o.end_s - o.start_s) * 1e3)
+            self._overrun_logged_s = o.end_s
+            self._overruns_unlogged = 0
 
     def _shutdown_io(self, reason: str, detail: str) -> None:
         """SIGTERM / stop() / a failure: write a stop (alive counter not advanced), report,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import logging
 import math
 import threading
 import time
@@ -253,4 +254,41 @@ def test_change_during_a_cycle_is_written_before_the_monitor_read(redis_server, 
         assert core.status == "running"
     finally:
         writer.close()
+        rig.close()
+
+
+def test_an_overrun_is_counted_kept_and_logged(redis_server, spawn, caplog):
+    """One cycle held up by a 25 ms PLC reply at 100 Hz: one overrun, in the counters, the
+    overrun log (ended more than a period after the tick it served) and a warning."""
+    rig = HilRig("skid_steer", redis_server.url, spawn, {"cycle_hz": 100.0})
+    try:
+        rig.command(0.5, 0.0, 0.0)
+        rig.start()
+        rig.wait_status("running", 3.0)
+        core = rig.core
+        plain_write = core.plc.write
+        slow = threading.Event()
+
+        def slow_write(db: int, data: bytes) -> bool:
+            if slow.is_set():
+                slow.clear()
+                time.sleep(0.025)
+            return plain_write(db, data)
+
+        core.plc.write = slow_write   # type: ignore[method-assign]
+        before = core.counters["overruns"]
+        with caplog.at_level(logging.WARNING, logger="plc_bridge"):
+            slow.set()
+            wait_until(lambda: core.counters["overruns"] > before, 2.0, "an overrun")
+            core.wait_cycles(2, 1.0)
+        # (>=: a loaded CI machine may add an overrun of its own)
+        assert core.counters["overruns"] >= before + 1
+        last = max(core.overruns, key=lambda o: o.end_s - o.start_s)
+        assert last.end_s - last.tick_s >= 0.01
+        assert last.end_s - last.start_s >= 0.025
+        assert any("ran past the next 100 Hz tick" in r.getMessage() for r in caplog.records)
+        wait_until(lambda: int(rig.get(keys.counter_key("overruns")) or 0) >= before + 1, 2.0,
+                   "the overrun counter in Redis")
+        assert core.status == "running"
+    finally:
         rig.close()
