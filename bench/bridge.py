@@ -239,8 +239,9 @@ STALL_S = 0.003   # a probe wake-up this late counts as a machine stall
 
 def probe_figures(probe: np.ndarray, hz: float, overruns: list[tuple[float, float]]
                   ) -> dict[str, float]:
-    """Probe statistics, and how many bridge overruns (tick, end) overlap a machine stall: a
-    probe wake-up later than ``STALL_S`` whose delay interval meets the overrun's."""
+    """Probe statistics, and how many bridge overruns (from the tick or the cycle's start,
+    whichever is first, to the cycle's end) overlap a machine stall: a probe wake-up later than
+    ``STALL_S`` whose delay interval meets the overrun's."""
     deadline, late = probe[:, 0], probe[:, 1]
     late_ms = late * 1e3
     stalls = [(d, d + x) for d, x in zip(deadline, late, strict=True) if x > STALL_S]
@@ -331,7 +332,8 @@ def run(kind: str, config: BridgeConfig, plc: ControlClient, cycles: int, hz: fl
         result = json.loads(Path(out.name).read_text())
         probe.wait()
         probe_data = np.frombuffer(Path(probe_out.name).read_bytes(), dtype=float).reshape(-1, 2)
-        overrun_times = ([(o.tick_s, o.end_s) for o in bridge.overruns if t0 <= o.end_s <= t1]
+        overrun_times = ([(min(o.tick_s, o.start_s), o.end_s) for o in bridge.overruns
+                          if t0 <= o.end_s <= t1]
                          if isinstance(bridge, BridgeCore) else bridge.overrun_times)
     writes = plc.call("writes", since=t0)
     reads = plc.call("reads", since=t0)
@@ -405,12 +407,17 @@ def main() -> None:
     ratio_down = naive["redis_to_plc_p99_ms"] / fast["redis_to_plc_p99_ms"]
     ratio_up = naive["plc_to_redis_p99_ms"] / fast["plc_to_redis_p99_ms"]
     print(f"p99 speed-up vs naive: Redis->PLC {ratio_down:.1f}x, PLC->Redis {ratio_up:.1f}x")
-    goal = (fast["redis_to_plc_p99_ms"] <= 2.0 and fast["plc_to_redis_p99_ms"] <= 2.0
-            and fast["overruns"] == 0)
+    p99_ok = fast["redis_to_plc_p99_ms"] <= 2.0 and fast["plc_to_redis_p99_ms"] <= 2.0
+    goal = p99_ok and fast["overruns"] == 0
+    unexplained = fast["overruns"] - fast["machine"]["overruns_during_a_stall"]
+    print(f"goal (p99 <= 2 ms both paths, zero overruns): {'met' if goal else 'NOT met'}; "
+          f"p99 {'met' if p99_ok else 'NOT met'}, {fast['overruns']} overrun(s), {unexplained} "
+          f"outside a machine stall")
     print(json.dumps({"bench": "bridge", "hz": args.hz, "rt_priority": args.rt_priority,
                       "bridge": fast, "naive": naive,
                       "p99_speedup_redis_to_plc": ratio_down,
-                      "p99_speedup_plc_to_redis": ratio_up, "goal_met": goal}))
+                      "p99_speedup_plc_to_redis": ratio_up, "goal_met": goal,
+                      "p99_goal_met": p99_ok, "overruns_outside_machine_stalls": unexplained}))
 
 
 if __name__ == "__main__":
