@@ -29,6 +29,7 @@ Goal (issue 5): p99 <= 2 ms on both paths, zero overruns at 100 Hz. Last stdout 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import random
@@ -259,6 +260,7 @@ def operational_layer(url: str, cycles: int, hz: float, out_path: str, rt_priori
                       ) -> None:
     """The ARTOF side in its own process: heartbeat, commands, monitor watcher."""
     realtime(rt_priority)
+    gc.freeze()   # a full collection over the imports (10-20 ms) would be counted as latency
     watcher = MonitorWatcher(url)
     watcher.start()
     heartbeat = Heartbeat(url).start()

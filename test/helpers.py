@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import threading
 from collections.abc import Callable
@@ -81,3 +82,24 @@ class RosTestNode:
         self.executor.shutdown()
         self.node.destroy_node()
         self.context.try_shutdown()
+
+
+def send_bucket_state(pose_pub: Any, twist_pub: Any, pose: Any, vel: Any, t: float,
+                      frame: str = "world") -> None:
+    """Publish what sim_node sends soil_node: ``bucket_twist`` (linear velocity ``vel`` [m/s],
+    frame ``world``) and ``bucket_pose`` (a ``BucketPose`` in ``frame``), both stamped ``t`` [s]."""
+    from geometry_msgs.msg import PoseStamped, TwistStamped
+
+    sec = math.floor(t)
+    tw = TwistStamped()
+    tw.header.frame_id = "world"
+    tw.header.stamp.sec, tw.header.stamp.nanosec = sec, round((t - sec) * 1e9)
+    tw.twist.linear.x, tw.twist.linear.y, tw.twist.linear.z = map(float, vel)
+    twist_pub.publish(tw)
+    msg = PoseStamped()
+    msg.header.frame_id = frame
+    msg.header.stamp = tw.header.stamp
+    msg.pose.position.x, msg.pose.position.y, msg.pose.position.z = pose.x, pose.y, pose.z
+    o = msg.pose.orientation
+    o.x, o.y, o.z, o.w = pose.quaternion()
+    pose_pub.publish(msg)

@@ -208,6 +208,40 @@ def test_tls_redis_url(redis_server, spawn, tmp_path):
         proxy.close()
 
 
+@contextlib.contextmanager
+def running_skid_steer(redis_url: str, spawn, cycle_hz: float):
+    """A skid-steer rig forwarding 0.5 m/s at ``cycle_hz``."""
+    rig = HilRig("skid_steer", redis_url, spawn, {"cycle_hz": cycle_hz})
+    try:
+        rig.command(0.5, 0.0, 0.0)
+        rig.start()
+        rig.wait_status("running", 3.0)
+        yield rig
+    finally:
+        rig.close()
+
+
+def hook_next_write(core, before=None, after=None) -> threading.Event:
+    """Once the returned event is set, run ``before``/``after`` around the loop's next
+    control-DB write (in the loop thread)."""
+    plain_write = core.plc.write
+    armed = threading.Event()
+
+    def write(db: int, data: bytes) -> bool:
+        hooked = armed.is_set()
+        if hooked:
+            armed.clear()
+        if hooked and before:
+            before()
+        ok = plain_write(db, data)
+        if hooked and after:
+            after()
+        return ok
+
+    core.plc.write = write
+    return armed
+
+
 @pytest.mark.parametrize(("cycle_hz", "first"), [(5.0, True), (50.0, False)])
 def test_change_during_a_cycle_is_written_before_the_monitor_read(redis_server, spawn,
                                                                    cycle_hz, first):
@@ -215,67 +249,44 @@ def test_change_during_a_cycle_is_written_before_the_monitor_read(redis_server, 
     (a second command half), before the monitor-DB read: the Redis -> PLC path comes first.
     Not when the cycle has already used a quarter period (here 10 ms of a 20 ms period): it
     then finishes, and the next cycle writes the change."""
-    rig = HilRig("skid_steer", redis_server.url, spawn, {"cycle_hz": cycle_hz})
     writer = redis.Redis.from_url(redis_server.url)
+
+    def change() -> None:   # between the write and the read
+        writer.set(keys.LONGITUDINAL, "0.7")
+        time.sleep(0.01)    # the keyspace notification reaches the bridge's socket
+
     try:
-        rig.command(0.5, 0.0, 0.0)
-        rig.start()
-        rig.wait_status("running", 3.0)
-        core = rig.core
-        plain_write = core.plc.write
-        armed = threading.Event()
-
-        def write_then_change(db: int, data: bytes) -> bool:
-            ok = plain_write(db, data)
-            if armed.is_set():      # in the loop thread, between the write and the read
-                armed.clear()
-                writer.set(keys.LONGITUDINAL, "0.7")
-                time.sleep(0.01)    # the keyspace notification reaches the bridge's socket
-            return ok
-
-        core.plc.write = write_then_change   # type: ignore[method-assign]
-        passes = core.priority_passes
-        t0 = time.monotonic()
-        armed.set()
-        expected = np.float32(core.model.inverse(BodyTwist(0.7, 0.0, 0.0)).speeds[0])
-        new = wait_until(lambda: next((w for w in rig.plc.writes(t0)
-                                       if w["speed_sp_left"] == expected), None),
-                         2.0, "the 0.7 m/s setpoint in the control DB")
-        old = [w for w in rig.plc.writes(t0) if w["t"] < new["t"]]
-        assert old and old[-1]["speed_sp_left"] != expected
-        reads_between = [t for t, _ in rig.plc.reads(old[-1]["t"]) if t < new["t"]]
-        if first:
-            assert reads_between == [], "the monitor read ran before the changed command"
-            assert core.priority_passes == passes + 1
-        else:
-            assert len(reads_between) == 1, "the slow cycle should finish with its read"
-            assert core.priority_passes == passes
-            assert new["t"] - reads_between[0] < 0.02, "the next cycle should start at once"
-        assert core.status == "running"
+        with running_skid_steer(redis_server.url, spawn, cycle_hz) as rig:
+            core = rig.core
+            armed = hook_next_write(core, after=change)
+            passes = core.priority_passes
+            t0 = time.monotonic()
+            armed.set()
+            expected = np.float32(core.model.inverse(BodyTwist(0.7, 0.0, 0.0)).speeds[0])
+            new = wait_until(lambda: next((w for w in rig.plc.writes(t0)
+                                           if w["speed_sp_left"] == expected), None),
+                             2.0, "the 0.7 m/s setpoint in the control DB")
+            old = [w for w in rig.plc.writes(t0) if w["t"] < new["t"]]
+            assert old and old[-1]["speed_sp_left"] != expected
+            reads_between = [t for t, _ in rig.plc.reads(old[-1]["t"]) if t < new["t"]]
+            if first:
+                assert reads_between == [], "the monitor read ran before the changed command"
+                assert core.priority_passes == passes + 1
+            else:
+                assert len(reads_between) == 1, "the slow cycle should finish with its read"
+                assert core.priority_passes == passes
+                assert new["t"] - reads_between[0] < 0.02, "the next cycle should start at once"
+            assert core.status == "running"
     finally:
         writer.close()
-        rig.close()
 
 
 def test_an_overrun_is_counted_kept_and_logged(redis_server, spawn, caplog):
     """One cycle held up by a 25 ms PLC reply at 100 Hz: one overrun, in the counters, the
     overrun log (ended more than a period after the tick it served) and a warning."""
-    rig = HilRig("skid_steer", redis_server.url, spawn, {"cycle_hz": 100.0})
-    try:
-        rig.command(0.5, 0.0, 0.0)
-        rig.start()
-        rig.wait_status("running", 3.0)
+    with running_skid_steer(redis_server.url, spawn, 100.0) as rig:
         core = rig.core
-        plain_write = core.plc.write
-        slow = threading.Event()
-
-        def slow_write(db: int, data: bytes) -> bool:
-            if slow.is_set():
-                slow.clear()
-                time.sleep(0.025)
-            return plain_write(db, data)
-
-        core.plc.write = slow_write   # type: ignore[method-assign]
+        slow = hook_next_write(core, before=lambda: time.sleep(0.025))
         before = core.counters["overruns"]
         with caplog.at_level(logging.WARNING, logger="plc_bridge"):
             slow.set()
@@ -290,5 +301,3 @@ def test_an_overrun_is_counted_kept_and_logged(redis_server, spawn, caplog):
         wait_until(lambda: int(rig.get(keys.counter_key("overruns")) or 0) >= before + 1, 2.0,
                    "the overrun counter in Redis")
         assert core.status == "running"
-    finally:
-        rig.close()

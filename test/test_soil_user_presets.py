@@ -13,7 +13,7 @@ import pytest
 import yaml
 from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import PoseStamped, TwistStamped, WrenchStamped
-from helpers import NodeProcess, RosTestNode, wait_for
+from helpers import NodeProcess, RosTestNode, send_bucket_state, wait_for
 from std_msgs.msg import Float64
 
 from excavator_kinematics.geometry import default_geometry
@@ -70,19 +70,7 @@ class Probe:
         self.twist = probe.node.create_publisher(TwistStamped, "bucket_twist", 1000)
 
     def send(self, pose: BucketPose, vel: np.ndarray, t: float) -> None:
-        sec = math.floor(t)
-        tw = TwistStamped()
-        tw.header.frame_id = "world"
-        tw.header.stamp.sec, tw.header.stamp.nanosec = sec, round((t - sec) * 1e9)
-        tw.twist.linear.x, tw.twist.linear.y, tw.twist.linear.z = map(float, vel)
-        self.twist.publish(tw)
-        msg = PoseStamped()
-        msg.header.frame_id = "world"
-        msg.header.stamp = tw.header.stamp
-        msg.pose.position.x, msg.pose.position.y, msg.pose.position.z = pose.x, pose.y, pose.z
-        o = msg.pose.orientation
-        o.x, o.y, o.z, o.w = pose.quaternion()
-        self.pose.publish(msg)
+        send_bucket_state(self.pose, self.twist, pose, vel, t)
 
     def status(self, key: str) -> str | None:
         for d in reversed(self.diagnostics):
