@@ -9,8 +9,11 @@ ROS-free core, in its own thread (an rclpy timer jitters ~4 ms p99 at 100 Hz). E
 4. one ``db_read`` of the whole monitor DB; direct model;
 5. one MSET of the monitor keys, ``plc.bridge.status``/``detail`` and the counters.
 
+Steps 1-3 are the command half, 4-5 the monitor half; a control key that changes while the
+command half runs gets a second command half before the monitor half (``run_cycle``).
 The loop runs on a fixed tick (``cycle_hz``) and also wakes at once when a ``plc.control.*``
 key changes (``redis_link.Waker``: the loop sleeps in ``select()`` on the subscription).
+Overruns (a cycle that ends after the next tick) are counted, kept in ``overruns`` and logged.
 Fail-safe behaviour (design note plc_bridge.md):
 
 - stop within one cycle on: Redis lost, invalid/NaN/inf/garbage/out-of-envelope input,
