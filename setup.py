@@ -9,7 +9,8 @@ PACKAGE = "excavator_hil"
 setup(
     name=PACKAGE,
     version="0.1.0",
-    packages=find_packages(include=["excavator_kinematics*", "excavator_sim*", "plc_bridge*"]),
+    packages=find_packages(
+        include=["excavator_kinematics*", "excavator_sim*", "plc_bridge*", "excavator_hil*"]),
     data_files=[
         ("share/ament_index/resource_index/packages", [f"resource/{PACKAGE}"]),
         (f"share/{PACKAGE}", ["package.xml"]),
@@ -36,10 +37,10 @@ setup(
         "console_scripts": [
             "ik_node = excavator_kinematics.ik_node:main",
             "sim_node = excavator_sim.sim_node:main",
-            "soil_node = excavator_sim.soil_node:main",
+            "soil_node = excavator_sim.soil.soil_node:main",
             "plc_bridge = plc_bridge.bridge_node:main",
             "virtual_plc = plc_bridge.virtual_plc_cli:main",
-            "excavator-hil = excavator_sim.cli:main",
+            "excavator-hil = excavator_hil.cli:main",
         ],
     },
 )

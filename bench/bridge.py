@@ -47,11 +47,11 @@ import numpy as np
 import redis
 import snap7
 
+from excavator_hil.hil_harness import Heartbeat, free_port, wait_until
 from excavator_kinematics.vehicle import BodyTwist, make_vehicle_model
 from plc_bridge import redis_keys as keys
 from plc_bridge.bridge_core import BridgeCore
 from plc_bridge.config import BridgeConfig, load_config
-from plc_bridge.hil_harness import Heartbeat, free_port, wait_until
 from plc_bridge.virtual_plc_control import ControlClient
 
 REPO = Path(__file__).resolve().parents[1]

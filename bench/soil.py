@@ -27,14 +27,14 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from excavator_sim.bucket_prism import BucketPose
-from excavator_sim.soil_forces import DiMaioForceModel, DiMaioParams
-from excavator_sim.soil_scenarios import (
+from excavator_sim.soil.bucket_prism import BucketPose
+from excavator_sim.soil.forces import DiMaioForceModel, DiMaioParams
+from excavator_sim.soil.scenarios import (
     REFERENCE_BUCKET,
     REFERENCE_GRID,
     reference_scoop_poses,
 )
-from excavator_sim.terrain import Terrain, TerrainConfig
+from excavator_sim.soil.terrain import Terrain, TerrainConfig
 
 
 def run(config: TerrainConfig, poses: list[BucketPose], full_grid: bool
@@ -77,11 +77,11 @@ def run_coupled(steps_per_waypoint: int) -> tuple[float, float, float]:
 
     from excavator_kinematics.geometry import default_geometry
     from excavator_kinematics.inverse_kinematics import InverseKinematics
-    from excavator_sim.bucket_prism import BucketPrism
     from excavator_sim.sim_config import load_sim_config
     from excavator_sim.simulation import ExcavatorSimulation
-    from excavator_sim.soil_config import load_soil_config
-    from excavator_sim.soil_coupling import SoilCoupling
+    from excavator_sim.soil.bucket_prism import BucketPrism
+    from excavator_sim.soil.config import load_soil_config
+    from excavator_sim.soil.coupling import SoilCoupling
 
     dig = [((6.0, 0.0, 0.3), 0.6), ((5.8, 0.0, -0.25), 0.5), ((5.0, 0.0, -0.25), 0.2),
            ((4.6, 0.0, 0.6), 0.0)]

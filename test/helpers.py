@@ -9,17 +9,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from excavator_sim.local_services import (
+from excavator_hil.local_services import (
     LocalRedisServer,
     ManagedProcess,
     free_port,
     redis_server_binary,
 )
-from excavator_sim.local_services import wait_for as _wait_for
+from excavator_hil.local_services import wait_for as _wait_for
 
 REPO = Path(__file__).resolve().parents[1]
 
-# One implementation of process management, shared with the demo (excavator_sim.local_services).
+# One implementation of process management, shared with the demo (excavator_hil.local_services).
 __all__ = ["REPO", "NodeProcess", "RedisServer", "RosTestNode", "free_port", "private_domain_id",
            "redis_server_binary", "wait_for"]
 

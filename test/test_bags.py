@@ -16,7 +16,7 @@ from rosbags.rosbag2 import Writer
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import JointState
 
-from excavator_sim.bag_io import TYPESTORE, BagError, BagWriter, playback_offsets_s, read_bag
+from excavator_hil.bags.io import TYPESTORE, BagError, BagWriter, playback_offsets_s, read_bag
 
 N_MESSAGES = 120
 TOPIC = "/bag_test/joints"
@@ -30,7 +30,7 @@ def _joint_state(i: int) -> JointState:
 
 
 def _cli(args: list[str], tmp_path: Path) -> NodeProcess:
-    return NodeProcess("excavator_sim.cli", args, log_dir=tmp_path)
+    return NodeProcess("excavator_hil.cli", args, log_dir=tmp_path)
 
 
 @pytest.fixture
@@ -145,7 +145,7 @@ def test_bad_inputs_are_named(tmp_path: Path) -> None:
         BagWriter(tmp_path / "new", storage="zip")
     with pytest.raises(ValueError, match=r"rate 0\.0 must be a finite number > 0"):
         playback_offsets_s([0, 1], 0.0)
-    out = subprocess.run([sys.executable, "-m", "excavator_sim.cli", "bag", "play",
+    out = subprocess.run([sys.executable, "-m", "excavator_hil.cli", "bag", "play",
                           str(tmp_path), "--rate", "-2"], capture_output=True, text=True,
                          check=False)
     assert out.returncode == 2 and "must be a finite number > 0" in out.stderr

@@ -19,9 +19,9 @@ import redis
 import snap7
 from helpers import NodeProcess
 
+from excavator_hil.hil_harness import HilRig, wait_until
 from excavator_kinematics.vehicle import BodyTwist, twist_from_artof
 from plc_bridge import redis_keys as keys
-from plc_bridge.hil_harness import HilRig, wait_until
 
 # (model, lateral_positive, ARTOF command (longitudinal, lateral, angular)); all within the
 # wheel limits, so no saturation: the achieved twist is the command.

@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 from helpers import NodeProcess, RedisServer
 
+from excavator_hil.hil_harness import HilRig, free_port, wait_until
 from excavator_kinematics.vehicle import BodyTwist
 from plc_bridge import redis_keys as keys
-from plc_bridge.hil_harness import HilRig, free_port, wait_until
 from plc_bridge.plc_link import PlcLink, WriteNotAllowedError
 
 COMMAND = (0.8, 0.0, 0.3)       # skid-steer: tracks at 0.5 and 1.1 m/s

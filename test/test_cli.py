@@ -7,7 +7,7 @@ import sys
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "excavator_sim.cli", *args],
+    return subprocess.run([sys.executable, "-m", "excavator_hil.cli", *args],
                           capture_output=True, text=True, timeout=120, check=False)
 
 

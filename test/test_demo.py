@@ -17,10 +17,10 @@ import pytest
 from helpers import NodeProcess, RosTestNode, wait_for
 from sensor_msgs.msg import JointState
 
+from excavator_hil.bags.io import TYPESTORE, read_bag
 from excavator_kinematics.forward_kinematics import ForwardKinematics
 from excavator_kinematics.geometry import default_geometry
 from excavator_kinematics.inverse_kinematics import ACTIVE_JOINTS
-from excavator_sim.bag_io import TYPESTORE, read_bag
 
 pytestmark = pytest.mark.slow
 
@@ -28,7 +28,7 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def demo_output(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     out = tmp_path_factory.mktemp("demo")
-    run = subprocess.run([sys.executable, "-m", "excavator_sim.cli", "demo", "--quick",
+    run = subprocess.run([sys.executable, "-m", "excavator_hil.cli", "demo", "--quick",
                           "--output", str(out)], capture_output=True, text=True, timeout=600,
                          check=False)
     assert run.returncode == 0, f"demo failed:\n{run.stdout}\n{run.stderr}"
@@ -85,7 +85,7 @@ def test_recorded_dig_replayed_into_sim_node_reaches_the_same_final_pose(
     try:
         states: list[JointState] = probe.collect(JointState, "joint_states")
         wait_for(lambda: states, 30.0, lambda: f"sim_node up; log:\n{sim.log()}")
-        player = NodeProcess("excavator_sim.cli", ["bag", "play", str(bag), "--topics",
+        player = NodeProcess("excavator_hil.cli", ["bag", "play", str(bag), "--topics",
                                                    "joint_command", "plc/wheel_states",
                                                    "--wait-for-subscribers", "10"],
                              log_dir=tmp_path)

@@ -7,10 +7,10 @@ import math
 import numpy as np
 import pytest
 
+from excavator_hil.demo.dig_cycle import DigCyclePlan, Waypoint, default_dig_cycle
 from excavator_kinematics.errors import KinematicsError
 from excavator_kinematics.geometry import default_geometry
 from excavator_kinematics.inverse_kinematics import InverseKinematics
-from excavator_sim.dig_cycle import DigCyclePlan, Waypoint, default_dig_cycle
 
 IK = InverseKinematics(default_geometry())
 START = np.radians([0.0, 30.0, -60.0, 70.0])

@@ -37,7 +37,7 @@ LAUNCH_FILES = sorted((REPO / "launch").glob("*.launch.py"))
 NODE_MODULES = {
     "excavator_kinematics/ik_node.py": "ik.yaml",
     "excavator_sim/sim_node.py": "sim.yaml",
-    "excavator_sim/soil_node.py": "soil.yaml",
+    "excavator_sim/soil/soil_node.py": "soil.yaml",
     "plc_bridge/bridge_node.py": "plc.yaml",
 }
 

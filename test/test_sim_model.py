@@ -300,7 +300,7 @@ def test_urdf_chain_in_world_reproduces_the_mujoco_tip_after_driving_and_swingin
 def test_render_writes_a_non_uniform_png(tmp_path: Path) -> None:
     out = tmp_path / "excavator.png"
     env = {**os.environ, "MUJOCO_GL": "egl", "PYTHONPATH": str(REPO)}
-    subprocess.run([sys.executable, "-m", "excavator_sim.render", str(out), "--width", "320",
+    subprocess.run([sys.executable, "-m", "excavator_hil.render", str(out), "--width", "320",
                     "--height", "240"], check=True, env=env, cwd=REPO, timeout=120)
     assert out.stat().st_size > 1000
     import matplotlib.image
@@ -311,7 +311,7 @@ def test_render_writes_a_non_uniform_png(tmp_path: Path) -> None:
 
 
 def test_render_shows_terrain_edits(tmp_path: Path) -> None:
-    from excavator_sim.render import render_rgb
+    from excavator_hil.render import render_rgb
 
     b = build_model(GEOMETRY, LINKAGE, ModelOptions(terrain=SMALL_GRID))
     data = mujoco.MjData(b.model)
@@ -334,7 +334,7 @@ def test_urdf_cli_writes_a_file(tmp_path: Path) -> None:
 
 
 def test_default_height_field_nodes_are_the_soil_grid_cell_centres() -> None:
-    from excavator_sim.soil_config import load_soil_config
+    from excavator_sim.soil.config import load_soil_config
 
     soil = load_soil_config().terrain  # cell-centred grid: centres at x0 + (i + 0.5) * cell
     xs = soil.x0 + (np.arange(soil.nx) + 0.5) * soil.cell_xy_m

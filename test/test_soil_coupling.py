@@ -10,9 +10,9 @@ import pytest
 
 from excavator_kinematics.geometry import default_geometry
 from excavator_kinematics.inverse_kinematics import InverseKinematics
-from excavator_sim.bucket_prism import BucketPose, BucketPrism
-from excavator_sim.soil_config import load_soil_config
-from excavator_sim.soil_coupling import SoilCoupling
+from excavator_sim.soil.bucket_prism import BucketPose, BucketPrism
+from excavator_sim.soil.config import load_soil_config
+from excavator_sim.soil.coupling import SoilCoupling
 
 JOINTS = ("swing", "boom", "arm", "bucket")
 # tip targets [m] in base_link with the absolute bucket angle [rad] (the IK's pitch): above the

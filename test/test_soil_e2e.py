@@ -28,7 +28,7 @@ def nodes(tmp_path_factory: pytest.TempPathFactory):
                       ["--ros-args", "--params-file", str(REPO / "config" / "sim.yaml"),
                        "-p", "terrain.contact:=false"],  # the soil carries the bucket
                       log_dir=logs)
-    soil = NodeProcess("excavator_sim.soil_node",
+    soil = NodeProcess("excavator_sim.soil.soil_node",
                        ["--ros-args", "--params-file", str(REPO / "config" / "soil.yaml")],
                        log_dir=logs)
     yield sim, soil

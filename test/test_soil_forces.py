@@ -8,13 +8,13 @@ import numpy as np
 import pytest
 
 from excavator_kinematics.geometry import default_geometry
-from excavator_sim.bucket_prism import BucketPose, BucketPrism
-from excavator_sim.earthmoving import fee_blade_force
-from excavator_sim.soil_config import load_soil_config
-from excavator_sim.soil_errors import SoilInputError
-from excavator_sim.soil_forces import DiMaioForceModel
-from excavator_sim.soil_scenarios import pitch_for_attack, pose_for_tip, run_cut
-from excavator_sim.terrain import Terrain
+from excavator_sim.soil.bucket_prism import BucketPose, BucketPrism
+from excavator_sim.soil.config import load_soil_config
+from excavator_sim.soil.earthmoving import fee_blade_force
+from excavator_sim.soil.errors import SoilInputError
+from excavator_sim.soil.forces import DiMaioForceModel
+from excavator_sim.soil.scenarios import pitch_for_attack, pose_for_tip, run_cut
+from excavator_sim.soil.terrain import Terrain
 
 BUCKET = BucketPrism.from_geometry(default_geometry())
 CONFIG = load_soil_config()  # preset hard_dry_earth
@@ -113,7 +113,7 @@ def test_fee_and_dimaio_agree_in_order_of_magnitude_on_a_flat_cut() -> None:
 def test_fee_reproduces_rankine_passive_pressure() -> None:
     """Vertical smooth wall, cohesionless soil: N_gamma = Kp / 2 = (1 + sin phi)/(2(1 - sin
     phi)) and the failure plane at 45 - phi/2 from the horizontal... of the wedge."""
-    from excavator_sim.earthmoving import FeeSoil
+    from excavator_sim.soil.earthmoving import FeeSoil
 
     phi = math.radians(30.0)
     soil = FeeSoil(1000.0, 0.0, 0.0, phi, 0.0)

@@ -14,8 +14,8 @@ from std_msgs.msg import Float64, Float64MultiArray
 from visualization_msgs.msg import Marker
 
 from excavator_kinematics.geometry import default_geometry
-from excavator_sim.bucket_prism import BucketPose, BucketPrism
-from excavator_sim.soil_scenarios import cut_tip_path, pitch_for_attack, pose_for_tip
+from excavator_sim.soil.bucket_prism import BucketPose, BucketPrism
+from excavator_sim.soil.scenarios import cut_tip_path, pitch_for_attack, pose_for_tip
 
 BUCKET = BucketPrism.from_geometry(default_geometry())
 ARGS = ["--ros-args", "-p", "terrain.size_x_m:=8.0", "-p", "terrain.size_y_m:=6.0",
@@ -24,7 +24,7 @@ ARGS = ["--ros-args", "-p", "terrain.size_x_m:=8.0", "-p", "terrain.size_y_m:=6.
 
 @pytest.fixture(scope="module")
 def soil_process(tmp_path_factory: pytest.TempPathFactory):
-    proc = NodeProcess("excavator_sim.soil_node", ARGS,
+    proc = NodeProcess("excavator_sim.soil.soil_node", ARGS,
                        log_dir=tmp_path_factory.mktemp("soil_node"))
     yield proc
     code = proc.stop()

@@ -10,10 +10,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from excavator_kinematics.geometry import default_geometry
-from excavator_sim.bucket_prism import BucketPose, BucketPrism
-from excavator_sim.soil_config import load_soil_config
-from excavator_sim.soil_errors import OutsideGridError, SoilConfigError, SoilInputError
-from excavator_sim.soil_scenarios import (
+from excavator_sim.soil.bucket_prism import BucketPose, BucketPrism
+from excavator_sim.soil.config import load_soil_config
+from excavator_sim.soil.errors import OutsideGridError, SoilConfigError, SoilInputError
+from excavator_sim.soil.scenarios import (
     REFERENCE_BUCKET,
     REFERENCE_GRID,
     best_carry_pitch,
@@ -21,7 +21,7 @@ from excavator_sim.soil_scenarios import (
     pose_for_tip,
     reference_scoop_poses,
 )
-from excavator_sim.terrain import Terrain, TerrainConfig, bucket_capacity_m2
+from excavator_sim.soil.terrain import Terrain, TerrainConfig, bucket_capacity_m2
 
 BUCKET = BucketPrism.from_geometry(default_geometry())
 SMALL = TerrainConfig(size_x_m=8.0, size_y_m=8.0, cell_xy_m=0.05, cell_z_m=0.01)
@@ -98,7 +98,7 @@ def test_swing_90_deg_at_half_rad_per_s_keeps_99_percent_of_a_full_bucket() -> N
 def test_vertical_back_wall_holds_its_soil_at_rest() -> None:
     """The reference bucket's back J-B is vertical: held still in the ground, neither the load
     nor the terrain pressing on the wall from outside may creep into or out of the bucket."""
-    from excavator_sim import terrain_kernels as kern
+    from excavator_sim.soil import terrain_kernels as kern
 
     terrain = Terrain(REFERENCE_GRID, REFERENCE_BUCKET)
     poses = reference_scoop_poses(2000)
@@ -117,7 +117,7 @@ def test_vertical_back_wall_holds_its_soil_at_rest() -> None:
     c = REFERENCE_GRID
     zlo = np.empty((c.nx, c.ny))
     zhi = np.empty_like(zlo)
-    from excavator_sim.terrain import _EDGES, _FACE_SIZES, _FACES
+    from excavator_sim.soil.terrain import _EDGES, _FACE_SIZES, _FACES
 
     kern.column_extents(corners, _FACES, _FACE_SIZES, _EDGES, c.x0, c.y0, c.cell_xy_m, 0, 0,
                         zlo, zhi)
@@ -160,8 +160,8 @@ def test_capacity_of_a_level_bucket_is_its_volume_and_zero_upside_down() -> None
        st.floats(-math.pi, math.pi), st.floats(-math.pi, math.pi))
 def test_column_extents_contain_every_point_of_the_prism(x: float, y: float, z: float,
                                                          pitch: float, yaw: float) -> None:
-    from excavator_sim import terrain_kernels as kern
-    from excavator_sim.terrain import _EDGES, _FACE_SIZES, _FACES
+    from excavator_sim.soil import terrain_kernels as kern
+    from excavator_sim.soil.terrain import _EDGES, _FACE_SIZES, _FACES
 
     c = SMALL
     corners = BUCKET.corners(BucketPose(x, y, z, pitch, yaw))

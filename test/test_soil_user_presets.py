@@ -18,10 +18,10 @@ from std_msgs.msg import Float64
 
 from excavator_kinematics.geometry import default_geometry
 from excavator_kinematics.paths import config_file
-from excavator_sim.bucket_prism import BucketPose, BucketPrism
-from excavator_sim.soil_config import load_soil_config
-from excavator_sim.soil_errors import SoilConfigError
-from excavator_sim.soil_scenarios import cut_tip_path, pitch_for_attack, pose_for_tip
+from excavator_sim.soil.bucket_prism import BucketPose, BucketPrism
+from excavator_sim.soil.config import load_soil_config
+from excavator_sim.soil.errors import SoilConfigError
+from excavator_sim.soil.scenarios import cut_tip_path, pitch_for_attack, pose_for_tip
 
 BUCKET = BucketPrism.from_geometry(default_geometry())
 DENSITY = 2345.0  # [kg/m^3] of the user's preset: no shipped preset has it
@@ -89,7 +89,7 @@ def test_soil_node_runs_on_a_preset_defined_only_in_the_params_file(tmp_path: Pa
         "terrain": {"size_x_m": 8.0, "size_y_m": 6.0, "centre_x_m": 4.0},
         "presets": {"test_gravel": gravel},
     })
-    proc = NodeProcess("excavator_sim.soil_node", ["--ros-args", "--params-file", str(path)],
+    proc = NodeProcess("excavator_sim.soil.soil_node", ["--ros-args", "--params-file", str(path)],
                        log_dir=tmp_path)
     probe = RosTestNode("soil_user_preset_probe")
     try:
@@ -147,7 +147,7 @@ def test_soil_node_runs_on_a_preset_defined_only_in_the_params_file(tmp_path: Pa
 def test_a_broken_user_preset_stops_soil_node_naming_the_parameter(
         tmp_path: Path, preset: dict[str, Any], expected: list[str]) -> None:
     path = _params_file(tmp_path / "my_soil.yaml", {"presets": preset})
-    proc = NodeProcess("excavator_sim.soil_node", ["--ros-args", "--params-file", str(path)],
+    proc = NodeProcess("excavator_sim.soil.soil_node", ["--ros-args", "--params-file", str(path)],
                        log_dir=tmp_path)
     proc.proc.wait(30)
     log = proc.log()

@@ -11,9 +11,9 @@ import pytest
 import snap7
 from helpers import NodeProcess, free_port, wait_for
 
+from excavator_hil.hil_harness import HilRig
 from plc_bridge import redis_keys as keys
 from plc_bridge.config import load_config
-from plc_bridge.hil_harness import HilRig
 from plc_bridge.virtual_plc_control import ControlClient
 
 

@@ -31,7 +31,7 @@ Publishes
 Parameters: ``config/soil.yaml`` (every key declared with its unit and range), plus the keys of
 every preset defined only in the node's parameter overrides (``--params-file``, ``-p``):
 ``presets.<name>.*`` there is a preset that ``preset`` can select. Every preset must be complete
-and in range (``excavator_sim.soil_config``: the ranges and messages); otherwise the node exits
+and in range (``excavator_sim.soil.config``: the ranges and messages); otherwise the node exits
 with code 2 naming the parameter, its range and the fix.
 """
 
@@ -58,17 +58,17 @@ from excavator_kinematics.ros_runtime import (
     run_node,
     warn_unknown_parameters,
 )
-from excavator_sim.bucket_prism import BucketPose, BucketPrism
-from excavator_sim.soil_config import (
+from excavator_sim.soil.bucket_prism import BucketPose, BucketPrism
+from excavator_sim.soil.config import (
     check_parameter,
     is_parameter,
     parameters_from_yaml,
     soil_config_from_parameters,
     spec_for,
 )
-from excavator_sim.soil_errors import OutsideGridError, SoilConfigError, SoilError
-from excavator_sim.soil_forces import DiMaioForceModel
-from excavator_sim.terrain import Box, Terrain
+from excavator_sim.soil.errors import OutsideGridError, SoilConfigError, SoilError
+from excavator_sim.soil.forces import DiMaioForceModel
+from excavator_sim.soil.terrain import Box, Terrain
 
 WORLD = "world"
 MARKER_MAX_NODES = 96  # per side: the RViz mesh stays < 60k vertices

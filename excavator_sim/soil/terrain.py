@@ -24,9 +24,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from excavator_sim import terrain_kernels as kern
-from excavator_sim.bucket_prism import EDGES, FACES, BucketPose, BucketPrism
-from excavator_sim.soil_errors import OutsideGridError, SoilConfigError, SoilInputError
+from excavator_sim.soil import terrain_kernels as kern
+from excavator_sim.soil.bucket_prism import EDGES, FACES, BucketPose, BucketPrism
+from excavator_sim.soil.errors import OutsideGridError, SoilConfigError, SoilInputError
 
 _FACES = np.array([f + (-1,) * (4 - len(f)) for f in FACES], dtype=np.int64)
 _FACE_SIZES = np.array([len(f) for f in FACES], dtype=np.int64)

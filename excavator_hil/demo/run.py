@@ -18,90 +18,19 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
 import os
-import sys
 import threading
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from excavator_sim.local_services import LocalRedisServer, ManagedProcess, free_port, wait_for
+from excavator_hil.demo.options import DemoOptions
+from excavator_hil.demo.summary import DemoSummary
+from excavator_hil.local_services import LocalRedisServer, ManagedProcess, free_port, wait_for
 
 RECORDED_TOPICS = ("joint_states", "joint_command", "target_pose", "bucket_pose", "soil/wrench",
                    "soil/bucket_load", "plc/wheel_states", "odom")
-
-
-@dataclass
-class DemoOptions:
-    output_dir: Path = Path("output")
-    quick: bool = False  # CI: a shorter drive and faster legs, same stack
-    time_scale: float = 1.0  # stretches every leg of the dig cycle
-    drive_distance_m: float = 1.0  # tracks: drive forward this far before digging
-    drive_speed_m_s: float = 0.5
-    startup_timeout_s: float = 90.0
-
-
-@dataclass
-class DemoSummary:
-    soil_moved_m3: float = 0.0
-    peak_bucket_load_m3: float = 0.0
-    peak_soil_force_n: float = 0.0
-    track_distance_m: float = 0.0
-    sim_time_s: float = 0.0
-    wall_time_s: float = 0.0
-    real_time_factor: float = 0.0
-    bridge_latency_p50_ms: float = math.nan
-    bridge_latency_p99_ms: float = math.nan
-    bridge_cycles: int = 0
-    bridge_overruns: int = 0
-    rejected_targets: int = 0
-    phases: list[str] = field(default_factory=list)
-    outputs: dict[str, str] = field(default_factory=dict)
-
-    def text(self) -> str:
-        lines = [
-            "dig cycle summary",
-            f"  soil moved (dumped)     {self.soil_moved_m3:8.3f} m^3  "
-            f"(peak bucket load {self.peak_bucket_load_m3:.3f} m^3)",
-            f"  peak soil force         {self.peak_soil_force_n / 1000:8.1f} kN",
-            f"  tracks travelled        {self.track_distance_m:8.2f} m  (Redis -> plc_bridge -> "
-            "virtual PLC -> simulated tracks)",
-            f"  simulated time          {self.sim_time_s:8.1f} s in {self.wall_time_s:.1f} s wall "
-            f"(real-time factor {self.real_time_factor:.2f})",
-            f"  bridge latency Redis->PLC  p50 {self.bridge_latency_p50_ms:.2f} ms, "
-            f"p99 {self.bridge_latency_p99_ms:.2f} ms ({self.bridge_cycles} cycles, "
-            f"{self.bridge_overruns} overruns)",
-            f"  rejected IK targets     {self.rejected_targets:8d}",
-        ]
-        lines += [f"  {name:<24}{path}" for name, path in self.outputs.items()]
-        return "\n".join(lines)
-
-
-class Progress:
-    """One line that redraws itself on a terminal, one line per phase otherwise (CI logs)."""
-
-    def __init__(self, total_s: float, stream: Any = sys.stdout):
-        self.total = max(total_s, 1e-9)
-        self.stream = stream
-        self.tty = bool(getattr(stream, "isatty", lambda: False)())
-        self._last_phase = ""
-
-    def update(self, t: float, phase: str, detail: str = "") -> None:
-        frac = min(max(t / self.total, 0.0), 1.0)
-        if self.tty:
-            bar = "#" * int(frac * 30)
-            self.stream.write(f"\r[{bar:<30}] {frac * 100:5.1f}% {phase:<10} {detail:<40}")
-            self.stream.flush()
-        elif phase != self._last_phase:
-            self.stream.write(f"[{frac * 100:5.1f}%] {phase} {detail}\n")
-            self.stream.flush()
-        self._last_phase = phase
-
-    def done(self) -> None:
-        if self.tty:
-            self.stream.write("\n")
 
 
 def _ros_environment() -> None:
@@ -145,14 +74,14 @@ class DemoStack:
                     [*ros, "-p", "real_time_factor:=1.0", "-p", "terrain.contact:=false",
                      "-p", "use_sim_time:=true",
                      "-r", "track_command:=plc/wheel_states"])
-        self._start("soil_node", "excavator_sim.soil_node", ros)
+        self._start("soil_node", "excavator_sim.soil.soil_node", ros)
         self._start("ik_node", "excavator_kinematics.ik_node", ros)
         bag = self.options.output_dir / "dig_bag"
         if bag.exists():
             import shutil
 
             shutil.rmtree(bag)
-        self._start("bag_record", "excavator_sim.cli",
+        self._start("bag_record", "excavator_hil.cli",
                     ["bag", "record", *RECORDED_TOPICS, "-o", str(bag)])
 
     def check_alive(self) -> None:
@@ -173,7 +102,7 @@ def run_demo(options: DemoOptions) -> DemoSummary:
     _ros_environment()
     import rclpy
 
-    from excavator_sim.demo_operator import DemoOperator
+    from excavator_hil.demo.operator import DemoOperator
 
     options.output_dir.mkdir(parents=True, exist_ok=True)
     stack = DemoStack(options)

@@ -5,7 +5,7 @@
   angles) and with the terrain coupled (the bucket fills; its load weighs).
 - ``write_trench_plot``: the terrain after a dig-swing-dump cycle (shaded height map).
 
-CLI: ``python -m excavator_sim.soil_plots --out-dir docs/img [--preset NAME]``.
+CLI: ``python -m excavator_hil.soil_plots --out-dir docs/img [--preset NAME]``.
 """
 
 from __future__ import annotations
@@ -20,10 +20,10 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from excavator_kinematics.geometry import default_geometry
-from excavator_sim.bucket_prism import BucketPrism
-from excavator_sim.soil_config import SoilConfig, load_soil_config
-from excavator_sim.soil_scenarios import dig_swing_dump, run_cut
-from excavator_sim.terrain import Terrain
+from excavator_sim.soil.bucket_prism import BucketPrism
+from excavator_sim.soil.config import SoilConfig, load_soil_config
+from excavator_sim.soil.scenarios import dig_swing_dump, run_cut
+from excavator_sim.soil.terrain import Terrain
 
 
 def write_force_plot(path: str | Path, config: SoilConfig | None = None,

@@ -24,13 +24,15 @@ from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64, Float64MultiArray
 
+from excavator_hil.demo.dig_cycle import DigCyclePlan, default_dig_cycle
+from excavator_hil.demo.options import DemoOptions
+from excavator_hil.demo.progress import Progress
+from excavator_hil.demo.summary import DemoSummary
+from excavator_hil.hil_harness import Heartbeat
 from excavator_kinematics.bucket_orientation import bucket_quaternion
 from excavator_kinematics.geometry import default_geometry
 from excavator_kinematics.inverse_kinematics import ACTIVE_JOINTS, InverseKinematics
-from excavator_sim.demo import DemoOptions, DemoSummary, Progress
-from excavator_sim.dig_cycle import DigCyclePlan, default_dig_cycle
 from plc_bridge import redis_keys as keys
-from plc_bridge.hil_harness import Heartbeat
 from plc_bridge.virtual_plc_control import ControlClient
 
 TARGET_PERIOD_S = 0.05  # IK targets at 20 Hz
@@ -285,8 +287,8 @@ class DemoOperator(Node):
     def render_final(self, path: Path) -> None:
         """Render the machine in its last reported pose on the dug terrain (a MuJoCo model built
         in this process from the same geometry, the soil node's terrain patches applied)."""
+        from excavator_hil.render import render_png
         from excavator_sim.heightfield import flat_to_patch
-        from excavator_sim.render import render_png
         from excavator_sim.sim_config import load_sim_config
         from excavator_sim.simulation import ExcavatorSimulation
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 
-from excavator_sim.bag_io import BagError, BagWriter, TopicQos
+from excavator_hil.bags.io import BagError, BagWriter, TopicQos
 
 
 def message_class(msgtype: str) -> type:

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from excavator_sim.soil_errors import SoilInputError
+from excavator_sim.soil.errors import SoilInputError
 
 GRAVITY_M_S2 = 9.81
 

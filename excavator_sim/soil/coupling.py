@@ -16,10 +16,10 @@ from typing import Any
 
 import numpy as np
 
-from excavator_sim.bucket_prism import BucketPose, BucketPrism
-from excavator_sim.soil_config import SoilConfig
-from excavator_sim.soil_forces import DiMaioForceModel, ForceResult
-from excavator_sim.terrain import Terrain, TerrainUpdate
+from excavator_sim.soil.bucket_prism import BucketPose, BucketPrism
+from excavator_sim.soil.config import SoilConfig
+from excavator_sim.soil.forces import DiMaioForceModel, ForceResult
+from excavator_sim.soil.terrain import Terrain, TerrainUpdate
 
 
 @dataclass

@@ -13,10 +13,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from excavator_sim.bucket_prism import BucketPose, BucketPrism
-from excavator_sim.earthmoving import FeeSoil, fee_blade_force
-from excavator_sim.soil_forces import DiMaioForceModel, DiMaioParams
-from excavator_sim.terrain import Terrain, TerrainConfig, bucket_capacity_m2
+from excavator_sim.soil.bucket_prism import BucketPose, BucketPrism
+from excavator_sim.soil.earthmoving import FeeSoil, fee_blade_force
+from excavator_sim.soil.forces import DiMaioForceModel, DiMaioParams
+from excavator_sim.soil.terrain import Terrain, TerrainConfig, bucket_capacity_m2
 
 # --- the reference scoop (design/soil.md) -------------------------------------------------
 REFERENCE_GRID = TerrainConfig(size_x_m=8.0, size_y_m=8.0, cell_xy_m=0.05, cell_z_m=0.01,

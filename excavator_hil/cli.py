@@ -72,7 +72,7 @@ def _positive_float(text: str) -> float:
 
 
 def _cmd_bag_record(args: argparse.Namespace) -> int:
-    from excavator_sim.bag_recorder import record
+    from excavator_hil.bags.recorder import record
 
     topics = None if args.all else args.topics
     if topics is None and not args.all:
@@ -82,7 +82,7 @@ def _cmd_bag_record(args: argparse.Namespace) -> int:
 
 
 def _cmd_bag_play(args: argparse.Namespace) -> int:
-    from excavator_sim.bag_player import play
+    from excavator_hil.bags.player import play
 
     return play(args.bag, args.topics, args.rate, args.loop, args.clock, args.wait_for_subscribers)
 
@@ -152,10 +152,10 @@ def _module_main(module: str) -> Callable[[argparse.Namespace], int]:
 
 # Sub-commands implemented elsewhere: they parse their own arguments (see their --help).
 PASS_THROUGH: dict[str, Callable[[argparse.Namespace], int]] = {
-    "demo": _module_main("excavator_sim.demo"),
-    "render": _module_main("excavator_sim.render"),
+    "demo": _module_main("excavator_hil.demo.run"),
+    "render": _module_main("excavator_hil.render"),
     "urdf": _module_main("excavator_sim.urdf"),
-    "soil-plots": _module_main("excavator_sim.soil_plots"),
+    "soil-plots": _module_main("excavator_hil.soil_plots"),
     "plc-db-source": _module_main("plc_bridge.scl_export"),
     "bridge": _module_main("plc_bridge.bridge_cli"),
     "virtual-plc": _module_main("plc_bridge.virtual_plc_cli"),

@@ -20,10 +20,10 @@ import yaml
 
 from excavator_kinematics.parameter_files import flatten
 from excavator_kinematics.paths import config_file
-from excavator_sim.earthmoving import FeeSoil
-from excavator_sim.soil_errors import SoilConfigError
-from excavator_sim.soil_forces import DiMaioParams
-from excavator_sim.terrain import TerrainConfig
+from excavator_sim.soil.earthmoving import FeeSoil
+from excavator_sim.soil.errors import SoilConfigError
+from excavator_sim.soil.forces import DiMaioParams
+from excavator_sim.soil.terrain import TerrainConfig
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from excavator_sim.soil_errors import SoilInputError
+from excavator_sim.soil.errors import SoilInputError
 
 
 @dataclass(frozen=True)

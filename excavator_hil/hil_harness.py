@@ -15,7 +15,7 @@ from typing import Any
 
 import redis
 
-from excavator_sim.local_services import free_port, wait_for
+from excavator_hil.local_services import free_port, wait_for
 from plc_bridge import redis_keys as keys
 from plc_bridge.bridge_core import BridgeCore
 from plc_bridge.config import BridgeConfig, load_config

@@ -2,7 +2,7 @@
 
 ``MUJOCO_GL`` must be set before ``mujoco`` is first imported, so this module sets it (unless the
 caller chose a backend already) and should be imported before anything else that imports
-mujoco when used as a script: ``python -m excavator_sim.render out.png``.
+mujoco when used as a script: ``python -m excavator_hil.render out.png``.
 """
 
 from __future__ import annotations

@@ -38,8 +38,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from excavator_sim.bucket_prism import BucketPose, BucketPrism
-from excavator_sim.soil_errors import SoilInputError
+from excavator_sim.soil.bucket_prism import BucketPose, BucketPrism
+from excavator_sim.soil.errors import SoilInputError
 
 GRAVITY_M_S2 = 9.81
 SurfaceFn = Callable[[np.ndarray, np.ndarray], np.ndarray]  # world x, y [m] -> height [m]

@@ -17,8 +17,8 @@ from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from rosgraph_msgs.msg import Clock
 
-from excavator_sim.bag_io import BagContents, iter_schedule, read_bag, sleep_until
-from excavator_sim.bag_recorder import message_class
+from excavator_hil.bags.io import BagContents, iter_schedule, read_bag, sleep_until
+from excavator_hil.bags.recorder import message_class
 
 
 class BagPlayer(Node):
@@ -107,8 +107,8 @@ def play(bag: str, topics: Sequence[str] | None, rate: float, loop: bool, clock:
          wait_for_subscribers_s: float) -> int:
     import rclpy
 
+    from excavator_hil.bags.io import BagError
     from excavator_kinematics.ros_runtime import shutdown_quietly
-    from excavator_sim.bag_io import BagError
 
     try:
         contents = read_bag(bag, [t if t.startswith("/") else f"/{t}" for t in topics]

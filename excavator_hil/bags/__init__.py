@@ -1,0 +1,1 @@
+"""Bag record and replay (rosbag2 format through the ``rosbags`` library)."""

@@ -1,0 +1,1 @@
+"""The headless dig-cycle demo: the process stack, the operator, the dig cycle, the summary."""

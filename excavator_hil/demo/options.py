@@ -1,0 +1,16 @@
+"""What a demo run is asked to do: output folder, quick mode, leg timing, drive distance."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass
+class DemoOptions:
+    output_dir: Path = Path("output")
+    quick: bool = False  # CI: a shorter drive and faster legs, same stack
+    time_scale: float = 1.0  # stretches every leg of the dig cycle
+    drive_distance_m: float = 1.0  # tracks: drive forward this far before digging
+    drive_speed_m_s: float = 0.5
+    startup_timeout_s: float = 90.0
