@@ -44,6 +44,10 @@ def run_node(factory: Callable[[], N], args: Sequence[str] | None = None,
     except ConfigError as exc:
         print(f"[FATAL] invalid configuration: {exc}", file=sys.stderr, flush=True)
         code = 2
+    except Exception:
+        if rclpy.ok():
+            raise
+        # Ctrl-C shut the context down while a callback ran (its publish failed): no error.
     finally:
         shutdown_quietly(node, (lambda: cleanup(node)) if cleanup and node else None)
     return code

@@ -114,8 +114,8 @@ INCLUDED = ("sim.launch.py", "bridge.launch.py")
 NOT_FORWARDED: dict[str, str] = {}
 # (included file, argument) -> why excavator.launch.py's default differs from that file's.
 OTHER_DEFAULTS = {
-    ("sim.launch.py", "rviz"): "the whole stack is the interactive entry point; the simulator "
-                               "alone is also run headless",
+    ("sim.launch.py", "track_command"): "the whole stack drives the simulated tracks with the "
+                                        "PLC's measured track speeds (plc/wheel_states)",
     ("bridge.launch.py", "use_sim_time"): "with the simulator there is a /clock to follow; the "
                                           "bridge alone (real machine) has none",
     ("bridge.launch.py", "virtual_plc"): "the whole stack runs without hardware by default",
