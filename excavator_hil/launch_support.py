@@ -25,7 +25,7 @@ def rviz_installed() -> bool:
         return False
     try:
         prefix = get_package_prefix("rviz2")
-    except (PackageNotFoundError, ValueError):
+    except (PackageNotFoundError, ValueError, OSError):  # OSError: no AMENT_PREFIX_PATH
         return False
     return os.access(Path(prefix) / "lib" / "rviz2" / "rviz2", os.X_OK)
 

@@ -33,6 +33,9 @@ def run_node(factory: Callable[[], N], args: Sequence[str] | None = None,
     ``ros2 launch`` sends SIGINT twice on Ctrl-C: SIGINT is ignored while cleaning up so the
     second one cannot interrupt it. A configuration error exits with code 2 and its message.
     """
+    # The first SIGINT interrupts (KeyboardInterrupt) and ignores every later one at once, so
+    # the second of ros2 launch's pair cannot land in the cleanup (rclpy's handler chains here).
+    signal.signal(signal.SIGINT, _interrupt_once)
     rclpy.init(args=args)
     node: N | None = None
     code = 0
@@ -51,6 +54,11 @@ def run_node(factory: Callable[[], N], args: Sequence[str] | None = None,
     finally:
         shutdown_quietly(node, (lambda: cleanup(node)) if cleanup and node else None)
     return code
+
+
+def _interrupt_once(signum: int, frame: object) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    raise KeyboardInterrupt
 
 
 def shutdown_quietly(node: Node | None, cleanup: Callable[[], None] | None = None) -> None:
