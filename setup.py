@@ -17,7 +17,6 @@ setup(
         (f"share/{PACKAGE}/launch", glob("launch/*.launch.py")),
         (f"share/{PACKAGE}/config", glob("config/*.yaml")),
         (f"share/{PACKAGE}/rviz", glob("rviz/*.rviz")),
-        (f"share/{PACKAGE}/urdf", glob("urdf/*.urdf")),
     ],
     # Versions are pinned in requirements.txt only; a ROS 2 install resolves package.xml instead.
     install_requires=["setuptools", "numpy", "scipy", "pyyaml"],

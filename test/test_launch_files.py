@@ -229,3 +229,51 @@ def test_urdf_the_launch_file_passes_to_robot_state_publisher_parses() -> None:
     root = ET.fromstring(generate_urdf())
     joints = {j.get("name") for j in root.iter("joint")}
     assert {"swing", "boom", "arm", "bucket"} <= joints
+
+
+def _shared(name: str) -> Path | None:
+    """``../shared/<name>`` beside the checkout (or beside its worktree folder)."""
+    for base in (REPO.parent, REPO.parent.parent):
+        if (base / "shared" / name).is_dir():
+            return base / "shared" / name
+    return None
+
+
+LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def rosdep_keys() -> dict[str, str]:
+    """Every dependency of package.xml -> its tag."""
+    root = ET.parse(REPO / "package.xml").getroot()
+    return {e.text: e.tag for e in root if e.tag.endswith("depend")}
+
+
+def test_every_package_xml_dependency_has_a_rosdep_rule() -> None:
+    """What ``rosdep install --from-paths .`` resolves: each key is a system rule of rosdistro's
+    rosdep/base.yaml or python.yaml, or a package of the Kilted distribution (checked against
+    ../shared/rosdep-offline, a copy of ros/rosdistro)."""
+    offline = _shared("rosdep-offline")
+    if offline is None:
+        pytest.skip("../shared/rosdep-offline (rosdistro's rosdep rules) is not here")
+    rules: dict = {}
+    for name in ("base.yaml", "python.yaml"):
+        rules |= yaml.load((offline / "rosdep" / name).read_text(), Loader=LOADER)
+    distro = yaml.load((offline / "kilted" / "distribution.yaml").read_text(), Loader=LOADER)
+    ros_packages: set[str] = set()
+    for name, repo in distro["repositories"].items():
+        if "release" in repo:  # a repository's packages, or the one named like it
+            ros_packages |= set(repo["release"].get("packages") or [name])
+    missing = sorted(k for k in rosdep_keys() if k not in rules and k not in ros_packages)
+    assert missing == [], f"no rosdep rule for {missing}"
+    assert "ament_python" not in rosdep_keys()
+    for pip_only in ("python3-mujoco-pip", "python3-python-snap7-pip", "python3-rosbags-pip"):
+        assert pip_only in rosdep_keys()
+
+
+def test_share_layout_of_ament_register_matches_setup_py() -> None:
+    """``excavator-hil ament-register`` installs what setup.py's data_files install."""
+    from excavator_hil.ament_register import SHARE_LAYOUT
+
+    patterns = {p for p in installed_patterns() if not p.startswith("resource")}
+    assert patterns == {p for ps in SHARE_LAYOUT.values() for p in ps}
+    assert not (REPO / "urdf").exists() or any((REPO / "urdf").iterdir())
