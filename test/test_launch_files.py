@@ -277,3 +277,34 @@ def test_share_layout_of_ament_register_matches_setup_py() -> None:
     patterns = {p for p in installed_patterns() if not p.startswith("resource")}
     assert patterns == {p for ps in SHARE_LAYOUT.values() for p in ps}
     assert not (REPO / "urdf").exists() or any((REPO / "urdf").iterdir())
+
+
+def test_ament_register_makes_the_pip_install_an_ament_package(tmp_path: Path) -> None:
+    """``excavator-hil ament-register --prefix P``: the ament index finds the package in P, its
+    share files are the checkout's, ``P/lib/excavator_hil/<exe>`` run; ``--remove`` undoes it."""
+    import os
+    import subprocess
+    import sys
+
+    prefix = tmp_path / "prefix"
+    cli = [sys.executable, "-m", "excavator_hil.cli", "ament-register", "--prefix", str(prefix)]
+    out = subprocess.run(cli, capture_output=True, text=True, timeout=120, check=True).stdout
+    assert "registered excavator_hil" in out and "AMENT_PREFIX_PATH" in out
+    env = {**os.environ, "AMENT_PREFIX_PATH": str(prefix)}
+    found = subprocess.run(
+        [sys.executable, "-c", "from ament_index_python.packages import "
+         "get_package_share_directory as g; print(g('excavator_hil'))"],
+        env=env, capture_output=True, text=True, timeout=60, check=True).stdout.strip()
+    share = prefix / "share" / "excavator_hil"
+    assert found == str(share)
+    for rel in ("package.xml", "launch/excavator.launch.py", "config/plc.yaml",
+                "rviz/excavator.rviz"):
+        assert (share / rel).resolve() == (REPO / rel).resolve(), rel
+    exes = {p.name for p in (prefix / "lib" / "excavator_hil").iterdir()}
+    assert exes == console_scripts()
+    run = subprocess.run([str(prefix / "lib" / "excavator_hil" / "virtual_plc"), "--help"],
+                         capture_output=True, text=True, timeout=60, check=False)
+    assert run.returncode == 0 and "--port" in run.stdout, run.stderr
+    subprocess.run([*cli, "--remove"], capture_output=True, timeout=60, check=True)
+    assert not share.exists() and not (prefix / "lib" / "excavator_hil").exists()
+    assert not (prefix / "share/ament_index/resource_index/packages/excavator_hil").exists()
