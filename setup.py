@@ -31,7 +31,6 @@ setup(
     description="Hydraulic excavator simulation (MuJoCo) with closed-form kinematics, soil "
     "interaction and a Redis <-> Siemens S7 PLC bridge for hardware-in-the-loop.",
     license="Apache-2.0",
-    tests_require=["pytest"],
     entry_points={
         "console_scripts": [
             "ik_node = excavator_kinematics.ik_node:main",

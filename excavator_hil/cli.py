@@ -78,7 +78,8 @@ def _cmd_bag_record(args: argparse.Namespace) -> int:
     if topics is None and not args.all:
         print("error: name the topics to record, or pass --all")
         return 2
-    return record(args.output, topics, args.storage, args.duration, args.max_messages)
+    return record(args.output, topics, args.storage, args.duration, args.max_messages,
+                  args.use_sim_time)
 
 
 def _cmd_bag_play(args: argparse.Namespace) -> int:
@@ -128,6 +129,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="stop after this many seconds [s] (0: until Ctrl-C)")
     rec.add_argument("--max-messages", type=int, default=0,
                      help="stop after this many messages (0: no limit)")
+    rec.add_argument("--use-sim-time", action="store_true",
+                     help="stamp messages with /clock (the simulation's time, as in their "
+                          "headers) instead of wall time, like ros2 bag record --use-sim-time")
     rec.set_defaults(func=_cmd_bag_record)
     ply = bag.add_parser("play", help="replay a bag into the live graph with its timing")
     ply.add_argument("bag", help="rosbag2 directory (this tool's or ros2 bag record's)")

@@ -82,7 +82,9 @@ class DemoStack:
 
             shutil.rmtree(bag)
         self._start("bag_record", "excavator_hil.cli",
-                    ["bag", "record", *RECORDED_TOPICS, "-o", str(bag)])
+                    # sim time: the bag's timestamps and /clock on replay share the header
+                    # stamps' time base
+                    ["bag", "record", *RECORDED_TOPICS, "-o", str(bag), "--use-sim-time"])
 
     def check_alive(self) -> None:
         for name, proc in self.procs.items():
