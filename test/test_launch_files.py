@@ -308,3 +308,14 @@ def test_ament_register_makes_the_pip_install_an_ament_package(tmp_path: Path) -
     subprocess.run([*cli, "--remove"], capture_output=True, timeout=60, check=True)
     assert not share.exists() and not (prefix / "lib" / "excavator_hil").exists()
     assert not (prefix / "share/ament_index/resource_index/packages/excavator_hil").exists()
+
+
+def test_rviz_config_has_the_panels_the_docs_use() -> None:
+    """docs/rviz.md sends users to the Tool Properties panel (Publish Point topic)."""
+    rviz = yaml.safe_load((REPO / "rviz" / "excavator.rviz").read_text())
+    panels = {p["Class"] for p in rviz["Panels"]}
+    assert {"rviz_common/Displays", "rviz_common/Tool Properties", "rviz_common/Views",
+            "rviz_common/Time"} <= panels
+    docs = (REPO / "docs" / "rviz.md").read_text()
+    for panel in ("Tool Properties", "Displays", "Views"):
+        assert f"*{panel}*" in docs
