@@ -33,11 +33,13 @@ setup(
     license="Apache-2.0",
     entry_points={
         "console_scripts": [
-            "ik_node = excavator_kinematics.ik_node:main",
-            "sim_node = excavator_sim.sim_node:main",
-            "soil_node = excavator_sim.soil.soil_node:main",
-            "plc_bridge = plc_bridge.bridge_node:main",
-            "virtual_plc = plc_bridge.virtual_plc_cli:main",
+            # Each runs <module>.main() with a SIGINT during the imports ending it quietly
+            # (ros2 launch's double Ctrl-C): excavator_hil/node_entry.py.
+            "ik_node = excavator_hil.node_entry:ik_node",
+            "sim_node = excavator_hil.node_entry:sim_node",
+            "soil_node = excavator_hil.node_entry:soil_node",
+            "plc_bridge = excavator_hil.node_entry:plc_bridge",
+            "virtual_plc = excavator_hil.node_entry:virtual_plc",
             "excavator-hil = excavator_hil.cli:main",
         ],
     },

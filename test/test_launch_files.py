@@ -319,3 +319,34 @@ def test_rviz_config_has_the_panels_the_docs_use() -> None:
     docs = (REPO / "docs" / "rviz.md").read_text()
     for panel in ("Tool Properties", "Displays", "Views"):
         assert f"*{panel}*" in docs
+
+
+@pytest.mark.parametrize("delay_s", [0.2, 0.7, 1.5, 3.0])
+def test_node_executable_ends_quietly_on_a_double_sigint_while_starting(
+        delay_s: float, tmp_path: Path) -> None:
+    """``ros2 launch``'s Ctrl-C (two SIGINTs) while ``sim_node`` is still importing, building
+    or running: it exits with code 0, no traceback, well before launch's 5 s SIGTERM."""
+    import contextlib
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from excavator_hil.node_entry import sim_node  # noqa: F401  (the console script's target)
+
+    script = tmp_path / "sim_node"
+    script.write_text("import sys\nfrom excavator_hil.node_entry import sim_node\n"
+                      "sys.exit(sim_node())\n")
+    proc = subprocess.Popen([sys.executable, str(script), "--ros-args", "-p",
+                             "use_sim_time:=true"], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, start_new_session=True, cwd=tmp_path)
+    time.sleep(delay_s)
+    os.killpg(proc.pid, signal.SIGINT)
+    time.sleep(0.03)
+    with contextlib.suppress(ProcessLookupError):  # already gone after the first
+        os.killpg(proc.pid, signal.SIGINT)
+    out, _ = proc.communicate(timeout=30)
+    text = out.decode(errors="replace")
+    assert proc.returncode == 0, text
+    assert "Traceback" not in text and "KeyboardInterrupt" not in text, text
