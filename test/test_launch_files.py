@@ -321,7 +321,9 @@ def test_rviz_config_has_the_panels_the_docs_use() -> None:
         assert f"*{panel}*" in docs
 
 
-@pytest.mark.parametrize("delay_s", [0.2, 0.7, 1.5, 3.0])
+# From 0.7 s: before that, under load, the SIGINT can land while the interpreter itself starts,
+# before the entry point's first line (Python's default KeyboardInterrupt; nothing to catch it).
+@pytest.mark.parametrize("delay_s", [0.7, 1.5, 3.0])
 def test_node_executable_ends_quietly_on_a_double_sigint_while_starting(
         delay_s: float, tmp_path: Path) -> None:
     """``ros2 launch``'s Ctrl-C (two SIGINTs) while ``sim_node`` is still importing, building
