@@ -9,7 +9,7 @@ installed, else to false.
 """
 
 from launch import Action, LaunchContext, LaunchDescription
-from launch.actions import DeclareLaunchArgument, GroupAction, OpaqueFunction
+from launch.actions import DeclareLaunchArgument, GroupAction, LogInfo, OpaqueFunction
 from launch.conditions import IfCondition
 from launch.substitutions import LaunchConfiguration, PathJoinSubstitution
 from launch_ros.actions import Node, PushRosNamespace
@@ -83,6 +83,10 @@ def _nodes(context: LaunchContext) -> list[Action]:
              parameters=[{"robot_description": generate_urdf()}, common],
              on_exit=required("robot_state_publisher")),
     ]
+    if not rviz and not rviz_installed():
+        nodes.append(LogInfo(msg="RViz not started: rviz2 is not installed here (on a ROS 2 "
+                                 "install: sudo apt install ros-kilted-rviz2; or open "
+                                 "rviz/excavator.rviz on another machine of the DDS graph)"))
     if rviz:  # not required: closing the RViz window leaves the simulation running
         nodes.append(Node(package="rviz2", executable="rviz2", name="rviz2", output="screen",
                           arguments=["-d", PathJoinSubstitution([share, "rviz",

@@ -168,6 +168,8 @@ def test_sim_launch_with_defaults_runs_and_ends_on_ctrl_c(
     nodes = wait_for_nodes(probe, launch, {f"/{n}" for n in SIM_NODES})
     assert nodes == {f"/{n}" for n in SIM_NODES}
     wait_for(lambda: states, 60.0, lambda: f"/joint_states; log:\n{launch.log()}")
+    if not rviz_installed(ament_prefix):
+        assert "RViz not started: rviz2 is not installed here" in launch.log()
     assert_clean_exit(launch, launch.ctrl_c())
     for name in SIM_NODES:
         assert f"[{name}-" in launch.log()
