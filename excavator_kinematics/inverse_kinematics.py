@@ -219,7 +219,7 @@ class InverseKinematics:
         the cosine of the two-link triangle (outside [-1, 1]: no triangle)."""
         g = self.geometry
         x, y, z = targets[:, 0], targets[:, 1], targets[:, 2]
-        with np.errstate(invalid="ignore"):
+        with np.errstate(invalid="ignore", over="ignore"):  # huge targets: out of reach
             rho = np.hypot(x, y) - g.B[0]
             # Wrist M in the boom plane, relative to the boom foot C.
             cp, sp = np.cos(pitch), np.sin(pitch)
