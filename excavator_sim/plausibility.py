@@ -150,11 +150,10 @@ class MachineEnvelope:
 
     def check_wrench(self, force_n: np.ndarray, torque_nm: np.ndarray) -> str | None:
         """None if the bucket wrench is plausible, else the reason (value, limit, fix)."""
-        f = float(np.linalg.norm(force_n))
-        t = float(np.linalg.norm(torque_nm))
-        if not (math.isfinite(f) and math.isfinite(t)):
+        if not (np.all(np.isfinite(force_n)) and np.all(np.isfinite(torque_nm))):
             return (f"bucket wrench force={fmt_vector(force_n)} N torque={fmt_vector(torque_nm)}"
                     " N m is not finite: send finite values")
+        f, t = safe_norm(force_n), safe_norm(torque_nm)
         if f > self.wrench_force_limit_n:
             return (f"bucket force |f| = {f:.6g} N exceeds the plausible limit "
                     f"{self.wrench_force_limit_n:.6g} N ({WRENCH_FACTOR:g} x the machine's "
@@ -174,6 +173,15 @@ def shipped_machine_envelope() -> MachineEnvelope:
     from excavator_sim.sim_config import load_sim_config
 
     return MachineEnvelope.from_machine(default_geometry(), load_sim_config().hydraulics)
+
+
+def safe_norm(values: np.ndarray | list[float] | tuple[float, ...]) -> float:
+    """Euclidean norm that does not overflow for finite input: [1e307] * 3 -> 1.73e307."""
+    a = np.abs(np.asarray(values, dtype=float).ravel())
+    m = float(a.max()) if a.size else 0.0
+    if m == 0.0 or not math.isfinite(m):
+        return m
+    return m * float(np.sqrt(np.sum((a / m) ** 2)))
 
 
 def fmt_vector(values: np.ndarray | list[float] | tuple[float, ...]) -> str:

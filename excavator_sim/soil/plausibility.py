@@ -61,6 +61,15 @@ class SoilLimits:
                 raise ValueError(f"soil plausibility limit {name} = {value!r} must be > 0")
 
 
+def _norm(values: np.ndarray) -> float:
+    """Euclidean norm without overflow for finite input (scaled by the largest element)."""
+    a = np.abs(np.asarray(values, dtype=float).ravel())
+    m = float(a.max()) if a.size else 0.0
+    if m == 0.0 or not math.isfinite(m):
+        return m
+    return m * float(np.sqrt(np.sum((a / m) ** 2)))
+
+
 def _fmt(values: np.ndarray | tuple[float, ...]) -> str:
     return "[" + ", ".join(f"{float(v):.6g}" for v in np.ravel(values)) + "]"
 
@@ -82,7 +91,7 @@ class SoilPlausibility:
         if not (np.all(np.isfinite(lin)) and np.all(np.isfinite(ang))):
             raise SoilInputError(f"bucket twist linear={_fmt(lin)} m/s angular={_fmt(ang)} "
                                  "rad/s is not finite; the last valid twist is kept")
-        v, w = float(np.linalg.norm(lin)), float(np.linalg.norm(ang))
+        v, w = _norm(lin), _norm(ang)
         lim = self.limits
         if v > lim.linear_speed_m_s:
             raise ImplausibleInputError(
@@ -123,8 +132,7 @@ class SoilPlausibility:
                 f"higher than the machine reaches ({lim.max_height_m:.6g} m); pose rejected")
 
     def check_wrench(self, force_n: np.ndarray, torque_nm: np.ndarray) -> None:
-        f = float(np.linalg.norm(force_n))
-        t = float(np.linalg.norm(torque_nm))
+        f, t = _norm(force_n), _norm(torque_nm)
         lim = self.limits
         if not (math.isfinite(f) and math.isfinite(t)):
             raise SoilInputError(f"soil wrench force={_fmt(force_n)} N torque={_fmt(torque_nm)} "

@@ -33,6 +33,7 @@ _FACE_SIZES = np.array([len(f) for f in FACES], dtype=np.int64)
 _EDGES = np.array(EDGES, dtype=np.int64)
 
 Box = tuple[int, int, int, int]  # (i0, i1, j0, j1), half-open cell index ranges
+_Z_LIMIT_UNITS = 1e12  # |bucket z| / cell_z_m beyond this would overflow the int64 heights
 
 
 @dataclass(frozen=True)
@@ -274,6 +275,12 @@ class Terrain:
                 f"{c.y0 + c.ny * c.cell_xy_m:.3f}] m; enlarge size_x_m/size_y_m in "
                 "config/soil.yaml or keep the bucket over the terrain"
             )
+        zmin, zmax = corners[:, 2].min(), corners[:, 2].max()
+        z_limit = _Z_LIMIT_UNITS * c.cell_z_m
+        if not (abs(zmin) < z_limit and abs(zmax) < z_limit):
+            raise SoilInputError(  # its height in int64 soil units would overflow
+                f"bucket z in [{zmin:.6g}, {zmax:.6g}] m is beyond the terrain's height range "
+                f"+-{z_limit:.6g} m; send the bucket pose in metres")
         i0, i1 = math.floor(fi0), math.floor(fi1) + 1
         j0, j1 = math.floor(fj0), math.floor(fj1) + 1
         return (max(i0 - margin, 0), min(i1 + margin, c.nx),
