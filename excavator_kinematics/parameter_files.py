@@ -75,6 +75,9 @@ def check_params_file(path: str | Path) -> None:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        context, start = getattr(exc, "context", None), getattr(exc, "context_mark", None)
+        if context and start is not None:  # "while parsing a flow sequence" at its start
+            problem += f" ({context.removeprefix('while ')} from line {start.line + 1})"
         raise ConfigError(f"parameter file {p} is not valid YAML{where}: {problem}") from None
     if data is None:
         return
