@@ -246,3 +246,22 @@ def test_extreme_joint_targets_are_rejected_or_in_range(sim: ExcavatorSimulation
         return
     assume(True)
     sim.set_joint_targets(before)
+
+
+def test_coupling_checks_the_simulators_bucket_like_soil_node() -> None:
+    """SoilCoupling with limits: a simulator whose bucket moves faster than the machine can (a
+    state written behind the guard's back) gets no terrain update and no wrench."""
+    import mujoco
+
+    from excavator_sim.soil.coupling import SoilCoupling
+
+    sim = ExcavatorSimulation()
+    sim.step(10)
+    sim.data.qvel[sim.model.joint("base_x").dofadr[0]] = 500.0  # [m/s]
+    mujoco.mj_forward(sim.model, sim.data)
+    coupling = SoilCoupling(CONFIG, BUCKET, LIMITS)
+    before = coupling.terrain.h.copy()
+    with pytest.raises(ImplausibleInputError, match="exceeds the plausible"):
+        coupling.step(sim)
+    assert np.array_equal(coupling.terrain.h, before)
+    assert not sim.data.xfrc_applied.any()
