@@ -223,7 +223,7 @@ class SimNode(Node):
                                        else 0.0)
         while True:
             self.sim.step(self.steps_per_publish)
-            if len(self.sim.divergences) != self._divergences_reported:
+            if self.sim.divergence_count != self._divergences_reported:
                 self.report_divergence()
             self.publish_state()
             if time.monotonic() >= deadline:
@@ -301,14 +301,15 @@ class SimNode(Node):
         """The core undid a diverged physics step (``ExcavatorSimulation.step``): ERROR on
         /diagnostics with the cause and what was dropped; the state published is the restored
         good one."""
-        new = self.sim.divergences[self._divergences_reported:]
-        self._divergences_reported = len(self.sim.divergences)
+        self._divergences_reported = self.sim.divergence_count
+        if self._divergence_in_period:
+            return  # one report per status period: a persistent fault must not flood
         self._divergence_in_period = True
-        d = new[-1]
+        d = self.sim.divergences[-1]
         message = (f"simulation diverged at t={d.time_s:.3f} s: {d.cause}; restored the last "
                    f"good state" + (f", dropped {d.dropped}" if d.dropped else ""))
         self.get_logger().error(message)
-        self.diagnostics.publish(ERROR, message, {"divergences": len(self.sim.divergences),
+        self.diagnostics.publish(ERROR, message, {"divergences": self.sim.divergence_count,
                                                   "sim_time_s": f"{self.sim.time:.3f}"})
 
     def publish_status(self) -> None:
@@ -322,7 +323,7 @@ class SimNode(Node):
                   "last_error": self.rejections.last,
                   **{f"target_{n}": f"{v:.4f}" for n, v in self.sim.targets.items()}}
         message = "running" if level == OK else f"loop residual {residual:.2e} m > 1 mm"
-        values["divergences"] = len(self.sim.divergences)
+        values["divergences"] = self.sim.divergence_count
         if self._divergence_in_period:  # stays ERROR for the status period it happened in
             self._divergence_in_period = False
             d = self.sim.divergences[-1]

@@ -15,6 +15,7 @@ Control structure (why: many MuJoCo steps per Python call, see docs/simulation.m
 from __future__ import annotations
 
 import math
+from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -167,7 +168,8 @@ class ExcavatorSimulation:
         self._qvel_limit = np.where(hinge, hinge_limit, slide_limit)
         self._good_state = np.empty(mujoco.mj_stateSize(self.model, _STATE))
         mujoco.mj_getState(self.model, self.data, self._good_state, _STATE)
-        self.divergences: list[Divergence] = []
+        self.divergences: deque[Divergence] = deque(maxlen=100)  # the latest ones
+        self.divergence_count = 0  # all of them
         self._consecutive_divergences = 0
 
     # --- properties ----------------------------------------------------------------------
@@ -265,7 +267,8 @@ class ExcavatorSimulation:
 
         After every control period the state is checked (:meth:`_check_state`); a diverged
         one is replaced by the last good state, the bucket wrench is dropped, the event is
-        appended to :attr:`divergences`, and the clock still advances by the period: simulated
+        appended to :attr:`divergences` (the latest 100; :attr:`divergence_count` counts all),
+        and the clock still advances by the period: simulated
         time never stops and never goes back."""
         remaining = int(n)
         while remaining > 0:
@@ -345,6 +348,7 @@ class ExcavatorSimulation:
         for a in self._reference:
             self._reference[a] = (float(d.qpos[self._q_adr[a]]), 0.0)
         self.divergences.append(Divergence(t_end, cause, dropped))
+        self.divergence_count += 1
 
     def _axis_targets_from_joints(self, targets: Mapping[str, float]) -> dict[str, float]:
         ext = self.linkage.extensions(targets["boom"], targets["arm"], targets["bucket"],

@@ -211,7 +211,7 @@ def test_a_diverging_step_is_undone_and_time_goes_on() -> None:
         js = sim.joint_state()
         assert np.all(np.isfinite(js.positions)) and np.all(np.isfinite(js.velocities))
     assert np.all(np.diff(times) > 0) and times[-1] == pytest.approx(0.3, abs=1e-9)
-    assert sim.divergences, "the divergence was not detected"
+    assert sim.divergence_count >= 1, "the divergence was not detected"
     assert "unstable" in sim.divergences[0].cause or "exploded" in sim.divergences[0].cause
     assert not sim.data.xfrc_applied.any()
     now = sim.joint_positions()
