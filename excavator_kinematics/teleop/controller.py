@@ -223,10 +223,9 @@ class TeleopCore:
             self._last_q = np.asarray(state.q, float).copy()
         x0 = self.hand.setpoint(hand) if hand is not None else self._last_x0
         assert x0 is not None and self._last_q is not None
-        x0_dot = (x0 - self._last_x0) / dt if self._last_x0 is not None else np.zeros(3)
         self._last_x0 = x0
         x_prev = self.impedance.x.copy()
-        x = self.impedance.step(x0, x0_dot, soil_force, dt)
+        x = self.impedance.step(x0, soil_force, dt)
         swing = float(state.q[0])
         workspace = np.zeros(3)
         try:
@@ -235,7 +234,7 @@ class TeleopCore:
             self._last_q = q_cmd
         except KinematicsError as exc:
             # The model stops at the boundary; the operator feels the spring to the set-point.
-            self.impedance.reset(x_prev, np.zeros(3))
+            self.impedance.reset(x_prev)
             workspace = self.settings.impedance.k * (x_prev - x0)
             q_cmd = self._last_q
             info_err = str(exc)

@@ -13,8 +13,8 @@ Clear behaviour at the edges, in this order:
 1. Joint limits (the stroke ends; for the bucket the upper limit is the four-bar's toggle less a
    margin, :class:`~excavator_kinematics.linkage.Linkage`): a joint that would pass its limit
    within ``horizon_s`` gets the rate that stops it exactly there (0 once it is there) and the
-   task is solved again with the other joints, in the weighted least-squares sense: the bucket
-   angle gives way before the tip's path.
+   tip's path (r, z) is solved again with the other joints, the bucket angle given up (the
+   operator sees the bucket stop, the tip keeps its line while the boom and arm can hold it).
 2. Rate limits: the joint rates are scaled by one common factor so none exceeds what its
    cylinder's flow allows and the pumps' total flow suffices (:mod:`.valves`); the tip keeps its
    direction and slows down.
@@ -89,11 +89,15 @@ class CoordinatedController:
         fixed = np.zeros(3)  # rates of locked joints: exactly what reaches the limit
         rates = np.zeros(3)
         for _ in range(4):
-            a = wj[:, free]
+            # With a joint stopped at a limit the bucket angle is given up: the remaining
+            # joints serve the tip's path (rows r, z) alone.
+            rows = slice(None) if free.all() else slice(0, 2)
+            a = wj[rows][:, free]
             rates = fixed.copy()
             if a.shape[1]:
-                rhs = wx - wj @ fixed
-                rates[free] = a.T @ np.linalg.solve(a @ a.T + (lam2 + 1e-12) * np.eye(3), rhs)
+                rhs = (wx - wj @ fixed)[rows]
+                n = a.shape[0]
+                rates[free] = a.T @ np.linalg.solve(a @ a.T + (lam2 + 1e-12) * np.eye(n), rhs)
             blocked, reach = self._blocked(q, rates)
             blocked &= free
             if not blocked.any():

@@ -9,9 +9,9 @@ Eq. (1), per task coordinate of ``X = (r, z, alpha)`` (:mod:`.jacobian`)::
 ``-F_e``. Table 1 of the paper gives the excavator's measured ``B = 5000 N s/m`` and
 ``K = 1e4..1e5 N/m`` with ``M_d`` the machine's mass (their Takeuchi TB035, ~3.5 t); it has no
 angular values (defaults in :class:`ImpedanceParams`). The model is integrated exactly for
-inputs held over a step (zero-order hold, the matrix exponential of the 2x2 system), so the
-response does not depend on the control rate; in contact the steady state is
-``X = X_0 + (F_0 - F_e) / K_d``.
+inputs held over a step (zero-order hold, the matrix exponential of the 2x2 system; see
+:class:`ImpedanceModel` for how the ``B_d s X_0`` term is kept step-invariant); in contact the
+steady state is ``X = X_0 + (F_0 - F_e) / K_d``.
 
 The soil wrench (``soil/wrench``: force and torque in ``world`` at the bucket origin M) becomes
 generalised forces on X by virtual work at the tip: ``F_r = f . e_r``, ``F_z = f . e_z``,
@@ -67,53 +67,80 @@ class ImpedanceParams:
 
 
 class ImpedanceModel:
-    """The discrete model of eq. (1): state X [m, m, rad] and its rate."""
+    """The discrete model of eq. (1): X [m, m, rad] and its rate, per axis.
+
+    ``X = (B_d s + K_d)/(M_d s^2 + B_d s + K_d) X_0 + 1/(M_d s^2 + B_d s + K_d) (F_0 - F_e)``
+    is realised as ``X = B_d xi' + K_d xi + y`` with ``M_d xi'' + B_d xi' + K_d xi = X_0`` and
+    ``M_d y'' + B_d y' + K_d y = F_0 - F_e``: the set-point enters without its derivative, so the
+    zero-order-hold discretisation is step-invariant (a set-point step is reproduced exactly at
+    the sample times, whatever the control rate)."""
 
     def __init__(self, params: ImpedanceParams, x: np.ndarray | None = None):
         self.params = params
-        self.x = np.zeros(3) if x is None else np.asarray(x, dtype=float).copy()
-        self.v = np.zeros(3)
+        self._s = np.zeros((3, 4))  # per axis: xi, xi', y, y'
+        self._x0 = np.zeros(3)
         self._cache: dict[float, tuple[np.ndarray, np.ndarray]] = {}
+        self.reset(np.zeros(3) if x is None else x)
+
+    @property
+    def x(self) -> np.ndarray:
+        """X = (r [m], z [m], alpha [rad])."""
+        p = self.params
+        return p.b * self._s[:, 1] + p.k * self._s[:, 0] + self._s[:, 2]
+
+    @property
+    def v(self) -> np.ndarray:
+        """dX/dt with the last set-point."""
+        p = self.params
+        xi_dd = (self._x0 - p.b * self._s[:, 1] - p.k * self._s[:, 0]) / p.m
+        return p.b * xi_dd + p.k * self._s[:, 1] + self._s[:, 3]
 
     def reset(self, x: np.ndarray, v: np.ndarray | None = None) -> None:
-        self.x = np.asarray(x, dtype=float).reshape(3).copy()
-        self.v = np.zeros(3) if v is None else np.asarray(v, dtype=float).reshape(3).copy()
+        """Rest at X = ``x`` (set-point there too), with rate ``v`` if given."""
+        x = np.asarray(x, dtype=float).reshape(3)
+        self._s = np.zeros((3, 4))
+        self._s[:, 0] = x / self.params.k
+        if v is not None:
+            self._s[:, 3] = np.asarray(v, dtype=float).reshape(3)
+        self._x0 = x.copy()
 
     def _discrete(self, dt: float) -> tuple[np.ndarray, np.ndarray]:
-        """Per axis: Ad (3, 2, 2), Bd (3, 2, 3) for inputs (x0, x0_dot, force)."""
+        """Per axis: Ad (3, 2, 2), Bd (3, 2) of ``m q'' + b q' + k q = u`` over ``dt``."""
         hit = self._cache.get(dt)
         if hit is not None:
             return hit
         ads, bds = [], []
         for m, b, k in zip(self.params.m, self.params.b, self.params.k, strict=True):
-            big = np.zeros((5, 5))
+            big = np.zeros((3, 3))
             big[0, 1] = 1.0
-            big[1] = [-k / m, -b / m, k / m, b / m, 1.0 / m]
+            big[1] = [-k / m, -b / m, 1.0 / m]
             e = expm(big * dt)
             ads.append(e[:2, :2])
-            bds.append(e[:2, 2:])
+            bds.append(e[:2, 2])
         out = (np.array(ads), np.array(bds))
         if len(self._cache) > 8:
             self._cache.clear()
         self._cache[dt] = out
         return out
 
-    def step(self, x0: np.ndarray, x0_dot: np.ndarray, soil_force: np.ndarray, dt: float,
+    def step(self, x0: np.ndarray, soil_force: np.ndarray, dt: float,
              commanded_force: np.ndarray | None = None) -> np.ndarray:
-        """Advance ``dt`` [s] with the set-point ``x0``, its rate, the soil's generalised force
-        on the bucket (``-F_e``) and ``F_0``, all held over the step; returns X."""
+        """Advance ``dt`` [s] with the set-point ``x0``, the soil's generalised force on the
+        bucket (``-F_e``) and ``F_0``, all held over the step; returns X."""
         if not (math.isfinite(dt) and dt > 0.0):
             raise InvalidInputError(f"impedance step dt = {dt:.6g} s must be > 0")
         f0 = np.zeros(3) if commanded_force is None else np.asarray(commanded_force, float)
-        u = np.stack([np.asarray(x0, float), np.asarray(x0_dot, float),
-                      np.asarray(soil_force, float) + f0], axis=1)  # (3 axes, 3 inputs)
-        if not np.all(np.isfinite(u)):
-            raise InvalidInputError(f"impedance inputs have NaN/inf: {u.tolist()}")
+        x0 = np.asarray(x0, float).reshape(3)
+        force = np.asarray(soil_force, float).reshape(3) + f0
+        if not (np.all(np.isfinite(x0)) and np.all(np.isfinite(force))):
+            raise InvalidInputError(f"impedance inputs have NaN/inf: set-point {x0.tolist()}, "
+                                    f"force {force.tolist()}")
         ad, bd = self._discrete(float(dt))
-        s = np.stack([self.x, self.v], axis=1)  # (3, 2)
-        s = np.einsum("aij,aj->ai", ad, s) + np.einsum("aij,aj->ai", bd, u)
-        self.x, self.v = s[:, 0].copy(), s[:, 1].copy()
-        return self.x.copy()
+        xi = np.einsum("aij,aj->ai", ad, self._s[:, :2]) + bd * x0[:, None]
+        y = np.einsum("aij,aj->ai", ad, self._s[:, 2:]) + bd * force[:, None]
+        self._s = np.concatenate([xi, y], axis=1)
+        self._x0 = x0.copy()
+        return self.x
 
     def steady_state(self, x0: np.ndarray, soil_force: np.ndarray,
                      commanded_force: np.ndarray | None = None) -> np.ndarray:

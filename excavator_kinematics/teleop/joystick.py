@@ -70,7 +70,8 @@ class JoyLayout:
         out = {}
         for k, name in enumerate(STICK_AXES):
             index = getattr(self, name)
-            out[name] = (-1.0 if self.invert[k] else 1.0) * shaping(axis(axes, index, name))
+            value = shaping(axis(axes, index, f"axes.{name}"))
+            out[name] = -value if self.invert[k] else value
         return out
 
 
