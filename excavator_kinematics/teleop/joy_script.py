@@ -77,11 +77,10 @@ def dig_script(pattern: str = "iso") -> JoyScript:
     release. ``pattern`` names which hand holds boom and arm."""
     boom, arm = ("right_y", "left_y") if pattern == "iso" else ("left_y", "right_y")
     return JoyScript([
-        Segment(1.0, {}, label="idle"),
-        Segment(2.0, {boom: 0.7, "right_x": -0.4}, label="boom down, open the bucket"),
-        Segment(2.5, {boom: 0.35, arm: -0.7}, label="penetrate and drag in"),
-        Segment(2.5, {arm: -0.6, "right_x": 0.5}, label="drag and curl"),
-        Segment(1.5, {"right_x": 0.9}, label="curl full"),
+        Segment(0.5, {}, label="idle"),
+        Segment(0.5, {boom: 0.7, "right_x": -0.4}, label="boom down into the ground, open"),
+        Segment(3.0, {arm: -0.6, boom: -0.3}, label="drag the arm in, boom up a little"),
+        Segment(1.5, {"right_x": 0.9}, label="curl the bucket full"),
         Segment(2.0, {boom: -0.8}, label="lift"),
         Segment(0.5, {}, label="release"),
     ])
