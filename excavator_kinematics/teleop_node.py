@@ -19,13 +19,16 @@ The node is silent while no operator input is live: another commander (ik_node) 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from typing import Any
 
 import numpy as np
 from geometry_msgs.msg import PoseStamped, WrenchStamped
+from rcl_interfaces.msg import SetParametersResult
 from rclpy.node import Node
+from rclpy.parameter import Parameter
 from sensor_msgs.msg import JointState, Joy
 
 from excavator_kinematics.errors import ConfigError, KinematicsError
@@ -41,7 +44,7 @@ from excavator_kinematics.ros_runtime import (
     warn_unknown_parameters,
 )
 from excavator_kinematics.teleop.config import PARAMETERS, settings_from_parameters
-from excavator_kinematics.teleop.control_patterns import FUNCTIONS
+from excavator_kinematics.teleop.control_patterns import FUNCTIONS, pattern
 from excavator_kinematics.teleop.controller import (
     JointCommand,
     MachineState,
@@ -53,6 +56,10 @@ from excavator_kinematics.teleop.joystick import button
 from excavator_kinematics.teleop.valves import FlowLimits
 
 VALVE_NAMES = ["boom_cylinder", "arm_cylinder", "bucket_cylinder", "swing"]
+# Changeable at run time (validated, then applied); every other parameter is read at start-up.
+RUNTIME = frozenset({"mode", "pattern", "shaping.dead_band", "shaping.expo",
+                     "feedback.force_scale", "feedback.torque_scale", "feedback.max_force_n",
+                     "feedback.max_torque_nm"})
 
 
 class TeleopNode(Node):
@@ -105,9 +112,43 @@ class TeleopNode(Node):
         self.last_info: dict[str, object] = {}
         self.create_timer(self.period, self.on_timer)
         self.create_timer(1.0, self.publish_status)
+        self.add_on_set_parameters_callback(self.validate_parameters)
+        self.add_post_set_parameters_callback(self.apply_parameters)
         warn_unknown_parameters(self)
         self.get_logger().info(f"ready: mode {self.core.mode}, pattern {settings.pattern}, "
                                f"{values['control_rate']:.0f} Hz")
+
+    # --- run-time parameter changes: validate (on-set), then apply (post-set) ----------------
+    def _settings_with(self, params: list[Parameter]) -> TeleopSettings:
+        values = {**self.values, **{p.name: p.value for p in params}}
+        return TeleopSettings(**settings_from_parameters(values))
+
+    def validate_parameters(self, params: list[Parameter]) -> SetParametersResult:
+        fixed = [p.name for p in params if p.name not in RUNTIME]
+        if fixed:
+            return SetParametersResult(successful=False, reason=(
+                f"{', '.join(fixed)} is read at start-up: restart teleop_node with the new value"
+                f" (changeable at run time: {', '.join(sorted(RUNTIME))})"))
+        try:
+            self._settings_with(params)
+        except (ConfigError, KinematicsError) as exc:
+            return SetParametersResult(successful=False, reason=str(exc))
+        return SetParametersResult(successful=True)
+
+    def apply_parameters(self, params: list[Parameter]) -> None:
+        settings = self._settings_with(params)
+        self.values.update({p.name: p.value for p in params})
+        core = self.core
+        core.settings = dataclasses.replace(core.settings, shaping=settings.shaping,
+                                            feedback=settings.feedback,
+                                            pattern=settings.pattern)
+        core.assignments = pattern(settings.pattern)
+        if self.commanding and self.state is not None and settings.mode != core.mode:
+            self._send(core.hold_command(self.state, "mode change"), None)
+            self.commanding = False
+        core.set_mode(settings.mode)
+        self.get_logger().info("parameters: " + ", ".join(f"{p.name}={p.value}"
+                                                          for p in params))
 
     # --- inputs --------------------------------------------------------------------------
     def on_joint_states(self, msg: JointState) -> None:
@@ -201,6 +242,7 @@ class TeleopNode(Node):
             reason = "bad joystick input"
         if self.commanding:  # one hold, then silence
             self._send(self.core.hold_command(self.state, reason), joy)
+            self.core.release_holds()  # while silent, another commander may move the machine
             self.commanding = False
             self.holds += 1
             self.get_logger().info(f"hold: {reason}")

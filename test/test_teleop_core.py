@@ -384,3 +384,14 @@ def test_bad_parameters_are_named() -> None:
         settings_from_parameters({"axes.invert": [True]})
     with pytest.raises(ConfigError, match="mode 'fly'"):
         TeleopSettings(**settings_from_parameters({"mode": "fly"}))
+
+
+def test_holds_are_released_when_the_operator_stops() -> None:
+    """After the operator lets go, someone else (ik_node) may move the machine: the next
+    command must hold the joints where they are then, not where they were."""
+    core = TeleopCore(GEOMETRY, LIMITS, TeleopSettings(stop_time_s=0.0), LINKAGE)
+    core.hold_command(MachineState(MID, np.zeros(4)), "deadman released")
+    core.release_holds()
+    moved = MID + np.array([0.0, 0.0, 0.0, 0.3])
+    cmd = core.stick_command(_axes(right_y=-0.5), MachineState(moved, np.zeros(4)))
+    assert cmd.positions["bucket"] == pytest.approx(moved[3])

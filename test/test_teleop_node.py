@@ -100,6 +100,23 @@ def operator(teleop_process: NodeProcess, sim_process: NodeProcess):
     node.close()
 
 
+START = [0.0, 0.75, -1.4, 1.5]  # swing, boom, arm, bucket [rad]: mid workspace
+
+
+def _home(op: Operator, q: list[float] = START) -> None:
+    """Another commander (as ik_node would) moves the machine while teleop_node is silent."""
+    pub = op.probe.node.create_publisher(JointState, "joint_command", 10)
+    msg = JointState()
+    msg.name = ["swing", "boom", "arm", "bucket"]
+    msg.position = [float(v) for v in q]
+
+    def there() -> bool:
+        pub.publish(msg)
+        return bool(np.abs(op.joints() - np.array(q)).max() < 5e-3)
+    wait_for(there, 30.0, f"the machine at {q}", period=0.2)
+    op.probe.node.destroy_publisher(pub)
+
+
 def _still(op: Operator) -> np.ndarray:
     """Wait until no joint moves more than 1 mrad in 0.3 s; returns the pose."""
     def check() -> bool:
@@ -111,6 +128,7 @@ def _still(op: Operator) -> np.ndarray:
 
 
 def test_iso_sticks_move_the_named_joints(operator: Operator) -> None:
+    _home(operator)
     q0 = _still(operator)
     operator.hold_sticks({4: -0.6}, 1.5)  # ISO right stick back: boom up
     q1 = operator.joints()
@@ -172,6 +190,7 @@ def test_mode_toggle_gives_coordinated_tip_motion(operator: Operator) -> None:
     from excavator_kinematics.teleop.jacobian import TaskJacobian
 
     jac = TaskJacobian(default_geometry())
+    _home(operator)
     _still(operator)
     operator.send({}, toggle=True)
     operator.hold_sticks({}, 0.3)
@@ -233,3 +252,62 @@ def test_impedance_mode_follows_the_hand_and_feeds_the_soil_back(
         assert operator.joints()[1] > x0[1] + 0.02  # boom went up with the hand
     finally:
         assert proc.stop() == 0, proc.log()
+
+
+def _set_parameter(operator: Operator, name: str, value: object) -> tuple[bool, str]:
+    from rcl_interfaces.srv import SetParameters
+    from rclpy.parameter import Parameter
+
+    client = operator.probe.node.create_client(SetParameters, "/teleop_node/set_parameters")
+    try:
+        assert client.wait_for_service(timeout_sec=20.0), "teleop_node's parameter service"
+        future = client.call_async(SetParameters.Request(
+            parameters=[Parameter(name, value=value).to_parameter_msg()]))
+        wait_for(future.done, 20.0, f"set {name}")
+        result = future.result().results[0]
+        return result.successful, result.reason
+    finally:
+        operator.probe.node.destroy_client(client)
+
+
+def test_pattern_changes_at_run_time_and_fixed_parameters_refuse(operator: Operator) -> None:
+    ok, reason = _set_parameter(operator, "control_rate", 10.0)
+    assert not ok and "control_rate is read at start-up" in reason
+    ok, reason = _set_parameter(operator, "pattern", "jcb")
+    assert not ok and "'jcb'" in reason
+    ok, reason = _set_parameter(operator, "pattern", "sae")
+    assert ok, reason
+    try:
+        _home(operator)
+        q0 = _still(operator)
+        operator.hold_sticks({1: 0.6}, 1.0)  # SAE left stick forward: boom down (ISO: arm out)
+        q1 = operator.joints()
+        assert q1[1] - q0[1] < -0.05, (q0, q1)
+        assert np.abs(np.delete(q1 - q0, 1)).max() < 0.01, (q0, q1)
+    finally:
+        assert _set_parameter(operator, "pattern", "iso")[0]
+
+
+def test_stale_joint_states_stop_the_commands(operator: Operator,
+                                              sim_process: NodeProcess) -> None:
+    """sim_node freezes (SIGSTOP) while the stick is held: after state_timeout teleop_node
+    sends nothing computed from the stale pose; when the simulator is back, commands resume."""
+    import os
+    import signal
+
+    _home(operator)
+    commands: list[JointState] = operator.probe.collect(JointState, "joint_command")
+    _still(operator)
+    operator.hold_sticks({1: 0.4}, 0.5)  # arm out
+    assert commands
+    os.kill(sim_process.proc.pid, signal.SIGSTOP)
+    try:
+        operator.hold_sticks({1: 0.4}, 1.0)  # > state_timeout (0.5 s) with the stick held
+        n = len(commands)
+        operator.hold_sticks({1: 0.4}, 1.0)
+        assert len(commands) == n, "commands computed from a stale pose"
+    finally:
+        os.kill(sim_process.proc.pid, signal.SIGCONT)
+    wait_for(lambda: (operator.send({1: 0.4}), len(commands) > n)[1], 20.0,
+             "commands again once joint_states are fresh")
+    operator.hold_sticks({}, 0.3)

@@ -133,6 +133,11 @@ class TeleopCore:
         lo, hi = self.joint_limits(name)
         return min(max(value, lo), hi)
 
+    def release_holds(self) -> None:
+        """Forget the latched hold positions: the next command latches from the pose it sees
+        (call it when the operator stops commanding; someone else may move the machine)."""
+        self._hold = dict.fromkeys(FUNCTIONS)
+
     def set_mode(self, mode: str) -> None:
         if mode not in MODES:
             raise ConfigError(f"mode {mode!r} is unknown: expected one of {list(MODES)}")
