@@ -103,6 +103,17 @@ def main() -> int:
         wait_for(lambda: joy_pub.get_subscription_count() > 0 and node.alive(), 30.0,
                  lambda: f"teleop_node; log:\n{node.log()}")
         time.sleep(1.0)  # joint_states reach the node
+
+        def warm() -> bool:  # until the answers flow both ways (discovery is done)
+            msg = Joy()
+            msg.axes = [0.0, 0.5, 0.0, 0.0, 0.0, 0.0]
+            msg.buttons = [0] * 8
+            t = time.time_ns()
+            msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(t, 1_000_000_000)
+            joy_pub.publish(msg)
+            time.sleep(0.05)
+            return t in arrivals
+        wait_for(lambda: warm() and warm() and warm(), 30.0, "teleop_node's answers")
         sent: list[int] = []
         period = 1.0 / args.hz
         next_t = time.monotonic()

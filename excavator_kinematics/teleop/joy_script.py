@@ -71,16 +71,26 @@ class JoyScript:
         return axes, buttons
 
 
-def dig_script(pattern: str = "iso") -> JoyScript:
+def dig_script(pattern: str = "iso", dump: bool = False) -> JoyScript:
     """One dig pass from the simulator's initial pose, as an operator does it with two sticks:
-    boom down into the ground, drag the arm in while curling, curl the bucket full, lift,
-    release. ``pattern`` names which hand holds boom and arm."""
+    boom down into the ground, drag the arm in (boom up a little to keep the depth), curl the
+    bucket full, lift; with ``dump``, also swing left 90 deg, dump and swing back. ``pattern``
+    names which hand holds boom and arm. Segment labels are the phases (approach, dig, drag,
+    curl, lift, swing, dump, return)."""
     boom, arm = ("right_y", "left_y") if pattern == "iso" else ("left_y", "right_y")
-    return JoyScript([
-        Segment(0.5, {}, label="idle"),
-        Segment(0.5, {boom: 0.7, "right_x": -0.4}, label="boom down into the ground, open"),
-        Segment(3.0, {arm: -0.6, boom: -0.3}, label="drag the arm in, boom up a little"),
-        Segment(1.5, {"right_x": 0.9}, label="curl the bucket full"),
+    segments = [
+        Segment(0.5, {}, label="approach"),
+        Segment(0.5, {boom: 0.7, "right_x": -0.4}, label="dig"),
+        Segment(3.0, {arm: -0.6, boom: -0.3}, label="drag"),
+        Segment(1.5, {"right_x": 0.9}, label="curl"),
         Segment(2.0, {boom: -0.8}, label="lift"),
-        Segment(0.5, {}, label="release"),
-    ])
+    ]
+    if dump:
+        segments += [
+            Segment(2.4, {"left_x": 0.8}, label="swing"),
+            Segment(0.3, {}, label="swing"),
+            Segment(2.0, {"right_x": -1.0, arm: 0.5}, label="dump"),
+            Segment(2.4, {"left_x": -0.8}, label="return"),
+        ]
+    segments.append(Segment(0.5, {}, label="release"))
+    return JoyScript(segments)
