@@ -257,6 +257,7 @@ class TeleopNode(Node):
             if self.commanding:
                 self._send(self.core.hold_command(self.state, "hand controller silent"), None)
                 self.core.hand.release()
+                self.core.release_holds()
                 self._publish_feedback(np.zeros(3))
                 self.commanding = False
                 self.holds += 1
