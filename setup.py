@@ -36,6 +36,7 @@ setup(
     entry_points={
         "console_scripts": [
             "ik_node = excavator_kinematics.ik_node:main",
+            "teleop_node = excavator_kinematics.teleop_node:main",
             "sim_node = excavator_sim.sim_node:main",
             "soil_node = excavator_sim.soil.soil_node:main",
             "plc_bridge = plc_bridge.bridge_node:main",
