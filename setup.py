@@ -36,6 +36,7 @@ setup(
             # Each runs <module>.main() with a SIGINT during the imports ending it quietly
             # (ros2 launch's double Ctrl-C): excavator_hil/node_entry.py.
             "ik_node = excavator_hil.node_entry:ik_node",
+            "teleop_node = excavator_hil.node_entry:teleop_node",
             "sim_node = excavator_hil.node_entry:sim_node",
             "soil_node = excavator_hil.node_entry:soil_node",
             "plc_bridge = excavator_hil.node_entry:plc_bridge",

@@ -45,6 +45,10 @@ def ik_node() -> NoReturn:
     return _run("excavator_kinematics.ik_node")
 
 
+def teleop_node() -> NoReturn:
+    return _run("excavator_kinematics.teleop_node")
+
+
 def sim_node() -> NoReturn:
     return _run("excavator_sim.sim_node")
 
