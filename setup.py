@@ -40,6 +40,7 @@ setup(
             "soil_node = excavator_sim.soil.soil_node:main",
             "plc_bridge = plc_bridge.bridge_node:main",
             "virtual_plc = plc_bridge.virtual_plc_cli:main",
+            "dashboard = excavator_hil.dashboard.app:main",
             "excavator-hil = excavator_hil.cli:main",
         ],
     },

@@ -102,6 +102,7 @@ def build_parser() -> argparse.ArgumentParser:
                           "control and monitor data blocks"),
         ("bridge", "run the Redis <-> S7 bridge without ROS"),
         ("virtual-plc", "run the virtual PLC (an S7 server with a vehicle plant)"),
+        ("dashboard", "browser dashboard: targets, machine, soil, PLC bridge, stop (127.0.0.1)"),
     ):
         cmd = sub.add_parser(name, help=text, add_help=False)
         cmd.add_argument("rest", nargs=argparse.REMAINDER)
@@ -159,6 +160,7 @@ PASS_THROUGH: dict[str, Callable[[argparse.Namespace], int]] = {
     "plc-db-source": _module_main("plc_bridge.scl_export"),
     "bridge": _module_main("plc_bridge.bridge_cli"),
     "virtual-plc": _module_main("plc_bridge.virtual_plc_cli"),
+    "dashboard": _module_main("excavator_hil.dashboard.app"),
 }
 
 
