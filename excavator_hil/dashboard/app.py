@@ -105,6 +105,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def serve(args: argparse.Namespace, geometry: object, plc: object, ros_args: list[str]) -> int:
+    # NiceGUI takes a PYTEST_CURRENT_TEST in the environment for its own screen tests (it then
+    # ignores host/port): a dashboard started from a test run is a normal server.
+    os.environ.pop("PYTEST_CURRENT_TEST", None)
     from nicegui import app, ui
 
     from excavator_hil.dashboard.adapter import RedisLink, RosLink
