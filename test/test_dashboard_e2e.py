@@ -11,6 +11,7 @@ the screenshots are written there (docs/dashboard.md shows them).
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import shutil
@@ -131,10 +132,8 @@ def _page_joints(driver) -> dict[str, float]:
     for row in driver.find_elements(By.CSS_SELECTOR, ".dash-joints tbody tr"):
         cells = [c.text for c in row.find_elements(By.TAG_NAME, "td")]
         if len(cells) >= 2:
-            try:
+            with contextlib.suppress(ValueError):
                 out[cells[0]] = float(cells[1])
-            except ValueError:
-                pass
     return out
 
 

@@ -93,11 +93,11 @@ class TargetChecker:
 
     def ranges(self) -> TargetRange:
         g = self.geometry
-        reach = g.B[0] + g.C[0] + self.ik.reach_range_m[1] + math.hypot(*g.tip)
-        top = g.B[1] + g.C[1] + self.ik.reach_range_m[1] + math.hypot(*g.tip)
-        r = math.ceil(reach * 2) / 2
-        return TargetRange((-r, r), (-r, r), (-math.ceil(top / 2 * 2) / 2, math.ceil(top * 2) / 2),
-                           (-math.pi, math.pi))
+        arm = self.ik.reach_range_m[1] + math.hypot(*g.tip)   # boom foot C -> tip, longest
+        r = math.ceil((g.B[0] + g.C[0] + arm) * 2) / 2
+        up = math.ceil((g.B[1] + g.C[1] + arm) * 2) / 2
+        down = math.ceil((arm - g.B[1] - g.C[1]) * 2) / 2
+        return TargetRange((-r, r), (-r, r), (-down, up), (-math.pi, math.pi))
 
 
 # --- joint states -------------------------------------------------------------------------------
@@ -143,8 +143,8 @@ class SideView:
     the ground under the swing axis [m]. Polylines per part, from ``Linkage.points``."""
 
     PARTS: tuple[tuple[str, tuple[str, ...]], ...] = (
-        ("boom", ("C", "E", "F", "H")),
-        ("arm", ("G", "H", "I", "K", "M")),
+        ("boom", ("C", "E", "F", "H", "C")),
+        ("arm", ("G", "I", "K", "M", "H", "G")),
         ("bucket", ("M", "L", "base", "tip", "M")),
         ("boom_cylinder", ("D", "E")),
         ("arm_cylinder", ("F", "G")),
@@ -248,15 +248,20 @@ class RollingSeries:
     window_s: float = 60.0
     max_rate_hz: float = 10.0
     _data: deque[tuple[float, float]] = field(default_factory=deque)
+    _slot: int = -(2**62)
 
     def add(self, t_s: float, value: float) -> bool:
-        """Add a sample at time ``t_s`` [s] (monotonic); False when thinned out or not finite."""
+        """Add a sample at time ``t_s`` [s] (monotonic); False when thinned out (one sample per
+        ``1 / max_rate_hz`` slot: the first one in it) or not finite."""
         if not math.isfinite(value) or not math.isfinite(t_s):
-            return False
-        if self._data and t_s - self._data[-1][0] < 1.0 / self.max_rate_hz:
             return False
         if self._data and t_s < self._data[-1][0]:
             self._data.clear()   # time went backwards (a restarted source): start again
+            self._slot = -(2**62)
+        slot = math.floor(t_s * self.max_rate_hz)
+        if slot == self._slot:
+            return False
+        self._slot = slot
         self._data.append((t_s, float(value)))
         while self._data and self._data[0][0] < t_s - self.window_s:
             self._data.popleft()

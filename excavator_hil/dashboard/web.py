@@ -125,9 +125,10 @@ def _side_chart_options(dash: Dashboard) -> dict[str, Any]:
 def _soil_chart_options() -> dict[str, Any]:
     return {
         "animation": False,
-        "legend": {"top": 0},
-        "grid": {"left": 50, "right": 50, "top": 30, "bottom": 30},
-        "xAxis": {"type": "value", "min": -60, "max": 0, "name": "t [s]"},
+        "legend": {"bottom": 0},
+        "grid": {"left": 50, "right": 50, "top": 30, "bottom": 50},
+        "xAxis": {"type": "value", "min": -60, "max": 0, "name": "t [s]",
+                  "nameLocation": "middle", "nameGap": 22},
         "yAxis": [{"type": "value", "name": "load [m^3]", "min": 0},
                   {"type": "value", "name": "force [kN]", "min": 0}],
         "series": [
@@ -220,11 +221,12 @@ def build_page(dash: Dashboard) -> None:
                              for name, w, colour in (("boom", 0.35, "#d08000"),
                                                      ("arm", 0.28, "#d08000"),
                                                      ("bucket", 0.5, "#804000"))}
-                    terrain = scene.point_cloud([], [], point_size=0.12)
-                scene.move_camera(x=-6, y=-10, z=8, look_at_x=4, look_at_y=0, look_at_z=0)
+                    terrain = scene.point_cloud([], [], point_size=0.25)
+                scene.move_camera(x=-3, y=-7, z=5, look_at_x=3, look_at_y=0, look_at_z=0.5)
             with ui.card().classes("w-full"):
                 ui.label("Soil: the last minute").classes("text-subtitle1 text-bold")
-                soil = ui.echart(_soil_chart_options()).classes("dash-soil w-full h-48")
+                soil_now = ui.label("").classes("dash-soil-now text-caption")
+                soil = ui.echart(_soil_chart_options()).classes("dash-soil w-full h-56")
 
         # ---------------------------------------------------------------- right: PLC
         with ui.column().classes("w-1/3 min-w-[340px]"), ui.card().classes("w-full"):
@@ -440,6 +442,9 @@ def build_page(dash: Dashboard) -> None:
         plc_table.rows = rows
         plc_table.update()
         now = time.monotonic()
+        load, force = dash.ros.load.last(), dash.ros.force.last()
+        soil_now.set_text(f"bucket load {fmt(load, 'm^3', 4)}, soil force "
+                          f"{fmt(None if force is None else force / 1e3, 'kN', 2)}")
         soil.options["series"][0]["data"] = dash.ros.load.points(now)
         soil.options["series"][1]["data"] = [[t, f / 1e3] for t, f in dash.ros.force.points(now)]
         soil.update()
