@@ -14,8 +14,11 @@ from __future__ import annotations
 import argparse
 import ipaddress
 import os
+import signal
 import socket
 import sys
+import threading
+import time
 from collections.abc import Sequence
 
 TOKEN_ENV = "EXCAVATOR_HIL_DASHBOARD_TOKEN"
@@ -133,19 +136,55 @@ def serve(args: argparse.Namespace, geometry: object, plc: object, ros_args: lis
     def _index() -> None:
         build_page(dash)
 
+    def _on_signal(_signum: int, _frame: object) -> None:
+        # first SIGINT/SIGTERM: a graceful stop; ros2 launch's second SIGINT is ignored
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        app.shutdown()
+
     def _ready() -> None:
-        print(f"DASHBOARD READY {url}", flush=True)
+        # uvicorn's own handlers re-raise the signal after its shutdown (a traceback on exit):
+        # replaced here, inside the running server
+        signal.signal(signal.SIGINT, _on_signal)
+        signal.signal(signal.SIGTERM, _on_signal)
+        # the start-up hook runs before uvicorn listens: announce once a connection succeeds
+        probe_host = "127.0.0.1" if args.host in ("0.0.0.0", "localhost") else (
+            "::1" if args.host == "::" else args.host)
+
+        def announce() -> None:
+            for _ in range(600):
+                try:
+                    socket.create_connection((probe_host, args.port), timeout=1.0).close()
+                except OSError:
+                    time.sleep(0.05)
+                    continue
+                print(f"DASHBOARD READY {url}", flush=True)
+                return
+            print(f"excavator-hil dashboard: not listening on {args.host}:{args.port} after 30 s",
+                  file=sys.stderr, flush=True)
+
+        threading.Thread(target=announce, daemon=True, name="dashboard-ready").start()
+
+    closed: list[bool] = []
 
     def _shutdown() -> None:
-        bridge.close(stop=True)
-        ros.close()
+        # ros2 launch sends SIGINT twice on Ctrl-C: the second must not interrupt the cleanup
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        if not closed:
+            closed.append(True)
+            bridge.close(stop=True)
+            ros.close()
 
     app.on_startup(_ready)
     app.on_shutdown(_shutdown)
-    ui.run(host=args.host, port=args.port, title="excavator_hil dashboard", reload=False,
-           show=False, show_welcome_message=False, favicon="🚜",
-           uvicorn_logging_level="warning", binding_refresh_interval=0.1,
-           reconnect_timeout=3.0)
+    try:
+        ui.run(host=args.host, port=args.port, title="excavator_hil dashboard", reload=False,
+               show=False, show_welcome_message=False, favicon="🚜",
+               uvicorn_logging_level="warning", binding_refresh_interval=0.1,
+               reconnect_timeout=3.0)
+    except KeyboardInterrupt:
+        pass   # uvicorn re-raises the SIGINT it has already handled (graceful shutdown done)
+    finally:
+        _shutdown()
     return 0
 
 
