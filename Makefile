@@ -7,7 +7,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 export MUJOCO_GL ?= egl
 
-.PHONY: demo test lint bench clean-venv
+.PHONY: demo test lint bench browser clean-venv
 
 $(STAMP): requirements.txt setup.py
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -22,7 +22,17 @@ demo: $(STAMP)
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 
-test: lint
+# Debian's chromium + chromedriver for the dashboard's browser tests: installed only as root
+# with apt (no browser download); elsewhere those tests skip and say why.
+browser:
+	@if command -v chromium >/dev/null && command -v chromedriver >/dev/null; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	    chromium chromium-driver >/dev/null; \
+	else echo "make browser: no chromium/chromedriver and not root with apt-get:" \
+	  "test/test_dashboard_e2e.py will skip"; fi
+
+test: lint browser
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 bench: $(STAMP)
