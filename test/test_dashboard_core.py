@@ -110,21 +110,20 @@ def test_readout_needs_every_active_joint():
 
 # --- terrain ---------------------------------------------------------------------------------
 
-def _mesh(xs: np.ndarray, ys: np.ndarray, h) -> np.ndarray:
-    """A TRIANGLE_LIST over the grid as soil_node builds it."""
-    a = np.stack(np.meshgrid(xs, ys, indexing="ij"), axis=-1)
-    v = np.concatenate((a, h(a[..., 0], a[..., 1])[..., None]), axis=-1)
-    q00, q10, q01, q11 = v[:-1, :-1], v[1:, :-1], v[:-1, 1:], v[1:, 1:]
-    return np.stack((q00, q10, q11, q00, q11, q01), axis=2).reshape(-1, 3)
-
-
-def test_terrain_from_mesh_is_exact_on_a_plane():
+def test_terrain_from_patches_is_exact_on_a_plane():
+    """The grid is written by soil/terrain_patch messages (whole grid, then patches) and then
+    interpolates a plane exactly."""
     def plane(x, y):
         return 0.1 * x - 0.05 * y + 0.2
-    xs, ys = np.linspace(-2.0, 8.0, 41), np.linspace(-4.0, 4.0, 33)
-    grid = TerrainGrid.from_vertices(_mesh(xs, ys, plane))
-    assert grid.z.shape == (41, 33) and not np.isnan(grid.z).any()
-    pts = np.random.default_rng(1).uniform((-2, -4), (8, 4), size=(500, 2))
+    grid = TerrainGrid.from_cells(-2.0, -4.0, 0.25, 40, 32)
+    xx, yy = np.meshgrid(grid.xs, grid.ys, indexing="ij")
+    grid.apply_patch(40, 32, [0.0, 0.0, *np.zeros(40 * 32)])
+    z = plane(xx, yy)
+    for i0 in range(0, 40, 10):   # four patches of 10 x 32 cells
+        grid.apply_patch(10, 32, [i0, 0, *z[i0:i0 + 10].ravel()])
+    assert grid.xs[0] == pytest.approx(-1.875) and grid.ys[-1] == pytest.approx(3.875)
+    pts = np.random.default_rng(1).uniform((grid.xs[0], grid.ys[0]), (grid.xs[-1], grid.ys[-1]),
+                                           size=(500, 2))
     np.testing.assert_allclose(grid.height_at(pts[:, 0], pts[:, 1]),
                                plane(pts[:, 0], pts[:, 1]), atol=1e-9)
     assert np.isnan(grid.height_at(9.0, 0.0)).all()
@@ -136,9 +135,13 @@ def test_terrain_from_mesh_is_exact_on_a_plane():
     assert len(coarse.xs) <= 10 and len(coarse.ys) <= 10
 
 
-def test_empty_terrain_is_refused():
-    with pytest.raises(ValueError, match="no vertices"):
-        TerrainGrid.from_vertices(np.zeros((0, 3)))
+def test_patch_outside_the_grid_is_named():
+    grid = TerrainGrid.from_cells(0.0, 0.0, 0.1, 10, 10)
+    with pytest.raises(ValueError, match=r"outside the configured 10 x 10 grid.*--soil-config"):
+        grid.apply_patch(4, 4, [8, 0, *np.zeros(16)])
+    with pytest.raises(ValueError, match="needs 2 \\+ 16 values, got 5"):
+        grid.apply_patch(4, 4, [0, 0, 1, 2, 3])
+    assert np.isnan(grid.z).all()   # nothing written
 
 
 # --- chart buffers ---------------------------------------------------------------------------

@@ -16,6 +16,7 @@ import math
 import os
 import shutil
 import signal
+import time
 from pathlib import Path
 
 import numpy as np
@@ -38,7 +39,7 @@ pytestmark = [
 ]
 CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                   "--disable-component-update", "--disable-sync", "--no-first-run",
-                  "--disable-dev-shm-usage", "--window-size=1600,1150")
+                  "--disable-dev-shm-usage", "--window-size=1600,1500")
 
 
 def _proc(module: str, args: list[str], logs: Path, procs: list[NodeProcess]) -> NodeProcess:
@@ -119,18 +120,18 @@ def _shots_dir(tmp: Path) -> Path:
 
 
 def _text(driver, css: str) -> str:
-    from selenium.webdriver.common.by import By
-
-    return driver.find_element(By.CSS_SELECTOR, css).text
+    """An element's text, read in one script call (Vue may re-render it at any moment)."""
+    return driver.execute_script(
+        "const e = document.querySelector(arguments[0]); return e ? e.innerText.trim() : '';", css)
 
 
 def _page_joints(driver) -> dict[str, float]:
     """The joint readout table of the page: name -> value (deg for angles, m for cylinders)."""
-    from selenium.webdriver.common.by import By
-
+    rows = driver.execute_script(
+        "return Array.from(document.querySelectorAll('.dash-joints tbody tr'))"
+        "  .map(r => Array.from(r.cells).map(c => c.innerText.trim()));")
     out = {}
-    for row in driver.find_elements(By.CSS_SELECTOR, ".dash-joints tbody tr"):
-        cells = [c.text for c in row.find_elements(By.TAG_NAME, "td")]
+    for cells in rows:
         if len(cells) >= 2:
             with contextlib.suppress(ValueError):
                 out[cells[0]] = float(cells[1])
@@ -140,14 +141,58 @@ def _page_joints(driver) -> dict[str, float]:
 def _slider_keys(driver, css: str, key: str, times: int) -> None:
     """Move a Quasar slider with the keyboard, as a user would (focus, arrow keys)."""
     from selenium.webdriver.common.action_chains import ActionChains
-    from selenium.webdriver.common.by import By
 
-    el = driver.find_element(By.CSS_SELECTOR, css)
-    driver.execute_script(
-        "const s = arguments[0].querySelector('[tabindex]') || arguments[0];"
-        "s.scrollIntoView({block: 'center'}); s.focus();", el)
+    driver.execute_script(   # found and focused in one call: Vue may re-render between calls
+        "const e = document.querySelector(arguments[0]);"
+        "const s = e.querySelector('[tabindex]') || e;"
+        "s.scrollIntoView({block: 'center'}); s.focus();", css)
     for _ in range(times):
         ActionChains(driver).send_keys(key).perform()
+
+
+def _number(driver, name: str) -> float | None:
+    v = driver.execute_script(
+        "const e = document.querySelector(arguments[0]); return e ? e.value : null;",
+        f".dash-number-{name} input")
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return None
+
+
+def _slider_value(driver, css: str) -> float | None:
+    v = driver.execute_script(
+        "const e = document.querySelector(arguments[0]);"
+        "return e ? e.getAttribute('aria-valuenow') : null;", css)
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return None
+
+
+def _slider_to(driver, css: str, goal: float, tol: float = 1e-6) -> None:
+    """Arrow keys on the slider until it shows ``goal`` (each step echoes through the server, so
+    count on the slider's value, not on the key presses)."""
+    from selenium.webdriver.common.keys import Keys
+
+    for _ in range(400):
+        v = _slider_value(driver, css)
+        if v is not None and abs(v - goal) < tol:
+            return
+        key = Keys.ARROW_RIGHT if v is None or v < goal else Keys.ARROW_LEFT
+        _slider_keys(driver, css, key, 1)
+        time.sleep(0.05)
+    raise AssertionError(f"slider {css} did not reach {goal} (at {_slider_value(driver, css)})")
+
+
+def _type_number(driver, name: str, value: float) -> None:
+    """Type a value into a target's number field (select all, type, Tab)."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    field = driver.find_element(By.CSS_SELECTOR, f".dash-number-{name} input")
+    field.send_keys(Keys.CONTROL, "a")
+    field.send_keys(f"{value}", Keys.TAB)
 
 
 def _control_db(plc_port: int) -> dict:
@@ -162,7 +207,6 @@ def _control_db(plc_port: int) -> dict:
 
 def test_dashboard_drives_and_stops_the_rig(stack, browser, probe, tmp_path):
     from selenium.webdriver.common.by import By
-    from selenium.webdriver.common.keys import Keys
     from sensor_msgs.msg import JointState
 
     shots = _shots_dir(tmp_path)
@@ -187,10 +231,10 @@ def test_dashboard_drives_and_stops_the_rig(stack, browser, probe, tmp_path):
     # --- move a slider (z up by 1.0 m: 20 steps of 0.05 m), check the verdict, send ---------
     z0 = float(browser.find_element(By.CSS_SELECTOR, ".dash-number-z input").get_attribute(
         "value"))
-    _slider_keys(browser, ".dash-slider-z", Keys.ARROW_RIGHT, 20)
-    wait_for(lambda: abs(float(browser.find_element(
-        By.CSS_SELECTOR, ".dash-number-z input").get_attribute("value")) - (z0 + 1.0)) < 1e-6,
-        10.0, "the z number field to follow the slider")
+    _slider_to(browser, ".dash-slider-z", z0 + 1.0)
+    wait_for(lambda: _number(browser, "z") is not None
+             and abs(_number(browser, "z") - (z0 + 1.0)) < 1e-6, 10.0,
+             lambda: f"the z number field to follow the slider (at {_number(browser, 'z')})")
     target = (6.0, 0.0, z0 + 1.0, math.radians(30.0))
     wait_for(lambda: _text(browser, ".dash-verdict") == "reachable", 10.0, "the IK verdict")
     solution = InverseKinematics(default_geometry()).solve(target[:3], target[3])
@@ -209,12 +253,32 @@ def test_dashboard_drives_and_stops_the_rig(stack, browser, probe, tmp_path):
                                                                          strict=True))
     wait_for(readout_agrees, 20.0,
              lambda: f"page {_page_joints(browser)} vs joint_states {np.degrees(q_now())}")
+    browser.save_screenshot(str(shots / "dashboard_target.png"))
+
+    # --- dig: the soil charts fill (bucket load, soil force from soil_node) ------------------
+    from geometry_msgs.msg import WrenchStamped
+
+    wrenches = probe.collect(WrenchStamped, "soil/wrench", 10)
+    for name, value in (("x", 4.3), ("z", -1.3), ("pitch", -15.0)):
+        _type_number(browser, name, value)
+    wait_for(lambda: "arm -80.0, bucket 59.5" in _text(browser, ".dash-verdict-detail"), 10.0,
+             lambda: f"the dig verdict: {_text(browser, '.dash-verdict-detail')}")
+    browser.find_element(By.CSS_SELECTOR, ".dash-send").click()
+    wait_for(lambda: "(4.30, 0.00, -1.30) m, pitch -15.0 deg" in _text(browser, ".dash-sent"),
+             10.0, lambda: _text(browser, ".dash-sent"))
+
+    def digging() -> bool:
+        f = wrenches[-1].wrench.force if wrenches else None
+        return f is not None and math.sqrt(f.x**2 + f.y**2 + f.z**2) > 1e3
+    wait_for(digging, 60.0, "a soil force above 1 kN on soil/wrench")
+    wait_for(lambda: " kN" in _text(browser, ".dash-soil-now")
+             and float(_text(browser, ".dash-soil-now").split("soil force ")[1].split()[0]) > 1.0,
+             20.0, lambda: _text(browser, ".dash-soil-now"))
     browser.save_screenshot(str(shots / "dashboard.png"))
 
     # --- unreachable target: the verdict names the limit, send is disabled -------------------
-    x_field = browser.find_element(By.CSS_SELECTOR, ".dash-number-x input")
-    x_field.send_keys(Keys.CONTROL, "a")
-    x_field.send_keys("6.9", Keys.TAB)   # typed into the number field this time
+    _type_number(browser, "x", 6.9)
+    _type_number(browser, "z", 3.0)
     wait_for(lambda: _text(browser, ".dash-verdict").startswith("unreachable"), 10.0,
              "an unreachable verdict")
     assert "OUT_OF_REACH" in _text(browser, ".dash-verdict")
@@ -223,8 +287,13 @@ def test_dashboard_drives_and_stops_the_rig(stack, browser, probe, tmp_path):
     browser.save_screenshot(str(shots / "dashboard_unreachable.png"))
 
     # --- drive the tracks through Redis from the page ----------------------------------------
-    browser.find_element(By.CSS_SELECTOR, ".dash-drive").click()
-    _slider_keys(browser, ".dash-twist-longitudinal", Keys.ARROW_RIGHT, 5)   # 5 x 0.06 m/s
+    drive = browser.find_element(By.CSS_SELECTOR, ".dash-drive")
+    browser.execute_script("arguments[0].scrollIntoView({block: 'center'});", drive)
+    drive.click()
+    wait_for(lambda: browser.execute_script(
+        "return document.querySelector('.dash-drive').getAttribute('aria-checked')") == "true",
+        10.0, "the Drive switch on")
+    _slider_to(browser, ".dash-twist-longitudinal", 0.3, tol=1e-3)   # 5 steps of 0.06 m/s
     r = stack["redis"]
 
     def lon() -> str | None:
@@ -232,8 +301,11 @@ def test_dashboard_drives_and_stops_the_rig(stack, browser, probe, tmp_path):
 
         v = redis_py.Redis.from_url(r.url).get("plc.control.navigation.velocity.longitudinal")
         return None if v is None else v.decode()
-    wait_for(lambda: lon() is not None and abs(float(lon()) - 0.3) < 1e-9, 10.0,
-             lambda: f"the longitudinal key at 0.3 (is {lon()})")
+    try:
+        wait_for(lambda: lon() is not None and abs(float(lon()) - 0.3) < 1e-9, 10.0,
+                 lambda: f"the longitudinal key at 0.3 (is {lon()})")
+    finally:
+        browser.save_screenshot(str(tmp_path / "drive.png"))
     wait_for(lambda: "status running" in _text(browser, ".dash-plc-status"), 20.0,
              lambda: _text(browser, ".dash-plc-status"))
 
@@ -252,8 +324,12 @@ def test_dashboard_drives_and_stops_the_rig(stack, browser, probe, tmp_path):
                 and db["speed_sp_right"] == 0.0)
     wait_for(stopped_db, 10.0, lambda: f"control DB stopped: {_control_db(stack['plc_port'])}")
     assert lon() == "0"
-    wait_for(lambda: "heartbeat_stale" in _text(browser, ".dash-plc-status"), 10.0,
+    # heartbeat_stale, or waiting_heartbeat when a link loss of a loaded machine came first
+    wait_for(lambda: "status stopped: " in _text(browser, ".dash-plc-status")
+             and "heartbeat" in _text(browser, ".dash-plc-status"), 10.0,
              lambda: _text(browser, ".dash-plc-status"))
+    assert _text(browser, ".dash-drive") and browser.find_element(
+        By.CSS_SELECTOR, ".dash-drive").get_attribute("aria-checked") == "false"
 
     # --- the bridge dies: the page says so ---------------------------------------------------
     stack["bridge"].proc.send_signal(signal.SIGKILL)

@@ -40,15 +40,15 @@ from plc_bridge import redis_keys as keys
 class RosLink:
     """Subscribes what the dashboard shows, publishes ``target_pose``."""
 
-    def __init__(self, checker: TargetChecker, ros_args: Sequence[str] | None = None,
-                 rate_hz: float = 20.0, node_name: str = "dashboard"):
+    def __init__(self, checker: TargetChecker, terrain: TerrainGrid | None = None,
+                 ros_args: Sequence[str] | None = None, rate_hz: float = 20.0,
+                 node_name: str = "dashboard"):
         import rclpy
         from geometry_msgs.msg import PoseStamped, WrenchStamped
         from rclpy.executors import SingleThreadedExecutor
-        from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+        from rclpy.qos import QoSProfile, ReliabilityPolicy
         from sensor_msgs.msg import JointState
-        from std_msgs.msg import Float64
-        from visualization_msgs.msg import Marker
+        from std_msgs.msg import Float64, Float64MultiArray
 
         self.checker = checker
         self.period_s = 1.0 / rate_hz
@@ -57,8 +57,11 @@ class RosLink:
         self.joint_messages = 0
         self.load = RollingSeries(60.0, 10.0)         # soil/bucket_load [m^3]
         self.force = RollingSeries(60.0, 10.0)        # |soil/wrench force| [N]
-        self.terrain: TerrainGrid | None = None
+        # the soil grid, written by soil/terrain_patch (None: no grid configured)
+        self._grid = terrain
+        self.terrain: TerrainGrid | None = None   # set once the first whole grid arrived
         self.terrain_version = 0
+        self.terrain_error = ""
         self._last_joint_s = 0.0
 
         self.context = rclpy.Context()
@@ -69,10 +72,13 @@ class RosLink:
         self.node.create_subscription(JointState, "joint_states", self._on_joints, latest)
         self.node.create_subscription(Float64, "soil/bucket_load", self._on_load, latest)
         self.node.create_subscription(WrenchStamped, "soil/wrench", self._on_wrench, latest)
-        # soil_node latches the mesh (transient local): a late dashboard still gets the terrain
-        self.node.create_subscription(
-            Marker, "soil/heightmap", self._on_heightmap,
-            QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL))
+        # The data topic, not the soil/heightmap mesh: a 96 x 96 mesh costs ~0.6 s of Python
+        # per message to deserialize, a whole 320 x 320 grid here ~1 ms. soil_node sends the
+        # whole grid at start and at heightmap_rate_hz while it changes, patches in between
+        # (a lost patch is repaired by the next whole grid).
+        if terrain is not None:
+            self.node.create_subscription(Float64MultiArray, "soil/terrain_patch",
+                                          self._on_patch, QoSProfile(depth=5))
         self.target_pub = self.node.create_publisher(PoseStamped, "target_pose", 10)
         self.executor = SingleThreadedExecutor(context=self.context)
         self.executor.add_node(self.node)
@@ -108,14 +114,18 @@ class RosLink:
         f = msg.wrench.force
         self.force.add(time.monotonic(), math.sqrt(f.x * f.x + f.y * f.y + f.z * f.z))
 
-    def _on_heightmap(self, msg: Any) -> None:
-        if not msg.points:
+    def _on_patch(self, msg: Any) -> None:
+        if self._grid is None or len(msg.layout.dim) != 2:
             return
-        xyz = np.array([(p.x, p.y, p.z) for p in msg.points], dtype=float)
+        ni, nj = msg.layout.dim[0].size, msg.layout.dim[1].size
         try:
-            self.terrain = TerrainGrid.from_vertices(xyz)
-        except ValueError:
+            self._grid.apply_patch(ni, nj, np.frombuffer(msg.data, dtype=float)
+                                   if hasattr(msg.data, "tobytes") else msg.data)
+        except ValueError as exc:
+            self.terrain_error = str(exc)
             return
+        if self.terrain is None and (ni, nj) == self._grid.z.shape:
+            self.terrain = self._grid
         self.terrain_version += 1
 
     # --- commands (any thread) ---------------------------------------------------------------

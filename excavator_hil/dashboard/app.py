@@ -41,6 +41,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="bridge parameter file: model, envelope, keys (default config/plc.yaml)")
     p.add_argument("--model", default=None, choices=("skid_steer", "ackermann", "4wd4ws"),
                    help="vehicle model of the bridge (default: model of --plc-config)")
+    p.add_argument("--soil-config", default=None,
+                   help="soil_node parameter file: the terrain grid (default config/soil.yaml)")
     p.add_argument("--geometry", default=None,
                    help="excavator geometry YAML (default config/excavator.yaml)")
     p.add_argument("--refresh-hz", type=float, default=10.0,
@@ -102,26 +104,38 @@ def main(argv: Sequence[str] | None = None) -> int:
                     else default_geometry())
         overrides = {"model": args.model, "redis_url": args.redis_url}
         plc = load_config(args.plc_config, overrides)
+        from excavator_sim.soil.config import load_soil_config
+
+        terrain = load_soil_config(args.soil_config).terrain
     except (ConfigError, OSError, ValueError) as exc:
         return _fail(str(exc))
-    return serve(args, geometry, plc, ros_args)
+    return serve(args, geometry, plc, terrain, ros_args)
 
 
-def serve(args: argparse.Namespace, geometry: object, plc: object, ros_args: list[str]) -> int:
+def serve(args: argparse.Namespace, geometry: object, plc: object, terrain: object,
+          ros_args: list[str]) -> int:
     # NiceGUI takes a PYTEST_CURRENT_TEST in the environment for its own screen tests (it then
     # ignores host/port): a dashboard started from a test run is a normal server.
     os.environ.pop("PYTEST_CURRENT_TEST", None)
     from nicegui import app, ui
 
     from excavator_hil.dashboard.adapter import RedisLink, RosLink
-    from excavator_hil.dashboard.core import BridgeWatch, DriveLimits, SideView, TargetChecker
+    from excavator_hil.dashboard.core import (
+        BridgeWatch,
+        DriveLimits,
+        SideView,
+        TargetChecker,
+        TerrainGrid,
+    )
     from excavator_hil.dashboard.web import Dashboard, TokenGate, build_page
 
     checker = TargetChecker(geometry)  # type: ignore[arg-type]
     limits = DriveLimits.for_model(plc.model, plc.max_longitudinal,  # type: ignore[attr-defined]
                                    plc.max_lateral, plc.max_angular)  # type: ignore[attr-defined]
     watch = BridgeWatch(plc.wheels, plc.steering)  # type: ignore[attr-defined]
-    ros = RosLink(checker, ros_args)
+    t = terrain
+    grid = TerrainGrid.from_cells(t.x0, t.y0, t.cell_xy_m, t.nx, t.ny)  # type: ignore[attr-defined]
+    ros = RosLink(checker, grid, ros_args)
     bridge = RedisLink(plc.redis_url, watch, limits,  # type: ignore[attr-defined]
                        plc.notify_channel, period_s=args.redis_period)  # type: ignore[attr-defined]
     dash = Dashboard(checker, SideView(geometry), ros, bridge,  # type: ignore[arg-type]
@@ -180,7 +194,7 @@ def serve(args: argparse.Namespace, geometry: object, plc: object, ros_args: lis
         ui.run(host=args.host, port=args.port, title="excavator_hil dashboard", reload=False,
                show=False, show_welcome_message=False, favicon="🚜",
                uvicorn_logging_level="warning", binding_refresh_interval=0.1,
-               reconnect_timeout=3.0)
+               reconnect_timeout=10.0)
     except KeyboardInterrupt:
         pass   # uvicorn re-raises the SIGINT it has already handled (graceful shutdown done)
     finally:

@@ -5,8 +5,8 @@
 - ``JointReadout``: ``joint_states`` names/positions -> joint angles, cylinder extensions, the
   base pose in ``world``, and the tip/pitch by forward kinematics.
 - ``SideView``: the linkage drawn in the boom plane (FK points of ``Linkage.points``).
-- ``TerrainGrid``: the terrain from the ``soil/heightmap`` mesh vertices; heights by bilinear
-  interpolation, the profile under the boom, a coarse grid for the 3D view.
+- ``TerrainGrid``: the soil grid, kept up to date from ``soil/terrain_patch``; heights by
+  bilinear interpolation, the profile under the boom, a coarse grid for the 3D view.
 - ``RollingSeries``: the last minute of a signal, thinned to a maximum rate (the charts).
 - ``BridgeWatch``/``BridgeView``: the Redis keys of the PLC bridge -> status, reason, state
   bits, counters, rates and a clear "bridge down" / "PLC down" verdict.
@@ -18,6 +18,7 @@ Units: SI (m, rad, s, m/s, rad/s, N, m^3) everywhere; degrees only in text for p
 from __future__ import annotations
 
 import math
+import threading
 from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -194,18 +195,28 @@ class TerrainGrid:
     z: np.ndarray
 
     @classmethod
-    def from_vertices(cls, xyz: np.ndarray, decimals: int = 6) -> TerrainGrid:
-        """From the ``soil/heightmap`` TRIANGLE_LIST vertices (every node of a regular grid
-        appears at least once)."""
-        xyz = np.asarray(xyz, dtype=float).reshape(-1, 3)
-        if len(xyz) == 0:
-            raise ValueError("terrain mesh has no vertices")
-        xr, yr = np.round(xyz[:, 0], decimals), np.round(xyz[:, 1], decimals)
-        xs, ix = np.unique(xr, return_inverse=True)
-        ys, iy = np.unique(yr, return_inverse=True)
-        z = np.full((len(xs), len(ys)), np.nan)
-        z[ix, iy] = xyz[:, 2]
-        return cls(xs, ys, z)
+    def from_cells(cls, x0: float, y0: float, cell_m: float, nx: int, ny: int,
+                   height_m: float = math.nan) -> TerrainGrid:
+        """The soil grid (``terrain.*`` of config/soil.yaml): cell (i, j) has its centre at
+        ``(x0 + (i + 0.5) cell, y0 + (j + 0.5) cell)`` [m]; heights start at ``height_m``."""
+        return cls(x0 + (np.arange(nx) + 0.5) * cell_m, y0 + (np.arange(ny) + 0.5) * cell_m,
+                   np.full((nx, ny), height_m))
+
+    def apply_patch(self, ni: int, nj: int, data: Sequence[float] | np.ndarray) -> None:
+        """Write a ``soil/terrain_patch`` (dims ni, nj; data ``[i0, j0, heights...]`` [m], the
+        wire format of ``excavator_sim.heightfield``). ValueError names a patch that does not
+        fit this grid (another grid than the configured one)."""
+        values = np.asarray(data, dtype=float)
+        if ni < 1 or nj < 1 or values.size != 2 + ni * nj:
+            raise ValueError(f"terrain patch of {ni} x {nj} cells needs 2 + {ni * nj} values, "
+                             f"got {values.size}")
+        i0, j0 = int(values[0]), int(values[1])
+        nx, ny = self.z.shape
+        if i0 < 0 or j0 < 0 or i0 + ni > nx or j0 + nj > ny:
+            raise ValueError(f"terrain patch [{i0}:{i0 + ni}, {j0}:{j0 + nj}] outside the "
+                             f"configured {nx} x {ny} grid: pass the soil_node's parameter file "
+                             "as --soil-config")
+        self.z[i0:i0 + ni, j0:j0 + nj] = values[2:].reshape(ni, nj)
 
     def height_at(self, x: np.ndarray | float, y: np.ndarray | float) -> np.ndarray:
         """Bilinear height [m] at world points; NaN outside the grid."""
@@ -249,12 +260,17 @@ class RollingSeries:
     max_rate_hz: float = 10.0
     _data: deque[tuple[float, float]] = field(default_factory=deque)
     _slot: int = -(2**62)
+    _lock: threading.Lock = field(default_factory=threading.Lock)   # writer and readers differ
 
     def add(self, t_s: float, value: float) -> bool:
         """Add a sample at time ``t_s`` [s] (monotonic); False when thinned out (one sample per
         ``1 / max_rate_hz`` slot: the first one in it) or not finite."""
         if not math.isfinite(value) or not math.isfinite(t_s):
             return False
+        with self._lock:
+            return self._add(t_s, float(value))
+
+    def _add(self, t_s: float, value: float) -> bool:
         if self._data and t_s < self._data[-1][0]:
             self._data.clear()   # time went backwards (a restarted source): start again
             self._slot = -(2**62)
@@ -262,14 +278,16 @@ class RollingSeries:
         if slot == self._slot:
             return False
         self._slot = slot
-        self._data.append((t_s, float(value)))
+        self._data.append((t_s, value))
         while self._data and self._data[0][0] < t_s - self.window_s:
             self._data.popleft()
         return True
 
     def points(self, now_s: float) -> list[list[float]]:
         """``[[t - now (<= 0) [s], value], ...]`` over the window."""
-        return [[round(t - now_s, 3), v] for t, v in self._data if t >= now_s - self.window_s]
+        with self._lock:
+            data = list(self._data)
+        return [[round(t - now_s, 3), v] for t, v in data if t >= now_s - self.window_s]
 
     def last(self) -> float | None:
         return self._data[-1][1] if self._data else None

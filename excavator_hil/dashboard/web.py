@@ -27,6 +27,7 @@ from excavator_hil.dashboard.core import (
 )
 from plc_bridge import redis_keys as keys
 
+TERRAIN_3D_PERIOD_S = 1.0   # the 3D terrain (~2,000 points) is re-sent at most this often
 VIEW_R = (-3.0, 10.0)   # side view, horizontal distance from the swing axis [m]
 VIEW_Z = (-3.0, 6.0)    # side view, height [m]
 PART_COLOURS = {"undercarriage": "#555555", "chassis": "#e0a000", "boom": "#d08000",
@@ -129,8 +130,8 @@ def _soil_chart_options() -> dict[str, Any]:
         "grid": {"left": 50, "right": 50, "top": 30, "bottom": 50},
         "xAxis": {"type": "value", "min": -60, "max": 0, "name": "t [s]",
                   "nameLocation": "middle", "nameGap": 22},
-        "yAxis": [{"type": "value", "name": "load [m^3]", "min": 0},
-                  {"type": "value", "name": "force [kN]", "min": 0}],
+        "yAxis": [{"type": "value", "name": "load [m^3]", "min": 0, "position": "left"},
+                  {"type": "value", "name": "force [kN]", "min": 0, "position": "right"}],
         "series": [
             {"name": "bucket load [m^3]", "type": "line", "showSymbol": False, "data": []},
             {"name": "soil force [kN]", "type": "line", "showSymbol": False, "yAxisIndex": 1,
@@ -151,6 +152,8 @@ def build_page(dash: Dashboard) -> None:
 
     rng = dash.checker.ranges()
     client = context.client
+    peer = client.request.client.host if client.request and client.request.client else "?"
+    print(f"dashboard: page opened from {peer} (client {client.id})", flush=True)
     state: dict[str, Any] = {"terrain_version": -1}
 
     ui.page_title("excavator_hil dashboard")
@@ -233,7 +236,9 @@ def build_page(dash: Dashboard) -> None:
             ui.label("PLC bridge").classes("text-subtitle1 text-bold")
             plc_status = ui.label("status: -").classes("dash-plc-status text-bold")
             plc_detail = ui.label("").classes("dash-plc-detail text-caption")
-            bits_row = ui.row().classes("dash-plc-bits")
+            with ui.row().classes("dash-plc-bits"):
+                chips = {bit: ui.chip(f"{bit}: -", color="grey").props("dense square").classes(
+                    f"dash-bit-{bit}") for bit in ("valid", *keys.STATE_BITS)}
             plc_table = ui.table(columns=[
                 {"name": "key", "label": "Redis key", "field": "key", "align": "left"},
                 {"name": "value", "label": "value", "field": "value"},
@@ -259,12 +264,22 @@ def build_page(dash: Dashboard) -> None:
             drive_error = ui.label("").classes("text-negative text-caption")
 
     # ---------------------------------------------------------------- actions
-    def _target() -> tuple[float, float, float, float]:
-        return (float(fields["x"].value), float(fields["y"].value), float(fields["z"].value),
-                math.radians(float(fields["pitch"].value)))
+    def _target() -> tuple[float, float, float, float] | None:
+        """The target in SI units; None while a field is empty (being typed into)."""
+        values = [fields[n].value for n in ("x", "y", "z", "pitch")]
+        if any(v is None for v in values):
+            return None
+        x, y, z, p = (float(v) for v in values)
+        return x, y, z, math.radians(p)
 
     def _check() -> None:
-        r = dash.checker.check(*_target())
+        target = _target()
+        if target is None:
+            verdict.set_text("enter a number in every field")
+            verdict.classes(replace="dash-verdict text-bold text-negative")
+            send_btn.disable()
+            return
+        r = dash.checker.check(*target)
         if r.ok:
             verdict.set_text("reachable")
             verdict.classes(replace="dash-verdict text-bold text-positive")
@@ -282,7 +297,10 @@ def build_page(dash: Dashboard) -> None:
     _check()
 
     def _send() -> None:
-        x, y, z, pitch = _target()
+        target = _target()
+        if target is None:
+            return
+        x, y, z, pitch = target
         if not dash.checker.check(x, y, z, pitch).ok:
             return
         dash.ros.send_target(x, y, z, pitch)
@@ -368,8 +386,8 @@ def build_page(dash: Dashboard) -> None:
                 z = terrain_grid.profile(j.base[:2], j.base[2] + j.q[0], r)
                 series[0]["data"] = [[float(a), float(b)] for a, b in zip(r, z, strict=True)
                                      if math.isfinite(b)]
-            x, y, zt, _ = _target()
-            series[1]["data"] = [[math.hypot(x, y), zt]]
+            target = _target()
+            series[1]["data"] = [] if target is None else [[math.hypot(*target[:2]), target[2]]]
             side.update()
             _update_3d(j)
         v = dash.bridge.view
@@ -402,8 +420,11 @@ def build_page(dash: Dashboard) -> None:
             links[name].move(*(float(v) for v in mid))
             links[name].rotate_R(_rot_z_y(heading, pitch))
             links[name].scale(max(length, 1e-3), 1.0, 1.0)
-        if dash.ros.terrain is not None and dash.ros.terrain_version != state["terrain_version"]:
+        now = time.monotonic()
+        if (dash.ros.terrain is not None and dash.ros.terrain_version != state["terrain_version"]
+                and now - state.get("terrain_sent_s", -1e9) >= TERRAIN_3D_PERIOD_S):
             state["terrain_version"] = dash.ros.terrain_version
+            state["terrain_sent_s"] = now
             grid = dash.ros.terrain.coarse(48)
             xx, yy = np.meshgrid(grid.xs, grid.ys, indexing="ij")
             zz = grid.z
@@ -421,14 +442,12 @@ def build_page(dash: Dashboard) -> None:
         plc_status.classes(replace="dash-plc-status text-bold " + (
             "text-positive" if v.status == "running" and not v.banner else "text-negative"))
         plc_detail.set_text(v.detail)
-        bits_row.clear()
-        with bits_row:
-            for bit, on in v.state_bits.items():
-                bad = (bit in ("fault", "estop", "watchdog") and on) or (
-                    bit in ("valid", "ready", "auto") and not on)
-                ui.chip(f"{bit}: {'-' if on is None else ('1' if on else '0')}",
-                        color="red" if bad else "green").props("dense square").classes(
-                    f"dash-bit-{bit}")
+        for bit, chip in chips.items():
+            on = v.state_bits.get(bit)
+            bad = (bit in ("fault", "estop", "watchdog") and on) or (
+                bit in ("valid", "ready", "auto") and not on)
+            chip.set_text(f"{bit}: {'-' if on is None else ('1' if on else '0')}")
+            chip.props(f"color={'grey' if on is None else ('red' if bad else 'green')}")
         rows = [{"key": k, "value": val} for k, val in v.control.items()]
         rows += [{"key": k, "value": fmt(val, digits=4)} for k, val in v.monitor.items()]
         rows += [{"key": keys.STATE_PLC_ALIVE, "value": v.plc_alive or "-"}]
