@@ -253,7 +253,7 @@ def test_dashboard_drives_and_stops_the_rig(stack, browser, probe, tmp_path):
                                                                          strict=True))
     wait_for(readout_agrees, 20.0,
              lambda: f"page {_page_joints(browser)} vs joint_states {np.degrees(q_now())}")
-    browser.save_screenshot(str(shots / "dashboard_target.png"))
+    browser.save_screenshot(str(tmp_path / "dashboard_target.png"))
 
     # --- dig: the soil charts fill (bucket load, soil force from soil_node) ------------------
     from geometry_msgs.msg import WrenchStamped
@@ -274,6 +274,10 @@ def test_dashboard_drives_and_stops_the_rig(stack, browser, probe, tmp_path):
     wait_for(lambda: " kN" in _text(browser, ".dash-soil-now")
              and float(_text(browser, ".dash-soil-now").split("soil force ")[1].split()[0]) > 1.0,
              20.0, lambda: _text(browser, ".dash-soil-now"))
+    dig = InverseKinematics(default_geometry()).solve((4.3, 0.0, -1.3), math.radians(-15.0))
+    deadline = time.monotonic() + 20.0   # for the picture: the bucket at the dig target
+    while time.monotonic() < deadline and np.max(np.abs(q_now() - dig.q)) > 0.05:
+        time.sleep(0.2)
     browser.save_screenshot(str(shots / "dashboard.png"))
 
     # --- unreachable target: the verdict names the limit, send is disabled -------------------

@@ -115,10 +115,11 @@ def _side_chart_options(dash: Dashboard) -> dict[str, Any]:
             {"color": colour}, "z": 3, "animation": False})
     return {
         "animation": False,
-        "grid": {"left": 40, "right": 10, "top": 10, "bottom": 30},
+        "grid": {"left": 45, "right": 10, "top": 10, "bottom": 30},
         "xAxis": {"type": "value", "min": VIEW_R[0], "max": VIEW_R[1], "name": "r [m]",
                   "nameLocation": "middle", "nameGap": 20},
-        "yAxis": {"type": "value", "min": VIEW_Z[0], "max": VIEW_Z[1], "name": "z [m]"},
+        "yAxis": {"type": "value", "min": VIEW_Z[0], "max": VIEW_Z[1], "name": "z [m]",
+                  "nameLocation": "middle", "nameGap": 25},
         "series": series,
     }
 
@@ -130,8 +131,10 @@ def _soil_chart_options() -> dict[str, Any]:
         "grid": {"left": 50, "right": 50, "top": 30, "bottom": 50},
         "xAxis": {"type": "value", "min": -60, "max": 0, "name": "t [s]",
                   "nameLocation": "middle", "nameGap": 22},
-        "yAxis": [{"type": "value", "name": "load [m^3]", "min": 0, "position": "left"},
-                  {"type": "value", "name": "force [kN]", "min": 0, "position": "right"}],
+        "yAxis": [{"type": "value", "name": "load [m^3]", "min": 0, "position": "left",
+                   "nameLocation": "middle", "nameGap": 38},
+                  {"type": "value", "name": "force [kN]", "min": 0, "position": "right",
+                   "nameLocation": "middle", "nameGap": 38}],
         "series": [
             {"name": "bucket load [m^3]", "type": "line", "showSymbol": False, "data": []},
             {"name": "soil force [kN]", "type": "line", "showSymbol": False, "yAxisIndex": 1,
