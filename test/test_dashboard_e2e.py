@@ -79,7 +79,7 @@ def stack(tmp_path_factory):
             wait_for(lambda p=p, line=line: line in p.log() or not p.alive(), 60.0, p.log)
             assert p.alive(), p.log()
         yield {"redis": redis, "plc_port": plc_port, "url": f"http://127.0.0.1:{web_port}/",
-               "bridge": bridge, "dash": dash, "logs": logs}
+               "bridge": bridge, "plc": plc, "dash": dash, "logs": logs}
     finally:
         for p in reversed(procs):
             p.stop()
@@ -334,6 +334,18 @@ def test_dashboard_drives_and_stops_the_rig(stack, browser, probe, tmp_path):
              lambda: _text(browser, ".dash-plc-status"))
     assert _text(browser, ".dash-drive") and browser.find_element(
         By.CSS_SELECTOR, ".dash-drive").get_attribute("aria-checked") == "false"
+
+    # --- the PLC stops answering (SIGSTOP): the page says so ---------------------------------
+    stack["plc"].proc.send_signal(signal.SIGSTOP)
+    try:
+        wait_for(lambda: "PLC down" in _text(browser, ".dash-banner"), 20.0,
+                 lambda: f"banner {_text(browser, '.dash-banner')!r}")
+        assert "PLC DOWN" in _text(browser, ".dash-bridge-badge")
+        # (the status keeps the first stop's reason, heartbeat_stale; the monitor is invalid)
+        assert _text(browser, ".dash-bit-valid") == "valid: 0"
+        browser.save_screenshot(str(shots / "dashboard_plc_down.png"))
+    finally:
+        stack["plc"].proc.send_signal(signal.SIGCONT)
 
     # --- the bridge dies: the page says so ---------------------------------------------------
     stack["bridge"].proc.send_signal(signal.SIGKILL)
