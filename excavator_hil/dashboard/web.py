@@ -332,6 +332,7 @@ def build_page(dash: Dashboard) -> None:
             return
         if on:
             state["driver"] = client.id
+            _twist()                      # this tab's sliders are the twist to drive with
             dash.bridge.start_driving()
         else:
             dash.bridge.stop()
@@ -461,6 +462,10 @@ def build_page(dash: Dashboard) -> None:
                      None if v.plc_alive_age_s is None else v.plc_alive_age_s * 1e3, "ms", 0)},
                  {"key": "Redis round trip (MGET)", "value": fmt(v.redis_rtt_ms, "ms", 2)},
                  {"key": "dashboard driving", "value": str(dash.bridge.driving)}]
+        if drive_switch.value != dash.bridge.driving:   # stopped elsewhere (another tab, exit)
+            state["stopping"] = True
+            drive_switch.value = dash.bridge.driving
+            state["stopping"] = False
         plc_table.rows = rows
         plc_table.update()
         now = time.monotonic()
