@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import re
 import shutil
 import signal
 import time
@@ -56,13 +57,24 @@ def stack(tmp_path_factory):
     redis.start()
     procs: list[NodeProcess] = []
     plc_port, control_port, web_port = free_port(), free_port(), free_port()
+    # The bridge at 20 Hz with 0.1 s timeouts: at 100 Hz with 20 ms a 2-core machine running
+    # MuJoCo, the soil model and a browser loses the links every few seconds (each loss needs a
+    # fresh heartbeat edge), which tests the bridge, not the page.
+    config = logs / "plc.yaml"
+    text = (REPO / "config" / "plc.yaml").read_text()
+    for key, value in (("cycle_hz", "20.0"), ("plc_timeout", "0.1"), ("redis_timeout", "0.1")):
+        text, n = re.subn(rf"^(\s*{key}:\s*)[0-9.]+", rf"\g<1>{value}", text, flags=re.M)
+        assert n == 1, key
+    config.write_text(text)
     try:
         plc = _proc("plc_bridge.virtual_plc_cli", ["--port", str(plc_port), "--control-port",
-                                                   str(control_port), "--model", "skid_steer"],
+                                                   str(control_port), "--model", "skid_steer",
+                                                   "--config", str(config)],
                     logs, procs)
         wait_for(lambda: "VIRTUAL_PLC READY" in plc.log(), 30.0, plc.log)
         bridge = _proc("plc_bridge.bridge_cli", ["--redis-url", redis.url, "--plc-port",
-                                                 str(plc_port), "--model", "skid_steer"],
+                                                 str(plc_port), "--model", "skid_steer",
+                                                 "--config", str(config)],
                        logs, procs)
         params = ["--ros-args", "-p", "use_sim_time:=false"]
         sim = _proc("excavator_sim.sim_node", [*params, "--params-file",
@@ -73,7 +85,8 @@ def stack(tmp_path_factory):
                      logs, procs)
         ik = _proc("excavator_kinematics.ik_node", params, logs, procs)
         dash = _proc("excavator_hil.dashboard.app", ["--port", str(web_port), "--redis-url",
-                                                     redis.url], logs, procs)
+                                                     redis.url, "--plc-config", str(config)],
+                     logs, procs)
         for p, line in ((bridge, "PLC_BRIDGE READY"), (sim, "ready:"), (soil, "ready:"),
                         (ik, "ready:"), (dash, "DASHBOARD READY")):
             wait_for(lambda p=p, line=line: line in p.log() or not p.alive(), 60.0, p.log)
