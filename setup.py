@@ -41,6 +41,7 @@ setup(
             "soil_node = excavator_hil.node_entry:soil_node",
             "plc_bridge = excavator_hil.node_entry:plc_bridge",
             "virtual_plc = excavator_hil.node_entry:virtual_plc",
+            "dashboard = excavator_hil.dashboard.app:main",
             "excavator-hil = excavator_hil.cli:main",
         ],
     },

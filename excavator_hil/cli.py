@@ -105,6 +105,7 @@ def build_parser() -> argparse.ArgumentParser:
         ("virtual-plc", "run the virtual PLC (an S7 server with a vehicle plant)"),
         ("ament-register", "register the pip-installed package in an ament prefix (the venv) "
                            "for ros2 launch / ros2 run"),
+        ("dashboard", "browser dashboard: targets, machine, soil, PLC bridge, stop (127.0.0.1)"),
     ):
         cmd = sub.add_parser(name, help=text, add_help=False)
         cmd.add_argument("rest", nargs=argparse.REMAINDER)
@@ -166,6 +167,7 @@ PASS_THROUGH: dict[str, Callable[[argparse.Namespace], int]] = {
     "bridge": _module_main("plc_bridge.bridge_cli"),
     "virtual-plc": _module_main("plc_bridge.virtual_plc_cli"),
     "ament-register": _module_main("excavator_hil.ament_register"),
+    "dashboard": _module_main("excavator_hil.dashboard.app"),
 }
 
 
