@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import json
 import math
 import os
 import secrets
@@ -192,44 +193,30 @@ def _ros_env(discovery: str) -> dict[str, str]:
     return env
 
 
-class Probe:
-    """An rclpy node in a host's probe thread; messages recorded with their arrival time."""
+class Monitor:
+    """The records a ``monitor`` process prints (one JSON object a line), read from its log."""
 
-    def __init__(self, host: Host, name: str):
-        from helpers import RosTestNode
+    def __init__(self, proc: NetnsProcess):
+        self.proc = proc
 
-        self.host = host
-        self.ros: RosTestNode = host.call(RosTestNode, name)
+    def records(self, kind: str) -> list[dict[str, Any]]:
+        out = []
+        for line in self.proc.log().splitlines():
+            if line.startswith("{") and line.endswith("}"):
+                rec = json.loads(line)
+                if rec["kind"] == kind:
+                    out.append(rec)
+        return out
 
-    def record(self, msg_type: Any, topic: str) -> list[tuple[float, Any]]:
-        box: list[tuple[float, Any]] = []
-
-        def subscribe() -> None:
-            self.ros.node.create_subscription(msg_type, topic,
-                                              lambda m: box.append((time.time(), m)), 10)
-        self.host.call(subscribe)
-        return box
-
-    def close(self) -> None:
-        self.host.call(self.ros.close)
-
-
-def _joint(msgs: list[tuple[float, Any]], name: str) -> float | None:
-    if not msgs:
-        return None
-    m = msgs[-1][1]
-    return m.position[list(m.name).index(name)]
-
-
-def _stamp_s(msg: Any) -> float:
-    return msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
+    def last(self, kind: str, key: str) -> Any:
+        recs = self.records(kind)
+        return recs[-1][key] if recs else None
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("discovery", ["server", "multicast"])
-def test_sim_and_bridge_on_two_hosts(hosts, discovery, tmp_path, monkeypatch):
+def test_sim_and_bridge_on_two_hosts(hosts, discovery, tmp_path):
     import redis
-    from sensor_msgs.msg import JointState
 
     from excavator_hil.hil_harness import Heartbeat
     from plc_bridge import redis_keys as keys
@@ -244,16 +231,6 @@ def test_sim_and_bridge_on_two_hosts(hosts, discovery, tmp_path, monkeypatch):
                         "wheel)")
         argv, lib_env = found
         sim.spawn("fast_discovery_server", argv, {**env, **lib_env}, tmp_path)
-    # the probes in this process: same DDS settings; a super client sees the whole graph
-    for k in ("FASTDDS_BUILTIN_TRANSPORTS", "ROS_AUTOMATIC_DISCOVERY_RANGE",
-              "ROS_DISCOVERY_SERVER"):
-        if k in env:
-            monkeypatch.setenv(k, env[k])
-        else:
-            monkeypatch.delenv(k, raising=False)
-    if discovery == "server":
-        monkeypatch.setenv("ROS_SUPER_CLIENT", "TRUE")
-
     # --- sim host: Redis (shared server), sim_node ------------------------------------------
     sim.spawn("redis_server", [redis_server_binary(), "--port", str(REDIS_PORT), "--bind",
                                SIM_IP, "127.0.0.1", "--requirepass", REDIS_PASSWORD, "--save",
@@ -290,11 +267,14 @@ def test_sim_and_bridge_on_two_hosts(hosts, discovery, tmp_path, monkeypatch):
     plc_ctl: ControlClient = wait_for(lambda: plc.call(control), LIMIT_S,
                                       "the virtual PLC's control channel", 0.1)
 
-    probe_sim = Probe(sim, "probe_sim")
     heartbeat = Heartbeat(url_local, 0.25)
     try:
-        joints = probe_sim.record(JointState, "joint_states")
-        wheels_at_sim = probe_sim.record(JointState, "plc/wheel_states")
+        # a monitor on the sim host: joint_states, plc/wheel_states (arrival time, stamp), graph
+        monitor = Monitor(sim.python("monitor", "test_multihost", ["monitor"], {
+            **env, "PYTHONPATH": str(REPO / "test"),
+            # a discovery-server client only learns what it subscribes to; a super client
+            # learns the whole graph (what `ros2 node list` needs)
+            **({"ROS_SUPER_CLIENT": "TRUE"} if discovery == "server" else {})}, tmp_path))
 
         def logs() -> str:
             return "\n".join(f"--- {p.module}:\n{p.log()[-1500:]}" for p in
@@ -318,26 +298,24 @@ def test_sim_and_bridge_on_two_hosts(hosts, discovery, tmp_path, monkeypatch):
         sim.call(heartbeat.start)          # its thread is in the sim namespace
         wait_for(lambda: status() == "running", LIMIT_S,
                  lambda: f"bridge running (status {status()!r})\n{logs()}", 0.1)
-        wait_for(lambda: joints, LIMIT_S, lambda: f"sim_node's joint_states\n{logs()}", 0.1)
-        x0 = _joint(joints, "base_x")
-        assert x0 is not None
+        x0 = wait_for(lambda: monitor.last("joints", "base_x"), LIMIT_S,
+                      lambda: f"sim_node's joint_states at the monitor\n{logs()}", 0.1)
 
         def driven() -> bool:
-            x = _joint(joints, "base_x")
-            return x is not None and x > x0 + 0.3
+            return monitor.last("joints", "base_x") > x0 + 0.3
         wait_for(driven, LIMIT_S, lambda: f"the simulated base to drive 0.3 m on the PLC's "
-                 f"measured track speeds (base_x {_joint(joints, 'base_x')}, "
-                 f"{len(wheels_at_sim)} wheel_states at the sim host)\n{logs()}", 0.1)
-        # the probe on the sim host receives what sim_node drives on
-        wait_for(lambda: wheels_at_sim, LIMIT_S, "plc/wheel_states at the sim host's probe", 0.1)
-        left, right = wheels_at_sim[-1][1].velocity[:2]
-        assert left == pytest.approx(0.5, abs=0.05) and right == pytest.approx(0.5, abs=0.05)
-        assert abs(_joint(joints, "base_yaw")) < 0.05    # straight ahead
+                 f"measured track speeds (base_x {monitor.last('joints', 'base_x')}, "
+                 f"{len(monitor.records('wheels'))} wheel_states at the sim host)\n{logs()}", 0.1)
+        # the monitor on the sim host receives what sim_node drives on
+        velocity = wait_for(lambda: monitor.last("wheels", "velocity"), LIMIT_S,
+                            "plc/wheel_states at the sim host's monitor", 0.1)
+        assert velocity == pytest.approx([0.5, 0.5], abs=0.05)
+        assert abs(monitor.last("joints", "base_yaw")) < 0.05    # straight ahead
 
         # the sim host sees the bridge's node and topics in the graph
         def graph() -> bool:
-            names = sim.call(probe_sim.ros.node.get_node_names)
-            topics = dict(sim.call(probe_sim.ros.node.get_topic_names_and_types))
+            names = monitor.last("graph", "nodes") or []
+            topics = monitor.last("graph", "topics") or []
             return "plc_bridge" in names and "/odom" in topics and "/plc/wheel_states" in topics
         wait_for(graph, LIMIT_S, "plc_bridge, /odom, /plc/wheel_states in the sim host's graph",
                  0.2)
@@ -348,9 +326,10 @@ def test_sim_and_bridge_on_two_hosts(hosts, discovery, tmp_path, monkeypatch):
         # --- cut the link -------------------------------------------------------------------
         # a listener on the PLC host, for the bridge's diagnostics while the link is down
         diagnostics = listen(plc, "/diagnostics", "stopped:redis_lost")
-        wait_for(lambda: "listening" in diagnostics.log(), LIMIT_S, "the listener", 0.1)
-        t_cut = time.time()
+        wait_for(lambda: "receiving" in diagnostics.log(), LIMIT_S,
+                 lambda: f"/diagnostics at the PLC host's listener\n{diagnostics.log()}", 0.1)
         plc.set_link(False)
+        t_cut = time.time()                # the link is down from here on
         assert diagnostics.proc.wait(LIMIT_S + 10) == 0, \
             f"the bridge to report stopped:redis_lost\n{diagnostics.log()}\n{logs()}"
 
@@ -367,7 +346,7 @@ def test_sim_and_bridge_on_two_hosts(hosts, discovery, tmp_path, monkeypatch):
         t_back = time.time()
         plc.set_link(True)
         # nothing the bridge published while the link was down reached the sim host
-        during = [m for t, m in wheels_at_sim if t < t_back and _stamp_s(m) > t_cut + 0.05]
+        during = [w for w in monitor.records("wheels") if w["t"] < t_back and w["stamp"] > t_cut]
         assert not during, f"{len(during)} wheel_states crossed a cut link"
 
         def reconnected() -> bool:
@@ -377,20 +356,18 @@ def test_sim_and_bridge_on_two_hosts(hosts, discovery, tmp_path, monkeypatch):
                  f"reconnect (status {status()!r})\n{logs()}", 0.1)
 
         # a new command crosses again: turn on the spot
-        yaw0 = _joint(joints, "base_yaw")
+        yaw0 = monitor.last("joints", "base_yaw")
         command(0.0, 0.4)
 
         def turned() -> bool:
-            yaw = _joint(joints, "base_yaw")
-            return yaw is not None and abs(math.remainder(yaw - yaw0, math.tau)) > 0.2
+            yaw = monitor.last("joints", "base_yaw")
+            return abs(math.remainder(yaw - yaw0, math.tau)) > 0.2
         wait_for(turned, LIMIT_S, lambda: f"the simulated base to turn after the link returned "
-                 f"(base_yaw {_joint(joints, 'base_yaw')} from {yaw0})\n{logs()}", 0.1)
-        assert any(t > t_back for t, _ in wheels_at_sim)
+                 f"(base_yaw {monitor.last('joints', 'base_yaw')} from {yaw0})\n{logs()}", 0.1)
+        assert any(w["t"] > t_back for w in monitor.records("wheels"))
         assert sim_node.alive() and bridge.alive()
     finally:
         heartbeat.stop()
-        with contextlib.suppress(Exception):
-            probe_sim.close()
         with contextlib.suppress(Exception):
             plc.call(plc_ctl.close)
         with contextlib.suppress(Exception):
@@ -408,13 +385,16 @@ def _listen(topic: str, text: str, count: int = 5, timeout_s: float = LIMIT_S) -
     rclpy.init()
     node = rclpy.create_node("listener")
     got: list[Any] = []
+    seen: list[bool] = []
     msg_type = DiagnosticArray if topic == "/diagnostics" else JointState
 
     def on_msg(msg: Any) -> None:
+        if not seen:
+            seen.append(True)
+            print("receiving", flush=True)  # matched the publisher (discovery done)
         if text in str(msg):
             got.append(msg)
     node.create_subscription(msg_type, topic, on_msg, 10)
-    print("listening", flush=True)
     deadline = time.monotonic() + timeout_s
     while len(got) < count and time.monotonic() < deadline:
         rclpy.spin_once(node, timeout_sec=0.1)
@@ -424,5 +404,44 @@ def _listen(topic: str, text: str, count: int = 5, timeout_s: float = LIMIT_S) -
     return 0 if len(got) >= count else 1
 
 
+def _monitor() -> int:
+    """``python -m test_multihost monitor``: print JSON lines until SIGINT: ``joints`` (base
+    pose, at most every 50 ms), every ``wheels`` message (arrival time ``t`` and header
+    ``stamp``, wall clock [s]) and the ``graph`` (node and topic names) every second."""
+    import rclpy
+    from rclpy.executors import ExternalShutdownException
+    from sensor_msgs.msg import JointState
+
+    rclpy.init()
+    node = rclpy.create_node("monitor")
+    last = [0.0]
+
+    def emit(kind: str, **values: Any) -> None:
+        print(json.dumps({"kind": kind, "t": time.time(), **values}), flush=True)
+
+    def on_joints(m: Any) -> None:
+        if time.monotonic() - last[0] >= 0.05:
+            last[0] = time.monotonic()
+            names = list(m.name)
+            emit("joints", **{n: m.position[names.index(n)] for n in ("base_x", "base_yaw")})
+
+    def on_wheels(m: Any) -> None:
+        emit("wheels", stamp=m.header.stamp.sec + 1e-9 * m.header.stamp.nanosec,
+             velocity=list(m.velocity))
+
+    def on_graph() -> None:
+        emit("graph", nodes=node.get_node_names(),
+             topics=[n for n, _ in node.get_topic_names_and_types()])
+    node.create_subscription(JointState, "joint_states", on_joints, 10)
+    node.create_subscription(JointState, "plc/wheel_states", on_wheels, 10)
+    node.create_timer(1.0, on_graph)
+    with contextlib.suppress(KeyboardInterrupt, ExternalShutdownException):
+        rclpy.spin(node)
+    rclpy.try_shutdown()
+    return 0
+
+
+if __name__ == "__main__" and sys.argv[1:2] == ["monitor"]:
+    raise SystemExit(_monitor())
 if __name__ == "__main__" and sys.argv[1:2] == ["listen"]:
     raise SystemExit(_listen(sys.argv[2], sys.argv[3], 2 if sys.argv[2] == "/diagnostics" else 5))
