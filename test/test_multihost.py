@@ -5,17 +5,21 @@
   discovery server.
 - ``plc`` host (192.0.2.2): the virtual PLC and the plc_bridge node, Redis at 192.0.2.1.
 
-Processes run as ``ip netns exec <ns> <venv python> -m ...``; the test's own probes (an rclpy
-node, a Redis client, the heartbeat of the operational layer, the virtual PLC's control client)
-run in threads that entered a namespace with setns(2), so every socket they open is in it.
-DDS uses UDPv4 only (``FASTDDS_BUILTIN_TRANSPORTS=UDPv4``): with the default shared-memory
-transport, processes on one kernel would exchange data through /dev/shm and the link cut would
-not cut DDS. Addresses are TEST-NET-1 (RFC 5737), both veth ends are inside the test's
-namespaces: nothing touches the host's interfaces, nothing leaves the namespaces.
+Processes run as ``ip netns exec <ns> <venv python> -m ...``, the DDS observers too (a
+``monitor`` on the sim host, ``listen`` on the PLC host: this file run as a module). The test's
+plain-socket clients (Redis, the heartbeat of the operational layer, the virtual PLC's control
+channel) run in threads that entered a namespace with setns(2), so their sockets are in it. (An
+rclpy node in the test process is not used: Fast DDS keeps per-process state, and a second
+participant in another namespace of the same process discovers nothing.)
+DDS uses UDPv4 only (``FASTDDS_BUILTIN_TRANSPORTS=UDPv4`` with the discovery server,
+``config/fastdds_udp.xml`` with multicast): with the default shared-memory transport, processes
+on one kernel would exchange data through /dev/shm and a link cut would not cut DDS. Addresses
+are TEST-NET-1 (RFC 5737); both veth ends are inside the test's namespaces: nothing touches the
+host's interfaces, nothing leaves the namespaces.
 
 Checked, with the discovery server and with multicast discovery: the bridge's
 ``plc/wheel_states`` reach sim_node and the base drives; the sim's ``joint_states`` reach the
-PLC host; a probe on the sim host sees the bridge's node and topics. Link cut (``ip link set
+PLC host; the sim host's graph shows the bridge's node and topics. Link cut (``ip link set
 down``): the bridge stops with ``stopped:redis_lost``, the PLC's drives stop, and nothing the
 bridge publishes during the outage reaches the sim host. Link back: the bridge runs again
 (Redis reconnect counted) and a new command (a turn) moves the simulated machine.
@@ -184,12 +188,16 @@ def _discovery_server_argv() -> tuple[list[str], dict[str, str]] | None:
 
 def _ros_env(discovery: str) -> dict[str, str]:
     env = dict(os.environ)
-    env.update({"PYTHONUNBUFFERED": "1", "FASTDDS_BUILTIN_TRANSPORTS": "UDPv4",
-                "ROS_AUTOMATIC_DISCOVERY_RANGE": "SUBNET"})
-    env.pop("ROS_DISCOVERY_SERVER", None)
-    env.pop("ROS_SUPER_CLIENT", None)
+    env.update({"PYTHONUNBUFFERED": "1", "ROS_AUTOMATIC_DISCOVERY_RANGE": "SUBNET"})
+    for k in ("ROS_DISCOVERY_SERVER", "ROS_SUPER_CLIENT", "FASTDDS_BUILTIN_TRANSPORTS",
+              "FASTDDS_DEFAULT_PROFILES_FILE", "ROS_STATIC_PEERS"):
+        env.pop(k, None)
+    # UDPv4 only, two ways (docs/deployment.md): the environment variable, the shipped profile
     if discovery == "server":
         env["ROS_DISCOVERY_SERVER"] = f"{SIM_IP}:{DISCOVERY_PORT}"
+        env["FASTDDS_BUILTIN_TRANSPORTS"] = "UDPv4"
+    else:
+        env["FASTDDS_DEFAULT_PROFILES_FILE"] = str(REPO / "config" / "fastdds_udp.xml")
     return env
 
 
