@@ -103,7 +103,13 @@ def _machines(context: LaunchContext) -> list[Action]:
         return LaunchConfiguration(name).perform(context)
 
     names = fleet_namespaces(arg("count"), arg("namespaces"))
-    spacing = float(arg("spacing"))
+    try:
+        spacing = float(arg("spacing"))
+    except ValueError:
+        raise ValueError(f"spacing: {arg('spacing')!r} is not a number [m]") from None
+    if len(names) > 1 and abs(spacing) < 1.0:
+        raise ValueError(f"spacing {spacing:.6g} m: machines would stand in each other; give "
+                         "at least the soil grid's size_y_m (16 m by default)")
     soil = arg("soil") == "true"
     redis_base = arg("redis_url").rstrip("/")
     if re.search(r"/\d+$", redis_base.split("@")[-1].split("//", 1)[-1]):
