@@ -11,9 +11,11 @@ plain-socket clients (Redis, the heartbeat of the operational layer, the virtual
 channel) run in threads that entered a namespace with setns(2), so their sockets are in it. (An
 rclpy node in the test process is not used: Fast DDS keeps per-process state, and a second
 participant in another namespace of the same process discovers nothing.)
-DDS uses UDPv4 only (``FASTDDS_BUILTIN_TRANSPORTS=UDPv4`` with the discovery server,
-``config/fastdds_udp.xml`` with multicast): with the default shared-memory transport, processes
-on one kernel would exchange data through /dev/shm and a link cut would not cut DDS. Addresses
+DDS uses UDPv4 only, through the shipped profiles: ``config/fastdds_udp.xml`` with the
+discovery server, ``config/fastdds_interface.xml`` (the veth only, loopback excluded) with
+multicast; with the default shared-memory transport, processes on one kernel would exchange data
+through /dev/shm and a link cut would not cut DDS. Each namespace gets its own machine id
+(``/etc/netns/<ns>/machine-id``, removed with the namespace), as separate hosts have. Addresses
 are TEST-NET-1 (RFC 5737); both veth ends are inside the test's namespaces: nothing touches the
 host's interfaces, nothing leaves the namespaces.
 
@@ -117,7 +119,9 @@ class Host:
 
     def spawn(self, name: str, argv: list[str], env: dict[str, str], log_dir: Path
               ) -> NetnsProcess:
-        proc = NetnsProcess(self.netns, name, argv, env, log_dir)
+        # the interface config/fastdds_interface.xml restricts DDS to on this host
+        proc = NetnsProcess(self.netns, name, argv,
+                            {**env, "EXCAVATOR_HIL_DDS_INTERFACE": self.link}, log_dir)
         self.procs.append(proc)
         return proc
 
@@ -148,6 +152,8 @@ def hosts() -> Iterator[tuple[Host, Host]]:
     sim = Host(f"exh{tag}sim", SIM_IP, f"ve{tag}s")
     plc = Host(f"exh{tag}plc", PLC_IP, f"ve{tag}p")
     made: list[Host] = []
+    etc_netns = Path("/etc/netns")
+    made_etc_netns = not etc_netns.exists()
     try:
         for h in (sim, plc):
             try:
@@ -157,6 +163,11 @@ def hosts() -> Iterator[tuple[Host, Host]]:
                     pytest.skip(f"multi-host test: cannot create a network namespace ({exc})")
                 raise
             made.append(h)
+            # its own machine id (`ip netns exec` bind-mounts /etc/netns/<ns>/* over /etc):
+            # Fast DDS takes participants with one machine id for one host and then does not
+            # reach them through an interface allow-list; real hosts have their own
+            (etc_netns / h.netns).mkdir(parents=True, exist_ok=True)
+            (etc_netns / h.netns / "machine-id").write_text(secrets.token_hex(16) + "\n")
         # both ends are created directly inside the test's namespaces
         try:
             _ip("link", "add", sim.link, "netns", sim.netns, "type", "veth", "peer", "name",
@@ -175,6 +186,10 @@ def hosts() -> Iterator[tuple[Host, Host]]:
         for h in made:
             subprocess.run(["ip", "netns", "del", h.netns], check=False, capture_output=True,
                            timeout=30)
+            shutil.rmtree(etc_netns / h.netns, ignore_errors=True)
+        if made_etc_netns:
+            with contextlib.suppress(OSError):
+                etc_netns.rmdir()
 
 
 def _discovery_server_argv() -> tuple[list[str], dict[str, str]] | None:
@@ -195,12 +210,13 @@ def _ros_env(discovery: str) -> dict[str, str]:
     for k in ("ROS_DISCOVERY_SERVER", "ROS_SUPER_CLIENT", "FASTDDS_BUILTIN_TRANSPORTS",
               "FASTDDS_DEFAULT_PROFILES_FILE", "ROS_STATIC_PEERS"):
         env.pop(k, None)
-    # UDPv4 only, two ways (docs/deployment.md): the environment variable, the shipped profile
+    # UDPv4 only, with the shipped profiles (docs/deployment.md); with multicast, DDS is also
+    # restricted to the veth (loopback excluded) by config/fastdds_interface.xml
     if discovery == "server":
         env["ROS_DISCOVERY_SERVER"] = f"{SIM_IP}:{DISCOVERY_PORT}"
-        env["FASTDDS_BUILTIN_TRANSPORTS"] = "UDPv4"
-    else:
         env["FASTDDS_DEFAULT_PROFILES_FILE"] = str(REPO / "config" / "fastdds_udp.xml")
+    else:
+        env["FASTDDS_DEFAULT_PROFILES_FILE"] = str(REPO / "config" / "fastdds_interface.xml")
     return env
 
 
