@@ -45,3 +45,18 @@ def test_sim_node_refuses_a_bad_prefix_at_start_up(tmp_path) -> None:
     log = proc.log()
     assert code == 2, log
     assert "frame_prefix '/exc1'" in log and "Traceback" not in log
+
+
+def test_sim_node_publishes_its_urdf_with_the_prefix(node_processes, ros_node, tmp_path) -> None:
+    from helpers import wait_for
+    from rclpy.qos import DurabilityPolicy, QoSProfile
+    from std_msgs.msg import String
+
+    node_processes.append(NodeProcess("excavator_sim.sim_node", [
+        "--ros-args", "-r", "__ns:=/exc7", "-p", "frame_prefix:=exc7/", "-p", "marker_rate:=0.0"],
+        log_dir=tmp_path))
+    latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)
+    got = ros_node.collect(String, "/exc7/robot_description", latched)
+    wait_for(lambda: got, 60.0, lambda: f"/exc7/robot_description ({node_processes[0].log()})")
+    links, _ = _tree(got[-1].data)
+    assert links == {n if n == "world" else "exc7/" + n for n in _tree(generate_urdf())[0]}
