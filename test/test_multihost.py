@@ -334,9 +334,11 @@ def test_sim_and_bridge_on_two_hosts(hosts, discovery, tmp_path):
                  f"measured track speeds (base_x {monitor.last('joints', 'base_x')}, "
                  f"{len(monitor.records('wheels'))} wheel_states at the sim host)\n{logs()}", 0.1)
         # the monitor on the sim host receives what sim_node drives on
-        velocity = wait_for(lambda: monitor.last("wheels", "velocity"), LIMIT_S,
-                            "plc/wheel_states at the sim host's monitor", 0.1)
-        assert velocity == pytest.approx([0.5, 0.5], abs=0.05)
+        def at_command() -> bool:     # the PLC's measured track speeds, settled
+            v = monitor.last("wheels", "velocity")
+            return v is not None and v == pytest.approx([0.5, 0.5], abs=0.05)
+        wait_for(at_command, LIMIT_S, lambda: "plc/wheel_states at 0.5 m/s at the sim host's "
+                 f"monitor (last {monitor.last('wheels', 'velocity')})", 0.1)
         assert abs(monitor.last("joints", "base_yaw")) < 0.05    # straight ahead
 
         # the sim host sees the bridge's node and topics in the graph
