@@ -25,7 +25,9 @@ when the node's ``use_sim_time`` parameter is true at start-up: with it false no
 simulated time, and two simulators on one graph would interleave their clocks),
 ``bucket_pose`` / ``bucket_twist`` (frame ``world``), ``markers`` (the machine in ``world``, at
 ``marker_rate`` in wall time: they are for RViz), ``robot_description`` once (transient local;
-the URDF of the model this node simulates, rooted at ``world``), ``/diagnostics`` at 1 Hz.
+the URDF of the model this node simulates, rooted at ``world``, its other links prefixed with
+the ``frame_prefix`` parameter, e.g. ``exc1/``, for a fleet), ``/diagnostics`` at 1 Hz. Poses,
+twists and markers are in ``world``, the frame the machines of a fleet share.
 Header stamps are simulated time (the time on ``/clock``, whether or not it is published).
 """
 
@@ -46,6 +48,7 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray, String
 from visualization_msgs.msg import Marker, MarkerArray
 
+from excavator_kinematics.errors import ConfigError
 from excavator_kinematics.geometry import ExcavatorGeometry, default_geometry
 from excavator_kinematics.ros_runtime import (
     ERROR,
@@ -61,7 +64,7 @@ from excavator_sim.heightfield import HeightFieldError, flat_to_patch
 from excavator_sim.model_builder import CYLINDER_JOINTS
 from excavator_sim.sim_config import PARAMETERS, config_from_flat
 from excavator_sim.simulation import TRACK_JOINTS, CommandError, ExcavatorSimulation
-from excavator_sim.urdf import urdf_from_model
+from excavator_sim.urdf import check_frame_prefix, urdf_from_model
 
 WORLD = "world"
 # Free run (real_time_factor 0): wall time spent simulating before serving callbacks [s].
@@ -87,6 +90,12 @@ class SimNode(Node):
                                    high=1000.0, unit="Hz")
         publish_description = declare(self, "publish_robot_description", True,
                                       "publish the generated URDF on robot_description")
+        frame_prefix = declare(self, "frame_prefix", "", "TF prefix of this machine's URDF "
+                               "links, e.g. 'exc1/' in a fleet ('world' is shared)")
+        try:
+            check_frame_prefix(frame_prefix)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
         config = config_from_flat(values, source="sim_node parameters")
         geometry = (ExcavatorGeometry.from_yaml(geometry_file) if geometry_file
                     else default_geometry())
@@ -107,7 +116,8 @@ class SimNode(Node):
                              reliability=ReliabilityPolicy.RELIABLE)
         if publish_description:
             self.description_pub = self.create_publisher(String, "robot_description", latched)
-            self.description_pub.publish(String(data=urdf_from_model(self.sim.model)))
+            self.description_pub.publish(String(data=urdf_from_model(self.sim.model,
+                                                                     frame_prefix=frame_prefix)))
         self.create_subscription(JointState, "joint_command", self.on_joint_command, 10)
         self.create_subscription(WrenchStamped, "soil/wrench", self.on_wrench, 10)
         self.create_subscription(JointState, "track_command", self.on_track_command, 10)

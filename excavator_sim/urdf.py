@@ -20,6 +20,7 @@ capsule in RViz).
 from __future__ import annotations
 
 import math
+import re
 import xml.etree.ElementTree as ET
 
 import mujoco
@@ -141,9 +142,32 @@ def _base_chain(robot: ET.Element, model: mujoco.MjModel, root: int) -> None:
         parent = child
 
 
-def urdf_from_model(model: mujoco.MjModel, name: str = "excavator") -> str:
+def check_frame_prefix(prefix: str) -> str:
+    """``prefix`` if it is a valid TF frame prefix (empty, or letters, digits, ``_`` and ``/``
+    ending in ``/``, no leading ``/``: e.g. ``exc1/``); ValueError naming the fix otherwise."""
+    if prefix and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_/]*/", prefix):
+        raise ValueError(f"frame_prefix {prefix!r}: use letters, digits, '_' and '/', start with "
+                         "a letter or '_', end with '/' (e.g. 'exc1/'), or '' for none")
+    return prefix
+
+
+def _prefix_links(robot: ET.Element, prefix: str) -> None:
+    """Prefix every link name (and the joints' parent/child references) but ``world``."""
+    for link in robot.iter("link"):
+        if link.get("name") != WORLD_LINK:
+            link.set("name", prefix + link.get("name"))
+    for tag in ("parent", "child"):
+        for element in robot.iter(tag):
+            if element.get("link") != WORLD_LINK:
+                element.set("link", prefix + element.get("link"))
+
+
+def urdf_from_model(model: mujoco.MjModel, name: str = "excavator", frame_prefix: str = ""
+                    ) -> str:
     """URDF XML for a model built by :func:`build_model`: root ``world``, the planar base joints,
-    then ``base_link`` (the body ``caterpillar``) and every body below it."""
+    then ``base_link`` (the body ``caterpillar``) and every body below it. ``frame_prefix``
+    (e.g. ``exc1/``) goes before every link name but ``world``, the frame a fleet shares."""
+    check_frame_prefix(frame_prefix)
     robot = ET.Element("robot", name=name)
     root = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_BODY, ROOT_BODY)
     _base_chain(robot, model, root)
@@ -175,6 +199,8 @@ def urdf_from_model(model: mujoco.MjModel, name: str = "excavator") -> str:
     ET.SubElement(joint, "parent", link="bucket")
     ET.SubElement(joint, "child", link="bucket_tip")
     _origin(joint, model.site_pos[tip_site], model.site_quat[tip_site])
+    if frame_prefix:
+        _prefix_links(robot, frame_prefix)
     ET.indent(robot)
     return ET.tostring(robot, encoding="unicode", xml_declaration=False)
 
@@ -187,12 +213,14 @@ def _descends_from(model: mujoco.MjModel, body: int, ancestor: int) -> bool:
     return False
 
 
-def generate_urdf(geometry: ExcavatorGeometry | None = None, track_width_m: float = 2.6) -> str:
-    """URDF XML string of the excavator described by ``geometry`` (default config)."""
+def generate_urdf(geometry: ExcavatorGeometry | None = None, track_width_m: float = 2.6,
+                  frame_prefix: str = "") -> str:
+    """URDF XML string of the excavator described by ``geometry`` (default config), link names
+    but ``world`` prefixed with ``frame_prefix``."""
     geometry = geometry if geometry is not None else default_geometry()
     built = build_model(geometry, Linkage(geometry), ModelOptions(terrain_contact=False),
                         track_width_m)
-    return '<?xml version="1.0"?>\n' + urdf_from_model(built.model)
+    return '<?xml version="1.0"?>\n' + urdf_from_model(built.model, frame_prefix=frame_prefix)
 
 
 def main(argv: list[str] | None = None) -> int:

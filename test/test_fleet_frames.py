@@ -1,0 +1,62 @@
+"""frame_prefix: every URDF link of a machine but the shared ``world`` carries the prefix, the
+joint tree is unchanged, and sim_node refuses a bad prefix at start-up (one message, exit 2)."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+
+import pytest
+from helpers import NodeProcess
+
+from excavator_sim.urdf import check_frame_prefix, generate_urdf
+
+
+def _tree(urdf: str) -> tuple[set[str], list[tuple[str, str, str]]]:
+    robot = ET.fromstring(urdf.split("?>", 1)[-1])
+    links = {link.get("name") for link in robot.iter("link")}
+    joints = [(j.get("name"), j.find("parent").get("link"), j.find("child").get("link"))
+              for j in robot.iter("joint")]
+    return links, joints
+
+
+def test_prefix_goes_before_every_link_but_world() -> None:
+    plain_links, plain_joints = _tree(generate_urdf())
+    links, joints = _tree(generate_urdf(frame_prefix="exc2/"))
+
+    def pre(name: str) -> str:
+        return name if name == "world" else "exc2/" + name
+    assert "world" in links and "exc2/base_link" in links and "exc2/bucket_tip" in links
+    assert links == {pre(n) for n in plain_links}
+    # same joints (names are joint_states' names: unprefixed), same tree
+    assert joints == [(j, pre(p), pre(c)) for j, p, c in plain_joints]
+
+
+@pytest.mark.parametrize("bad", ["/exc1/", "exc1", "exc 1/", "1exc/", "exc-1/"])
+def test_bad_prefix_is_refused_with_the_fix(bad: str) -> None:
+    with pytest.raises(ValueError, match=r"frame_prefix .*end with '/'"):
+        check_frame_prefix(bad)
+
+
+def test_sim_node_refuses_a_bad_prefix_at_start_up(tmp_path) -> None:
+    proc = NodeProcess("excavator_sim.sim_node", ["--ros-args", "-p", "frame_prefix:=/exc1"],
+                       log_dir=tmp_path)
+    code = proc.proc.wait(120)
+    proc.stop()
+    log = proc.log()
+    assert code == 2, log
+    assert "frame_prefix '/exc1'" in log and "Traceback" not in log
+
+
+def test_sim_node_publishes_its_urdf_with_the_prefix(node_processes, ros_node, tmp_path) -> None:
+    from helpers import wait_for
+    from rclpy.qos import DurabilityPolicy, QoSProfile
+    from std_msgs.msg import String
+
+    node_processes.append(NodeProcess("excavator_sim.sim_node", [
+        "--ros-args", "-r", "__ns:=/exc7", "-p", "frame_prefix:=exc7/", "-p", "marker_rate:=0.0"],
+        log_dir=tmp_path))
+    latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)
+    got = ros_node.collect(String, "/exc7/robot_description", latched)
+    wait_for(lambda: got, 60.0, lambda: f"/exc7/robot_description ({node_processes[0].log()})")
+    links, _ = _tree(got[-1].data)
+    assert links == {n if n == "world" else "exc7/" + n for n in _tree(generate_urdf())[0]}

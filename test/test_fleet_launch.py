@@ -1,0 +1,159 @@
+"""fleet.launch.py under the real ``ros2 launch``: two machines on one graph.
+
+Each machine's nodes and topics in its namespace, its own URDF frame prefix and place in the
+world, one /clock publisher for the fleet, one Redis database per bridge; a command written to
+machine 2's database drives machine 2 only. Needs the launch wheels (launch_ros, ros2launch) and
+the package registered in an ament prefix (see /work/shared/ros2-launch/README.md); skips with
+the reason otherwise. The namespace argument checks run without ROS launch.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from helpers import REPO, free_port, wait_for
+
+LIMIT_S = 90.0      # start-up of 12 processes on a loaded 2-core machine
+
+
+def _load_launch_module():
+    spec = importlib.util.spec_from_file_location("fleet_launch", REPO / "launch" /
+                                                  "fleet.launch.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def fleet():
+    pytest.importorskip("launch_ros", reason="launch_ros is not installed (the ros-kilted wheels "
+                        "have no launch; see /work/shared/ros2-launch)")
+    return _load_launch_module()
+
+
+def test_namespaces_from_count_or_list(fleet):
+    assert fleet.fleet_namespaces("3", "") == ["exc1", "exc2", "exc3"]
+    assert fleet.fleet_namespaces("3", "a, /b") == ["a", "b"]
+    for count, names, words in (("0", "", "1..16"), ("17", "", "1..16"), ("two", "", "count"),
+                                ("1", "a,a", "duplicates"), ("1", "a-b", "not a ROS name")):
+        with pytest.raises(ValueError, match=words):
+            fleet.fleet_namespaces(count, names)
+
+
+def _ros2() -> str | None:
+    found = Path(sys.executable).parent / "ros2"
+    return str(found) if found.exists() else shutil.which("ros2")
+
+
+def _registered_prefix() -> str | None:
+    """An ament prefix holding excavator_hil's fleet.launch.py (this checkout's)."""
+    prefixes = [p for p in os.environ.get("AMENT_PREFIX_PATH", "").split(os.pathsep) if p]
+    for prefix in [*prefixes, sys.prefix]:
+        launch = Path(prefix) / "share" / "excavator_hil" / "launch" / "fleet.launch.py"
+        if launch.exists():
+            return prefix
+    return None
+
+
+@pytest.mark.slow
+def test_two_machines_under_ros2_launch(fleet, redis_server, ros_node, tmp_path):
+    import redis
+    from rclpy.qos import DurabilityPolicy, QoSProfile
+    from rosgraph_msgs.msg import Clock
+    from sensor_msgs.msg import JointState
+    from std_msgs.msg import String
+
+    from excavator_hil.hil_harness import Heartbeat
+    from plc_bridge import redis_keys as keys
+
+    ros2, prefix = _ros2(), _registered_prefix()
+    if ros2 is None or prefix is None:
+        pytest.skip("ros2 launch or the registered excavator_hil package is missing (run "
+                    "/work/shared/ros2-launch/ament_register.py on this checkout)")
+    port = free_port()
+    while True:            # two consecutive free ports for the two virtual PLCs
+        with contextlib.suppress(OSError):
+            import socket
+
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", port + 1))
+            break
+        port = free_port()
+    spacing = 20.0
+    env = {**os.environ, "AMENT_PREFIX_PATH": prefix, "ROS_LOG_DIR": str(tmp_path / "log"),
+           "TMPDIR": str(tmp_path), "PYTHONUNBUFFERED": "1"}
+    log = open(tmp_path / "launch.log", "wb")  # noqa: SIM115 - closed below
+    launch = subprocess.Popen(
+        [ros2, "launch", "excavator_hil", "fleet.launch.py", "count:=2",
+         f"redis_url:=redis://127.0.0.1:{redis_server.port}", f"virtual_plc_port:={port}",
+         f"spacing:={spacing}"], stdout=log, stderr=subprocess.STDOUT, env=env,
+        start_new_session=True)
+    heartbeat = Heartbeat(f"{redis_server.url[:-2]}/1", 0.25)
+    try:
+        def text() -> str:
+            log.flush()
+            return (tmp_path / "launch.log").read_text(errors="replace")[-3000:]
+        node = ros_node.node
+        latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)
+        joints = {ns: ros_node.collect(JointState, f"/{ns}/joint_states") for ns in
+                  ("exc1", "exc2")}
+        urdf = ros_node.collect(String, "/exc2/robot_description", latched)
+        clocks = ros_node.collect(Clock, "/clock")
+
+        expected = {(n, f"/{ns}") for ns in ("exc1", "exc2")
+                    for n in ("sim_node", "ik_node", "soil_node", "plc_bridge",
+                              "robot_state_publisher")}
+        def missing() -> list[tuple[str, str]]:
+            return sorted(expected - set(node.get_node_names_and_namespaces()))
+        wait_for(lambda: not missing(), LIMIT_S,
+                 lambda: f"every node in its namespace ({missing()} missing)\n{text()}", 0.2)
+        wait_for(lambda: all(joints.values()) and urdf and clocks, LIMIT_S,
+                 lambda: f"joint_states of both machines, exc2's URDF, /clock\n{text()}", 0.1)
+
+        # one /clock for the fleet: machine 1's sim_node
+        pubs = node.get_publishers_info_by_topic("/clock")
+        assert [(p.node_namespace, p.node_name) for p in pubs] == [("/exc1", "sim_node")]
+        # machine 2's URDF: its links prefixed, world shared
+        description = urdf[-1].data
+        assert '<link name="exc2/base_link"' in description and '<link name="world"' in description
+        assert '"base_link"' not in description and "exc1/" not in description
+
+        def base(ns: str, joint: str) -> float:
+            m = joints[ns][-1]
+            return m.position[list(m.name).index(joint)]
+        assert base("exc1", "base_y") == pytest.approx(0.0, abs=0.05)
+        assert base("exc2", "base_y") == pytest.approx(spacing, abs=0.05)
+
+        # each bridge in its own Redis database
+        dbs = [redis.Redis.from_url(f"{redis_server.url[:-2]}/{k}") for k in (0, 1)]
+        wait_for(lambda: all(db.get(keys.BRIDGE_STATUS) for db in dbs), LIMIT_S,
+                 "plc.bridge.status in databases 0 and 1", 0.1)
+        # drive machine 2 through database 1: machine 2 moves, machine 1 stays
+        x1, x2 = base("exc1", "base_x"), base("exc2", "base_x")
+        dbs[1].mset({keys.LONGITUDINAL: "0.5", keys.LATERAL: "0", keys.ANGULAR: "0"})
+        heartbeat.start()
+        wait_for(lambda: base("exc2", "base_x") > x2 + 0.3, LIMIT_S,
+                 lambda: f"machine 2 to drive (base_x {base('exc2', 'base_x')} from {x2}; "
+                 f"bridge {dbs[1].get(keys.BRIDGE_STATUS)})\n{text()}", 0.1)
+        assert dbs[1].get(keys.BRIDGE_STATUS) == b"running"
+        assert dbs[0].get(keys.BRIDGE_STATUS) != b"running"      # no heartbeat in database 0
+        assert base("exc1", "base_x") == pytest.approx(x1, abs=0.01)
+        assert launch.poll() is None, text()
+    finally:
+        heartbeat.stop()
+        if launch.poll() is None:
+            os.killpg(launch.pid, signal.SIGINT)      # a terminal's Ctrl-C
+            try:
+                launch.wait(30)
+            except subprocess.TimeoutExpired:
+                os.killpg(launch.pid, signal.SIGKILL)
+                launch.wait()
+        log.close()
