@@ -18,6 +18,10 @@ sys.path.insert(0, str(Path(__file__).parent))
 from helpers import NodeProcess, RedisServer, private_domain_id
 
 os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
+# A discovery server from the user's shell takes effect even under LOCALHOST (Fast DDS 3.2):
+# tests never use one they did not start themselves (test_multihost starts its own).
+for _name in ("ROS_DISCOVERY_SERVER", "ROS_STATIC_PEERS", "FASTDDS_DEFAULT_PROFILES_FILE"):
+    os.environ.pop(_name, None)
 os.environ["ROS_DOMAIN_ID"] = os.environ.get("EXCAVATOR_HIL_TEST_DOMAIN_ID") or str(
     private_domain_id())
 os.environ.setdefault("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp")
