@@ -30,6 +30,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model", choices=MODELS, default=None)
     p.add_argument("--cycle-hz", dest="cycle_hz", type=float, default=None)
     p.add_argument("--heartbeat-timeout", dest="heartbeat_timeout", type=float, default=None)
+    p.add_argument("--redis-timeout", dest="redis_timeout", type=float, default=None,
+                   help="[s] socket timeout of each Redis round trip (parameter redis_timeout)")
+    p.add_argument("--redis-connect-timeout", dest="redis_connect_timeout", type=float,
+                   default=None, help="[s] TCP + TLS + AUTH handshake of a (re)connect")
+    p.add_argument("--plc-timeout", dest="plc_timeout", type=float, default=None,
+                   help="[s] socket timeout of each S7 request (parameter plc_timeout)")
+    p.add_argument("--monitor-ttl", dest="monitor_ttl", type=float, default=None,
+                   help="[s] expiry of the liveness keys (parameter monitor_ttl)")
     return p
 
 

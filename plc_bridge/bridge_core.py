@@ -22,9 +22,19 @@ Fail-safe behaviour (design note plc_bridge.md):
   (lifecycle deactivate) and ``stop()`` (SIGTERM). A fault bit read in a cycle that forwarded a
   command is answered by a second write (the stop) in the same cycle.
 - after any stop, commands are forwarded again only after a fresh heartbeat edge.
-- PLC link: socket timeout ``plc_timeout`` (link loss seen within 3 cycles), monitor keys set to
-  ``nan`` and ``plc.monitor.state.valid = false`` at once, reconnect in the background with
-  capped back-off + jitter, the first write after a reconnect is a stop.
+- PLC link: socket timeout ``plc_timeout`` (link loss seen within ``plc_timeout`` + one cycle),
+  the lost socket aborted (RST: nothing queued is delivered late), monitor keys set to ``nan``
+  and ``plc.monitor.state.valid = false`` at once, reconnect in the background with capped
+  back-off + jitter, the first write after a reconnect is a stop.
+- every write carries ``seq``, the command time in Unix ms (mod 2^32, strictly increasing, also
+  across a bridge restart): the PLC refuses a drive command that is not newer than the last one
+  it accepted, so an old write delivered late is never obeyed (docs/plc_setup.md section 4).
+- liveness in Redis: ``plc.bridge.live``, ``plc.bridge.status`` and ``plc.monitor.state.valid``
+  are written every cycle with a TTL of ``monitor_ttl``: within that time of the bridge's death
+  (even SIGKILL) they are gone, so no consumer takes the last values for live ones. After a
+  Redis outage the stop status is written as the first thing on the new connection.
+- every stop names its cause (``plc.bridge.detail``, the log, /diagnostics), from the first
+  cycle on: redis-py's and snap7's own error text, the parameter to change.
 - the bridge's alive counter in the control DB runs only while commands are fresh (Redis up,
   heartbeat fresh): the PLC's own watchdog then stops the machine if the bridge dies or
   its inputs go stale.
@@ -134,6 +144,7 @@ class BridgeCore:
         self._angle_mon = config.angle_fields()
         self._measured_keys = keys.measured_keys(config.wheels, config.steering)
         self._alive = 0
+        self._seq_abs = 0   # last seq sent, unbounded (the DB holds it mod 2^32)
         self._held = np.zeros(len(config.steering))
         self._plc_state: dict[str, Any] | None = None    # last decoded monitor DB
         self._feedback_ok = True
@@ -148,6 +159,8 @@ class BridgeCore:
         self._redis_reconnects_seen = 0
         self._published: dict[str, str] = {}   # values Redis holds from this bridge
         self._published_epoch = -1
+        self._logged: tuple[str, str] = ("", "")
+        self.redis.on_connect = self._on_redis_connect
         self._lock = threading.Lock()
         self._snapshot = BridgeSnapshot()
         self._stop = threading.Event()
@@ -265,14 +278,27 @@ class BridgeCore:
                 self._snapshot, stamp_s=self.clock(), status=self._status, detail=detail,
                 monitor_valid=False, measured=None, commanded=BodyTwist(),
                 plc_connected=False, redis_connected=False)
+        self.log.info("plc_bridge %s (%s)", self._status, detail)
         if self.redis.connected:
             self.redis.mset({keys.BRIDGE_STATUS: self._status, keys.BRIDGE_DETAIL: detail,
                              keys.STATE_VALID: "false",
                              **dict.fromkeys(self._measured_keys, keys.INVALID)},
-                            wait=True)   # in Redis before the connection closes
+                            wait=True, delete=(keys.BRIDGE_LIVE,))   # before the close
         self.plc.close()
         self.redis.close()
         self.waker.close()
+
+    def _on_redis_connect(self, client: Any) -> None:
+        """Connect thread, before the loop adopts the connection: Redis gets the stop status
+        the loop is in (the outage's cause) at once, never a stale ``running``."""
+        status = self._status if self._status != "running" else "stopped:redis_lost"
+        detail = self._detail or "Redis was unreachable"
+        ttl = int(self.config.monitor_ttl * 1000)
+        pipe = client.pipeline(transaction=False)
+        pipe.set(keys.BRIDGE_STATUS, status, px=ttl)
+        pipe.set(keys.STATE_VALID, "false", px=ttl)
+        pipe.set(keys.BRIDGE_DETAIL, detail)
+        pipe.execute()
 
     # --- one cycle -----------------------------------------------------------------------------
     def run_cycle(self) -> None:
@@ -412,6 +438,9 @@ class BridgeCore:
                                   ("fault", "plc_fault", "PLC reports a fault")):
             if st[bit]:
                 return reason, text
+        if st.get("setpoint_fault"):
+            return "plc_setpoint_fault", ("PLC refused a setpoint (NaN/inf/out of range): "
+                                          "setpoint_fault set; a stop clears it")
         if not self._feedback_ok:
             return "plc_feedback_invalid", ("PLC monitor DB holds NaN/inf speeds or angles; "
                                             "check the PLC program's measurements")
@@ -422,6 +451,11 @@ class BridgeCore:
         if now - self._plc_alive_change_s > self.config.plc_alive_timeout:
             return "plc_alive_stale", (f"PLC alive counter unchanged for more than "
                                        f"{self.config.plc_alive_timeout:g} s")
+        if st.get("watchdog") and self.gate.heartbeat_fresh(now):
+            # the PLC's watchdog latched (an outage, a stalled bridge): it obeys nothing but a
+            # stop until it has received one; then a fresh heartbeat edge is needed as always
+            return "plc_watchdog", ("the PLC's watchdog on the bridge's alive counter tripped; "
+                                    "writing a stop to clear it")
         return None, ""
 
     def _apply_monitor(self, data: bytearray, now: float) -> None:
@@ -437,19 +471,27 @@ class BridgeCore:
                 self._held = angles
         self._plc_state = st
 
+    def _next_seq(self) -> int:
+        """The command time in Unix ms, strictly increasing, as the DINT the DB holds (the
+        32-bit value mod 2^32, two's complement)."""
+        self._seq_abs = max(self._seq_abs + 1, time.time_ns() // 1_000_000)
+        v = self._seq_abs % (1 << 32)
+        return v - (1 << 32) if v >= (1 << 31) else v
+
     def _encode(self, command: WheelCommand | None) -> bytes:
         values: dict[str, Any] = {"alive": self._alive, "enable": command is not None,
-                                  "stop": command is None}
+                                  "stop": command is None, "seq": self._next_seq()}
+        # "+ 0.0" turns -0.0 into 0.0: the PLC never sees a negative zero
         if command is None:
             for n in self._speed_sp:
                 values[n] = 0.0
             for n, a in zip(self._angle_sp, self._held, strict=True):
-                values[n] = float(a)
+                values[n] = float(a) + 0.0
         else:
             for n, v in zip(self._speed_sp, command.speeds, strict=True):
-                values[n] = float(v)
+                values[n] = float(v) + 0.0
             for n, a in zip(self._angle_sp, command.angles, strict=True):
-                values[n] = float(a)
+                values[n] = float(a) + 0.0
         return self.config.control.encode(values)
 
     def _count_rejection(self, key: tuple[Any, ...]) -> None:
@@ -469,8 +511,16 @@ class BridgeCore:
         self.counters["plc_reconnects"] = self.plc.reconnects
         self.counters["redis_reconnects"] = self.redis.reconnects
         status = "running" if running else f"stopped:{reason}"
-        if status != self._status:
-            self.log.info("plc_bridge %s%s", status, f" ({detail})" if detail else "")
+        if (status, detail) != self._logged:
+            # every change of status or cause, once (a cause that repeats is not logged again)
+            if status == "running" or not detail:
+                self.log.info("plc_bridge %s", status)
+            else:
+                self.log.warning("plc_bridge %s (%s)", status, detail)
+            self._logged = (status, detail)
+        if self.plc.slow_warning:
+            self.log.warning("plc_bridge: %s", self.plc.slow_warning)
+            self.plc.slow_warning = ""
         self._status, self._detail = status, detail
 
         st = self._plc_state
@@ -504,7 +554,8 @@ class BridgeCore:
         else:
             mapping.update(dict.fromkeys(self._measured_keys, keys.INVALID))
             mapping[keys.STATE_VALID] = "false"
-        mapping[keys.BRIDGE_STATUS] = status
+        live = {keys.BRIDGE_STATUS: status, keys.STATE_VALID: mapping.pop(keys.STATE_VALID),
+                keys.BRIDGE_LIVE: str(self._alive)}
         mapping[keys.BRIDGE_DETAIL] = detail
         mapping[keys.BRIDGE_ALIVE] = str(self._alive)
         for name, value in self.counters.items():
@@ -518,9 +569,9 @@ class BridgeCore:
                 self._published.clear()
                 self._published_epoch = self.redis.reconnects
             delta = {k: v for k, v in mapping.items() if self._published.get(k) != v}
-            if delta and self.redis.mset(delta):
+            if self.redis.mset(delta, expiring=live, ttl_ms=int(cfg.monitor_ttl * 1000)):
                 self._published.update(delta)
-            elif delta:
+            else:
                 self._published.clear()
 
         snap = BridgeSnapshot(

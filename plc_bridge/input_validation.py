@@ -3,8 +3,10 @@
 Floats are decimal strings (ARTOF writes 10 significant digits): an optional sign, digits, an
 optional fraction and exponent. ``nan``, ``inf``, hex, empty strings, whitespace padding and
 anything else are invalid. Bools are ``true``/``false`` (``1``/``0`` accepted, case-insensitive).
-A missing velocity key reads as 0 (the operational layer may never write ``lateral`` on a
-non-holonomic vehicle); a missing heartbeat is no heartbeat (stale, not a rejection).
+A missing velocity key (deleted, expired or never written) is doubtful input and rejected like
+garbage: the operational layer writes all three; a missing heartbeat is no heartbeat (stale,
+not a rejection). Numbers in messages use ``:.6g``; a value just past a limit is shown with all
+its digits, so "3.0000001 m/s exceeds +-3 m/s" never reads "3 is outside +-3".
 """
 
 from __future__ import annotations
@@ -24,10 +26,20 @@ class InputRejectedError(ValueError):
     """A control value that must not be forwarded; the message names key, value and limit."""
 
 
+def fmt_value(value: float, limit: float | None = None) -> str:
+    """``:.6g``, or the shortest exact form when ``:.6g`` would hide the difference from
+    ``limit`` (3.0000001 against 3)."""
+    text = f"{value:.6g}"
+    if limit is not None and value != limit and text in (f"{limit:.6g}", f"{-limit:.6g}"):
+        return repr(float(value))
+    return text
+
+
 def parse_float(key: str, raw: bytes | None) -> float:
-    """A decimal string as a finite float; ``None`` (missing key) reads as 0.0."""
+    """A decimal string as a finite float; ``None`` (a missing key) is rejected."""
     if raw is None:
-        return 0.0
+        raise InputRejectedError(f"{key} is missing (deleted, expired or never written); the "
+                                 f"operational layer must write all three velocity keys")
     if not _DECIMAL.fullmatch(raw):
         raise InputRejectedError(f"{key} = {raw[:40]!r} is not a decimal number; write e.g. "
                             f"'0.5' (10 significant digits, no nan/inf)")
@@ -80,6 +92,6 @@ def parse_control(keys: tuple[str, str, str, str], raw: list[bytes | None],
             (ang_k, ang, envelope.max_angular_rad_s, "rad/s", "max_angular")):
         if abs(value) > limit:
             raise InputRejectedError(
-                f"{key} = {value:g} {unit} is outside the envelope +-{limit:g} {unit} "
-                f"(parameter {param}); command less or raise the limit")
+                f"{key} = {fmt_value(value, limit)} {unit} exceeds the envelope "
+                f"+-{limit:.6g} {unit} (parameter {param}); command less or raise the limit")
     return ControlInput(twist_from_artof(lon, lat, ang, lateral_positive), heartbeat)

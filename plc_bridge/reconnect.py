@@ -35,7 +35,10 @@ class Reconnector(Generic[T]):
 
     ``poll`` returns a freshly connected resource once (then it is the caller's), else None.
     A failed attempt schedules the next one after ``Backoff.next_delay()``; ``last_error`` keeps
-    the reason for the status key.
+    the reason for the status key. The back-off is *not* reset by a successful connect: the
+    owner calls ``healthy()`` once the resource has worked for a while, so a peer that accepts
+    connections and then fails every request is retried less and less often (no reconnect
+    storm). ``pending`` is True while the first attempt has not ended yet.
     """
 
     def __init__(self, connect: Callable[[], T], backoff: Backoff, name: str):
@@ -53,7 +56,7 @@ class Reconnector(Generic[T]):
         with self._lock:
             if self._result is not None:
                 result, self._result = self._result, None
-                self._backoff.reset()
+                self._next_attempt_s = now_s + self._backoff.next_delay()   # if it fails again
                 return result
             busy = self._thread is not None and self._thread.is_alive()
         if not busy and now_s >= self._next_attempt_s:
@@ -62,6 +65,16 @@ class Reconnector(Generic[T]):
                                             name=f"reconnect-{self._name}", daemon=True)
             self._thread.start()
         return None
+
+    def healthy(self) -> None:
+        """The resource has worked for a while: the next failure retries after ``min_s``."""
+        self._backoff.reset()
+        self._next_attempt_s = 0.0
+
+    @property
+    def pending(self) -> bool:
+        """The first attempt is still running (no result and no error yet)."""
+        return self.attempts <= 1 and not self.last_error and self._result is None
 
     def _attempt(self, started_s: float) -> None:
         self.attempts += 1
@@ -73,4 +86,3 @@ class Reconnector(Generic[T]):
             return
         with self._lock:
             self._result = resource
-        self._next_attempt_s = 0.0

@@ -42,10 +42,10 @@ def _try(port: int) -> ControlClient | None:
 def test_plant_follows_setpoints_while_alive_and_watchdog_stops_it(plc):
     client, control = plc
     cfg = load_config(None, {"model": "ackermann"})
-    values = {"alive": 0, "enable": True, "stop": False, "speed_sp_rl": 0.5,
+    values = {"alive": 0, "enable": False, "stop": True, "seq": 0, "speed_sp_rl": 0.5,
               "speed_sp_rr": 0.7, "angle_sp_fl": 0.2, "angle_sp_fr": 0.15}
-    for i in range(1, 60):                       # 0.6 s of a live bridge
-        values["alive"] = i
+    for i in range(1, 60):                       # 0.6 s of a live bridge: stops, then commands
+        values.update(alive=i, seq=i, enable=i > 3, stop=i <= 3)
         client.db_write(cfg.control_db, 0, bytearray(cfg.control.encode(values)))
         time.sleep(0.01)
     mon = cfg.monitor.decode(client.db_read(cfg.monitor_db, 0, cfg.monitor.size))
@@ -76,10 +76,10 @@ def test_status_bits_and_stop_bit(plc):
     mon = cfg.monitor.decode(client.db_read(cfg.monitor_db, 0, cfg.monitor.size))
     assert mon["fault"] and mon["estop"] and not mon["auto"] and mon["ready"]
     control.faults(fault=False, estop=False, auto=True)
-    values = {"alive": 0, "enable": True, "stop": True, "speed_sp_rl": 0.5,
+    values = {"alive": 0, "enable": True, "stop": True, "seq": 0, "speed_sp_rl": 0.5,
               "speed_sp_rr": 0.5, "angle_sp_fl": 0.0, "angle_sp_fr": 0.0}
     for i in range(1, 30):                       # alive, but the stop bit is set
-        values["alive"] = i
+        values.update(alive=i, seq=i)
         client.db_write(cfg.control_db, 0, bytearray(cfg.control.encode(values)))
         time.sleep(0.01)
     assert control.status()["speeds"] == [0.0, 0.0]
