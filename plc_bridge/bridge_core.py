@@ -148,6 +148,7 @@ class BridgeCore:
         self._held = np.zeros(len(config.steering))
         self._plc_state: dict[str, Any] | None = None    # last decoded monitor DB
         self._feedback_ok = True
+        self._watchdog_reads = 0   # consecutive monitor reads with the PLC's watchdog bit set
         self._plc_alive: int | None = None
         self._plc_alive_change_s = 0.0
         self._last_rejection: tuple[Any, ...] | None = None
@@ -349,7 +350,8 @@ class BridgeCore:
             try:
                 edge = self.gate.observe_heartbeat(parse_bool(keys.HEARTBEAT, raw[3]), now)
                 twist = parse_control(keys.CONTROL_KEYS, raw, self.envelope,
-                                      cfg.lateral_positive).twist
+                                      cfg.lateral_positive,
+                                      lateral_required=cfg.model == "4wd4ws").twist
             except InputRejectedError as e:
                 blocker, detail = "invalid_input", str(e)
                 self._count_rejection((blocker, detail))
@@ -378,6 +380,7 @@ class BridgeCore:
             blocker, detail = self._disabled_reason, "bridge disabled (lifecycle deactivate)"
 
         # 4. decide
+        armed_before = self.gate.armed
         decision = self.gate.decide(now, edge, blocker, redis_ok)
         command = candidate if decision.forward else None
         reason = "running" if command is not None else self.gate.reason
@@ -402,7 +405,15 @@ class BridgeCore:
                 self._apply_monitor(data, now)
             self.plc.write(cfg.control_db, self._encode(None))
             return None, reason, detail, True
-        if not self.plc.write(cfg.control_db, self._encode(command)):
+        st = self._plc_state
+        if command is not None and not armed_before:
+            self._watchdog_reads = 0   # count the PLC's watchdog bit afresh from this start
+        if command is not None and not armed_before and st is not None and st.get("watchdog") \
+                and not self.plc.write(cfg.control_db, self._encode(None)):
+            # starting on a fresh edge while the PLC's watchdog is latched (the alive counter
+            # was frozen while the heartbeat was stale): the explicit stop it needs comes first
+            command = None
+        if not self.plc.connected or not self.plc.write(cfg.control_db, self._encode(command)):
             self._plc_state = None
             reason, detail = "plc_link_lost", f"PLC write failed: {self.plc.last_error}"
             self.gate.disarm(reason)
@@ -451,15 +462,18 @@ class BridgeCore:
         if now - self._plc_alive_change_s > self.config.plc_alive_timeout:
             return "plc_alive_stale", (f"PLC alive counter unchanged for more than "
                                        f"{self.config.plc_alive_timeout:g} s")
-        if st.get("watchdog") and self.gate.heartbeat_fresh(now):
-            # the PLC's watchdog latched (an outage, a stalled bridge): it obeys nothing but a
-            # stop until it has received one; then a fresh heartbeat edge is needed as always
-            return "plc_watchdog", ("the PLC's watchdog on the bridge's alive counter tripped; "
-                                    "writing a stop to clear it")
+        if self._watchdog_reads >= 2 and self.gate.armed:
+            # the PLC's watchdog tripped under a running bridge (a stall, an outage) and
+            # latched: stop, which clears it, and wait for a fresh heartbeat edge as always.
+            # (Two reads: the first may predate the PLC scan that saw the bridge's last write.)
+            return "plc_watchdog", ("the PLC's watchdog on the bridge's alive counter tripped "
+                                    "(the bridge or its link stalled longer than the PLC's "
+                                    "watchdog time); a stop clears it")
         return None, ""
 
     def _apply_monitor(self, data: bytearray, now: float) -> None:
         st = self.config.monitor.decode(data)
+        self._watchdog_reads = self._watchdog_reads + 1 if st.get("watchdog") else 0
         if st["alive"] != self._plc_alive:
             self._plc_alive = int(st["alive"])
             self._plc_alive_change_s = now

@@ -66,7 +66,7 @@ class VirtualPlcParams:
     plant_hz: float = 200.0
     speed_time_constant_s: float = 0.05
     steer_rate_rad_s: float = 2.0
-    watchdog_timeout_s: float = 0.1
+    watchdog_timeout_s: float = 0.25
 
 
 _TYPE_NAMES = {int: "an integer", float: "a number"}

@@ -3,8 +3,11 @@
 Floats are decimal strings (ARTOF writes 10 significant digits): an optional sign, digits, an
 optional fraction and exponent. ``nan``, ``inf``, hex, empty strings, whitespace padding and
 anything else are invalid. Bools are ``true``/``false`` (``1``/``0`` accepted, case-insensitive).
-A missing velocity key (deleted, expired or never written) is doubtful input and rejected like
-garbage: the operational layer writes all three; a missing heartbeat is no heartbeat (stale,
+A missing ``longitudinal`` or ``angular`` key (deleted, expired, never written) is doubtful
+input and rejected like garbage; so is a missing ``lateral`` on a model that can move sideways
+(4WD4WS). On skid-steer and Ackermann vehicles, which cannot, ``lateral`` may be absent (reads
+0: the operational layer need not write it; a non-zero one is rejected as infeasible anyway).
+A missing heartbeat is no heartbeat (stale,
 not a rejection). Numbers in messages use ``:.6g``; a value just past a limit is shown with all
 its digits, so "3.0000001 m/s exceeds +-3 m/s" never reads "3 is outside +-3".
 """
@@ -35,11 +38,14 @@ def fmt_value(value: float, limit: float | None = None) -> str:
     return text
 
 
-def parse_float(key: str, raw: bytes | None) -> float:
-    """A decimal string as a finite float; ``None`` (a missing key) is rejected."""
+def parse_float(key: str, raw: bytes | None, required: bool = True) -> float:
+    """A decimal string as a finite float; ``None`` (a missing key) is rejected when
+    ``required``, else 0.0."""
     if raw is None:
+        if not required:
+            return 0.0
         raise InputRejectedError(f"{key} is missing (deleted, expired or never written); the "
-                                 f"operational layer must write all three velocity keys")
+                                 f"operational layer must write it with every command")
     if not _DECIMAL.fullmatch(raw):
         raise InputRejectedError(f"{key} = {raw[:40]!r} is not a decimal number; write e.g. "
                             f"'0.5' (10 significant digits, no nan/inf)")
@@ -79,11 +85,13 @@ class ControlInput:
 
 
 def parse_control(keys: tuple[str, str, str, str], raw: list[bytes | None],
-                  envelope: Envelope, lateral_positive: str = "left") -> ControlInput:
-    """Validate an MGET of (longitudinal, lateral, angular, heartbeat)."""
+                  envelope: Envelope, lateral_positive: str = "left",
+                  lateral_required: bool = True) -> ControlInput:
+    """Validate an MGET of (longitudinal, lateral, angular, heartbeat). ``lateral_required``:
+    False on a model that cannot move sideways (a missing lateral key then reads 0)."""
     lon_k, lat_k, ang_k, hb_k = keys
     lon = parse_float(lon_k, raw[0])
-    lat = parse_float(lat_k, raw[1])
+    lat = parse_float(lat_k, raw[1], lateral_required)
     ang = parse_float(ang_k, raw[2])
     heartbeat = parse_bool(hb_k, raw[3])
     for key, value, limit, unit, param in (

@@ -45,7 +45,7 @@ from snap7.s7protocol import S7Area, S7WordLen
 
 from plc_bridge.config import BridgeConfig
 from plc_bridge.db_layout import max_payload
-from plc_bridge.reconnect import Backoff, Reconnector
+from plc_bridge.reconnect import Backoff, LinkRefusedError, Reconnector
 
 
 class WriteNotAllowedError(PermissionError):
@@ -106,7 +106,7 @@ class PlcLink:
             reply_s = time.monotonic() - t0
             where = f"the PLC at {cfg.plc_host}:{cfg.plc_port}"
             if reply_s > cfg.plc_timeout:
-                raise ConnectionRefusedError(
+                raise LinkRefusedError(
                     f"{where} answered a read of DB{cfg.monitor_db} in {reply_s * 1e3:.1f} ms, "
                     f"more than plc_timeout = {cfg.plc_timeout * 1e3:.0f} ms; raise plc_timeout "
                     f"to at least {min(2.0, 2.0 * reply_s):.3g} s (--plc-timeout) and lower "
@@ -133,7 +133,7 @@ class PlcLink:
         for name, size, direction in (("control", cfg.control.size, "write"),
                                       ("monitor", cfg.monitor.size, "read")):
             if size > max_payload(pdu, direction):
-                raise ConnectionRefusedError(
+                raise LinkRefusedError(
                     f"the PLC negotiated a PDU of {pdu} B; the {name} DB ({size} B) needs more "
                     f"(one {direction} carries {max_payload(pdu, direction)} B): shrink the "
                     f"block in plc.yaml or use a CPU with a larger PDU")
@@ -157,7 +157,8 @@ class PlcLink:
             return True
         client = self._reconnector.poll(now_s)
         if client is None:
-            self.last_error = self._reconnector.last_error
+            self.last_error = self._reconnector.last_error or self.last_error or (
+                "connecting (no reply yet; python-snap7's connect timeout is 5 s)")
             return False
         self.client = client
         self.just_connected = True
@@ -170,6 +171,8 @@ class PlcLink:
     def lost(self, error: BaseException | str) -> None:
         """Drop the connection after a failed request; reconnecting starts at the next poll."""
         self.last_error = str(error)
+        if self._connected_since is not None:   # failed soon after connecting
+            self._reconnector.flapped(time.monotonic())
         self._connected_since = None
         client, self.client = self.client, None
         if client is not None:

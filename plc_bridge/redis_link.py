@@ -156,6 +156,8 @@ class RedisLink:
     def lost(self, error: BaseException | str) -> None:
         self.last_error = describe_error(error, self.config) if isinstance(
             error, BaseException) else str(error)
+        if self._connected_since is not None:   # failed soon after connecting
+            self._reconnector.flapped(time.monotonic())
         self._connected_since = None
         client, self.client = self.client, None
         conn, self._conn = self._conn, None

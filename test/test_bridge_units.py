@@ -57,13 +57,20 @@ def test_control_parsing_envelope_and_lateral_sign():
         raw[i] = None
         with pytest.raises(InputRejectedError, match=rf"{key} is missing"):
             parse_control(keys.CONTROL_KEYS, raw, ENV)
+    # lateral may be absent where the vehicle cannot move sideways (skid steer, Ackermann)
+    ci = parse_control(keys.CONTROL_KEYS, [b"0.8", None, b"0.3", None], ENV,
+                       lateral_required=False)
+    assert ci.twist == BodyTwist(0.8, 0.0, 0.3)
+    with pytest.raises(InputRejectedError, match="longitudinal is missing"):
+        parse_control(keys.CONTROL_KEYS, [None, None, b"0.3", None], ENV, lateral_required=False)
     # just past a limit: the value is shown with the digits that exceed it, huge ones short
     with pytest.raises(InputRejectedError, match=r"longitudinal = 3\.0000001 m/s exceeds the "
                        r"envelope \+-3 m/s"):
         parse_control(keys.CONTROL_KEYS, [b"3.0000001", b"0", b"0", b"true"], ENV)
     with pytest.raises(InputRejectedError, match=r"= 1e\+300 m/s exceeds"):
         parse_control(keys.CONTROL_KEYS, [b"1e300", b"0", b"0", b"true"], ENV)
-    with pytest.raises(InputRejectedError, match=r"longitudinal = 3.5 m/s exceeds.*max_longitudinal"):
+    with pytest.raises(InputRejectedError,
+                       match=r"longitudinal = 3.5 m/s exceeds.*max_longitudinal"):
         parse_control(keys.CONTROL_KEYS, [b"3.5", b"0", b"0", b"true"], ENV)
     with pytest.raises(InputRejectedError, match=r"angular = -2 rad/s.*max_angular"):
         parse_control(keys.CONTROL_KEYS, [b"0", b"0", b"-2", b"true"], ENV)

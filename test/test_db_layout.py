@@ -154,7 +154,7 @@ def test_config_errors_name_the_parameter(tmp_path):
     with pytest.raises(ConfigError, match=r"'monitor_ttl' = 0.05 s is shorter than two cycles"):
         load_config(write(monitor_ttl=0.05, cycle_hz=10.0))
     for host in ("", "plc 1", "300.1.1.1", "-plc"):
-        with pytest.raises(ConfigError, match="'plc_host' = .* is not an IP address or host"):
+        with pytest.raises(ConfigError, match=r"'plc_host' = .* is not an IP address or host"):
             load_config(write(plc_host=host))
     assert load_config(write(plc_host="plc-1.local")).plc_host == "plc-1.local"
     with pytest.raises(ConfigError, match=r"'redis_url' = 'redis://u:\*\*\*@h:99999/0'"):
