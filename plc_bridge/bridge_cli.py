@@ -59,7 +59,8 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(sig, lambda *_: done.set())
     core.start()
     print(f"PLC_BRIDGE READY model={config.model} plc={config.plc_host}:{config.plc_port} "
-          f"cycle_hz={config.cycle_hz:g}", flush=True)
+          f"cycle_hz={config.cycle_hz:g} redis_timeout={config.redis_timeout:g} "
+          f"plc_timeout={config.plc_timeout:g}", flush=True)
     while not done.wait(0.2):
         if not core.loop_alive:   # the loop failed (it wrote a stop first)
             print(f"plc_bridge: loop ended: {core.failed}", file=sys.stderr)

@@ -84,6 +84,7 @@ class VirtualPlc:
             len(config.wheels), len(config.steering), vp.watchdog_timeout_s,
             speed_limit_m_s=self.plant.speed_limit_m_s, steer_limit_rad=self.plant.steer_limit_rad)
         self.internal_error = ""   # the last unexpected error of a cycle (outputs stopped)
+        self.drove_at: float | None = None   # monotonic time of the last scan that drove
         self.faults = Faults()
         self._control_buf = bytearray(config.control.size)
         self._monitor_buf = bytearray(config.monitor.size)
@@ -232,6 +233,7 @@ class VirtualPlc:
         drive = ok_drive and f.ready and f.auto and not fault and not f.estop
         dt = min(max(dt, 0.0), 1.0)   # a paused process (SIGSTOP) resumes with one long step
         if drive:
+            self.drove_at = now
             self.plant.step(dt, speeds, angles)
         else:   # stop, e-stop, watchdog: speeds ramp to 0, steering held where it is
             self.plant.stop()
@@ -291,6 +293,7 @@ class VirtualPlc:
                 "setpoint_fault": self.guard.setpoint_fault, "fault_text": self.guard.fault_text,
                 "refused": dict(self.guard.refused), "last_seq": self.guard.last_seq,
                 "internal_error": self.internal_error, "port": self.port,
+                "drove_at": self.drove_at,
                 "control": dict(self._last_control), "alive": self._alive,
                 "speeds": [float(v) for v in self.plant.speeds],
                 "angles": [float(v) for v in self.plant.angles],
