@@ -139,6 +139,22 @@ def test_invalid_velocity_stops_within_one_cycle(rig, bad):
     assert assert_no_motion(rig, stop["t"]) >= 5
 
 
+@pytest.mark.parametrize("key", [keys.LONGITUDINAL, keys.ANGULAR])
+def test_deleted_velocity_key_stops_within_one_cycle(rig, key):
+    """A DEL (or an expiry) of a control key while commanding is doubtful input, not 0: the
+    skid steer would otherwise spin on the spot."""
+    running(rig)
+    rejected = counter(rig, "rejected_inputs")
+    t0 = time.monotonic()
+    rig.redis.delete(key)
+    stop = assert_stop_within_one_cycle(rig, t0)
+    rig.core.wait_cycles(5, 1.0)
+    assert rig.core.status == "stopped:invalid_input"
+    assert f"{key} is missing" in rig.get(keys.BRIDGE_DETAIL)
+    assert counter(rig, "rejected_inputs") == rejected + 1
+    assert assert_no_motion(rig, stop["t"]) >= 5
+
+
 def test_garbage_heartbeat_and_infeasible_lateral_are_rejected(rig):
     running(rig)
     rejected = counter(rig, "rejected_inputs")
