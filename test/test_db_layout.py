@@ -192,3 +192,25 @@ def test_float32_setpoints_round_trip_through_block():
     out = cfg.control.decode(cfg.control.encode(vals))
     got = np.array([out[n] for n in cfg.speed_sp_fields()])
     assert np.array_equal(got, speeds.astype(np.float32).astype(np.float64))
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_generated_guard_block_has_the_plc_side_checks(model):
+    """The TIA source carries the rules docs/plc_setup.md section 4 asks for, with this
+    model's fields and the vehicle's limits."""
+    cfg = load_config(None, {"model": model})
+    text = config_source(cfg)
+    guard = text[text.index('FUNCTION_BLOCK "PlcBridge_Guard"'):]
+    ctl = f'"PlcBridge_control_{model}"'
+    assert "END_FUNCTION_BLOCK" in guard and "#Tripped := TRUE" in guard
+    assert "Tripped : Bool := TRUE" in guard                 # starts tripped
+    assert f"DINT_TO_UDINT({ctl}.seq) - DINT_TO_UDINT(#LastSeq)" in guard
+    assert "#Diff < 16#8000_0000" in guard                   # serial-number order
+    for n in cfg.speed_sp_fields():
+        assert f"ABS({ctl}.{n}) <= #SpeedLimit" in guard
+    for n in cfg.angle_sp_fields():
+        assert f"ABS({ctl}.{n}) <= #SteerLimit" in guard
+    limit = cfg.vehicle_params["max_wheel_speed_m_s"]
+    assert f"SpeedLimit : Real := {limit:.6g};" in guard
+    assert guard.count("IF") - guard.count("END_IF") - guard.count("ELSIF") == \
+        guard.count("END_IF")                                # balanced IF / END_IF
