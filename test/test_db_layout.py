@@ -214,3 +214,18 @@ def test_generated_guard_block_has_the_plc_side_checks(model):
     assert f"SpeedLimit : Real := {limit:.6g};" in guard
     assert guard.count("IF") - guard.count("END_IF") - guard.count("ELSIF") == \
         guard.count("END_IF")                                # balanced IF / END_IF
+
+
+def test_plc_setup_doc_tables_match_the_layouts():
+    """docs/plc_setup.md section 5 is what the PLC programmer types in: every offset as the
+    config computes it."""
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "plc_setup.md").read_text()
+    for model in MODELS:
+        cfg = load_config(None, {"model": model})
+        for lay in (cfg.control, cfg.monitor):
+            assert f"{lay.size} bytes)" in doc
+            for addr, name, s7_type, _unit, comment in lay.describe():
+                assert f"| {addr} | `{name}` | {s7_type} |" in doc, (model, name)
+                assert comment in doc
