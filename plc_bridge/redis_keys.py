@@ -24,7 +24,7 @@ MON_LATERAL = "plc.monitor.navigation.velocity.lateral"
 MON_ANGULAR = "plc.monitor.navigation.velocity.angular"
 STATE_PREFIX = "plc.monitor.state."
 STATE_VALID = "plc.monitor.state.valid"          # "true" while the monitor values are live
-STATE_BITS: tuple[str, ...] = ("ready", "fault", "estop", "auto", "watchdog")
+STATE_BITS: tuple[str, ...] = ("ready", "fault", "estop", "auto", "watchdog", "setpoint_fault")
 STATE_PLC_ALIVE = "plc.monitor.state.plc_alive"  # the PLC's u16 alive counter
 
 BRIDGE_STATUS = "plc.bridge.status"              # "running" or "stopped:<reason>"

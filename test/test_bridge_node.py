@@ -137,3 +137,27 @@ def test_the_shipped_parameter_file_holds_only_declared_parameters(node_processe
              lambda: f"the node configured: {node.log()[-800:]}")
     assert "not a parameter" not in node.log()
     assert node.alive()
+
+
+def test_diagnostics_name_a_redis_auth_failure_at_once(node_processes, ros_node, tmp_path):
+    from diagnostic_msgs.msg import DiagnosticArray
+    from helpers import RedisServer
+
+    server = RedisServer(tmp_path / "redis-auth", password="right-pass")
+    server.start()
+    try:
+        diags = ros_node.collect(DiagnosticArray, "/diagnostics")
+        node = NodeProcess("plc_bridge.bridge_node", [
+            "--ros-args", "--params-file", "config/plc.yaml", "-p", "autostart:=true",
+            "-p", f"redis_url:=redis://:wrong-pass@127.0.0.1:{server.port}/0",
+            "-p", f"plc_port:={free_port()}"], log_dir=tmp_path)
+        node_processes.append(node)
+        text = "invalid username-password pair"
+
+        def named() -> bool:
+            return any(s.name == "plc_bridge" and text in s.message and s.level == b"\x02"
+                       for d in diags for s in d.status)
+        wait_for(named, 30.0, lambda: f"the cause on /diagnostics: {node.log()[-600:]}")
+        assert text in node.log() and "wrong-pass" not in node.log()
+    finally:
+        server.stop()
