@@ -135,7 +135,8 @@ def test_plc_process_paused_with_a_write_in_flight(redis_server, spawn):
         proc = rig.plc_proc.proc
         proc.send_signal(signal.SIGSTOP)
         rig.heartbeat.pause()
-        t_stop = time.monotonic()
+        wait_for(lambda: _stopped(proc.pid), 10.0, "the virtual PLC process stopped")
+        t_stop = time.monotonic()                # no PLC thread runs from here on
         try:
             wait_for(lambda: rig.core.status == "stopped:plc_link_lost", 10.0, "link loss")
             time.sleep(max(0.0, t_stop + 2.0 - time.monotonic()))
@@ -146,6 +147,13 @@ def test_plc_process_paused_with_a_write_in_flight(redis_server, spawn):
         rig.wait_status("running", 10.0)
     finally:
         rig.close()
+
+
+def _stopped(pid: int) -> bool:
+    """All threads of ``pid`` are in the stopped state ('T' in /proc)."""
+    states = [(Path(t) / "stat").read_text().rsplit(")", 1)[1].split()[0]
+              for t in Path(f"/proc/{pid}/task").iterdir()]
+    return all(s == "T" for s in states)
 
 
 def _plc_still_after_resume(rig: HilRig, t_stop: float) -> None:
@@ -317,3 +325,24 @@ def test_cli_timeouts_reach_the_bridge(redis_server, spawn):
                                              "--plc-timeout", "0.3"])
     wait_for(lambda: "PLC_BRIDGE READY" in bridge.log(), 20.0, "the bridge ready")
     assert "redis_timeout=0.5" in bridge.log() and "plc_timeout=0.3" in bridge.log()
+
+
+def test_bad_tls_ca_names_the_verification_failure(redis_server, spawn, tmp_path):
+    from test_bridge_e2e import TlsProxy
+
+    proxy = TlsProxy(redis_server.port, tmp_path)
+    other = tmp_path / "other"
+    other.mkdir()
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout",
+                    str(other / "key.pem"), "-out", str(other / "ca.pem"), "-days", "1",
+                    "-subj", "/CN=some other CA"], check=True, capture_output=True)
+    url = f"rediss://127.0.0.1:{proxy.port}/0?ssl_ca_certs={other / 'ca.pem'}"
+    rig = HilRig("skid_steer", redis_server.url, spawn, overrides={"redis_url": url})
+    try:
+        rig.core.start()
+        wait_for(lambda: "CERTIFICATE_VERIFY_FAILED" in rig.core.snapshot().detail, 20.0,
+                 lambda: f"the TLS cause named (now {rig.core.snapshot().detail!r})")
+        assert rig.core.status == "stopped:redis_lost"
+    finally:
+        rig.close()
+        proxy.close()

@@ -260,7 +260,7 @@ def _link_loss(rig: HilRig, inject, clear, what: str) -> None:
     # invalid at once, never left frozen
     wait_until(lambda: rig.get(keys.STATE_VALID) == "false", 1.0, f"invalid monitor ({what})")
     t_seen = time.monotonic()
-    limit = rig.config.plc_timeout + 2 * rig.config.period_s + SLACK_S
+    limit = rig.config.plc_timeout + 3 * rig.config.period_s + 3 * SLACK_S
     assert t_seen - t0 <= limit, f"{what}: {t_seen - t0:.3f} s"
     assert rig.get(keys.BRIDGE_STATUS) == "stopped:plc_link_lost"
     assert rig.get(keys.MON_LONGITUDINAL) == keys.INVALID

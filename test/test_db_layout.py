@@ -204,7 +204,8 @@ def test_generated_guard_block_has_the_plc_side_checks(model):
     ctl = f'"PlcBridge_control_{model}"'
     assert "END_FUNCTION_BLOCK" in guard and "#Tripped := TRUE" in guard
     assert "Tripped : Bool := TRUE" in guard                 # starts tripped
-    assert f"DINT_TO_UDINT({ctl}.seq) - DINT_TO_UDINT(#LastSeq)" in guard
+    assert f"DWORD_TO_UDINT(DINT_TO_DWORD({ctl}.seq))" in guard
+    assert "- DWORD_TO_UDINT(DINT_TO_DWORD(#LastSeq))" in guard
     assert "#Diff < 16#8000_0000" in guard                   # serial-number order
     for n in cfg.speed_sp_fields():
         assert f"ABS({ctl}.{n}) <= #SpeedLimit" in guard
