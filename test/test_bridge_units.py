@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import random
+import time
 
 import pytest
 from hypothesis import given, settings
@@ -185,3 +186,56 @@ def test_a_pdu_smaller_than_the_blocks_is_refused_at_connect(tmp_path) -> None:
                        match=rf"negotiated a PDU of 240 B; the monitor DB \({config.monitor.size}"
                              r" B\) needs more \(one read carries 222 B\)"):
         link._check_pdu(240)
+
+
+def test_a_peer_that_accepts_and_then_fails_is_retried_less_and_less():
+    """No reconnect storm: a connect that succeeds does not reset the back-off; a loss soon
+    after (``flapped``) doubles the wait up to FLAP_MAX_S; ``healthy`` resets it; a connect
+    refused by a check (LinkRefusedError) waits REFUSED_RETRY_S."""
+    import threading
+
+    from plc_bridge.reconnect import (
+        FLAP_MAX_S,
+        REFUSED_RETRY_S,
+        LinkRefusedError,
+        Reconnector,
+    )
+
+    done = threading.Event()
+
+    def ok() -> str:
+        done.set()
+        return "conn"
+
+    r = Reconnector(ok, Backoff(0.01, 0.05, 0.0, random.Random(1)), "t")
+
+    def connect(now: float) -> str:
+        done.clear()
+        assert r.poll(now) is None            # starts the attempt in its thread
+        assert done.wait(5.0)
+        r._thread.join(5.0)
+        got = r.poll(now)
+        assert got == "conn"
+        return got
+
+    now = 100.0
+    waits = []
+    for _ in range(10):
+        connect(now)
+        r.flapped(now)                        # the link failed at once
+        waits.append(r._next_attempt_s - now)
+        assert r.poll(now + waits[-1] * 0.99) is None and r._thread is not None
+        now += waits[-1]
+    assert waits == sorted(waits) and waits[-1] == FLAP_MAX_S
+    r.healthy()
+    assert r._next_attempt_s == 0.0
+
+    def refused() -> str:
+        raise LinkRefusedError("PDU 240 too small")
+
+    r2 = Reconnector(refused, Backoff(0.01, 0.05, 0.0), "t2")
+    t = time.monotonic()
+    r2.poll(t)
+    r2._thread.join(5.0)
+    assert r2._next_attempt_s - t >= REFUSED_RETRY_S
+    assert "PDU 240 too small" in r2.last_error
