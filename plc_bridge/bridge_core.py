@@ -78,6 +78,9 @@ from plc_bridge.plc_link import PlcLink
 from plc_bridge.redis_link import RedisLink, Waker
 
 _LOG = logging.getLogger("plc_bridge")
+# stops that are normal operation (logged as info; every other stop is a warning with its cause)
+_NORMAL_STOPS = frozenset({"waiting_heartbeat", "waiting_heartbeat_edge", "deactivated",
+                           "inactive", "starting"})
 
 
 def _fmt(value: float) -> str:
@@ -527,10 +530,11 @@ class BridgeCore:
         status = "running" if running else f"stopped:{reason}"
         if (status, detail) != self._logged:
             # every change of status or cause, once (a cause that repeats is not logged again)
-            if status == "running" or not detail:
-                self.log.info("plc_bridge %s", status)
+            text = f"plc_bridge {status}" + (f" ({detail})" if detail else "")
+            if running or reason in _NORMAL_STOPS:
+                self.log.info("%s", text)
             else:
-                self.log.warning("plc_bridge %s (%s)", status, detail)
+                self.log.warning("%s", text)
             self._logged = (status, detail)
         if self.plc.slow_warning:
             self.log.warning("plc_bridge: %s", self.plc.slow_warning)
