@@ -55,6 +55,7 @@ from plc_bridge.config import (
     OPTIONAL_PARAMETERS,
     SCALAR_PARAMETERS,
     BridgeConfig,
+    check_known_keys,
     default_config_path,
     known_parameter_names,
     load_config,
@@ -117,6 +118,7 @@ class PlcBridgeNode(LifecycleNode):
     def _declare_nested(self, file_params: dict[str, Any]) -> None:
         """Layouts, actuators, vehicle geometry, write_allow_list: declared under their dotted
         names with the defaults of ``config_file`` (the package's values where it has none)."""
+        check_known_keys(file_params, self.config_file or str(default_config_path()))
         package = flatten(read_parameters(default_config_path()))
         given = flatten(file_params)
         for name in sorted(set(package) | set(OPTIONAL_PARAMETERS) | set(given)):
