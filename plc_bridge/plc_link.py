@@ -78,6 +78,7 @@ class PlcLink:
         self._ever_connected = False
         self.reply_s: float | None = None       # monitor-DB read time measured at connect
         self.slow_warning = ""                  # set at a connect to a slow PLC (log it once)
+        self._warned_rate: float | None = None  # the rate [Hz] the last warning named
         self._connected_since: float | None = None
         self._reconnector: Reconnector[snap7.Client] = Reconnector(
             self._connect, Backoff(config.reconnect_min, config.reconnect_max,
@@ -116,6 +117,11 @@ class PlcLink:
             conn.socket.settimeout(cfg.plc_timeout)
             self.reply_s = reply_s
             rate = 1.0 / (2.0 * reply_s) if reply_s > 0 else math.inf
+            # said once; again only when a reconnect finds the rate changed by more than 25 %
+            if rate < cfg.cycle_hz and self._warned_rate is not None and \
+                    abs(rate - self._warned_rate) <= 0.25 * self._warned_rate:
+                return client
+            self._warned_rate = rate if rate < cfg.cycle_hz else None
             self.slow_warning = "" if rate >= cfg.cycle_hz else (
                 f"{where} answers in {reply_s * 1e3:.1f} ms: a cycle (one write, one read) "
                 f"takes ~{2 * reply_s * 1e3:.0f} ms, so the bridge runs at ~{rate:.3g} Hz "

@@ -258,9 +258,8 @@ def test_slow_plc_is_served_at_its_rate_with_a_warning(redis_server, spawn, capl
             rig.wait_status("running", 20.0)
             wait_for(lambda: rig.plc.status()["speeds"][0] > 0.3, 10.0, "tracks at speed")
         warn = [r.getMessage() for r in caplog.records if "answers in" in r.getMessage()]
-        assert len(warn) == 1, warn
-        assert "ms" in warn[0] and "cycle_hz" in warn[0]
-        assert rig.core.counters["plc_reconnects"] == 0
+        assert len(warn) == 1, warn    # once, also if a loaded host forced a reconnect
+        assert "ms" in warn[0] and "cycle_hz" in warn[0] and "set cycle_hz <=" in warn[0]
     finally:
         rig.close()
         proxy.close()
