@@ -6,6 +6,11 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 export MUJOCO_GL ?= egl
+# The real `ros2 launch` (launch, launch_ros, ros2cli wheels built from source for Kilted), where
+# the shared folder is beside the checkout: test/test_launch_real.py runs the launch files with it
+# (and skips without it).
+ROS2_LAUNCH ?= $(firstword $(wildcard ../shared/ros2-launch ../../shared/ros2-launch))
+LAUNCH_STAMP := $(VENV)/.ros2-launch
 
 .PHONY: demo test lint bench clean-venv snap7-c
 
@@ -35,7 +40,13 @@ $(SNAP7_C): | $(STAMP)
 		"$(VENV)/snap7-c/dl/python_snap7-1.3-*.whl" $(SNAP7_C)
 snap7-c: $(SNAP7_C)
 
-test: lint
+$(LAUNCH_STAMP): $(STAMP) $(wildcard $(ROS2_LAUNCH)/wheels/*.whl)
+ifneq ($(ROS2_LAUNCH),)
+	PYTHON=$(abspath $(PY)) bash $(ROS2_LAUNCH)/install.sh
+endif
+	@touch $@
+
+test: lint $(LAUNCH_STAMP)
 	-$(MAKE) --no-print-directory snap7-c
 	$(PY) -m pytest $(PYTEST_ARGS)
 
