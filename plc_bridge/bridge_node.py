@@ -45,6 +45,7 @@ from excavator_kinematics.ros_runtime import (
     WARN,
     Diagnostics,
     declare,
+    fatal,
     run_node,
 )
 from excavator_kinematics.vehicle import BodyTwist, artof_from_twist
@@ -112,6 +113,7 @@ class PlcBridgeNode(LifecycleNode):
         self._last_cmd_vel = -1e9
         self._hb_level = False
         self._config_error = ""
+        self.exit_code = 0   # non-zero when autostart's configure failed
         if self.autostart:
             self._autostart_timer = self.create_timer(0.0, self._do_autostart)
 
@@ -152,8 +154,11 @@ class PlcBridgeNode(LifecycleNode):
         self._autostart_timer.cancel()
         self.trigger_configure()
         if self.core is None:
-            # unconfigured is useless here: end the process (run_node: one message, exit 2)
-            raise ConfigError(self._config_error or "configure failed")
+            # unconfigured is useless here: one message, end the process with exit code 2
+            why = self._config_error or "configure failed"
+            self.exit_code = fatal(f"invalid configuration: {why}")
+            self.context.try_shutdown()
+            return
         self.trigger_activate()
 
     # --- lifecycle -----------------------------------------------------------------------------
@@ -293,7 +298,14 @@ class PlcBridgeNode(LifecycleNode):
 
 
 def main(args: list[str] | None = None) -> int:
-    return run_node(PlcBridgeNode, args, cleanup=lambda n: n.stop_core())
+    made: list[PlcBridgeNode] = []
+
+    def factory() -> PlcBridgeNode:
+        made.append(PlcBridgeNode())
+        return made[-1]
+
+    code = run_node(factory, args, cleanup=lambda n: n.stop_core())
+    return code or (made[-1].exit_code if made else 0)
 
 
 if __name__ == "__main__":
