@@ -148,6 +148,8 @@ class BridgeCore:
         self._measured_keys = keys.measured_keys(config.wheels, config.steering)
         self._alive = 0
         self._seq_abs = 0   # last seq sent, unbounded (the DB holds it mod 2^32)
+        # velocity keys seen since the Redis connection: one missing after that vanished
+        self._keys_seen = [False, False, False]
         self._held = np.zeros(len(config.steering))
         self._plc_state: dict[str, Any] | None = None    # last decoded monitor DB
         self._feedback_ok = True
@@ -341,6 +343,7 @@ class BridgeCore:
         if self.redis.reconnects != self._redis_reconnects_seen:
             self._redis_reconnects_seen = self.redis.reconnects
             self.gate.forget_heartbeat()
+            self._keys_seen = [False, False, False]   # a restarted Redis may be empty
         blocker: str | None = None
         detail = ""
         twist = BodyTwist()
@@ -352,9 +355,12 @@ class BridgeCore:
             assert raw is not None
             try:
                 edge = self.gate.observe_heartbeat(parse_bool(keys.HEARTBEAT, raw[3]), now)
+                seen = self._keys_seen
+                for i in range(3):
+                    seen[i] = seen[i] or raw[i] is not None
                 twist = parse_control(keys.CONTROL_KEYS, raw, self.envelope,
                                       cfg.lateral_positive,
-                                      lateral_required=cfg.model == "4wd4ws").twist
+                                      required=(seen[0], seen[1], seen[2])).twist
             except InputRejectedError as e:
                 blocker, detail = "invalid_input", str(e)
                 self._count_rejection((blocker, detail))

@@ -3,13 +3,14 @@
 Floats are decimal strings (ARTOF writes 10 significant digits): an optional sign, digits, an
 optional fraction and exponent. ``nan``, ``inf``, hex, empty strings, whitespace padding and
 anything else are invalid. Bools are ``true``/``false`` (``1``/``0`` accepted, case-insensitive).
-A missing ``longitudinal`` or ``angular`` key (deleted, expired, never written) is doubtful
-input and rejected like garbage; so is a missing ``lateral`` on a model that can move sideways
-(4WD4WS). On skid-steer and Ackermann vehicles, which cannot, ``lateral`` may be absent (reads
-0: the operational layer need not write it; a non-zero one is rejected as infeasible anyway).
-A missing heartbeat is no heartbeat (stale,
-not a rejection). Numbers in messages use ``:.6g``; a value just past a limit is shown with all
-its digits, so "3.0000001 m/s exceeds +-3 m/s" never reads "3 is outside +-3".
+A velocity key that was there and is gone (deleted or expired while this bridge reads it) is
+doubtful input and rejected like garbage: the other keys may still hold a motion that is only
+half of the command (DEL of ``longitudinal`` while turning would spin the machine). A key never
+written since the bridge connected reads 0 (nothing commanded: the machine stands; an
+operational layer on a non-holonomic vehicle need not write ``lateral``). A missing heartbeat
+is no heartbeat (stale, not a rejection). Numbers in messages use ``:.6g``; a value just past a
+limit is shown with all its digits, so "3.0000001 m/s exceeds +-3 m/s" never reads "3 is
+outside +-3".
 """
 
 from __future__ import annotations
@@ -44,8 +45,8 @@ def parse_float(key: str, raw: bytes | None, required: bool = True) -> float:
     if raw is None:
         if not required:
             return 0.0
-        raise InputRejectedError(f"{key} is missing (deleted, expired or never written); the "
-                                 f"operational layer must write it with every command")
+        raise InputRejectedError(f"{key} is missing (deleted or expired after it was written); "
+                                 f"the operational layer must keep all velocity keys written")
     if not _DECIMAL.fullmatch(raw):
         raise InputRejectedError(f"{key} = {raw[:40]!r} is not a decimal number; write e.g. "
                             f"'0.5' (10 significant digits, no nan/inf)")
@@ -86,13 +87,14 @@ class ControlInput:
 
 def parse_control(keys: tuple[str, str, str, str], raw: list[bytes | None],
                   envelope: Envelope, lateral_positive: str = "left",
-                  lateral_required: bool = True) -> ControlInput:
-    """Validate an MGET of (longitudinal, lateral, angular, heartbeat). ``lateral_required``:
-    False on a model that cannot move sideways (a missing lateral key then reads 0)."""
+                  required: tuple[bool, bool, bool] = (True, True, True)) -> ControlInput:
+    """Validate an MGET of (longitudinal, lateral, angular, heartbeat). ``required``: per
+    velocity key, whether a missing value is rejected (the key was seen before: it vanished)
+    or reads 0 (never written)."""
     lon_k, lat_k, ang_k, hb_k = keys
-    lon = parse_float(lon_k, raw[0])
-    lat = parse_float(lat_k, raw[1], lateral_required)
-    ang = parse_float(ang_k, raw[2])
+    lon = parse_float(lon_k, raw[0], required[0])
+    lat = parse_float(lat_k, raw[1], required[1])
+    ang = parse_float(ang_k, raw[2], required[2])
     heartbeat = parse_bool(hb_k, raw[3])
     for key, value, limit, unit, param in (
             (lon_k, lon, envelope.max_longitudinal_m_s, "m/s", "max_longitudinal"),

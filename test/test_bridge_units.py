@@ -58,12 +58,16 @@ def test_control_parsing_envelope_and_lateral_sign():
         raw[i] = None
         with pytest.raises(InputRejectedError, match=rf"{key} is missing"):
             parse_control(keys.CONTROL_KEYS, raw, ENV)
-    # lateral may be absent where the vehicle cannot move sideways (skid steer, Ackermann)
+    # a key never written reads 0 (not required); one seen before and gone is rejected
     ci = parse_control(keys.CONTROL_KEYS, [b"0.8", None, b"0.3", None], ENV,
-                       lateral_required=False)
+                       required=(True, False, True))
     assert ci.twist == BodyTwist(0.8, 0.0, 0.3)
+    ci = parse_control(keys.CONTROL_KEYS, [None, None, None, b"0"], ENV,
+                       required=(False, False, False))
+    assert ci.twist == BodyTwist() and ci.heartbeat is False
     with pytest.raises(InputRejectedError, match="longitudinal is missing"):
-        parse_control(keys.CONTROL_KEYS, [None, None, b"0.3", None], ENV, lateral_required=False)
+        parse_control(keys.CONTROL_KEYS, [None, None, b"0.3", None], ENV,
+                      required=(True, False, True))
     # just past a limit: the value is shown with the digits that exceed it, huge ones short
     with pytest.raises(InputRejectedError, match=r"longitudinal = 3\.0000001 m/s exceeds the "
                        r"envelope \+-3 m/s"):
