@@ -153,7 +153,7 @@ class BridgeCore:
         self._held = np.zeros(len(config.steering))
         self._plc_state: dict[str, Any] | None = None    # last decoded monitor DB
         self._feedback_ok = True
-        self._watchdog_reads = 0   # consecutive monitor reads with the PLC's watchdog bit set
+        self._watchdog_since: float | None = None   # first read with the PLC's watchdog set
         self._plc_alive: int | None = None
         self._plc_alive_change_s = 0.0
         self._last_rejection: tuple[Any, ...] | None = None
@@ -416,11 +416,12 @@ class BridgeCore:
             return None, reason, detail, True
         st = self._plc_state
         if command is not None and not armed_before:
-            self._watchdog_reads = 0   # count the PLC's watchdog bit afresh from this start
-        if command is not None and not armed_before and st is not None and st.get("watchdog") \
+            self._watchdog_since = None   # judge the PLC's watchdog afresh from this start
+        if command is not None and st is not None and st.get("watchdog") \
                 and not self.plc.write(cfg.control_db, self._encode(None)):
-            # starting on a fresh edge while the PLC's watchdog is latched (the alive counter
-            # was frozen while the heartbeat was stale): the explicit stop it needs comes first
+            # the PLC's watchdog is latched (the alive counter was frozen while the heartbeat
+            # was stale, or the bridge stalled longer than the PLC's watchdog time): the
+            # explicit stop it needs goes first, then this fresh command (newer seq)
             command = None
         if not self.plc.connected or not self.plc.write(cfg.control_db, self._encode(command)):
             self._plc_state = None
@@ -471,18 +472,22 @@ class BridgeCore:
         if now - self._plc_alive_change_s > self.config.plc_alive_timeout:
             return "plc_alive_stale", (f"PLC alive counter unchanged for more than "
                                        f"{self.config.plc_alive_timeout:g} s")
-        if self._watchdog_reads >= 2 and self.gate.armed:
-            # the PLC's watchdog tripped under a running bridge (a stall, an outage) and
-            # latched: stop, which clears it, and wait for a fresh heartbeat edge as always.
-            # (Two reads: the first may predate the PLC scan that saw the bridge's last write.)
-            return "plc_watchdog", ("the PLC's watchdog on the bridge's alive counter tripped "
-                                    "(the bridge or its link stalled longer than the PLC's "
-                                    "watchdog time); a stop clears it")
+        if self._watchdog_since is not None and self.gate.armed and \
+                now - self._watchdog_since > self.config.plc_alive_timeout:
+            # the PLC's latched watchdog does not clear although every command goes out after
+            # a stop (its watchdog time shorter than the bridge's cycle?): stop, say so
+            return "plc_watchdog", (f"the PLC's watchdog on the bridge's alive counter stays "
+                                    f"tripped for more than {self.config.plc_alive_timeout:g} "
+                                    f"s although the bridge writes every cycle; check the "
+                                    f"PLC's watchdog time against cycle_hz")
         return None, ""
 
     def _apply_monitor(self, data: bytearray, now: float) -> None:
         st = self.config.monitor.decode(data)
-        self._watchdog_reads = self._watchdog_reads + 1 if st.get("watchdog") else 0
+        if not st.get("watchdog"):
+            self._watchdog_since = None
+        elif self._watchdog_since is None:
+            self._watchdog_since = now
         if st["alive"] != self._plc_alive:
             self._plc_alive = int(st["alive"])
             self._plc_alive_change_s = now
