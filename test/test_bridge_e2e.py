@@ -131,8 +131,9 @@ def test_zero_command_holds_steering(redis_server, spawn):
         assert after["enable"], (rig.core.status, rig.core.snapshot().detail)
         assert all(after[n] == 0.0 for n in cfg.speed_sp_fields())
         assert all(after[n] == pytest.approx(math.pi / 2, abs=1e-6)
-                   for n in cfg.angle_sp_fields())
-        assert rig.core.snapshot().commanded == BodyTwist()
+                   for n in cfg.angle_sp_fields()), [after[n] for n in cfg.angle_sp_fields()]
+        wait_until(lambda: rig.core.snapshot().commanded == BodyTwist(), 10.0,
+                   "the zero twist in the bridge's snapshot")
     finally:
         rig.close()
 
