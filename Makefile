@@ -12,7 +12,7 @@ export MUJOCO_GL ?= egl
 ROS2_LAUNCH ?= $(firstword $(wildcard ../shared/ros2-launch ../../shared/ros2-launch))
 LAUNCH_STAMP := $(VENV)/.ros2-launch
 
-.PHONY: demo test lint bench browser clean-venv
+.PHONY: demo test lint bench browser clean-venv snap7-c
 
 $(STAMP): requirements.txt setup.py
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -37,6 +37,19 @@ browser:
 	else echo "make browser: no chromium/chromedriver and not root with apt-get:" \
 	  "test/test_dashboard_e2e.py will skip"; fi
 
+# The original C snap7 library (its S7 server is the tests' second, independent PLC
+# implementation): python-snap7 1.3's wheel bundles libsnap7.so. Optional: without it (offline)
+# those tests skip and say so.
+SNAP7_C := $(VENV)/snap7-c/libsnap7.so
+$(SNAP7_C): | $(STAMP)
+	rm -rf $(VENV)/snap7-c/dl && mkdir -p $(VENV)/snap7-c/dl
+	$(PY) -m pip download --quiet --no-deps --only-binary :all: --dest $(VENV)/snap7-c/dl \
+		"python-snap7==1.3"
+	$(PY) -c "import sys, zipfile, glob; z = zipfile.ZipFile(glob.glob(sys.argv[1])[0]); \
+		open(sys.argv[2], 'wb').write(z.read('snap7/lib/libsnap7.so'))" \
+		"$(VENV)/snap7-c/dl/python_snap7-1.3-*.whl" $(SNAP7_C)
+snap7-c: $(SNAP7_C)
+
 $(LAUNCH_STAMP): $(STAMP) $(wildcard $(ROS2_LAUNCH)/wheels/*.whl)
 ifneq ($(ROS2_LAUNCH),)
 	PYTHON=$(abspath $(PY)) bash $(ROS2_LAUNCH)/install.sh
@@ -44,6 +57,7 @@ endif
 	@touch $@
 
 test: lint browser $(LAUNCH_STAMP)
+	-$(MAKE) --no-print-directory snap7-c
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 bench: $(STAMP)

@@ -103,6 +103,15 @@ def start_virtual_plc(rt_priority: int) -> tuple[subprocess.Popen[bytes], int, C
     return proc, port, wait_until(connect, 20.0, "virtual PLC")
 
 
+
+_SEQ = [0]
+
+
+def _seq() -> int:
+    """The control DB's seq: command time in Unix ms, strictly increasing, as a DINT."""
+    _SEQ[0] = max(_SEQ[0] + 1, time.time_ns() // 1_000_000)
+    return (_SEQ[0] + 2**31) % 2**32 - 2**31
+
 class NaiveBridge:
     """A GET/SET per key and an S7 request per variable, on a sleep-based timer."""
 
@@ -132,6 +141,13 @@ class NaiveBridge:
         next_tick = time.monotonic()
         alive = 0
         ctl, mon = self.config.control, self.config.monitor
+        db = self.config.control_db
+        seq_at = ctl.field("seq").byte_offset
+        for alive in (1, 2):   # the explicit stop the PLC's latched watchdog needs first
+            self.plc.db_write(db, ctl.field("alive").byte_offset,
+                              bytearray(alive.to_bytes(2, "big")))
+            self.plc.db_write(db, ctl.field("stop").byte_offset, bytearray(b"\x02"))
+            self.plc.db_write(db, seq_at, bytearray(_seq().to_bytes(4, "big", signed=True)))
         while not self._stop.is_set():
             lon = float(self.redis.get(keys.LONGITUDINAL) or 0.0)
             lat = float(self.redis.get(keys.LATERAL) or 0.0)
@@ -139,10 +155,10 @@ class NaiveBridge:
             self.redis.get(keys.HEARTBEAT)
             cmd = self.model.inverse(BodyTwist(lon, lat, ang))
             alive = (alive + 1) & 0xFFFF
-            db = self.config.control_db
             self.plc.db_write(db, ctl.field("alive").byte_offset,
                               bytearray(alive.to_bytes(2, "big")))
             self.plc.db_write(db, ctl.field("enable").byte_offset, bytearray(b"\x01"))
+            self.plc.db_write(db, seq_at, bytearray(_seq().to_bytes(4, "big", signed=True)))
             for name, v in zip(self.config.speed_sp_fields(), cmd.speeds, strict=True):
                 self.plc.db_write_real(db, ctl.field(name).byte_offset, float(v))
             mdb = self.config.monitor_db

@@ -30,6 +30,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model", choices=MODELS, default=None)
     p.add_argument("--cycle-hz", dest="cycle_hz", type=float, default=None)
     p.add_argument("--heartbeat-timeout", dest="heartbeat_timeout", type=float, default=None)
+    p.add_argument("--redis-timeout", dest="redis_timeout", type=float, default=None,
+                   help="[s] socket timeout of each Redis round trip (parameter redis_timeout)")
+    p.add_argument("--redis-connect-timeout", dest="redis_connect_timeout", type=float,
+                   default=None, help="[s] TCP + TLS + AUTH handshake of a (re)connect")
+    p.add_argument("--plc-timeout", dest="plc_timeout", type=float, default=None,
+                   help="[s] socket timeout of each S7 request (parameter plc_timeout)")
+    p.add_argument("--monitor-ttl", dest="monitor_ttl", type=float, default=None,
+                   help="[s] expiry of the liveness keys (parameter monitor_ttl)")
     return p
 
 
@@ -51,7 +59,8 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(sig, lambda *_: done.set())
     core.start()
     print(f"PLC_BRIDGE READY model={config.model} plc={config.plc_host}:{config.plc_port} "
-          f"cycle_hz={config.cycle_hz:g}", flush=True)
+          f"cycle_hz={config.cycle_hz:g} redis_timeout={config.redis_timeout:g} "
+          f"plc_timeout={config.plc_timeout:g}", flush=True)
     while not done.wait(0.2):
         if not core.loop_alive:   # the loop failed (it wrote a stop first)
             print(f"plc_bridge: loop ended: {core.failed}", file=sys.stderr)

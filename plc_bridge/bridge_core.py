@@ -22,9 +22,19 @@ Fail-safe behaviour (design note plc_bridge.md):
   (lifecycle deactivate) and ``stop()`` (SIGTERM). A fault bit read in a cycle that forwarded a
   command is answered by a second write (the stop) in the same cycle.
 - after any stop, commands are forwarded again only after a fresh heartbeat edge.
-- PLC link: socket timeout ``plc_timeout`` (link loss seen within 3 cycles), monitor keys set to
-  ``nan`` and ``plc.monitor.state.valid = false`` at once, reconnect in the background with
-  capped back-off + jitter, the first write after a reconnect is a stop.
+- PLC link: socket timeout ``plc_timeout`` (link loss seen within ``plc_timeout`` + one cycle),
+  the lost socket aborted (RST: nothing queued is delivered late), monitor keys set to ``nan``
+  and ``plc.monitor.state.valid = false`` at once, reconnect in the background with capped
+  back-off + jitter, the first write after a reconnect is a stop.
+- every write carries ``seq``, the command time in Unix ms (mod 2^32, strictly increasing, also
+  across a bridge restart): the PLC refuses a drive command that is not newer than the last one
+  it accepted, so an old write delivered late is never obeyed (docs/plc_setup.md section 4).
+- liveness in Redis: ``plc.bridge.live``, ``plc.bridge.status`` and ``plc.monitor.state.valid``
+  are written every cycle with a TTL of ``monitor_ttl``: within that time of the bridge's death
+  (even SIGKILL) they are gone, so no consumer takes the last values for live ones. After a
+  Redis outage the stop status is written as the first thing on the new connection.
+- every stop names its cause (``plc.bridge.detail``, the log, /diagnostics), from the first
+  cycle on: redis-py's and snap7's own error text, the parameter to change.
 - the bridge's alive counter in the control DB runs only while commands are fresh (Redis up,
   heartbeat fresh): the PLC's own watchdog then stops the machine if the bridge dies or
   its inputs go stale.
@@ -68,6 +78,9 @@ from plc_bridge.plc_link import PlcLink
 from plc_bridge.redis_link import RedisLink, Waker
 
 _LOG = logging.getLogger("plc_bridge")
+# stops that are normal operation (logged as info; every other stop is a warning with its cause)
+_NORMAL_STOPS = frozenset({"waiting_heartbeat", "waiting_heartbeat_edge", "deactivated",
+                           "inactive", "starting"})
 
 
 def _fmt(value: float) -> str:
@@ -134,9 +147,13 @@ class BridgeCore:
         self._angle_mon = config.angle_fields()
         self._measured_keys = keys.measured_keys(config.wheels, config.steering)
         self._alive = 0
+        self._seq_abs = 0   # last seq sent, unbounded (the DB holds it mod 2^32)
+        # velocity keys seen since the Redis connection: one missing after that vanished
+        self._keys_seen = [False, False, False]
         self._held = np.zeros(len(config.steering))
         self._plc_state: dict[str, Any] | None = None    # last decoded monitor DB
         self._feedback_ok = True
+        self._watchdog_since: float | None = None   # first read with the PLC's watchdog set
         self._plc_alive: int | None = None
         self._plc_alive_change_s = 0.0
         self._last_rejection: tuple[Any, ...] | None = None
@@ -148,6 +165,8 @@ class BridgeCore:
         self._redis_reconnects_seen = 0
         self._published: dict[str, str] = {}   # values Redis holds from this bridge
         self._published_epoch = -1
+        self._logged: tuple[str, str] = ("", "")
+        self.redis.on_connect = self._on_redis_connect
         self._lock = threading.Lock()
         self._snapshot = BridgeSnapshot()
         self._stop = threading.Event()
@@ -265,14 +284,27 @@ class BridgeCore:
                 self._snapshot, stamp_s=self.clock(), status=self._status, detail=detail,
                 monitor_valid=False, measured=None, commanded=BodyTwist(),
                 plc_connected=False, redis_connected=False)
+        self.log.info("plc_bridge %s (%s)", self._status, detail)
         if self.redis.connected:
             self.redis.mset({keys.BRIDGE_STATUS: self._status, keys.BRIDGE_DETAIL: detail,
                              keys.STATE_VALID: "false",
                              **dict.fromkeys(self._measured_keys, keys.INVALID)},
-                            wait=True)   # in Redis before the connection closes
+                            wait=True, delete=(keys.BRIDGE_LIVE,))   # before the close
         self.plc.close()
         self.redis.close()
         self.waker.close()
+
+    def _on_redis_connect(self, client: Any) -> None:
+        """Connect thread, before the loop adopts the connection: Redis gets the stop status
+        the loop is in (the outage's cause) at once, never a stale ``running``."""
+        status = self._status if self._status != "running" else "stopped:redis_lost"
+        detail = self._detail or "Redis was unreachable"
+        ttl = int(self.config.monitor_ttl * 1000)
+        pipe = client.pipeline(transaction=False)
+        pipe.set(keys.BRIDGE_STATUS, status, px=ttl)
+        pipe.set(keys.STATE_VALID, "false", px=ttl)
+        pipe.set(keys.BRIDGE_DETAIL, detail)
+        pipe.execute()
 
     # --- one cycle -----------------------------------------------------------------------------
     def run_cycle(self) -> None:
@@ -311,6 +343,7 @@ class BridgeCore:
         if self.redis.reconnects != self._redis_reconnects_seen:
             self._redis_reconnects_seen = self.redis.reconnects
             self.gate.forget_heartbeat()
+            self._keys_seen = [False, False, False]   # a restarted Redis may be empty
         blocker: str | None = None
         detail = ""
         twist = BodyTwist()
@@ -322,8 +355,12 @@ class BridgeCore:
             assert raw is not None
             try:
                 edge = self.gate.observe_heartbeat(parse_bool(keys.HEARTBEAT, raw[3]), now)
+                seen = self._keys_seen
+                for i in range(3):
+                    seen[i] = seen[i] or raw[i] is not None
                 twist = parse_control(keys.CONTROL_KEYS, raw, self.envelope,
-                                      cfg.lateral_positive).twist
+                                      cfg.lateral_positive,
+                                      required=(seen[0], seen[1], seen[2])).twist
             except InputRejectedError as e:
                 blocker, detail = "invalid_input", str(e)
                 self._count_rejection((blocker, detail))
@@ -352,6 +389,7 @@ class BridgeCore:
             blocker, detail = self._disabled_reason, "bridge disabled (lifecycle deactivate)"
 
         # 4. decide
+        armed_before = self.gate.armed
         decision = self.gate.decide(now, edge, blocker, redis_ok)
         command = candidate if decision.forward else None
         reason = "running" if command is not None else self.gate.reason
@@ -376,7 +414,16 @@ class BridgeCore:
                 self._apply_monitor(data, now)
             self.plc.write(cfg.control_db, self._encode(None))
             return None, reason, detail, True
-        if not self.plc.write(cfg.control_db, self._encode(command)):
+        st = self._plc_state
+        if command is not None and not armed_before:
+            self._watchdog_since = None   # judge the PLC's watchdog afresh from this start
+        if command is not None and st is not None and st.get("watchdog") \
+                and not self.plc.write(cfg.control_db, self._encode(None)):
+            # the PLC's watchdog is latched (the alive counter was frozen while the heartbeat
+            # was stale, or the bridge stalled longer than the PLC's watchdog time): the
+            # explicit stop it needs goes first, then this fresh command (newer seq)
+            command = None
+        if not self.plc.connected or not self.plc.write(cfg.control_db, self._encode(command)):
             self._plc_state = None
             reason, detail = "plc_link_lost", f"PLC write failed: {self.plc.last_error}"
             self.gate.disarm(reason)
@@ -412,6 +459,9 @@ class BridgeCore:
                                   ("fault", "plc_fault", "PLC reports a fault")):
             if st[bit]:
                 return reason, text
+        if st.get("setpoint_fault"):
+            return "plc_setpoint_fault", ("PLC refused a setpoint (NaN/inf/out of range): "
+                                          "setpoint_fault set; a stop clears it")
         if not self._feedback_ok:
             return "plc_feedback_invalid", ("PLC monitor DB holds NaN/inf speeds or angles; "
                                             "check the PLC program's measurements")
@@ -422,10 +472,22 @@ class BridgeCore:
         if now - self._plc_alive_change_s > self.config.plc_alive_timeout:
             return "plc_alive_stale", (f"PLC alive counter unchanged for more than "
                                        f"{self.config.plc_alive_timeout:g} s")
+        if self._watchdog_since is not None and self.gate.armed and \
+                now - self._watchdog_since > self.config.plc_alive_timeout:
+            # the PLC's latched watchdog does not clear although every command goes out after
+            # a stop (its watchdog time shorter than the bridge's cycle?): stop, say so
+            return "plc_watchdog", (f"the PLC's watchdog on the bridge's alive counter stays "
+                                    f"tripped for more than {self.config.plc_alive_timeout:g} "
+                                    f"s although the bridge writes every cycle; check the "
+                                    f"PLC's watchdog time against cycle_hz")
         return None, ""
 
     def _apply_monitor(self, data: bytearray, now: float) -> None:
         st = self.config.monitor.decode(data)
+        if not st.get("watchdog"):
+            self._watchdog_since = None
+        elif self._watchdog_since is None:
+            self._watchdog_since = now
         if st["alive"] != self._plc_alive:
             self._plc_alive = int(st["alive"])
             self._plc_alive_change_s = now
@@ -437,19 +499,27 @@ class BridgeCore:
                 self._held = angles
         self._plc_state = st
 
+    def _next_seq(self) -> int:
+        """The command time in Unix ms, strictly increasing, as the DINT the DB holds (the
+        32-bit value mod 2^32, two's complement)."""
+        self._seq_abs = max(self._seq_abs + 1, time.time_ns() // 1_000_000)
+        v = self._seq_abs % (1 << 32)
+        return v - (1 << 32) if v >= (1 << 31) else v
+
     def _encode(self, command: WheelCommand | None) -> bytes:
         values: dict[str, Any] = {"alive": self._alive, "enable": command is not None,
-                                  "stop": command is None}
+                                  "stop": command is None, "seq": self._next_seq()}
+        # "+ 0.0" turns -0.0 into 0.0: the PLC never sees a negative zero
         if command is None:
             for n in self._speed_sp:
                 values[n] = 0.0
             for n, a in zip(self._angle_sp, self._held, strict=True):
-                values[n] = float(a)
+                values[n] = float(a) + 0.0
         else:
             for n, v in zip(self._speed_sp, command.speeds, strict=True):
-                values[n] = float(v)
+                values[n] = float(v) + 0.0
             for n, a in zip(self._angle_sp, command.angles, strict=True):
-                values[n] = float(a)
+                values[n] = float(a) + 0.0
         return self.config.control.encode(values)
 
     def _count_rejection(self, key: tuple[Any, ...]) -> None:
@@ -469,8 +539,17 @@ class BridgeCore:
         self.counters["plc_reconnects"] = self.plc.reconnects
         self.counters["redis_reconnects"] = self.redis.reconnects
         status = "running" if running else f"stopped:{reason}"
-        if status != self._status:
-            self.log.info("plc_bridge %s%s", status, f" ({detail})" if detail else "")
+        if (status, detail) != self._logged:
+            # every change of status or cause, once (a cause that repeats is not logged again)
+            text = f"plc_bridge {status}" + (f" ({detail})" if detail else "")
+            if running or reason in _NORMAL_STOPS:
+                self.log.info("%s", text)
+            else:
+                self.log.warning("%s", text)
+            self._logged = (status, detail)
+        if self.plc.slow_warning:
+            self.log.warning("plc_bridge: %s", self.plc.slow_warning)
+            self.plc.slow_warning = ""
         self._status, self._detail = status, detail
 
         st = self._plc_state
@@ -504,7 +583,8 @@ class BridgeCore:
         else:
             mapping.update(dict.fromkeys(self._measured_keys, keys.INVALID))
             mapping[keys.STATE_VALID] = "false"
-        mapping[keys.BRIDGE_STATUS] = status
+        live = {keys.BRIDGE_STATUS: status, keys.STATE_VALID: mapping.pop(keys.STATE_VALID),
+                keys.BRIDGE_LIVE: str(self._alive)}
         mapping[keys.BRIDGE_DETAIL] = detail
         mapping[keys.BRIDGE_ALIVE] = str(self._alive)
         for name, value in self.counters.items():
@@ -518,9 +598,9 @@ class BridgeCore:
                 self._published.clear()
                 self._published_epoch = self.redis.reconnects
             delta = {k: v for k, v in mapping.items() if self._published.get(k) != v}
-            if delta and self.redis.mset(delta):
+            if self.redis.mset(delta, expiring=live, ttl_ms=int(cfg.monitor_ttl * 1000)):
                 self._published.update(delta)
-            elif delta:
+            else:
                 self._published.clear()
 
         snap = BridgeSnapshot(

@@ -14,9 +14,14 @@ wheels ``wheel_<name>``, steering ``steer_<name>``) and ``/diagnostics``. With
 written to the Redis control keys and the heartbeat is toggled while cmd_vel keeps arriving
 (within ``cmd_vel_timeout``).
 
-Parameters: those of ``config/plc.yaml`` (scalars declared with ranges here; data-block layouts
-and vehicle geometry read from ``config_file``), plus ``autostart``, ``publish_rate``,
-``cmd_vel_to_redis`` and ``cmd_vel_timeout``.
+Parameters: every key of ``config/plc.yaml``, declared here (scalars with their ranges; the
+data-block layouts, actuators and vehicle geometry under their dotted names, e.g.
+``vehicle.skid_steer.track_width_m``), with defaults from ``config_file``; plus ``autostart``,
+``publish_rate``, ``cmd_vel_to_redis`` and ``cmd_vel_timeout``. A parameter given to the node
+(``--params-file``, ``-p``) that it does not declare is a start-up error naming it and the
+closest known name (exit 2), never a silently used default. With ``autostart`` a
+configuration that fails (bad model, bad Redis URL) ends the process with one message and
+exit code 2.
 """
 
 from __future__ import annotations
@@ -33,19 +38,30 @@ from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackRet
 from sensor_msgs.msg import JointState
 
 from excavator_kinematics.errors import ConfigError
+from excavator_kinematics.parameter_files import flatten
 from excavator_kinematics.ros_runtime import (
     ERROR,
     OK,
     WARN,
     Diagnostics,
     declare,
+    fatal,
     run_node,
-    warn_unknown_parameters,
 )
 from excavator_kinematics.vehicle import BodyTwist, artof_from_twist
 from plc_bridge import redis_keys as keys
 from plc_bridge.bridge_core import BridgeCore
-from plc_bridge.config import SCALAR_PARAMETERS, BridgeConfig, load_config, read_parameters
+from plc_bridge.config import (
+    NODE_ONLY_PARAMETERS,
+    OPTIONAL_PARAMETERS,
+    SCALAR_PARAMETERS,
+    BridgeConfig,
+    check_known_keys,
+    default_config_path,
+    known_parameter_names,
+    load_config,
+    read_parameters,
+)
 from plc_bridge.odometry import Pose2D, integrate
 
 # Stop reasons that are normal operation rather than a fault (diagnostics level WARN, not ERROR).
@@ -82,6 +98,8 @@ class PlcBridgeNode(LifecycleNode):
         self.cmd_vel_timeout = declare(self, "cmd_vel_timeout", 0.5, "heartbeat toggles only "
                                        "while cmd_vel is younger than this", low=0.05,
                                        high=10.0, unit="s")
+        self._declare_nested(file_params)
+        self._check_undeclared()
         self.core: BridgeCore | None = None
         self.config: BridgeConfig | None = None
         self.diagnostics = Diagnostics(self, "plc_bridge")
@@ -94,15 +112,54 @@ class PlcBridgeNode(LifecycleNode):
         self._cmd_client: Any = None
         self._last_cmd_vel = -1e9
         self._hb_level = False
-        warn_unknown_parameters(self)
+        self._config_error = ""
+        self.exit_code = 0   # non-zero when autostart's configure failed
         if self.autostart:
             self._autostart_timer = self.create_timer(0.0, self._do_autostart)
+
+    def _declare_nested(self, file_params: dict[str, Any]) -> None:
+        """Layouts, actuators, vehicle geometry, write_allow_list: declared under their dotted
+        names with the defaults of ``config_file`` (the package's values where it has none)."""
+        check_known_keys(file_params, self.config_file or str(default_config_path()))
+        package = flatten(read_parameters(default_config_path()))
+        given = flatten(file_params)
+        for name in sorted(set(package) | set(OPTIONAL_PARAMETERS) | set(given)):
+            if name in self.overrides or name in NODE_ONLY_PARAMETERS or \
+                    self.has_parameter(name):
+                continue
+            ref = package.get(name, OPTIONAL_PARAMETERS.get(name))
+            default = given.get(name, ref)
+            if isinstance(ref, float) and isinstance(default, int) and \
+                    not isinstance(default, bool):
+                default = float(default)
+            if isinstance(default, list) and not default:
+                continue   # an empty list has no ROS type; the file's value is used
+            self.overrides[name] = declare(self, name, default, f"see config/plc.yaml: {name}")
+
+    def _check_undeclared(self) -> None:
+        """A parameter given to this node that it does not declare is a typo: an error."""
+        import difflib
+
+        declared = set(self._parameters)
+        given = set(getattr(self, "_parameter_overrides", {}))
+        for name in sorted(given - declared):
+            known = sorted(declared | known_parameter_names())
+            close = difflib.get_close_matches(name, known, n=1)
+            hint = f"; did you mean '{close[0]}'?" if close else ""
+            raise ConfigError(f"parameter '{name}' is not a parameter of plc_bridge{hint} (its "
+                              f"parameters are the keys of config/plc.yaml, see "
+                              f"docs/configuration.md)")
 
     def _do_autostart(self) -> None:
         self._autostart_timer.cancel()
         self.trigger_configure()
-        if self.core is not None:
-            self.trigger_activate()
+        if self.core is None:
+            # unconfigured is useless here: one message, end the process with exit code 2
+            why = self._config_error or "configure failed"
+            self.exit_code = fatal(f"invalid configuration: {why}")
+            self.context.try_shutdown()
+            return
+        self.trigger_activate()
 
     # --- lifecycle -----------------------------------------------------------------------------
     def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
@@ -110,7 +167,9 @@ class PlcBridgeNode(LifecycleNode):
             self.config = load_config(self.config_file or None, self.overrides)
             self.core = BridgeCore(self.config, logger=None)
         except ConfigError as e:
-            self.get_logger().fatal(f"invalid configuration: {e}")
+            self._config_error = str(e)
+            if not self.autostart:   # with autostart, run_node prints it once and exits 2
+                self.get_logger().fatal(f"invalid configuration: {e}")
             return TransitionCallbackReturn.FAILURE
         self.core.set_enabled(False, "inactive")
         self.core.start()
@@ -239,7 +298,14 @@ class PlcBridgeNode(LifecycleNode):
 
 
 def main(args: list[str] | None = None) -> int:
-    return run_node(PlcBridgeNode, args, cleanup=lambda n: n.stop_core())
+    made: list[PlcBridgeNode] = []
+
+    def factory() -> PlcBridgeNode:
+        made.append(PlcBridgeNode())
+        return made[-1]
+
+    code = run_node(factory, args, cleanup=lambda n: n.stop_core())
+    return code or (made[-1].exit_code if made else 0)
 
 
 if __name__ == "__main__":

@@ -7,7 +7,9 @@ parameter, the value, the allowed range and the fix.
 
 from __future__ import annotations
 
+import ipaddress
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,6 +18,7 @@ from typing import Any
 import yaml
 
 from excavator_kinematics.errors import ConfigError
+from excavator_kinematics.parameter_files import flatten
 from excavator_kinematics.paths import config_file
 from excavator_kinematics.vehicle import LATERAL_CONVENTIONS, make_vehicle_model
 from plc_bridge.db_layout import DbLayout, LayoutError, parse_field_spec
@@ -25,11 +28,13 @@ MODELS: tuple[str, ...] = ("skid_steer", "ackermann", "4wd4ws")
 # name -> (type, min, max, unit/description). Ranges are inclusive.
 _SCALARS: dict[str, tuple[type, float, float, str]] = {
     "redis_timeout": (float, 0.001, 5.0, "s"),
+    "redis_connect_timeout": (float, 0.01, 30.0, "s"),
+    "monitor_ttl": (float, 0.05, 10.0, "s"),
     "plc_port": (int, 1, 65535, "TCP port"),
     "rack": (int, 0, 7, "rack number"),
     "slot": (int, 0, 31, "slot number"),
     "pdu_size": (int, 240, 960, "B"),
-    "plc_timeout": (float, 0.001, 1.0, "s"),
+    "plc_timeout": (float, 0.001, 2.0, "s"),
     "reconnect_min": (float, 0.001, 10.0, "s"),
     "reconnect_max": (float, 0.001, 60.0, "s"),
     "reconnect_jitter": (float, 0.0, 1.0, "fraction"),
@@ -61,7 +66,30 @@ class VirtualPlcParams:
     plant_hz: float = 200.0
     speed_time_constant_s: float = 0.05
     steer_rate_rad_s: float = 2.0
-    watchdog_timeout_s: float = 0.1
+    watchdog_timeout_s: float = 0.25
+
+
+_TYPE_NAMES = {int: "an integer", float: "a number"}
+_HOSTNAME = re.compile(r"(?=.{1,253}$)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+                       r"(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.?")
+
+
+def redact_url(url: str) -> str:
+    """``url`` with its password replaced by ``***`` (for messages and logs)."""
+    return re.sub(r"(://[^:/@]*:)[^@/]*@", r"\1***@", url)
+
+
+def check_host(name: str, raw: Any) -> str:
+    """An IPv4/IPv6 address or an RFC 1123 host name; anything else names the parameter."""
+    if isinstance(raw, str):
+        try:
+            ipaddress.ip_address(raw)
+            return raw
+        except ValueError:
+            if _HOSTNAME.fullmatch(raw) and not raw.replace(".", "").isdigit():
+                return raw
+    raise ConfigError(f"parameter {name!r} = {raw!r} is not an IP address or host name; "
+                      f"write e.g. '192.168.0.1' (the PLC's address, as TIA Portal shows it)")
 
 
 @dataclass(frozen=True)
@@ -70,6 +98,8 @@ class BridgeConfig:
 
     redis_url: str
     redis_timeout: float
+    redis_connect_timeout: float
+    monitor_ttl: float
     plc_host: str
     plc_port: int
     rack: int
@@ -123,19 +153,50 @@ def default_config_path() -> Path:
     return config_file("plc.yaml")
 
 
-def read_parameters(path: str | Path | None = None) -> dict[str, Any]:
-    """The ``ros__parameters`` mapping of a ROS 2 parameter file (``/**`` or any node key)."""
+BRIDGE_NODE = "plc_bridge"
+VIRTUAL_PLC_NODE = "virtual_plc"
+
+
+def _node_sections(doc: Mapping[str, Any], node: str) -> list[dict[str, Any]]:
+    """The ``ros__parameters`` of every section that applies to ``node``, in file order:
+    ``/**``, ``node``, ``/node``, ``/**/node`` or ``/<ns>/node`` (as rcl matches them)."""
+    out = []
+    for key, section in doc.items():
+        if not (isinstance(section, dict) and isinstance(section.get("ros__parameters"), dict)):
+            continue
+        k = str(key)
+        if k == "/**" or k.rstrip("/").split("/")[-1] == node:
+            out.append(dict(section["ros__parameters"]))
+    return out
+
+
+def _read_doc(path: str | Path | None) -> tuple[Path, dict[str, Any]]:
     p = Path(path) if path else default_config_path()
     try:
         doc = yaml.safe_load(p.read_text())
     except (OSError, yaml.YAMLError) as e:
         raise ConfigError(f"cannot read the PLC bridge config {p}: {e}") from e
     if not isinstance(doc, dict):
-        raise ConfigError(f"{p}: expected '/**: ros__parameters: ...' at the top level")
-    for node in doc.values():
-        if isinstance(node, dict) and isinstance(node.get("ros__parameters"), dict):
-            return dict(node["ros__parameters"])
-    raise ConfigError(f"{p}: no 'ros__parameters' section; write '/**:\\n  ros__parameters:'")
+        raise ConfigError(f"{p}: expected 'plc_bridge: ros__parameters: ...' at the top level")
+    return p, doc
+
+
+def _merge(sections: list[dict[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for sec in sections:
+        out.update(sec)
+    return out
+
+
+def read_parameters(path: str | Path | None = None, node: str = BRIDGE_NODE) -> dict[str, Any]:
+    """The ``ros__parameters`` of ``node`` in a ROS 2 parameter file (its own section and
+    ``/**``, merged in file order)."""
+    p, doc = _read_doc(path)
+    sections = _node_sections(doc, node)
+    if not sections:
+        raise ConfigError(f"{p}: no '{node}: ros__parameters:' section; write "
+                          f"'/**/{node}:\\n  ros__parameters:'")
+    return _merge(sections)
 
 
 # Parameters only the ROS node declares (bridge_node.py); the cores ignore them.
@@ -143,28 +204,72 @@ NODE_ONLY_PARAMETERS = frozenset({"config_file", "autostart", "publish_rate", "c
                                   "cmd_vel_timeout", "use_sim_time"})
 
 
-def check_known_keys(params: Mapping[str, Any], source: str) -> None:
-    """A top-level key the package's config/plc.yaml does not have is a typo: name it and the
-    closest known key (otherwise the default would silently apply)."""
+# Accepted but not in the shipped file (dotted name -> default).
+OPTIONAL_PARAMETERS: dict[str, Any] = {"vehicle.ackermann.steer_feedback": "mean"}
+
+
+def known_parameter_names() -> frozenset[str]:
+    """Every dotted parameter name of the bridge: those of the package's config/plc.yaml,
+    the optional ones and the node's own."""
+    return (frozenset(flatten(read_parameters(default_config_path()))) | NODE_ONLY_PARAMETERS
+            | frozenset(OPTIONAL_PARAMETERS))
+
+
+def _check_known(names: set[str], known: set[str] | frozenset[str], source: str, what: str
+                 ) -> None:
     import difflib
 
-    known = set(read_parameters(default_config_path())) | NODE_ONLY_PARAMETERS
-    for name in sorted(set(params) - known):
+    for name in sorted(names - set(known)):
         close = difflib.get_close_matches(name, sorted(known), n=1)
         hint = f"; did you mean '{close[0]}'?" if close else ""
-        raise ConfigError(f"{source}: unknown parameter '{name}'{hint} (the parameters are "
-                          f"those of config/plc.yaml, see docs/configuration.md)")
+        raise ConfigError(f"{source}: unknown parameter '{name}'{hint} ({what}; see "
+                          f"docs/configuration.md)")
 
 
-def load_config(path: str | Path | None = None, overrides: Mapping[str, Any] | None = None
-                ) -> BridgeConfig:
-    """Read, override and validate. ``overrides`` keys are top-level parameter names."""
+def check_known_keys(params: Mapping[str, Any], source: str) -> None:
+    """A key the package's config/plc.yaml does not have is a typo: name it and the closest
+    known key (otherwise the default would silently apply). Nested keys are compared dotted,
+    as ROS names them (``vehicle.skid_steer.track_width_m``)."""
+    _check_known(set(flatten(params)), known_parameter_names(), source,
+                 "the parameters of plc_bridge are those of config/plc.yaml")
+
+
+def default_virtual_plc_path() -> Path:
+    return config_file("virtual_plc.yaml")
+
+
+def _set_dotted(params: dict[str, Any], dotted: str, value: Any) -> None:
+    """``params["a"]["b"] = value`` for ``dotted = "a.b"`` (ROS's name of a nested key)."""
+    parts = dotted.split(".")
+    node = params
+    for part in parts[:-1]:
+        child = node.get(part)
+        if not isinstance(child, dict):
+            child = node[part] = {}
+        node = child
+    node[parts[-1]] = value
+
+
+def read_virtual_plc_parameters(path: str | Path | None = None) -> dict[str, Any]:
+    """The virtual PLC's ``ros__parameters`` (default config/virtual_plc.yaml)."""
+    return read_parameters(path or default_virtual_plc_path(), VIRTUAL_PLC_NODE)
+
+
+def load_config(path: str | Path | None = None, overrides: Mapping[str, Any] | None = None,
+                virtual_plc_path: str | Path | None = None) -> BridgeConfig:
+    """Read, override and validate. ``overrides`` keys are parameter names, dotted for nested
+    ones (``vehicle.skid_steer.track_width_m``); ``None`` values are ignored.
+    ``virtual_plc_path``: the virtual PLC's plant parameters (default config/virtual_plc.yaml)."""
+    source = str(path or default_config_path())
     params = read_parameters(path)
-    check_known_keys(params, str(path or default_config_path()))
+    check_known_keys(params, source)
     for k, v in (overrides or {}).items():
         if v is not None:
-            params[k] = v
-    return config_from_parameters(params, source=str(path or default_config_path()))
+            _set_dotted(params, k, v)
+    vp_source = str(virtual_plc_path or default_virtual_plc_path())
+    return config_from_parameters(params, source=source,
+                                  virtual_plc=read_virtual_plc_parameters(virtual_plc_path),
+                                  virtual_plc_source=vp_source)
 
 
 def _scalar(params: Mapping[str, Any], name: str) -> float | int:
@@ -180,10 +285,10 @@ def _scalar(params: Mapping[str, Any], name: str) -> float | int:
         if kind is int and float(raw) != value:
             raise TypeError
     except (TypeError, ValueError):
-        raise ConfigError(f"parameter {name!r} = {raw!r} is not a {kind.__name__}; "
-                          f"give a number in {lo}..{hi} {unit}") from None
+        raise ConfigError(f"parameter {name!r} = {raw!r:.60} is not {_TYPE_NAMES[kind]}; "
+                          f"give a number in {lo:g}..{hi:g} {unit}") from None
     if not (math.isfinite(value) and lo <= value <= hi):
-        raise ConfigError(f"parameter {name!r} = {raw!r} is outside {lo}..{hi} {unit}; "
+        raise ConfigError(f"parameter {name!r} = {value:.6g} is outside {lo:g}..{hi:g} {unit}; "
                           f"set it inside the range")
     return value
 
@@ -202,16 +307,30 @@ def _bool(params: Mapping[str, Any], name: str, default: bool) -> bool:
     return raw
 
 
-def config_from_parameters(params: Mapping[str, Any], source: str = "") -> BridgeConfig:
-    """Validate a ``ros__parameters`` mapping into a ``BridgeConfig``."""
+def config_from_parameters(params: Mapping[str, Any], source: str = "",
+                           virtual_plc: Mapping[str, Any] | None = None,
+                           virtual_plc_source: str = "config/virtual_plc.yaml") -> BridgeConfig:
+    """Validate a ``ros__parameters`` mapping into a ``BridgeConfig``; ``virtual_plc``: the
+    ``virtual_plc`` node's parameters (plant and watchdog of the simulated PLC)."""
     s = {name: _scalar(params, name) for name in _SCALARS}
     model = _string(params, "model")
     if model not in MODELS:
         raise ConfigError(f"parameter 'model' = {model!r}; choose one of {', '.join(MODELS)}")
     redis_url = _string(params, "redis_url")
     if not redis_url.startswith(("redis://", "rediss://", "unix://")):
-        raise ConfigError(f"parameter 'redis_url' = {redis_url!r} must start with redis://, "
-                          f"rediss:// (TLS) or unix://")
+        raise ConfigError(f"parameter 'redis_url' = {redact_url(redis_url)!r} must start with "
+                          f"redis://, rediss:// (TLS) or unix://")
+    try:
+        import redis.connection
+
+        parsed = redis.connection.parse_url(redis_url)
+        port = parsed.get("port")
+        if port is not None and not 1 <= int(port) <= 65535:
+            raise ValueError(f"port {port} is outside 1..65535")
+    except (ValueError, TypeError) as e:
+        raise ConfigError(f"parameter 'redis_url' = {redact_url(redis_url)!r} is not a valid "
+                          f"Redis URL ({e}); write e.g. redis://user:password@host:6379/0"
+                          ) from None
     lateral_positive = params.get("lateral_positive", "left")
     if lateral_positive not in LATERAL_CONVENTIONS:
         raise ConfigError(f"parameter 'lateral_positive' = {lateral_positive!r} must be 'left' "
@@ -219,11 +338,10 @@ def config_from_parameters(params: Mapping[str, Any], source: str = "") -> Bridg
     if s["reconnect_max"] < s["reconnect_min"]:
         raise ConfigError(f"parameter 'reconnect_max' = {s['reconnect_max']} s is below "
                           f"'reconnect_min' = {s['reconnect_min']} s; raise it")
-    detect_cycles = math.ceil(s["plc_timeout"] * s["cycle_hz"] - 1e-9) + 1
-    if detect_cycles > 3:
-        raise ConfigError(f"parameter 'plc_timeout' = {s['plc_timeout']} s at cycle_hz = "
-                          f"{s['cycle_hz']} Hz detects a lost PLC after {detect_cycles} cycles; "
-                          f"the limit is 3: set plc_timeout <= {2.0 / s['cycle_hz']:.4f} s")
+    if s["monitor_ttl"] < 2.0 / s["cycle_hz"]:
+        raise ConfigError(f"parameter 'monitor_ttl' = {s['monitor_ttl']:g} s is shorter than two "
+                          f"cycles at cycle_hz = {s['cycle_hz']:g} Hz: the liveness keys would "
+                          f"expire between cycles; set it >= {2.0 / s['cycle_hz']:.3g} s")
     allow = params.get("write_allow_list")
     if not isinstance(allow, list) or not all(isinstance(x, int) and not isinstance(x, bool)
                                                for x in allow):
@@ -252,21 +370,24 @@ def config_from_parameters(params: Mapping[str, Any], source: str = "") -> Bridg
 
     make_vehicle_model(model, vehicle)   # raises ConfigError naming a bad geometry parameter
 
-    vp_raw = params.get("virtual_plc", {}) or {}
+    vp_raw = dict(virtual_plc or {})
+    _check_known(set(vp_raw), set(_VIRTUAL_PLC), virtual_plc_source,
+                 f"the virtual PLC's parameters are {', '.join(_VIRTUAL_PLC)}")
     vp: dict[str, float] = {}
     for name, (lo, hi, unit) in _VIRTUAL_PLC.items():
         raw = vp_raw.get(name, getattr(VirtualPlcParams, name))
         try:
-            value = float(raw)
+            value = math.nan if isinstance(raw, bool) else float(raw)
         except (TypeError, ValueError):
             value = math.nan
         if not (math.isfinite(value) and lo <= value <= hi):
-            raise ConfigError(f"parameter 'virtual_plc.{name}' = {raw!r} is outside {lo}..{hi} "
-                              f"{unit}; set it inside the range")
+            raise ConfigError(f"{virtual_plc_source}: parameter {name!r} = {raw!r:.60} is outside "
+                              f"{lo:g}..{hi:g} {unit}; set it inside the range")
         vp[name] = value
 
     return BridgeConfig(
-        redis_url=redis_url, plc_host=_string(params, "plc_host"), model=model,
+        redis_url=redis_url, plc_host=check_host("plc_host", params.get("plc_host")),
+        model=model,
         lateral_positive=lateral_positive,
         wake_on_change=_bool(params, "wake_on_change", True),
         configure_keyspace_events=_bool(params, "configure_keyspace_events", True),
@@ -306,7 +427,7 @@ def _layouts(params: Mapping[str, Any], model: str, control_db: int, monitor_db:
     control = build("control", "control_header", control_db)
     monitor = build("monitor", "monitor_header", monitor_db)
     required = {
-        control: ["alive", "enable", "stop", *(f"speed_sp_{w}" for w in wheels),
+        control: ["alive", "enable", "stop", "seq", *(f"speed_sp_{w}" for w in wheels),
                   *(f"angle_sp_{a}" for a in steering)],
         monitor: ["alive", "ready", "fault", "estop", "auto",
                   *(f"speed_{w}" for w in wheels), *(f"angle_{a}" for a in steering)],
@@ -316,4 +437,8 @@ def _layouts(params: Mapping[str, Any], model: str, control_db: int, monitor_db:
             if not block.has(name):
                 raise ConfigError(f"parameter 'layout': data block {block.name!r} lacks field "
                                   f"{name!r} required by model {model!r}; declare it")
+    for block, name, s7_type in ((control, "seq", "DINT"), (monitor, "refused", "DINT")):
+        if block.has(name) and block.field(name).s7_type != s7_type:
+            raise ConfigError(f"parameter 'layout': field {name!r} of {block.name!r} is "
+                              f"{block.field(name).s7_type}; it must be {s7_type}")
     return control, monitor, wheels, steering

@@ -160,3 +160,139 @@ class AliveWatchdog:
     def reset(self) -> None:
         """Forget the history: a fresh change is needed again."""
         self._last_counter = self._last_change_s = self._last_now_s = None
+
+
+SEQ_MODULUS = 1 << 32
+
+
+def seq_newer(seq: int, last: int | None) -> bool:
+    """Serial-number order on 32 bits (RFC 1982): ``seq`` is newer than ``last`` when it is
+    ahead by 1 .. 2^31 - 1 modulo 2^32 (so the wrap of the ms counter after 49.7 days is
+    harmless). Anything is newer than no value at all."""
+    if last is None:
+        return True
+    return 0 < (int(seq) - int(last)) % SEQ_MODULUS < SEQ_MODULUS // 2
+
+
+class CommandGuard:
+    """What the PLC program does with each write of the control DB (docs/plc_setup.md section 4,
+    and the generated SCL ``PlcBridge_Guard``); pure, time passed in.
+
+    ``on_write(now_s, alive, enable, stop, seq, speeds, angles)`` runs when a write is received,
+    ``scan(now_s)`` every PLC cycle. Rules:
+
+    - watchdog: trips when the bridge's alive counter has not changed for ``watchdog_timeout_s``
+      (checked at every scan and *before* a received write is taken, so a write delivered late
+      after an outage trips it rather than feeding it). A trip latches: it clears only on an
+      explicit stop (``stop`` set or ``enable`` clear) that is newer than the last accepted
+      command and carries a changed alive counter. The PLC starts tripped.
+    - sequence: a drive command is taken only when its ``seq`` is newer than the last accepted
+      one; an older or repeated write is refused (a stop is still obeyed, it is always safe, but
+      an old stop neither re-synchronises ``seq`` nor clears a latch).
+    - setpoints: a drive command with a NaN/inf setpoint, a speed beyond ``speed_limit_m_s`` or an
+      angle beyond ``steer_limit_rad`` (plus ``tolerance`` for REAL rounding) is a setpoint
+      fault: outputs to 0, latched until an explicit stop.
+
+    ``command()`` is what the outputs do this scan: ``(drive, speeds, angles)``; ``drive``
+    False means speeds to 0 and steering held. ``refused`` counts refused writes per reason.
+    """
+
+    REASONS = ("stale_seq", "watchdog_tripped", "setpoint_fault", "bad_setpoint")
+
+    def __init__(self, n_wheels: int, n_steer: int, watchdog_timeout_s: float,
+                 speed_limit_m_s: float, steer_limit_rad: float, tolerance: float = 1e-4
+                 ) -> None:
+        self.n_wheels = _count("n_wheels", n_wheels, 1, 16)
+        self.n_steer = _count("n_steer", n_steer, 0, 16)
+        self.timeout_s = _check("watchdog_timeout_s", watchdog_timeout_s, 0.0, 3600.0, unit="s")
+        self.speed_limit_m_s = _check("speed_limit_m_s", speed_limit_m_s, 0.0, 50.0, unit="m/s")
+        self.steer_limit_rad = _check("steer_limit_rad", steer_limit_rad, 0.0, math.pi,
+                                      unit="rad")
+        self.tolerance = _check("tolerance", tolerance, 0.0, 1.0, low_open=False)
+        self.tripped = True
+        self.setpoint_fault = False
+        self.fault_text = ""
+        self._last_alive: int | None = None
+        self._last_change_s: float | None = None
+        self.last_seq: int | None = None
+        self._drive = False
+        self._speeds = np.zeros(self.n_wheels)
+        self._angles = np.zeros(self.n_steer)
+        self.refused: dict[str, int] = dict.fromkeys(self.REASONS, 0)
+
+    @property
+    def refused_total(self) -> int:
+        return sum(self.refused.values())
+
+    def scan(self, now_s: float) -> None:
+        """Trip (and latch) the watchdog when the alive counter is stale."""
+        if not self.tripped and (self._last_change_s is None
+                                 or now_s - self._last_change_s > self.timeout_s):
+            self.tripped = True
+        if self.tripped:
+            self._drive = False
+
+    def setpoint_error(self, speeds: np.ndarray, angles: np.ndarray) -> str:
+        """'' when every setpoint is finite and within the actuator's range, else why not."""
+        for what, values, limit, unit in (("speed", speeds, self.speed_limit_m_s, "m/s"),
+                                          ("angle", angles, self.steer_limit_rad, "rad")):
+            for i, v in enumerate(values):
+                if not math.isfinite(v) or abs(v) > limit + self.tolerance:
+                    return (f"{what} setpoint {i} = {v:.6g} {unit} is not finite within "
+                            f"+-{limit:.6g} {unit}")
+        return ""
+
+    def on_write(self, now_s: float, alive: int, enable: bool, stop: bool, seq: int,
+                 speeds: np.ndarray | list[float], angles: np.ndarray | list[float]
+                 ) -> str | None:
+        """Take a received write; returns the refusal reason or None when taken."""
+        self.scan(now_s)   # a write arriving after the timeout finds the watchdog tripped
+        changed = self._last_alive is not None and int(alive) != self._last_alive
+        self._last_alive = int(alive)
+        if changed:
+            self._last_change_s = now_s
+        newer = seq_newer(seq, self.last_seq)
+        if stop or not enable:
+            self._drive = False   # a stop is always obeyed
+            if not newer:
+                self.refused["stale_seq"] += 1
+                return "stale_seq"
+            self.last_seq = int(seq)
+            if changed:
+                self.tripped = False
+            self.setpoint_fault = False
+            self.fault_text = ""
+            return None
+        if not newer:
+            self.refused["stale_seq"] += 1   # the command in force stays as it is
+            return "stale_seq"
+        if self.tripped:
+            self._drive = False
+            self.refused["watchdog_tripped"] += 1
+            return "watchdog_tripped"
+        if self.setpoint_fault:
+            self._drive = False
+            self.refused["setpoint_fault"] += 1
+            return "setpoint_fault"
+        sp = np.asarray(speeds, dtype=float).reshape(-1)
+        an = np.asarray(angles, dtype=float).reshape(-1)
+        if sp.shape != (self.n_wheels,) or an.shape != (self.n_steer,):
+            raise ValueError(f"expected {self.n_wheels} speeds and {self.n_steer} angles, got "
+                             f"{sp.shape} and {an.shape}")
+        error = self.setpoint_error(sp, an)
+        if error:
+            self._drive = False
+            self.setpoint_fault = True
+            self.fault_text = error
+            self.refused["bad_setpoint"] += 1
+            return "bad_setpoint"
+        self.last_seq = int(seq)
+        self._drive = True
+        self._speeds, self._angles = sp, an
+        return None
+
+    def command(self, now_s: float) -> tuple[bool, np.ndarray, np.ndarray]:
+        """``(drive, speed setpoints [m/s], angle setpoints [rad])`` for this scan."""
+        self.scan(now_s)
+        drive = self._drive and not self.tripped and not self.setpoint_fault
+        return drive, self._speeds.copy(), self._angles.copy()

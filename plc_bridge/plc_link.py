@@ -17,7 +17,17 @@ own reconnecting anyway. One job at a time is also what python-snap7 negotiates
 refuse a second job in flight.
 
 At connect the negotiated PDU is checked against the data blocks: a PLC that accepts a
-smaller PDU than the blocks need is refused with an error naming both sizes.
+smaller PDU than the blocks need is refused with an error naming both sizes. Then one read of
+the monitor DB is timed with a generous timeout: a PLC that needs more than ``plc_timeout`` is
+refused with the measured reply time and the fix (raise ``plc_timeout``); one that needs more
+than half a cycle is served at the rate it allows, with a warning (``slow_warning``) naming the
+time and the rate. Failed connects back off up to ``reconnect_max``; the back-off is reset only
+after the link has worked for ``STABLE_S``, so a PLC that accepts and then fails is not
+hammered.
+
+A lost link's socket is aborted (``SO_LINGER`` 0, then close: the kernel drops anything still
+queued and sends RST), so a control-DB write sent before the loss can never be delivered after
+it by this bridge's TCP stack.
 
 Writes go only to data blocks in ``write_allow_list``: checked here, on every write, in code.
 """
@@ -25,17 +35,34 @@ Writes go only to data blocks in ``write_allow_list``: checked here, on every wr
 from __future__ import annotations
 
 import contextlib
+import math
+import socket
+import struct
+import time
 
 import snap7
 from snap7.s7protocol import S7Area, S7WordLen
 
 from plc_bridge.config import BridgeConfig
 from plc_bridge.db_layout import max_payload
-from plc_bridge.reconnect import Backoff, Reconnector
+from plc_bridge.reconnect import Backoff, LinkRefusedError, Reconnector
 
 
 class WriteNotAllowedError(PermissionError):
     """A write to a data block outside the configured allow-list."""
+
+
+STABLE_S = 1.0   # a link up this long resets the reconnect back-off
+
+
+def abort_socket(sock: socket.socket | None) -> None:
+    """Close with RST: unsent data is discarded, not delivered late (SO_LINGER on, 0 s)."""
+    if sock is None:
+        return
+    with contextlib.suppress(OSError):
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    with contextlib.suppress(OSError):
+        sock.close()
 
 
 class PlcLink:
@@ -49,6 +76,10 @@ class PlcLink:
         self.just_connected = False    # True until the first cycle after a (re)connect ran
         self.last_error = ""
         self._ever_connected = False
+        self.reply_s: float | None = None       # monitor-DB read time measured at connect
+        self.slow_warning = ""                  # set at a connect to a slow PLC (log it once)
+        self._warned_rate: float | None = None  # the rate [Hz] the last warning named
+        self._connected_since: float | None = None
         self._reconnector: Reconnector[snap7.Client] = Reconnector(
             self._connect, Backoff(config.reconnect_min, config.reconnect_max,
                                    config.reconnect_jitter), "plc")
@@ -65,11 +96,41 @@ class PlcLink:
             conn = client.connection
             if conn is None or conn.socket is None:
                 raise ConnectionError("snap7 connected without a socket")
+            self._check_pdu(int(client.pdu_length))
+            probe_timeout = max(1.0, 10.0 * cfg.plc_timeout)
+            conn.timeout = probe_timeout
+            conn.socket.settimeout(probe_timeout)
+            t0 = time.monotonic()
+            reply = self._request(client, client.protocol.build_read_request(
+                S7Area.DB, cfg.monitor_db, 0, S7WordLen.BYTE, cfg.monitor.size))
+            client.protocol.extract_read_data(reply, S7WordLen.BYTE, cfg.monitor.size)
+            reply_s = time.monotonic() - t0
+            where = f"the PLC at {cfg.plc_host}:{cfg.plc_port}"
+            if reply_s > cfg.plc_timeout:
+                raise LinkRefusedError(
+                    f"{where} answered a read of DB{cfg.monitor_db} in {reply_s * 1e3:.1f} ms, "
+                    f"more than plc_timeout = {cfg.plc_timeout * 1e3:.0f} ms; raise plc_timeout "
+                    f"to at least {min(2.0, 2.0 * reply_s):.3g} s (--plc-timeout) and lower "
+                    f"cycle_hz to {min(cfg.cycle_hz, 0.5 / reply_s):.3g} Hz or less, or check the "
+                    f"PLC's cycle time and network")
             conn.timeout = cfg.plc_timeout
             conn.socket.settimeout(cfg.plc_timeout)
-            self._check_pdu(int(client.pdu_length))
+            self.reply_s = reply_s
+            rate = 1.0 / (2.0 * reply_s) if reply_s > 0 else math.inf
+            # said once; again only when a reconnect finds the rate changed by more than 25 %
+            if rate < cfg.cycle_hz and self._warned_rate is not None and \
+                    abs(rate - self._warned_rate) <= 0.25 * self._warned_rate:
+                return client
+            self._warned_rate = rate if rate < cfg.cycle_hz else None
+            self.slow_warning = "" if rate >= cfg.cycle_hz else (
+                f"{where} answers in {reply_s * 1e3:.1f} ms: a cycle (one write, one read) "
+                f"takes ~{2 * reply_s * 1e3:.0f} ms, so the bridge runs at ~{rate:.3g} Hz "
+                f"instead of cycle_hz = {cfg.cycle_hz:g} Hz (each late cycle counts as an "
+                f"overrun); set cycle_hz <= {rate:.3g} or speed up the PLC link")
         except BaseException:
-            client.disconnect()
+            abort_socket(client.connection.socket if client.connection else None)
+            with contextlib.suppress(Exception):
+                client.disconnect()
             raise
         return client
 
@@ -78,7 +139,7 @@ class PlcLink:
         for name, size, direction in (("control", cfg.control.size, "write"),
                                       ("monitor", cfg.monitor.size, "read")):
             if size > max_payload(pdu, direction):
-                raise ConnectionRefusedError(
+                raise LinkRefusedError(
                     f"the PLC negotiated a PDU of {pdu} B; the {name} DB ({size} B) needs more "
                     f"(one {direction} carries {max_payload(pdu, direction)} B): shrink the "
                     f"block in plc.yaml or use a CPU with a larger PDU")
@@ -96,13 +157,18 @@ class PlcLink:
     def poll(self, now_s: float) -> bool:
         """Adopt a finished background connect; start one when due. True when connected."""
         if self.client is not None:
+            if self._connected_since is not None and now_s - self._connected_since >= STABLE_S:
+                self._connected_since = None
+                self._reconnector.healthy()
             return True
         client = self._reconnector.poll(now_s)
         if client is None:
-            self.last_error = self._reconnector.last_error
+            self.last_error = self._reconnector.last_error or self.last_error or (
+                "connecting (no reply yet; python-snap7's connect timeout is 5 s)")
             return False
         self.client = client
         self.just_connected = True
+        self._connected_since = now_s
         if self._ever_connected:
             self.reconnects += 1
         self._ever_connected = True
@@ -111,8 +177,13 @@ class PlcLink:
     def lost(self, error: BaseException | str) -> None:
         """Drop the connection after a failed request; reconnecting starts at the next poll."""
         self.last_error = str(error)
+        if self._connected_since is not None:   # failed soon after connecting
+            self._reconnector.flapped(time.monotonic())
+        self._connected_since = None
         client, self.client = self.client, None
         if client is not None:
+            conn = client.connection
+            abort_socket(conn.socket if conn is not None else None)
             with contextlib.suppress(Exception):  # already broken
                 client.disconnect()
 

@@ -30,12 +30,24 @@ class Backoff:
         self._delay = self.min_s
 
 
+FLAP_MAX_S = 2.0      # cap of the back-off for a link that fails soon after connecting
+REFUSED_RETRY_S = 5.0  # retry period after a connect refused by a check (PDU, reply time)
+
+
+class LinkRefusedError(ConnectionRefusedError):
+    """The peer answered but does not fit the configuration (PDU too small, too slow): retrying
+    soon cannot help, so the next attempt waits ``REFUSED_RETRY_S``."""
+
+
 class Reconnector(Generic[T]):
     """Runs ``connect()`` in a daemon thread when due; the loop polls ``poll(now)``.
 
     ``poll`` returns a freshly connected resource once (then it is the caller's), else None.
     A failed attempt schedules the next one after ``Backoff.next_delay()``; ``last_error`` keeps
-    the reason for the status key.
+    the reason for the status key. The back-off is *not* reset by a successful connect: the
+    owner calls ``healthy()`` once the resource has worked for a while, so a peer that accepts
+    connections and then fails every request is retried less and less often (no reconnect
+    storm). ``pending`` is True while the first attempt has not ended yet.
     """
 
     def __init__(self, connect: Callable[[], T], backoff: Backoff, name: str):
@@ -46,6 +58,7 @@ class Reconnector(Generic[T]):
         self._thread: threading.Thread | None = None
         self._result: T | None = None
         self._next_attempt_s = 0.0
+        self._flap_s = 0.0
         self.last_error = ""
         self.attempts = 0
 
@@ -53,7 +66,6 @@ class Reconnector(Generic[T]):
         with self._lock:
             if self._result is not None:
                 result, self._result = self._result, None
-                self._backoff.reset()
                 return result
             busy = self._thread is not None and self._thread.is_alive()
         if not busy and now_s >= self._next_attempt_s:
@@ -63,14 +75,34 @@ class Reconnector(Generic[T]):
             self._thread.start()
         return None
 
+    def healthy(self) -> None:
+        """The resource has worked for a while: the next failure retries after ``min_s``."""
+        self._backoff.reset()
+        self._flap_s = 0.0
+        self._next_attempt_s = 0.0
+
+    def flapped(self, now_s: float) -> None:
+        """The resource failed soon after connecting: wait longer each time (doubling up to
+        ``FLAP_MAX_S``) before the next attempt, so a peer that accepts and then fails every
+        request is not hammered."""
+        self._flap_s = min(FLAP_MAX_S, max(2.0 * self._flap_s, self._backoff.min_s))
+        self._next_attempt_s = max(self._next_attempt_s, now_s + self._flap_s)
+
+    @property
+    def pending(self) -> bool:
+        """The first attempt is still running (no result and no error yet)."""
+        return self.attempts <= 1 and not self.last_error and self._result is None
+
     def _attempt(self, started_s: float) -> None:
         self.attempts += 1
         try:
             resource = self._connect()
         except Exception as e:  # noqa: BLE001 - any failure means "try again later"
             self.last_error = f"{type(e).__name__}: {e}"
-            self._next_attempt_s = time.monotonic() + self._backoff.next_delay()
+            delay = REFUSED_RETRY_S if isinstance(e, LinkRefusedError) else \
+                self._backoff.next_delay()
+            self._next_attempt_s = time.monotonic() + delay
             return
         with self._lock:
             self._result = resource
-        self._next_attempt_s = 0.0
+        self._next_attempt_s = 0.0   # a later loss reconnects at once (unless it flapped)

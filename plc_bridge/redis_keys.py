@@ -24,12 +24,15 @@ MON_LATERAL = "plc.monitor.navigation.velocity.lateral"
 MON_ANGULAR = "plc.monitor.navigation.velocity.angular"
 STATE_PREFIX = "plc.monitor.state."
 STATE_VALID = "plc.monitor.state.valid"          # "true" while the monitor values are live
-STATE_BITS: tuple[str, ...] = ("ready", "fault", "estop", "auto", "watchdog")
+STATE_BITS: tuple[str, ...] = ("ready", "fault", "estop", "auto", "watchdog", "setpoint_fault")
 STATE_PLC_ALIVE = "plc.monitor.state.plc_alive"  # the PLC's u16 alive counter
 
 BRIDGE_STATUS = "plc.bridge.status"              # "running" or "stopped:<reason>"
 BRIDGE_DETAIL = "plc.bridge.detail"              # human-readable cause of the last stop
 BRIDGE_ALIVE = "plc.bridge.alive"                # the bridge's u16 alive counter sent to the PLC
+# present only while a bridge runs: written every cycle with a TTL of monitor_ttl (as are
+# BRIDGE_STATUS and STATE_VALID); missing = no bridge, every plc.monitor.* value is stale
+BRIDGE_LIVE = "plc.bridge.live"
 COUNTER_PREFIX = "plc.bridge.counters."
 COUNTERS: tuple[str, ...] = ("cycles", "overruns", "rejected_inputs", "plc_reconnects",
                              "redis_reconnects", "stops")

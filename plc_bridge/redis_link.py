@@ -31,7 +31,7 @@ import select
 import socket
 import ssl
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import redis
 from redis.backoff import NoBackoff
@@ -39,9 +39,25 @@ from redis.client import PubSub
 from redis.connection import AbstractConnection
 from redis.retry import Retry
 
-from plc_bridge.config import BridgeConfig
+from plc_bridge.config import BridgeConfig, redact_url
 from plc_bridge.reconnect import Backoff, Reconnector
 from plc_bridge.redis_keys import CONTROL_PREFIX
+
+STABLE_S = 1.0   # a connection up this long resets the reconnect back-off
+
+
+def describe_error(e: BaseException, config: BridgeConfig) -> str:
+    """redis-py's own text (``invalid username-password pair``, ``CERTIFICATE_VERIFY_FAILED``)
+    with the exception type, the server and, for a timeout, the parameter to raise."""
+    text = f"{type(e).__name__}: {e}".rstrip(": ")
+    where = redact_url(config.redis_url)
+    if isinstance(e, redis.TimeoutError | socket.timeout):
+        text += (f" (no reply from {where} within redis_timeout = {config.redis_timeout:g} s / "
+                 f"redis_connect_timeout = {config.redis_connect_timeout:g} s; raise them, "
+                 f"e.g. --redis-timeout 0.5, on a slow link or TLS terminator)")
+    else:
+        text += f" ({where})"
+    return text
 
 
 def make_client(url: str, timeout_s: float, connect_timeout_s: float) -> redis.Redis:
@@ -78,6 +94,10 @@ class RedisLink:
         self.last_error = ""
         self.lost_since_s: float | None = None
         self._ever_connected = False
+        self._connected_since: float | None = None
+        # called in the connect thread with the new client before the loop adopts it (the
+        # bridge writes its current stop status there: no stale "running" after an outage)
+        self.on_connect: Callable[[redis.Redis], None] | None = None
         self._reconnector: Reconnector[tuple[redis.Redis, AbstractConnection]] = Reconnector(
             self._connect, Backoff(config.reconnect_min, config.reconnect_max,
                                    config.reconnect_jitter), "redis")
@@ -88,12 +108,23 @@ class RedisLink:
 
     def _connect(self) -> tuple[redis.Redis, AbstractConnection]:
         cfg = self.config
-        client = make_client(cfg.redis_url, cfg.redis_timeout, max(cfg.redis_timeout, 0.5))
+        # the handshake (TCP, TLS, AUTH) and the first replies get the connect timeout; the
+        # loop's connection then gets redis_timeout
+        client = make_client(cfg.redis_url, cfg.redis_connect_timeout, cfg.redis_connect_timeout)
         try:
             client.ping()
             if cfg.wake_on_change and cfg.configure_keyspace_events:
                 enable_keyspace_events(client)
+            if self.on_connect is not None:
+                self.on_connect(client)
             conn = client.connection_pool.get_connection()   # connected, AUTH/TLS done
+            conn.socket_timeout = cfg.redis_timeout
+            sock = getattr(conn, "_sock", None)
+            if sock is not None:
+                sock.settimeout(cfg.redis_timeout)
+        except (redis.RedisError, OSError) as e:
+            client.close()
+            raise ConnectionError(describe_error(e, cfg)) from e
         except BaseException:
             client.close()
             raise
@@ -101,12 +132,21 @@ class RedisLink:
 
     def poll(self, now_s: float) -> bool:
         if self.client is not None:
+            if self._connected_since is not None and now_s - self._connected_since >= STABLE_S:
+                self._connected_since = None
+                self._reconnector.healthy()
             return True
         got = self._reconnector.poll(now_s)
         if got is None:
-            self.last_error = self._reconnector.last_error or self.last_error
+            if self._reconnector.last_error:
+                self.last_error = self._reconnector.last_error.removeprefix("ConnectionError: ")
+            elif not self.last_error:
+                self.last_error = (f"connecting to {redact_url(self.config.redis_url)} (no reply "
+                                   f"yet; redis_connect_timeout = "
+                                   f"{self.config.redis_connect_timeout:g} s)")
             return False
         self.client, self._conn = got
+        self._connected_since = now_s
         self.lost_since_s = None
         if self._ever_connected:
             self.reconnects += 1
@@ -114,7 +154,11 @@ class RedisLink:
         return True
 
     def lost(self, error: BaseException | str) -> None:
-        self.last_error = str(error)
+        self.last_error = describe_error(error, self.config) if isinstance(
+            error, BaseException) else str(error)
+        if self._connected_since is not None:   # failed soon after connecting
+            self._reconnector.flapped(time.monotonic())
+        self._connected_since = None
         client, self.client = self.client, None
         conn, self._conn = self._conn, None
         self._unread = 0
@@ -138,27 +182,38 @@ class RedisLink:
             self._read_unread(conn)
             reply = conn.read_response()
         except (redis.RedisError, OSError) as e:
-            self.lost(f"MGET: {type(e).__name__}: {e}")
+            self.lost(f"MGET: {describe_error(e, self.config)}")
             return None
         if not isinstance(reply, list) or len(reply) != len(keys):
             self.lost(f"MGET: unexpected reply {reply!r:.80}")
             return None
         return reply
 
-    def mset(self, mapping: Mapping[str, str], wait: bool = False) -> bool:
-        """Send one MSET; its reply is read with the next MGET's, or now with ``wait``."""
+    def mset(self, mapping: Mapping[str, str], wait: bool = False,
+             expiring: Mapping[str, str] | None = None, ttl_ms: int = 0,
+             delete: tuple[str, ...] = ()) -> bool:
+        """Send one MSET of ``mapping`` (if any), a ``SET key value PX ttl_ms`` per ``expiring``
+        key and one DEL of ``delete``, in one send; their replies are read with the next MGET's,
+        or now with ``wait``."""
         conn = self._conn
         if conn is None:
             return False
+        commands: list[tuple[str, ...]] = []
+        if mapping:
+            commands.append(("MSET", *itertools.chain.from_iterable(mapping.items())))
+        for key, value in (expiring or {}).items():
+            commands.append(("SET", key, value, "PX", str(max(1, int(ttl_ms)))))
+        if delete:
+            commands.append(("DEL", *delete))
+        if not commands:
+            return True
         try:
-            conn.send_packed_command(
-                conn.pack_command("MSET", *itertools.chain.from_iterable(mapping.items())),
-                check_health=False)
-            self._unread += 1
-            if wait or self._unread > 1:
+            conn.send_packed_command(conn.pack_commands(commands), check_health=False)
+            self._unread += len(commands)
+            if wait or self._unread > len(commands):
                 self._read_unread(conn)
         except (redis.RedisError, OSError) as e:
-            self.lost(f"MSET: {type(e).__name__}: {e}")
+            self.lost(f"MSET: {describe_error(e, self.config)}")
             return False
         return True
 
@@ -202,8 +257,8 @@ class Waker:
 
     def _connect(self) -> tuple[redis.Redis, PubSub]:
         cfg = self.config
-        client = make_client(cfg.redis_url, max(cfg.redis_timeout, 0.5),
-                             max(cfg.redis_timeout, 0.5))
+        client = make_client(cfg.redis_url, cfg.redis_connect_timeout,
+                             cfg.redis_connect_timeout)
         try:
             db = int(client.connection_pool.connection_kwargs.get("db", 0) or 0)
             pubsub = client.pubsub(ignore_subscribe_messages=True)

@@ -4,12 +4,21 @@ ROS-free core for HIL tests and the demo. It registers the control DB (bridge ->
 monitor DB (PLC -> bridge) with exactly the layout of ``config/plc.yaml`` and runs a PLC cycle
 in a thread at ``virtual_plc.plant_hz``:
 
-1. copy the control DB (under the server's area lock) and decode it;
+1. every received write of the control DB is judged when it arrives, in the S7 handler
+   (``plant.CommandGuard``, the rules of docs/plc_setup.md section 4): the watchdog is checked
+   before the write is taken (a write delivered late after an outage finds it tripped), a trip
+   latches until an explicit stop, a drive command must carry a ``seq`` newer than the last
+   accepted one, and a NaN/inf/out-of-range setpoint is a latched ``setpoint_fault``. The cycle
+   never reads the raw control DB: it uses only what the guard accepted;
 2. watchdog on the bridge's alive counter: stale for ``watchdog_timeout_s`` -> outputs off;
 3. drive the plant (first-order speeds, rate-limited steering, ``plc_bridge.plant``): setpoints
-   only when the watchdog is healthy, ``enable`` and not ``stop``, ready, automatic, no fault
-   and no e-stop; otherwise the speed setpoints are 0 and the steering is held;
-4. write the monitor DB: alive counter (+1 per cycle), status bits, measured speeds and angles.
+   only when the guard has an accepted drive command, ready, automatic, no fault and no e-stop;
+   otherwise the speed setpoints are 0 and the steering is held;
+4. write the monitor DB: alive counter (+1 per cycle), status bits (``watchdog``,
+   ``setpoint_fault``), the count of refused writes, measured speeds and angles.
+
+An unexpected error in a cycle is logged, stops the outputs and sets ``fault``; the cycle goes
+on (a PLC does not stop scanning because of one bad value).
 
 Fault injection (tests, demo): ``set_faults(fault=, estop=, freeze_alive=, ready=, auto=,
 stall=, nan_feedback=)``, ``link_down()`` / ``link_up()`` (stop/restart the S7 server:
@@ -24,7 +33,9 @@ Every write of the control DB is logged with its monotonic time [s] and decoded 
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
+import logging
 import math
 import struct
 import threading
@@ -37,7 +48,9 @@ from snap7.server import EVC_DATA_READ, EVC_DATA_WRITE, Server
 from snap7.type import SrvArea, SrvEvent
 
 from plc_bridge.config import BridgeConfig
-from plc_bridge.plant import AliveWatchdog, VehiclePlant
+from plc_bridge.plant import CommandGuard, VehiclePlant
+
+_LOG = logging.getLogger("virtual_plc")
 
 
 @dataclass
@@ -67,7 +80,11 @@ class VirtualPlc:
             speed_time_constant_s=vp.speed_time_constant_s, steer_rate_rad_s=vp.steer_rate_rad_s,
             steer_limit_rad=float(vehicle.get("max_steer_angle_rad", np.pi)),
             speed_limit_m_s=float(vehicle.get("max_wheel_speed_m_s", 2.0)))
-        self.watchdog = AliveWatchdog(vp.watchdog_timeout_s)
+        self.guard = CommandGuard(
+            len(config.wheels), len(config.steering), vp.watchdog_timeout_s,
+            speed_limit_m_s=self.plant.speed_limit_m_s, steer_limit_rad=self.plant.steer_limit_rad)
+        self.internal_error = ""   # the last unexpected error of a cycle (outputs stopped)
+        self.drove_at: float | None = None   # monotonic time of the last scan that drove
         self.faults = Faults()
         self._control_buf = bytearray(config.control.size)
         self._monitor_buf = bytearray(config.monitor.size)
@@ -84,6 +101,7 @@ class VirtualPlc:
             maxlen=write_log_size)
         self._alive = 0
         self._watchdog_ok = False
+        self._last_refusal = ""
         self._last_control: dict[str, Any] = config.control.zero_values()
         self._speed_sp_names = config.speed_sp_fields()
         self._angle_sp_names = config.angle_sp_fields()
@@ -124,6 +142,9 @@ class VirtualPlc:
         server.register_area(SrvArea.DB, self.config.monitor_db, self._monitor_buf)
         server.set_events_callback(self._on_event)
         server.start_to(self.host, self.port)
+        sock = getattr(server, "server_socket", None)
+        if sock is not None:
+            self.port = int(sock.getsockname()[1])   # the port bound (for --port 0)
         self._server = server
         self.started_at = time.monotonic()
 
@@ -144,6 +165,7 @@ class VirtualPlc:
                 finally:
                     server.unlock_area(SrvArea.DB, self.config.control_db)
                 self._writes.append((now, raw))
+                self._judge(now, raw)
         elif (event.EvtCode == EVC_DATA_READ and event.EvtParam2 == self.config.monitor_db
               and event.EvtParam3 == 0):
             # the bytes just left the PLC: remember which alive value they carried
@@ -168,27 +190,50 @@ class VirtualPlc:
             else:
                 next_t = time.monotonic()   # overrun: resynchronise rather than burst
 
+    def _judge(self, now: float, raw: bytes) -> None:
+        """A control-DB write just arrived: the guard takes or refuses it (S7 handler thread)."""
+        cfg = self.config
+        try:
+            ctrl = cfg.control.decode(raw)
+            with self._lock:
+                why = self.guard.on_write(
+                    now, int(ctrl["alive"]), bool(ctrl["enable"]), bool(ctrl["stop"]),
+                    int(ctrl["seq"]) & 0xFFFFFFFF,
+                    [float(ctrl[n]) for n in self._speed_sp_names],
+                    [float(ctrl[n]) for n in self._angle_sp_names])
+                self._last_control = ctrl
+                if why is not None:
+                    self._last_refusal = why
+        except Exception as e:  # noqa: BLE001 - a bad write must not end the S7 handler
+            _LOG.exception("virtual PLC: control write not judged")
+            self.internal_error = f"{type(e).__name__}: {e}"
+
     def cycle(self, now: float, dt: float) -> None:
-        """One PLC scan: read control, watchdog, plant, write monitor."""
+        """One PLC scan: guard, plant, monitor DB. Never raises: an unexpected error stops the
+        outputs, sets ``fault`` in the monitor DB and the scan goes on."""
+        try:
+            self._cycle(now, dt)
+        except Exception as e:  # noqa: BLE001 - a PLC keeps scanning
+            _LOG.exception("virtual PLC cycle failed; outputs stopped, fault set")
+            self.internal_error = f"{type(e).__name__}: {e}"
+            with contextlib.suppress(Exception):
+                self.plant.stop()
+                self.plant.step(max(0.0, min(dt, 1.0)))
+
+    def _cycle(self, now: float, dt: float) -> None:
         cfg = self.config
         server = self._server
-        if server is not None:
-            server.lock_area(SrvArea.DB, cfg.control_db)
-            try:
-                raw = bytes(self._control_buf)
-            finally:
-                server.unlock_area(SrvArea.DB, cfg.control_db)
-        else:
-            raw = bytes(self._control_buf)
-        ctrl = cfg.control.decode(raw)
         with self._lock:
             f = dataclasses.replace(self.faults)   # a copy (asdict is ~10x slower: GIL time)
-        ok = bool(self.watchdog.update(int(ctrl["alive"]), now))
-        drive = (ok and ctrl["enable"] and not ctrl["stop"] and f.ready and f.auto
-                 and not f.fault and not f.estop)
+            ok_drive, speeds, angles = self.guard.command(now)
+            tripped = self.guard.tripped
+            sp_fault = self.guard.setpoint_fault
+            refused = self.guard.refused_total
+        fault = f.fault or bool(self.internal_error)
+        drive = ok_drive and f.ready and f.auto and not fault and not f.estop
+        dt = min(max(dt, 0.0), 1.0)   # a paused process (SIGSTOP) resumes with one long step
         if drive:
-            speeds = np.array([ctrl[n] for n in self._speed_sp_names], dtype=float)
-            angles = np.array([ctrl[n] for n in self._angle_sp_names], dtype=float)
+            self.drove_at = now
             self.plant.step(dt, speeds, angles)
         else:   # stop, e-stop, watchdog: speeds ramp to 0, steering held where it is
             self.plant.stop()
@@ -196,10 +241,14 @@ class VirtualPlc:
         if not f.freeze_alive:
             self._alive = (self._alive + 1) & 0xFFFF
         values: dict[str, Any] = {
-            "alive": self._alive, "ready": f.ready, "fault": f.fault, "estop": f.estop,
+            "alive": self._alive, "ready": f.ready, "fault": fault, "estop": f.estop,
             "auto": f.auto}
         if cfg.monitor.has("watchdog"):
-            values["watchdog"] = not ok
+            values["watchdog"] = tripped
+        if cfg.monitor.has("setpoint_fault"):
+            values["setpoint_fault"] = sp_fault
+        if cfg.monitor.has("refused"):
+            values["refused"] = min(refused, 2**31 - 1)
         for name, v in zip(cfg.speed_fields(), self.plant.speeds, strict=True):
             values[name] = float(v)
         for name, v in zip(cfg.angle_fields(), self.plant.angles, strict=True):
@@ -219,10 +268,9 @@ class VirtualPlc:
             self._monitor_buf[:] = data
         now_after = time.monotonic()
         with self._lock:
-            self._watchdog_ok = ok
-            self._last_control = ctrl
+            self._watchdog_ok = not tripped
             self.cycles += 1
-            flags = vars(f)
+            flags = {**vars(f), "watchdog": tripped, "setpoint_fault": sp_fault}
             for name, value in flags.items():
                 if self._published_faults.get(name) != value:
                     self.changed_at[name] = now_after   # visible to readers from now on
@@ -242,6 +290,10 @@ class VirtualPlc:
         with self._lock:
             return {
                 "faults": asdict(self.faults), "watchdog_ok": self._watchdog_ok,
+                "setpoint_fault": self.guard.setpoint_fault, "fault_text": self.guard.fault_text,
+                "refused": dict(self.guard.refused), "last_seq": self.guard.last_seq,
+                "internal_error": self.internal_error, "port": self.port,
+                "drove_at": self.drove_at,
                 "control": dict(self._last_control), "alive": self._alive,
                 "speeds": [float(v) for v in self.plant.speeds],
                 "angles": [float(v) for v in self.plant.angles],

@@ -2,8 +2,10 @@
 
     python -m plc_bridge.virtual_plc_cli --port 1102 --model ackermann --control-port 0
 
-Prints ``VIRTUAL_PLC READY port=<s7 port> control_port=<port>`` once both ports listen; exits
-cleanly on SIGINT/SIGTERM or a ``shutdown`` on the control channel.
+Prints ``VIRTUAL_PLC READY port=<s7 port> control_port=<port>`` once both ports listen (the
+ports actually bound, also for ``--port 0``); exits cleanly on SIGINT/SIGTERM or a ``shutdown``
+on the control channel. A bad option, parameter file or a port that cannot be bound ends with
+one message and exit code 2.
 """
 
 from __future__ import annotations
@@ -21,18 +23,34 @@ from plc_bridge.virtual_plc import VirtualPlc
 from plc_bridge.virtual_plc_control import ControlServer
 
 
+def _port(low: int):
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r:.40} is not an integer") from None
+        if not low <= value <= 65535:
+            raise argparse.ArgumentTypeError(
+                f"{value:.6g} is outside {low}..65535 (0 = any free port)")
+        return value
+    return parse
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="virtual_plc", description=__doc__.splitlines()[0])
     p.add_argument("--host", default="127.0.0.1", help="S7 listen address (default 127.0.0.1)")
-    p.add_argument("--port", type=int, default=1102,
+    p.add_argument("--port", type=_port(0), default=1102,
                    help="S7 (ISO-on-TCP) port; 102 needs root, default 1102")
     p.add_argument("--model", choices=MODELS, default=None,
                    help="vehicle model (default: 'model' of the config)")
-    p.add_argument("--config", default=None, help="parameter file (default config/plc.yaml)")
+    p.add_argument("--config", default=None, help="the bridge's parameter file: data blocks, "
+                   "model, vehicle limits (default config/plc.yaml)")
+    p.add_argument("--plant-config", dest="plant_config", default=None,
+                   help="the virtual PLC's plant and watchdog (default config/virtual_plc.yaml)")
     p.add_argument("--rt-priority", type=int, default=0,
                    help="SCHED_FIFO priority 1..99 for the whole process (Linux, needs "
                         "CAP_SYS_NICE); 0 = normal scheduling (default)")
-    p.add_argument("--control-port", type=int, default=0,
+    p.add_argument("--control-port", type=_port(-1), default=0,
                    help="loopback JSON control channel port for fault injection (0 = free port,"
                         " -1 = off)")
     return p
@@ -44,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
         argv = argv[:argv.index("--ros-args")]
     args = build_parser().parse_args(argv)
     try:
-        config = load_config(args.config, {"model": args.model})
+        config = load_config(args.config, {"model": args.model}, args.plant_config)
     except ConfigError as e:
         print(f"virtual_plc: {e}", file=sys.stderr)
         return 2
@@ -56,17 +74,29 @@ def main(argv: list[str] | None = None) -> int:
                   file=sys.stderr)
     done = threading.Event()
     plc = VirtualPlc(config, args.host, args.port)
-    plc.start()
+    try:
+        plc.start()
+    except Exception as e:  # noqa: BLE001 - e.g. port in use, address not local: one message
+        print(f"virtual_plc: cannot serve S7 on {args.host}:{args.port}: {e}; choose another "
+              f"--port (0 = any free port) or --host", file=sys.stderr)
+        return 2
     # start-up objects (modules, config) out of the collector's reach: a full collection over
     # them takes 10-20 ms, long enough to hold up the bridge's S7 request past its 10 ms cycle
     gc.freeze()
     control = None
     if args.control_port >= 0:
-        control = ControlServer(plc, args.control_port, on_shutdown=done.set)
+        try:
+            control = ControlServer(plc, args.control_port, on_shutdown=done.set)
+        except OSError as e:
+            plc.stop()
+            print(f"virtual_plc: cannot open the control channel on 127.0.0.1:"
+                  f"{args.control_port}: {e}; choose another --control-port (0 = any free "
+                  f"port, -1 = off)", file=sys.stderr)
+            return 2
         control.start()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: done.set())
-    print(f"VIRTUAL_PLC READY port={args.port} control_port={control.port if control else -1} "
+    print(f"VIRTUAL_PLC READY port={plc.port} control_port={control.port if control else -1} "
           f"model={config.model} control_db={config.control_db} monitor_db={config.monitor_db}",
           flush=True)
     while not done.wait(0.2):

@@ -124,14 +124,19 @@ def test_zero_command_holds_steering(redis_server, spawn):
         wait_until(lambda: np.allclose(rig.plc.status()["angles"], math.pi / 2, atol=1e-6),
                    3.0, "the wheels to turn to +90 deg")
         t0 = rig.command(0.0, 0.0, 0.0)
-        rig.core.wait_cycles(3, 1.0)
-        after = rig.plc.writes(t0)[-1]
         cfg = rig.config
+        # the zero command reached the PLC (a loaded host may take a few cycles); a few cycles
+        # later the held steering is the last measured one
+        wait_until(lambda: any(w["enable"] and all(w[n] == 0.0 for n in cfg.speed_sp_fields())
+                               for w in rig.plc.writes(t0)), 10.0, "the zero command")
+        assert rig.core.wait_cycles(3, 10.0)
+        after = rig.plc.writes(t0)[-1]
         assert after["enable"], (rig.core.status, rig.core.snapshot().detail)
         assert all(after[n] == 0.0 for n in cfg.speed_sp_fields())
         assert all(after[n] == pytest.approx(math.pi / 2, abs=1e-6)
-                   for n in cfg.angle_sp_fields())
-        assert rig.core.snapshot().commanded == BodyTwist()
+                   for n in cfg.angle_sp_fields()), [after[n] for n in cfg.angle_sp_fields()]
+        wait_until(lambda: rig.core.snapshot().commanded == BodyTwist(), 10.0,
+                   "the zero twist in the bridge's snapshot")
     finally:
         rig.close()
 

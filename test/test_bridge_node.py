@@ -90,3 +90,74 @@ def test_node_publishes_and_deactivate_stops(redis_server, node_processes, ros_n
     finally:
         plc.close()
         r.close()
+
+
+def _run_node(args: list[str], timeout: float = 60.0):
+    import subprocess
+    import sys
+
+    from helpers import REPO
+
+    return subprocess.run([sys.executable, "-m", "plc_bridge.bridge_node", "--ros-args",
+                           "--params-file", "config/plc.yaml", *args], check=False, cwd=REPO,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.mark.parametrize("override, text", [
+    ("model:=tank", "'model' = 'tank'; choose one of skid_steer, ackermann, 4wd4ws"),
+    ("redis_url:=http://127.0.0.1:6379", "'redis_url' = 'http://127.0.0.1:6379' must start"),
+])
+def test_autostart_with_a_bad_configuration_exits_2_with_one_message(override, text):
+    proc = _run_node(["-p", "autostart:=true", "-p", override])
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 2, out[-2000:]
+    assert text in out and "Traceback" not in out
+    assert out.count(text) == 1, out[-2000:]
+
+
+def test_a_misspelt_parameter_is_an_error_naming_it():
+    proc = _run_node(["-p", "plc_timout:=0.1"])
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 2, out[-2000:]
+    assert "parameter 'plc_timout' is not a parameter of plc_bridge; did you mean " \
+        "'plc_timeout'?" in out
+    assert "Traceback" not in out
+
+
+def test_the_shipped_parameter_file_holds_only_declared_parameters(node_processes, tmp_path):
+    """config/plc.yaml gave ~30 'not a parameter' warnings: every key is now declared (the
+    layouts, actuators and vehicle geometry under their dotted names)."""
+    node = NodeProcess("plc_bridge.bridge_node", [
+        "--ros-args", "--params-file", "config/plc.yaml", "-p", "autostart:=true",
+        "-p", f"redis_url:=redis://127.0.0.1:{free_port()}/0", "-p",
+        f"plc_port:={free_port()}", "-p", "vehicle.skid_steer.track_width_m:=2.2"],
+        log_dir=tmp_path)
+    node_processes.append(node)
+    wait_for(lambda: "configured: model skid_steer" in node.log(), 30.0,
+             lambda: f"the node configured: {node.log()[-800:]}")
+    assert "not a parameter" not in node.log()
+    assert node.alive()
+
+
+def test_diagnostics_name_a_redis_auth_failure_at_once(node_processes, ros_node, tmp_path):
+    from diagnostic_msgs.msg import DiagnosticArray
+    from helpers import RedisServer
+
+    server = RedisServer(tmp_path / "redis-auth", password="right-pass")
+    server.start()
+    try:
+        diags = ros_node.collect(DiagnosticArray, "/diagnostics")
+        node = NodeProcess("plc_bridge.bridge_node", [
+            "--ros-args", "--params-file", "config/plc.yaml", "-p", "autostart:=true",
+            "-p", f"redis_url:=redis://:wrong-pass@127.0.0.1:{server.port}/0",
+            "-p", f"plc_port:={free_port()}"], log_dir=tmp_path)
+        node_processes.append(node)
+        text = "invalid username-password pair"
+
+        def named() -> bool:
+            return any(s.name == "plc_bridge" and text in s.message and s.level == b"\x02"
+                       for d in diags for s in d.status)
+        wait_for(named, 30.0, lambda: f"the cause on /diagnostics: {node.log()[-600:]}")
+        assert text in node.log() and "wrong-pass" not in node.log()
+    finally:
+        server.stop()

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import math
 import random
+import time
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from excavator_kinematics.vehicle import BodyTwist
@@ -51,9 +52,30 @@ def test_control_parsing_envelope_and_lateral_sign():
     assert ci.twist == BodyTwist(1.5, 0.25, -0.5) and ci.heartbeat is True
     ci = parse_control(keys.CONTROL_KEYS, [b"1.5", b"0.25", b"-0.5", None], ENV, "right")
     assert ci.twist == BodyTwist(1.5, -0.25, -0.5) and ci.heartbeat is None
-    ci = parse_control(keys.CONTROL_KEYS, [None, None, None, b"0"], ENV)
+    # a missing (deleted, expired) velocity key is doubtful input, never read as 0
+    for i, key in enumerate(keys.CONTROL_KEYS[:3]):
+        raw = [b"0.8", b"0", b"0.3", b"true"]
+        raw[i] = None
+        with pytest.raises(InputRejectedError, match=rf"{key} is missing"):
+            parse_control(keys.CONTROL_KEYS, raw, ENV)
+    # a key never written reads 0 (not required); one seen before and gone is rejected
+    ci = parse_control(keys.CONTROL_KEYS, [b"0.8", None, b"0.3", None], ENV,
+                       required=(True, False, True))
+    assert ci.twist == BodyTwist(0.8, 0.0, 0.3)
+    ci = parse_control(keys.CONTROL_KEYS, [None, None, None, b"0"], ENV,
+                       required=(False, False, False))
     assert ci.twist == BodyTwist() and ci.heartbeat is False
-    with pytest.raises(InputRejectedError, match=r"longitudinal = 3.5 m/s.*max_longitudinal"):
+    with pytest.raises(InputRejectedError, match="longitudinal is missing"):
+        parse_control(keys.CONTROL_KEYS, [None, None, b"0.3", None], ENV,
+                      required=(True, False, True))
+    # just past a limit: the value is shown with the digits that exceed it, huge ones short
+    with pytest.raises(InputRejectedError, match=r"longitudinal = 3\.0000001 m/s exceeds the "
+                       r"envelope \+-3 m/s"):
+        parse_control(keys.CONTROL_KEYS, [b"3.0000001", b"0", b"0", b"true"], ENV)
+    with pytest.raises(InputRejectedError, match=r"= 1e\+300 m/s exceeds"):
+        parse_control(keys.CONTROL_KEYS, [b"1e300", b"0", b"0", b"true"], ENV)
+    with pytest.raises(InputRejectedError,
+                       match=r"longitudinal = 3.5 m/s exceeds.*max_longitudinal"):
         parse_control(keys.CONTROL_KEYS, [b"3.5", b"0", b"0", b"true"], ENV)
     with pytest.raises(InputRejectedError, match=r"angular = -2 rad/s.*max_angular"):
         parse_control(keys.CONTROL_KEYS, [b"0", b"0", b"-2", b"true"], ENV)
@@ -98,6 +120,7 @@ def test_backoff_is_capped_with_bounded_jitter():
     assert not math.isnan(sum(delays))
 
 
+@settings(deadline=None)   # no timing in tests: a loaded CI box is slow
 @given(vx=st.floats(-2, 2), vy=st.floats(-1, 1), wz=st.floats(-1.5, 1.5),
        dt=st.floats(0.001, 0.5))
 def test_odometry_step_matches_fine_integration(vx, vy, wz, dt):
@@ -167,3 +190,56 @@ def test_a_pdu_smaller_than_the_blocks_is_refused_at_connect(tmp_path) -> None:
                        match=rf"negotiated a PDU of 240 B; the monitor DB \({config.monitor.size}"
                              r" B\) needs more \(one read carries 222 B\)"):
         link._check_pdu(240)
+
+
+def test_a_peer_that_accepts_and_then_fails_is_retried_less_and_less():
+    """No reconnect storm: a connect that succeeds does not reset the back-off; a loss soon
+    after (``flapped``) doubles the wait up to FLAP_MAX_S; ``healthy`` resets it; a connect
+    refused by a check (LinkRefusedError) waits REFUSED_RETRY_S."""
+    import threading
+
+    from plc_bridge.reconnect import (
+        FLAP_MAX_S,
+        REFUSED_RETRY_S,
+        LinkRefusedError,
+        Reconnector,
+    )
+
+    done = threading.Event()
+
+    def ok() -> str:
+        done.set()
+        return "conn"
+
+    r = Reconnector(ok, Backoff(0.01, 0.05, 0.0, random.Random(1)), "t")
+
+    def connect(now: float) -> str:
+        done.clear()
+        assert r.poll(now) is None            # starts the attempt in its thread
+        assert done.wait(5.0)
+        r._thread.join(5.0)
+        got = r.poll(now)
+        assert got == "conn"
+        return got
+
+    now = 100.0
+    waits = []
+    for _ in range(10):
+        connect(now)
+        r.flapped(now)                        # the link failed at once
+        waits.append(r._next_attempt_s - now)
+        assert r.poll(now + waits[-1] * 0.99) is None and r._thread is not None
+        now += waits[-1]
+    assert waits == sorted(waits) and waits[-1] == FLAP_MAX_S
+    r.healthy()
+    assert r._next_attempt_s == 0.0
+
+    def refused() -> str:
+        raise LinkRefusedError("PDU 240 too small")
+
+    r2 = Reconnector(refused, Backoff(0.01, 0.05, 0.0), "t2")
+    t = time.monotonic()
+    r2.poll(t)
+    r2._thread.join(5.0)
+    assert r2._next_attempt_s - t >= REFUSED_RETRY_S
+    assert "PDU 240 too small" in r2.last_error

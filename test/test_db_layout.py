@@ -98,11 +98,16 @@ def test_pdu_limits():
 def test_config_layouts_fit_s7_1200_and_export_scl(model):
     cfg = load_config(None, {"model": model})
     assert cfg.control.size <= 205 and cfg.monitor.size <= 222
-    # every setpoint/measurement field is a REAL on a 4-byte boundary after the header
+    # every setpoint/measurement field is a REAL on a 4-byte boundary after the 8-byte header
+    # (alive, command/status bits, and the DINT seq / refused count)
+    assert cfg.control.field("seq").byte_offset == 4 and cfg.control.field("seq").s7_type == \
+        "DINT"
+    assert cfg.monitor.field("refused").byte_offset == 4
+    assert cfg.monitor.field("setpoint_fault").address == "2.5"
     for lay in (cfg.control, cfg.monitor):
         reals = [f for f in lay.fields if f.s7_type == "REAL"]
-        assert reals[0].byte_offset == 4
-        assert [f.byte_offset for f in reals] == list(range(4, 4 + 4 * len(reals), 4))
+        assert reals[0].byte_offset == 8
+        assert [f.byte_offset for f in reals] == list(range(8, 8 + 4 * len(reals), 4))
     text = config_source(cfg)
     assert text.count("{ S7_Optimized_Access := 'FALSE' }") == 2
     assert text.count("END_DATA_BLOCK") == 2
@@ -142,8 +147,32 @@ def test_config_errors_name_the_parameter(tmp_path):
         load_config(write(model="tank"))
     with pytest.raises(ConfigError, match="'control_db' = 100 is not in 'write_allow_list'"):
         load_config(write(write_allow_list=[5]))
-    with pytest.raises(ConfigError, match=r"'plc_timeout'.*3"):
-        load_config(write(plc_timeout=0.05))
+    with pytest.raises(ConfigError, match=r"'plc_timeout' = 5 is outside 0.001..2 s"):
+        load_config(write(plc_timeout=5))
+    with pytest.raises(ConfigError, match=r"'rack' = 'x' is not an integer"):
+        load_config(write(rack="x"))
+    with pytest.raises(ConfigError, match=r"'monitor_ttl' = 0.05 s is shorter than two cycles"):
+        load_config(write(monitor_ttl=0.05, cycle_hz=10.0))
+    for host in ("", "plc 1", "300.1.1.1", "-plc"):
+        with pytest.raises(ConfigError, match=r"'plc_host' = .* is not an IP address or host"):
+            load_config(write(plc_host=host))
+    assert load_config(write(plc_host="plc-1.local")).plc_host == "plc-1.local"
+    with pytest.raises(ConfigError, match=r"'redis_url' = 'redis://u:\*\*\*@h:99999/0'"):
+        load_config(write(redis_url="redis://u:secret@h:99999/0"))
+    # a misspelt key, top level or nested, is an error naming it and the closest known key
+    with pytest.raises(ConfigError, match=r"unknown parameter 'plc_timout'; did you mean "
+                       r"'plc_timeout'"):
+        load_config(write(plc_timout=0.1))
+    bad_vehicle = {**params["vehicle"], "skid_steer": {**params["vehicle"]["skid_steer"],
+                                                       "track_widht_m": 2.0}}
+    with pytest.raises(ConfigError, match=r"'vehicle.skid_steer.track_widht_m'; did you mean "
+                       r"'vehicle.skid_steer.track_width_m'"):
+        load_config(write(vehicle=bad_vehicle))
+    vp = tmp_path / "virtual_plc.yaml"
+    vp.write_text(yaml.safe_dump({"/**": {"ros__parameters": {"plant_hertz": 100.0}}}))
+    with pytest.raises(ConfigError, match=r"unknown parameter 'plant_hertz'; did you mean "
+                       r"'plant_hz'"):
+        load_config(None, None, vp)
     with pytest.raises(ConfigError, match="'lateral_positive'"):
         load_config(write(lateral_positive="up"))
     many = {**params["layout"]}
@@ -163,3 +192,41 @@ def test_float32_setpoints_round_trip_through_block():
     out = cfg.control.decode(cfg.control.encode(vals))
     got = np.array([out[n] for n in cfg.speed_sp_fields()])
     assert np.array_equal(got, speeds.astype(np.float32).astype(np.float64))
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_generated_guard_block_has_the_plc_side_checks(model):
+    """The TIA source carries the rules docs/plc_setup.md section 4 asks for, with this
+    model's fields and the vehicle's limits."""
+    cfg = load_config(None, {"model": model})
+    text = config_source(cfg)
+    guard = text[text.index('FUNCTION_BLOCK "PlcBridge_Guard"'):]
+    ctl = f'"PlcBridge_control_{model}"'
+    assert "END_FUNCTION_BLOCK" in guard and "#Tripped := TRUE" in guard
+    assert "Tripped : Bool := TRUE" in guard                 # starts tripped
+    assert f"DWORD_TO_UDINT(DINT_TO_DWORD({ctl}.seq))" in guard
+    assert "- DWORD_TO_UDINT(DINT_TO_DWORD(#LastSeq))" in guard
+    assert "#Diff < 16#8000_0000" in guard                   # serial-number order
+    for n in cfg.speed_sp_fields():
+        assert f"ABS({ctl}.{n}) <= #SpeedLimit" in guard
+    for n in cfg.angle_sp_fields():
+        assert f"ABS({ctl}.{n}) <= #SteerLimit" in guard
+    limit = cfg.vehicle_params["max_wheel_speed_m_s"]
+    assert f"SpeedLimit : Real := {limit:.6g};" in guard
+    assert guard.count("IF") - guard.count("END_IF") - guard.count("ELSIF") == \
+        guard.count("END_IF")                                # balanced IF / END_IF
+
+
+def test_plc_setup_doc_tables_match_the_layouts():
+    """docs/plc_setup.md section 5 is what the PLC programmer types in: every offset as the
+    config computes it."""
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "plc_setup.md").read_text()
+    for model in MODELS:
+        cfg = load_config(None, {"model": model})
+        for lay in (cfg.control, cfg.monitor):
+            assert f"{lay.size} bytes)" in doc
+            for addr, name, s7_type, _unit, comment in lay.describe():
+                assert f"| {addr} | `{name}` | {s7_type} |" in doc, (model, name)
+                assert comment in doc

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from plc_bridge.plant import AliveWatchdog, VehiclePlant
+from plc_bridge.plant import SEQ_MODULUS, AliveWatchdog, CommandGuard, VehiclePlant, seq_newer
 
 TAU, RATE, STEER_LIM, V_LIM = 0.2, 0.5, 0.6, 2.0
 
@@ -186,3 +186,78 @@ def test_watchdog_reset_needs_a_fresh_change() -> None:
     assert wd.update(2, 0.01)
     wd.reset()
     assert not wd.update(2, 0.02) and wd.update(3, 0.03)
+
+
+# --- CommandGuard: the PLC's acceptance of control writes -------------------------------------
+
+
+def _guard() -> CommandGuard:
+    return CommandGuard(2, 1, watchdog_timeout_s=0.1, speed_limit_m_s=2.0, steer_limit_rad=0.7)
+
+
+def _live(g: CommandGuard, t: float = 0.0) -> float:
+    """Two stops with a changing alive counter: the guard is healthy from then on."""
+    g.on_write(t, 1, False, True, 10, [0, 0], [0])
+    g.on_write(t + 0.01, 2, False, True, 11, [0, 0], [0])
+    return t + 0.01
+
+
+@given(st.integers(0, SEQ_MODULUS - 1), st.integers(1, 2**31 - 1))
+def test_seq_order_is_serial_arithmetic(last, ahead):
+    assert seq_newer((last + ahead) % SEQ_MODULUS, last)
+    assert not seq_newer(last, last)
+    assert not seq_newer((last - ahead) % SEQ_MODULUS, last)
+
+
+def test_guard_starts_tripped_and_a_stop_with_a_live_counter_clears_it():
+    g = _guard()
+    assert g.on_write(0.0, 5, True, False, 1, [1, 1], [0]) == "watchdog_tripped"
+    g.on_write(0.01, 5, False, True, 2, [0, 0], [0])   # a stop, counter unchanged: no proof
+    assert g.tripped
+    g.on_write(0.02, 6, False, True, 3, [0, 0], [0])
+    assert not g.tripped
+    assert g.on_write(0.03, 7, True, False, 4, [1, -1], [0.5]) is None
+    drive, speeds, angles = g.command(0.04)
+    assert drive and list(speeds) == [1, -1] and list(angles) == [0.5]
+
+
+def test_a_late_write_finds_the_watchdog_tripped_and_it_stays_latched():
+    g = _guard()
+    t = _live(g)
+    assert g.on_write(t + 0.01, 3, True, False, 12, [1, 1], [0]) is None
+    # 2 s later the old, "healthy looking" write arrives (alive +1, seq +1)
+    assert g.on_write(t + 2.0, 4, True, False, 13, [1, 1], [0]) == "watchdog_tripped"
+    assert not g.command(t + 2.0)[0]
+    # fresh writes keep the counter alive, but only a stop unlatches
+    for k in range(5):
+        assert g.on_write(t + 2.01 + k * 0.01, 5 + k, True, False, 14 + k, [1, 1], [0]) == \
+            "watchdog_tripped"
+    assert g.on_write(t + 2.1, 20, False, True, 30, [0, 0], [0]) is None
+    assert g.on_write(t + 2.11, 21, True, False, 31, [1, 1], [0]) is None
+    assert g.command(t + 2.12)[0]
+
+
+def test_an_old_stop_neither_resyncs_seq_nor_unlatches():
+    g = _guard()
+    t = _live(g)
+    assert g.on_write(t + 0.01, 3, True, False, 500, [1, 1], [0]) is None
+    assert g.on_write(t + 0.02, 4, False, True, 10, [0, 0], [0]) == "stale_seq"   # obeyed
+    assert not g.command(t + 0.02)[0]
+    assert g.last_seq == 500
+    assert g.on_write(t + 0.03, 5, True, False, 11, [1, 1], [0]) == "stale_seq"
+
+
+@given(st.floats(allow_nan=True, allow_infinity=True))
+def test_any_setpoint_outside_the_range_is_a_latched_fault(v):
+    g = _guard()
+    t = _live(g)
+    why = g.on_write(t + 0.01, 3, True, False, 12, [v, 0.0], [0.0])
+    bad = not (abs(v) <= 2.0 + g.tolerance)
+    assert (why == "bad_setpoint") == bad
+    assert g.setpoint_fault == bad
+    if bad:
+        assert not g.command(t + 0.01)[0]
+        assert g.on_write(t + 0.02, 4, True, False, 13, [0.5, 0.5], [0]) == "setpoint_fault"
+        g.on_write(t + 0.03, 5, False, True, 14, [0, 0], [0])
+        assert not g.setpoint_fault
+        assert g.on_write(t + 0.04, 6, True, False, 15, [0.5, 0.5], [0]) is None
