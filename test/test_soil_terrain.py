@@ -212,6 +212,27 @@ def test_bucket_outside_the_grid_is_rejected_and_nothing_changes() -> None:
     assert np.array_equal(terrain.h, before)
 
 
+def test_an_update_whose_spill_would_leave_the_grid_changes_nothing() -> None:
+    """Issue 14.6: the dig succeeds, the spill would land off the grid: the update raises and
+    the terrain, the load and the motion history stay as they were (the old code kept the dug
+    soil in the bucket, up to 4.9x its volume). The same pose again fails the same way."""
+    cfg = TerrainConfig(size_x_m=6.0, size_y_m=6.0, initial_height_m=1.0)
+    terrain = Terrain(cfg, BUCKET)
+    total = terrain.total_units
+    before = terrain.h.copy()
+    pose = BucketPose(-2.85, 0.0, 0.2, 0.0, 0.0)
+    for _ in range(3):
+        with pytest.raises(OutsideGridError, match="outside the terrain grid"):
+            terrain.update(pose)
+        assert terrain.load_units == 0
+        assert np.array_equal(terrain.h, before)
+        assert terrain.total_units == total
+        assert terrain.take_dirty() is None
+    # a pose over the grid still digs normally afterwards
+    terrain.update(BucketPose(0.0, 0.0, 0.9, 0.0, 0.0))
+    assert terrain.total_units == total
+
+
 def test_bad_config_value_names_the_parameter_and_its_range(tmp_path) -> None:
     text = (
         "/**:\n  ros__parameters:\n" + "".join(

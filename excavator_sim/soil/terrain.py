@@ -279,7 +279,9 @@ class Terrain:
 
     def update(self, pose: BucketPose, full_grid: bool = False) -> TerrainUpdate:
         """Move soil for the bucket at ``pose``. ``full_grid`` processes every cell (the naive
-        baseline of the benchmark; same result up to relaxation reach)."""
+        baseline of the benchmark; same result up to relaxation reach). Atomic: when it raises
+        (``OutsideGridError``: footprint or spilled soil off the grid) the terrain, the load and
+        the motion history are as before the call."""
         c = self.config
         corners = self.bucket.corners(pose)
         box = self._box_around(corners, c.margin_cells)
@@ -299,7 +301,8 @@ class Terrain:
         jt = 0.5 * (corners[4] + corners[5]) - 0.5 * (corners[0] + corners[1])
         out = mouth - base_mid
         out = out - jt * (out @ jt) / max(jt @ jt, 1e-18)  # normal of the opening, outwards
-        motion = np.zeros(3) if self._prev_mouth is None else mouth - self._prev_mouth
+        prev_mouth = self._prev_mouth
+        motion = np.zeros(3) if prev_mouth is None else mouth - prev_mouth
         self._prev_mouth = mouth
         scooping = bool(motion @ out >= 0.0)
         mh = math.hypot(motion[0], motion[1])
@@ -307,12 +310,22 @@ class Terrain:
         centre_a = (0.5 * (corners[:, 0].min() + corners[:, 0].max()) - c.x0) / c.cell_xy_m - i0
         centre_b = (0.5 * (corners[:, 1].min() + corners[:, 1].max()) - c.y0) / c.cell_xy_m - j0
 
+        # All or nothing: the dig writes only inside ``box`` and the spill checks where its
+        # soil lands before writing, so restoring the box and the load undoes a failed update.
+        saved_h = self.h[i0:i1, j0:j1].copy()
+        saved_load, saved_cap = self.load_units, self.capacity_units
         taken, pushed = (0, 0)
-        if covered:
-            taken, pushed = kern.dig(self.h, i0, j0, cap, scooping, dir_a, dir_b,
-                                     centre_a, centre_b)
-        self.load_units += taken
-        spilled, spill_box = self._spill(pose)
+        try:
+            if covered:
+                taken, pushed = kern.dig(self.h, i0, j0, cap, scooping, dir_a, dir_b,
+                                         centre_a, centre_b)
+            self.load_units += taken
+            spilled, spill_box = self._spill(pose)
+        except BaseException:
+            self.h[i0:i1, j0:j1] = saved_h
+            self.load_units, self.capacity_units = saved_load, saved_cap
+            self._prev_mouth = prev_mouth
+            raise
         relaxed = kern.relax(self.h, i0, j0, cap, self._dmax, c.relax_iterations)
         settle_box = self._settle(box)
         if spill_box is not None:
