@@ -112,8 +112,9 @@ class ExcavatorSimulation:
         self._base_body = mujoco.mj_name2id(self.model, mujoco.mjtObj.mjOBJ_BODY, "caterpillar")
         self._steps_per_control = max(1, round(c.control_period / c.timestep))
 
-        # Setpoints: start where the machine is.
-        self._targets = {n: float(self.data.qpos[self._q_adr[n]]) for n in ACTIVE_JOINTS}
+        # Setpoints: the configured initial pose (the keyframe rests there, its rods at these
+        # joints' extensions, pre-loaded for gravity: model_builder.preload_cylinders).
+        self._targets = {n: float(getattr(c.initial, n)) for n in ACTIVE_JOINTS}
         self._speed_caps: dict[str, float] = {}
         self._axis_targets = self._axis_targets_from_joints(self._targets)
         self._reference = {a: (float(self.data.qpos[self._q_adr[a]]), 0.0)
