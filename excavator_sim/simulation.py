@@ -26,7 +26,13 @@ from excavator_kinematics.forward_kinematics import ForwardKinematics
 from excavator_kinematics.geometry import ExcavatorGeometry, default_geometry
 from excavator_kinematics.linkage import Linkage
 from excavator_sim.heightfield import HeightField
-from excavator_sim.hydraulics import BASE_ACTUATORS, CYLINDER_ACTUATORS
+from excavator_sim.hydraulics import (
+    BASE_ACTUATORS,
+    CYLINDER_ACCEL_M_S2,
+    CYLINDER_ACTUATORS,
+    damper_name,
+    reference_step,
+)
 from excavator_sim.model_builder import (
     ACTIVE_JOINTS,
     BASE_JOINTS,
@@ -43,8 +49,6 @@ TRACK_JOINTS = ("track_left", "track_right")
 # Every joint of joint_state(), in this order: every movable joint of the URDF (the base's planar
 # joints included, so robot_state_publisher can pose the machine in world) plus the tracks.
 STATE_JOINTS = (*ACTIVE_JOINTS, *CYLINDER_JOINTS, *TRACK_JOINTS, *PASSIVE_JOINTS, *BASE_JOINTS)
-# Valve opening rate: the cylinder speed command may change by at most this per second [m/s^2].
-CYLINDER_ACCEL_M_S2 = 3.0
 
 
 def model_options(config: SimConfig) -> ModelOptions:
@@ -106,6 +110,9 @@ class ExcavatorSimulation:
         self._state_tracks = np.array([STATE_JOINTS.index(n) for n in TRACK_JOINTS])
         self._act = {n: b.actuator_id[n] for n in (*CYLINDER_ACTUATORS, "swing",
                                                    *BASE_ACTUATORS)}
+        # The valves' damping actuators take the same speed command as their cylinders.
+        self._dampers = {self._act[n]: b.actuator_id[damper_name(n)]
+                         for n in CYLINDER_ACTUATORS if damper_name(n) in b.actuator_id}
         self._act_state = {n: int(self.model.actuator_actadr[self._act[n]])
                            for n in (*CYLINDER_ACTUATORS, "swing")}
         self._bucket_body = mujoco.mj_name2id(self.model, mujoco.mjtObj.mjOBJ_BODY, "bucket")
@@ -271,22 +278,11 @@ class ExcavatorSimulation:
             accel = self._swing_accel if axis == "swing" else CYLINDER_ACCEL_M_S2
             # Reference trajectory toward the target: flow-limited speed, acceleration-limited,
             # slowing down so it stops exactly at the target.
-            target = self._axis_targets[axis]
             ref, ref_speed = self._reference[axis]
-            err = target - ref
-            if err == 0.0 and ref_speed == 0.0:
-                new_ref = ref
-            else:
-                stop = math.sqrt(2.0 * accel * abs(err))
-                limit = hi if err > 0.0 else -lo
-                cap = self._axis_speed_cap(axis) if self._speed_caps else math.inf
-                want = math.copysign(min(stop, limit, cap), err)
-                ref_speed = min(max(want, ref_speed - accel * period),
-                                ref_speed + accel * period)
-                new_ref = ref + ref_speed * period
-                if (target - new_ref) * err <= 0.0:  # arrived: no overshoot
-                    new_ref, ref_speed = target, 0.0
-                self._reference[axis] = (new_ref, ref_speed)
+            cap = self._axis_speed_cap(axis) if self._speed_caps else math.inf
+            new_ref, ref_speed = reference_step(ref, ref_speed, self._axis_targets[axis], lo, hi,
+                                                accel, period, cap)
+            self._reference[axis] = (new_ref, ref_speed)
             # Valve speed: feed-forward + proportional on the measured rod position. Acting on
             # the measurement (not the held setpoint) also removes the oil column's compression.
             measured = qpos[qadr]
@@ -299,6 +295,8 @@ class ExcavatorSimulation:
             held = min(max(held_now + v * period, ahead + (1.2 * f_lo + kv * speed) / kp),
                        ahead + (1.2 * f_hi + kv * speed) / kp)
             d.ctrl[aid] = min(max((held - held_now) / period, lo), hi)
+            if aid in self._dampers:
+                d.ctrl[self._dampers[aid]] = d.ctrl[aid]
         # Tracks: skid-steer kinematics -> world-frame velocities of the planar base, held by
         # the grip servos (same anti-windup: a base pushed at its traction limit slips).
         left, right = self._track_speeds
