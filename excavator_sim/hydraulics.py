@@ -2,14 +2,19 @@
 
 Each cylinder is a MuJoCo ``intvelocity`` actuator on its rod's slide joint: the control is the
 valve's commanded rod speed [m/s], the actuator's activation integrates it into the rod position
-the oil column holds, and the force is ``kp * (activation - extension) - kv * speed``, clamped to
-what the pressure can push or pull. This gives, without any Python in the loop:
+the oil column holds, and the force is ``kp * (activation - extension) - c_f * speed`` (c_f the
+seals' small viscous friction), clamped to what the pressure can push or pull. This gives,
+without any Python in the loop:
 
 - zero command holds position: the activation stays put and the stiff oil column holds the load
   (kp = the column's stiffness from the oil's bulk modulus);
 - speed limited by the pump flow: the control range is ``[-Q / A_annulus, Q / A_bore]``;
 - force limited by the relief pressure: ``forcerange = [-p * A_annulus, p * A_bore]``;
-- never past a stroke limit: the activation range is the usable stroke (``actlimited``).
+- never past a stroke limit: the activation range is the usable stroke widened by the column's
+  compression at the force limit (``actlimited``), the slide and joint ranges are hard stops;
+- damped: a second actuator per cylinder, on the same control, gives the valve's damping on the
+  rod speed relative to the commanded one, ``kv (u - v)``; the joint's ``actfrcrange`` clamps the
+  sum to the pressure's force.
 
 The swing motor is the same on the swing hinge (speed and torque limits); the tracks drive the
 caterpillar's planar joints the same way (holding at zero speed, force limited by traction).
@@ -207,7 +212,12 @@ def add_actuators(spec: mujoco.MjSpec, hydraulics: Hydraulics,
         act.forcelimited = mujoco.mjtLimited.mjLIMITED_TRUE
         act.forcerange = [-cyl.pull_force_n(p), cyl.push_force_n(p)]
         act.actlimited = mujoco.mjtLimited.mjLIMITED_TRUE
-        act.actrange = [lo, hi]
+        # The held position may lie beyond the usable stroke by the column's compression at the
+        # force limit: a rod held at the end of its range under load sits at the end, not
+        # F / kp short of it (before issue 14 the bucket stopped 1 deg short of its limit near
+        # the four-bar's toggle, where 1 mm of rod is 2.5 deg). The rod itself cannot pass: the
+        # slide's stroke range and the joints' limit ranges are hard stops in the model.
+        act.actrange = [lo - cyl.pull_force_n(p) / kp, hi + cyl.push_force_n(p) / kp]
         # The valve's damping acts on the rod's speed relative to the commanded one (the same
         # control as the column's): kv * (u - v). At the commanded speed it costs no force.
         damp = spec.add_actuator()

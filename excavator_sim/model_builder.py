@@ -463,7 +463,7 @@ def finish_model(spec: mujoco.MjSpec, linkage: Linkage, options: ModelOptions) -
         if model.actuator_actnum[aid] > 0:
             jid = model.actuator_trnid[aid, 0]
             model.key_act[0, model.actuator_actadr[aid]] = qpos[model.jnt_qposadr[jid]]
-    preload_cylinders(model)
+    preload_cylinders(model, linkage)
     joints = [model.joint(i).name for i in range(model.njnt)]
     return BuiltModel(
         spec=spec, model=model, qpos_initial=qpos,
@@ -474,18 +474,19 @@ def finish_model(spec: mujoco.MjSpec, linkage: Linkage, options: ModelOptions) -
     )
 
 
-def preload_cylinders(model: mujoco.MjModel, key: int = 0, settle_s: float = 1.5,
-                      rounds: int = 3) -> np.ndarray:
+def preload_cylinders(model: mujoco.MjModel, linkage: Linkage | None = None, key: int = 0,
+                      settle_s: float = 1.5, rounds: int = 4) -> np.ndarray:
     """Start the held cylinders in static equilibrium at keyframe ``key``.
 
     A machine at rest has its chambers pressurised: the oil columns already carry the load. An
     unloaded column (activation = rod position) lets the machine drop until it compresses
     (21-82 mm in 0.1 s before issue 14). Here the keyframe is settled once at build time, with
     the valves closed (ctrl = 0) and MuJoCo's own dynamics (constraints and four-bar included):
-    each round lets the machine come to rest, then moves each held position by the rod's sag,
-    so the rods rest at the requested extensions with the columns compressed by ``F / kp``.
-    The keyframe's qpos takes the rested pose (it differs from the requested one only by the
-    loop closures' compliance, well under a millimetre) and its velocities are zero. Returns the
+    each round lets the machine come to rest, then moves each held position by the sag, so the
+    machine rests at the requested joint angles (with ``linkage``: the loop closures' compliance
+    included, as the simulation's outer loop holds it; without: the rods at the requested
+    extensions) with the columns compressed by ``F / kp``. The keyframe's qpos takes the rested
+    pose and its velocities are zero. Returns the
     cylinder forces at rest [N] and writes ``model.key_qpos`` / ``model.key_act`` (a model
     without the three held cylinder actuators is left as it is)."""
     names = {model.actuator(i).name: i for i in range(model.nu)}
@@ -499,19 +500,27 @@ def preload_cylinders(model: mujoco.MjModel, key: int = 0, settle_s: float = 1.5
     ext = model.key_qpos[key, qadr].copy()
     qpos = model.key_qpos[key].copy()
     act = model.key_act[key].copy()
+    jadr = [int(model.jnt_qposadr[model.joint(n).id]) for n in ("boom", "arm", "bucket")]
     steps = max(1, round(settle_s / model.opt.timestep))
     force = np.zeros(3)
-    for _ in range(rounds):
+    for k in range(rounds):
         mujoco.mj_resetDataKeyframe(model, data, key)
         data.qpos[:] = qpos
         data.act[:] = act
         data.ctrl[:] = 0.0
         mujoco.mj_step(model, data, steps)
         force = data.actuator_force[ids].copy()
-        # hold the rods where they were asked to be: shift the held positions by the sag
-        act[adr] = ext + force / kp
-        qpos = data.qpos.copy()
-        qpos[qadr] = ext
+        if k == 0 or linkage is None:
+            # hold the rods where they were asked to be: shift the held positions by the sag
+            act[adr] = ext + force / kp
+            qpos = data.qpos.copy()
+            qpos[qadr] = ext
+        else:
+            # hold the joints there: shift by the rod travel that takes out the joints' sag
+            kin = np.array(linkage.extensions(*data.qpos[jadr], check=False))
+            act[adr] += ext - kin
+            qpos = data.qpos.copy()
+            qpos[qadr] += ext - kin
     mujoco.mj_resetDataKeyframe(model, data, key)
     data.qpos[:] = qpos
     data.act[:] = act

@@ -49,6 +49,8 @@ TRACK_JOINTS = ("track_left", "track_right")
 # Every joint of joint_state(), in this order: every movable joint of the URDF (the base's planar
 # joints included, so robot_state_publisher can pose the machine in world) plus the tracks.
 STATE_JOINTS = (*ACTIVE_JOINTS, *CYLINDER_JOINTS, *TRACK_JOINTS, *PASSIVE_JOINTS, *BASE_JOINTS)
+# Time constant [s] of the filter on the loop closures' compliance (see _compliance_offsets).
+COMPLIANCE_FILTER_S = 0.1
 
 
 def model_options(config: SimConfig) -> ModelOptions:
@@ -124,6 +126,11 @@ class ExcavatorSimulation:
         self._targets = {n: float(getattr(c.initial, n)) for n in ACTIVE_JOINTS}
         self._speed_caps: dict[str, float] = {}
         self._axis_targets = self._axis_targets_from_joints(self._targets)
+        # Loop-closure compliance: rod extension minus the rigid linkage's extension at the
+        # measured joint angles, low-pass filtered; the rods are steered to target + this, so the
+        # joints (not only the rods) reach their targets (near the bucket's toggle 0.2 mm of
+        # rod is 0.4 deg).
+        self._compliance = self._compliance_offsets()
         self._reference = {a: (float(self.data.qpos[self._q_adr[a]]), 0.0)
                            for a in (*CYLINDER_ACTUATORS, "swing")}
         self._track_speeds = (0.0, 0.0)
@@ -269,8 +276,18 @@ class ExcavatorSimulation:
         de = self.linkage.extensions_from_joint(joint, np.array([q - h, q + h]))
         return cap * abs(float(de[1] - de[0])) / (2 * h)
 
+    def _compliance_offsets(self) -> dict[str, float]:
+        q = self.data.qpos
+        kin = self.linkage.extensions(q[self._q_adr["boom"]], q[self._q_adr["arm"]],
+                                      q[self._q_adr["bucket"]], check=False)
+        return {n: float(q[self._q_adr[n]]) - float(e)
+                for n, e in zip(CYLINDER_ACTUATORS, kin, strict=True)}
+
     def _update_controls(self, period: float) -> None:
         d = self.data
+        blend = min(1.0, period / COMPLIANCE_FILTER_S)
+        for axis, off in self._compliance_offsets().items():
+            self._compliance[axis] += blend * (off - self._compliance[axis])
         gain = self.config.hydraulics.position_gain_1_s
         # Plain floats: this runs every control period, numpy scalar access would dominate.
         qpos, qvel, act_state = d.qpos.tolist(), d.qvel.tolist(), d.act.tolist()
@@ -280,8 +297,9 @@ class ExcavatorSimulation:
             # slowing down so it stops exactly at the target.
             ref, ref_speed = self._reference[axis]
             cap = self._axis_speed_cap(axis) if self._speed_caps else math.inf
-            new_ref, ref_speed = reference_step(ref, ref_speed, self._axis_targets[axis], lo, hi,
-                                                accel, period, cap)
+            target = self._axis_targets[axis] + self._compliance.get(axis, 0.0)
+            new_ref, ref_speed = reference_step(ref, ref_speed, target, lo, hi, accel, period,
+                                                cap)
             self._reference[axis] = (new_ref, ref_speed)
             # Valve speed: feed-forward + proportional on the measured rod position. Acting on
             # the measurement (not the held setpoint) also removes the oil column's compression.

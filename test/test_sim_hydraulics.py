@@ -110,6 +110,30 @@ def test_boom_step_is_damped_and_rods_keep_within_the_flow(limits, delta: float,
     assert speed.max() <= 1.02, f"rod at {speed.max():.1%} of the flow limit"
 
 
+@pytest.mark.parametrize("arm", [-1.5, -0.8])
+@pytest.mark.parametrize("bucket_from_limit_deg", [0.0, -0.3, -1.0, -60.0, "lower"])
+def test_bucket_reaches_and_holds_every_pose_up_to_the_toggle(limits, arm: float,
+                                                              bucket_from_limit_deg) -> None:
+    """Issue 14.3: at 1 deg below its upper limit (2 deg below the four-bar's toggle) the bucket
+    cycled +-1.15 deg at 2.5-3 Hz; elsewhere near it, it stopped 1.2 deg short. Every commanded
+    pose in the joint range is now reached (<= 0.05 deg) and held (<= 0.02 deg peak to peak)."""
+    lo, hi = limits["bucket"]
+    target = (lo if bucket_from_limit_deg == "lower"
+              else hi + math.radians(bucket_from_limit_deg))
+    arm = min(max(arm, limits["arm"][0] + 0.05), limits["arm"][1] - 0.05)
+    sim = make_sim(boom=0.5, arm=arm, bucket=1.0)
+    sim.set_joint_targets({"bucket": target})
+    sim.step(4000)
+    q = []
+    for _ in range(600):
+        sim.step(5)
+        q.append(sim.joint_positions()["bucket"])
+    q = np.degrees(np.array(q) - target)
+    assert np.abs(q).max() <= 0.05, f"bucket {q.mean():+.3f} deg from its target"
+    assert q.max() - q.min() <= 0.02, f"limit cycle {q.max() - q.min():.3f} deg peak to peak"
+    assert sim.joint_positions()["bucket"] <= sim.linkage.bucket_toggle_angle
+
+
 def test_commanded_pose_reached_in_flow_time_never_past_a_stroke(limits) -> None:
     sim = make_sim()
     target = {"swing": 0.0, "boom": limits["boom"][1] - 0.02, "arm": limits["arm"][0] + 0.02,
