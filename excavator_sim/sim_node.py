@@ -7,7 +7,10 @@ Subscribes
   them. NaN, unknown names and out-of-range targets are rejected (logged + ``/diagnostics``);
   the machine keeps its last valid setpoint.
 - ``soil/wrench`` (geometry_msgs/WrenchStamped, frame ``world``): force/torque on the bucket at
-  its origin M, held until the next message.
+  its origin M, held until the next message. Beyond the machine's plausible wrench
+  (``excavator_sim.plausibility``: 3 x its maximum digging force) it is rejected and the last
+  valid one is kept. A physics step that diverges anyway is undone by the core (last good
+  state, wrench dropped, clock running) and reported as ERROR on ``/diagnostics``.
 - ``track_command`` (sensor_msgs/JointState): ``velocity`` [m/s] of ``track_left`` /
   ``track_right``.
 - ``soil/terrain_patch`` (std_msgs/Float64MultiArray): a changed rectangle of the terrain,
@@ -45,6 +48,7 @@ from visualization_msgs.msg import Marker, MarkerArray
 
 from excavator_kinematics.geometry import ExcavatorGeometry, default_geometry
 from excavator_kinematics.ros_runtime import (
+    ERROR,
     OK,
     WARN,
     Diagnostics,
@@ -112,6 +116,8 @@ class SimNode(Node):
         self.terrain_patches = 0
         self.diagnostics = Diagnostics(self, f"{self.get_name()}: simulation")
         self.rejections = Rejections(self, self.diagnostics, "command")
+        self._divergences_reported = 0
+        self._divergence_in_period = False
         # Timers on the wall (steady) clock: with use_sim_time the node clock follows the /clock
         # this node publishes itself, and sim-time timers would never fire.
         self.wall_clock = RosClock(clock_type=ClockType.STEADY_TIME)
@@ -217,6 +223,8 @@ class SimNode(Node):
                                        else 0.0)
         while True:
             self.sim.step(self.steps_per_publish)
+            if self.sim.divergence_count != self._divergences_reported:
+                self.report_divergence()
             self.publish_state()
             if time.monotonic() >= deadline:
                 break
@@ -289,6 +297,21 @@ class SimNode(Node):
             o.w, o.x, o.y, o.z = quat.tolist()
         self.marker_pub.publish(markers)
 
+    def report_divergence(self) -> None:
+        """The core undid a diverged physics step (``ExcavatorSimulation.step``): ERROR on
+        /diagnostics with the cause and what was dropped; the state published is the restored
+        good one."""
+        self._divergences_reported = self.sim.divergence_count
+        if self._divergence_in_period:
+            return  # one report per status period: a persistent fault must not flood
+        self._divergence_in_period = True
+        d = self.sim.divergences[-1]
+        message = (f"simulation diverged at t={d.time_s:.3f} s: {d.cause}; restored the last "
+                   f"good state" + (f", dropped {d.dropped}" if d.dropped else ""))
+        self.get_logger().error(message)
+        self.diagnostics.publish(ERROR, message, {"divergences": self.sim.divergence_count,
+                                                  "sim_time_s": f"{self.sim.time:.3f}"})
+
     def publish_status(self) -> None:
         wall = time.monotonic() - self._wall_start
         rtf = (self.sim.time - self._sim_start) / wall if wall > 0 else 0.0
@@ -300,6 +323,11 @@ class SimNode(Node):
                   "last_error": self.rejections.last,
                   **{f"target_{n}": f"{v:.4f}" for n, v in self.sim.targets.items()}}
         message = "running" if level == OK else f"loop residual {residual:.2e} m > 1 mm"
+        values["divergences"] = self.sim.divergence_count
+        if self._divergence_in_period:  # stays ERROR for the status period it happened in
+            self._divergence_in_period = False
+            d = self.sim.divergences[-1]
+            level, message = ERROR, f"simulation diverged at t={d.time_s:.3f} s: {d.cause}"
         self.diagnostics.publish(level, message, values)
 
 

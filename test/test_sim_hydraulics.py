@@ -187,8 +187,9 @@ def test_force_is_limited_by_pressure_times_area() -> None:
     boom = hyd.cylinders["boom_cylinder"]
     push = boom.push_force_n(hyd.pressure_pa)
     assert push == pytest.approx(34.3e6 * 2 * math.pi / 4 * 0.14 ** 2)
-    # A downward load far beyond what the boom cylinders can push: they yield at p * A.
-    sim.apply_bucket_wrench([0.0, 0.0, -2.0e6], [0.0, 0.0, 0.0])
+    # A downward load far beyond what the boom cylinders can push (about 6x at the bucket, still
+    # within the wrench plausibility limit of 3x the digging force): they yield at p * A.
+    sim.apply_bucket_wrench([0.0, 0.0, -5.0e5], [0.0, 0.0, 0.0])
     e0 = extensions(sim)[0]
     sim.step(300)
     forces = sim.data.actuator_force[:3]
@@ -214,7 +215,7 @@ def test_bucket_wrench_is_held_until_replaced() -> None:
     ({"stick": 0.1}, "unknown joint 'stick'"),
     ({"boom": 1.5}, r"boom joint 85\.9 deg outside"),
     ({"bucket": 3.0}, "toggle"),
-    ({"swing": 4.0}, "swing target 4.000 rad outside"),
+    ({"swing": 4.0}, "swing target 4 rad outside"),
 ])
 def test_bad_commands_are_rejected_and_the_setpoint_kept(positions, match) -> None:
     sim = make_sim()
@@ -267,7 +268,7 @@ def test_tracks_drive_the_base_as_a_skid_steer() -> None:
     sim.step(2000)
     yaw_rate = sim.data.qvel[sim.built.dof_adr["base_yaw"]]
     assert yaw_rate == pytest.approx(1.0 / width, rel=0.02)
-    with pytest.raises(CommandError, match=r"track_right speed 9\.000 m/s beyond the limit"):
+    with pytest.raises(CommandError, match=r"track_right speed 9 m/s beyond the limit"):
         sim.set_track_speeds(0.0, 9.0)
 
 

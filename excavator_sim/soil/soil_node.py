@@ -26,7 +26,10 @@ Publishes
   messages with the last reason (NaN, wrong frame, bucket outside the grid). A bucket outside
   the grid is reported as an error and the terrain is left alone, but the wrench is still
   published, computed over no ground (only the load's weight), so the simulator never holds a
-  stale cutting force.
+  stale cutting force. Implausible input (``excavator_sim.soil.plausibility``: a pose beyond
+  the grid plus the machine's reach or deeper under the surface than it can dig, a twist
+  faster than the machine moves, NaN/inf) is rejected before any soil moves, with the limit;
+  a rejected twist keeps the last valid one, so later poses are still served.
 
 Parameters: ``config/soil.yaml`` (every key declared with its unit and range), plus the keys of
 every preset defined only in the node's parameter overrides (``--params-file``, ``-p``):
@@ -58,6 +61,7 @@ from excavator_kinematics.ros_runtime import (
     run_node,
     warn_unknown_parameters,
 )
+from excavator_sim.plausibility import shipped_machine_envelope
 from excavator_sim.soil.bucket_prism import BucketPose, BucketPrism
 from excavator_sim.soil.config import (
     check_parameter,
@@ -68,6 +72,7 @@ from excavator_sim.soil.config import (
 )
 from excavator_sim.soil.errors import OutsideGridError, SoilConfigError, SoilError
 from excavator_sim.soil.forces import DiMaioForceModel
+from excavator_sim.soil.plausibility import SoilPlausibility
 from excavator_sim.soil.terrain import Box, Terrain
 
 WORLD = "world"
@@ -94,6 +99,8 @@ class SoilNode(Node):
         self.bucket = BucketPrism.from_geometry(default_geometry())
         self.terrain = Terrain(config.terrain, self.bucket)
         self.forces = DiMaioForceModel(config.dimaio, self.bucket)
+        self.plausibility = SoilPlausibility(config.terrain, self.bucket,
+                                             shipped_machine_envelope().soil_limits())
         self.start_units = self.terrain.total_units
         self.twist = (np.zeros(3), np.zeros(3))
         self.last_stamp: float | None = None
@@ -159,7 +166,13 @@ class SoilNode(Node):
             self._reject(f"bucket_twist in frame {msg.header.frame_id!r}: send it in 'world'")
             return
         lin, ang = msg.twist.linear, msg.twist.angular
-        self.twist = (np.array([lin.x, lin.y, lin.z]), np.array([ang.x, ang.y, ang.z]))
+        twist = (np.array([lin.x, lin.y, lin.z]), np.array([ang.x, ang.y, ang.z]))
+        try:
+            self.plausibility.check_twist(*twist)
+        except SoilError as exc:  # NaN/inf or faster than the machine: keep the last good one
+            self._reject(str(exc))
+            return
+        self.twist = twist
 
     def on_pose(self, msg: PoseStamped) -> None:
         if msg.header.frame_id not in ("", WORLD):
@@ -174,6 +187,7 @@ class SoilNode(Node):
         update = None
         try:
             pose = BucketPose.from_quaternion((p.x, p.y, p.z), (o.x, o.y, o.z, o.w))
+            self.plausibility.check_pose(pose, self.terrain.surface_m)  # before any soil moves
             try:
                 update = self.terrain.update(pose)
                 surface = self.terrain.surface_m
@@ -182,7 +196,8 @@ class SoilNode(Node):
                 surface = _no_ground  # keep the wrench current: only the load weighs
             result = self.forces.step(pose, self.twist[0], self.twist[1], surface,
                                       self.terrain.load_volume_m3)
-        except SoilError as exc:
+            self.plausibility.check_wrench(result.force, result.torque)
+        except (SoilError, ArithmeticError) as exc:
             self._reject(str(exc))
             return
         self.update_time_s += time.perf_counter() - t0
