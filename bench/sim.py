@@ -40,7 +40,7 @@ import numpy as np
 
 from excavator_kinematics.geometry import default_geometry
 from excavator_kinematics.linkage import Linkage
-from excavator_sim.hydraulics import CYLINDER_ACTUATORS, SWING_ACTUATOR
+from excavator_sim.hydraulics import CYLINDER_ACTUATORS, SWING_ACTUATOR, damper_name
 from excavator_sim.model_builder import build_spec, finish_model, loop_residuals
 from excavator_sim.sim_config import load_sim_config
 from excavator_sim.simulation import ExcavatorSimulation, model_options
@@ -102,6 +102,9 @@ def make_seed_style() -> tuple[mujoco.MjModel, mujoco.MjData, Linkage, dict[str,
         act.forcelimited = mujoco.mjtLimited.mjLIMITED_FALSE
         act.ctrllimited = mujoco.mjtLimited.mjLIMITED_TRUE
         act.ctrlrange = [-SEED_CTRL, SEED_CTRL]
+    for name in CYLINDER_ACTUATORS:  # no valve damping, no joint force clamp upstream
+        spec.delete(spec.actuator(damper_name(name)))
+        spec.joint(name).actfrclimited = mujoco.mjtLimited.mjLIMITED_FALSE
     built = finish_model(spec, linkage, options)
     model = built.model
     data = mujoco.MjData(model)

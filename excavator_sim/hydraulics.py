@@ -2,14 +2,19 @@
 
 Each cylinder is a MuJoCo ``intvelocity`` actuator on its rod's slide joint: the control is the
 valve's commanded rod speed [m/s], the actuator's activation integrates it into the rod position
-the oil column holds, and the force is ``kp * (activation - extension) - kv * speed``, clamped to
-what the pressure can push or pull. This gives, without any Python in the loop:
+the oil column holds, and the force is ``kp * (activation - extension) - c_f * speed`` (c_f the
+seals' small viscous friction), clamped to what the pressure can push or pull. This gives,
+without any Python in the loop:
 
 - zero command holds position: the activation stays put and the stiff oil column holds the load
   (kp = the column's stiffness from the oil's bulk modulus);
 - speed limited by the pump flow: the control range is ``[-Q / A_annulus, Q / A_bore]``;
 - force limited by the relief pressure: ``forcerange = [-p * A_annulus, p * A_bore]``;
-- never past a stroke limit: the activation range is the usable stroke (``actlimited``).
+- never past a stroke limit: the activation range is the usable stroke widened by the column's
+  compression at the force limit (``actlimited``), the slide and joint ranges are hard stops;
+- damped: a second actuator per cylinder, on the same control, gives the valve's damping on the
+  rod speed relative to the commanded one, ``kv (u - v)``; the joint's ``actfrcrange`` clamps the
+  sum to the pressure's force.
 
 The swing motor is the same on the swing hinge (speed and torque limits); the tracks drive the
 caterpillar's planar joints the same way (holding at zero speed, force limited by traction).
@@ -45,6 +50,7 @@ class CylinderHydraulics:
     flow_lpm: float
     damping_n_s_per_m: float
     armature_kg: float
+    friction_n_s_per_m: float = 2.0e4
 
     @property
     def bore_area_m2(self) -> float:
@@ -127,6 +133,50 @@ class Hydraulics:
     tracks: TrackDrive
 
 
+# Valve opening rate: the cylinder speed reference may change by at most this per second
+# [m/s^2]. 1.5 m/s^2 takes a boom from rest to full flow in ~0.2 s, as a main valve's spool does
+# (3 m/s^2 before issue 14 asked the boom for more force than its relief pressure gives when
+# stopping, so it overshot).
+CYLINDER_ACCEL_M_S2 = 1.5
+# Time constant [s] of the last part of the approach to the flow-limited speed: the speed
+# reference eases into its limit instead of reaching it at full acceleration, so the oil
+# column's acceleration load is released slowly and the rod does not outrun the flow while
+# it decompresses (needs >= 1/omega_h, ~0.03 s here).
+SPEED_APPROACH_S = 0.1
+
+
+def reference_step(ref: float, ref_speed: float, target: float, speed_lo: float,
+                   speed_hi: float, accel: float, period: float,
+                   cap: float = math.inf) -> tuple[float, float]:
+    """One ``period`` [s] of an axis' reference trajectory toward ``target``: flow-limited
+    speed (``-speed_lo`` .. ``speed_hi``, ``speed_lo`` < 0, and ``cap``), acceleration-limited
+    (``accel``), easing into the top speed (``SPEED_APPROACH_S``) and slowing down so it stops
+    exactly at the target (never past it). Returns the new (position, speed)."""
+    err = target - ref
+    if err == 0.0 and ref_speed == 0.0:
+        return ref, 0.0
+    stop = math.sqrt(2.0 * accel * abs(err))
+    limit = speed_hi if err > 0.0 else -speed_lo
+    want = math.copysign(min(stop, limit, cap), err)
+    if abs(want) > abs(ref_speed) and want * ref_speed >= 0.0:
+        # speeding up: at most accel, and ease into the wanted speed
+        gap = abs(want) - abs(ref_speed)
+        step = min(accel * period, gap * min(1.0, period / SPEED_APPROACH_S),
+                   gap if gap < 1e-4 else math.inf)
+        ref_speed = ref_speed + math.copysign(step, want)
+    else:
+        ref_speed = min(max(want, ref_speed - accel * period), ref_speed + accel * period)
+    new_ref = ref + ref_speed * period
+    if (target - new_ref) * err <= 0.0:  # arrived: no overshoot
+        return target, 0.0
+    return new_ref, ref_speed
+
+
+def damper_name(cylinder: str) -> str:
+    """Name of the valve-damping actuator of ``cylinder`` (same control as the cylinder)."""
+    return f"{cylinder}_valve_damping"
+
+
 # Actuator names in the MuJoCo model, in control order.
 CYLINDER_ACTUATORS = ("boom_cylinder", "arm_cylinder", "bucket_cylinder")
 SWING_ACTUATOR = "swing"
@@ -151,14 +201,33 @@ def add_actuators(spec: mujoco.MjSpec, hydraulics: Hydraulics,
         act.trntype = mujoco.mjtTrn.mjTRN_JOINT
         kp = cyl.stiffness_n_per_m(hydraulics.bulk_modulus_pa, hi - lo,
                                    hydraulics.dead_volume_m3)
-        act.set_to_intvelocity(kp=kp, kv=cyl.damping_n_s_per_m)
-        spec.joint(name).armature = cyl.armature_kg
+        act.set_to_intvelocity(kp=kp, kv=cyl.friction_n_s_per_m)
+        joint = spec.joint(name)
+        joint.armature = cyl.armature_kg
+        # The total force on the rod (column + valve damping) is what the pressure can give.
+        joint.actfrclimited = mujoco.mjtLimited.mjLIMITED_TRUE
+        joint.actfrcrange = [-cyl.pull_force_n(p), cyl.push_force_n(p)]
         act.ctrllimited = mujoco.mjtLimited.mjLIMITED_TRUE
         act.ctrlrange = [-cyl.retract_speed_m_s, cyl.extend_speed_m_s]
         act.forcelimited = mujoco.mjtLimited.mjLIMITED_TRUE
         act.forcerange = [-cyl.pull_force_n(p), cyl.push_force_n(p)]
         act.actlimited = mujoco.mjtLimited.mjLIMITED_TRUE
-        act.actrange = [lo, hi]
+        # The held position may lie beyond the usable stroke by the column's compression at the
+        # force limit: a rod held at the end of its range under load sits at the end, not
+        # F / kp short of it (before issue 14 the bucket stopped 1 deg short of its limit near
+        # the four-bar's toggle, where 1 mm of rod is 2.5 deg). The rod itself cannot pass: the
+        # slide's stroke range and the joints' limit ranges are hard stops in the model.
+        act.actrange = [lo - cyl.pull_force_n(p) / kp, hi + cyl.push_force_n(p) / kp]
+        # The valve's damping acts on the rod's speed relative to the commanded one (the same
+        # control as the column's): kv * (u - v). At the commanded speed it costs no force.
+        damp = spec.add_actuator()
+        damp.name = damper_name(name)
+        damp.target = name
+        damp.trntype = mujoco.mjtTrn.mjTRN_JOINT
+        damp.set_to_velocity(kv=cyl.damping_n_s_per_m)
+        damp.ctrllimited = mujoco.mjtLimited.mjLIMITED_TRUE
+        damp.ctrlrange = [-cyl.retract_speed_m_s, cyl.extend_speed_m_s]
+        damp.forcelimited = mujoco.mjtLimited.mjLIMITED_FALSE
 
     sw = hydraulics.swing
     act = spec.add_actuator()

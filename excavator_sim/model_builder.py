@@ -451,7 +451,8 @@ def build_model(geometry: ExcavatorGeometry, linkage: Linkage | None = None,
 
 def finish_model(spec: mujoco.MjSpec, linkage: Linkage, options: ModelOptions) -> BuiltModel:
     """Compile a spec from :func:`build_spec` (possibly edited, e.g. other actuators) and set the
-    flat terrain and the keyframe ``initial`` (the closed pose, activations = held positions)."""
+    flat terrain and the keyframe ``initial`` (the closed pose, activations = held positions
+    pre-loaded for gravity: :func:`preload_cylinders`)."""
     model = spec.compile()
     # The compiler rescales elevation data to [0, 1]; write the flat heights in metres again.
     fill_flat(model, options.terrain)
@@ -462,6 +463,7 @@ def finish_model(spec: mujoco.MjSpec, linkage: Linkage, options: ModelOptions) -
         if model.actuator_actnum[aid] > 0:
             jid = model.actuator_trnid[aid, 0]
             model.key_act[0, model.actuator_actadr[aid]] = qpos[model.jnt_qposadr[jid]]
+    preload_cylinders(model, linkage)
     joints = [model.joint(i).name for i in range(model.njnt)]
     return BuiltModel(
         spec=spec, model=model, qpos_initial=qpos,
@@ -470,6 +472,62 @@ def finish_model(spec: mujoco.MjSpec, linkage: Linkage, options: ModelOptions) -
         actuator_id=act_ids,
         site_id={model.site(i).name: i for i in range(model.nsite)},
     )
+
+
+def preload_cylinders(model: mujoco.MjModel, linkage: Linkage | None = None, key: int = 0,
+                      settle_s: float = 1.5, rounds: int = 4) -> np.ndarray:
+    """Start the held cylinders in static equilibrium at keyframe ``key``.
+
+    A machine at rest has its chambers pressurised: the oil columns already carry the load. An
+    unloaded column (activation = rod position) lets the machine drop until it compresses
+    (21-82 mm in 0.1 s before issue 14). Here the keyframe is settled once at build time, with
+    the valves closed (ctrl = 0) and MuJoCo's own dynamics (constraints and four-bar included):
+    each round lets the machine come to rest, then moves each held position by the sag, so the
+    machine rests at the requested joint angles (with ``linkage``: the loop closures' compliance
+    included, as the simulation's outer loop holds it; without: the rods at the requested
+    extensions) with the columns compressed by ``F / kp``. The keyframe's qpos takes the rested
+    pose and its velocities are zero. Returns the
+    cylinder forces at rest [N] and writes ``model.key_qpos`` / ``model.key_act`` (a model
+    without the three held cylinder actuators is left as it is)."""
+    names = {model.actuator(i).name: i for i in range(model.nu)}
+    ids = [names.get(n, -1) for n in ("boom_cylinder", "arm_cylinder", "bucket_cylinder")]
+    if min(ids) < 0 or any(model.actuator_actnum[a] != 1 for a in ids):
+        return np.zeros(3)  # no held cylinders (a passive or edited model): nothing to load
+    data = mujoco.MjData(model)
+    qadr = [int(model.jnt_qposadr[model.actuator_trnid[a, 0]]) for a in ids]
+    adr = [int(model.actuator_actadr[a]) for a in ids]
+    kp = np.array([float(model.actuator_gainprm[a, 0]) for a in ids])
+    ext = model.key_qpos[key, qadr].copy()
+    qpos = model.key_qpos[key].copy()
+    act = model.key_act[key].copy()
+    jadr = [int(model.jnt_qposadr[model.joint(n).id]) for n in ("boom", "arm", "bucket")]
+    steps = max(1, round(settle_s / model.opt.timestep))
+    force = np.zeros(3)
+    for k in range(rounds):
+        mujoco.mj_resetDataKeyframe(model, data, key)
+        data.qpos[:] = qpos
+        data.act[:] = act
+        data.ctrl[:] = 0.0
+        mujoco.mj_step(model, data, steps)
+        force = data.actuator_force[ids].copy()
+        if k == 0 or linkage is None:
+            # hold the rods where they were asked to be: shift the held positions by the sag
+            act[adr] = ext + force / kp
+            qpos = data.qpos.copy()
+            qpos[qadr] = ext
+        else:
+            # hold the joints there: shift by the rod travel that takes out the joints' sag
+            kin = np.array(linkage.extensions(*data.qpos[jadr], check=False))
+            act[adr] += ext - kin
+            qpos = data.qpos.copy()
+            qpos[qadr] += ext - kin
+    mujoco.mj_resetDataKeyframe(model, data, key)
+    data.qpos[:] = qpos
+    data.act[:] = act
+    mujoco.mj_step(model, data, steps)
+    model.key_qpos[key] = data.qpos
+    model.key_act[key] = data.act
+    return force
 
 
 def loop_residuals(model: mujoco.MjModel, data: mujoco.MjData) -> np.ndarray:

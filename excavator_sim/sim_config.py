@@ -41,9 +41,9 @@ def _p(name: str, default: float | int | bool, low: float | None, high: float | 
 
 
 _CYL_DEFAULTS = {
-    "boom_cylinder": (0.140, 0.100, 2, 500.0, 4.0e6, 1000.0),
-    "arm_cylinder": (0.160, 0.110, 1, 450.0, 2.0e6, 1000.0),
-    "bucket_cylinder": (0.140, 0.100, 1, 280.0, 1.0e6, 500.0),
+    "boom_cylinder": (0.140, 0.100, 2, 500.0, 8.0e6, 1000.0),
+    "arm_cylinder": (0.160, 0.110, 1, 450.0, 4.0e6, 1000.0),
+    "bucket_cylinder": (0.140, 0.100, 1, 280.0, 2.0e6, 500.0),
 }
 
 PARAMETERS: tuple[Param, ...] = (
@@ -74,7 +74,7 @@ PARAMETERS: tuple[Param, ...] = (
         _p(f"hydraulics.{name}.count", count, 1, 4, f"{name}: cylinders in parallel [-]"),
         _p(f"hydraulics.{name}.flow_lpm", flow, 1.0, 2000.0, f"{name} pump flow [L/min]"),
         _p(f"hydraulics.{name}.damping_n_s_per_m", damp, 1e2, 1e9,
-           f"{name} servo damping [N s/m]"),
+           f"{name} valve damping on the rod speed relative to the commanded one [N s/m]"),
         _p(f"hydraulics.{name}.armature_kg", armature, 0.0, 1e5,
            f"{name} mass added to the rod's slide joint for a stable 1 ms step [kg]"),
     )),

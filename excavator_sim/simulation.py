@@ -27,7 +27,13 @@ from excavator_kinematics.forward_kinematics import ForwardKinematics
 from excavator_kinematics.geometry import ExcavatorGeometry, default_geometry
 from excavator_kinematics.linkage import Linkage
 from excavator_sim.heightfield import HeightField
-from excavator_sim.hydraulics import BASE_ACTUATORS, CYLINDER_ACTUATORS
+from excavator_sim.hydraulics import (
+    BASE_ACTUATORS,
+    CYLINDER_ACCEL_M_S2,
+    CYLINDER_ACTUATORS,
+    damper_name,
+    reference_step,
+)
 from excavator_sim.model_builder import (
     ACTIVE_JOINTS,
     BASE_JOINTS,
@@ -45,8 +51,9 @@ TRACK_JOINTS = ("track_left", "track_right")
 # Every joint of joint_state(), in this order: every movable joint of the URDF (the base's planar
 # joints included, so robot_state_publisher can pose the machine in world) plus the tracks.
 STATE_JOINTS = (*ACTIVE_JOINTS, *CYLINDER_JOINTS, *TRACK_JOINTS, *PASSIVE_JOINTS, *BASE_JOINTS)
-# Valve opening rate: the cylinder speed command may change by at most this per second [m/s^2].
-CYLINDER_ACCEL_M_S2 = 3.0
+# Time constant [s] of the filter on the loop closures' compliance (see _compliance_offsets).
+COMPLIANCE_FILTER_S = 0.1
+COMPLIANCE_REFRESH_S = 0.04  # [s] how often the compliance offsets are measured
 # MuJoCo's own divergence warnings: each resets mjData (time to 0) when it fires.
 _DIVERGENCE_WARNINGS = (mujoco.mjtWarning.mjWARN_BADQACC, mujoco.mjtWarning.mjWARN_BADQPOS,
                         mujoco.mjtWarning.mjWARN_BADQVEL)
@@ -121,16 +128,26 @@ class ExcavatorSimulation:
         self._state_tracks = np.array([STATE_JOINTS.index(n) for n in TRACK_JOINTS])
         self._act = {n: b.actuator_id[n] for n in (*CYLINDER_ACTUATORS, "swing",
                                                    *BASE_ACTUATORS)}
+        # The valves' damping actuators take the same speed command as their cylinders.
+        self._dampers = {self._act[n]: b.actuator_id[damper_name(n)]
+                         for n in CYLINDER_ACTUATORS if damper_name(n) in b.actuator_id}
         self._act_state = {n: int(self.model.actuator_actadr[self._act[n]])
                            for n in (*CYLINDER_ACTUATORS, "swing")}
         self._bucket_body = mujoco.mj_name2id(self.model, mujoco.mjtObj.mjOBJ_BODY, "bucket")
         self._base_body = mujoco.mj_name2id(self.model, mujoco.mjtObj.mjOBJ_BODY, "caterpillar")
         self._steps_per_control = max(1, round(c.control_period / c.timestep))
 
-        # Setpoints: start where the machine is.
-        self._targets = {n: float(self.data.qpos[self._q_adr[n]]) for n in ACTIVE_JOINTS}
+        # Setpoints: the configured initial pose (the keyframe rests there, its rods at these
+        # joints' extensions, pre-loaded for gravity: model_builder.preload_cylinders).
+        self._targets = {n: float(getattr(c.initial, n)) for n in ACTIVE_JOINTS}
         self._speed_caps: dict[str, float] = {}
         self._axis_targets = self._axis_targets_from_joints(self._targets)
+        # Loop-closure compliance: rod extension minus the rigid linkage's extension at the
+        # measured joint angles, low-pass filtered; the rods are steered to target + this, so the
+        # joints (not only the rods) reach their targets (near the bucket's toggle 0.2 mm of
+        # rod is 0.4 deg).
+        self._compliance = self._compliance_offsets()
+        self._compliance_wait = COMPLIANCE_REFRESH_S
         self._reference = {a: (float(self.data.qpos[self._q_adr[a]]), 0.0)
                            for a in (*CYLINDER_ACTUATORS, "swing")}
         self._track_speeds = (0.0, 0.0)
@@ -369,8 +386,24 @@ class ExcavatorSimulation:
         de = self.linkage.extensions_from_joint(joint, np.array([q - h, q + h]))
         return cap * abs(float(de[1] - de[0])) / (2 * h)
 
+    def _compliance_offsets(self) -> dict[str, float]:
+        q = self.data.qpos
+        kin = self.linkage.extensions(q[self._q_adr["boom"]], q[self._q_adr["arm"]],
+                                      q[self._q_adr["bucket"]], check=False)
+        return {n: float(q[self._q_adr[n]]) - float(e)
+                for n, e in zip(CYLINDER_ACTUATORS, kin, strict=True)}
+
     def _update_controls(self, period: float) -> None:
         d = self.data
+        # The compliance moves slowly (filtered over 0.1 s): refresh it every few periods only,
+        # the linkage's closed form costs about as much as the ten physics steps.
+        self._compliance_wait -= period
+        if self._compliance_wait <= 0.0:
+            blend = min(1.0, (COMPLIANCE_REFRESH_S - self._compliance_wait)
+                        / COMPLIANCE_FILTER_S)
+            self._compliance_wait += COMPLIANCE_REFRESH_S
+            for axis, off in self._compliance_offsets().items():
+                self._compliance[axis] += blend * (off - self._compliance[axis])
         gain = self.config.hydraulics.position_gain_1_s
         # Plain floats: this runs every control period, numpy scalar access would dominate.
         qpos, qvel, act_state = d.qpos.tolist(), d.qvel.tolist(), d.act.tolist()
@@ -378,22 +411,12 @@ class ExcavatorSimulation:
             accel = self._swing_accel if axis == "swing" else CYLINDER_ACCEL_M_S2
             # Reference trajectory toward the target: flow-limited speed, acceleration-limited,
             # slowing down so it stops exactly at the target.
-            target = self._axis_targets[axis]
             ref, ref_speed = self._reference[axis]
-            err = target - ref
-            if err == 0.0 and ref_speed == 0.0:
-                new_ref = ref
-            else:
-                stop = math.sqrt(2.0 * accel * abs(err))
-                limit = hi if err > 0.0 else -lo
-                cap = self._axis_speed_cap(axis) if self._speed_caps else math.inf
-                want = math.copysign(min(stop, limit, cap), err)
-                ref_speed = min(max(want, ref_speed - accel * period),
-                                ref_speed + accel * period)
-                new_ref = ref + ref_speed * period
-                if (target - new_ref) * err <= 0.0:  # arrived: no overshoot
-                    new_ref, ref_speed = target, 0.0
-                self._reference[axis] = (new_ref, ref_speed)
+            cap = self._axis_speed_cap(axis) if self._speed_caps else math.inf
+            target = self._axis_targets[axis] + self._compliance.get(axis, 0.0)
+            new_ref, ref_speed = reference_step(ref, ref_speed, target, lo, hi, accel, period,
+                                                cap)
+            self._reference[axis] = (new_ref, ref_speed)
             # Valve speed: feed-forward + proportional on the measured rod position. Acting on
             # the measurement (not the held setpoint) also removes the oil column's compression.
             measured = qpos[qadr]
@@ -406,6 +429,8 @@ class ExcavatorSimulation:
             held = min(max(held_now + v * period, ahead + (1.2 * f_lo + kv * speed) / kp),
                        ahead + (1.2 * f_hi + kv * speed) / kp)
             d.ctrl[aid] = min(max((held - held_now) / period, lo), hi)
+            if aid in self._dampers:
+                d.ctrl[self._dampers[aid]] = d.ctrl[aid]
         # Tracks: skid-steer kinematics -> world-frame velocities of the planar base, held by
         # the grip servos (same anti-windup: a base pushed at its traction limit slips).
         left, right = self._track_speeds

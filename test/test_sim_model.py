@@ -360,3 +360,54 @@ def test_terrain_patch_wire_format_round_trip(i0: int, j0: int, ni: int, nj: int
     assert np.array_equal(back, heights)
     with pytest.raises(HeightFieldError, match="needs 2"):
         flat_to_patch(ni, nj, data[:-1])
+
+
+@pytest.mark.parametrize("joint", ["bucket", "arm"])
+def test_iso6015_digging_forces_match_the_simulated_machine(joint: str) -> None:
+    """Issue 14.1: the ISO 6015 bucket digging / arm crowd force computed from the linkage's
+    lever arms is what the MuJoCo machine's cylinder delivers: half that force applied at the
+    tip against the digging motion raises the cylinder's force by half its relief-pressure
+    force (within 3 %), at the pose where the sheet's figure is taken."""
+    import dataclasses
+
+    import mujoco
+
+    from excavator_sim.iso6015 import _tip_in_arm, machine_figures
+    from excavator_sim.model_builder import InitialPose
+    from excavator_sim.sim_config import load_sim_config
+    from excavator_sim.simulation import ExcavatorSimulation
+
+    config = load_sim_config(overrides={"terrain.contact": False, "terrain.nx": 41,
+                                        "terrain.ny": 41, "terrain.cell_size_m": 0.4})
+    probe = ExcavatorSimulation(config)
+    fig = machine_figures(probe.geometry, config.hydraulics, probe.linkage)
+    lim = probe.linkage.joint_limits
+    if joint == "bucket":
+        pose = InitialPose(boom=0.6, arm=-1.3, bucket=fig.bucket_digging_at_rad)
+        force, pivot_body = fig.bucket_digging_force_n, "bucket"
+    else:
+        qb = np.linspace(lim["bucket"][0], lim["bucket"][1], 2001)
+        far = float(qb[np.argmax(np.linalg.norm(_tip_in_arm(probe.geometry, qb), axis=-1))])
+        pose = InitialPose(boom=0.6, arm=fig.arm_crowd_at_rad, bucket=far)
+        force, pivot_body = fig.arm_crowd_force_n, "arm"
+    sim = ExcavatorSimulation(dataclasses.replace(config, initial=pose))
+    cyl = f"{joint}_cylinder"
+    act = sim.built.actuator_id[cyl]
+    sim.step(1000)
+    f0 = float(sim.data.actuator_force[act])
+    q = getattr(pose, joint)
+    de_dq = float(np.diff(sim.linkage.extensions_from_joint(joint, [q - 1e-6, q + 1e-6]))[0])
+    tip = sim.bucket_tip()
+    pivot = sim.data.xpos[mujoco.mj_name2id(sim.model, mujoco.mjtObj.mjOBJ_BODY,
+                                            pivot_body)].copy()
+    r = tip - pivot
+    ccw = np.array([-r[2], 0.0, r[0]]) / np.linalg.norm(r)  # d tip / d q, unit (side view)
+    extend_dir = ccw * math.copysign(1.0, de_dq)  # the tip's motion when the cylinder extends
+    f = -0.5 * force * extend_dir  # the ground resisting the digging motion
+    m = sim.bucket_pose()[0]
+    sim.apply_bucket_wrench(f, np.cross(tip - m, f))
+    sim.step(2000)
+    delta = float(sim.data.actuator_force[act]) - f0
+    push = sim.config.hydraulics.cylinders[cyl].push_force_n(sim.config.hydraulics.pressure_pa)
+    assert delta == pytest.approx(0.5 * push, rel=0.03)
+    assert abs(sim.joint_positions()[joint] - q) < 2e-3  # held there

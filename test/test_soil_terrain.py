@@ -16,7 +16,6 @@ from excavator_sim.soil.errors import OutsideGridError, SoilConfigError, SoilInp
 from excavator_sim.soil.scenarios import (
     REFERENCE_BUCKET,
     REFERENCE_GRID,
-    best_carry_pitch,
     dig_swing_dump,
     pose_for_tip,
     reference_scoop_poses,
@@ -143,16 +142,61 @@ def test_bucket_tilted_past_repose_drops_its_load_at_the_lip() -> None:
     assert fallen > 0  # it landed in front of the bucket, below the teeth
 
 
-def test_capacity_of_a_level_bucket_is_its_volume_and_zero_upside_down() -> None:
+def _rotated(side_view: np.ndarray, pitch: float) -> list[tuple[float, float]]:
+    cp, sp = math.cos(pitch), math.sin(pitch)
+    return [(x * cp + z * sp, -x * sp + z * cp) for x, z in side_view]
+
+
+def test_capacity_struck_heaped_and_zero_upside_down() -> None:
     area = REFERENCE_BUCKET.cross_section_area_m2
     j, b, t = [tuple(p) for p in REFERENCE_BUCKET.side_view]
-    assert bucket_capacity_m2(j, b, t, 0.85)[0] == pytest.approx(area)
+    assert bucket_capacity_m2(j, b, t, 0.85, heap=False)[0] == pytest.approx(area)
+    assert bucket_capacity_m2(j, b, t, 0.85)[0] >= area  # plus a heap over the sloping rim
     flipped = [(x, -z) for x, z in (j, b, t)]
     assert bucket_capacity_m2(*flipped, 0.85)[0] == pytest.approx(0.0, abs=1e-12)
-    carry = best_carry_pitch(BUCKET, 0.85)
-    cp, sp = math.cos(carry), math.sin(carry)
-    uz = [(x * cp + z * sp, -x * sp + z * cp) for x, z in BUCKET.side_view]
-    assert bucket_capacity_m2(*uz, 0.85)[0] == pytest.approx(BUCKET.cross_section_area_m2)
+
+
+@pytest.mark.parametrize("bucket", [REFERENCE_BUCKET, BUCKET], ids=["reference", "machine"])
+def test_level_opening_holds_the_sae_j296_heaped_capacity(bucket: BucketPrism) -> None:
+    """Issue 14.7: with the strike line J-T level and the opening up, the bucket holds SAE
+    J296's heaped capacity V_struck + W L^2/4 - L^3/12 (1:1 heap, hipped at the side plates);
+    before, the load was capped at the struck volume."""
+    (jx, jz), _, (tx, tz) = bucket.side_view
+    pitch = math.atan2(tz - jz, tx - jx)  # the opening's chord level
+    uz = _rotated(bucket.side_view, pitch)
+    if uz[1][1] > uz[0][1]:  # B must hang below the opening
+        uz = _rotated(bucket.side_view, pitch + math.pi)
+    assert uz[0][1] == pytest.approx(uz[2][1], abs=1e-12)
+    length = math.hypot(tx - jx, tz - jz)
+    w = bucket.width_m
+    heaped = bucket.cross_section_area_m2 * w + w * length ** 2 / 4 - length ** 3 / 12
+    area = bucket_capacity_m2(*uz, 0.85, w)[0]
+    assert area * w == pytest.approx(heaped, rel=1e-9)
+    assert area * w > 1.3 * bucket.cross_section_area_m2 * w
+
+
+def test_a_heaped_bucket_keeps_its_heap_level_and_spills_it_when_tilted() -> None:
+    """Scoop deep with the opening level: the load exceeds the struck volume (a heap) and the
+    terrain's total is exact; tilt the bucket past the repose angle: the heap falls out."""
+    terrain = Terrain(SMALL, REFERENCE_BUCKET)
+    total = terrain.total_units
+    (jx, jz), _, (tx, tz) = REFERENCE_BUCKET.side_view
+    level = math.atan2(tz - jz, tx - jx)
+    struck = REFERENCE_BUCKET.cross_section_area_m2 * REFERENCE_BUCKET.width_m
+    # drag the open bucket through a 1.2 m high pile of soil, then lift it out level
+    terrain.h[:, :] = round(1.2 / SMALL.cell_z_m)
+    total = terrain.total_units
+    for k in range(200):
+        terrain.update(BucketPose(1.5 - k * 0.01, 0.0, 1.0, level, 0.0))
+    for k in range(120):
+        terrain.update(BucketPose(-0.5, 0.0, 1.0 + k * 0.01, level, 0.0))
+    assert terrain.total_units == total
+    heaped = terrain.load_volume_m3
+    assert heaped > 1.2 * struck, f"load {heaped:.3f} m^3, struck {struck:.3f} m^3"
+    for k in range(60):
+        terrain.update(BucketPose(-0.5, 0.0, 2.2, level + k * 0.02, 0.0))
+    assert terrain.load_volume_m3 < struck
+    assert terrain.total_units == total
 
 
 @settings(max_examples=40, deadline=None)
@@ -210,6 +254,27 @@ def test_bucket_outside_the_grid_is_rejected_and_nothing_changes() -> None:
     with pytest.raises(OutsideGridError, match="leaves the terrain grid"):
         terrain.update(BucketPose(10.0, 0.0, 0.0, 0.0, 0.0))
     assert np.array_equal(terrain.h, before)
+
+
+def test_an_update_whose_spill_would_leave_the_grid_changes_nothing() -> None:
+    """Issue 14.6: the dig succeeds, the spill would land off the grid: the update raises and
+    the terrain, the load and the motion history stay as they were (the old code kept the dug
+    soil in the bucket, up to 4.9x its volume). The same pose again fails the same way."""
+    cfg = TerrainConfig(size_x_m=6.0, size_y_m=6.0, initial_height_m=1.0)
+    terrain = Terrain(cfg, BUCKET)
+    total = terrain.total_units
+    before = terrain.h.copy()
+    pose = BucketPose(-2.85, 0.0, 0.2, 0.0, 0.0)
+    for _ in range(3):
+        with pytest.raises(OutsideGridError, match="outside the terrain grid"):
+            terrain.update(pose)
+        assert terrain.load_units == 0
+        assert np.array_equal(terrain.h, before)
+        assert terrain.total_units == total
+        assert terrain.take_dirty() is None
+    # a pose over the grid still digs normally afterwards
+    terrain.update(BucketPose(0.0, 0.0, 0.9, 0.0, 0.0))
+    assert terrain.total_units == total
 
 
 def test_bad_config_value_names_the_parameter_and_its_range(tmp_path) -> None:

@@ -117,7 +117,9 @@ def test_soil_node_runs_on_a_preset_defined_only_in_the_params_file(tmp_path: Pa
             time.sleep(0.003)
         wait_for(lambda: len(ch.wrenches) >= sent, 30.0,
                  lambda: f"{sent} wrenches (got {len(ch.wrenches)})")
-        ch.send(BucketPose(40.0, 0.0, 0.0, 0.0, 0.0), np.array([-0.5, 0.0, 0.0]), 502.0)
+        # off the grid (y > 3 m) but within the machine's reach (a pose beyond it is rejected
+        # as implausible and gets no wrench at all)
+        ch.send(BucketPose(2.0, 4.5, 1.0, 0.0, 0.0), np.array([-0.5, 0.0, 0.0]), 502.0)
         wait_for(lambda: len(ch.wrenches) == sent + 1, 10.0, "the off-grid wrench")
         load = ch.loads[-1].data
         assert load > 0.05

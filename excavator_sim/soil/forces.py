@@ -55,7 +55,7 @@ class DiMaioParams:
     stiffness_tangential_n_m: float = 5.0e3  # k_t
     stiffness_normal_n_m: float = 2.0e5  # k_n
     stiffness_rotational_n_m_rad: float = 2.0e4  # k_a
-    shear_strength_pa: float = 6.0e4  # S
+    shear_strength_pa: float = 8.5e4  # S (recalibrated to the complete FEE, docs/soil.md)
     accumulation_n_m3: float = 2.0e3  # eps
     density_kg_m3: float = 1800.0  # rho
     bucket_friction: float = 0.3  # mu [-]

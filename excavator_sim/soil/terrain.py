@@ -137,17 +137,31 @@ def _area(poly: list[tuple[float, float]]) -> float:
     return 0.5 * abs(s)
 
 
+# SAE J296 rates a bucket's heaped capacity with the soil heaped above the strike plane at a
+# 1:1 slope (45 deg); the heap above the rim uses that slope, or the soil's repose if flatter.
+J296_HEAP_SLOPE_RAD = math.pi / 4
+
+
 def bucket_capacity_m2(
-    j: tuple[float, float], b: tuple[float, float], t: tuple[float, float], repose_rad: float
+    j: tuple[float, float], b: tuple[float, float], t: tuple[float, float], repose_rad: float,
+    width_m: float | None = None, heap: bool = True,
 ) -> tuple[float, int, int]:
     """Side-view area [m^2] of soil the bucket triangle J-B-T holds, in the vertical plane
-    (u horizontal, z up). Returns (area, lip index (0 = J, 2 = T), outward sign along u).
+    (u horizontal, z up), heap included: the held volume is this area times the bucket width.
+    Returns (area, lip index (0 = J, 2 = T), outward sign along u).
 
     The soil leaves through the open side J-T, over its lower end (the lip). Its free surface
-    falls towards the lip from the inside, at most at the repose angle: the soil kept is the
-    part of the triangle under the line through the lip rising towards the base B with slope
+    falls towards the lip from the inside, at most at the repose angle: the soil kept inside is
+    the part of the triangle under the line through the lip rising towards the base B with slope
     tan(repose). That soil rests on walls, except when the opening faces down and runs under
     that line: then only the pocket below the lip's level stays.
+
+    Heap (``heap=True``): when the opening faces up and is flatter than the heap slope
+    (``min(repose, J296_HEAP_SLOPE_RAD)``), soil also stands above the strike line J-T, as the
+    triangle under the two lines rising from J and T at that slope (SAE J296's heap, 1:1 for
+    the rating). With ``width_m`` the heap's sloped ends (the hip at each side plate, the same
+    slope) are taken off: for a level opening of length L the held volume is then exactly
+    J296's ``V_struck + W L^2 / 4 - L^3 / 12`` (the heaped capacity).
     """
     pts = (j, b, t)
     lip, other = (0, 2) if j[1] <= t[1] else (2, 0)
@@ -168,6 +182,20 @@ def bucket_capacity_m2(
     if nz < 0.0 and opening_under_line:
         kept = _clip_halfplane(tri, 0.0, 1.0, lz)
     area = _area(kept) if len(kept) >= 3 else 0.0
+    if heap and nz > 0.0 and abs(du) > 1e-12:
+        tan_h = math.tan(min(repose_rad, J296_HEAP_SLOPE_RAD))
+        if dz < tan_h * abs(du):  # flatter than the heap slope: a heap stands on the rim
+            s = 1.0 if du > 0.0 else -1.0
+            # apex: the line rising from the lip towards the other end meets the one rising
+            # from the other end towards the lip
+            au = 0.5 * (lu + ou) + s * dz / (2.0 * tan_h)
+            az = lz + tan_h * s * (au - lu)
+            heap_area = 0.5 * abs(du * (az - lz) - dz * (au - lu))
+            if width_m is not None and width_m > 0.0:
+                # apex height above the strike line, perpendicular to it
+                h = heap_area * 2.0 / math.hypot(du, dz)
+                heap_area *= max(0.0, 1.0 - 2.0 * h / (3.0 * tan_h * width_m))
+            area += heap_area
     return area, lip, -int(rise)
 
 
@@ -288,7 +316,9 @@ class Terrain:
 
     def update(self, pose: BucketPose, full_grid: bool = False) -> TerrainUpdate:
         """Move soil for the bucket at ``pose``. ``full_grid`` processes every cell (the naive
-        baseline of the benchmark; same result up to relaxation reach)."""
+        baseline of the benchmark; same result up to relaxation reach). Atomic: when it raises
+        (``OutsideGridError``: footprint or spilled soil off the grid) the terrain, the load and
+        the motion history are as before the call."""
         c = self.config
         corners = self.bucket.corners(pose)
         box = self._box_around(corners, c.margin_cells)
@@ -308,7 +338,8 @@ class Terrain:
         jt = 0.5 * (corners[4] + corners[5]) - 0.5 * (corners[0] + corners[1])
         out = mouth - base_mid
         out = out - jt * (out @ jt) / max(jt @ jt, 1e-18)  # normal of the opening, outwards
-        motion = np.zeros(3) if self._prev_mouth is None else mouth - self._prev_mouth
+        prev_mouth = self._prev_mouth
+        motion = np.zeros(3) if prev_mouth is None else mouth - prev_mouth
         self._prev_mouth = mouth
         scooping = bool(motion @ out >= 0.0)
         mh = math.hypot(motion[0], motion[1])
@@ -316,12 +347,22 @@ class Terrain:
         centre_a = (0.5 * (corners[:, 0].min() + corners[:, 0].max()) - c.x0) / c.cell_xy_m - i0
         centre_b = (0.5 * (corners[:, 1].min() + corners[:, 1].max()) - c.y0) / c.cell_xy_m - j0
 
+        # All or nothing: the dig writes only inside ``box`` and the spill checks where its
+        # soil lands before writing, so restoring the box and the load undoes a failed update.
+        saved_h = self.h[i0:i1, j0:j1].copy()
+        saved_load, saved_cap = self.load_units, self.capacity_units
         taken, pushed = (0, 0)
-        if covered:
-            taken, pushed = kern.dig(self.h, i0, j0, cap, scooping, dir_a, dir_b,
-                                     centre_a, centre_b)
-        self.load_units += taken
-        spilled, spill_box = self._spill(pose)
+        try:
+            if covered:
+                taken, pushed = kern.dig(self.h, i0, j0, cap, scooping, dir_a, dir_b,
+                                         centre_a, centre_b)
+            self.load_units += taken
+            spilled, spill_box = self._spill(pose)
+        except BaseException:
+            self.h[i0:i1, j0:j1] = saved_h
+            self.load_units, self.capacity_units = saved_load, saved_cap
+            self._prev_mouth = prev_mouth
+            raise
         relaxed = kern.relax(self.h, i0, j0, cap, self._dmax, c.relax_iterations)
         settle_box = self._settle(box)
         if spill_box is not None:
@@ -366,7 +407,8 @@ class Terrain:
         side = self.bucket.side_view
         cp, sp = math.cos(pose.pitch), math.sin(pose.pitch)
         uz = [(x * cp + z * sp, -x * sp + z * cp) for x, z in side]
-        area, lip, outward = bucket_capacity_m2(uz[0], uz[1], uz[2], c.repose_angle_rad)
+        area, lip, outward = bucket_capacity_m2(uz[0], uz[1], uz[2], c.repose_angle_rad,
+                                                self.bucket.width_m)
         self.capacity_units = math.floor(area * self.bucket.width_m / c.unit_volume_m3)
         excess = self.load_units - self.capacity_units
         if excess <= 0:
