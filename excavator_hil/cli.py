@@ -173,9 +173,11 @@ PASS_THROUGH: dict[str, Callable[[argparse.Namespace], int]] = {
 
 def _user_errors() -> tuple[type[BaseException], ...]:
     """Errors that are the user's input (a file, a value), not a bug: shown as one line."""
-    from excavator_kinematics.errors import KinematicsError  # ConfigError included
+    from excavator_hil.errors import HilError
+    from excavator_kinematics.errors import ConfigurationError, KinematicsError
 
-    errors: list[type[BaseException]] = [KinematicsError, OSError]
+    # every package's configuration error, the kinematics' and this package's own errors
+    errors: list[type[BaseException]] = [ConfigurationError, KinematicsError, HilError, OSError]
     try:
         import yaml
 
@@ -183,9 +185,9 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     except ImportError:  # pragma: no cover - yaml is a dependency
         pass
     try:
-        from excavator_sim.soil.errors import SoilError
+        from excavator_sim.errors import SimulationError  # the soil's errors included
 
-        errors.append(SoilError)
+        errors.append(SimulationError)
     except ImportError:  # pragma: no cover
         pass
     return tuple(errors)

@@ -1,14 +1,27 @@
-"""Errors of the kinematics core: every message names the value, the limit and the fix."""
+"""Errors of the kinematics core: every message names the value, the limit and the fix.
+
+Each package has one root error (``KinematicsError`` here, ``excavator_sim.errors.SimulationError``,
+``plc_bridge.errors.BridgeError``, ``excavator_hil.errors.HilError``) and wraps the errors of the
+packages it calls at its boundary (``raise OwnError(...) from exc``), so a caller catches one
+package's root. A bad setting of any package also derives from :class:`ConfigurationError`, the
+marker on which a node's start-up ends with one message and exit code 2
+(``excavator_kinematics.ros_runtime.run_node``).
+"""
 
 from __future__ import annotations
 
 
+class ConfigurationError(ValueError):
+    """Marker base of every package's configuration error (a bad file, parameter or setting):
+    not raised itself. ``run_node`` turns it into one ``[FATAL]`` line and exit code 2."""
+
+
 class KinematicsError(ValueError):
-    """Base class: a request the kinematics cannot satisfy."""
+    """Root of this package's errors: a request the kinematics cannot satisfy."""
 
 
-class ConfigError(KinematicsError):
-    """A malformed or inconsistent configuration file or parameter."""
+class ConfigError(KinematicsError, ConfigurationError):
+    """A malformed or inconsistent kinematics configuration file or parameter."""
 
 
 class InvalidInputError(KinematicsError):

@@ -22,7 +22,7 @@ from rclpy.executors import ExternalShutdownException
 from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy_impl
 from rclpy.node import Node
 
-from excavator_kinematics.errors import ConfigError
+from excavator_kinematics.errors import ConfigError, ConfigurationError
 from excavator_kinematics.parameter_files import check_ros_arguments
 
 _RCLError = _rclpy_impl.RCLError
@@ -59,7 +59,8 @@ def run_node(factory: Callable[[], N], args: Sequence[str] | None = None,
     code 2, never a traceback: a ``--params-file`` that is missing, not YAML or not shaped as
     a parameter file (checked before rcl sees it), other ROS arguments rcl rejects, a
     parameter of the wrong type or out of range (``use_sim_time:=maybe`` included), and any
-    ConfigError of the node (set ``EXCAVATOR_HIL_TRACEBACK=1`` for the traceback of an
+    configuration error of any package (a :class:`ConfigurationError`: the kinematics'
+    ``ConfigError``, ``SimConfigError``, ``SoilConfigError``, ``BridgeConfigError``...) (set ``EXCAVATOR_HIL_TRACEBACK=1`` for the traceback of an
     unexpected one).
     """
     # The first SIGINT interrupts (KeyboardInterrupt) and ignores every later one at once, so
@@ -69,7 +70,7 @@ def run_node(factory: Callable[[], N], args: Sequence[str] | None = None,
     try:
         check_ros_arguments(argv)
         rclpy.init(args=args)
-    except ConfigError as exc:
+    except ConfigurationError as exc:
         return fatal(f"invalid configuration: {exc}")
     except _RCLError as exc:
         return fatal(f"invalid ROS arguments: {clean_rcl_message(exc)}; see "
@@ -81,7 +82,7 @@ def run_node(factory: Callable[[], N], args: Sequence[str] | None = None,
             node = factory()
         except (KeyboardInterrupt, ExternalShutdownException):
             raise
-        except ConfigError as exc:
+        except ConfigurationError as exc:
             code = fatal(f"invalid configuration: {exc}")
         except ParameterException as exc:
             code = fatal(f"invalid configuration: {exc}; give each parameter a value of its "
@@ -130,10 +131,12 @@ def shutdown_quietly(node: Node | None, cleanup: Callable[[], None] | None = Non
 
 
 def declare(node: Node, name: str, default: Any, description: str, *,
-            low: float | None = None, high: float | None = None, unit: str = "") -> Any:
+            low: float | None = None, high: float | None = None, unit: str = "",
+            error: type[ConfigurationError] = ConfigError) -> Any:
     """Declare a parameter with a description and (for numbers) a range; return its value.
 
-    An override outside the range, or of the wrong type, raises ConfigError naming the
+    An override outside the range, or of the wrong type, raises ``error`` (the calling
+    package's configuration error; the kinematics' ``ConfigError`` by default) naming the
     parameter, the value and the range.
     """
     descriptor = ParameterDescriptor(description=f"{description}" + (f" [{unit}]" if unit else ""))
@@ -149,12 +152,12 @@ def declare(node: Node, name: str, default: Any, description: str, *,
     try:
         value = node.declare_parameter(name, default, descriptor).value
     except Exception as exc:  # noqa: BLE001 - rclpy raises several exception types here
-        raise ConfigError(
+        raise error(
             f"parameter {node.get_name()}.{name}: {exc}; expected {type(default).__name__}"
             + (f" in {low}..{high} {unit}" if low is not None else "")
         ) from None
     if isinstance(value, float) and not math.isfinite(value):
-        raise ConfigError(f"parameter {node.get_name()}.{name} = {value} must be finite")
+        raise error(f"parameter {node.get_name()}.{name} = {value} must be finite")
     return value
 
 

@@ -26,9 +26,7 @@ from dataclasses import dataclass
 import mujoco
 import numpy as np
 
-
-class HeightFieldError(ValueError):
-    """A height-field request outside the grid or the elevation range."""
+from excavator_sim.errors import HeightFieldError
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@
 Pure Python (no rclpy): the sim node declares :data:`PARAMETERS` as ROS parameters and passes
 their values to :func:`config_from_flat`; tools and tests call :func:`load_sim_config`.
 Every parameter has a unit (in its name), a range and a description; an invalid value raises
-:class:`~excavator_kinematics.errors.ConfigError` naming the parameter, the range and the fix.
+:class:`~excavator_sim.errors.SimConfigError` naming the parameter, the range and the fix.
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from typing import Any
 
 import yaml
 
-from excavator_kinematics.errors import ConfigError
 from excavator_kinematics.parameter_files import flatten
 from excavator_kinematics.paths import config_file
+from excavator_sim.errors import SimConfigError
 from excavator_sim.heightfield import TerrainGrid
 from excavator_sim.hydraulics import CylinderHydraulics, Hydraulics, SwingDrive, TrackDrive
 from excavator_sim.model_builder import InitialPose
@@ -122,22 +122,23 @@ def _check(param: Param, value: Any, source: str) -> float | int | bool:
     where = f"{source}: parameter {param.name}"
     if isinstance(param.default, bool):
         if not isinstance(value, bool):
-            raise ConfigError(f"{where} = {value!r} must be true or false ({param.description})")
+            raise SimConfigError(f"{where} = {value!r} must be true or false "
+                                 f"({param.description})")
         return value
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ConfigError(f"{where} = {value!r} is not a number ({param.description})")
+        raise SimConfigError(f"{where} = {value!r} is not a number ({param.description})")
     if isinstance(param.default, int) and not isinstance(value, int):
         if float(value).is_integer():
             value = int(value)
         else:
-            raise ConfigError(f"{where} = {value!r} must be an integer ({param.description})")
+            raise SimConfigError(f"{where} = {value!r} must be an integer ({param.description})")
     if not math.isfinite(value):
-        raise ConfigError(f"{where} = {value!r} must be finite ({param.description})")
+        raise SimConfigError(f"{where} = {value!r} must be finite ({param.description})")
     lo = -math.inf if param.low is None else param.low
     hi = math.inf if param.high is None else param.high
     if not lo <= value <= hi:
-        raise ConfigError(f"{where} = {value} outside {param.low}..{param.high} "
-                          f"({param.description}): set it within the range")
+        raise SimConfigError(f"{where} = {value} outside {param.low}..{param.high} "
+                             f"({param.description}): set it within the range")
     return value
 
 
@@ -145,18 +146,19 @@ def config_from_flat(values: Mapping[str, Any], source: str = "parameters") -> S
     """Validate dotted-name values (missing ones take their defaults) into a :class:`SimConfig`."""
     unknown = sorted(set(values) - set(PARAMETER_BY_NAME))
     if unknown:
-        raise ConfigError(f"{source}: unknown parameter(s) {unknown}; known: "
-                          f"{sorted(PARAMETER_BY_NAME)}")
+        raise SimConfigError(f"{source}: unknown parameter(s) {unknown}; known: "
+                             f"{sorted(PARAMETER_BY_NAME)}")
     v = {p.name: _check(p, values.get(p.name, p.default), source) for p in PARAMETERS}
     if v["control_period"] < v["timestep"]:
-        raise ConfigError(f"{source}: parameter control_period = {v['control_period']} s must "
-                          f"be >= timestep = {v['timestep']} s")
+        raise SimConfigError(f"{source}: parameter control_period = {v['control_period']} s must "
+                             f"be >= timestep = {v['timestep']} s")
     cylinders = {}
     for name in _CYL_DEFAULTS:
         k = f"hydraulics.{name}."
         if v[k + "rod_diameter_m"] >= v[k + "bore_m"]:
-            raise ConfigError(f"{source}: parameter {k}rod_diameter_m = {v[k + 'rod_diameter_m']}"
-                              f" m must be smaller than {k}bore_m = {v[k + 'bore_m']} m")
+            raise SimConfigError(f"{source}: parameter {k}rod_diameter_m = "
+                                 f"{v[k + 'rod_diameter_m']} m must be smaller than "
+                                 f"{k}bore_m = {v[k + 'bore_m']} m")
         cylinders[name] = CylinderHydraulics(
             name=name, bore_m=v[k + "bore_m"], rod_diameter_m=v[k + "rod_diameter_m"],
             count=int(v[k + "count"]), flow_lpm=v[k + "flow_lpm"],
@@ -180,7 +182,7 @@ def config_from_flat(values: Mapping[str, Any], source: str = "parameters") -> S
                               z_max=v["terrain.z_max_m"],
                               initial_height=v["terrain.initial_height_m"])
     except ValueError as exc:
-        raise ConfigError(f"{source}: {exc}") from None
+        raise SimConfigError(f"{source}: {exc}") from None
     initial = InitialPose(
         swing=v["initial.swing_rad"], boom=v["initial.boom_rad"], arm=v["initial.arm_rad"],
         bucket=v["initial.bucket_rad"], base_x=v["initial.base_x_m"],
@@ -197,14 +199,14 @@ def read_parameter_file(path: str | Path | None = None) -> dict[str, Any]:
     try:
         data = yaml.safe_load(path.read_text())
     except OSError as exc:
-        raise ConfigError(f"cannot read {path}: {exc.strerror}") from None
+        raise SimConfigError(f"cannot read {path}: {exc.strerror}") from None
     except yaml.YAMLError as exc:
-        raise ConfigError(f"{path} is not valid YAML: {exc}") from None
+        raise SimConfigError(f"{path} is not valid YAML: {exc}") from None
     if not isinstance(data, Mapping) or not data:
-        raise ConfigError(f"{path} must hold '/**: ros__parameters: ...'")
+        raise SimConfigError(f"{path} must hold '/**: ros__parameters: ...'")
     section = data.get("/**", next(iter(data.values())))
     if not isinstance(section, Mapping) or "ros__parameters" not in section:
-        raise ConfigError(f"{path}: expected '/**: ros__parameters: ...' at the top")
+        raise SimConfigError(f"{path}: expected '/**: ros__parameters: ...' at the top")
     return flatten(section["ros__parameters"] or {})
 
 

@@ -48,7 +48,6 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray, String
 from visualization_msgs.msg import Marker, MarkerArray
 
-from excavator_kinematics.errors import ConfigError
 from excavator_kinematics.geometry import ExcavatorGeometry, default_geometry
 from excavator_kinematics.ros_runtime import (
     ERROR,
@@ -60,6 +59,7 @@ from excavator_kinematics.ros_runtime import (
     run_node,
     warn_unknown_parameters,
 )
+from excavator_sim.errors import SimConfigError
 from excavator_sim.heightfield import HeightFieldError, flat_to_patch
 from excavator_sim.model_builder import CYLINDER_JOINTS
 from excavator_sim.sim_config import PARAMETERS, config_from_flat
@@ -95,7 +95,7 @@ class SimNode(Node):
         try:
             check_frame_prefix(frame_prefix)
         except ValueError as exc:
-            raise ConfigError(str(exc)) from None
+            raise SimConfigError(str(exc)) from None
         config = config_from_flat(values, source="sim_node parameters")
         geometry = (ExcavatorGeometry.from_yaml(geometry_file) if geometry_file
                     else default_geometry())

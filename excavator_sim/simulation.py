@@ -22,10 +22,11 @@ from dataclasses import dataclass
 import mujoco
 import numpy as np
 
-from excavator_kinematics.errors import ConfigError, KinematicsError
+from excavator_kinematics.errors import KinematicsError
 from excavator_kinematics.forward_kinematics import ForwardKinematics
 from excavator_kinematics.geometry import ExcavatorGeometry, default_geometry
 from excavator_kinematics.linkage import Linkage
+from excavator_sim.errors import CommandError, SimConfigError
 from excavator_sim.heightfield import HeightField
 from excavator_sim.hydraulics import (
     BASE_ACTUATORS,
@@ -67,10 +68,6 @@ def model_options(config: SimConfig) -> ModelOptions:
                         timestep=config.timestep)
 
 
-class CommandError(ValueError):
-    """A rejected command; the message names the value, the limit and the fix."""
-
-
 @dataclass(frozen=True)
 class Divergence:
     """One detected divergence of the physics, undone: what was seen and what was dropped."""
@@ -109,8 +106,8 @@ class ExcavatorSimulation:
             self.built: BuiltModel = build_model(self.geometry, self.linkage, options,
                                                  c.hydraulics.tracks.track_width_m)
         except KinematicsError as exc:
-            raise ConfigError(f"initial pose rejected: {exc}; set initial.boom_rad, "
-                              "initial.arm_rad, initial.bucket_rad within the limits") from None
+            raise SimConfigError(f"initial pose rejected: {exc}; set initial.boom_rad, "
+                                 "initial.arm_rad, initial.bucket_rad within the limits") from exc
         self.model = self.built.model
         self.data = mujoco.MjData(self.model)
         mujoco.mj_resetDataKeyframe(self.model, self.data, 0)
@@ -237,7 +234,7 @@ class ExcavatorSimulation:
         try:
             self.linkage.check_joints(new["boom"], new["arm"], new["bucket"])
         except KinematicsError as exc:
-            raise CommandError(f"{exc}; the previous setpoint is kept") from None
+            raise CommandError(f"{exc}; the previous setpoint is kept") from exc
         caps: dict[str, float] = {}
         for name, value in (velocities or {}).items():
             if name not in ACTIVE_JOINTS:

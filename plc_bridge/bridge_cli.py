@@ -14,9 +14,9 @@ import signal
 import sys
 import threading
 
-from excavator_kinematics.errors import ConfigError
 from plc_bridge.bridge_core import BridgeCore
 from plc_bridge.config import MODELS, load_config
+from plc_bridge.errors import BridgeConfigError
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         config = load_config(path, args)
         core = BridgeCore(config)
-    except ConfigError as e:
+    except BridgeConfigError as e:
         print(f"plc_bridge: {e}", file=sys.stderr)
         return 2
     done = threading.Event()

@@ -57,7 +57,7 @@ from typing import Any
 
 import numpy as np
 
-from excavator_kinematics.errors import ConfigError, InvalidInputError
+from excavator_kinematics.errors import InvalidInputError, KinematicsError
 from excavator_kinematics.vehicle import (
     BodyTwist,
     VehicleModel,
@@ -68,6 +68,7 @@ from excavator_kinematics.vehicle import (
 from plc_bridge import redis_keys as keys
 from plc_bridge.command_gate import CommandGate
 from plc_bridge.config import BridgeConfig
+from plc_bridge.errors import BridgeConfigError
 from plc_bridge.input_validation import (
     Envelope,
     InputRejectedError,
@@ -126,10 +127,13 @@ class BridgeCore:
                  clock: Callable[[], float] = time.monotonic,
                  logger: logging.Logger | None = None):
         self.config = config
-        self.model = model or make_vehicle_model(config.model, config.vehicle_params)
+        try:
+            self.model = model or make_vehicle_model(config.model, config.vehicle_params)
+        except KinematicsError as exc:
+            raise BridgeConfigError(str(exc)) from exc
         if tuple(self.model.wheel_names) != config.wheels or \
                 tuple(self.model.steer_names) != config.steering:
-            raise ConfigError(
+            raise BridgeConfigError(
                 f"parameter 'actuators.{config.model}': wheels {list(config.wheels)} / steering "
                 f"{list(config.steering)} must equal the model's wheel_names "
                 f"{list(self.model.wheel_names)} / steer_names {list(self.model.steer_names)}")

@@ -27,6 +27,7 @@ exit code 2.
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import sys
 import time
@@ -37,17 +38,16 @@ from nav_msgs.msg import Odometry
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 from sensor_msgs.msg import JointState
 
-from excavator_kinematics.errors import ConfigError
 from excavator_kinematics.parameter_files import flatten
 from excavator_kinematics.ros_runtime import (
     ERROR,
     OK,
     WARN,
     Diagnostics,
-    declare,
     fatal,
     run_node,
 )
+from excavator_kinematics.ros_runtime import declare as ros_declare
 from excavator_kinematics.vehicle import BodyTwist, artof_from_twist
 from plc_bridge import redis_keys as keys
 from plc_bridge.bridge_core import BridgeCore
@@ -62,7 +62,11 @@ from plc_bridge.config import (
     load_config,
     read_parameters,
 )
+from plc_bridge.errors import BridgeConfigError
 from plc_bridge.odometry import Pose2D, integrate
+
+# a bad parameter of this node is a bridge configuration error, not a kinematics one
+declare = functools.partial(ros_declare, error=BridgeConfigError)
 
 # Stop reasons that are normal operation rather than a fault (diagnostics level WARN, not ERROR).
 _BENIGN = ("waiting_heartbeat", "waiting_heartbeat_edge", "heartbeat_stale", "deactivated",
@@ -146,9 +150,10 @@ class PlcBridgeNode(LifecycleNode):
             known = sorted(declared | known_parameter_names())
             close = difflib.get_close_matches(name, known, n=1)
             hint = f"; did you mean '{close[0]}'?" if close else ""
-            raise ConfigError(f"parameter '{name}' is not a parameter of plc_bridge{hint} (its "
-                              f"parameters are the keys of config/plc.yaml, see "
-                              f"docs/configuration.md)")
+            raise BridgeConfigError(f"parameter '{name}' is not a parameter of plc_bridge{hint} "
+                                    f"(its "
+                                    f"parameters are the keys of config/plc.yaml, see "
+                                    f"docs/configuration.md)")
 
     def _do_autostart(self) -> None:
         self._autostart_timer.cancel()
@@ -166,7 +171,7 @@ class PlcBridgeNode(LifecycleNode):
         try:
             self.config = load_config(self.config_file or None, self.overrides)
             self.core = BridgeCore(self.config, logger=None)
-        except ConfigError as e:
+        except BridgeConfigError as e:
             self._config_error = str(e)
             if not self.autostart:   # with autostart, run_node prints it once and exits 2
                 self.get_logger().fatal(f"invalid configuration: {e}")

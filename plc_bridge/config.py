@@ -1,7 +1,7 @@
 """Parameters of the bridge and the virtual PLC, from ``config/plc.yaml`` (ROS 2 parameter form).
 
 Pure: no rclpy. ``load_config(path, overrides)`` reads the file, applies overrides (CLI or ROS
-parameters) and validates every value; an invalid one raises ``ConfigError`` naming the
+parameters) and validates every value; an invalid one raises ``BridgeConfigError`` naming the
 parameter, the value, the allowed range and the fix.
 """
 
@@ -17,11 +17,12 @@ from typing import Any
 
 import yaml
 
-from excavator_kinematics.errors import ConfigError
+from excavator_kinematics.errors import KinematicsError
 from excavator_kinematics.parameter_files import flatten
 from excavator_kinematics.paths import config_file
 from excavator_kinematics.vehicle import LATERAL_CONVENTIONS, make_vehicle_model
 from plc_bridge.db_layout import DbLayout, LayoutError, parse_field_spec
+from plc_bridge.errors import BridgeConfigError
 
 MODELS: tuple[str, ...] = ("skid_steer", "ackermann", "4wd4ws")
 
@@ -88,8 +89,8 @@ def check_host(name: str, raw: Any) -> str:
         except ValueError:
             if _HOSTNAME.fullmatch(raw) and not raw.replace(".", "").isdigit():
                 return raw
-    raise ConfigError(f"parameter {name!r} = {raw!r} is not an IP address or host name; "
-                      f"write e.g. '192.168.0.1' (the PLC's address, as TIA Portal shows it)")
+    raise BridgeConfigError(f"parameter {name!r} = {raw!r} is not an IP address or host name; "
+                            f"write e.g. '192.168.0.1' (the PLC's address, as TIA Portal shows it)")
 
 
 @dataclass(frozen=True)
@@ -175,9 +176,10 @@ def _read_doc(path: str | Path | None) -> tuple[Path, dict[str, Any]]:
     try:
         doc = yaml.safe_load(p.read_text())
     except (OSError, yaml.YAMLError) as e:
-        raise ConfigError(f"cannot read the PLC bridge config {p}: {e}") from e
+        raise BridgeConfigError(f"cannot read the PLC bridge config {p}: {e}") from e
     if not isinstance(doc, dict):
-        raise ConfigError(f"{p}: expected 'plc_bridge: ros__parameters: ...' at the top level")
+        raise BridgeConfigError(f"{p}: expected 'plc_bridge: ros__parameters: ...' at the top "
+                                f"level")
     return p, doc
 
 
@@ -194,8 +196,8 @@ def read_parameters(path: str | Path | None = None, node: str = BRIDGE_NODE) -> 
     p, doc = _read_doc(path)
     sections = _node_sections(doc, node)
     if not sections:
-        raise ConfigError(f"{p}: no '{node}: ros__parameters:' section; write "
-                          f"'/**/{node}:\\n  ros__parameters:'")
+        raise BridgeConfigError(f"{p}: no '{node}: ros__parameters:' section; write "
+                                f"'/**/{node}:\\n  ros__parameters:'")
     return _merge(sections)
 
 
@@ -222,8 +224,8 @@ def _check_known(names: set[str], known: set[str] | frozenset[str], source: str,
     for name in sorted(names - set(known)):
         close = difflib.get_close_matches(name, sorted(known), n=1)
         hint = f"; did you mean '{close[0]}'?" if close else ""
-        raise ConfigError(f"{source}: unknown parameter '{name}'{hint} ({what}; see "
-                          f"docs/configuration.md)")
+        raise BridgeConfigError(f"{source}: unknown parameter '{name}'{hint} ({what}; see "
+                                f"docs/configuration.md)")
 
 
 def check_known_keys(params: Mapping[str, Any], source: str) -> None:
@@ -275,8 +277,8 @@ def load_config(path: str | Path | None = None, overrides: Mapping[str, Any] | N
 def _scalar(params: Mapping[str, Any], name: str) -> float | int:
     kind, lo, hi, unit = _SCALARS[name]
     if name not in params:
-        raise ConfigError(f"parameter {name!r} is missing; add it to config/plc.yaml "
-                          f"({unit}, {lo}..{hi})")
+        raise BridgeConfigError(f"parameter {name!r} is missing; add it to config/plc.yaml "
+                                f"({unit}, {lo}..{hi})")
     raw = params[name]
     try:
         if isinstance(raw, bool):
@@ -285,25 +287,26 @@ def _scalar(params: Mapping[str, Any], name: str) -> float | int:
         if kind is int and float(raw) != value:
             raise TypeError
     except (TypeError, ValueError):
-        raise ConfigError(f"parameter {name!r} = {raw!r:.60} is not {_TYPE_NAMES[kind]}; "
-                          f"give a number in {lo:g}..{hi:g} {unit}") from None
+        raise BridgeConfigError(f"parameter {name!r} = {raw!r:.60} is not {_TYPE_NAMES[kind]}; "
+                                f"give a number in {lo:g}..{hi:g} {unit}") from None
     if not (math.isfinite(value) and lo <= value <= hi):
-        raise ConfigError(f"parameter {name!r} = {value:.6g} is outside {lo:g}..{hi:g} {unit}; "
-                          f"set it inside the range")
+        raise BridgeConfigError(f"parameter {name!r} = {value:.6g} is outside {lo:g}..{hi:g} "
+                                f"{unit}; "
+                                f"set it inside the range")
     return value
 
 
 def _string(params: Mapping[str, Any], name: str, default: str | None = None) -> str:
     raw = params.get(name, default)
     if not isinstance(raw, str) or not raw:
-        raise ConfigError(f"parameter {name!r} = {raw!r} must be a non-empty string")
+        raise BridgeConfigError(f"parameter {name!r} = {raw!r} must be a non-empty string")
     return raw
 
 
 def _bool(params: Mapping[str, Any], name: str, default: bool) -> bool:
     raw = params.get(name, default)
     if not isinstance(raw, bool):
-        raise ConfigError(f"parameter {name!r} = {raw!r} must be true or false")
+        raise BridgeConfigError(f"parameter {name!r} = {raw!r} must be true or false")
     return raw
 
 
@@ -315,11 +318,12 @@ def config_from_parameters(params: Mapping[str, Any], source: str = "",
     s = {name: _scalar(params, name) for name in _SCALARS}
     model = _string(params, "model")
     if model not in MODELS:
-        raise ConfigError(f"parameter 'model' = {model!r}; choose one of {', '.join(MODELS)}")
+        raise BridgeConfigError(f"parameter 'model' = {model!r}; choose one of {', '.join(MODELS)}")
     redis_url = _string(params, "redis_url")
     if not redis_url.startswith(("redis://", "rediss://", "unix://")):
-        raise ConfigError(f"parameter 'redis_url' = {redact_url(redis_url)!r} must start with "
-                          f"redis://, rediss:// (TLS) or unix://")
+        raise BridgeConfigError(f"parameter 'redis_url' = {redact_url(redis_url)!r} must start "
+                                f"with "
+                                f"redis://, rediss:// (TLS) or unix://")
     try:
         import redis.connection
 
@@ -328,31 +332,35 @@ def config_from_parameters(params: Mapping[str, Any], source: str = "",
         if port is not None and not 1 <= int(port) <= 65535:
             raise ValueError(f"port {port} is outside 1..65535")
     except (ValueError, TypeError) as e:
-        raise ConfigError(f"parameter 'redis_url' = {redact_url(redis_url)!r} is not a valid "
-                          f"Redis URL ({e}); write e.g. redis://user:password@host:6379/0"
+        raise BridgeConfigError(f"parameter 'redis_url' = {redact_url(redis_url)!r} is not a valid "
+                                f"Redis URL ({e}); write e.g. redis://user:password@host:6379/0"
                           ) from None
     lateral_positive = params.get("lateral_positive", "left")
     if lateral_positive not in LATERAL_CONVENTIONS:
-        raise ConfigError(f"parameter 'lateral_positive' = {lateral_positive!r} must be 'left' "
-                          f"(REP-103, ARTOF docs) or 'right' (ARTOF simulator)")
+        raise BridgeConfigError(f"parameter 'lateral_positive' = {lateral_positive!r} must be "
+                                f"'left' "
+                                f"(REP-103, ARTOF docs) or 'right' (ARTOF simulator)")
     if s["reconnect_max"] < s["reconnect_min"]:
-        raise ConfigError(f"parameter 'reconnect_max' = {s['reconnect_max']} s is below "
-                          f"'reconnect_min' = {s['reconnect_min']} s; raise it")
+        raise BridgeConfigError(f"parameter 'reconnect_max' = {s['reconnect_max']} s is below "
+                                f"'reconnect_min' = {s['reconnect_min']} s; raise it")
     if s["monitor_ttl"] < 2.0 / s["cycle_hz"]:
-        raise ConfigError(f"parameter 'monitor_ttl' = {s['monitor_ttl']:g} s is shorter than two "
-                          f"cycles at cycle_hz = {s['cycle_hz']:g} Hz: the liveness keys would "
-                          f"expire between cycles; set it >= {2.0 / s['cycle_hz']:.3g} s")
+        raise BridgeConfigError(f"parameter 'monitor_ttl' = {s['monitor_ttl']:g} s is shorter "
+                                f"than two "
+                                f"cycles at cycle_hz = {s['cycle_hz']:g} Hz: the liveness keys "
+                                f"would "
+                                f"expire between cycles; set it >= {2.0 / s['cycle_hz']:.3g} s")
     allow = params.get("write_allow_list")
     if not isinstance(allow, list) or not all(isinstance(x, int) and not isinstance(x, bool)
                                                for x in allow):
-        raise ConfigError(f"parameter 'write_allow_list' = {allow!r} must be a list of DB "
-                          f"numbers, e.g. [100]")
+        raise BridgeConfigError(f"parameter 'write_allow_list' = {allow!r} must be a list of DB "
+                                f"numbers, e.g. [100]")
     if s["control_db"] not in allow:
-        raise ConfigError(f"parameter 'control_db' = {s['control_db']} is not in "
-                          f"'write_allow_list' = {allow}; add it, the bridge writes only there")
+        raise BridgeConfigError(f"parameter 'control_db' = {s['control_db']} is not in "
+                                f"'write_allow_list' = {allow}; add it, the bridge writes only "
+                                f"there")
     if s["monitor_db"] == s["control_db"]:
-        raise ConfigError(f"parameters 'control_db' and 'monitor_db' are both "
-                          f"{s['control_db']}; use two data blocks")
+        raise BridgeConfigError(f"parameters 'control_db' and 'monitor_db' are both "
+                                f"{s['control_db']}; use two data blocks")
 
     control, monitor, wheels, steering = _layouts(params, model, int(s["control_db"]),
                                                   int(s["monitor_db"]))
@@ -360,15 +368,18 @@ def config_from_parameters(params: Mapping[str, Any], source: str = "",
         control.check_pdu(int(s["pdu_size"]), "write")
         monitor.check_pdu(int(s["pdu_size"]), "read")
     except LayoutError as e:
-        raise ConfigError(f"parameter 'pdu_size': {e}") from e
+        raise BridgeConfigError(f"parameter 'pdu_size': {e}") from e
 
     vehicle_all = params.get("vehicle", {})
     vehicle = vehicle_all.get(model) if isinstance(vehicle_all, dict) else None
     if not isinstance(vehicle, dict):
-        raise ConfigError(f"parameter 'vehicle.{model}' is missing; add the geometry of the "
-                          f"{model} vehicle to config/plc.yaml")
+        raise BridgeConfigError(f"parameter 'vehicle.{model}' is missing; add the geometry of the "
+                                f"{model} vehicle to config/plc.yaml")
 
-    make_vehicle_model(model, vehicle)   # raises ConfigError naming a bad geometry parameter
+    try:
+        make_vehicle_model(model, vehicle)
+    except KinematicsError as exc:   # a bad geometry parameter: the message names it
+        raise BridgeConfigError(str(exc)) from exc
 
     vp_raw = dict(virtual_plc or {})
     _check_known(set(vp_raw), set(_VIRTUAL_PLC), virtual_plc_source,
@@ -381,8 +392,9 @@ def config_from_parameters(params: Mapping[str, Any], source: str = "",
         except (TypeError, ValueError):
             value = math.nan
         if not (math.isfinite(value) and lo <= value <= hi):
-            raise ConfigError(f"{virtual_plc_source}: parameter {name!r} = {raw!r:.60} is outside "
-                              f"{lo:g}..{hi:g} {unit}; set it inside the range")
+            raise BridgeConfigError(f"{virtual_plc_source}: parameter {name!r} = {raw!r:.60} is "
+                                    f"outside "
+                                    f"{lo:g}..{hi:g} {unit}; set it inside the range")
         vp[name] = value
 
     return BridgeConfig(
@@ -403,15 +415,16 @@ def _layouts(params: Mapping[str, Any], model: str, control_db: int, monitor_db:
              ) -> tuple[DbLayout, DbLayout, tuple[str, ...], tuple[str, ...]]:
     layout = params.get("layout")
     if not isinstance(layout, dict):
-        raise ConfigError("parameter 'layout' is missing; declare the data-block fields")
+        raise BridgeConfigError("parameter 'layout' is missing; declare the data-block fields")
     per_model = layout.get(model)
     if not isinstance(per_model, dict):
-        raise ConfigError(f"parameter 'layout.{model}' is missing; declare its control and "
-                          f"monitor fields")
+        raise BridgeConfigError(f"parameter 'layout.{model}' is missing; declare its control and "
+                                f"monitor fields")
     actuators = (params.get("actuators") or {}).get(model)
     if not isinstance(actuators, dict) or not actuators.get("wheels"):
-        raise ConfigError(f"parameter 'actuators.{model}.wheels' is missing; list the wheel or "
-                          f"track names in the vehicle model's order")
+        raise BridgeConfigError(f"parameter 'actuators.{model}.wheels' is missing; list the wheel "
+                                f"or "
+                                f"track names in the vehicle model's order")
     wheels = tuple(str(w) for w in actuators["wheels"])
     steering = tuple(str(w) for w in actuators.get("steering") or ())
 
@@ -422,7 +435,7 @@ def _layouts(params: Mapping[str, Any], model: str, control_db: int, monitor_db:
             specs = [parse_field_spec(line, where) for line in lines]
             return DbLayout(f"{block}_{model}", db, specs)
         except LayoutError as e:
-            raise ConfigError(f"parameter {where!r}: {e}") from e
+            raise BridgeConfigError(f"parameter {where!r}: {e}") from e
 
     control = build("control", "control_header", control_db)
     monitor = build("monitor", "monitor_header", monitor_db)
@@ -435,10 +448,11 @@ def _layouts(params: Mapping[str, Any], model: str, control_db: int, monitor_db:
     for block, names in required.items():
         for name in names:
             if not block.has(name):
-                raise ConfigError(f"parameter 'layout': data block {block.name!r} lacks field "
-                                  f"{name!r} required by model {model!r}; declare it")
+                raise BridgeConfigError(f"parameter 'layout': data block {block.name!r} lacks "
+                                        f"field "
+                                        f"{name!r} required by model {model!r}; declare it")
     for block, name, s7_type in ((control, "seq", "DINT"), (monitor, "refused", "DINT")):
         if block.has(name) and block.field(name).s7_type != s7_type:
-            raise ConfigError(f"parameter 'layout': field {name!r} of {block.name!r} is "
-                              f"{block.field(name).s7_type}; it must be {s7_type}")
+            raise BridgeConfigError(f"parameter 'layout': field {name!r} of {block.name!r} is "
+                                    f"{block.field(name).s7_type}; it must be {s7_type}")
     return control, monitor, wheels, steering

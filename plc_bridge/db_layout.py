@@ -18,6 +18,8 @@ import struct
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from plc_bridge.errors import LayoutError
+
 # S7 type -> (size in bytes, struct code, min, max). BOOL is handled bit-wise.
 _NUMERIC_TYPES: dict[str, tuple[int, str, float, float]] = {
     "INT": (2, "h", -32768, 32767),
@@ -30,10 +32,6 @@ S7_TYPES: tuple[str, ...] = ("BOOL", *_NUMERIC_TYPES)
 
 READ_OVERHEAD_B = 18   # S7 header 12 + parameter 2 + data item header 4
 WRITE_OVERHEAD_B = 35  # S7 header 12 + parameter 14 + data item header 4 + 5 bytes reserve
-
-
-class LayoutError(ValueError):
-    """A malformed field declaration, a value that does not fit its field, or a block too big."""
 
 
 @dataclass(frozen=True)

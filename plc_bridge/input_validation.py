@@ -20,14 +20,11 @@ import re
 from dataclasses import dataclass
 
 from excavator_kinematics.vehicle import BodyTwist, twist_from_artof
+from plc_bridge.errors import InputRejectedError
 
 _DECIMAL = re.compile(rb"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
 _TRUE = (b"true", b"1")
 _FALSE = (b"false", b"0")
-
-
-class InputRejectedError(ValueError):
-    """A control value that must not be forwarded; the message names key, value and limit."""
 
 
 def fmt_value(value: float, limit: float | None = None) -> str:

@@ -45,12 +45,8 @@ from snap7.s7protocol import S7Area, S7WordLen
 
 from plc_bridge.config import BridgeConfig
 from plc_bridge.db_layout import max_payload
-from plc_bridge.reconnect import Backoff, LinkRefusedError, Reconnector
-
-
-class WriteNotAllowedError(PermissionError):
-    """A write to a data block outside the configured allow-list."""
-
+from plc_bridge.errors import LinkRefusedError, WriteNotAllowedError
+from plc_bridge.reconnect import Backoff, Reconnector
 
 STABLE_S = 1.0   # a link up this long resets the reconnect back-off
 

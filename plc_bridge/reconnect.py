@@ -9,6 +9,8 @@ import time
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
+from plc_bridge.errors import LinkRefusedError
+
 T = TypeVar("T")
 
 
@@ -32,11 +34,6 @@ class Backoff:
 
 FLAP_MAX_S = 2.0      # cap of the back-off for a link that fails soon after connecting
 REFUSED_RETRY_S = 5.0  # retry period after a connect refused by a check (PDU, reply time)
-
-
-class LinkRefusedError(ConnectionRefusedError):
-    """The peer answered but does not fit the configuration (PDU too small, too slow): retrying
-    soon cannot help, so the next attempt waits ``REFUSED_RETRY_S``."""
 
 
 class Reconnector(Generic[T]):

@@ -18,9 +18,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from excavator_kinematics.errors import ConfigError
 from plc_bridge.config import MODELS, BridgeConfig, load_config
 from plc_bridge.db_layout import DbLayout
+from plc_bridge.errors import BridgeConfigError
 
 _TIA_TYPES = {"BOOL": "Bool", "INT": "Int", "UINT": "UInt", "WORD": "Word", "DINT": "DInt",
               "REAL": "Real"}
@@ -185,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         config = load_config(args.config, {"model": args.model})
-    except ConfigError as e:
+    except BridgeConfigError as e:
         print(f"plc_db_source: {e}", file=sys.stderr)
         return 2
     text = config_source(config)

@@ -17,8 +17,8 @@ import signal
 import sys
 import threading
 
-from excavator_kinematics.errors import ConfigError
 from plc_bridge.config import MODELS, load_config
+from plc_bridge.errors import BridgeConfigError
 from plc_bridge.virtual_plc import VirtualPlc
 from plc_bridge.virtual_plc_control import ControlServer
 
@@ -63,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         config = load_config(args.config, {"model": args.model}, args.plant_config)
-    except ConfigError as e:
+    except BridgeConfigError as e:
         print(f"virtual_plc: {e}", file=sys.stderr)
         return 2
     if args.rt_priority > 0:

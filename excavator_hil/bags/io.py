@@ -28,14 +28,12 @@ from rosbags.interfaces import (
 from rosbags.rosbag2 import StoragePlugin, Writer
 from rosbags.typesys import Stores, get_typestore
 
+from excavator_hil.errors import BagError
+
 STORAGES: dict[str, StoragePlugin] = {"mcap": StoragePlugin.MCAP, "sqlite3": StoragePlugin.SQLITE3}
 TYPESTORE = get_typestore(Stores.ROS2_KILTED)
 BAG_VERSION = 9  # rosbag2's metadata version (Jazzy, Kilted: rosbag2_storage BagMetadata)
 ROS_DISTRO = "kilted"  # the distro of the message types (TYPESTORE) and of the rclpy wheels
-
-
-class BagError(RuntimeError):
-    """A bag that cannot be written or read; the message says which file and why."""
 
 
 @dataclass(frozen=True)

@@ -95,7 +95,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(f"cannot listen on {args.host}:{args.port} ({exc.strerror}): pick another "
                      "--port or stop what uses it")
 
-    from excavator_kinematics.errors import ConfigError
+    from excavator_kinematics.errors import ConfigurationError
     from excavator_kinematics.geometry import ExcavatorGeometry, default_geometry
     from plc_bridge.config import load_config
 
@@ -107,7 +107,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from excavator_sim.soil.config import load_soil_config
 
         terrain = load_soil_config(args.soil_config).terrain
-    except (ConfigError, OSError, ValueError) as exc:
+    except (ConfigurationError, OSError, ValueError) as exc:
         return _fail(str(exc))
     return serve(args, geometry, plc, terrain, ros_args)
 

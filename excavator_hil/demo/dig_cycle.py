@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from excavator_kinematics.errors import KinematicsError
+from excavator_hil.errors import DemoError
 from excavator_kinematics.inverse_kinematics import IKStatus, InverseKinematics
 
 
@@ -51,13 +51,13 @@ class DigCyclePlan:
     def __init__(self, waypoints: Sequence[Waypoint], ik: InverseKinematics,
                  check_step_s: float = 0.05):
         if len(waypoints) < 2:
-            raise ValueError("a dig cycle needs at least a start and one more waypoint")
+            raise DemoError("a dig cycle needs at least a start and one more waypoint")
         for wp in waypoints[1:]:
             if not (wp.duration_s > 0 and math.isfinite(wp.duration_s)):
-                raise ValueError(f"waypoint {wp.name}: duration {wp.duration_s} s must be > 0")
+                raise DemoError(f"waypoint {wp.name}: duration {wp.duration_s} s must be > 0")
             if wp.mode not in ("cartesian", "joint"):
-                raise ValueError(f"waypoint {wp.name}: mode {wp.mode!r} must be 'cartesian' or "
-                                 "'joint'")
+                raise DemoError(f"waypoint {wp.name}: mode {wp.mode!r} must be 'cartesian' or "
+                                "'joint'")
         self.waypoints = list(waypoints)
         self.ik = ik
         self._times = np.cumsum([0.0] + [w.duration_s for w in waypoints[1:]])
@@ -68,7 +68,7 @@ class DigCyclePlan:
         self._pitch = np.array([w.pitch for w in waypoints])
         batch = ik.solve_batch(np.array([w.tip for w in waypoints]), self._pitch)
         for i in np.flatnonzero(~batch.ok):
-            raise KinematicsError(f"waypoint '{waypoints[i].name}': {batch.message(int(i))}")
+            raise DemoError(f"waypoint '{waypoints[i].name}': {batch.message(int(i))}")
         q = batch.q.copy()
         q[:, 0] = q[0, 0] + np.cumsum(np.r_[0.0, np.angle(np.exp(1j * np.diff(q[:, 0])))])
         self._q = q
@@ -114,8 +114,8 @@ class DigCyclePlan:
         if len(bad):
             i = int(bad[0])
             name = self.waypoints[self.phase_at(float(t[i]))].name
-            raise KinematicsError(f"dig cycle leg to '{name}' at t = {t[i]:.2f} s cannot be "
-                                  f"followed: {batch.message(i)}")
+            raise DemoError(f"dig cycle leg to '{name}' at t = {t[i]:.2f} s cannot be "
+                            f"followed: {batch.message(i)}")
 
 
 def default_dig_cycle(ik: InverseKinematics, start_q: Sequence[float],

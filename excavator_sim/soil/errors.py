@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from excavator_kinematics.errors import ConfigurationError
+from excavator_sim.errors import SimulationError
 
-class SoilError(ValueError):
-    """Base class of the soil model's errors."""
+
+class SoilError(SimulationError):
+    """Base class of the soil model's errors (under the package's root, SimulationError)."""
 
 
-class SoilConfigError(SoilError):
+class SoilConfigError(SoilError, ConfigurationError):
     """A missing, malformed or out-of-range soil parameter."""
 
 

@@ -51,7 +51,6 @@ from rclpy.qos import DurabilityPolicy, QoSProfile
 from std_msgs.msg import Float64, Float64MultiArray, MultiArrayDimension
 from visualization_msgs.msg import Marker
 
-from excavator_kinematics.errors import ConfigError
 from excavator_kinematics.geometry import default_geometry
 from excavator_kinematics.ros_runtime import (
     OK,
@@ -70,7 +69,7 @@ from excavator_sim.soil.config import (
     soil_config_from_parameters,
     spec_for,
 )
-from excavator_sim.soil.errors import OutsideGridError, SoilConfigError, SoilError
+from excavator_sim.soil.errors import OutsideGridError, SoilError
 from excavator_sim.soil.forces import DiMaioForceModel
 from excavator_sim.soil.plausibility import SoilPlausibility
 from excavator_sim.soil.terrain import Box, Terrain
@@ -88,13 +87,10 @@ class SoilNode(Node):
         # node their names, so presets that exist only in the user's file are found.
         super().__init__("soil_node", automatically_declare_parameters_from_overrides=True)
         overrides = self._take_back_overrides()
-        try:
-            values = self._declare_all(overrides)
-            # before the completeness check: a misspelt key is the usual cause of a missing one
-            warn_unknown_parameters(self)
-            config = soil_config_from_parameters(values, SOURCE)
-        except SoilConfigError as exc:
-            raise ConfigError(str(exc)) from None
+        values = self._declare_all(overrides)
+        # before the completeness check: a misspelt key is the usual cause of a missing one
+        warn_unknown_parameters(self)
+        config = soil_config_from_parameters(values, SOURCE)   # SoilConfigError: exit 2
         self.config = config
         self.bucket = BucketPrism.from_geometry(default_geometry())
         self.terrain = Terrain(config.terrain, self.bucket)
