@@ -60,8 +60,8 @@ def run_node(factory: Callable[[], N], args: Sequence[str] | None = None,
     a parameter file (checked before rcl sees it), other ROS arguments rcl rejects, a
     parameter of the wrong type or out of range (``use_sim_time:=maybe`` included), and any
     configuration error of any package (a :class:`ConfigurationError`: the kinematics'
-    ``ConfigError``, ``SimConfigError``, ``SoilConfigError``, ``BridgeConfigError``...) (set ``EXCAVATOR_HIL_TRACEBACK=1`` for the traceback of an
-    unexpected one).
+    ``ConfigError``, ``SimConfigError``, ``SoilConfigError``, ``BridgeConfigError``...); set
+    ``EXCAVATOR_HIL_TRACEBACK=1`` for the traceback of an unexpected one.
     """
     # The first SIGINT interrupts (KeyboardInterrupt) and ignores every later one at once, so
     # the second of ros2 launch's pair cannot land in the cleanup (rclpy's handler chains here).

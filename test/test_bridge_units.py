@@ -156,14 +156,14 @@ def test_misspelt_parameter_in_the_plc_file_is_named_with_the_closest_key(tmp_pa
     """A typo must not silently fall back to the default."""
     import yaml
 
-    from excavator_kinematics.errors import ConfigError
     from plc_bridge.config import default_config_path, load_config
+    from plc_bridge.errors import BridgeConfigError
 
     doc = yaml.safe_load(default_config_path().read_text())
     doc["/**"]["ros__parameters"]["wake_on_chnage"] = False
     path = tmp_path / "plc.yaml"
     path.write_text(yaml.safe_dump(doc))
-    with pytest.raises(ConfigError, match="unknown parameter 'wake_on_chnage'; did you mean "
+    with pytest.raises(BridgeConfigError, match="unknown parameter 'wake_on_chnage'; did you mean "
                                           "'wake_on_change'"):
         load_config(path)
 

@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from excavator_kinematics.errors import ConfigError
 from plc_bridge.config import MODELS, load_config, read_parameters
 from plc_bridge.db_layout import DbLayout, FieldSpec, LayoutError, max_payload
+from plc_bridge.errors import BridgeConfigError
 from plc_bridge.scl_export import config_source, data_block_source
 
 
@@ -141,45 +141,47 @@ def test_config_errors_name_the_parameter(tmp_path):
         path.write_text(yaml.safe_dump({"/**": {"ros__parameters": p}}))
         return path
 
-    with pytest.raises(ConfigError, match="'cycle_hz' = 0 is outside"):
+    with pytest.raises(BridgeConfigError, match="'cycle_hz' = 0 is outside"):
         load_config(write(cycle_hz=0))
-    with pytest.raises(ConfigError, match="'model' = 'tank'"):
+    with pytest.raises(BridgeConfigError, match="'model' = 'tank'"):
         load_config(write(model="tank"))
-    with pytest.raises(ConfigError, match="'control_db' = 100 is not in 'write_allow_list'"):
+    with pytest.raises(BridgeConfigError, match="'control_db' = 100 is not in 'write_allow_list'"):
         load_config(write(write_allow_list=[5]))
-    with pytest.raises(ConfigError, match=r"'plc_timeout' = 5 is outside 0.001..2 s"):
+    with pytest.raises(BridgeConfigError, match=r"'plc_timeout' = 5 is outside 0.001..2 s"):
         load_config(write(plc_timeout=5))
-    with pytest.raises(ConfigError, match=r"'rack' = 'x' is not an integer"):
+    with pytest.raises(BridgeConfigError, match=r"'rack' = 'x' is not an integer"):
         load_config(write(rack="x"))
-    with pytest.raises(ConfigError, match=r"'monitor_ttl' = 0.05 s is shorter than two cycles"):
+    with pytest.raises(BridgeConfigError,
+                       match=r"'monitor_ttl' = 0.05 s is shorter than two cycles"):
         load_config(write(monitor_ttl=0.05, cycle_hz=10.0))
     for host in ("", "plc 1", "300.1.1.1", "-plc"):
-        with pytest.raises(ConfigError, match=r"'plc_host' = .* is not an IP address or host"):
+        with pytest.raises(BridgeConfigError,
+                           match=r"'plc_host' = .* is not an IP address or host"):
             load_config(write(plc_host=host))
     assert load_config(write(plc_host="plc-1.local")).plc_host == "plc-1.local"
-    with pytest.raises(ConfigError, match=r"'redis_url' = 'redis://u:\*\*\*@h:99999/0'"):
+    with pytest.raises(BridgeConfigError, match=r"'redis_url' = 'redis://u:\*\*\*@h:99999/0'"):
         load_config(write(redis_url="redis://u:secret@h:99999/0"))
     # a misspelt key, top level or nested, is an error naming it and the closest known key
-    with pytest.raises(ConfigError, match=r"unknown parameter 'plc_timout'; did you mean "
+    with pytest.raises(BridgeConfigError, match=r"unknown parameter 'plc_timout'; did you mean "
                        r"'plc_timeout'"):
         load_config(write(plc_timout=0.1))
     bad_vehicle = {**params["vehicle"], "skid_steer": {**params["vehicle"]["skid_steer"],
                                                        "track_widht_m": 2.0}}
-    with pytest.raises(ConfigError, match=r"'vehicle.skid_steer.track_widht_m'; did you mean "
+    with pytest.raises(BridgeConfigError, match=r"'vehicle.skid_steer.track_widht_m'; did you mean "
                        r"'vehicle.skid_steer.track_width_m'"):
         load_config(write(vehicle=bad_vehicle))
     vp = tmp_path / "virtual_plc.yaml"
     vp.write_text(yaml.safe_dump({"/**": {"ros__parameters": {"plant_hertz": 100.0}}}))
-    with pytest.raises(ConfigError, match=r"unknown parameter 'plant_hertz'; did you mean "
+    with pytest.raises(BridgeConfigError, match=r"unknown parameter 'plant_hertz'; did you mean "
                        r"'plant_hz'"):
         load_config(None, None, vp)
-    with pytest.raises(ConfigError, match="'lateral_positive'"):
+    with pytest.raises(BridgeConfigError, match="'lateral_positive'"):
         load_config(write(lateral_positive="up"))
     many = {**params["layout"]}
     many["skid_steer"] = {"control": [*params["layout"]["skid_steer"]["control"],
                                       *(f"r{k} | REAL" for k in range(60))],
                           "monitor": params["layout"]["skid_steer"]["monitor"]}
-    with pytest.raises(ConfigError, match="pdu_size"):
+    with pytest.raises(BridgeConfigError, match="pdu_size"):
         load_config(write(layout=many))
 
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from excavator_hil.demo.dig_cycle import DigCyclePlan, Waypoint, default_dig_cycle
-from excavator_kinematics.errors import KinematicsError
+from excavator_hil.errors import DemoError
 from excavator_kinematics.geometry import default_geometry
 from excavator_kinematics.inverse_kinematics import InverseKinematics
 
@@ -45,7 +45,7 @@ def test_the_cut_goes_below_ground_and_the_swing_is_an_arc() -> None:
 def test_unreachable_waypoint_is_named_before_anything_moves() -> None:
     legs = [Waypoint("start", (5.7, 0.0, 0.7), 0.44, 1.0),
             Waypoint("too far", (9.0, 0.0, 0.0), 0.0, 2.0)]
-    with pytest.raises(KinematicsError, match=r"waypoint 'too far': .* out of reach"):
+    with pytest.raises(DemoError, match=r"waypoint 'too far': .* out of reach"):
         DigCyclePlan(legs, IK)
 
 
@@ -56,7 +56,7 @@ def test_leg_that_leaves_the_workspace_between_feasible_waypoints_is_named() -> 
     curl_out = Waypoint("curl out", (5.508, 0.0, 5.040), 2.583, 2.0)
     IK.solve(high.tip, high.pitch)
     IK.solve(curl_out.tip, curl_out.pitch)
-    with pytest.raises(KinematicsError, match=r"leg to 'curl out' at t = "):
+    with pytest.raises(DemoError, match=r"leg to 'curl out' at t = "):
         DigCyclePlan([high, curl_out], IK)
     DigCyclePlan([high, Waypoint("curl out", curl_out.tip, curl_out.pitch, 2.0, "joint")], IK)
 

@@ -229,9 +229,10 @@ def test_bad_commands_are_rejected_and_the_setpoint_kept(positions, match) -> No
 
 
 def test_initial_pose_outside_the_limits_is_a_config_error() -> None:
-    from excavator_kinematics.errors import ConfigError
+    from excavator_sim.errors import SimConfigError
 
-    with pytest.raises(ConfigError, match=r"initial pose rejected: arm joint .* initial\.arm_rad"):
+    with pytest.raises(SimConfigError,
+                       match=r"initial pose rejected: arm joint .* initial\.arm_rad"):
         make_sim(arm=0.5)
 
 

@@ -16,10 +16,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from excavator_kinematics.errors import ConfigError
 from excavator_kinematics.forward_kinematics import ForwardKinematics
 from excavator_kinematics.geometry import default_geometry
 from excavator_kinematics.linkage import Linkage
+from excavator_sim.errors import SimConfigError
 from excavator_sim.heightfield import HeightField, HeightFieldError, TerrainGrid
 from excavator_sim.model_builder import (
     ACTIVE_JOINTS,
@@ -189,14 +189,14 @@ def test_sim_config_loads_and_names_bad_parameters() -> None:
     cfg = load_sim_config()
     assert cfg.timestep == 0.001
     assert cfg.hydraulics.cylinders["boom_cylinder"].count == 2
-    with pytest.raises(ConfigError,
+    with pytest.raises(SimConfigError,
                        match=r"hydraulics\.pressure_pa = 1000000000\.0 outside 1000000\.0\.\."):
         config_from_flat({"hydraulics.pressure_pa": 1e9})
-    with pytest.raises(ConfigError, match="unknown parameter"):
+    with pytest.raises(SimConfigError, match="unknown parameter"):
         config_from_flat({"hydraulics.presure_pa": 3e7})
-    with pytest.raises(ConfigError, match=r"rod_diameter_m .* must be smaller"):
+    with pytest.raises(SimConfigError, match=r"rod_diameter_m .* must be smaller"):
         config_from_flat({"hydraulics.arm_cylinder.rod_diameter_m": 0.2})
-    with pytest.raises(ConfigError, match="control_period"):
+    with pytest.raises(SimConfigError, match="control_period"):
         config_from_flat({"control_period": 0.0005, "timestep": 0.001})
 
 
