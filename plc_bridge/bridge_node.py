@@ -4,7 +4,10 @@
   the PLC in the background and keeps the PLC at a stop: monitor keys live, no commands);
 - activate: commands are forwarded (after a fresh heartbeat edge, as always);
 - deactivate: a stop is written to the PLC before the transition returns;
-- cleanup / shutdown: the loop ends with a last stop.
+- cleanup / shutdown: the loop ends with a last stop, and everything configure created is
+  released: the bridge loop's PLC and Redis connections, the publishers, timers, the cmd_vel
+  subscription and its Redis client (100 configure/cleanup cycles leave no growth in
+  publishers, subscriptions or file descriptors: test/test_bridge_node.py).
 
 Publishes ``odom`` (nav_msgs/Odometry, dead reckoning of the measured twist, frame ``odom`` ->
 ``base_link``), ``plc/wheel_states`` (sensor_msgs/JointState: measured wheel/track speeds
@@ -33,9 +36,13 @@ import sys
 import time
 from typing import Any
 
+import redis
 from geometry_msgs.msg import Twist
 from nav_msgs.msg import Odometry
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
+from rclpy.publisher import Publisher
+from rclpy.subscription import Subscription
+from rclpy.timer import Timer
 from sensor_msgs.msg import JointState
 
 from excavator_kinematics.parameter_files import flatten
@@ -107,13 +114,15 @@ class PlcBridgeNode(LifecycleNode):
         self.core: BridgeCore | None = None
         self.config: BridgeConfig | None = None
         self.diagnostics = Diagnostics(self, "plc_bridge")
-        self.odom_pub = self.create_publisher(Odometry, "odom", 10)
-        self.wheel_pub = self.create_publisher(JointState, "plc/wheel_states", 10)
+        # created by on_configure, released by on_cleanup / on_shutdown (release())
+        self.odom_pub: Publisher | None = None
+        self.wheel_pub: Publisher | None = None
+        self._cmd_sub: Subscription | None = None
+        self._timers: list[Timer] = []
+        self._cmd_client: redis.Redis | None = None
         self._pose = Pose2D()
         self._last_stamp: float | None = None
         self._active = False
-        self._timers: list[Any] = []
-        self._cmd_client: Any = None
         self._last_cmd_vel = -1e9
         self._hb_level = False
         self._config_error = ""
@@ -178,14 +187,15 @@ class PlcBridgeNode(LifecycleNode):
             return TransitionCallbackReturn.FAILURE
         self.core.set_enabled(False, "inactive")
         self.core.start()
+        self._pose, self._last_stamp = Pose2D(), None   # odometry starts anew at each configure
+        self.odom_pub = self.create_publisher(Odometry, "odom", 10)
+        self.wheel_pub = self.create_publisher(JointState, "plc/wheel_states", 10)
         self._timers = [self.create_timer(1.0 / self.publish_rate, self._publish),
                         self.create_timer(1.0, self._publish_diagnostics)]
         if self.cmd_vel_to_redis:
-            import redis
-
             self._cmd_client = redis.Redis.from_url(self.config.redis_url, socket_timeout=0.2,
                                                     socket_connect_timeout=0.2)
-            self.create_subscription(Twist, "cmd_vel", self._on_cmd_vel, 10)
+            self._cmd_sub = self.create_subscription(Twist, "cmd_vel", self._on_cmd_vel, 10)
             self._timers.append(self.create_timer(0.25, self._heartbeat))
         self.get_logger().info(
             f"configured: model {self.config.model}, PLC {self.config.plc_host}:"
@@ -214,18 +224,33 @@ class PlcBridgeNode(LifecycleNode):
         return TransitionCallbackReturn.SUCCESS
 
     def stop_core(self) -> None:
+        """Release what on_configure created: the timers first (no callback runs on a half
+        released node), the loop (its last act writes a stop to the PLC, then it closes its PLC
+        and Redis connections), the cmd_vel subscription and its Redis client, the publishers.
+        Idempotent: cleanup, shutdown and the process exit may each call it."""
         self._active = False
         for t in self._timers:
-            t.cancel()
+            self.destroy_timer(t)
         self._timers = []
         if self.core is not None:
             self.core.stop()
             self.core = None
+        if self._cmd_sub is not None:
+            self.destroy_subscription(self._cmd_sub)
+            self._cmd_sub = None
+        if self._cmd_client is not None:
+            client, self._cmd_client = self._cmd_client, None
+            client.close()                         # and its pool's connections
+            client.connection_pool.disconnect()
+        for pub in (self.odom_pub, self.wheel_pub):
+            if pub is not None:
+                self.destroy_publisher(pub)
+        self.odom_pub = self.wheel_pub = None
 
     # --- outputs -------------------------------------------------------------------------------
     def _publish(self) -> None:
         core, cfg = self.core, self.config
-        if core is None or cfg is None:
+        if core is None or cfg is None or self.odom_pub is None:
             return
         snap = core.snapshot()
         stamp = self.get_clock().now().to_msg()
@@ -261,7 +286,7 @@ class PlcBridgeNode(LifecycleNode):
             js.name.append("steer_" + name)
             js.position.append(a)
             js.velocity.append(0.0)
-        if js.name:
+        if js.name and self.wheel_pub is not None:
             self.wheel_pub.publish(js)
 
     def _publish_diagnostics(self) -> None:

@@ -161,3 +161,95 @@ def test_diagnostics_name_a_redis_auth_failure_at_once(node_processes, ros_node,
         assert text in node.log() and "wrong-pass" not in node.log()
     finally:
         server.stop()
+
+
+def _fd_counts(pid: int) -> tuple[int, int]:
+    """(open file descriptors, of which sockets) of process ``pid`` (/proc/<pid>/fd)."""
+    import os
+
+    fds = sockets = 0
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:   # closed while listing
+            continue
+        fds += 1
+        sockets += target.startswith("socket:")
+    return fds, sockets
+
+
+@pytest.mark.slow
+def test_configure_cleanup_cycles_leak_nothing(redis_server, node_processes, ros_node,
+                                               tmp_path):
+    """100 configure/cleanup cycles through the node's lifecycle services over DDS, each one
+    with the bridge loop connected to the virtual PLC and the cmd_vel client writing to a real
+    redis-server: after cleanup the node has no odom / wheel_states publisher and no cmd_vel
+    subscription in the ROS graph, and its open file descriptors and sockets do not grow
+    (the old node kept every cmd_vel subscription and timer)."""
+    from geometry_msgs.msg import Twist
+    from lifecycle_msgs.msg import Transition
+    from lifecycle_msgs.srv import ChangeState
+
+    port, cport = free_port(), free_port()
+    node_processes.append(NodeProcess("plc_bridge.virtual_plc_cli", [
+        "--port", str(port), "--control-port", str(cport), "--model", "skid_steer"],
+        log_dir=tmp_path))
+    plc = wait_for(lambda: _control(cport), 20.0, "virtual PLC")
+    bridge = NodeProcess("plc_bridge.bridge_node", [
+        "--ros-args", "--params-file", "config/plc.yaml", "-p", f"redis_url:={redis_server.url}",
+        "-p", f"plc_port:={port}", "-p", "cmd_vel_to_redis:=true"], log_dir=tmp_path)
+    node_processes.append(bridge)
+    import redis
+
+    r = redis.Redis.from_url(redis_server.url)
+    node = ros_node.node
+    pub = node.create_publisher(Twist, "cmd_vel", 10)
+    client = node.create_client(ChangeState, "plc_bridge/change_state")
+    assert client.wait_for_service(timeout_sec=30.0), bridge.log()[-2000:]
+
+    def transition(tid: int, what: str) -> None:
+        req = ChangeState.Request()
+        req.transition.id = tid
+        future = client.call_async(req)
+        wait_for(future.done, 30.0, lambda: f"{what} (log: {bridge.log()[-1500:]})")
+        assert future.result().success, bridge.log()[-2000:]
+
+    def graph() -> tuple[int, int, int]:
+        return (node.count_publishers("odom"), node.count_publishers("plc/wheel_states"),
+                node.count_subscribers("cmd_vel"))
+
+    def one_cycle(i: int) -> None:
+        transition(Transition.TRANSITION_CONFIGURE, f"configure #{i}")
+        wait_for(lambda: graph() == (1, 1, 1), 30.0,
+                 lambda: f"configured #{i}: one odom, wheel_states, cmd_vel endpoint: {graph()}")
+        # the loop has reached Redis and the PLC, the cmd_vel client writes to Redis
+        wait_for(lambda: r.get(keys.BRIDGE_STATUS) == b"stopped:inactive", 30.0,
+                 lambda: f"bridge loop up #{i}: {r.get(keys.BRIDGE_STATUS)!r}")
+        cmd = Twist()
+        cmd.linear.x = 0.001 * (i + 1)
+        expected = f"{cmd.linear.x:.10g}".encode()
+
+        def written() -> bool:
+            pub.publish(cmd)
+            return r.get(keys.LONGITUDINAL) == expected
+        wait_for(written, 30.0, f"cmd_vel #{i} written to Redis", 0.02)
+        transition(Transition.TRANSITION_CLEANUP, f"cleanup #{i}")
+        wait_for(lambda: graph() == (0, 0, 0), 30.0,
+                 lambda: f"after cleanup #{i}, no odom / wheel_states / cmd_vel endpoint left: "
+                 f"{graph()}")
+
+    pid = bridge.proc.pid
+    try:
+        for i in range(10):   # warm-up: DDS, the loggers and the import caches settle
+            one_cycle(i)
+        fds0, sockets0 = _fd_counts(pid)
+        for i in range(10, 100):
+            one_cycle(i)
+        fds, sockets = _fd_counts(pid)
+        # a leak of one descriptor per cycle would show as +90; DDS may open a few on its own
+        assert fds <= fds0 + 5, f"file descriptors grew from {fds0} to {fds} in 90 cycles"
+        assert sockets <= sockets0 + 3, f"sockets grew from {sockets0} to {sockets} in 90 cycles"
+        assert bridge.alive()
+    finally:
+        plc.close()
+        r.close()

@@ -109,7 +109,7 @@ def test_run_node_exits_2_on_every_packages_config_error(cls: type[Exception]) -
             f"    raise {cls.__name__}('parameter x = 7 outside 0..5: set it within the range')\n"
             f"sys.exit(run_node(factory, ['node']))\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=60, cwd=REPO)
+                          timeout=60, cwd=REPO, check=False)
     assert proc.returncode == 2, proc.stderr
     assert "Traceback" not in proc.stderr
     assert "[FATAL] invalid configuration: parameter x = 7 outside 0..5: set it within the " \
