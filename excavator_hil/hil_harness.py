@@ -147,7 +147,7 @@ class HilRig:
 
     def get(self, key: str) -> str | None:
         v = self.redis.get(key)
-        return None if v is None else v.decode()
+        return v.decode() if isinstance(v, bytes) else v
 
     def wait_status(self, status: str, timeout_s: float = 3.0) -> None:
         try:

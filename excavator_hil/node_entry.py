@@ -42,24 +42,24 @@ def _run(module: str) -> NoReturn:
 
 
 def ik_node() -> NoReturn:
-    return _run("excavator_kinematics.ik_node")
+    _run("excavator_kinematics.ik_node")
 
 
 def teleop_node() -> NoReturn:
-    return _run("excavator_kinematics.teleop_node")
+    _run("excavator_kinematics.teleop_node")
 
 
 def sim_node() -> NoReturn:
-    return _run("excavator_sim.sim_node")
+    _run("excavator_sim.sim_node")
 
 
 def soil_node() -> NoReturn:
-    return _run("excavator_sim.soil.soil_node")
+    _run("excavator_sim.soil.soil_node")
 
 
 def plc_bridge() -> NoReturn:
-    return _run("plc_bridge.bridge_node")
+    _run("plc_bridge.bridge_node")
 
 
 def virtual_plc() -> NoReturn:
-    return _run("plc_bridge.virtual_plc_cli")
+    _run("plc_bridge.virtual_plc_cli")

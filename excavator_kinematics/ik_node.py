@@ -12,6 +12,7 @@ reason, reported on ``/diagnostics``, and nothing is published.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 from geometry_msgs.msg import PointStamped, PoseStamped
@@ -93,7 +94,7 @@ class IKNode(Node):
             return
         self._solve_and_publish(target, pitch)
 
-    def on_parameters(self, params: list[Parameter]) -> SetParametersResult:
+    def on_parameters(self, params: list[Parameter[Any]]) -> SetParametersResult:
         for param in params:
             if param.name == "bucket_pitch":
                 value = float(param.value)

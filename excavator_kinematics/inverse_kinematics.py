@@ -87,7 +87,8 @@ class IKBatch:
 
     @property
     def ok(self) -> np.ndarray:
-        return self.status == IKStatus.OK
+        ok: np.ndarray = self.status == IKStatus.OK
+        return ok
 
     def message(self, i: int) -> str | None:
         """Why target ``i`` failed (None if it was solved)."""

@@ -60,6 +60,11 @@ def _circle_intersection(
     return x0 + a * ux - h * uz, z0 + a * uz + h * ux, h2
 
 
+def _ordered(a: float, b: float) -> tuple[float, float]:
+    """``(min, max)`` of two values."""
+    return (a, b) if a <= b else (b, a)
+
+
 @dataclass(frozen=True)
 class PinTriangle:
     """A cylinder between a pivot A on the parent and an eye B on the child, both hinged at P.
@@ -127,7 +132,7 @@ class Linkage:
         self.bucket_toggle_margin_rad = bucket_toggle_margin_rad
         self.joint_limits: dict[str, tuple[float, float]] = self._joint_limits()
         self.extension_limits: dict[str, tuple[float, float]] = {
-            name: tuple(sorted(float(e) for e in self.extensions_from_joint(name, np.array(lim))))
+            name: _ordered(*(float(e) for e in self.extensions_from_joint(name, np.array(lim))))
             for name, lim in zip(CYLINDER_NAMES, self.joint_limits.values(), strict=True)
         }
 

@@ -69,7 +69,7 @@ def run_node(factory: Callable[[], N], args: Sequence[str] | None = None,
     argv = list(sys.argv if args is None else args)
     try:
         check_ros_arguments(argv)
-        rclpy.init(args=args)
+        rclpy.init(args=None if args is None else list(args))
     except ConfigurationError as exc:
         return fatal(f"invalid configuration: {exc}")
     except _RCLError as exc:

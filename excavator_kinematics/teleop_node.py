@@ -119,11 +119,11 @@ class TeleopNode(Node):
                                f"{values['control_rate']:.0f} Hz")
 
     # --- run-time parameter changes: validate (on-set), then apply (post-set) ----------------
-    def _settings_with(self, params: list[Parameter]) -> TeleopSettings:
+    def _settings_with(self, params: list[Parameter[Any]]) -> TeleopSettings:
         values = {**self.values, **{p.name: p.value for p in params}}
         return TeleopSettings(**settings_from_parameters(values))
 
-    def validate_parameters(self, params: list[Parameter]) -> SetParametersResult:
+    def validate_parameters(self, params: list[Parameter[Any]]) -> SetParametersResult:
         fixed = [p.name for p in params if p.name not in RUNTIME]
         if fixed:
             return SetParametersResult(successful=False, reason=(
@@ -135,7 +135,7 @@ class TeleopNode(Node):
             return SetParametersResult(successful=False, reason=str(exc))
         return SetParametersResult(successful=True)
 
-    def apply_parameters(self, params: list[Parameter]) -> None:
+    def apply_parameters(self, params: list[Parameter[Any]]) -> None:
         settings = self._settings_with(params)
         self.values.update({p.name: p.value for p in params})
         core = self.core

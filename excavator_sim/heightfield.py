@@ -94,7 +94,8 @@ class HeightField:
 
     def heights(self) -> np.ndarray:
         """A copy of all heights [m], shape ``(nx, ny)``, indexed ``[i, j]``."""
-        return (self._data.T * self._range + self.grid.z_min).astype(float)
+        heights: np.ndarray = (self._data.T * self._range + self.grid.z_min).astype(float)
+        return heights
 
     def height_at(self, i: int, j: int) -> float:
         """Height [m] at node ``(i, j)``."""

@@ -84,8 +84,9 @@ def machine_figures(geometry: ExcavatorGeometry, hydraulics: Hydraulics,
 
     def lever(joint: str, q: np.ndarray) -> np.ndarray:
         """|de/dq| [m/rad] of the joint's cylinder."""
-        return np.abs(linkage.extensions_from_joint(joint, q + h)
-                      - linkage.extensions_from_joint(joint, q - h)) / (2 * h)
+        slope: np.ndarray = np.abs(linkage.extensions_from_joint(joint, q + h)
+                                   - linkage.extensions_from_joint(joint, q - h)) / (2 * h)
+        return slope
 
     qb = np.linspace(lim["bucket"][0], lim["bucket"][1], samples)
     r_bucket = math.hypot(*geometry.tip)

@@ -402,7 +402,7 @@ def initial_qpos(model: mujoco.MjModel, linkage: Linkage, pose: InitialPose) -> 
     values = passive_joint_values(linkage, pose.boom, pose.arm, pose.bucket)
     values.update(swing=pose.swing, boom=pose.boom, arm=pose.arm, bucket=pose.bucket,
                   base_x=pose.base_x, base_y=pose.base_y, base_yaw=pose.base_yaw)
-    qpos = model.qpos0.copy()
+    qpos = np.array(model.qpos0, dtype=float)   # a copy
     for name, value in values.items():
         jid = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_JOINT, name)
         qpos[model.jnt_qposadr[jid]] = value
@@ -517,7 +517,8 @@ def preload_cylinders(model: mujoco.MjModel, linkage: Linkage | None = None, key
             qpos[qadr] = ext
         else:
             # hold the joints there: shift by the rod travel that takes out the joints' sag
-            kin = np.array(linkage.extensions(*data.qpos[jadr], check=False))
+            boom, arm, bucket = (float(x) for x in data.qpos[jadr])
+            kin = np.array(linkage.extensions(boom, arm, bucket, check=False))
             act[adr] += ext - kin
             qpos = data.qpos.copy()
             qpos[qadr] += ext - kin

@@ -118,7 +118,7 @@ class SimConfig:
     terrain_contact: bool
 
 
-def _check(param: Param, value: Any, source: str) -> float | int | bool:
+def _check(param: Param, value: object, source: str) -> float | int | bool:
     where = f"{source}: parameter {param.name}"
     if isinstance(param.default, bool):
         if not isinstance(value, bool):
@@ -190,7 +190,7 @@ def config_from_flat(values: Mapping[str, Any], source: str = "parameters") -> S
     return SimConfig(timestep=v["timestep"], real_time_factor=v["real_time_factor"],
                      publish_rate=v["publish_rate"], control_period=v["control_period"],
                      initial=initial, hydraulics=hyd, terrain=terrain,
-                     terrain_contact=v["terrain.contact"])
+                     terrain_contact=bool(v["terrain.contact"]))
 
 
 def read_parameter_file(path: str | Path | None = None) -> dict[str, Any]:

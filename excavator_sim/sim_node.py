@@ -40,7 +40,7 @@ import numpy as np
 from builtin_interfaces.msg import Time
 from geometry_msgs.msg import PoseStamped, TwistStamped, WrenchStamped
 from rclpy.clock import Clock as RosClock
-from rclpy.clock import ClockType
+from rclpy.clock_type import ClockType
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from rosgraph_msgs.msg import Clock
@@ -59,11 +59,11 @@ from excavator_kinematics.ros_runtime import (
     run_node,
     warn_unknown_parameters,
 )
-from excavator_sim.errors import SimConfigError
-from excavator_sim.heightfield import HeightFieldError, flat_to_patch
+from excavator_sim.errors import CommandError, HeightFieldError, SimConfigError
+from excavator_sim.heightfield import flat_to_patch
 from excavator_sim.model_builder import CYLINDER_JOINTS
 from excavator_sim.sim_config import PARAMETERS, config_from_flat
-from excavator_sim.simulation import TRACK_JOINTS, CommandError, ExcavatorSimulation
+from excavator_sim.simulation import TRACK_JOINTS, ExcavatorSimulation
 from excavator_sim.urdf import check_frame_prefix, urdf_from_model
 
 WORLD = "world"

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import mujoco
 import numpy as np
+from numpy.typing import ArrayLike
 
 from excavator_kinematics.errors import KinematicsError
 from excavator_kinematics.forward_kinematics import ForwardKinematics
@@ -151,23 +152,27 @@ class ExcavatorSimulation:
         self._track_travel = np.zeros(2)
         self._wrench = np.zeros(6)
         self._wrench_active = False
-        self._base_axes = [
-            (self._act[a], self._q_adr[a], self._v_adr[a],
-             int(self.model.actuator_actadr[self._act[a]]),
-             *(float(x) for x in self.model.actuator_ctrlrange[self._act[a]]),
-             float(self.model.actuator_forcerange[self._act[a], 1]),
-             float(self.model.actuator_gainprm[self._act[a], 0]),
-             -float(self.model.actuator_biasprm[self._act[a], 2]))
-            for a in BASE_ACTUATORS]
+        # Per base axis: (actuator, qpos adr, dof adr, act adr, ctrl lo/hi, force limit, kp, kv)
+        self._base_axes: list[tuple[int, int, int, int, float, float, float, float, float]] = []
+        for a in BASE_ACTUATORS:
+            ctrl_lo, ctrl_hi = (float(x) for x in self.model.actuator_ctrlrange[self._act[a]])
+            self._base_axes.append(
+                (self._act[a], self._q_adr[a], self._v_adr[a],
+                 int(self.model.actuator_actadr[self._act[a]]), ctrl_lo, ctrl_hi,
+                 float(self.model.actuator_forcerange[self._act[a], 1]),
+                 float(self.model.actuator_gainprm[self._act[a], 0]),
+                 -float(self.model.actuator_biasprm[self._act[a], 2])))
         m = self.model
         # Per axis: (name, actuator, qpos adr, dof adr, act adr, ctrl lo/hi, force lo/hi, kp, kv)
-        self._axes = [
-            (a, self._act[a], self._q_adr[a], self._v_adr[a], self._act_state[a],
-             *(float(x) for x in m.actuator_ctrlrange[self._act[a]]),
-             *(float(x) for x in m.actuator_forcerange[self._act[a]]),
-             float(m.actuator_gainprm[self._act[a], 0]),
-             -float(m.actuator_biasprm[self._act[a], 2]))
-            for a in (*CYLINDER_ACTUATORS, "swing")]
+        self._axes: list[tuple[str, int, int, int, int, float, float, float, float, float,
+                               float]] = []
+        for a in (*CYLINDER_ACTUATORS, "swing"):
+            ctrl_lo, ctrl_hi = (float(x) for x in m.actuator_ctrlrange[self._act[a]])
+            force_lo, force_hi = (float(x) for x in m.actuator_forcerange[self._act[a]])
+            self._axes.append((a, self._act[a], self._q_adr[a], self._v_adr[a],
+                               self._act_state[a], ctrl_lo, ctrl_hi, force_lo, force_hi,
+                               float(m.actuator_gainprm[self._act[a], 0]),
+                               -float(m.actuator_biasprm[self._act[a], 2])))
         # Swing acceleration limit from the torque limit and the upper structure's inertia.
         m_full = np.zeros((self.model.nv, self.model.nv))
         mujoco.mj_fullM(self.model, self.data, m_full)
@@ -261,7 +266,7 @@ class ExcavatorSimulation:
                                    "(tracks.speed_limit_m_s in config/sim.yaml)")
         self._track_speeds = (float(left), float(right))
 
-    def apply_bucket_wrench(self, force_world: np.ndarray, torque_world: np.ndarray) -> None:
+    def apply_bucket_wrench(self, force_world: ArrayLike, torque_world: ArrayLike) -> None:
         """Force [N] and torque [N m] in ``world`` at the bucket origin M, held until replaced."""
         f = np.asarray(force_world, dtype=float).reshape(3)
         t = np.asarray(torque_world, dtype=float).reshape(3)
@@ -505,7 +510,7 @@ class ExcavatorSimulation:
 
     def bucket_tip(self) -> np.ndarray:
         """Bucket tip (teeth edge centre) in ``world`` [m]."""
-        return self.data.site("bucket_tip").xpos.copy()
+        return np.array(self.data.site("bucket_tip").xpos, dtype=float)   # a copy
 
     def base_pose(self) -> tuple[np.ndarray, np.ndarray]:
         """``base_link`` in ``world``: position [m], quaternion (w, x, y, z)."""

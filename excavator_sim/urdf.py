@@ -74,7 +74,7 @@ def _visuals(link: ET.Element, model: mujoco.MjModel, body: int) -> None:
         visual = ET.SubElement(link, "visual", name=model.geom(gid).name or f"geom{gid}")
         _origin(visual, model.geom_pos[gid], model.geom_quat[gid])
         geometry = ET.SubElement(visual, "geometry")
-        ET.SubElement(geometry, shape[0], **shape[1])
+        ET.SubElement(geometry, shape[0], shape[1])
         rgba = model.geom_rgba[gid]
         material = ET.SubElement(visual, "material", name=f"rgba_{_fmt(rgba).replace(' ', '_')}")
         ET.SubElement(material, "color", rgba=_fmt(rgba))
@@ -155,11 +155,11 @@ def _prefix_links(robot: ET.Element, prefix: str) -> None:
     """Prefix every link name (and the joints' parent/child references) but ``world``."""
     for link in robot.iter("link"):
         if link.get("name") != WORLD_LINK:
-            link.set("name", prefix + link.get("name"))
+            link.set("name", prefix + link.get("name", ""))
     for tag in ("parent", "child"):
         for element in robot.iter(tag):
             if element.get("link") != WORLD_LINK:
-                element.set("link", prefix + element.get("link"))
+                element.set("link", prefix + element.get("link", ""))
 
 
 def urdf_from_model(model: mujoco.MjModel, name: str = "excavator", frame_prefix: str = ""
@@ -180,7 +180,7 @@ def urdf_from_model(model: mujoco.MjModel, name: str = "excavator", frame_prefix
         if body == root:
             continue
         parent = _link_name(model, model.body_parentid[body])
-        child = link.get("name")
+        child = _link_name(model, body)
         if model.body_jntnum[body] == 0:
             joint = ET.SubElement(robot, "joint", name=f"{parent}_to_{child}", type="fixed")
             ET.SubElement(joint, "parent", link=parent)

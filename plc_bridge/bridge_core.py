@@ -68,10 +68,9 @@ from excavator_kinematics.vehicle import (
 from plc_bridge import redis_keys as keys
 from plc_bridge.command_gate import CommandGate
 from plc_bridge.config import BridgeConfig
-from plc_bridge.errors import BridgeConfigError
+from plc_bridge.errors import BridgeConfigError, InputRejectedError
 from plc_bridge.input_validation import (
     Envelope,
-    InputRejectedError,
     parse_bool,
     parse_control,
 )

@@ -115,9 +115,9 @@ class PlcBridgeNode(LifecycleNode):
         self.config: BridgeConfig | None = None
         self.diagnostics = Diagnostics(self, "plc_bridge")
         # created by on_configure, released by on_cleanup / on_shutdown (release())
-        self.odom_pub: Publisher | None = None
-        self.wheel_pub: Publisher | None = None
-        self._cmd_sub: Subscription | None = None
+        self.odom_pub: Publisher[Odometry] | None = None
+        self.wheel_pub: Publisher[JointState] | None = None
+        self._cmd_sub: Subscription[Twist] | None = None
         self._timers: list[Timer] = []
         self._cmd_client: redis.Redis | None = None
         self._pose = Pose2D()
@@ -160,8 +160,7 @@ class PlcBridgeNode(LifecycleNode):
             close = difflib.get_close_matches(name, known, n=1)
             hint = f"; did you mean '{close[0]}'?" if close else ""
             raise BridgeConfigError(f"parameter '{name}' is not a parameter of plc_bridge{hint} "
-                                    f"(its "
-                                    f"parameters are the keys of config/plc.yaml, see "
+                                    f"(its parameters are the keys of config/plc.yaml, see "
                                     f"docs/configuration.md)")
 
     def _do_autostart(self) -> None:

@@ -21,13 +21,13 @@ from excavator_kinematics.errors import KinematicsError
 from excavator_kinematics.parameter_files import flatten
 from excavator_kinematics.paths import config_file
 from excavator_kinematics.vehicle import LATERAL_CONVENTIONS, make_vehicle_model
-from plc_bridge.db_layout import DbLayout, LayoutError, parse_field_spec
-from plc_bridge.errors import BridgeConfigError
+from plc_bridge.db_layout import DbLayout, parse_field_spec
+from plc_bridge.errors import BridgeConfigError, LayoutError
 
 MODELS: tuple[str, ...] = ("skid_steer", "ackermann", "4wd4ws")
 
 # name -> (type, min, max, unit/description). Ranges are inclusive.
-_SCALARS: dict[str, tuple[type, float, float, str]] = {
+_SCALARS: dict[str, tuple[type[int] | type[float], float, float, str]] = {
     "redis_timeout": (float, 0.001, 5.0, "s"),
     "redis_connect_timeout": (float, 0.01, 30.0, "s"),
     "monitor_ttl": (float, 0.05, 10.0, "s"),
@@ -291,8 +291,7 @@ def _scalar(params: Mapping[str, Any], name: str) -> float | int:
                                 f"give a number in {lo:g}..{hi:g} {unit}") from None
     if not (math.isfinite(value) and lo <= value <= hi):
         raise BridgeConfigError(f"parameter {name!r} = {value:.6g} is outside {lo:g}..{hi:g} "
-                                f"{unit}; "
-                                f"set it inside the range")
+                                f"{unit}; set it inside the range")
     return value
 
 
@@ -322,8 +321,7 @@ def config_from_parameters(params: Mapping[str, Any], source: str = "",
     redis_url = _string(params, "redis_url")
     if not redis_url.startswith(("redis://", "rediss://", "unix://")):
         raise BridgeConfigError(f"parameter 'redis_url' = {redact_url(redis_url)!r} must start "
-                                f"with "
-                                f"redis://, rediss:// (TLS) or unix://")
+                                f"with redis://, rediss:// (TLS) or unix://")
     try:
         import redis.connection
 
@@ -338,8 +336,7 @@ def config_from_parameters(params: Mapping[str, Any], source: str = "",
     lateral_positive = params.get("lateral_positive", "left")
     if lateral_positive not in LATERAL_CONVENTIONS:
         raise BridgeConfigError(f"parameter 'lateral_positive' = {lateral_positive!r} must be "
-                                f"'left' "
-                                f"(REP-103, ARTOF docs) or 'right' (ARTOF simulator)")
+                                f"'left' (REP-103, ARTOF docs) or 'right' (ARTOF simulator)")
     if s["reconnect_max"] < s["reconnect_min"]:
         raise BridgeConfigError(f"parameter 'reconnect_max' = {s['reconnect_max']} s is below "
                                 f"'reconnect_min' = {s['reconnect_min']} s; raise it")
@@ -393,10 +390,12 @@ def config_from_parameters(params: Mapping[str, Any], source: str = "",
             value = math.nan
         if not (math.isfinite(value) and lo <= value <= hi):
             raise BridgeConfigError(f"{virtual_plc_source}: parameter {name!r} = {raw!r:.60} is "
-                                    f"outside "
-                                    f"{lo:g}..{hi:g} {unit}; set it inside the range")
+                                    f"outside {lo:g}..{hi:g} {unit}; set it inside the range")
         vp[name] = value
 
+    # each value has the type of its field (_SCALARS' kind, checked by _scalar)
+    scalars: dict[str, Any] = {k: (int(v) if _SCALARS[k][0] is int else float(v))
+                               for k, v in s.items()}
     return BridgeConfig(
         redis_url=redis_url, plc_host=check_host("plc_host", params.get("plc_host")),
         model=model,
@@ -407,7 +406,7 @@ def config_from_parameters(params: Mapping[str, Any], source: str = "",
         write_allow_list=tuple(allow), control=control, monitor=monitor, wheels=wheels,
         steering=steering, vehicle_params=dict(vehicle), virtual_plc=VirtualPlcParams(**vp),
         source=source,
-        **{k: (int(v) if _SCALARS[k][0] is int else float(v)) for k, v in s.items()},
+        **scalars,
     )
 
 
@@ -423,8 +422,7 @@ def _layouts(params: Mapping[str, Any], model: str, control_db: int, monitor_db:
     actuators = (params.get("actuators") or {}).get(model)
     if not isinstance(actuators, dict) or not actuators.get("wheels"):
         raise BridgeConfigError(f"parameter 'actuators.{model}.wheels' is missing; list the wheel "
-                                f"or "
-                                f"track names in the vehicle model's order")
+                                f"or track names in the vehicle model's order")
     wheels = tuple(str(w) for w in actuators["wheels"])
     steering = tuple(str(w) for w in actuators.get("steering") or ())
 
@@ -449,8 +447,7 @@ def _layouts(params: Mapping[str, Any], model: str, control_db: int, monitor_db:
         for name in names:
             if not block.has(name):
                 raise BridgeConfigError(f"parameter 'layout': data block {block.name!r} lacks "
-                                        f"field "
-                                        f"{name!r} required by model {model!r}; declare it")
+                                        f"field {name!r} required by model {model!r}; declare it")
     for block, name, s7_type in ((control, "seq", "DINT"), (monitor, "refused", "DINT")):
         if block.has(name) and block.field(name).s7_type != s7_type:
             raise BridgeConfigError(f"parameter 'layout': field {name!r} of {block.name!r} is "

@@ -20,7 +20,7 @@ import numpy as np
 U16_MODULUS = 1 << 16
 
 
-def _check(name: str, value: float, low: float, high: float = math.inf, *,
+def _check(name: str, value: object, low: float, high: float = math.inf, *,
            low_open: bool = True, unit: str = "") -> float:
     if isinstance(value, bool) or not isinstance(value, Real):
         raise ValueError(f"{name} = {value!r} is not a number")
@@ -32,8 +32,9 @@ def _check(name: str, value: float, low: float, high: float = math.inf, *,
     return value
 
 
-def _count(name: str, value: int, low: int, high: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, Integral) or not low <= value <= high:
+def _count(name: str, value: object, low: int, high: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, Integral) or \
+            not low <= int(value) <= high:
         raise ValueError(f"{name} = {value!r} must be an integer in [{low}, {high}]")
     return int(value)
 

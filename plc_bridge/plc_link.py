@@ -39,9 +39,10 @@ import math
 import socket
 import struct
 import time
+from typing import Any
 
 import snap7
-from snap7.s7protocol import S7Area, S7WordLen
+from snap7.datatypes import S7Area, S7WordLen
 
 from plc_bridge.config import BridgeConfig
 from plc_bridge.db_layout import max_payload
@@ -140,7 +141,7 @@ class PlcLink:
                     f"(one {direction} carries {max_payload(pdu, direction)} B): shrink the "
                     f"block in plc.yaml or use a CPU with a larger PDU")
 
-    def _request(self, client: snap7.Client, pdu: bytes) -> dict:
+    def _request(self, client: snap7.Client, pdu: bytes) -> dict[str, Any]:
         """Send one S7 job and return its parsed reply (the PDU reference must match)."""
         conn = client.connection
         if conn is None:

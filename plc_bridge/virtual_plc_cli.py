@@ -16,6 +16,7 @@ import os
 import signal
 import sys
 import threading
+from collections.abc import Callable
 
 from plc_bridge.config import MODELS, load_config
 from plc_bridge.errors import BridgeConfigError
@@ -23,7 +24,7 @@ from plc_bridge.virtual_plc import VirtualPlc
 from plc_bridge.virtual_plc_control import ControlServer
 
 
-def _port(low: int):
+def _port(low: int) -> Callable[[str], int]:
     def parse(text: str) -> int:
         try:
             value = int(text)

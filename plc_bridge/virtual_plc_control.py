@@ -105,19 +105,24 @@ class ControlClient:
         return reply["result"]
 
     def status(self) -> dict[str, Any]:
-        return self.call("status")
+        result: dict[str, Any] = self.call("status")   # the server's JSON reply
+        return result
 
     def faults(self, **flags: bool) -> dict[str, bool]:
-        return self.call("faults", **flags)
+        result: dict[str, bool] = self.call("faults", **flags)   # the server's JSON reply
+        return result
 
     def link(self, up: bool) -> dict[str, Any]:
-        return self.call("link", up=up)
+        result: dict[str, Any] = self.call("link", up=up)   # the server's JSON reply
+        return result
 
     def writes(self, since: float = 0.0) -> list[dict[str, Any]]:
-        return self.call("writes", since=since)
+        result: list[dict[str, Any]] = self.call("writes", since=since)   # the server's JSON reply
+        return result
 
     def reads(self, since: float = 0.0) -> list[list[float]]:
-        return self.call("reads", since=since)
+        result: list[list[float]] = self.call("reads", since=since)   # the server's JSON reply
+        return result
 
     def close(self) -> None:
         try:

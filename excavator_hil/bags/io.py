@@ -14,6 +14,7 @@ import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Final
 
 from rosbags.highlevel import AnyReader
 from rosbags.interfaces import (
@@ -32,7 +33,7 @@ from excavator_hil.errors import BagError
 
 STORAGES: dict[str, StoragePlugin] = {"mcap": StoragePlugin.MCAP, "sqlite3": StoragePlugin.SQLITE3}
 TYPESTORE = get_typestore(Stores.ROS2_KILTED)
-BAG_VERSION = 9  # rosbag2's metadata version (Jazzy, Kilted: rosbag2_storage BagMetadata)
+BAG_VERSION: Final = 9  # rosbag2's metadata version (Jazzy, Kilted: rosbag2_storage BagMetadata)
 ROS_DISTRO = "kilted"  # the distro of the message types (TYPESTORE) and of the rclpy wheels
 
 
@@ -120,8 +121,9 @@ class BagWriter:
         storage = self._writer.storage
         if storage is not None:
             close_storage = storage.close
-            storage.close = lambda version, metadata: close_storage(version,
-                                                                    _with_distro(metadata))
+            # rosbags has no hook for the metadata it writes: wrap its storage's close
+            storage.close = lambda version, metadata: close_storage(  # type: ignore[method-assign]
+                version, _with_distro(metadata))
         self._writer.close()
         meta = self.path / "metadata.yaml"
         meta.write_text(_with_distro(meta.read_text()))

@@ -107,7 +107,7 @@ def play(bag: str, topics: Sequence[str] | None, rate: float, loop: bool, clock:
          wait_for_subscribers_s: float) -> int:
     import rclpy
 
-    from excavator_hil.bags.io import BagError
+    from excavator_hil.errors import BagError
     from excavator_kinematics.ros_runtime import shutdown_quietly
 
     try:

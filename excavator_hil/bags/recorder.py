@@ -17,18 +17,20 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from rclpy.clock import Clock as RosClock
-from rclpy.clock import ClockType
+from rclpy.clock_type import ClockType
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 
-from excavator_hil.bags.io import BagError, BagWriter, TopicQos
+from excavator_hil.bags.io import BagWriter, TopicQos
+from excavator_hil.errors import BagError
 
 
 def message_class(msgtype: str) -> type:
     """``"sensor_msgs/msg/JointState"`` -> the rclpy message class."""
     pkg, kind, name = msgtype.split("/")
-    return getattr(importlib.import_module(f"{pkg}.{kind}"), name)
+    cls: type = getattr(importlib.import_module(f"{pkg}.{kind}"), name)
+    return cls
 
 
 class BagRecorder(Node):

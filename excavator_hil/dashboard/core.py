@@ -431,8 +431,8 @@ class BridgeWatch:
             self._alive, self._alive_changed_s = alive, now_s
         alive_age = None if self._alive_changed_s is None else now_s - self._alive_changed_s
 
-        frozen = (self._cycles_changed_s is not None
-                  and now_s - self._cycles_changed_s > self.stale_s)
+        frozen_s = 0.0 if self._cycles_changed_s is None else now_s - self._cycles_changed_s
+        frozen = self._cycles_changed_s is not None and frozen_s > self.stale_s
         bridge_down = status_raw is None or cycles is None or frozen
         valid = _as_bool(v[keys.STATE_VALID])
         plc_down = reason in PLC_DOWN_REASONS or valid is not True
@@ -440,7 +440,7 @@ class BridgeWatch:
             banner = "PLC bridge not running: no plc.bridge.status in Redis"
         elif frozen:
             banner = (f"PLC bridge down: its cycle counter has not advanced for "
-                      f"{now_s - self._cycles_changed_s:.1f} s (last status {status_raw})")
+                      f"{frozen_s:.1f} s (last status {status_raw})")
         elif plc_down:
             banner = f"PLC down: {REASONS.get(reason, reason) or 'monitor values not valid'}"
         else:
@@ -452,7 +452,7 @@ class BridgeWatch:
             status=status, reason=reason, reason_text=REASONS.get(reason, reason),
             detail=v[keys.BRIDGE_DETAIL] or "", bridge_down=bridge_down, plc_down=plc_down,
             banner=banner,
-            control={k: (v[k] if v[k] is not None else "(missing)") for k in keys.CONTROL_KEYS},
+            control={k: "(missing)" if (x := v[k]) is None else x for k in keys.CONTROL_KEYS},
             monitor={k: _as_float(v[k]) for k in monitor_keys},
             state_bits={b: _as_bool(v[keys.state_key(b)]) for b in ("valid", *keys.STATE_BITS)},
             plc_alive=alive, counters=counters, cycle_rate_hz=rate, plc_alive_age_s=alive_age,

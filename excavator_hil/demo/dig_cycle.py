@@ -67,8 +67,8 @@ class DigCyclePlan:
         self._cyl = cyl
         self._pitch = np.array([w.pitch for w in waypoints])
         batch = ik.solve_batch(np.array([w.tip for w in waypoints]), self._pitch)
-        for i in np.flatnonzero(~batch.ok):
-            raise DemoError(f"waypoint '{waypoints[i].name}': {batch.message(int(i))}")
+        for i in np.flatnonzero(~batch.ok).tolist():
+            raise DemoError(f"waypoint '{waypoints[i].name}': {batch.message(i)}")
         q = batch.q.copy()
         q[:, 0] = q[0, 0] + np.cumsum(np.r_[0.0, np.angle(np.exp(1j * np.diff(q[:, 0])))])
         self._q = q
@@ -118,7 +118,12 @@ class DigCyclePlan:
                             f"followed: {batch.message(i)}")
 
 
-def default_dig_cycle(ik: InverseKinematics, start_q: Sequence[float],
+def _point(v: np.ndarray) -> tuple[float, float, float]:
+    x, y, z = (float(c) for c in v)
+    return x, y, z
+
+
+def default_dig_cycle(ik: InverseKinematics, start_q: Sequence[float] | np.ndarray,
                       dig_radius_m: float = 5.45, depth_m: float = 0.35,
                       drag_length_m: float = 1.15, dump_azimuth_rad: float = math.pi / 2,
                       time_scale: float = 1.0) -> DigCyclePlan:
@@ -133,18 +138,18 @@ def default_dig_cycle(ik: InverseKinematics, start_q: Sequence[float],
     The carry and dump poses are joint-space key poses inside the limits with margin
     (docs/demo.md). ``time_scale`` stretches every leg (2.0 = half speed).
     """
-    start_q = np.asarray(start_q, dtype=float)
+    q_start = np.asarray(start_q, dtype=float)
 
     def key_pose(name: str, degrees: tuple[float, float, float, float], duration: float
                  ) -> Waypoint:
         q = np.radians(degrees)
-        tip = tuple(float(v) for v in ik.fk.tip(q))
+        tip = _point(ik.fk.tip(q))
         return Waypoint(name, tip, float(ik.fk.bucket_pitch(q)), duration * time_scale, "joint")
 
     r, z_dig, s = dig_radius_m, -depth_m, time_scale
     swing_deg = math.degrees(dump_azimuth_rad)
-    start = Waypoint("start", tuple(float(v) for v in ik.fk.tip(start_q)),
-                     float(ik.fk.bucket_pitch(start_q)), 1.0)
+    start = Waypoint("start", _point(ik.fk.tip(q_start)),
+                     float(ik.fk.bucket_pitch(q_start)), 1.0)
     legs = [
         start,
         Waypoint("approach", (r + 0.25, 0.0, 0.7), 0.44, 3.0 * s),

@@ -162,7 +162,7 @@ class DemoOperator(Node):
                 raise RuntimeError(
                     f"tracks travelled {self.track_distance - start:.2f} m of "
                     f"{o.drive_distance_m} m in time: is plc/wheel_states reaching sim_node? "
-                    f"bridge status: {self.redis.get(keys.BRIDGE_STATUS)}")
+                    f"bridge status: {self.redis.get(keys.BRIDGE_STATUS)!r}")
             speed = o.drive_speed_m_s + 0.001 * (k % 10)
             sent.append((time.monotonic(), speed))
             self._command(speed)

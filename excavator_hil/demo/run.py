@@ -128,7 +128,10 @@ def run_demo(options: DemoOptions) -> DemoSummary:
         spin = threading.Thread(target=_spin_until_shutdown, args=(executor,), daemon=True)
         spin.start()
         print(f"demo: output in {options.output_dir}/ (process logs in {stack.logs}/)")
-        wait_for(lambda: (stack.check_alive(), operator.ready())[1], options.startup_timeout_s,
+        def up() -> bool:
+            stack.check_alive()   # a process that died fails the start-up at once
+            return operator.ready()
+        wait_for(up, options.startup_timeout_s,
                  lambda: f"the stack to come up ({operator.waiting_for()})", period=0.1)
         run_wall0, run_sim0 = time.monotonic(), operator.sim_time
         operator.run(stack.check_alive)

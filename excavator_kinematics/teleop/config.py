@@ -37,6 +37,15 @@ class Param:
     description: str
 
 
+def _four_flags(values: Any) -> tuple[bool, bool, bool, bool]:
+    """``axes.invert``: four booleans (left_x, left_y, right_x, right_y)."""
+    flags = tuple(bool(v) for v in values)
+    if len(flags) != 4:
+        raise ConfigError(f"axes.invert has {len(flags)} entries: give 4 booleans "
+                          "(left_x, left_y, right_x, right_y)")
+    return flags[0], flags[1], flags[2], flags[3]
+
+
 def _p(name: str, default: Any, low: float | None, high: float | None, unit: str,
        description: str) -> Param:
     return Param(name, default, low, high, unit, description)
@@ -171,7 +180,7 @@ def settings_from_parameters(values: Mapping[str, Any]) -> dict[str, Any]:
         "stop_time_s": v["stop_time_s"],
         "shaping": Shaping(v["shaping.dead_band"], v["shaping.expo"]),
         "layout": JoyLayout(v["axes.left_x"], v["axes.left_y"], v["axes.right_x"],
-                            v["axes.right_y"], tuple(bool(b) for b in v["axes.invert"])),
+                            v["axes.right_y"], _four_flags(v["axes.invert"])),
         "travel": TravelLayout(**{k: travel[k] for k in (
             "left_axis", "right_axis", "left_forward_button", "left_reverse_button",
             "right_forward_button", "right_reverse_button", "button_fraction")}),

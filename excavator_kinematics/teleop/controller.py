@@ -193,9 +193,10 @@ class TeleopCore:
                 positions[name] = self.clip(name, q + rate * s.command_lead_s)
                 caps[name] = abs(rate)
             else:
-                if self._hold[name] is None:
-                    self._hold[name] = self.clip(name, q + qd * s.stop_time_s)
-                positions[name] = float(self._hold[name])
+                hold = self._hold[name]
+                if hold is None:
+                    hold = self._hold[name] = self.clip(name, q + qd * s.stop_time_s)
+                positions[name] = float(hold)
                 caps[name] = 0.0
         return JointCommand(positions, caps, valve, info)
 

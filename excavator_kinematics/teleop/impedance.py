@@ -93,7 +93,8 @@ class ImpedanceModel:
         """dX/dt with the last set-point."""
         p = self.params
         xi_dd = (self._x0 - p.b * self._s[:, 1] - p.k * self._s[:, 0]) / p.m
-        return p.b * xi_dd + p.k * self._s[:, 1] + self._s[:, 3]
+        rate: np.ndarray = p.b * xi_dd + p.k * self._s[:, 1] + self._s[:, 3]
+        return rate
 
     def reset(self, x: np.ndarray, v: np.ndarray | None = None) -> None:
         """Rest at X = ``x`` (set-point there too), with rate ``v`` if given."""
@@ -146,7 +147,9 @@ class ImpedanceModel:
                      commanded_force: np.ndarray | None = None) -> np.ndarray:
         """Where the model settles: ``X_0 + (F_0 - F_e) / K_d``."""
         f0 = np.zeros(3) if commanded_force is None else np.asarray(commanded_force, float)
-        return np.asarray(x0, float) + (np.asarray(soil_force, float) + f0) / self.params.k
+        settled: np.ndarray = (np.asarray(x0, float)
+                               + (np.asarray(soil_force, float) + f0) / self.params.k)
+        return settled
 
 
 def soil_force_in_task(force_world: np.ndarray, torque_world: np.ndarray,
@@ -223,7 +226,8 @@ class HandMapping:
         if self._ref_hand is None or self._ref_task is None:
             raise InvalidInputError("hand mapping not engaged: call engage() first")
         scale = np.array([self.position_scale, self.position_scale, self.angle_scale])
-        return self._ref_task + scale * (np.asarray(hand, float) - self._ref_hand)
+        task: np.ndarray = self._ref_task + scale * (np.asarray(hand, float) - self._ref_hand)
+        return task
 
 
 def hand_coordinates(position: tuple[float, float, float],

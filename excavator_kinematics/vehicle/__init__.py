@@ -35,7 +35,7 @@ from excavator_kinematics.vehicle.saturation import (
 )
 from excavator_kinematics.vehicle.skid_steer import SkidSteerModel
 
-MODELS: dict[str, Any] = {
+MODELS: dict[str, type[SkidSteerModel] | type[AckermannModel] | type[FourWheelSteerModel]] = {
     "skid_steer": SkidSteerModel,
     "ackermann": AckermannModel,
     "4wd4ws": FourWheelSteerModel,

@@ -202,7 +202,9 @@ class AckermannModel:
                 f"(wheelbase {wb:g} m, front track {self.front_track_m:g} m); check the angle "
                 "sensors' zero and sign (+ left)")
         kappa = sin[:, use] / den[:, use]
-        return 0.5 * (kappa[:, 0] + kappa[:, 1]) if len(use) == 2 else kappa[:, 0]
+        curvature: np.ndarray = (0.5 * (kappa[:, 0] + kappa[:, 1]) if len(use) == 2
+                                 else kappa[:, 0])
+        return curvature
 
     def curvature_from_angles(self, angles: np.ndarray) -> float:
         """``curvatures`` of one measurement ``[fl, fr]`` [rad]: [1/m] (plain Python)."""

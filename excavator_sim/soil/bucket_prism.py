@@ -50,7 +50,8 @@ class BucketPose:
         cy, sy = math.cos(self.yaw), math.sin(self.yaw)
         rz = np.array([[cy, -sy, 0.0], [sy, cy, 0.0], [0.0, 0.0, 1.0]])
         ry = np.array([[cp, 0.0, sp], [0.0, 1.0, 0.0], [-sp, 0.0, cp]])
-        return rz @ ry
+        rotation: np.ndarray = rz @ ry
+        return rotation
 
     def quaternion(self) -> tuple[float, float, float, float]:
         """Orientation as a unit quaternion (x, y, z, w): yaw about z after pitch about y."""
@@ -128,7 +129,7 @@ class BucketPrism:
     @property
     def cross_section_area_m2(self) -> float:
         (jx, jz), (bx, bz), (tx, tz) = self.side_view
-        return 0.5 * abs((bx - jx) * (tz - jz) - (tx - jx) * (bz - jz))
+        return 0.5 * abs(float((bx - jx) * (tz - jz) - (tx - jx) * (bz - jz)))
 
     @property
     def volume_m3(self) -> float:
@@ -154,7 +155,8 @@ class BucketPrism:
                 [self.t[0], -half, self.t[2]],
             ]
         )
-        return local @ rot.T + pose.position
+        corners: np.ndarray = local @ rot.T + pose.position
+        return corners
 
 
 # Face polygons (indices into ``BucketPrism.corners``), each convex and ordered around its rim.

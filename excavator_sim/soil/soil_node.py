@@ -70,7 +70,7 @@ from excavator_sim.soil.config import (
     spec_for,
 )
 from excavator_sim.soil.errors import OutsideGridError, SoilError
-from excavator_sim.soil.forces import DiMaioForceModel
+from excavator_sim.soil.forces import DiMaioForceModel, SurfaceFn
 from excavator_sim.soil.plausibility import SoilPlausibility
 from excavator_sim.soil.terrain import Box, Terrain
 
@@ -186,7 +186,7 @@ class SoilNode(Node):
             self.plausibility.check_pose(pose, self.terrain.surface_m)  # before any soil moves
             try:
                 update = self.terrain.update(pose)
-                surface = self.terrain.surface_m
+                surface: SurfaceFn = self.terrain.surface_m
             except OutsideGridError as exc:
                 self._reject(str(exc))
                 surface = _no_ground  # keep the wrench current: only the load weighs
@@ -277,7 +277,7 @@ class SoilNode(Node):
         self.diagnostics.publish(OK, "running", self._counters())
 
 
-def _no_ground(x: np.ndarray, _y: np.ndarray) -> np.ndarray:
+def _no_ground(x: np.ndarray | float, _y: np.ndarray | float) -> np.ndarray:
     return np.full(np.shape(x), -np.inf)
 
 
