@@ -114,3 +114,20 @@ def test_run_node_exits_2_on_every_packages_config_error(cls: type[Exception]) -
     assert "Traceback" not in proc.stderr
     assert "[FATAL] invalid configuration: parameter x = 7 outside 0..5: set it within the " \
            "range" in proc.stderr
+
+
+def test_a_broken_bag_is_a_bag_error_caused_by_rosbags(tmp_path: Path) -> None:
+    """rosbags' reader error is re-raised at the system package's boundary as a BagError
+    naming the directory, with rosbags' error as the cause (as AnyReader itself wraps the
+    readers' errors)."""
+    from rosbags.highlevel import AnyReaderError
+
+    from excavator_hil.bags.io import read_bag
+
+    bag = tmp_path / "bag"
+    bag.mkdir()
+    (bag / "metadata.yaml").write_text("rosbag2_bagfile_information: {version: 99}\n")
+    with pytest.raises(BagError, match=f"{bag} cannot be read as a rosbag2 directory") as info:
+        read_bag(bag)
+    assert isinstance(info.value, HilError)
+    assert isinstance(info.value.__cause__, AnyReaderError)

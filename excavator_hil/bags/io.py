@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from rosbags.highlevel import AnyReader
+from rosbags.highlevel import AnyReader, AnyReaderError
 from rosbags.interfaces import (
     Connection,
     Qos,
@@ -26,7 +26,7 @@ from rosbags.interfaces import (
     QosReliability,
     QosTime,
 )
-from rosbags.rosbag2 import StoragePlugin, Writer
+from rosbags.rosbag2 import StoragePlugin, Writer, WriterError
 from rosbags.typesys import Stores, get_typestore
 
 from excavator_hil.errors import BagError
@@ -88,7 +88,11 @@ class BagWriter:
             raise BagError(f"{self.path} exists already: rosbag2 writes a new directory; "
                            "choose another output path or remove it")
         self._writer = Writer(self.path, version=BAG_VERSION, storage_plugin=STORAGES[storage])
-        self._writer.open()
+        try:
+            self._writer.open()
+        except WriterError as exc:   # rosbags' error, wrapped at this package's boundary
+            raise BagError(f"{self.path}: cannot create the bag ({exc}); choose a writable "
+                           "output path") from exc
         self._connections: dict[str, Connection] = {}
         self.counts: dict[str, int] = {}
 
@@ -165,16 +169,20 @@ def read_bag(path: str | Path, topics: Sequence[str] | None = None) -> BagConten
     path = Path(path)
     if not (path / "metadata.yaml").is_file():
         raise BagError(f"{path} is not a rosbag2 directory (no metadata.yaml)")
-    with AnyReader([path], default_typestore=TYPESTORE) as reader:
-        conns = [c for c in reader.connections if topics is None or c.topic in topics]
-        if topics is not None:
-            missing = sorted(set(topics) - {c.topic for c in conns})
-            if missing:
-                raise BagError(f"{path} has no topic {', '.join(missing)}; it has "
-                               f"{', '.join(sorted({c.topic for c in reader.connections}))}")
-        info = {c.topic: (c.msgtype, _from_connection(c)) for c in conns}
-        messages = [BagMessage(c.topic, c.msgtype, t, bytes(raw))
-                    for c, t, raw in reader.messages(connections=conns)]
+    try:
+        with AnyReader([path], default_typestore=TYPESTORE) as reader:
+            conns = [c for c in reader.connections if topics is None or c.topic in topics]
+            if topics is not None:
+                missing = sorted(set(topics) - {c.topic for c in conns})
+                if missing:
+                    raise BagError(f"{path} has no topic {', '.join(missing)}; it has "
+                                   f"{', '.join(sorted({c.topic for c in reader.connections}))}")
+            info = {c.topic: (c.msgtype, _from_connection(c)) for c in conns}
+            messages = [BagMessage(c.topic, c.msgtype, t, bytes(raw))
+                        for c, t, raw in reader.messages(connections=conns)]
+    except AnyReaderError as exc:   # rosbags' error, wrapped at this package's boundary
+        raise BagError(f"{path} cannot be read as a rosbag2 directory: {exc}; check that "
+                       "'ros2 bag info' reads it") from exc
     messages.sort(key=lambda m: m.timestamp_ns)
     return BagContents(messages=messages, topics=info)
 
