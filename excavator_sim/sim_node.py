@@ -129,6 +129,7 @@ class SimNode(Node):
         self._lag_since_status = -math.inf
         self._stale_at_status = 0
         self._periods = 0
+        self._paced_since: float | None = None  # wall time of the first paced period [s]
 
         # use_sim_time (declared by rclpy): this node is then the source of /clock. Read once at
         # start-up; without it no /clock publisher exists at all.
@@ -271,13 +272,16 @@ class SimNode(Node):
                 self.step_period()
                 if time.monotonic() >= deadline:
                     return
-        due = self.pacer.due(time.monotonic(), self.sim.time)
+        now = time.monotonic()
+        if self._paced_since is None:
+            self._paced_since = now
+        due = self.pacer.due(now, self.sim.time)
         for _ in range(min(due, _MAX_BURST)):
             self.step_period()
         if due:
             now = time.monotonic()
             lag = self.pacer.lag(now, self.sim.time)
-            if now - self.pacer.wall0 - self.pacer.slipped_s > _STARTUP_S:
+            if now - self._paced_since > _STARTUP_S:
                 self.lag.add(lag)
                 self._lag_since_status = max(self._lag_since_status, lag)
 

@@ -46,7 +46,7 @@ def probe():
 def _sim_status(diagnostics: list[DiagnosticArray], key: str) -> str | None:
     for array in reversed(list(diagnostics)):
         for st in array.status:
-            if st.name.startswith("sim_node") and st.message == "running":
+            if st.name.startswith("sim_node") and st.message.startswith("running"):
                 return next((kv.value for kv in st.values if kv.key == key), None)
     return None
 

@@ -118,7 +118,7 @@ class SoilNode(Node):
         self.update_time_s = 0.0
         self.last_force = np.zeros(3)
         self.poses_superseded = 0  # poses replaced by a newer one before they were processed
-        self._last_sequence: int | None = None
+        self._last_sequence: dict[bytes, int] = {}  # per publisher (gid)
         self._mesh_dirty = True
         g = config.terrain
         self._stride = stride_for(g.nx, g.ny, HEIGHTMAP_MAX_NODES)
@@ -187,7 +187,7 @@ class SoilNode(Node):
         lin, ang = msg.twist.linear, msg.twist.angular
         self.twist = (np.array([lin.x, lin.y, lin.z]), np.array([ang.x, ang.y, ang.z]))
 
-    def on_pose(self, msg: PoseStamped, info: dict[str, Any] | None = None) -> None:
+    def on_pose(self, msg: PoseStamped, info: dict[str, Any] | None) -> None:
         self._count_superseded(info)
         if msg.header.frame_id not in ("", WORLD):
             self._reject(f"bucket_pose in frame {msg.header.frame_id!r}: send it in 'world'")
@@ -236,13 +236,16 @@ class SoilNode(Node):
                 self.publish_patch(self.terrain.take_dirty() or update.changed)
 
     def _count_superseded(self, info: dict[str, Any] | None) -> None:
-        """Count poses the depth-1 queue replaced, from the publisher's sequence numbers (when
-        the middleware reports them; a restarted or second publisher resets the count)."""
+        """Count poses the depth-1 queue replaced: gaps in each publisher's sequence numbers
+        (when the middleware reports them, as Fast DDS does)."""
         seq = (info or {}).get("publication_sequence_number")
         if not seq:
             return
-        last, self._last_sequence = self._last_sequence, int(seq)
-        if last is not None and 1 < seq - last <= 1000:
+        gid = (info or {}).get("publisher_gid") or {}
+        key = bytes(gid.get("data", b"")) if isinstance(gid, dict) else b""
+        last = self._last_sequence.get(key)
+        self._last_sequence[key] = int(seq)
+        if last is not None and seq > last + 1:
             self.poses_superseded += int(seq - last - 1)
 
     # --- outputs -------------------------------------------------------------------------
