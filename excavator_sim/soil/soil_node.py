@@ -134,8 +134,10 @@ class SoilNode(Node):
             PointCloud2, "soil/heightmap",
             QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL))
         self.patch_pub = self.create_publisher(Float64MultiArray, "soil/terrain_patch", 10)
-        self.create_subscription(PoseStamped, "bucket_pose", self.on_pose, LATEST_ONLY)
+        # twist first: when both are ready the executor takes them in this order, so a pose
+        # is processed with the twist of its own instant (sim_node sends the twist first)
         self.create_subscription(TwistStamped, "bucket_twist", self.on_twist, LATEST_ONLY)
+        self.create_subscription(PoseStamped, "bucket_pose", self.on_pose, LATEST_ONLY)
         self.diagnostics = Diagnostics(self, f"{self.get_name()}: soil")
         self.rejections = Rejections(self, self.diagnostics, "input")
         self.create_timer(1.0, self.publish_status)
