@@ -261,6 +261,8 @@ def full_stack(quick: bool, warmup: float, side_bridge_cycles: int, rt_priority:
     args = [sys.executable, "-m", "excavator_hil.cli", "demo", "--output", str(out)]
     if quick:
         args.append("--quick")
+    if rt_priority:
+        args += ["--rt-priority", str(rt_priority)]
     t0 = time.monotonic()
     demo = subprocess.Popen(args, cwd=REPO, env=_ros_env(), stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
@@ -295,7 +297,8 @@ def main() -> None:
     parser.add_argument("--bridge-cycles", type=int, default=3000,
                         help="bench/bridge.py cycles alone and beside the stack (0: skip)")
     parser.add_argument("--rt-priority", type=int, default=0,
-                        help="SCHED_FIFO priority for the bench bridges (needs CAP_SYS_NICE)")
+                        help="SCHED_FIFO priority for the demo's bridge and virtual PLC and "
+                             "the bench bridges (needs CAP_SYS_NICE)")
     parser.add_argument("--warmup", type=float, default=15.0,
                         help="CPU is measured from this long after the demo's start [s]")
     args = parser.parse_args()
