@@ -64,7 +64,7 @@ class DemoSummary:
         if self.real_time_held:
             return (f"  real time               held (lag behind the wall clock p99 "
                     f"{self.lag_ms_p99:.1f} ms, max {self.lag_ms_max:.1f} ms)")
-        return (f"  real time               NOT HELD: the simulation fell up to "
-                f"{self.lag_ms_max:.0f} ms behind the wall clock ({self.lag_warnings} warnings, "
-                f"{self.slipped_s:.2f} s given up); this machine could not keep up, so forces "
-                "and timings of this run are not those of real time")
+        return (f"  real time               NOT HELD: up to {self.lag_ms_max:.0f} ms behind the "
+                f"wall clock ({self.lag_warnings} warnings, {self.slipped_s:.2f} s given up)\n"
+                "                          this machine could not keep up: forces and timings "
+                "of this run are not those of real time")
