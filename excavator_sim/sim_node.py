@@ -360,7 +360,7 @@ class SimNode(Node):
             try:
                 self.publish_markers()
             except Exception as exc:  # noqa: BLE001 - rclpy shutting down under the thread
-                if not self._stop.is_set():
+                if not self._stop.is_set() and self.context.ok():  # not shutting down
                     self.get_logger().error(f"marker publish failed: {exc}")
                 return
 

@@ -273,7 +273,7 @@ class SoilNode(Node):
             try:
                 self.publish_heightmap()
             except Exception as exc:  # noqa: BLE001 - rclpy shutting down under the thread
-                if not self._stop.is_set():
+                if not self._stop.is_set() and self.context.ok():  # not shutting down
                     self.get_logger().error(f"heightmap publish failed: {exc}")
                 return
 
