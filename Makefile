@@ -6,8 +6,13 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 export MUJOCO_GL ?= egl
+# The real `ros2 launch` (launch, launch_ros, ros2cli wheels built from source for Kilted), where
+# the shared folder is beside the checkout: test/test_launch_real.py runs the launch files with it
+# (and skips without it).
+ROS2_LAUNCH ?= $(firstword $(wildcard ../shared/ros2-launch ../../shared/ros2-launch))
+LAUNCH_STAMP := $(VENV)/.ros2-launch
 
-.PHONY: demo test lint bench clean-venv
+.PHONY: demo test lint bench browser clean-venv
 
 $(STAMP): requirements.txt setup.py
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -22,7 +27,23 @@ demo: $(STAMP)
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 
-test: lint
+# Debian's chromium + chromedriver for the dashboard's browser tests: installed only as root
+# with apt (no browser download); elsewhere those tests skip and say why.
+browser:
+	@if command -v chromium >/dev/null && command -v chromedriver >/dev/null; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	    chromium chromium-driver >/dev/null; \
+	else echo "make browser: no chromium/chromedriver and not root with apt-get:" \
+	  "test/test_dashboard_e2e.py will skip"; fi
+
+$(LAUNCH_STAMP): $(STAMP) $(wildcard $(ROS2_LAUNCH)/wheels/*.whl)
+ifneq ($(ROS2_LAUNCH),)
+	PYTHON=$(abspath $(PY)) bash $(ROS2_LAUNCH)/install.sh
+endif
+	@touch $@
+
+test: lint browser $(LAUNCH_STAMP)
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 bench: $(STAMP)

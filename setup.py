@@ -17,7 +17,6 @@ setup(
         (f"share/{PACKAGE}/launch", glob("launch/*.launch.py")),
         (f"share/{PACKAGE}/config", glob("config/*.yaml")),
         (f"share/{PACKAGE}/rviz", glob("rviz/*.rviz")),
-        (f"share/{PACKAGE}/urdf", glob("urdf/*.urdf")),
     ],
     # Versions are pinned in requirements.txt only; a ROS 2 install resolves package.xml instead.
     install_requires=["setuptools", "numpy", "scipy", "pyyaml"],
@@ -32,14 +31,17 @@ setup(
     description="Hydraulic excavator simulation (MuJoCo) with closed-form kinematics, soil "
     "interaction and a Redis <-> Siemens S7 PLC bridge for hardware-in-the-loop.",
     license="Apache-2.0",
-    tests_require=["pytest"],
     entry_points={
         "console_scripts": [
-            "ik_node = excavator_kinematics.ik_node:main",
-            "sim_node = excavator_sim.sim_node:main",
-            "soil_node = excavator_sim.soil.soil_node:main",
-            "plc_bridge = plc_bridge.bridge_node:main",
-            "virtual_plc = plc_bridge.virtual_plc_cli:main",
+            # Each runs <module>.main() with a SIGINT during the imports ending it quietly
+            # (ros2 launch's double Ctrl-C): excavator_hil/node_entry.py.
+            "ik_node = excavator_hil.node_entry:ik_node",
+            "teleop_node = excavator_hil.node_entry:teleop_node",
+            "sim_node = excavator_hil.node_entry:sim_node",
+            "soil_node = excavator_hil.node_entry:soil_node",
+            "plc_bridge = excavator_hil.node_entry:plc_bridge",
+            "virtual_plc = excavator_hil.node_entry:virtual_plc",
+            "dashboard = excavator_hil.dashboard.app:main",
             "excavator-hil = excavator_hil.cli:main",
         ],
     },

@@ -25,7 +25,7 @@ SAMPLE_TARGETS: tuple[tuple[str, tuple[float, float, float], float], ...] = (
 
 
 def _cmd_ik(args: argparse.Namespace) -> int:
-    from excavator_kinematics.errors import KinematicsError
+    from excavator_kinematics.errors import KinematicsError, fmt_number
     from excavator_kinematics.geometry import ExcavatorGeometry, default_geometry
     from excavator_kinematics.inverse_kinematics import InverseKinematics
 
@@ -46,12 +46,12 @@ def _cmd_ik(args: argparse.Namespace) -> int:
     print("-" * len(header))
     failures = 0
     for name, target, pitch in cases:
-        t = f"{target[0]:6.2f},{target[1]:6.2f},{target[2]:6.2f}"
+        t = ",".join(f"{fmt_number(v, '.2f'):>6}" for v in target)
         try:
             sol = ik.solve(target, pitch)
         except KinematicsError as exc:
             failures += 1
-            print(f"{name:<14}{t:>22}{math.degrees(pitch):7.1f} | rejected: {exc}")
+            print(f"{name:<14}{t:>22}{fmt_number(math.degrees(pitch), '.1f'):>7} | rejected: {exc}")
             continue
         q = [math.degrees(v) for v in sol.q]
         e = ",".join(f"{v:.3f}" for v in sol.extensions)
@@ -78,7 +78,8 @@ def _cmd_bag_record(args: argparse.Namespace) -> int:
     if topics is None and not args.all:
         print("error: name the topics to record, or pass --all")
         return 2
-    return record(args.output, topics, args.storage, args.duration, args.max_messages)
+    return record(args.output, topics, args.storage, args.duration, args.max_messages,
+                  args.use_sim_time)
 
 
 def _cmd_bag_play(args: argparse.Namespace) -> int:
@@ -102,6 +103,9 @@ def build_parser() -> argparse.ArgumentParser:
                           "control and monitor data blocks"),
         ("bridge", "run the Redis <-> S7 bridge without ROS"),
         ("virtual-plc", "run the virtual PLC (an S7 server with a vehicle plant)"),
+        ("ament-register", "register the pip-installed package in an ament prefix (the venv) "
+                           "for ros2 launch / ros2 run"),
+        ("dashboard", "browser dashboard: targets, machine, soil, PLC bridge, stop (127.0.0.1)"),
     ):
         cmd = sub.add_parser(name, help=text, add_help=False)
         cmd.add_argument("rest", nargs=argparse.REMAINDER)
@@ -126,6 +130,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="stop after this many seconds [s] (0: until Ctrl-C)")
     rec.add_argument("--max-messages", type=int, default=0,
                      help="stop after this many messages (0: no limit)")
+    rec.add_argument("--use-sim-time", action="store_true",
+                     help="stamp messages with /clock (the simulation's time, as in their "
+                          "headers) instead of wall time, like ros2 bag record --use-sim-time")
     rec.set_defaults(func=_cmd_bag_record)
     ply = bag.add_parser("play", help="replay a bag into the live graph with its timing")
     ply.add_argument("bag", help="rosbag2 directory (this tool's or ros2 bag record's)")
@@ -159,16 +166,47 @@ PASS_THROUGH: dict[str, Callable[[argparse.Namespace], int]] = {
     "plc-db-source": _module_main("plc_bridge.scl_export"),
     "bridge": _module_main("plc_bridge.bridge_cli"),
     "virtual-plc": _module_main("plc_bridge.virtual_plc_cli"),
+    "ament-register": _module_main("excavator_hil.ament_register"),
+    "dashboard": _module_main("excavator_hil.dashboard.app"),
 }
 
 
+def _user_errors() -> tuple[type[BaseException], ...]:
+    """Errors that are the user's input (a file, a value), not a bug: shown as one line."""
+    from excavator_kinematics.errors import KinematicsError  # ConfigError included
+
+    errors: list[type[BaseException]] = [KinematicsError, OSError]
+    try:
+        import yaml
+
+        errors.append(yaml.YAMLError)
+    except ImportError:  # pragma: no cover - yaml is a dependency
+        pass
+    try:
+        from excavator_sim.soil.errors import SoilError
+
+        errors.append(SoilError)
+    except ImportError:  # pragma: no cover
+        pass
+    return tuple(errors)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run a sub-command. A bad file or value (missing, not YAML, out of range) ends with one
+    ``excavator-hil: error: ...`` line and exit code 2, never a traceback."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    # argparse's REMAINDER does not capture leading options: hand these over directly.
-    if argv and argv[0] in PASS_THROUGH:
-        return int(PASS_THROUGH[argv[0]](argparse.Namespace(rest=argv[1:])))
-    args = build_parser().parse_args(argv)
-    return int(args.func(args))
+    try:
+        # argparse's REMAINDER does not capture leading options: hand these over directly.
+        if argv and argv[0] in PASS_THROUGH:
+            return int(PASS_THROUGH[argv[0]](argparse.Namespace(rest=argv[1:])))
+        args = build_parser().parse_args(argv)
+        return int(args.func(args))
+    except KeyboardInterrupt:
+        return 130
+    except _user_errors() as exc:
+        message = " ".join(str(exc).split())  # YAML errors span several lines
+        print(f"excavator-hil: error: {message}", file=sys.stderr, flush=True)
+        return 2
 
 
 if __name__ == "__main__":

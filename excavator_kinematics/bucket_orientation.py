@@ -30,7 +30,7 @@ def bucket_pitch_from_quaternion(
     """
     q = np.asarray(quaternion, dtype=float)
     n = float(np.linalg.norm(q))
-    if not np.all(np.isfinite(q)) or n < 1e-9:
+    if not (np.all(np.isfinite(q)) and math.isfinite(n)) or n < 1e-9:  # n: 1e308 overflows
         raise ValueError(f"orientation {tuple(q.tolist())} is not a valid quaternion "
                          "(finite, non-zero (x, y, z, w))")
     x, y, z, w = q / n

@@ -26,3 +26,10 @@ class LinkageClosureError(KinematicsError):
 
 class UnreachableError(KinematicsError):
     """An IK target outside the workspace."""
+
+
+def fmt_number(value: float, spec: str = ".3f") -> str:
+    """``value`` with ``spec`` while that stays short, else ``:.6g``: an error message shows
+    1e+308 as ``1e+308``, not as its 309 digits."""
+    v = float(value)
+    return format(v, spec) if abs(v) < 1e6 else format(v, ".6g")

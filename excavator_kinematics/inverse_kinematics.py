@@ -30,6 +30,7 @@ from excavator_kinematics.errors import (
     KinematicsError,
     StrokeLimitError,
     UnreachableError,
+    fmt_number,
 )
 from excavator_kinematics.forward_kinematics import ForwardKinematics
 from excavator_kinematics.geometry import CYLINDER_NAMES, ExcavatorGeometry
@@ -176,9 +177,9 @@ class InverseKinematics:
     # --- messages ------------------------------------------------------------------------
     def explain(self, code: IKStatus, target: np.ndarray, pitch: float) -> str:
         """The reason a target failed, with the value and the limit."""
-        tgt = f"target ({target[0]:.3f}, {target[1]:.3f}, {target[2]:.3f}) m"
-        pitch_s = f"bucket pitch {math.degrees(pitch):.1f} deg" if math.isfinite(pitch) else (
-            f"bucket pitch {pitch}")
+        tgt = f"target ({', '.join(fmt_number(v) for v in target[:3])}) m"
+        pitch_s = (f"bucket pitch {fmt_number(math.degrees(pitch), '.1f')} deg"
+                   if math.isfinite(pitch) else f"bucket pitch {pitch}")
         if code is IKStatus.NOT_FINITE:
             return (f"{tgt} with {pitch_s}: every coordinate and the pitch must be finite "
                     "numbers (got NaN or inf)")
@@ -189,20 +190,22 @@ class InverseKinematics:
         lo, hi = self.reach_range_m
         if code is IKStatus.OUT_OF_REACH:
             side = "beyond the longest" if d > hi else "inside the shortest"
-            return (f"{tgt} with {pitch_s} is out of reach: its wrist point M is {d:.3f} m from "
-                    f"the boom foot C, {side} reach; the arm cylinder stroke allows "
-                    f"{lo:.3f}..{hi:.3f} m. Move the target or change the pitch.")
+            return (f"{tgt} with {pitch_s} is out of reach: its wrist point M is "
+                    f"{fmt_number(d)} m from the boom foot C, {side} reach; the arm cylinder "
+                    f"stroke allows {lo:.3f}..{hi:.3f} m. Move the target or change the pitch.")
         col = {IKStatus.SWING_LIMIT: 0, IKStatus.BOOM_LIMIT: 1, IKStatus.ARM_LIMIT: 2,
                IKStatus.BUCKET_LIMIT: 3}[code]
         value = float(q_all[0, col])
         name = ACTIVE_JOINTS[col]
         if col == 0:
             lim = g.swing_limits_rad
-            return (f"{tgt}: swing {math.degrees(value):.1f} deg outside the configured swing "
+            swing = fmt_number(math.degrees(value), ".1f")
+            return (f"{tgt}: swing {swing} deg outside the configured swing "
                     f"limits {math.degrees(lim[0]):.1f}..{math.degrees(lim[1]):.1f} deg")
         lim = self.linkage.joint_limits[name]
         cyl = CYLINDER_NAMES[col - 1]
-        msg = (f"{tgt} with {pitch_s} needs the {name} joint at {math.degrees(value):.1f} deg, "
+        joint = fmt_number(math.degrees(value), ".1f")
+        msg = (f"{tgt} with {pitch_s} needs the {name} joint at {joint} deg, "
                f"outside {math.degrees(lim[0]):.1f}..{math.degrees(lim[1]):.1f} deg that the "
                f"{cyl} stroke allows ({g.cylinders[cyl].stroke_range})")
         if name == "bucket":
@@ -216,7 +219,7 @@ class InverseKinematics:
         the cosine of the two-link triangle (outside [-1, 1]: no triangle)."""
         g = self.geometry
         x, y, z = targets[:, 0], targets[:, 1], targets[:, 2]
-        with np.errstate(invalid="ignore"):
+        with np.errstate(invalid="ignore", over="ignore"):  # huge targets: out of reach
             rho = np.hypot(x, y) - g.B[0]
             # Wrist M in the boom plane, relative to the boom foot C.
             cp, sp = np.cos(pitch), np.sin(pitch)

@@ -27,6 +27,7 @@ from excavator_kinematics.errors import (
     InvalidInputError,
     LinkageClosureError,
     StrokeLimitError,
+    fmt_number,
 )
 from excavator_kinematics.geometry import CYLINDER_NAMES, Cylinder, ExcavatorGeometry, Vec2
 
@@ -225,7 +226,7 @@ class Linkage:
                 lo, hi = self.joint_limits[name]
                 cyl = CYLINDER_NAMES[JOINT_NAMES.index(name)]
                 raise StrokeLimitError(
-                    f"{name} joint {math.degrees(v):.1f} deg outside "
+                    f"{name} joint {fmt_number(math.degrees(v), '.1f')} deg outside "
                     f"{math.degrees(lo):.1f}..{math.degrees(hi):.1f} deg, the range the "
                     f"{cyl} stroke allows" + (self._toggle_note() if name == "bucket" else "")
                 )
@@ -245,8 +246,8 @@ class Linkage:
                 note = (f" (stroke {cyl.stroke_range}; below {lo:.3f} m the bucket four-bar is "
                         "past its toggle)" if name == "bucket_cylinder" and lo > cyl.stroke_min_m
                         else "")
-                raise StrokeLimitError(f"{name} extension {v:.3f} m outside {lo:.3f}..{hi:.3f} m"
-                                       + note)
+                raise StrokeLimitError(f"{name} extension {fmt_number(v)} m outside "
+                                       f"{lo:.3f}..{hi:.3f} m" + note)
 
     # --- joints <-> cylinders ------------------------------------------------------------
     def extensions_from_joint(self, joint_or_cylinder: str, q: ArrayLike) -> np.ndarray:

@@ -1,9 +1,16 @@
-"""ROS 2 parameter files read without ROS: the nested YAML seen as ROS's dotted names."""
+"""ROS 2 parameter files read without ROS: the nested YAML seen as ROS's dotted names, and
+the check that a ``--params-file`` is one before rcl parses it (rcl's own errors name a C source
+line, not the problem)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
+
+import yaml
+
+from excavator_kinematics.errors import ConfigError
 
 
 def flatten(tree: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -17,3 +24,83 @@ def flatten(tree: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
         else:
             out[name] = value
     return out
+
+
+_BOOLS = {"true", "false", "yes", "no", "on", "off"}  # YAML 1.1 bools, as rcl reads them
+
+
+def check_ros_arguments(args: Sequence[str]) -> None:
+    """Raise :class:`ConfigError` for the ROS arguments a user most often gets wrong, before
+    rcl parses them (its messages name C source lines): every ``--params-file`` must be a
+    parameter file (:func:`check_params_file`), every ``-p``/``--param`` a ``name:=value``."""
+    in_ros = False
+    it = iter(args)
+    for arg in it:
+        if arg == "--ros-args":
+            in_ros = True
+        elif arg == "--":
+            in_ros = False
+        elif in_ros and arg == "--params-file":
+            check_params_file(next(it, ""))
+        elif in_ros and arg in ("-p", "--param"):
+            rule = next(it, "")
+            name, sep, _ = rule.partition(":=")
+            if not (sep and name):
+                raise ConfigError(f"parameter override {arg} {rule!r} is not 'name:=value': "
+                                  f"write e.g. {arg} use_sim_time:=true")
+            value = rule.partition(":=")[2]
+            if name.rpartition(":")[2] == "use_sim_time" and value.lower() not in _BOOLS:
+                raise ConfigError(f"parameter override {arg} {rule!r}: use_sim_time is true or "
+                                  "false")
+
+
+def check_params_file(path: str | Path) -> None:
+    """Raise :class:`ConfigError` (naming the file, what is wrong and the expected shape) unless
+    ``path`` is a readable ROS 2 parameter file: YAML whose top level maps node names (``/**``,
+    ``node``, or namespaces holding those) to ``ros__parameters:`` mappings. An empty file is
+    valid (no parameters), as for ROS."""
+    shape = ("expected '/**:' (or a node name) -> 'ros__parameters:' -> name: value, as in "
+             "config/sim.yaml")
+    p = Path(path)
+    if not str(path):
+        raise ConfigError("--params-file needs a file name: --ros-args --params-file FILE.yaml")
+    try:
+        text = p.read_text()
+    except OSError as exc:
+        raise ConfigError(f"cannot read parameter file {p}: {exc.strerror or exc}; give the "
+                          "path of an existing YAML file") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        context, start = getattr(exc, "context", None), getattr(exc, "context_mark", None)
+        if context and start is not None:  # "while parsing a flow sequence" at its start
+            problem += f" ({context.removeprefix('while ')} from line {start.line + 1})"
+        raise ConfigError(f"parameter file {p} is not valid YAML{where}: {problem}") from None
+    if data is None:
+        return
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"parameter file {p} holds {_kind(data)} at the top; {shape}")
+    _check_node_sections(data, p, (), shape)
+
+
+def _check_node_sections(tree: Mapping[Any, Any], path: Path, keys: tuple[str, ...],
+                         shape: str) -> None:
+    for key, value in tree.items():
+        where = "/".join((*keys, str(key)))
+        if key == "ros__parameters":
+            if value is not None and not isinstance(value, Mapping):
+                raise ConfigError(f"parameter file {path}: '{where}' holds {_kind(value)}, not "
+                                  f"a mapping of parameters; {shape}")
+            continue
+        if not isinstance(value, Mapping):
+            raise ConfigError(f"parameter file {path}: '{where}' is not a node section (it holds "
+                              f"{value!r:.60} instead of 'ros__parameters:'); {shape}")
+        _check_node_sections(value, path, (*keys, str(key)), shape)
+
+
+def _kind(value: object) -> str:
+    return {list: "a list", str: "a string", int: "a number", float: "a number",
+            bool: "a bool"}.get(type(value), f"a {type(value).__name__}")

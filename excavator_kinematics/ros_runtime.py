@@ -6,18 +6,26 @@ rclpy only: the pure cores never import this module.
 from __future__ import annotations
 
 import math
+import os
+import re
 import signal
 import sys
+import traceback
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import rclpy
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor
+from rclpy.exceptions import ParameterException
 from rclpy.executors import ExternalShutdownException
+from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy_impl
 from rclpy.node import Node
 
 from excavator_kinematics.errors import ConfigError
+from excavator_kinematics.parameter_files import check_ros_arguments
+
+_RCLError = _rclpy_impl.RCLError
 
 N = TypeVar("N", bound=Node)
 
@@ -26,27 +34,88 @@ WARN = DiagnosticStatus.WARN
 ERROR = DiagnosticStatus.ERROR
 
 
+# Set to 1 to see the traceback of an unexpected start-up error (a bug, not a bad setting).
+TRACEBACK_ENV = "EXCAVATOR_HIL_TRACEBACK"
+
+
+def fatal(message: str) -> int:
+    """Print one ``[FATAL] ...`` line on stderr; returns the start-up error exit code, 2."""
+    print(f"[FATAL] {message}", file=sys.stderr, flush=True)
+    return 2
+
+
+def clean_rcl_message(exc: BaseException) -> str:
+    """rcl's error text without the C source locations (``, at /src/rcl/arguments.c:415``)."""
+    text = re.sub(r",? at [^,]*?\.(?:c|cpp|hpp|h):\d+", "", str(exc))
+    return " ".join(text.split())
+
+
 def run_node(factory: Callable[[], N], args: Sequence[str] | None = None,
              cleanup: Callable[[N], None] | None = None) -> int:
     """Init rclpy, build the node, spin until shutdown, clean up; returns the exit code.
 
     ``ros2 launch`` sends SIGINT twice on Ctrl-C: SIGINT is ignored while cleaning up so the
-    second one cannot interrupt it. A configuration error exits with code 2 and its message.
+    second one cannot interrupt it. Every start-up error ends in one ``[FATAL]`` line and exit
+    code 2, never a traceback: a ``--params-file`` that is missing, not YAML or not shaped as
+    a parameter file (checked before rcl sees it), other ROS arguments rcl rejects, a
+    parameter of the wrong type or out of range (``use_sim_time:=maybe`` included), and any
+    ConfigError of the node (set ``EXCAVATOR_HIL_TRACEBACK=1`` for the traceback of an
+    unexpected one).
     """
-    rclpy.init(args=args)
+    # The first SIGINT interrupts (KeyboardInterrupt) and ignores every later one at once, so
+    # the second of ros2 launch's pair cannot land in the cleanup (rclpy's handler chains here).
+    signal.signal(signal.SIGINT, _interrupt_once)
+    argv = list(sys.argv if args is None else args)
+    try:
+        check_ros_arguments(argv)
+        rclpy.init(args=args)
+    except ConfigError as exc:
+        return fatal(f"invalid configuration: {exc}")
+    except _RCLError as exc:
+        return fatal(f"invalid ROS arguments: {clean_rcl_message(exc)}; see "
+                     "'ros2 run --help' and docs/configuration.md")
     node: N | None = None
     code = 0
     try:
-        node = factory()
-        rclpy.spin(node)
+        try:
+            node = factory()
+        except (KeyboardInterrupt, ExternalShutdownException):
+            raise
+        except ConfigError as exc:
+            code = fatal(f"invalid configuration: {exc}")
+        except ParameterException as exc:
+            code = fatal(f"invalid configuration: {exc}; give each parameter a value of its "
+                         "type (bools: true or false) within its range")
+        except _RCLError as exc:
+            code = fatal(f"start-up failed: {clean_rcl_message(exc)}")
+        except Exception as exc:  # noqa: BLE001 - a start-up error is one line, never a traceback
+            if os.environ.get(TRACEBACK_ENV) == "1":
+                traceback.print_exc()
+            code = fatal(f"start-up failed: {type(exc).__name__}: {exc} (set "
+                         f"{TRACEBACK_ENV}=1 for the traceback)")
+        if node is not None:
+            # rclpy only logs a use_sim_time of the wrong type (and a node that declares its
+            # overrides automatically keeps it): a start-up error like any other parameter's.
+            use_sim_time = node.get_parameter("use_sim_time").value
+            if not isinstance(use_sim_time, bool):
+                code = fatal(f"invalid configuration: parameter {node.get_name()}.use_sim_time "
+                             f"= {use_sim_time!r} must be true or false")
+            else:
+                rclpy.spin(node)
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
-    except ConfigError as exc:
-        print(f"[FATAL] invalid configuration: {exc}", file=sys.stderr, flush=True)
-        code = 2
+    except Exception:
+        if rclpy.ok():
+            raise
+        # Ctrl-C shut the context down while a callback ran (its publish failed): no error.
     finally:
         shutdown_quietly(node, (lambda: cleanup(node)) if cleanup and node else None)
     return code
+
+
+def _interrupt_once(signum: int, frame: object) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    raise KeyboardInterrupt
 
 
 def shutdown_quietly(node: Node | None, cleanup: Callable[[], None] | None = None) -> None:

@@ -14,7 +14,8 @@ its own height grid. Convention:
 MuJoCo keeps the field as ``hfield_data[row * ncol + col]`` with rows along y and columns along x,
 normalised to ``[0, 1]`` of ``size[2]`` above the geom's z; :meth:`HeightField.set_region`
 converts and writes only the changed rectangle, so collision sees it on the next step. A renderer
-must re-upload the field (``mujoco.mjr_uploadHField``) before drawing; ``excavator_hil/render.py`` does.
+must re-upload the field (``mujoco.mjr_uploadHField``) before drawing; ``excavator_hil/render.py``
+does.
 """
 
 from __future__ import annotations

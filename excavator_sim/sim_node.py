@@ -11,7 +11,11 @@ Subscribes
   while fresh: during a publish period whose end is at most ``max_wrench_age_s`` after that
   stamp; after that the soil force is left out (zero) until a fresh one arrives
   (:mod:`excavator_sim.pacing` says why not hold). ``max_wrench_age_s`` 0 turns the check off
-  (the latest wrench acts until replaced, whatever its stamp).
+  (the latest wrench acts until replaced, whatever its stamp). Beyond the
+  machine's plausible wrench (``excavator_sim.plausibility``: 3 x its maximum digging force) a
+  wrench is rejected on arrival and the last valid one is kept (still only while fresh). A
+  physics step that diverges anyway is undone by the core (last good state, wrench dropped,
+  clock running) and reported as ERROR on ``/diagnostics``.
 - ``track_command`` (sensor_msgs/JointState): ``velocity`` [m/s] of ``track_left`` /
   ``track_right``.
 - ``soil/terrain_patch`` (std_msgs/Float64MultiArray): a changed rectangle of the terrain,
@@ -60,6 +64,7 @@ from visualization_msgs.msg import Marker, MarkerArray
 
 from excavator_kinematics.geometry import ExcavatorGeometry, default_geometry
 from excavator_kinematics.ros_runtime import (
+    ERROR,
     OK,
     WARN,
     Diagnostics,
@@ -71,6 +76,7 @@ from excavator_kinematics.ros_runtime import (
 from excavator_sim.heightfield import HeightFieldError, flat_to_patch
 from excavator_sim.model_builder import CYLINDER_JOINTS
 from excavator_sim.pacing import Pacer, Window, WrenchGate
+from excavator_sim.plausibility import fmt_vector
 from excavator_sim.sim_config import PARAMETERS, config_from_flat
 from excavator_sim.simulation import TRACK_JOINTS, CommandError, ExcavatorSimulation
 from excavator_sim.urdf import urdf_from_model
@@ -153,6 +159,8 @@ class SimNode(Node):
         self.terrain_patches = 0
         self.diagnostics = Diagnostics(self, f"{self.get_name()}: simulation")
         self.rejections = Rejections(self, self.diagnostics, "command")
+        self._divergences_reported = 0
+        self._divergence_in_period = False
         # Timers on the wall (steady) clock: with use_sim_time the node clock follows the /clock
         # this node publishes itself, and sim-time timers would never fire.
         self.wall_clock = RosClock(clock_type=ClockType.STEADY_TIME)
@@ -226,8 +234,13 @@ class SimNode(Node):
         f, t = msg.wrench.force, msg.wrench.torque
         force, torque = np.array([f.x, f.y, f.z]), np.array([t.x, t.y, t.z])
         if not (np.all(np.isfinite(force)) and np.all(np.isfinite(torque))):
-            self._reject(f"bucket wrench force={force.tolist()} torque={torque.tolist()} has "
-                         "NaN/inf: pass finite values [N], [N m]")
+            self._reject(f"bucket wrench force={fmt_vector(force)} torque={fmt_vector(torque)} "
+                         "has NaN/inf: pass finite values [N], [N m]; the last valid wrench is "
+                         "kept")
+            return
+        reason = self.sim.envelope.check_wrench(force, torque)
+        if reason is not None:
+            self._reject(f"{reason}; the last valid wrench is kept")
             return
         stamp = msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
         # Applied at the next period boundary, if still fresh then (see tick).
@@ -291,6 +304,8 @@ class SimNode(Node):
         if wrench is not None:
             self.sim.apply_bucket_wrench(*wrench)
         self.sim.step(self.steps_per_publish)
+        if self.sim.divergence_count != self._divergences_reported:
+            self.report_divergence()
         self._periods += 1
         self.publish_state()
         if self._marker_thread is not None:
@@ -411,6 +426,21 @@ class SimNode(Node):
             "max_wrench_age_ms": f"{1e3 * self.gate.max_age_s:g}",
         }
 
+    def report_divergence(self) -> None:
+        """The core undid a diverged physics step (``ExcavatorSimulation.step``): ERROR on
+        /diagnostics with the cause and what was dropped; the state published is the restored
+        good one."""
+        self._divergences_reported = self.sim.divergence_count
+        if self._divergence_in_period:
+            return  # one report per status period: a persistent fault must not flood
+        self._divergence_in_period = True
+        d = self.sim.divergences[-1]
+        message = (f"simulation diverged at t={d.time_s:.3f} s: {d.cause}; restored the last "
+                   f"good state" + (f", dropped {d.dropped}" if d.dropped else ""))
+        self.get_logger().error(message)
+        self.diagnostics.publish(ERROR, message, {"divergences": self.sim.divergence_count,
+                                                  "sim_time_s": f"{self.sim.time:.3f}"})
+
     def publish_status(self) -> None:
         wall = time.monotonic() - self._wall_start
         rtf = (self.sim.time - self._sim_start) / wall if wall > 0 else 0.0
@@ -434,9 +464,15 @@ class SimNode(Node):
                   "terrain_patches": self.terrain_patches,
                   "last_error": self.rejections.last,
                   **{f"target_{n}": f"{v:.4f}" for n, v in self.sim.targets.items()}}
+        values["divergences"] = self.sim.divergence_count
         # "running" whatever the level: monitors key on it; the problems follow it.
+        level = WARN if problems else OK
         message = "running" + (f": {'; '.join(problems)}" if problems else "")
-        self.diagnostics.publish(WARN if problems else OK, message, values)
+        if self._divergence_in_period:  # stays ERROR for the status period it happened in
+            self._divergence_in_period = False
+            d = self.sim.divergences[-1]
+            level, message = ERROR, f"simulation diverged at t={d.time_s:.3f} s: {d.cause}"
+        self.diagnostics.publish(level, message, values)
 
 
 def main(args: list[str] | None = None) -> int:

@@ -15,6 +15,7 @@ Control structure (why: many MuJoCo steps per Python call, see docs/simulation.m
 from __future__ import annotations
 
 import math
+from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -37,6 +38,7 @@ from excavator_sim.model_builder import (
     build_model,
     loop_residuals,
 )
+from excavator_sim.plausibility import STATE_SPEED_FACTOR, MachineEnvelope, fmt_vector
 from excavator_sim.sim_config import SimConfig, load_sim_config
 
 TRACK_JOINTS = ("track_left", "track_right")
@@ -45,6 +47,10 @@ TRACK_JOINTS = ("track_left", "track_right")
 STATE_JOINTS = (*ACTIVE_JOINTS, *CYLINDER_JOINTS, *TRACK_JOINTS, *PASSIVE_JOINTS, *BASE_JOINTS)
 # Valve opening rate: the cylinder speed command may change by at most this per second [m/s^2].
 CYLINDER_ACCEL_M_S2 = 3.0
+# MuJoCo's own divergence warnings: each resets mjData (time to 0) when it fires.
+_DIVERGENCE_WARNINGS = (mujoco.mjtWarning.mjWARN_BADQACC, mujoco.mjtWarning.mjWARN_BADQPOS,
+                        mujoco.mjtWarning.mjWARN_BADQVEL)
+_STATE = mujoco.mjtState.mjSTATE_INTEGRATION
 
 
 def model_options(config: SimConfig) -> ModelOptions:
@@ -56,6 +62,15 @@ def model_options(config: SimConfig) -> ModelOptions:
 
 class CommandError(ValueError):
     """A rejected command; the message names the value, the limit and the fix."""
+
+
+@dataclass(frozen=True)
+class Divergence:
+    """One detected divergence of the physics, undone: what was seen and what was dropped."""
+
+    time_s: float  # simulated time at which it was detected (the clock kept running) [s]
+    cause: str
+    dropped: str  # the input dropped with it ("" if none was active)
 
 
 @dataclass(frozen=True)
@@ -146,6 +161,17 @@ class ExcavatorSimulation:
         self._swing_accel = 0.5 * c.hydraulics.swing.torque_limit_nm / swing_inertia
         self.swing_inertia_kg_m2 = swing_inertia
 
+        # Plausibility (what the machine can do) and the state guard (see _check_state).
+        self.envelope = MachineEnvelope.from_machine(self.geometry, c.hydraulics, self.linkage)
+        hinge = self.model.jnt_type[self.model.dof_jntid] == mujoco.mjtJoint.mjJNT_HINGE
+        slide_limit, hinge_limit = self.envelope.state_speed_limits
+        self._qvel_limit = np.where(hinge, hinge_limit, slide_limit)
+        self._good_state = np.empty(mujoco.mj_stateSize(self.model, _STATE))
+        mujoco.mj_getState(self.model, self.data, self._good_state, _STATE)
+        self.divergences: deque[Divergence] = deque(maxlen=100)  # the latest ones
+        self.divergence_count = 0  # all of them
+        self._consecutive_divergences = 0
+
     # --- properties ----------------------------------------------------------------------
     @property
     def time(self) -> float:
@@ -189,7 +215,7 @@ class ExcavatorSimulation:
             new[name] = v
         lo, hi = self.geometry.swing_limits_rad
         if not lo <= new["swing"] <= hi:
-            raise CommandError(f"swing target {new['swing']:.3f} rad outside {lo:.3f}..{hi:.3f}"
+            raise CommandError(f"swing target {new['swing']:.6g} rad outside {lo:.3f}..{hi:.3f}"
                                " rad (swing.limits_rad in config/excavator.yaml)")
         try:
             self.linkage.check_joints(new["boom"], new["arm"], new["bucket"])
@@ -217,7 +243,7 @@ class ExcavatorSimulation:
             if not math.isfinite(float(v)):
                 raise CommandError(f"{name} speed is {v}: must be a finite number [m/s]")
             if abs(v) > limit:
-                raise CommandError(f"{name} speed {v:.3f} m/s beyond the limit {limit} m/s "
+                raise CommandError(f"{name} speed {v:.6g} m/s beyond the limit {limit} m/s "
                                    "(tracks.speed_limit_m_s in config/sim.yaml)")
         self._track_speeds = (float(left), float(right))
 
@@ -226,21 +252,103 @@ class ExcavatorSimulation:
         f = np.asarray(force_world, dtype=float).reshape(3)
         t = np.asarray(torque_world, dtype=float).reshape(3)
         if not (np.all(np.isfinite(f)) and np.all(np.isfinite(t))):
-            raise CommandError(f"bucket wrench force={f.tolist()} torque={t.tolist()} has "
-                               "NaN/inf: pass finite values [N], [N m]")
+            raise CommandError(f"bucket wrench force={fmt_vector(f)} torque={fmt_vector(t)} has "
+                               "NaN/inf: pass finite values [N], [N m]; the last valid wrench "
+                               "is kept")
+        reason = self.envelope.check_wrench(f, t)
+        if reason is not None:
+            raise CommandError(f"{reason}; the last valid wrench is kept")
         self._wrench = np.concatenate([f, t])
         self._wrench_active = True  # applied (or cleared) on the next control update
 
     # --- stepping ------------------------------------------------------------------------
     def step(self, n: int = 1) -> None:
-        """Advance ``n`` physics steps, updating the outer loop every ``control_period``."""
+        """Advance ``n`` physics steps, updating the outer loop every ``control_period``.
+
+        After every control period the state is checked (:meth:`_check_state`); a diverged
+        one is replaced by the last good state, the bucket wrench is dropped, the event is
+        appended to :attr:`divergences` (the latest 100; :attr:`divergence_count` counts all),
+        and the clock still advances by the period: simulated
+        time never stops and never goes back."""
         remaining = int(n)
         while remaining > 0:
             k = min(self._steps_per_control, remaining)
+            t_end = self.data.time + k * self.timestep
             self._update_controls(k * self.timestep)
             mujoco.mj_step(self.model, self.data, k)
+            cause = self._check_state(t_end)
+            if cause is None:
+                mujoco.mj_getState(self.model, self.data, self._good_state, _STATE)
+                self._consecutive_divergences = 0
+            else:
+                self._recover(cause, t_end)
             remaining -= k
             self._integrate_tracks(k * self.timestep)
+
+    # --- state guard ---------------------------------------------------------------------
+    def _check_state(self, t_end: float) -> str | None:
+        """None if the state after a control period is sound, else what is wrong: one of
+        MuJoCo's divergence warnings (it then resets mjData, time included), a non-finite
+        qpos/qvel/act/qacc, or a degree of freedom faster than ``STATE_SPEED_FACTOR`` times the
+        machine's top speeds (``excavator_sim.plausibility``)."""
+        d = self.data
+        for w in _DIVERGENCE_WARNINGS:
+            info = d.warning[w]
+            if info.number:
+                info.number = 0
+                return (f"MuJoCo {mujoco.mjtWarning(w).name} (NaN, inf or huge value): the "
+                        "integrator went unstable")
+        if abs(d.time - t_end) > 0.5 * self.timestep:
+            return f"simulated time {d.time:.6g} s instead of {t_end:.6g} s (mjData was reset)"
+        for name, arr in (("qpos", d.qpos), ("qvel", d.qvel), ("act", d.act), ("qacc", d.qacc)):
+            if not np.all(np.isfinite(arr)):
+                return f"non-finite {name} {fmt_vector(arr)}"
+        fast = np.abs(d.qvel) > self._qvel_limit
+        if fast.any():
+            k = int(np.argmax(fast))
+            unit = "m/s" if self._qvel_limit[k] == self.envelope.state_speed_limits[0] \
+                else "rad/s"
+            return (f"{self._dof_name(k)} moves at {float(d.qvel[k]):.6g} {unit}, beyond "
+                    f"{float(self._qvel_limit[k]):.6g} {unit} ({STATE_SPEED_FACTOR:g} x the "
+                    "machine's top speed): the state exploded")
+        return None
+
+    def _dof_name(self, dof: int) -> str:
+        if 0 <= dof < self.model.nv:
+            return f"joint {self.model.joint(int(self.model.dof_jntid[dof])).name!r}"
+        return f"dof {dof}"
+
+    def _recover(self, cause: str, t_end: float) -> None:
+        """Back to the last good state at ``t_end``, without the bucket wrench; after two
+        divergences in a row also at rest, holding the joints where they are."""
+        m, d = self.model, self.data
+        dropped = ""
+        if self._wrench.any():
+            dropped = (f"bucket wrench force={fmt_vector(self._wrench[:3])} N torque="
+                       f"{fmt_vector(self._wrench[3:])} N m")
+        mujoco.mj_setState(m, d, self._good_state, _STATE)
+        self._wrench[:] = 0.0
+        self._wrench_active = False
+        d.xfrc_applied[:] = 0.0
+        self._consecutive_divergences += 1
+        if self._consecutive_divergences >= 2:  # the good state itself goes wrong: stop
+            d.qvel[:] = 0.0
+            for _, _, qadr, _, actadr, *_ in self._axes:
+                d.act[actadr] = d.qpos[qadr]
+            for _, qadr, _, actadr, *_ in self._base_axes:
+                d.act[actadr] = d.qpos[qadr]
+            self._targets = {n: float(d.qpos[self._q_adr[n]]) for n in ACTIVE_JOINTS}
+            self._speed_caps = {}
+            self._axis_targets = self._axis_targets_from_joints(self._targets)
+            self._track_speeds = (0.0, 0.0)
+        d.time = t_end
+        for w in _DIVERGENCE_WARNINGS:
+            d.warning[w].number = 0
+        mujoco.mj_forward(m, d)
+        for a in self._reference:
+            self._reference[a] = (float(d.qpos[self._q_adr[a]]), 0.0)
+        self.divergences.append(Divergence(t_end, cause, dropped))
+        self.divergence_count += 1
 
     def _axis_targets_from_joints(self, targets: Mapping[str, float]) -> dict[str, float]:
         ext = self.linkage.extensions(targets["boom"], targets["arm"], targets["bucket"],

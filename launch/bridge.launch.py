@@ -2,6 +2,8 @@
 
     ros2 launch excavator_hil bridge.launch.py plc_host:=192.168.0.10 redis_url:=redis://host:6379/0
     ros2 launch excavator_hil bridge.launch.py virtual_plc:=true     # HIL without hardware
+
+Both are required: when one ends, the launch says which and why and stops the other.
 """
 
 from launch import LaunchDescription
@@ -10,6 +12,8 @@ from launch.conditions import IfCondition
 from launch.substitutions import LaunchConfiguration, PathJoinSubstitution, PythonExpression
 from launch_ros.actions import Node, PushRosNamespace
 from launch_ros.substitutions import FindPackageShare
+
+from excavator_hil.launch_support import required
 
 PACKAGE = "excavator_hil"
 
@@ -42,13 +46,15 @@ def generate_launch_description() -> LaunchDescription:
                               description="start the virtual PLC and connect the bridge to it"),
         DeclareLaunchArgument("virtual_plc_port", default_value="1102",
                               description="TCP port of the virtual PLC's S7 server"),
-        GroupAction([
+        # Scoped: the namespace ends with the group (nothing after it, here or in an including
+        # file, inherits it).
+        GroupAction(scoped=True, actions=[
             PushRosNamespace(LaunchConfiguration("namespace")),
             Node(package=PACKAGE, executable="virtual_plc", name="virtual_plc", output="screen",
                  arguments=["--port", LaunchConfiguration("virtual_plc_port"),
                             "--model", LaunchConfiguration("model"),
                             "--config", LaunchConfiguration("plc_params")],
-                 condition=IfCondition(virtual)),
+                 condition=IfCondition(virtual), on_exit=required("virtual_plc")),
             Node(package=PACKAGE, executable="plc_bridge", name="plc_bridge", output="screen",
                  parameters=[LaunchConfiguration("plc_params"), {
                      # The data-block layouts and vehicle geometry come from the same file.
@@ -60,6 +66,6 @@ def generate_launch_description() -> LaunchDescription:
                      "autostart": True,
                      "use_sim_time": PythonExpression(["'", LaunchConfiguration("use_sim_time"),
                                                        "' == 'true'"]),
-                 }]),
+                 }], on_exit=required("plc_bridge")),
         ]),
     ])

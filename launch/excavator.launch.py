@@ -1,22 +1,28 @@
 """Everything: the simulated excavator (sim.launch.py) and the PLC bridge (bridge.launch.py).
 
-    ros2 launch excavator_hil excavator.launch.py rviz:=true virtual_plc:=true
+    ros2 launch excavator_hil excavator.launch.py [namespace:=exc1] [virtual_plc:=false ...]
+
+The simulated tracks follow the PLC: sim_node's ``track_command`` is remapped to the bridge's
+``plc/wheel_states`` (measured track speeds), so driving through Redis -> plc_bridge -> PLC
+moves the simulated machine (argument ``track_command``).
 
 Every argument of the two included files is declared here too and forwarded (each file uses the
 ones it declares); test/test_launch_files.py checks that none is left out.
 """
 
 from launch import LaunchDescription
-from launch.actions import DeclareLaunchArgument, IncludeLaunchDescription
+from launch.actions import DeclareLaunchArgument, GroupAction, IncludeLaunchDescription
 from launch.launch_description_sources import PythonLaunchDescriptionSource
 from launch.substitutions import LaunchConfiguration, PathJoinSubstitution
 from launch_ros.substitutions import FindPackageShare
 
+from excavator_hil.launch_support import rviz_default
+
 PACKAGE = "excavator_hil"
 
-FORWARDED = ("namespace", "use_sim_time", "rviz", "soil", "sim_params", "soil_params",
-             "ik_params", "plc_params", "plc_host", "redis_url", "model", "virtual_plc",
-             "virtual_plc_port")
+FORWARDED = ("namespace", "use_sim_time", "rviz", "soil", "track_command", "sim_params",
+             "soil_params", "ik_params", "plc_params", "plc_host", "redis_url", "model",
+             "virtual_plc", "virtual_plc_port")
 
 
 def generate_launch_description() -> LaunchDescription:
@@ -27,10 +33,15 @@ def generate_launch_description() -> LaunchDescription:
         DeclareLaunchArgument("use_sim_time", default_value="true", choices=["true", "false"],
                               description="follow the simulator's /clock (sim_node publishes "
                                           "it only when true; false: every node on wall time)"),
-        DeclareLaunchArgument("rviz", default_value="true", choices=["true", "false"],
-                              description="start RViz with rviz/excavator.rviz"),
+        DeclareLaunchArgument("rviz", default_value=rviz_default(), choices=["true", "false"],
+                              description="start RViz with rviz/excavator.rviz (default: true "
+                                          "where rviz2 is installed, else false)"),
         DeclareLaunchArgument("soil", default_value="true", choices=["true", "false"],
                               description="start soil_node (deformable terrain, soil forces)"),
+        DeclareLaunchArgument("track_command", default_value="plc/wheel_states",
+                              description="topic whose track_left/track_right velocities [m/s] "
+                                          "drive sim_node's tracks: the PLC's measured track "
+                                          "speeds (track_command: drive them directly)"),
         DeclareLaunchArgument("sim_params", default_value=PathJoinSubstitution(
             [share, "config", "sim.yaml"]), description="sim_node parameter file"),
         DeclareLaunchArgument("soil_params", default_value=PathJoinSubstitution(
@@ -54,10 +65,12 @@ def generate_launch_description() -> LaunchDescription:
                               description="TCP port of the virtual PLC's S7 server"),
     ]
 
-    def include(name: str) -> IncludeLaunchDescription:
-        return IncludeLaunchDescription(
+    def include(name: str) -> GroupAction:
+        # Each file in its own scope: nothing one sets (namespace, configurations) reaches the
+        # other.
+        return GroupAction(scoped=True, actions=[IncludeLaunchDescription(
             PythonLaunchDescriptionSource(PathJoinSubstitution([share, "launch", name])),
             launch_arguments={k: LaunchConfiguration(k) for k in FORWARDED}.items(),
-        )
+        )])
 
     return LaunchDescription([*args, include("sim.launch.py"), include("bridge.launch.py")])

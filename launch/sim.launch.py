@@ -3,15 +3,19 @@
     ros2 launch excavator_hil sim.launch.py [namespace:=exc1] [rviz:=true] [use_sim_time:=true]
 
 use_sim_time goes to every node, sim_node included: sim_node publishes /clock only when it is
-true, so with false the whole graph runs on wall time.
+true, so with false the whole graph runs on wall time. Every node but RViz is required: when one
+ends, the launch says which and why and stops the others. rviz defaults to true where rviz2 is
+installed, else to false.
 """
 
 from launch import Action, LaunchContext, LaunchDescription
-from launch.actions import DeclareLaunchArgument, OpaqueFunction
+from launch.actions import DeclareLaunchArgument, GroupAction, LogInfo, OpaqueFunction
 from launch.conditions import IfCondition
 from launch.substitutions import LaunchConfiguration, PathJoinSubstitution
 from launch_ros.actions import Node, PushRosNamespace
 from launch_ros.substitutions import FindPackageShare
+
+from excavator_hil.launch_support import RVIZ_HINT, required, rviz_default, rviz_installed
 
 PACKAGE = "excavator_hil"
 
@@ -24,10 +28,15 @@ def generate_launch_description() -> LaunchDescription:
         DeclareLaunchArgument("use_sim_time", default_value="true", choices=["true", "false"],
                               description="follow the simulator's /clock (sim_node publishes "
                                           "it only when true; false: every node on wall time)"),
-        DeclareLaunchArgument("rviz", default_value="false", choices=["true", "false"],
-                              description="start RViz with rviz/excavator.rviz"),
+        DeclareLaunchArgument("rviz", default_value=rviz_default(), choices=["true", "false"],
+                              description="start RViz with rviz/excavator.rviz (default: true "
+                                          "where rviz2 is installed, else false)"),
         DeclareLaunchArgument("soil", default_value="true", choices=["true", "false"],
                               description="start soil_node (deformable terrain, soil forces)"),
+        DeclareLaunchArgument("track_command", default_value="track_command",
+                              description="topic whose track_left/track_right velocities [m/s] "
+                                          "drive sim_node's tracks (excavator.launch.py: the "
+                                          "PLC's plc/wheel_states)"),
         DeclareLaunchArgument("sim_params", default_value=PathJoinSubstitution(
             [share, "config", "sim.yaml"]), description="sim_node parameter file"),
         DeclareLaunchArgument("soil_params", default_value=PathJoinSubstitution(
@@ -35,35 +44,52 @@ def generate_launch_description() -> LaunchDescription:
         DeclareLaunchArgument("ik_params", default_value=PathJoinSubstitution(
             [share, "config", "ik.yaml"]), description="ik_node parameter file"),
     ]
-    return LaunchDescription([*args, OpaqueFunction(function=_nodes)])
+    # The namespace is pushed inside a scoped group: it ends with the group, so a file that
+    # includes this one (excavator.launch.py) does not inherit it.
+    return LaunchDescription([*args, GroupAction([
+        PushRosNamespace(LaunchConfiguration("namespace")),
+        OpaqueFunction(function=_nodes),
+    ], scoped=True)])
 
 
 def _nodes(context: LaunchContext) -> list[Action]:
     # The URDF is generated from config/excavator.yaml, the same geometry as the IK and MuJoCo.
     from excavator_sim.urdf import generate_urdf
 
+    rviz = LaunchConfiguration("rviz").perform(context) == "true"
+    if rviz and not rviz_installed():
+        raise RuntimeError(f"rviz:=true, but {RVIZ_HINT}")
     use_sim_time = LaunchConfiguration("use_sim_time").perform(context) == "true"
     # Also sim_node's: it is the /clock source exactly when use_sim_time is true.
     common = {"use_sim_time": use_sim_time}
     share = FindPackageShare(PACKAGE)
-    return [
-        PushRosNamespace(LaunchConfiguration("namespace")),
+    nodes = [
         Node(package=PACKAGE, executable="sim_node", name="sim_node", output="screen",
              parameters=[LaunchConfiguration("sim_params"), {
                  "publish_robot_description": False,
                  # With soil_node the soil model is the ground (forces, failure, load); rigid
                  # height-field contact would hold the bucket on the surface.
                  "terrain.contact": LaunchConfiguration("soil").perform(context) != "true",
-             }, common]),
+             }, common],
+             remappings=[("track_command", LaunchConfiguration("track_command"))],
+             on_exit=required("sim_node")),
         Node(package=PACKAGE, executable="ik_node", name="ik_node", output="screen",
-             parameters=[LaunchConfiguration("ik_params"), common]),
+             parameters=[LaunchConfiguration("ik_params"), common], on_exit=required("ik_node")),
         Node(package=PACKAGE, executable="soil_node", name="soil_node", output="screen",
              parameters=[LaunchConfiguration("soil_params"), common],
-             condition=IfCondition(LaunchConfiguration("soil"))),
+             condition=IfCondition(LaunchConfiguration("soil")), on_exit=required("soil_node")),
         Node(package="robot_state_publisher", executable="robot_state_publisher",
              name="robot_state_publisher", output="screen",
-             parameters=[{"robot_description": generate_urdf()}, common]),
-        Node(package="rviz2", executable="rviz2", name="rviz2", output="screen",
-             arguments=["-d", PathJoinSubstitution([share, "rviz", "excavator.rviz"])],
-             parameters=[common], condition=IfCondition(LaunchConfiguration("rviz"))),
+             parameters=[{"robot_description": generate_urdf()}, common],
+             on_exit=required("robot_state_publisher")),
     ]
+    if not rviz and not rviz_installed():
+        nodes.append(LogInfo(msg="RViz not started: rviz2 is not installed here (on a ROS 2 "
+                                 "install: sudo apt install ros-kilted-rviz2; or open "
+                                 "rviz/excavator.rviz on another machine of the DDS graph)"))
+    if rviz:  # not required: closing the RViz window leaves the simulation running
+        nodes.append(Node(package="rviz2", executable="rviz2", name="rviz2", output="screen",
+                          arguments=["-d", PathJoinSubstitution([share, "rviz",
+                                                                 "excavator.rviz"])],
+                          parameters=[common]))
+    return nodes

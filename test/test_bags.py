@@ -153,3 +153,106 @@ def test_bad_inputs_are_named(tmp_path: Path) -> None:
 
 def test_playback_offsets_scale_with_rate() -> None:
     assert playback_offsets_s([10, 1_000_000_010, 3_000_000_010], 2.0) == [0.0, 0.5, 1.5]
+
+
+def _kilted_type_hash(msgtype: str) -> str:
+    """The RIHS01 hash the Kilted message package ships (share/<pkg>/msg/<Type>.json)."""
+    import json
+
+    pkg, _, name = msgtype.split("/")
+    path = Path(sys.prefix) / "share" / pkg / "msg" / f"{name}.json"
+    if not path.is_file():
+        pytest.skip(f"{path} not installed (the ros-kilted message wheels ship it)")
+    hashes = json.loads(path.read_text())["type_hashes"]
+    return next(h["hash_string"] for h in hashes if h["type_name"] == msgtype)
+
+
+def _metadata(bag: Path) -> dict:
+    import yaml
+
+    return yaml.safe_load((bag / "metadata.yaml").read_text())["rosbag2_bagfile_information"]
+
+
+def test_sim_time_bag_has_one_time_base_and_the_metadata_ros2_bag_record_writes(
+        probe: RosTestNode, tmp_path: Path) -> None:
+    """``bag record --use-sim-time`` next to a simulation (/clock from t0 = 1000 s): bag
+    timestamps are that simulation time, like the header stamps (messages that arrive before
+    the first /clock are stamped with it), the metadata names the Kilted distro and each
+    topic's RIHS01 hash; ``bag play --clock`` then publishes a /clock in the same time base."""
+    from mcap.reader import make_reader
+
+    n, t0 = 60, 1000 * 10**9
+    bag = tmp_path / "sim_time"
+    rec = _cli(["bag", "record", TOPIC, "-o", str(bag), "--use-sim-time",
+                "--max-messages", str(n)], tmp_path)
+    pub = probe.node.create_publisher(JointState, TOPIC, 100)
+    clock_pub = probe.node.create_publisher(Clock, "/clock", 10)
+    wait_for(lambda: pub.get_subscription_count() > 0 and clock_pub.get_subscription_count() > 0,
+             20.0, lambda: f"the recorder to subscribe; its log:\n{rec.log()}")
+
+    def stamped(i: int, t_ns: int) -> JointState:
+        msg = _joint_state(i)
+        msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(t_ns, 10**9)
+        return msg
+
+    for i in range(2):  # before the first /clock
+        pub.publish(stamped(i, t0))
+    time.sleep(0.3)
+    t, i = t0, 2
+    while rec.proc.poll() is None and i < 10 * n:
+        clock = Clock()
+        clock.clock.sec, clock.clock.nanosec = divmod(t, 10**9)
+        clock_pub.publish(clock)
+        pub.publish(stamped(i, t))
+        t, i = t + 10_000_000, i + 1
+        time.sleep(0.01)
+    assert rec.proc.wait(20) == 0, rec.log()
+
+    contents = read_bag(bag)
+    assert len(contents.messages) == n
+    for m in contents.messages:
+        header = TYPESTORE.deserialize_cdr(m.data, m.msgtype).header.stamp
+        stamp_ns = header.sec * 10**9 + header.nanosec
+        assert t0 <= m.timestamp_ns <= t, "bag time is not the simulation's"
+        assert abs(m.timestamp_ns - stamp_ns) < 500_000_000, (m.timestamp_ns, stamp_ns)
+
+    meta = _metadata(bag)
+    assert meta["version"] == 9 and meta["ros_distro"] == "kilted"
+    (topic,) = meta["topics_with_message_count"]
+    assert topic["topic_metadata"]["type_description_hash"] == _kilted_type_hash(
+        "sensor_msgs/msg/JointState")
+    with next(bag.glob("*.mcap")).open("rb") as f:
+        records = {m.name: m.metadata for m in make_reader(f).iter_metadata()}
+    assert "ros_distro: kilted" in records["rosbag2"]["serialized_metadata"]
+
+    clocks: list[int] = []
+    got: list[int] = []
+    probe.node.create_subscription(
+        Clock, "/clock", lambda m: clocks.append(m.clock.sec * 10**9 + m.clock.nanosec), 100)
+    probe.node.create_subscription(
+        JointState, TOPIC, lambda m: got.append(m.header.stamp.sec * 10**9
+                                                + m.header.stamp.nanosec), 100)
+    player = _cli(["bag", "play", str(bag), "--clock", "--wait-for-subscribers", "10"], tmp_path)
+    assert player.proc.wait(60) == 0, player.log()
+    wait_for(lambda: len(got) >= n, 10.0, f"{n} replayed messages")
+    played = [c for c in clocks if c >= t0]
+    assert played and min(clocks) >= t0 and max(played) <= max(got) + 500_000_000
+
+
+def test_sqlite3_bag_names_the_distro_everywhere(tmp_path: Path) -> None:
+    import sqlite3
+
+    msg = TYPESTORE.types["std_msgs/msg/String"](data="x")
+    with BagWriter(tmp_path / "b", storage="sqlite3") as writer:
+        writer.add_topic("/s", "std_msgs/msg/String")
+        writer.write("/s", 5, bytes(TYPESTORE.serialize_cdr(msg, "std_msgs/msg/String")))
+    meta = _metadata(tmp_path / "b")
+    assert meta["ros_distro"] == "kilted"
+    assert meta["topics_with_message_count"][0]["topic_metadata"][
+        "type_description_hash"] == TYPESTORE.hash_rihs01("std_msgs/msg/String")
+    (db,) = (tmp_path / "b").glob("*.db3")
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT ros_distro FROM schema").fetchall() == [("kilted",)]
+        (stored,) = conn.execute("SELECT metadata FROM metadata").fetchone()
+    assert "ros_distro: kilted" in stored
+    assert [m.data for m in read_bag(tmp_path / "b").messages]

@@ -334,10 +334,10 @@ def test_an_undocumented_launch_argument_fails(tmp_path: Path, doc_text: str) ->
     assert marker in source
     copy = tmp_path / "sim.launch.py"
     copy.write_text(source.replace(marker, marker + extra, 1)
-                    .replace('"rviz", default_value="false"', '"rviz", default_value="true"'))
+                    .replace('"soil", default_value="true"', '"soil", default_value="false"'))
     assert new_problems(launch_problems, "launch/sim.launch.py", copy, doc_text) == [
         "launch/sim.launch.py: argument dummy_arg is not documented",
-        "launch/sim.launch.py: rviz default documented as '`false`', the file has 'true'"]
+        "launch/sim.launch.py: soil default documented as '`true`', the file has 'false'"]
 
 
 def test_the_rviz_doc_names_every_display_topic_and_the_fixed_frame() -> None:

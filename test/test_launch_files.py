@@ -114,8 +114,8 @@ INCLUDED = ("sim.launch.py", "bridge.launch.py")
 NOT_FORWARDED: dict[str, str] = {}
 # (included file, argument) -> why excavator.launch.py's default differs from that file's.
 OTHER_DEFAULTS = {
-    ("sim.launch.py", "rviz"): "the whole stack is the interactive entry point; the simulator "
-                               "alone is also run headless",
+    ("sim.launch.py", "track_command"): "the whole stack drives the simulated tracks with the "
+                                        "PLC's measured track speeds (plc/wheel_states)",
     ("bridge.launch.py", "use_sim_time"): "with the simulator there is a /clock to follow; the "
                                           "bridge alone (real machine) has none",
     ("bridge.launch.py", "virtual_plc"): "the whole stack runs without hardware by default",
@@ -229,3 +229,126 @@ def test_urdf_the_launch_file_passes_to_robot_state_publisher_parses() -> None:
     root = ET.fromstring(generate_urdf())
     joints = {j.get("name") for j in root.iter("joint")}
     assert {"swing", "boom", "arm", "bucket"} <= joints
+
+
+def _shared(name: str) -> Path | None:
+    """``../shared/<name>`` beside the checkout (or beside its worktree folder)."""
+    for base in (REPO.parent, REPO.parent.parent):
+        if (base / "shared" / name).is_dir():
+            return base / "shared" / name
+    return None
+
+
+LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def rosdep_keys() -> dict[str, str]:
+    """Every dependency of package.xml -> its tag."""
+    root = ET.parse(REPO / "package.xml").getroot()
+    return {e.text: e.tag for e in root if e.tag.endswith("depend")}
+
+
+def test_every_package_xml_dependency_has_a_rosdep_rule() -> None:
+    """What ``rosdep install --from-paths .`` resolves: each key is a system rule of rosdistro's
+    rosdep/base.yaml or python.yaml, or a package of the Kilted distribution (checked against
+    ../shared/rosdep-offline, a copy of ros/rosdistro)."""
+    offline = _shared("rosdep-offline")
+    if offline is None:
+        pytest.skip("../shared/rosdep-offline (rosdistro's rosdep rules) is not here")
+    rules: dict = {}
+    for name in ("base.yaml", "python.yaml"):
+        rules |= yaml.load((offline / "rosdep" / name).read_text(), Loader=LOADER)
+    distro = yaml.load((offline / "kilted" / "distribution.yaml").read_text(), Loader=LOADER)
+    ros_packages: set[str] = set()
+    for name, repo in distro["repositories"].items():
+        if "release" in repo:  # a repository's packages, or the one named like it
+            ros_packages |= set(repo["release"].get("packages") or [name])
+    missing = sorted(k for k in rosdep_keys() if k not in rules and k not in ros_packages)
+    assert missing == [], f"no rosdep rule for {missing}"
+    assert "ament_python" not in rosdep_keys()
+    for pip_only in ("python3-mujoco-pip", "python3-python-snap7-pip", "python3-rosbags-pip"):
+        assert pip_only in rosdep_keys()
+
+
+def test_share_layout_of_ament_register_matches_setup_py() -> None:
+    """``excavator-hil ament-register`` installs what setup.py's data_files install."""
+    from excavator_hil.ament_register import SHARE_LAYOUT
+
+    patterns = {p for p in installed_patterns() if not p.startswith("resource")}
+    assert patterns == {p for ps in SHARE_LAYOUT.values() for p in ps}
+    assert not (REPO / "urdf").exists() or any((REPO / "urdf").iterdir())
+
+
+def test_ament_register_makes_the_pip_install_an_ament_package(tmp_path: Path) -> None:
+    """``excavator-hil ament-register --prefix P``: the ament index finds the package in P, its
+    share files are the checkout's, ``P/lib/excavator_hil/<exe>`` run; ``--remove`` undoes it."""
+    import os
+    import subprocess
+    import sys
+
+    prefix = tmp_path / "prefix"
+    cli = [sys.executable, "-m", "excavator_hil.cli", "ament-register", "--prefix", str(prefix)]
+    out = subprocess.run(cli, capture_output=True, text=True, timeout=120, check=True).stdout
+    assert "registered excavator_hil" in out and "AMENT_PREFIX_PATH" in out
+    env = {**os.environ, "AMENT_PREFIX_PATH": str(prefix)}
+    found = subprocess.run(
+        [sys.executable, "-c", "from ament_index_python.packages import "
+         "get_package_share_directory as g; print(g('excavator_hil'))"],
+        env=env, capture_output=True, text=True, timeout=60, check=True).stdout.strip()
+    share = prefix / "share" / "excavator_hil"
+    assert found == str(share)
+    for rel in ("package.xml", "launch/excavator.launch.py", "config/plc.yaml",
+                "rviz/excavator.rviz"):
+        assert (share / rel).resolve() == (REPO / rel).resolve(), rel
+    exes = {p.name for p in (prefix / "lib" / "excavator_hil").iterdir()}
+    assert exes == console_scripts()
+    run = subprocess.run([str(prefix / "lib" / "excavator_hil" / "virtual_plc"), "--help"],
+                         capture_output=True, text=True, timeout=60, check=False)
+    assert run.returncode == 0 and "--port" in run.stdout, run.stderr
+    subprocess.run([*cli, "--remove"], capture_output=True, timeout=60, check=True)
+    assert not share.exists() and not (prefix / "lib" / "excavator_hil").exists()
+    assert not (prefix / "share/ament_index/resource_index/packages/excavator_hil").exists()
+
+
+def test_rviz_config_has_the_panels_the_docs_use() -> None:
+    """docs/rviz.md sends users to the Tool Properties panel (Publish Point topic)."""
+    rviz = yaml.safe_load((REPO / "rviz" / "excavator.rviz").read_text())
+    panels = {p["Class"] for p in rviz["Panels"]}
+    assert {"rviz_common/Displays", "rviz_common/Tool Properties", "rviz_common/Views",
+            "rviz_common/Time"} <= panels
+    docs = (REPO / "docs" / "rviz.md").read_text()
+    for panel in ("Tool Properties", "Displays", "Views"):
+        assert f"*{panel}*" in docs
+
+
+# From 0.7 s: before that, under load, the SIGINT can land while the interpreter itself starts,
+# before the entry point's first line (Python's default KeyboardInterrupt; nothing to catch it).
+@pytest.mark.parametrize("delay_s", [0.7, 1.5, 3.0])
+def test_node_executable_ends_quietly_on_a_double_sigint_while_starting(
+        delay_s: float, tmp_path: Path) -> None:
+    """``ros2 launch``'s Ctrl-C (two SIGINTs) while ``sim_node`` is still importing, building
+    or running: it exits with code 0, no traceback, well before launch's 5 s SIGTERM."""
+    import contextlib
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from excavator_hil.node_entry import sim_node  # noqa: F401  (the console script's target)
+
+    script = tmp_path / "sim_node"
+    script.write_text("import sys\nfrom excavator_hil.node_entry import sim_node\n"
+                      "sys.exit(sim_node())\n")
+    proc = subprocess.Popen([sys.executable, str(script), "--ros-args", "-p",
+                             "use_sim_time:=true"], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, start_new_session=True, cwd=tmp_path)
+    time.sleep(delay_s)
+    os.killpg(proc.pid, signal.SIGINT)
+    time.sleep(0.03)
+    with contextlib.suppress(ProcessLookupError):  # already gone after the first
+        os.killpg(proc.pid, signal.SIGINT)
+    out, _ = proc.communicate(timeout=30)
+    text = out.decode(errors="replace")
+    assert proc.returncode == 0, text
+    assert "Traceback" not in text and "KeyboardInterrupt" not in text, text

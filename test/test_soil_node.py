@@ -196,7 +196,8 @@ def test_bad_poses_are_rejected_on_diagnostics(channel: Channel) -> None:
     # outside the grid: an error, the terrain untouched, but a current wrench (load weight only)
     time.sleep(0.5)  # let a pending periodic full-grid patch (5 Hz) go out first
     patches = len(channel.patches)
-    channel.send(BucketPose(40.0, 0.0, 0.0, 0.0, 0.0), np.array([-0.5, 0.0, 0.0]), 502.0)
+    # 10 m: past the 8 m grid, within the machine's reach of it (farther is implausible)
+    channel.send(BucketPose(10.0, 0.0, 0.0, 0.0, 0.0), np.array([-0.5, 0.0, 0.0]), 502.0)
     wait_for(lambda: any("leaves the terrain grid" in e for e in channel.errors()), 10.0,
              "a diagnostics error for the bucket outside the grid")
     wait_for(lambda: len(channel.wrenches) == n + 1, 10.0, "the no-ground wrench")

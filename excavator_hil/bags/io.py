@@ -8,6 +8,8 @@ rejects, raw subscription bytes do not.
 
 from __future__ import annotations
 
+import contextlib
+import re
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -28,7 +30,8 @@ from rosbags.typesys import Stores, get_typestore
 
 STORAGES: dict[str, StoragePlugin] = {"mcap": StoragePlugin.MCAP, "sqlite3": StoragePlugin.SQLITE3}
 TYPESTORE = get_typestore(Stores.ROS2_KILTED)
-BAG_VERSION = 9  # rosbag2's metadata version since Jazzy
+BAG_VERSION = 9  # rosbag2's metadata version (Jazzy, Kilted: rosbag2_storage BagMetadata)
+ROS_DISTRO = "kilted"  # the distro of the message types (TYPESTORE) and of the rclpy wheels
 
 
 class BagError(RuntimeError):
@@ -90,17 +93,22 @@ class BagWriter:
         self._connections: dict[str, Connection] = {}
         self.counts: dict[str, int] = {}
 
-    def add_topic(self, topic: str, msgtype: str, qos: TopicQos = TopicQos()) -> None:
+    def add_topic(self, topic: str, msgtype: str, qos: TopicQos = TopicQos(),
+                  type_hash: str | None = None) -> None:
+        """``type_hash``: the RIHS01 type description hash the publishers announce (what
+        ``ros2 bag record`` stores); by default the one of the Kilted type definition."""
         if topic in self._connections:
             return
         try:
-            TYPESTORE.get_msgdef(msgtype)
+            msgdef, _ = TYPESTORE.generate_msgdef(msgtype, ros_version=2)
+            rihs01 = type_hash or TYPESTORE.hash_rihs01(msgtype)
         except KeyError:
             raise BagError(f"topic {topic}: message type {msgtype} is not a ROS 2 Kilted "
                            "standard type known to rosbags; custom types are not supported "
                            "yet") from None
         self._connections[topic] = self._writer.add_connection(
-            topic, msgtype, typestore=TYPESTORE, offered_qos_profiles=[_to_rosbags_qos(qos)])
+            topic, msgtype, msgdef=msgdef, rihs01=rihs01,
+            offered_qos_profiles=[_to_rosbags_qos(qos)])
         self.counts[topic] = 0
 
     def write(self, topic: str, timestamp_ns: int, data: bytes) -> None:
@@ -108,13 +116,33 @@ class BagWriter:
         self.counts[topic] += 1
 
     def close(self) -> None:
+        """Finish the bag. The metadata (metadata.yaml, and the copy inside the MCAP file or the
+        sqlite3 database) names the ROS distro as ``ros2 bag record`` does; rosbags writes
+        ``rosbags`` there."""
+        storage = self._writer.storage
+        if storage is not None:
+            close_storage = storage.close
+            storage.close = lambda version, metadata: close_storage(version,
+                                                                    _with_distro(metadata))
         self._writer.close()
+        meta = self.path / "metadata.yaml"
+        meta.write_text(_with_distro(meta.read_text()))
+        for db in self.path.glob("*.db3"):
+            import sqlite3
+
+            with contextlib.closing(sqlite3.connect(db)) as conn, conn:
+                conn.execute("UPDATE schema SET ros_distro = ?", (ROS_DISTRO,))
 
     def __enter__(self) -> BagWriter:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _with_distro(metadata_yaml: str) -> str:
+    return re.sub(r"^(\s*)ros_distro: .*$", rf"\g<1>ros_distro: {ROS_DISTRO}", metadata_yaml,
+                  flags=re.MULTILINE)
 
 
 @dataclass(frozen=True)

@@ -3,8 +3,10 @@
 Subscribes with ``raw=True`` so the CDR bytes from DDS go to the bag untouched. Topics are
 subscribed as soon as a publisher appears (the graph is polled), with the publishers' QoS
 (transient-local topics such as ``robot_description`` are caught too). Timestamps are receive
-times from the node's clock (``use_sim_time`` makes them simulation time), as ``ros2 bag record``
-does.
+times from the node's clock, as ``ros2 bag record`` does: wall time, or with ``use_sim_time``
+(``--use-sim-time``) the ``/clock`` of the simulation, the time base of the messages' header
+stamps, so that ``bag play --clock`` and ``use_sim_time`` consumers agree. Each topic's RIHS01
+type hash is the one its publishers announce.
 """
 
 from __future__ import annotations
@@ -14,7 +16,10 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from rclpy.clock import Clock as RosClock
+from rclpy.clock import ClockType
 from rclpy.node import Node
+from rclpy.parameter import Parameter
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 
 from excavator_hil.bags.io import BagError, BagWriter, TopicQos
@@ -30,15 +35,22 @@ class BagRecorder(Node):
     """Writes every message of the chosen topics (or all topics) to ``output``."""
 
     def __init__(self, output: str | Path, topics: Sequence[str] | None, storage: str = "mcap",
-                 max_messages: int = 0) -> None:
-        super().__init__("bag_recorder")
+                 max_messages: int = 0, use_sim_time: bool = False) -> None:
+        super().__init__("bag_recorder", parameter_overrides=[
+            Parameter("use_sim_time", value=use_sim_time)])
+        self.use_sim_time = use_sim_time
+        # With sim time, messages that arrive before the first /clock wait for it (stamped with
+        # it): the bag never mixes a zero or wall-clock stamp into simulation time.
+        self._before_clock: list[tuple[str, bytes]] = []
         self.writer = BagWriter(output, storage)
         self.topics = None if topics is None else [self._absolute(t) for t in topics]
         self.max_messages = max_messages
         self.total = 0
         self.done = False
         self._subscribed: set[str] = set()
-        self.create_timer(0.1, self._discover)
+        # Graph polling on the steady clock: with use_sim_time a ROS-time timer would wait for
+        # /clock.
+        self.create_timer(0.1, self._discover, clock=RosClock(clock_type=ClockType.STEADY_TIME))
         self._discover()
 
     def _absolute(self, topic: str) -> str:
@@ -59,9 +71,11 @@ class BagRecorder(Node):
                 transient_local=any(p.qos_profile.durability == DurabilityPolicy.TRANSIENT_LOCAL
                                     for p in publishers),
             )
+            hashes = {_rihs(p.topic_type_hash) for p in publishers} - {None}
             try:
                 cls = message_class(types[0])
-                self.writer.add_topic(topic, types[0], qos)
+                self.writer.add_topic(topic, types[0], qos,
+                                      type_hash=hashes.pop() if len(hashes) == 1 else None)
             except (BagError, ImportError, AttributeError, ValueError) as exc:
                 self.get_logger().error(f"not recording {topic}: {exc}")
                 self._subscribed.add(topic)
@@ -81,27 +95,52 @@ class BagRecorder(Node):
     def _on_message(self, topic: str, data: bytes) -> None:
         if self.done:
             return
-        self.writer.write(topic, self.get_clock().now().nanoseconds, data)
+        now = self.get_clock().now().nanoseconds
+        if self.use_sim_time and now == 0:  # no /clock yet
+            self._before_clock.append((topic, data))
+            return
+        for early in self._before_clock:
+            self._write(*early, now)
+        self._before_clock.clear()
+        self._write(topic, data, now)
+
+    def _write(self, topic: str, data: bytes, stamp_ns: int) -> None:
+        if self.done:
+            return
+        self.writer.write(topic, stamp_ns, data)
         self.total += 1
         if self.max_messages and self.total >= self.max_messages:
             self.done = True
 
     def close(self) -> None:
+        if self._before_clock:
+            self.get_logger().error(
+                f"{len(self._before_clock)} messages not written: --use-sim-time, but no /clock "
+                "was published (start the simulation with use_sim_time:=true, or record "
+                "without --use-sim-time)")
         self.writer.close()
         counts = ", ".join(f"{t}: {n}" for t, n in sorted(self.writer.counts.items()))
         self.get_logger().info(f"bag {self.writer.path} closed ({counts or 'no messages'})")
 
 
+def _rihs(type_hash: object) -> str | None:
+    """rclpy's TypeHash -> ``RIHS01_<hex>`` (None when the publisher announced none)."""
+    version, value = getattr(type_hash, "version", -1), getattr(type_hash, "value", b"")
+    return f"RIHS{version:02d}_{value.hex()}" if version == 1 else None
+
+
 def record(output: str, topics: Sequence[str] | None, storage: str, duration_s: float,
-           max_messages: int) -> int:
-    """Run a recorder until Ctrl-C, ``duration_s`` (0 = no limit) or ``max_messages``."""
+           max_messages: int, use_sim_time: bool = False) -> int:
+    """Run a recorder until Ctrl-C, ``duration_s`` (0 = no limit; wall time) or
+    ``max_messages``."""
     import rclpy
+    from rclpy.executors import ExternalShutdownException
 
     from excavator_kinematics.ros_runtime import shutdown_quietly
 
     rclpy.init()
     try:
-        node = BagRecorder(output, topics, storage, max_messages)
+        node = BagRecorder(output, topics, storage, max_messages, use_sim_time)
     except BagError as exc:
         print(f"error: {exc}")
         rclpy.try_shutdown()
@@ -110,7 +149,7 @@ def record(output: str, topics: Sequence[str] | None, storage: str, duration_s: 
     try:
         while rclpy.ok() and not node.done and time.monotonic() < deadline:
             rclpy.spin_once(node, timeout_sec=0.05)
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, ExternalShutdownException):  # Ctrl-C, SIGTERM
         pass
     finally:
         shutdown_quietly(node, node.close)

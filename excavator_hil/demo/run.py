@@ -78,13 +78,18 @@ class DemoStack:
                      "-r", "track_command:=plc/wheel_states"])
         self._start("soil_node", "excavator_sim.soil.soil_node", ros)
         self._start("ik_node", "excavator_kinematics.ik_node", ros)
+        if self.options.joystick:  # Joy from the operator (a scripted session)
+            self._start("teleop_node", "excavator_kinematics.teleop_node",
+                        [*ros, "-p", "joy_timeout:=2.0"])
         bag = self.options.output_dir / "dig_bag"
         if bag.exists():
             import shutil
 
             shutil.rmtree(bag)
         self._start("bag_record", "excavator_hil.cli",
-                    ["bag", "record", *RECORDED_TOPICS, "-o", str(bag)])
+                    # sim time: the bag's timestamps and /clock on replay share the header
+                    # stamps' time base
+                    ["bag", "record", *RECORDED_TOPICS, "-o", str(bag), "--use-sim-time"])
 
     def check_alive(self) -> None:
         for name, proc in self.procs.items():
@@ -114,7 +119,12 @@ def run_demo(options: DemoOptions) -> DemoSummary:
     operator: DemoOperator | None = None
     try:
         stack.start()
-        operator = DemoOperator(stack.redis.url, stack.plc_control_port, options)
+        if options.joystick:
+            from excavator_hil.demo.joystick_operator import JoystickDemoOperator
+
+            operator = JoystickDemoOperator(stack.redis.url, stack.plc_control_port, options)
+        else:
+            operator = DemoOperator(stack.redis.url, stack.plc_control_port, options)
         executor = rclpy.executors.SingleThreadedExecutor()
         executor.add_node(operator)
         spin = threading.Thread(target=_spin_until_shutdown, args=(executor,), daemon=True)
@@ -168,6 +178,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--output", type=Path, default=Path("output"), help="output folder")
     parser.add_argument("--quick", action="store_true",
                         help="shortened run (CI): faster legs, shorter drive")
+    parser.add_argument("--joystick", action="store_true",
+                        help="dig with a scripted joystick session through teleop_node")
     parser.add_argument("--rt-priority", type=int, default=0, metavar="N",
                         help="SCHED_FIFO priority 1..99 for the bridge loop and the virtual PLC "
                              "(Linux, needs CAP_SYS_NICE; docs/plc_bridge.md); 0 = normal")
@@ -175,7 +187,7 @@ def main(argv: list[str] | None = None) -> int:
     if not 0 <= args.rt_priority <= 99:
         parser.error(f"--rt-priority {args.rt_priority} is outside 0..99: pick 1..99 for "
                      "SCHED_FIFO or 0 for normal scheduling")
-    options = DemoOptions(output_dir=args.output, quick=args.quick,
+    options = DemoOptions(output_dir=args.output, quick=args.quick, joystick=args.joystick,
                           rt_priority=args.rt_priority)
     if args.quick:
         options.time_scale = 0.6

@@ -19,6 +19,7 @@ import numpy as np
 from excavator_sim.soil.bucket_prism import BucketPose, BucketPrism
 from excavator_sim.soil.config import SoilConfig
 from excavator_sim.soil.forces import DiMaioForceModel, ForceResult
+from excavator_sim.soil.plausibility import SoilLimits, SoilPlausibility
 from excavator_sim.soil.terrain import Terrain, TerrainUpdate
 
 
@@ -35,9 +36,14 @@ class CoupledStep:
 class SoilCoupling:
     """Terrain + force model driving a simulator's bucket wrench and height field."""
 
-    def __init__(self, config: SoilConfig, bucket: BucketPrism) -> None:
+    def __init__(self, config: SoilConfig, bucket: BucketPrism,
+                 limits: SoilLimits | None = None) -> None:
+        """``limits`` (``MachineEnvelope.soil_limits()``): check the simulator's pose and twist
+        as soil_node does, raising ``ImplausibleInputError`` before any soil moves."""
         self.terrain = Terrain(config.terrain, bucket)
         self.forces = DiMaioForceModel(config.dimaio, bucket)
+        self.plausibility = (SoilPlausibility(config.terrain, bucket, limits)
+                             if limits is not None else None)
 
     def step(self, sim: Any) -> CoupledStep:
         """Read the bucket from ``sim``, move soil, apply the wrench, refresh the changed
@@ -47,6 +53,9 @@ class SoilCoupling:
         w, x, y, z = (float(v) for v in quat_wxyz)
         pose = BucketPose.from_quaternion((float(pos[0]), float(pos[1]), float(pos[2])),
                                           (x, y, z, w))
+        if self.plausibility is not None:
+            self.plausibility.check_twist(np.asarray(lin), np.asarray(ang))
+            self.plausibility.check_pose(pose, self.terrain.surface_m)
         update = self.terrain.update(pose)
         result = self.forces.step(pose, np.asarray(lin), np.asarray(ang),
                                   self.terrain.surface_m, self.terrain.load_volume_m3)

@@ -33,7 +33,10 @@ Publishes
   messages with the last reason (NaN, wrong frame, bucket outside the grid). A bucket outside
   the grid is reported as an error and the terrain is left alone, but the wrench is still
   published, computed over no ground (only the load's weight), so the simulator never holds a
-  stale cutting force.
+  stale cutting force. Implausible input (``excavator_sim.soil.plausibility``: a pose beyond
+  the grid plus the machine's reach or deeper under the surface than it can dig, a twist
+  faster than the machine moves, NaN/inf) is rejected before any soil moves, with the limit;
+  a rejected twist keeps the last valid one, so later poses are still served.
 
 Parameters: ``config/soil.yaml`` (every key declared with its unit and range), plus the keys of
 every preset defined only in the node's parameter overrides (``--params-file``, ``-p``):
@@ -65,6 +68,7 @@ from excavator_kinematics.ros_runtime import (
     run_node,
     warn_unknown_parameters,
 )
+from excavator_sim.plausibility import shipped_machine_envelope
 from excavator_sim.soil.bucket_prism import BucketPose, BucketPrism
 from excavator_sim.soil.config import (
     check_parameter,
@@ -75,6 +79,7 @@ from excavator_sim.soil.config import (
 )
 from excavator_sim.soil.errors import OutsideGridError, SoilConfigError, SoilError
 from excavator_sim.soil.forces import DiMaioForceModel
+from excavator_sim.soil.plausibility import SoilPlausibility
 from excavator_sim.soil.terrain import Box, Terrain
 from excavator_sim.soil.terrain_messages import (
     XYZ_FIELDS,
@@ -111,6 +116,8 @@ class SoilNode(Node):
         self.bucket = BucketPrism.from_geometry(default_geometry())
         self.terrain = Terrain(config.terrain, self.bucket)
         self.forces = DiMaioForceModel(config.dimaio, self.bucket)
+        self.plausibility = SoilPlausibility(config.terrain, self.bucket,
+                                             shipped_machine_envelope().soil_limits())
         self.start_units = self.terrain.total_units
         self.twist = (np.zeros(3), np.zeros(3))
         self.last_stamp: float | None = None
@@ -187,7 +194,13 @@ class SoilNode(Node):
             self._reject(f"bucket_twist in frame {msg.header.frame_id!r}: send it in 'world'")
             return
         lin, ang = msg.twist.linear, msg.twist.angular
-        self.twist = (np.array([lin.x, lin.y, lin.z]), np.array([ang.x, ang.y, ang.z]))
+        twist = (np.array([lin.x, lin.y, lin.z]), np.array([ang.x, ang.y, ang.z]))
+        try:
+            self.plausibility.check_twist(*twist)
+        except SoilError as exc:  # NaN/inf or faster than the machine: keep the last good one
+            self._reject(str(exc))
+            return
+        self.twist = twist
 
     def on_pose(self, msg: PoseStamped, info: dict[str, Any] | None) -> None:
         self._count_superseded(info)
@@ -205,6 +218,7 @@ class SoilNode(Node):
         try:
             pose = BucketPose.from_quaternion((p.x, p.y, p.z), (o.x, o.y, o.z, o.w))
             with self._terrain_lock:
+                self.plausibility.check_pose(pose, self.terrain.surface_m)  # before soil moves
                 try:
                     update = self.terrain.update(pose)
                     surface = self.terrain.surface_m
@@ -214,7 +228,8 @@ class SoilNode(Node):
                 result = self.forces.step(pose, self.twist[0], self.twist[1], surface,
                                           self.terrain.load_volume_m3)
                 load = float(self.terrain.load_volume_m3)
-        except SoilError as exc:
+            self.plausibility.check_wrench(result.force, result.torque)
+        except (SoilError, ArithmeticError) as exc:
             self._reject(str(exc))
             return
         # The wrench first: the simulator is waiting for it; everything else comes after.

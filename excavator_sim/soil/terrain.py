@@ -33,6 +33,7 @@ _FACE_SIZES = np.array([len(f) for f in FACES], dtype=np.int64)
 _EDGES = np.array(EDGES, dtype=np.int64)
 
 Box = tuple[int, int, int, int]  # (i0, i1, j0, j1), half-open cell index ranges
+_Z_LIMIT_UNITS = 1e12  # |bucket z| / cell_z_m beyond this would overflow the int64 heights
 
 
 @dataclass(frozen=True)
@@ -262,18 +263,26 @@ class Terrain:
         c = self.config
         xmin, ymin = corners[:, 0].min(), corners[:, 1].min()
         xmax, ymax = corners[:, 0].max(), corners[:, 1].max()
-        i0 = math.floor((xmin - c.x0) / c.cell_xy_m)
-        i1 = math.floor((xmax - c.x0) / c.cell_xy_m) + 1
-        j0 = math.floor((ymin - c.y0) / c.cell_xy_m)
-        j1 = math.floor((ymax - c.y0) / c.cell_xy_m) + 1
-        if i0 < 0 or j0 < 0 or i1 > c.nx or j1 > c.ny:
+        # Compared as floats before any int conversion: a huge (finite) coordinate would
+        # overflow math.floor, and NaN fails every comparison.
+        fi0, fi1 = (xmin - c.x0) / c.cell_xy_m, (xmax - c.x0) / c.cell_xy_m
+        fj0, fj1 = (ymin - c.y0) / c.cell_xy_m, (ymax - c.y0) / c.cell_xy_m
+        if not (fi0 >= 0.0 and fi1 < c.nx and fj0 >= 0.0 and fj1 < c.ny):
             raise OutsideGridError(
-                f"bucket footprint x in [{xmin:.3f}, {xmax:.3f}] m, y in [{ymin:.3f}, "
-                f"{ymax:.3f}] m leaves the terrain grid x in [{c.x0:.3f}, "
+                f"bucket footprint x in [{xmin:.6g}, {xmax:.6g}] m, y in [{ymin:.6g}, "
+                f"{ymax:.6g}] m leaves the terrain grid x in [{c.x0:.3f}, "
                 f"{c.x0 + c.nx * c.cell_xy_m:.3f}], y in [{c.y0:.3f}, "
                 f"{c.y0 + c.ny * c.cell_xy_m:.3f}] m; enlarge size_x_m/size_y_m in "
                 "config/soil.yaml or keep the bucket over the terrain"
             )
+        zmin, zmax = corners[:, 2].min(), corners[:, 2].max()
+        z_limit = _Z_LIMIT_UNITS * c.cell_z_m
+        if not (abs(zmin) < z_limit and abs(zmax) < z_limit):
+            raise SoilInputError(  # its height in int64 soil units would overflow
+                f"bucket z in [{zmin:.6g}, {zmax:.6g}] m is beyond the terrain's height range "
+                f"+-{z_limit:.6g} m; send the bucket pose in metres")
+        i0, i1 = math.floor(fi0), math.floor(fi1) + 1
+        j0, j1 = math.floor(fj0), math.floor(fj1) + 1
         return (max(i0 - margin, 0), min(i1 + margin, c.nx),
                 max(j0 - margin, 0), min(j1 + margin, c.ny))
 

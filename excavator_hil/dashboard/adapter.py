@@ -1,0 +1,263 @@
+"""The dashboard's thin adapters: ROS 2 (topics) and Redis (the PLC bridge's keys).
+
+Both keep only the latest value of everything and run in their own threads, so the web layer
+reads plain attributes and never blocks on the network:
+
+- ``RosLink``: an rclpy node in a private context. Subscriptions are keep-last depth 1,
+  best effort (a slow dashboard never makes a publisher resend or queue: the control path does
+  not wait for it); callbacks keep at most ``rate_hz`` updates a second. Publishes
+  ``target_pose`` (geometry_msgs/PoseStamped in ``base_link``) like any user would.
+- ``RedisLink``: one MGET of the bridge's keys every ``period_s``; the operational layer's
+  writes (the three velocity keys in one MSET, the heartbeat toggle every 0.5 s while driving,
+  a PUBLISH on the bridge's notify channel after each write) and the stop.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import redis
+
+from excavator_hil.dashboard.core import (
+    BridgeView,
+    BridgeWatch,
+    DriveLimits,
+    JointReadout,
+    RollingSeries,
+    TargetChecker,
+    TerrainGrid,
+    joint_readout,
+    zero_command,
+)
+from plc_bridge import redis_keys as keys
+
+
+class RosLink:
+    """Subscribes what the dashboard shows, publishes ``target_pose``."""
+
+    def __init__(self, checker: TargetChecker, terrain: TerrainGrid | None = None,
+                 ros_args: Sequence[str] | None = None, rate_hz: float = 20.0,
+                 node_name: str = "dashboard"):
+        import rclpy
+        from geometry_msgs.msg import PoseStamped, WrenchStamped
+        from rclpy.executors import SingleThreadedExecutor
+        from rclpy.qos import QoSProfile, ReliabilityPolicy
+        from sensor_msgs.msg import JointState
+        from std_msgs.msg import Float64, Float64MultiArray
+
+        self.checker = checker
+        self.period_s = 1.0 / rate_hz
+        self.joints: JointReadout | None = None
+        self.joints_received_s: float | None = None   # monotonic time of the last kept message
+        self.joint_messages = 0
+        self.load = RollingSeries(60.0, 10.0)         # soil/bucket_load [m^3]
+        self.force = RollingSeries(60.0, 10.0)        # |soil/wrench force| [N]
+        # the soil grid, written by soil/terrain_patch (None: no grid configured)
+        self._grid = terrain
+        self.terrain: TerrainGrid | None = None   # set once the first whole grid arrived
+        self.terrain_version = 0
+        self.terrain_error = ""
+        self._last_joint_s = 0.0
+
+        self.context = rclpy.Context()
+        rclpy.init(args=["--ros-args", *ros_args] if ros_args else None, context=self.context)
+        self.node = rclpy.create_node(node_name, context=self.context)
+        self._PoseStamped = PoseStamped
+        latest = QoSProfile(depth=1, reliability=ReliabilityPolicy.BEST_EFFORT)
+        self.node.create_subscription(JointState, "joint_states", self._on_joints, latest)
+        self.node.create_subscription(Float64, "soil/bucket_load", self._on_load, latest)
+        self.node.create_subscription(WrenchStamped, "soil/wrench", self._on_wrench, latest)
+        # The data topic, not the soil/heightmap mesh: a 96 x 96 mesh costs ~0.6 s of Python
+        # per message to deserialize, a whole 320 x 320 grid here ~1 ms. soil_node sends the
+        # whole grid at start and at heightmap_rate_hz while it changes, patches in between
+        # (a lost patch is repaired by the next whole grid).
+        if terrain is not None:
+            self.node.create_subscription(Float64MultiArray, "soil/terrain_patch",
+                                          self._on_patch, QoSProfile(depth=5))
+        self.target_pub = self.node.create_publisher(PoseStamped, "target_pose", 10)
+        self.executor = SingleThreadedExecutor(context=self.context)
+        self.executor.add_node(self.node)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._spin, daemon=True, name="dashboard-ros")
+        self._thread.start()
+
+    def _spin(self) -> None:
+        while not self._stop.is_set() and self.context.ok():
+            try:
+                self.executor.spin_once(timeout_sec=0.05)
+            except Exception:
+                if self._stop.is_set():
+                    break
+                raise
+
+    # --- callbacks (executor thread) ---------------------------------------------------------
+    def _on_joints(self, msg: Any) -> None:
+        now = time.monotonic()
+        if now - self._last_joint_s < self.period_s:
+            return
+        stamp = msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
+        r = joint_readout(self.checker, msg.name, msg.position, stamp)
+        if r is not None:
+            self._last_joint_s = now
+            self.joints, self.joints_received_s = r, now
+            self.joint_messages += 1
+
+    def _on_load(self, msg: Any) -> None:
+        self.load.add(time.monotonic(), float(msg.data))
+
+    def _on_wrench(self, msg: Any) -> None:
+        f = msg.wrench.force
+        self.force.add(time.monotonic(), math.sqrt(f.x * f.x + f.y * f.y + f.z * f.z))
+
+    def _on_patch(self, msg: Any) -> None:
+        if self._grid is None or len(msg.layout.dim) != 2:
+            return
+        ni, nj = msg.layout.dim[0].size, msg.layout.dim[1].size
+        try:
+            self._grid.apply_patch(ni, nj, np.frombuffer(msg.data, dtype=float)
+                                   if hasattr(msg.data, "tobytes") else msg.data)
+        except ValueError as exc:
+            self.terrain_error = str(exc)
+            return
+        if self.terrain is None and (ni, nj) == self._grid.z.shape:
+            self.terrain = self._grid
+        self.terrain_version += 1
+
+    # --- commands (any thread) ---------------------------------------------------------------
+    def send_target(self, x: float, y: float, z: float, pitch: float) -> None:
+        """Publish ``target_pose``: tip (x, y, z) [m] in ``base_link``, bucket pitch [rad]."""
+        (px, py, pz), (qx, qy, qz, qw) = self.checker.pose(x, y, z, pitch)
+        msg = self._PoseStamped()
+        msg.header.frame_id = "base_link"
+        msg.header.stamp = self.node.get_clock().now().to_msg()
+        p, o = msg.pose.position, msg.pose.orientation
+        p.x, p.y, p.z = float(px), float(py), float(pz)
+        o.x, o.y, o.z, o.w = float(qx), float(qy), float(qz), float(qw)
+        self.target_pub.publish(msg)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(2.0)
+        self.executor.shutdown()
+        self.node.destroy_node()
+        self.context.try_shutdown()
+
+
+class RedisLink:
+    """Reads the bridge's keys; plays the operational layer (velocity keys + heartbeat)."""
+
+    def __init__(self, url: str, watch: BridgeWatch, limits: DriveLimits,
+                 notify_channel: str = "plc.control.changed", period_s: float = 0.2,
+                 heartbeat_period_s: float = 0.5, timeout_s: float = 0.5):
+        self.url = url
+        self.watch = watch
+        self.limits = limits
+        self.notify_channel = notify_channel
+        self.period_s = period_s
+        self.heartbeat_period_s = heartbeat_period_s
+        self.timeout_s = timeout_s
+        self.view: BridgeView = watch.update(None, time.monotonic())
+        self.driving = False            # heartbeat toggling and commands forwarded
+        self.command = (0.0, 0.0, 0.0)  # longitudinal [m/s], lateral [m/s], angular [rad/s]
+        self.last_error = ""
+        self._pending: dict[str, str] | None = None
+        self._level = False
+        self._last_toggle_s = 0.0
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._client: redis.Redis | None = None
+        self._thread = threading.Thread(target=self._loop, daemon=True, name="dashboard-redis")
+        self._thread.start()
+
+    # --- the operator's actions (web layer) --------------------------------------------------
+    def set_command(self, longitudinal: float, lateral: float, angular: float) -> None:
+        """New twist from the sliders; written at once while driving. ValueError names a value
+        outside the bridge's envelope."""
+        values = self.limits.redis_values(longitudinal, lateral, angular)
+        with self._lock:
+            self.command = (longitudinal, lateral, angular)
+            if self.driving:
+                self._pending = values
+        self._wake.set()
+
+    def start_driving(self) -> None:
+        """Toggle the heartbeat from now on and write the current twist (the bridge re-arms on
+        the next heartbeat edge)."""
+        with self._lock:
+            self.driving = True
+            self._pending = self.limits.redis_values(*self.command)
+            self._last_toggle_s = 0.0
+        self._wake.set()
+
+    def stop(self) -> None:
+        """The operational layer's stop: every velocity key 0 at once (one MSET + notify), and
+        the heartbeat stops toggling, so the bridge also goes to ``stopped:heartbeat_stale``
+        within its ``heartbeat_timeout`` (stop bit set, enable cleared in the control DB)."""
+        with self._lock:
+            self.driving = False
+            self.command = (0.0, 0.0, 0.0)
+            self._pending = zero_command()
+        self._wake.set()
+
+    # --- the loop ----------------------------------------------------------------------------
+    def _connect(self) -> redis.Redis:
+        if self._client is None:
+            self._client = redis.Redis.from_url(self.url, socket_timeout=self.timeout_s,
+                                                socket_connect_timeout=self.timeout_s)
+        return self._client
+
+    def _loop(self) -> None:
+        next_poll = 0.0
+        while not self._stop.is_set():
+            now = time.monotonic()
+            try:
+                client = self._connect()
+                with self._lock:
+                    pending, self._pending = self._pending, None
+                    toggle = self.driving and now - self._last_toggle_s >= self.heartbeat_period_s
+                if pending or toggle:
+                    pipe = client.pipeline(transaction=False)
+                    if pending:
+                        pipe.mset(pending)
+                    if toggle:
+                        self._level = not self._level
+                        pipe.set(keys.HEARTBEAT, "true" if self._level else "false")
+                        self._last_toggle_s = now
+                    pipe.publish(self.notify_channel, "1")
+                    pipe.execute()
+                if now >= next_poll:
+                    t0 = time.perf_counter()
+                    values = client.mget(self.watch.keys)
+                    rtt_ms = (time.perf_counter() - t0) * 1e3
+                    self.view = self.watch.update(values, time.monotonic(), rtt_ms)
+                    next_poll = now + self.period_s
+                self.last_error = ""
+            except (redis.RedisError, OSError) as exc:
+                self.last_error = f"{type(exc).__name__}: {exc}"
+                self._client = None
+                self.view = self.watch.update(None, time.monotonic())
+                with self._lock:
+                    if pending and self._pending is None and not self.driving:
+                        self._pending = pending   # a stop is retried until Redis takes it
+                next_poll = now + self.period_s
+            timeout = max(0.0, min(next_poll, self._last_toggle_s + self.heartbeat_period_s
+                                   if self.driving else next_poll) - time.monotonic())
+            self._wake.wait(timeout)
+            self._wake.clear()
+
+    def close(self, stop: bool = True) -> None:
+        """End the loop; with ``stop`` the last act is a stop (velocities 0, no heartbeat)."""
+        if stop and self.driving:
+            self.stop()
+            deadline = time.monotonic() + 1.0
+            while self._pending is not None and time.monotonic() < deadline:
+                time.sleep(0.01)
+        self._stop.set()
+        self._wake.set()
+        self._thread.join(2.0)

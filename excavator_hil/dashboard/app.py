@@ -1,0 +1,206 @@
+"""``excavator-hil dashboard`` / ``ros2 run excavator_hil dashboard``: the browser dashboard.
+
+    excavator-hil dashboard [--port 8080] [--redis-url redis://127.0.0.1:6379/0]
+    excavator-hil dashboard --host 0.0.0.0 --token "$(openssl rand -hex 16)"
+    ros2 run excavator_hil dashboard --ros-args -r __ns:=/exc1
+
+Binds 127.0.0.1 by default. Any other interface needs ``--token`` (or the environment variable
+``EXCAVATOR_HIL_DASHBOARD_TOKEN``): the page is then only served to ``/?token=...``. Prints
+``DASHBOARD READY <url>`` once it serves.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+from collections.abc import Sequence
+
+TOKEN_ENV = "EXCAVATOR_HIL_DASHBOARD_TOKEN"
+MIN_TOKEN_CHARS = 16
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="excavator-hil dashboard",
+                                description="browser dashboard: targets, machine, soil, PLC bridge",
+                                formatter_class=argparse.RawDescriptionHelpFormatter,
+                                epilog=__doc__.split("\n\n", 1)[1])
+    p.add_argument("--host", default="127.0.0.1",
+                   help="interface to bind (default 127.0.0.1; any other needs --token)")
+    p.add_argument("--port", type=int, default=8080, help="TCP port (default 8080)")
+    p.add_argument("--token", default=os.environ.get(TOKEN_ENV, ""),
+                   help=f"access token (>= {MIN_TOKEN_CHARS} characters; default ${TOKEN_ENV})")
+    p.add_argument("--redis-url", default=None,
+                   help="Redis of the PLC bridge (default: redis_url of --plc-config)")
+    p.add_argument("--plc-config", default=None,
+                   help="bridge parameter file: model, envelope, keys (default config/plc.yaml)")
+    p.add_argument("--model", default=None, choices=("skid_steer", "ackermann", "4wd4ws"),
+                   help="vehicle model of the bridge (default: model of --plc-config)")
+    p.add_argument("--soil-config", default=None,
+                   help="soil_node parameter file: the terrain grid (default config/soil.yaml)")
+    p.add_argument("--geometry", default=None,
+                   help="excavator geometry YAML (default config/excavator.yaml)")
+    p.add_argument("--refresh-hz", type=float, default=10.0,
+                   help="machine view refresh per browser tab [Hz] (1..30, default 10)")
+    p.add_argument("--redis-period", type=float, default=0.2,
+                   help="period of the dashboard's MGET of the bridge keys [s] (0.05..5)")
+    return p
+
+
+def _fail(message: str) -> int:
+    print(f"excavator-hil dashboard: error: {message}", file=sys.stderr, flush=True)
+    return 2
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    ros_args: list[str] = []
+    if "--ros-args" in argv:
+        i = argv.index("--ros-args")
+        argv, ros_args = argv[:i], argv[i + 1:]
+    args = build_parser().parse_args(argv)
+
+    if not 1 <= args.port <= 65535:
+        return _fail(f"--port {args.port} outside 1..65535")
+    if not 1.0 <= args.refresh_hz <= 30.0:
+        return _fail(f"--refresh-hz {args.refresh_hz:.6g} outside 1..30 Hz")
+    if not 0.05 <= args.redis_period <= 5.0:
+        return _fail(f"--redis-period {args.redis_period:.6g} outside 0.05..5 s")
+    if not _is_loopback(args.host) and not args.token:
+        return _fail(f"--host {args.host} is not a loopback address: set --token (at least "
+                     f"{MIN_TOKEN_CHARS} characters, or ${TOKEN_ENV}) so only holders of "
+                     "the token can drive the machine, or keep the default 127.0.0.1")
+    if args.token and len(args.token) < MIN_TOKEN_CHARS:
+        return _fail(f"--token has {len(args.token)} characters, fewer than "
+                     f"{MIN_TOKEN_CHARS}: use e.g. `openssl rand -hex 16`")
+    try:
+        with socket.socket(socket.AF_INET6 if ":" in args.host else socket.AF_INET) as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            s.bind((args.host, args.port))
+    except OSError as exc:
+        return _fail(f"cannot listen on {args.host}:{args.port} ({exc.strerror}): pick another "
+                     "--port or stop what uses it")
+
+    from excavator_kinematics.errors import ConfigError
+    from excavator_kinematics.geometry import ExcavatorGeometry, default_geometry
+    from plc_bridge.config import load_config
+
+    try:
+        geometry = (ExcavatorGeometry.from_yaml(args.geometry) if args.geometry
+                    else default_geometry())
+        overrides = {"model": args.model, "redis_url": args.redis_url}
+        plc = load_config(args.plc_config, overrides)
+        from excavator_sim.soil.config import load_soil_config
+
+        terrain = load_soil_config(args.soil_config).terrain
+    except (ConfigError, OSError, ValueError) as exc:
+        return _fail(str(exc))
+    return serve(args, geometry, plc, terrain, ros_args)
+
+
+def serve(args: argparse.Namespace, geometry: object, plc: object, terrain: object,
+          ros_args: list[str]) -> int:
+    # NiceGUI takes a PYTEST_CURRENT_TEST in the environment for its own screen tests (it then
+    # ignores host/port): a dashboard started from a test run is a normal server.
+    os.environ.pop("PYTEST_CURRENT_TEST", None)
+    from nicegui import app, ui
+
+    from excavator_hil.dashboard.adapter import RedisLink, RosLink
+    from excavator_hil.dashboard.core import (
+        BridgeWatch,
+        DriveLimits,
+        SideView,
+        TargetChecker,
+        TerrainGrid,
+    )
+    from excavator_hil.dashboard.web import Dashboard, TokenGate, build_page
+
+    checker = TargetChecker(geometry)  # type: ignore[arg-type]
+    limits = DriveLimits.for_model(plc.model, plc.max_longitudinal,  # type: ignore[attr-defined]
+                                   plc.max_lateral, plc.max_angular)  # type: ignore[attr-defined]
+    watch = BridgeWatch(plc.wheels, plc.steering)  # type: ignore[attr-defined]
+    t = terrain
+    grid = TerrainGrid.from_cells(t.x0, t.y0, t.cell_xy_m, t.nx, t.ny)  # type: ignore[attr-defined]
+    ros = RosLink(checker, grid, ros_args)
+    bridge = RedisLink(plc.redis_url, watch, limits,  # type: ignore[attr-defined]
+                       plc.notify_channel, period_s=args.redis_period)  # type: ignore[attr-defined]
+    dash = Dashboard(checker, SideView(geometry), ros, bridge,  # type: ignore[arg-type]
+                     plc.model, refresh_hz=args.refresh_hz)  # type: ignore[attr-defined]
+
+    if args.token:
+        app.add_middleware(TokenGate, token=args.token)
+    shown = "localhost" if args.host in ("0.0.0.0", "::") else args.host
+    url = f"http://{shown}:{args.port}/" + (f"?token={args.token}" if args.token else "")
+
+    @ui.page("/")
+    def _index() -> None:
+        build_page(dash)
+
+    def _on_signal(_signum: int, _frame: object) -> None:
+        # first SIGINT/SIGTERM: a graceful stop; ros2 launch's second SIGINT is ignored
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        app.shutdown()
+
+    def _ready() -> None:
+        # uvicorn's own handlers re-raise the signal after its shutdown (a traceback on exit):
+        # replaced here, inside the running server
+        signal.signal(signal.SIGINT, _on_signal)
+        signal.signal(signal.SIGTERM, _on_signal)
+        # the start-up hook runs before uvicorn listens: announce once a connection succeeds
+        probe_host = "127.0.0.1" if args.host in ("0.0.0.0", "localhost") else (
+            "::1" if args.host == "::" else args.host)
+
+        def announce() -> None:
+            for _ in range(600):
+                try:
+                    socket.create_connection((probe_host, args.port), timeout=1.0).close()
+                except OSError:
+                    time.sleep(0.05)
+                    continue
+                print(f"DASHBOARD READY {url}", flush=True)
+                return
+            print(f"excavator-hil dashboard: not listening on {args.host}:{args.port} after 30 s",
+                  file=sys.stderr, flush=True)
+
+        threading.Thread(target=announce, daemon=True, name="dashboard-ready").start()
+
+    closed: list[bool] = []
+
+    def _shutdown() -> None:
+        # ros2 launch sends SIGINT twice on Ctrl-C: the second must not interrupt the cleanup
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        if not closed:
+            closed.append(True)
+            bridge.close(stop=True)
+            ros.close()
+
+    app.on_startup(_ready)
+    app.on_shutdown(_shutdown)
+    try:
+        ui.run(host=args.host, port=args.port, title="excavator_hil dashboard", reload=False,
+               show=False, show_welcome_message=False, favicon="🚜",
+               uvicorn_logging_level="warning", binding_refresh_interval=0.1,
+               reconnect_timeout=10.0)
+    except KeyboardInterrupt:
+        pass   # uvicorn re-raises the SIGINT it has already handled (graceful shutdown done)
+    finally:
+        _shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,189 @@
+"""teleop_node's parameters (``config/teleop.yaml``): one spec table, read with or without ROS.
+
+The node declares every :data:`PARAMETERS` entry with its description and range; tools and
+tests read the same file with :func:`load_teleop_parameters`. :func:`settings_from_parameters`
+builds the core's dataclasses and raises ``ConfigError`` naming the parameter.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from excavator_kinematics.errors import ConfigError
+from excavator_kinematics.parameter_files import flatten
+from excavator_kinematics.paths import config_file
+from excavator_kinematics.teleop.coordinated import CoordinatedSettings
+from excavator_kinematics.teleop.impedance import FeedbackScaling, ImpedanceParams
+from excavator_kinematics.teleop.joystick import JoyLayout, Shaping, TravelLayout
+
+INF = math.inf
+
+
+@dataclass(frozen=True)
+class Param:
+    """Dotted name, default, inclusive range (None = none), unit, description."""
+
+    name: str
+    default: Any
+    low: float | None
+    high: float | None
+    unit: str
+    description: str
+
+
+def _p(name: str, default: Any, low: float | None, high: float | None, unit: str,
+       description: str) -> Param:
+    return Param(name, default, low, high, unit, description)
+
+
+PARAMETERS: tuple[Param, ...] = (
+    _p("mode", "joystick", None, None, "", "joystick (rate control per function), coordinated "
+       "(bucket tip velocity) or impedance (hand controller, DiMaio eq. 1)"),
+    _p("pattern", "iso", None, None, "", "control pattern: iso (ISO 10968) or sae (backhoe, "
+       "SAE J1814; alias backhoe)"),
+    _p("control_rate", 50.0, 1.0, 1000.0, "Hz", "rate of joint_command, track_command and the "
+       "force feedback while an input is live"),
+    _p("joy_timeout", 0.5, 0.05, 10.0, "s", "a Joy older than this stops the machine (hold)"),
+    _p("hand_timeout", 0.25, 0.01, 10.0, "s", "a hand pose older than this holds the machine "
+       "and releases the clutch"),
+    _p("state_timeout", 0.5, 0.05, 10.0, "s", "joint_states older than this: no command at all"),
+    _p("wrench_timeout", 0.5, 0.01, 10.0, "s", "a soil wrench older than this counts as zero"),
+    _p("command_lead_s", 0.3, 0.01, 5.0, "s", "rate modes: a moving joint's target leads the "
+       "measured position by rate x this"),
+    _p("stop_time_s", 0.05, 0.0, 1.0, "s", "a released joint is held at q + q_dot x this"),
+    _p("geometry_file", "", None, None, "path", "excavator geometry YAML; empty = the package's "
+       "config/excavator.yaml"),
+    _p("hydraulics_file", "", None, None, "path", "simulation parameter file with the flow "
+       "limits (hydraulics.*, tracks.speed_limit_m_s); empty = the package's config/sim.yaml"),
+    _p("total_flow_lpm", 560.0, 1.0, 1.0e4, "L/min", "the pumps' total flow shared by the "
+       "cylinders (flow sharing)"),
+    _p("shaping.dead_band", 0.1, 0.0, 0.9, "-", "stick dead band, fraction of full deflection"),
+    _p("shaping.expo", 0.3, 0.0, 1.0, "-", "expo: 0 linear, 1 cubic"),
+    _p("axes.left_x", 0, 0, 63, "index", "Joy.axes index of the left stick, left/right"),
+    _p("axes.left_y", 1, 0, 63, "index", "Joy.axes index of the left stick, forward/back"),
+    _p("axes.right_x", 3, 0, 63, "index", "Joy.axes index of the right stick, left/right"),
+    _p("axes.right_y", 4, 0, 63, "index", "Joy.axes index of the right stick, forward/back"),
+    _p("axes.invert", [False, False, False, False], None, None, "", "invert left_x, left_y, "
+       "right_x, right_y (the joy convention: left and forward positive)"),
+    _p("buttons.enable", -1, -1, 63, "index", "deadman button held to move; -1 = none"),
+    _p("buttons.mode_toggle", -1, -1, 63, "index", "button that toggles joystick <-> "
+       "coordinated; -1 = none"),
+    _p("travel.enabled", True, None, None, "", "publish track_command from the travel input"),
+    _p("travel.separate_device", True, None, None, "", "travel input on joy_travel (pedals); "
+       "false = on joy"),
+    _p("travel.left_axis", 0, -1, 63, "index", "axis of the left track pedal/lever; -1 = none"),
+    _p("travel.right_axis", 1, -1, 63, "index", "axis of the right track pedal/lever; -1 = none"),
+    _p("travel.left_forward_button", -1, -1, 63, "index", "button: left track forward"),
+    _p("travel.left_reverse_button", -1, -1, 63, "index", "button: left track reverse"),
+    _p("travel.right_forward_button", -1, -1, 63, "index", "button: right track forward"),
+    _p("travel.right_reverse_button", -1, -1, 63, "index", "button: right track reverse"),
+    _p("travel.button_fraction", 0.5, 0.0, 1.0, "-", "a travel button's share of full speed"),
+    _p("travel.speed_fraction", 1.0, 0.01, 1.0, "-", "full pedal = this x tracks.speed_limit_m_s"),
+    _p("coordinated.max_tip_speed_m_s", 0.5, 0.01, 5.0, "m/s", "full stick = this tip speed"),
+    _p("coordinated.max_bucket_rate_rad_s", 0.6, 0.01, 5.0, "rad/s", "full stick = this "
+       "bucket angle rate"),
+    _p("coordinated.damping", 0.05, 1e-4, 1.0, "m", "damped least squares: largest damping"),
+    _p("coordinated.singular_threshold", 0.15, 1e-3, 2.0, "m", "smallest singular value below "
+       "which damping starts"),
+    _p("coordinated.angle_weight_m_per_rad", 0.5, 1e-3, 10.0, "m/rad", "weight of the bucket "
+       "angle against the tip position in the least squares"),
+    _p("coordinated.horizon_s", 0.1, 0.001, 2.0, "s", "look-ahead for the joint limits"),
+    _p("impedance.mass_kg", 3500.0, 1.0, 1.0e6, "kg", "M_d of r and z (DiMaio: machine mass)"),
+    _p("impedance.damping_n_s_per_m", 5000.0, 1.0, 1.0e8, "N s/m", "B_d of r and z (Table 1)"),
+    _p("impedance.stiffness_n_per_m", 1.0e5, 1.0, 1.0e9, "N/m", "K_d of r and z (Table 1: "
+       "1e4..1e5)"),
+    _p("impedance.inertia_kg_m2", 875.0, 0.01, 1.0e6, "kg m^2", "M_d of alpha"),
+    _p("impedance.angular_damping_nm_s_per_rad", 1250.0, 0.01, 1.0e8, "N m s/rad",
+       "B_d of alpha"),
+    _p("impedance.angular_stiffness_nm_per_rad", 2.5e4, 0.01, 1.0e9, "N m/rad", "K_d of alpha"),
+    _p("impedance.position_scale", 10.0, 0.01, 1000.0, "m/m", "machine metres per hand metre"),
+    _p("impedance.angle_scale", 1.0, 0.01, 100.0, "rad/rad", "bucket radians per hand radian"),
+    _p("feedback.force_scale", 1.0e-3, 0.0, 1.0, "N/N", "device force per soil force"),
+    _p("feedback.torque_scale", 1.0e-3, 0.0, 1.0, "N m/N m", "device torque per soil torque"),
+    _p("feedback.max_force_n", 10.0, 0.0, 1000.0, "N", "device force range (saturation)"),
+    _p("feedback.max_torque_nm", 1.0, 0.0, 100.0, "N m", "device torque range (saturation)"),
+    _p("feedback.frame_id", "hand_controller", None, None, "", "frame of the force feedback"),
+)
+PARAMETER_BY_NAME = {p.name: p for p in PARAMETERS}
+
+
+def load_teleop_parameters(path: str | Path | None = None) -> dict[str, Any]:
+    """Every parameter of a teleop parameter file (defaults for missing keys), dotted names."""
+    p = Path(path) if path else config_file("teleop.yaml")
+    try:
+        data = yaml.safe_load(p.read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise ConfigError(f"cannot read {p}: {exc}") from None
+    flat: dict[str, Any] = {}
+    for section in (data or {}).values():
+        if isinstance(section, Mapping) and isinstance(section.get("ros__parameters"), Mapping):
+            flat.update(flatten(section["ros__parameters"]))
+    unknown = sorted(set(flat) - set(PARAMETER_BY_NAME))
+    if unknown:
+        raise ConfigError(f"{p}: unknown parameter(s) {unknown}; see docs/configuration.md")
+    return {q.name: flat.get(q.name, q.default) for q in PARAMETERS}
+
+
+def check(name: str, value: Any) -> Any:
+    """``value`` checked against the spec of ``name`` (type and range)."""
+    spec = PARAMETER_BY_NAME[name]
+    d = spec.default
+    if isinstance(d, bool):
+        ok = isinstance(value, bool)
+    elif isinstance(d, int):
+        ok = isinstance(value, int) and not isinstance(value, bool)
+    elif isinstance(d, float):
+        ok = isinstance(value, int | float) and not isinstance(value, bool)
+        value = float(value) if ok else value
+        ok = ok and math.isfinite(value)
+    elif isinstance(d, list):
+        ok = isinstance(value, list | tuple) and len(value) == len(d)
+    else:
+        ok = isinstance(value, str)
+    if not ok:
+        raise ConfigError(f"parameter {name} = {value!r}: expected {type(d).__name__}"
+                          + (f" of {len(d)} entries" if isinstance(d, list) else ""))
+    if spec.low is not None and spec.high is not None and not spec.low <= value <= spec.high:
+        raise ConfigError(f"parameter {name} = {value:.6g} outside {spec.low:.6g}.."
+                          f"{spec.high:.6g} {spec.unit}: {spec.description}")
+    return value
+
+
+def settings_from_parameters(values: Mapping[str, Any]) -> dict[str, Any]:
+    """Dotted parameter values -> keyword arguments of ``TeleopSettings`` (checked)."""
+    v = {name: check(name, values.get(name, PARAMETER_BY_NAME[name].default))
+         for name in PARAMETER_BY_NAME}
+
+    def group(prefix: str) -> dict[str, Any]:
+        return {k[len(prefix) + 1:]: x for k, x in v.items() if k.startswith(prefix + ".")}
+
+    travel = group("travel")
+    return {
+        "mode": v["mode"],
+        "pattern": v["pattern"],
+        "command_lead_s": v["command_lead_s"],
+        "stop_time_s": v["stop_time_s"],
+        "shaping": Shaping(v["shaping.dead_band"], v["shaping.expo"]),
+        "layout": JoyLayout(v["axes.left_x"], v["axes.left_y"], v["axes.right_x"],
+                            v["axes.right_y"], tuple(bool(b) for b in v["axes.invert"])),
+        "travel": TravelLayout(**{k: travel[k] for k in (
+            "left_axis", "right_axis", "left_forward_button", "left_reverse_button",
+            "right_forward_button", "right_reverse_button", "button_fraction")}),
+        "travel_speed_fraction": travel["speed_fraction"],
+        "max_tip_speed_m_s": v["coordinated.max_tip_speed_m_s"],
+        "max_bucket_rate_rad_s": v["coordinated.max_bucket_rate_rad_s"],
+        "coordinated": CoordinatedSettings(**{k: x for k, x in group("coordinated").items()
+                                              if not k.startswith("max_")}),
+        "impedance": ImpedanceParams(**{k: x for k, x in group("impedance").items()
+                                        if not k.endswith("_scale")}),
+        "position_scale": v["impedance.position_scale"],
+        "angle_scale": v["impedance.angle_scale"],
+        "feedback": FeedbackScaling(**{k: x for k, x in group("feedback").items()
+                                       if k != "frame_id"}),
+    }

@@ -1,0 +1,358 @@
+"""teleop_node: an operator drives the machine (a thin rclpy shell over
+:mod:`excavator_kinematics.teleop`). See docs/teleoperation.md.
+
+Subscribes ``joy`` (sensor_msgs/Joy: the two sticks, deadman and mode buttons), ``joy_travel``
+(sensor_msgs/Joy: travel pedals, when ``travel.separate_device``), ``joint_states`` (the measured
+joints and the base's yaw), ``hand_pose`` (geometry_msgs/PoseStamped: the hand controller, in
+``impedance`` mode) and ``soil/wrench`` (geometry_msgs/WrenchStamped in ``world`` at the bucket
+origin).
+Publishes ``joint_command`` (positions [rad] + speed caps [rad/s] of swing/boom/arm/bucket),
+``track_command`` (``track_left``/``track_right`` velocity [m/s]), ``teleop/valve_command``
+(sensor_msgs/JointState: per function ``boom_cylinder``, ``arm_cylinder``, ``bucket_cylinder``,
+``swing``: position = spool opening -1..1 (+ = extend / swing left), velocity = commanded rod
+speed [m/s] or swing rate [rad/s]; header stamp = the stamp of the Joy it answers),
+``teleop/force_feedback`` (geometry_msgs/WrenchStamped, impedance mode) and ``/diagnostics``.
+
+The node is silent while no operator input is live: another commander (ik_node) can share
+``joint_command``. When the input stops (timeout, deadman released) it sends one hold command.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from typing import Any
+
+import numpy as np
+from geometry_msgs.msg import PoseStamped, WrenchStamped
+from rcl_interfaces.msg import SetParametersResult
+from rclpy.node import Node
+from rclpy.parameter import Parameter
+from sensor_msgs.msg import JointState, Joy
+
+from excavator_kinematics.errors import ConfigError, KinematicsError
+from excavator_kinematics.forward_kinematics import ForwardKinematics
+from excavator_kinematics.geometry import ExcavatorGeometry, default_geometry
+from excavator_kinematics.ros_runtime import (
+    OK,
+    WARN,
+    Diagnostics,
+    Rejections,
+    declare,
+    run_node,
+    warn_unknown_parameters,
+)
+from excavator_kinematics.teleop.config import PARAMETERS, settings_from_parameters
+from excavator_kinematics.teleop.control_patterns import FUNCTIONS, pattern
+from excavator_kinematics.teleop.controller import (
+    JointCommand,
+    MachineState,
+    TeleopCore,
+    TeleopSettings,
+)
+from excavator_kinematics.teleop.impedance import hand_coordinates, soil_force_in_task
+from excavator_kinematics.teleop.joystick import button
+from excavator_kinematics.teleop.valves import FlowLimits
+
+VALVE_NAMES = ["boom_cylinder", "arm_cylinder", "bucket_cylinder", "swing"]
+# Changeable at run time (validated, then applied); every other parameter is read at start-up.
+RUNTIME = frozenset({"mode", "pattern", "shaping.dead_band", "shaping.expo",
+                     "feedback.force_scale", "feedback.torque_scale", "feedback.max_force_n",
+                     "feedback.max_torque_nm"})
+
+
+class TeleopNode(Node):
+    def __init__(self) -> None:
+        super().__init__("teleop_node")
+        values = {}
+        for p in PARAMETERS:
+            values[p.name] = declare(self, p.name, p.default, p.description, low=p.low,
+                                     high=p.high, unit=p.unit if p.unit not in ("", "-") else "")
+        self.values = values
+        settings = TeleopSettings(**settings_from_parameters(values))
+        geometry = (ExcavatorGeometry.from_yaml(values["geometry_file"])
+                    if values["geometry_file"] else default_geometry())
+        limits = FlowLimits.from_file(values["hydraulics_file"] or None,
+                                      values["total_flow_lpm"])
+        self.core = TeleopCore(geometry, limits, settings)
+        self.fk = ForwardKinematics(geometry, self.core.linkage)
+        self.period = 1.0 / values["control_rate"]
+
+        self.cmd_pub = self.create_publisher(JointState, "joint_command", 10)
+        self.track_pub = self.create_publisher(JointState, "track_command", 10)
+        self.valve_pub = self.create_publisher(JointState, "teleop/valve_command", 10)
+        self.feedback_pub = self.create_publisher(WrenchStamped, "teleop/force_feedback", 10)
+        self.create_subscription(Joy, "joy", self.on_joy, 10)
+        if values["travel.enabled"] and values["travel.separate_device"]:
+            self.create_subscription(Joy, "joy_travel", self.on_joy_travel, 10)
+        self.create_subscription(JointState, "joint_states", self.on_joint_states, 10)
+        self.create_subscription(PoseStamped, "hand_pose", self.on_hand_pose, 10)
+        self.create_subscription(WrenchStamped, "soil/wrench", self.on_wrench, 10)
+        self.diagnostics = Diagnostics(self, f"{self.get_name()}: teleoperation")
+        self.rejections = Rejections(self, self.diagnostics, "operator input")
+
+        now = -math.inf
+        self.state: MachineState | None = None
+        self.base_xy = np.zeros(2)
+        self.state_time = now
+        self.joy: Joy | None = None
+        self.joy_time = now
+        self.travel_joy: Joy | None = None
+        self.travel_time = now
+        self.hand: np.ndarray | None = None
+        self.hand_time = now
+        self.wrench = (np.zeros(3), np.zeros(3))
+        self.wrench_time = now
+        self.commanding = False      # a live input is driving joint_command
+        self.travelling = False
+        self.toggle_was_down = False
+        self.sent = 0
+        self.holds = 0
+        self.last_info: dict[str, object] = {}
+        self.create_timer(self.period, self.on_timer)
+        self.create_timer(1.0, self.publish_status)
+        self.add_on_set_parameters_callback(self.validate_parameters)
+        self.add_post_set_parameters_callback(self.apply_parameters)
+        warn_unknown_parameters(self)
+        self.get_logger().info(f"ready: mode {self.core.mode}, pattern {settings.pattern}, "
+                               f"{values['control_rate']:.0f} Hz")
+
+    # --- run-time parameter changes: validate (on-set), then apply (post-set) ----------------
+    def _settings_with(self, params: list[Parameter]) -> TeleopSettings:
+        values = {**self.values, **{p.name: p.value for p in params}}
+        return TeleopSettings(**settings_from_parameters(values))
+
+    def validate_parameters(self, params: list[Parameter]) -> SetParametersResult:
+        fixed = [p.name for p in params if p.name not in RUNTIME]
+        if fixed:
+            return SetParametersResult(successful=False, reason=(
+                f"{', '.join(fixed)} is read at start-up: restart teleop_node with the new value"
+                f" (changeable at run time: {', '.join(sorted(RUNTIME))})"))
+        try:
+            self._settings_with(params)
+        except (ConfigError, KinematicsError) as exc:
+            return SetParametersResult(successful=False, reason=str(exc))
+        return SetParametersResult(successful=True)
+
+    def apply_parameters(self, params: list[Parameter]) -> None:
+        settings = self._settings_with(params)
+        self.values.update({p.name: p.value for p in params})
+        core = self.core
+        core.settings = dataclasses.replace(core.settings, shaping=settings.shaping,
+                                            feedback=settings.feedback,
+                                            pattern=settings.pattern)
+        core.assignments = pattern(settings.pattern)
+        if self.commanding and self.state is not None and settings.mode != core.mode:
+            self._send(core.hold_command(self.state, "mode change"), None)
+            self.commanding = False
+        core.set_mode(settings.mode)
+        self.get_logger().info("parameters: " + ", ".join(f"{p.name}={p.value}"
+                                                          for p in params))
+
+    # --- inputs --------------------------------------------------------------------------
+    def on_joint_states(self, msg: JointState) -> None:
+        pos = dict(zip(msg.name, msg.position, strict=False))
+        vel = dict(zip(msg.name, msg.velocity, strict=False)) if msg.velocity else {}
+        if not all(n in pos for n in FUNCTIONS):
+            return
+        self.state = MachineState(np.array([pos[n] for n in FUNCTIONS]),
+                                  np.array([vel.get(n, 0.0) for n in FUNCTIONS]),
+                                  float(pos.get("base_yaw", 0.0)))
+        self.base_xy = np.array([pos.get("base_x", 0.0), pos.get("base_y", 0.0)])
+        self.state_time = time.monotonic()
+
+    def on_joy(self, msg: Joy) -> None:
+        self.joy, self.joy_time = msg, time.monotonic()
+        self._mode_toggle(msg)
+        if self.values["travel.enabled"] and not self.values["travel.separate_device"]:
+            self.travel_joy, self.travel_time = msg, self.joy_time
+            self._travel()
+        if self.core.mode != "impedance":
+            self._sticks()  # answer at once: latency Joy -> command is one callback
+
+    def on_joy_travel(self, msg: Joy) -> None:
+        self.travel_joy, self.travel_time = msg, time.monotonic()
+        self._travel()
+
+    def on_hand_pose(self, msg: PoseStamped) -> None:
+        p, o = msg.pose.position, msg.pose.orientation
+        try:
+            hand = hand_coordinates((p.x, p.y, p.z), (o.x, o.y, o.z, o.w))
+            if not np.all(np.isfinite(hand)):
+                raise KinematicsError(f"hand pose {hand.tolist()} has NaN/inf")
+        except KinematicsError as exc:
+            self.rejections.reject(str(exc), self._counters())
+            return
+        self.hand, self.hand_time = hand, time.monotonic()
+
+    def on_wrench(self, msg: WrenchStamped) -> None:
+        if msg.header.frame_id not in ("", "world"):
+            self.rejections.reject(f"soil/wrench in frame '{msg.header.frame_id}': expected "
+                                   "'world' (at the bucket origin)", self._counters())
+            return
+        f, t = msg.wrench.force, msg.wrench.torque
+        force, torque = np.array([f.x, f.y, f.z]), np.array([t.x, t.y, t.z])
+        if np.all(np.isfinite(force)) and np.all(np.isfinite(torque)):
+            self.wrench, self.wrench_time = (force, torque), time.monotonic()
+
+    # --- control -------------------------------------------------------------------------
+    def on_timer(self) -> None:
+        if self.core.mode == "impedance":
+            self._impedance()
+        else:
+            self._sticks()
+        if self.travelling:
+            self._travel()
+
+    def _state_ok(self) -> bool:
+        return (self.state is not None
+                and time.monotonic() - self.state_time <= self.values["state_timeout"])
+
+    def _mode_toggle(self, msg: Joy) -> None:
+        index = self.values["buttons.mode_toggle"]
+        try:
+            down = button(msg.buttons, index, "buttons.mode_toggle")
+        except KinematicsError as exc:
+            self.rejections.reject(str(exc), self._counters())
+            return
+        if down and not self.toggle_was_down and self.core.mode != "impedance":
+            new = "coordinated" if self.core.mode == "joystick" else "joystick"
+            self.core.set_mode(new)
+            self.get_logger().info(f"mode: {new}")
+        self.toggle_was_down = down
+
+    def _sticks(self) -> None:
+        joy = self.joy
+        if joy is None or not self._state_ok():
+            return
+        assert self.state is not None
+        live = time.monotonic() - self.joy_time <= self.values["joy_timeout"]
+        try:
+            enabled = (self.values["buttons.enable"] < 0
+                       or button(joy.buttons, self.values["buttons.enable"], "buttons.enable"))
+            if live and enabled:
+                cmd = self.core.stick_command(joy.axes, self.state)
+                self._send(cmd, joy)
+                self.commanding = True
+                return
+            reason = "deadman released" if live else "joystick silent"
+        except KinematicsError as exc:
+            self.rejections.reject(str(exc), self._counters())
+            reason = "bad joystick input"
+        if self.commanding:  # one hold, then silence
+            self._send(self.core.hold_command(self.state, reason), joy)
+            self.core.release_holds()  # while silent, another commander may move the machine
+            self.commanding = False
+            self.holds += 1
+            self.get_logger().info(f"hold: {reason}")
+
+    def _impedance(self) -> None:
+        if not self._state_ok():
+            return
+        assert self.state is not None
+        now = time.monotonic()
+        hand_live = now - self.hand_time <= self.values["hand_timeout"]
+        if not hand_live:
+            if self.commanding:
+                self._send(self.core.hold_command(self.state, "hand controller silent"), None)
+                self.core.hand.release()
+                self.core.release_holds()
+                self._publish_feedback(np.zeros(3))
+                self.commanding = False
+                self.holds += 1
+            return
+        q = self.state.q
+        force, torque = self.wrench
+        if now - self.wrench_time > self.values["wrench_timeout"]:
+            force, torque = np.zeros(3), np.zeros(3)
+        pts = self.fk.points(q)
+        yaw = self.state.base_yaw
+        c, s = math.cos(yaw), math.sin(yaw)
+        rot = np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]])
+        soil = soil_force_in_task(force, torque, rot @ pts["M"], rot @ pts["tip"],
+                                  yaw + float(q[0]))
+        try:
+            cmd, workspace = self.core.impedance_command(self.hand, soil, self.state,
+                                                         self.period)
+        except KinematicsError as exc:
+            self.rejections.reject(str(exc), self._counters())
+            return
+        self.commanding = True
+        self._send(cmd, None)
+        self._publish_feedback(soil + workspace)
+
+    def _travel(self) -> None:
+        joy = self.travel_joy
+        if joy is None:
+            return
+        live = time.monotonic() - self.travel_time <= self.values["joy_timeout"]
+        left = right = 0.0
+        if live:
+            try:
+                left, right = self.core.travel_command(joy.axes, joy.buttons)
+            except KinematicsError as exc:
+                self.rejections.reject(str(exc), self._counters())
+        moving = left != 0.0 or right != 0.0
+        if moving or self.travelling:  # while moving, and one zero when it stops
+            msg = JointState()
+            msg.header.stamp = self.get_clock().now().to_msg()
+            msg.name = ["track_left", "track_right"]
+            msg.velocity = [float(left), float(right)]
+            self.track_pub.publish(msg)
+        self.travelling = moving
+
+    # --- outputs -------------------------------------------------------------------------
+    def _send(self, cmd: JointCommand, joy: Joy | None) -> None:
+        stamp = self.get_clock().now().to_msg()
+        msg = JointState()
+        msg.header.stamp = stamp
+        msg.header.frame_id = "base_link"
+        msg.name = list(FUNCTIONS)
+        msg.position = [float(cmd.positions[n]) for n in FUNCTIONS]
+        msg.velocity = [float(cmd.velocities[n]) for n in FUNCTIONS]
+        self.cmd_pub.publish(msg)
+        valve = JointState()
+        valve.header.stamp = joy.header.stamp if joy is not None else stamp
+        valve.name = list(VALVE_NAMES)
+        valve.position = [float(cmd.valve.spool[n]) for n in VALVE_NAMES]
+        valve.velocity = [float(cmd.valve.speed[n]) for n in VALVE_NAMES]
+        self.valve_pub.publish(valve)
+        self.sent += 1
+        self.last_info = cmd.info
+
+    def _publish_feedback(self, task_force: np.ndarray) -> None:
+        force, torque, saturated = self.core.settings.feedback.device_wrench(task_force)
+        msg = WrenchStamped()
+        msg.header.stamp = self.get_clock().now().to_msg()
+        msg.header.frame_id = self.values["feedback.frame_id"]
+        msg.wrench.force.x, msg.wrench.force.y, msg.wrench.force.z = map(float, force)
+        msg.wrench.torque.x, msg.wrench.torque.y, msg.wrench.torque.z = map(float, torque)
+        self.feedback_pub.publish(msg)
+        self.last_info = {**self.last_info, "feedback_saturated": saturated}
+
+    def _counters(self) -> dict[str, Any]:
+        return {"mode": self.core.mode, "pattern": self.core.settings.pattern,
+                "commands": self.sent, "holds": self.holds, **self.last_info}
+
+    def publish_status(self) -> None:
+        if self.state is None or not self._state_ok():
+            self.diagnostics.publish(WARN, "no joint_states: not commanding", self._counters())
+            return
+        self.diagnostics.publish(OK, "commanding" if self.commanding else "idle",
+                                 self._counters())
+
+
+def _factory() -> TeleopNode:
+    try:
+        return TeleopNode()
+    except (ConfigError, KinematicsError) as exc:
+        raise ConfigError(str(exc)) from None
+
+
+def main(args: list[str] | None = None) -> int:
+    return run_node(_factory, args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

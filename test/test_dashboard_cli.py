@@ -1,0 +1,86 @@
+"""``excavator-hil dashboard``: start-up checks (one message, exit 2, no traceback) and the token
+gate of a dashboard bound with ``--token`` (a real server process, real HTTP)."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+
+import pytest
+from helpers import REPO, NodeProcess, free_port, wait_for
+
+TOKEN = "0123456789abcdef0123"
+
+
+def _run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "excavator_hil.cli", "dashboard", *args],
+                          check=False, capture_output=True, text=True, timeout=60, cwd=REPO)
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (("--host", "0.0.0.0"), "not a loopback address: set --token"),
+    (("--token", "short"), "fewer than 16"),
+    (("--refresh-hz", "1e300"), "--refresh-hz 1e+300 outside 1..30 Hz"),
+    (("--redis-period", "0"), "--redis-period 0 outside 0.05..5 s"),
+    (("--port", "70000"), "--port 70000 outside 1..65535"),
+    (("--plc-config", "/nonexistent/plc.yaml"), "/nonexistent/plc.yaml"),
+])
+def test_bad_options_exit_2_with_one_message(args, message):
+    proc = _run(*args)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert message in proc.stderr
+    assert "Traceback" not in proc.stderr + proc.stdout
+
+
+def test_port_in_use_is_named():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen(1)
+        port = s.getsockname()[1]
+        proc = _run("--port", str(port))
+    assert proc.returncode == 2
+    assert f"cannot listen on 127.0.0.1:{port}" in proc.stderr and "--port" in proc.stderr
+
+
+def test_help_lists_the_sub_command():
+    out = subprocess.run([sys.executable, "-m", "excavator_hil.cli", "--help"],
+                         check=False, capture_output=True, text=True, timeout=60, cwd=REPO).stdout
+    assert "dashboard" in out
+
+
+def test_token_gate(tmp_path):
+    port = free_port()
+    proc = NodeProcess("excavator_hil.cli", ["dashboard", "--port", str(port), "--token", TOKEN,
+                                             "--redis-url", f"redis://127.0.0.1:{free_port()}/0"],
+                       log_dir=tmp_path)
+    try:
+        wait_for(lambda: "DASHBOARD READY" in proc.log() or not proc.alive(), 60.0, proc.log)
+        assert f"http://127.0.0.1:{port}/?token={TOKEN}" in proc.log()
+        base = f"http://127.0.0.1:{port}/"
+        for url in (base, base + "?token=wrong" + TOKEN[6:], base + "_nicegui/3.18.0/static/"):
+            with pytest.raises(urllib.error.HTTPError) as err:
+                urllib.request.urlopen(url, timeout=20)
+            assert err.value.code == 401, url
+        with urllib.request.urlopen(base + f"?token={TOKEN}", timeout=20) as ok:
+            assert ok.status == 200
+            cookie = ok.headers["set-cookie"].split(";")[0]
+            assert "excavator_hil" in ok.read().decode()
+        req = urllib.request.Request(base, headers={"Cookie": cookie})
+        with urllib.request.urlopen(req, timeout=20) as again:
+            assert again.status == 200
+    finally:
+        assert proc.stop() == 0, proc.log()
+
+
+def test_double_sigint_exits_cleanly(tmp_path):
+    """``ros2 launch`` sends SIGINT twice on Ctrl-C: exit 0, no traceback."""
+    proc = NodeProcess("excavator_hil.dashboard.app", [
+        "--port", str(free_port()), "--redis-url", f"redis://127.0.0.1:{free_port()}/0"],
+        log_dir=tmp_path)
+    wait_for(lambda: "DASHBOARD READY" in proc.log() or not proc.alive(), 60.0, proc.log)
+    proc.interrupt(count=2, gap=0.01)
+    assert proc.proc.wait(20) == 0, proc.log()
+    assert "Traceback" not in proc.log()

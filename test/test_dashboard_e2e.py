@@ -1,0 +1,368 @@
+"""The dashboard end to end in a real headless browser (Debian's chromium + chromedriver via
+selenium; no browser download) against the running stack: redis-server, the virtual PLC and the
+PLC bridge (own processes, real S7), sim_node, soil_node and ik_node over real DDS, and the
+dashboard process itself.
+
+Move a slider, send, the joints move and the page's readout agrees with /joint_states; drive the
+tracks through Redis from the page; press STOP and the PLC's control DB holds zero (read over
+S7); kill the bridge and the page says so. With ``EXCAVATOR_HIL_DASHBOARD_SCREENSHOTS=docs/img``
+the screenshots are written there (docs/dashboard.md shows them).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import re
+import shutil
+import signal
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import snap7
+from helpers import REPO, NodeProcess, RedisServer, RosTestNode, free_port, wait_for
+
+from excavator_kinematics.geometry import default_geometry
+from excavator_kinematics.inverse_kinematics import ACTIVE_JOINTS, InverseKinematics
+from plc_bridge.config import load_config
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+CHROMEDRIVER = shutil.which("chromedriver")
+selenium = pytest.importorskip("selenium", reason="pip selenium not installed (requirements.txt)")
+pytestmark = [
+    pytest.mark.skipif(CHROMIUM is None or CHROMEDRIVER is None,
+                       reason="Debian's chromium and chromium-driver are not installed: run "
+                              "`make browser` as root (apt-get install chromium chromium-driver)"),
+    pytest.mark.timeout(600),
+]
+CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync", "--no-first-run",
+                  "--disable-dev-shm-usage", "--window-size=1600,1500")
+
+
+def _proc(module: str, args: list[str], logs: Path, procs: list[NodeProcess]) -> NodeProcess:
+    p = NodeProcess(module, args, log_dir=logs)
+    procs.append(p)
+    return p
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory):
+    """Every process of a rig, started as users start them; stopped at the end."""
+    logs = tmp_path_factory.mktemp("dashboard_stack")
+    redis = RedisServer(logs / "redis")
+    redis.start()
+    procs: list[NodeProcess] = []
+    plc_port, control_port, web_port = free_port(), free_port(), free_port()
+    # The bridge at 20 Hz with 0.1 s timeouts: at 100 Hz with 20 ms a 2-core machine running
+    # MuJoCo, the soil model and a browser loses the links every few seconds (each loss needs a
+    # fresh heartbeat edge), which tests the bridge, not the page.
+    config = logs / "plc.yaml"
+    text = (REPO / "config" / "plc.yaml").read_text()
+    for key, value in (("cycle_hz", "20.0"), ("plc_timeout", "0.1"), ("redis_timeout", "0.1")):
+        text, n = re.subn(rf"^(\s*{key}:\s*)[0-9.]+", rf"\g<1>{value}", text, flags=re.M)
+        assert n == 1, key
+    config.write_text(text)
+    try:
+        plc = _proc("plc_bridge.virtual_plc_cli", ["--port", str(plc_port), "--control-port",
+                                                   str(control_port), "--model", "skid_steer",
+                                                   "--config", str(config)],
+                    logs, procs)
+        wait_for(lambda: "VIRTUAL_PLC READY" in plc.log(), 30.0, plc.log)
+        bridge = _proc("plc_bridge.bridge_cli", ["--redis-url", redis.url, "--plc-port",
+                                                 str(plc_port), "--model", "skid_steer",
+                                                 "--config", str(config)],
+                       logs, procs)
+        params = ["--ros-args", "-p", "use_sim_time:=false"]
+        sim = _proc("excavator_sim.sim_node", [*params, "--params-file",
+                                               str(REPO / "config" / "sim.yaml"),
+                                               "-p", "terrain.contact:=false"], logs, procs)
+        soil = _proc("excavator_sim.soil.soil_node", [*params, "--params-file",
+                                                      str(REPO / "config" / "soil.yaml")],
+                     logs, procs)
+        ik = _proc("excavator_kinematics.ik_node", params, logs, procs)
+        dash = _proc("excavator_hil.dashboard.app", ["--port", str(web_port), "--redis-url",
+                                                     redis.url, "--plc-config", str(config)],
+                     logs, procs)
+        for p, line in ((bridge, "PLC_BRIDGE READY"), (sim, "ready:"), (soil, "ready:"),
+                        (ik, "ready:"), (dash, "DASHBOARD READY")):
+            wait_for(lambda p=p, line=line: line in p.log() or not p.alive(), 60.0, p.log)
+            assert p.alive(), p.log()
+        yield {"redis": redis, "plc_port": plc_port, "url": f"http://127.0.0.1:{web_port}/",
+               "bridge": bridge, "plc": plc, "dash": dash, "logs": logs}
+    finally:
+        for p in reversed(procs):
+            p.stop()
+        redis.stop()
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    os.environ["SE_OFFLINE"] = "true"   # never let Selenium Manager download anything
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in CHROMIUM_FLAGS:
+        options.add_argument(flag)
+    options.add_argument(f"--user-data-dir={tmp_path_factory.mktemp('chromium_profile')}")
+    driver = webdriver.Chrome(options=options, service=Service(CHROMEDRIVER))
+    driver.set_page_load_timeout(60)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+@pytest.fixture(scope="module")
+def probe():
+    node = RosTestNode("dashboard_probe")
+    try:
+        yield node
+    finally:
+        node.close()
+
+
+def _shots_dir(tmp: Path) -> Path:
+    target = os.environ.get("EXCAVATOR_HIL_DASHBOARD_SCREENSHOTS")
+    return (REPO / target) if target else tmp
+
+
+def _text(driver, css: str) -> str:
+    """An element's text, read in one script call (Vue may re-render it at any moment)."""
+    return driver.execute_script(
+        "const e = document.querySelector(arguments[0]); return e ? e.innerText.trim() : '';", css)
+
+
+def _page_joints(driver) -> dict[str, float]:
+    """The joint readout table of the page: name -> value (deg for angles, m for cylinders)."""
+    rows = driver.execute_script(
+        "return Array.from(document.querySelectorAll('.dash-joints tbody tr'))"
+        "  .map(r => Array.from(r.cells).map(c => c.innerText.trim()));")
+    out = {}
+    for cells in rows:
+        if len(cells) >= 2:
+            with contextlib.suppress(ValueError):
+                out[cells[0]] = float(cells[1])
+    return out
+
+
+def _slider_keys(driver, css: str, key: str, times: int) -> None:
+    """Move a Quasar slider with the keyboard, as a user would (focus, arrow keys)."""
+    from selenium.webdriver.common.action_chains import ActionChains
+
+    driver.execute_script(   # found and focused in one call: Vue may re-render between calls
+        "const e = document.querySelector(arguments[0]);"
+        "const s = e.querySelector('[tabindex]') || e;"
+        "s.scrollIntoView({block: 'center'}); s.focus();", css)
+    for _ in range(times):
+        ActionChains(driver).send_keys(key).perform()
+
+
+def _number(driver, name: str) -> float | None:
+    v = driver.execute_script(
+        "const e = document.querySelector(arguments[0]); return e ? e.value : null;",
+        f".dash-number-{name} input")
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return None
+
+
+def _slider_value(driver, css: str) -> float | None:
+    v = driver.execute_script(
+        "const e = document.querySelector(arguments[0]);"
+        "return e ? e.getAttribute('aria-valuenow') : null;", css)
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return None
+
+
+def _slider_to(driver, css: str, goal: float, tol: float = 1e-6) -> None:
+    """Arrow keys on the slider until it shows ``goal`` (each step echoes through the server, so
+    count on the slider's value, not on the key presses)."""
+    from selenium.webdriver.common.keys import Keys
+
+    for _ in range(400):
+        v = _slider_value(driver, css)
+        if v is not None and abs(v - goal) < tol:
+            return
+        key = Keys.ARROW_RIGHT if v is None or v < goal else Keys.ARROW_LEFT
+        _slider_keys(driver, css, key, 1)
+        time.sleep(0.05)
+    raise AssertionError(f"slider {css} did not reach {goal} (at {_slider_value(driver, css)})")
+
+
+def _type_number(driver, name: str, value: float) -> None:
+    """Type a value into a target's number field (select all, type, Tab)."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    field = driver.find_element(By.CSS_SELECTOR, f".dash-number-{name} input")
+    field.send_keys(Keys.CONTROL, "a")
+    field.send_keys(f"{value}", Keys.TAB)
+
+
+def _control_db(plc_port: int) -> dict:
+    cfg = load_config(None, {"plc_port": plc_port, "model": "skid_steer"})
+    client = snap7.Client()
+    client.connect("127.0.0.1", 0, 1, plc_port)
+    try:
+        return dict(cfg.control.decode(client.db_read(cfg.control_db, 0, cfg.control.size)))
+    finally:
+        client.disconnect()
+
+
+def test_dashboard_drives_and_stops_the_rig(stack, browser, probe, tmp_path):
+    from selenium.webdriver.common.by import By
+    from sensor_msgs.msg import JointState
+
+    shots = _shots_dir(tmp_path)
+    shots.mkdir(parents=True, exist_ok=True)
+    states = probe.collect(JointState, "joint_states", 10)
+    browser.get(stack["url"])
+    wait_for(lambda: len(_page_joints(browser)) == 7, 60.0,
+             lambda: "the page's joint readout: " + browser.page_source[-2000:])
+    wait_for(lambda: len(states) > 5, 30.0, "joint_states in the probe")
+
+    # everything the page loaded came from the dashboard itself (no internet asset)
+    urls = browser.execute_script(
+        "return performance.getEntriesByType('resource').map(e => e.name)")
+    assert urls and all(u.startswith(stack["url"]) or u.startswith("data:") for u in urls), urls
+
+    def q_now() -> np.ndarray:
+        m = states[-1]
+        pos = dict(zip(m.name, m.position, strict=False))
+        return np.array([pos[n] for n in ACTIVE_JOINTS])
+
+    q_before = q_now()
+    # --- move a slider (z up by 1.0 m: 20 steps of 0.05 m), check the verdict, send ---------
+    z0 = float(browser.find_element(By.CSS_SELECTOR, ".dash-number-z input").get_attribute(
+        "value"))
+    _slider_to(browser, ".dash-slider-z", z0 + 1.0)
+    wait_for(lambda: _number(browser, "z") is not None
+             and abs(_number(browser, "z") - (z0 + 1.0)) < 1e-6, 10.0,
+             lambda: f"the z number field to follow the slider (at {_number(browser, 'z')})")
+    target = (6.0, 0.0, z0 + 1.0, math.radians(30.0))
+    wait_for(lambda: _text(browser, ".dash-verdict") == "reachable", 10.0, "the IK verdict")
+    solution = InverseKinematics(default_geometry()).solve(target[:3], target[3])
+    browser.find_element(By.CSS_SELECTOR, ".dash-send").click()
+    wait_for(lambda: "sent target_pose" in _text(browser, ".dash-sent"), 10.0, "the send")
+
+    def settled() -> bool:
+        return bool(np.max(np.abs(q_now() - solution.q)) < 0.02)
+    wait_for(settled, 60.0, lambda: f"joints {q_now()} to reach the IK solution {solution.q}")
+    assert np.max(np.abs(q_now() - q_before)) > 0.05, "the target must have moved the machine"
+
+    def readout_agrees() -> bool:
+        page = _page_joints(browser)
+        q = q_now()
+        return all(abs(page[n] - math.degrees(v)) < 0.1 for n, v in zip(ACTIVE_JOINTS, q,
+                                                                         strict=True))
+    wait_for(readout_agrees, 20.0,
+             lambda: f"page {_page_joints(browser)} vs joint_states {np.degrees(q_now())}")
+    browser.save_screenshot(str(tmp_path / "dashboard_target.png"))
+
+    # --- dig: the soil charts fill (bucket load, soil force from soil_node) ------------------
+    from geometry_msgs.msg import WrenchStamped
+
+    wrenches = probe.collect(WrenchStamped, "soil/wrench", 10)
+    for name, value in (("x", 4.3), ("z", -1.3), ("pitch", -15.0)):
+        _type_number(browser, name, value)
+    wait_for(lambda: "arm -80.0, bucket 59.5" in _text(browser, ".dash-verdict-detail"), 10.0,
+             lambda: f"the dig verdict: {_text(browser, '.dash-verdict-detail')}")
+    browser.find_element(By.CSS_SELECTOR, ".dash-send").click()
+    wait_for(lambda: "(4.30, 0.00, -1.30) m, pitch -15.0 deg" in _text(browser, ".dash-sent"),
+             10.0, lambda: _text(browser, ".dash-sent"))
+
+    def digging() -> bool:
+        f = wrenches[-1].wrench.force if wrenches else None
+        return f is not None and math.sqrt(f.x**2 + f.y**2 + f.z**2) > 1e3
+    wait_for(digging, 60.0, "a soil force above 1 kN on soil/wrench")
+    wait_for(lambda: " kN" in _text(browser, ".dash-soil-now")
+             and float(_text(browser, ".dash-soil-now").split("soil force ")[1].split()[0]) > 1.0,
+             20.0, lambda: _text(browser, ".dash-soil-now"))
+    dig = InverseKinematics(default_geometry()).solve((4.3, 0.0, -1.3), math.radians(-15.0))
+    deadline = time.monotonic() + 20.0   # for the picture: the bucket at the dig target
+    while time.monotonic() < deadline and np.max(np.abs(q_now() - dig.q)) > 0.05:
+        time.sleep(0.2)
+    browser.save_screenshot(str(shots / "dashboard.png"))
+
+    # --- unreachable target: the verdict names the limit, send is disabled -------------------
+    _type_number(browser, "x", 6.9)
+    _type_number(browser, "z", 3.0)
+    wait_for(lambda: _text(browser, ".dash-verdict").startswith("unreachable"), 10.0,
+             "an unreachable verdict")
+    assert "OUT_OF_REACH" in _text(browser, ".dash-verdict")
+    assert "out of reach" in _text(browser, ".dash-verdict-detail")
+    assert browser.find_element(By.CSS_SELECTOR, ".dash-send").get_attribute("disabled")
+    browser.save_screenshot(str(shots / "dashboard_unreachable.png"))
+
+    # --- drive the tracks through Redis from the page ----------------------------------------
+    drive = browser.find_element(By.CSS_SELECTOR, ".dash-drive")
+    browser.execute_script("arguments[0].scrollIntoView({block: 'center'});", drive)
+    drive.click()
+    wait_for(lambda: browser.execute_script(
+        "return document.querySelector('.dash-drive').getAttribute('aria-checked')") == "true",
+        10.0, "the Drive switch on")
+    _slider_to(browser, ".dash-twist-longitudinal", 0.3, tol=1e-3)   # 5 steps of 0.06 m/s
+    r = stack["redis"]
+
+    def lon() -> str | None:
+        import redis as redis_py
+
+        v = redis_py.Redis.from_url(r.url).get("plc.control.navigation.velocity.longitudinal")
+        return None if v is None else v.decode()
+    try:
+        wait_for(lambda: lon() is not None and abs(float(lon()) - 0.3) < 1e-9, 10.0,
+                 lambda: f"the longitudinal key at 0.3 (is {lon()})")
+    finally:
+        browser.save_screenshot(str(tmp_path / "drive.png"))
+    wait_for(lambda: "status running" in _text(browser, ".dash-plc-status"), 20.0,
+             lambda: _text(browser, ".dash-plc-status"))
+
+    def driving_db() -> bool:
+        db = _control_db(stack["plc_port"])
+        return db["enable"] and not db["stop"] and db["speed_sp_left"] > 0.1
+    wait_for(driving_db, 10.0, lambda: f"control DB driving: {_control_db(stack['plc_port'])}")
+    browser.save_screenshot(str(shots / "dashboard_driving.png"))
+
+    # --- STOP: the PLC's control DB holds zero -----------------------------------------------
+    browser.find_element(By.CSS_SELECTOR, ".dash-stop").click()
+
+    def stopped_db() -> bool:
+        db = _control_db(stack["plc_port"])
+        return (db["stop"] and not db["enable"] and db["speed_sp_left"] == 0.0
+                and db["speed_sp_right"] == 0.0)
+    wait_for(stopped_db, 10.0, lambda: f"control DB stopped: {_control_db(stack['plc_port'])}")
+    assert lon() == "0"
+    # heartbeat_stale, or waiting_heartbeat when a link loss of a loaded machine came first
+    wait_for(lambda: "status stopped: " in _text(browser, ".dash-plc-status")
+             and "heartbeat" in _text(browser, ".dash-plc-status"), 10.0,
+             lambda: _text(browser, ".dash-plc-status"))
+    assert _text(browser, ".dash-drive") and browser.find_element(
+        By.CSS_SELECTOR, ".dash-drive").get_attribute("aria-checked") == "false"
+
+    # --- the PLC stops answering (SIGSTOP): the page says so ---------------------------------
+    stack["plc"].proc.send_signal(signal.SIGSTOP)
+    try:
+        wait_for(lambda: "PLC down" in _text(browser, ".dash-banner"), 20.0,
+                 lambda: f"banner {_text(browser, '.dash-banner')!r}")
+        assert "PLC DOWN" in _text(browser, ".dash-bridge-badge")
+        # (the status keeps the first stop's reason, heartbeat_stale; the monitor is invalid)
+        assert _text(browser, ".dash-bit-valid") == "valid: 0"
+        browser.save_screenshot(str(shots / "dashboard_plc_down.png"))
+    finally:
+        stack["plc"].proc.send_signal(signal.SIGCONT)
+
+    # --- the bridge dies: the page says so ---------------------------------------------------
+    stack["bridge"].proc.send_signal(signal.SIGKILL)
+    wait_for(lambda: "PLC bridge down" in _text(browser, ".dash-banner"), 20.0,
+             lambda: f"banner {_text(browser, '.dash-banner')!r}")
+    assert "DOWN" in _text(browser, ".dash-bridge-badge")
+    browser.save_screenshot(str(shots / "dashboard_bridge_down.png"))

@@ -1,0 +1,314 @@
+"""The launch files under the real ``ros2 launch``, as a ROS user runs them.
+
+The package is registered in a temporary ament prefix (``excavator-hil ament-register``), each
+launch file runs in its own process group and is stopped like a terminal's Ctrl-C (SIGINT to the
+whole group: every node gets it twice, once from the terminal and once from launch). The graph
+is checked with rclpy. Skipped where ``launch_ros`` / ``ros2launch`` are not importable (a plain
+clone without ROS launch; ``make test`` installs them from ../shared/ros2-launch when present).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from helpers import RosTestNode, free_port, wait_for
+
+pytest.importorskip("launch_ros", reason="launch_ros is not importable: ROS 2 launch is not "
+                    "installed (make test installs it from ../shared/ros2-launch when that "
+                    "folder exists; on a ROS 2 install source its setup.bash)")
+pytest.importorskip("ros2launch", reason="ros2launch (the `ros2 launch` verb) is not installed")
+psutil = pytest.importorskip("psutil")
+
+from excavator_hil.ament_register import register  # noqa: E402
+
+ROS2 = str(Path(sys.executable).with_name("ros2"))
+# Topics that are absolute by design (architecture.md): one clock, one diagnostics bus.
+ABSOLUTE_TOPICS = {"/clock", "/diagnostics", "/rosout", "/parameter_events"}
+SIM_NODES = {"sim_node", "ik_node", "soil_node", "robot_state_publisher"}
+BRIDGE_NODES = {"plc_bridge"}
+
+
+@pytest.fixture(scope="module")
+def ament_prefix(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    prefix = tmp_path_factory.mktemp("ament_prefix")
+    register(prefix)
+    return prefix
+
+
+class RosLaunch:
+    """``ros2 launch excavator_hil <file> <args>`` in its own session (a terminal's job)."""
+
+    def __init__(self, prefix: Path, tmp: Path, file: str, *args: str):
+        self.log_path = tmp / f"{file}.log"
+        env = dict(os.environ)
+        env["AMENT_PREFIX_PATH"] = os.pathsep.join(
+            [str(prefix), sys.prefix, *filter(None, [env.get("AMENT_PREFIX_PATH")])])
+        env["ROS_LOG_DIR"] = str(tmp / "ros_log")
+        env["TMPDIR"] = str(tmp)  # launch_ros writes launch_params_* files there
+        env["PYTHONUNBUFFERED"] = "1"
+        self._log = self.log_path.open("w")
+        self.proc = subprocess.Popen([ROS2, "launch", "excavator_hil", file, *args], env=env,
+                                     cwd=tmp, stdout=self._log, stderr=subprocess.STDOUT,
+                                     start_new_session=True)
+        self.returncode: int | None = None
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def processes(self) -> list[psutil.Process]:
+        try:
+            return [psutil.Process(self.proc.pid), *psutil.Process(self.proc.pid).children(
+                recursive=True)]
+        except psutil.NoSuchProcess:
+            return []
+
+    def node_pid(self, executable: str) -> int:
+        for p in self.processes():
+            try:
+                if any(Path(a).name == executable for a in p.cmdline()[:2]):
+                    return p.pid
+            except psutil.NoSuchProcess:
+                continue
+        raise AssertionError(f"no {executable} process under ros2 launch; log:\n{self.log()}")
+
+    def ctrl_c(self, timeout: float = 60.0) -> int:
+        """SIGINT to the process group (a terminal's Ctrl-C); wait for the launch to end and
+        check that no process of it is left."""
+        procs = self.processes()
+        os.killpg(self.proc.pid, signal.SIGINT)
+        return self.wait(timeout, procs)
+
+    def wait(self, timeout: float = 60.0, procs: list[psutil.Process] | None = None) -> int:
+        procs = procs if procs is not None else self.processes()
+        try:
+            self.returncode = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"ros2 launch still running {timeout} s later; log:\n"
+                                 f"{self.log()}") from None
+        _, alive = psutil.wait_procs(procs, timeout=10.0)
+        left = [f"{p.pid} {' '.join(p.cmdline()[:3])}" for p in alive if p.is_running()]
+        assert not left, f"processes left behind: {left}; log:\n{self.log()}"
+        return self.returncode
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            for sig in (signal.SIGINT, signal.SIGKILL):
+                try:
+                    os.killpg(self.proc.pid, sig)
+                    self.proc.wait(20)
+                    break
+                except (subprocess.TimeoutExpired, ProcessLookupError):
+                    continue
+        self._log.close()
+
+
+@pytest.fixture
+def probe() -> Iterator[RosTestNode]:
+    node = RosTestNode("launch_probe")
+    try:
+        yield node
+    finally:
+        node.close()
+
+
+@pytest.fixture
+def launches(ament_prefix: Path, tmp_path: Path) -> Iterator[list[RosLaunch]]:
+    started: list[RosLaunch] = []
+    yield started
+    for launch in started:
+        launch.close()
+
+
+def graph(probe: RosTestNode) -> tuple[set[str], set[str]]:
+    """Full names of the other nodes, and every topic name."""
+    nodes = {f"{ns.rstrip('/')}/{name}"
+             for name, ns in probe.node.get_node_names_and_namespaces()
+             if name != "launch_probe"}
+    topics = {t for t, _ in probe.node.get_topic_names_and_types()}
+    return nodes, topics
+
+
+def wait_for_nodes(probe: RosTestNode, launch: RosLaunch, expected: set[str]) -> set[str]:
+    def up() -> bool:
+        assert launch.proc.poll() is None, f"ros2 launch ended early; log:\n{launch.log()}"
+        return expected <= graph(probe)[0]
+
+    wait_for(up, 60.0, lambda: f"nodes {sorted(expected)}; have {sorted(graph(probe)[0])}; "
+             f"log:\n{launch.log()}", period=0.2)
+    return graph(probe)[0]
+
+
+def assert_clean_exit(launch: RosLaunch, code: int) -> None:
+    # robot_state_publisher is ../shared/ros2-launch's Python stand-in for the C++ node (not
+    # ours): it can die of the second SIGINT; our nodes must not.
+    log = "\n".join(line for line in launch.log().splitlines()
+                    if "robot_state_publisher-" not in line)
+    assert code == 0, log
+    assert "Traceback" not in log, log
+    assert "SIGTERM" not in log and "SIGKILL" not in log, (
+        "a node did not end within launch's 5 s SIGINT grace:\n" + log)
+    assert "has died" not in log, log
+
+
+def test_sim_launch_with_defaults_runs_and_ends_on_ctrl_c(
+        ament_prefix: Path, tmp_path: Path, launches: list[RosLaunch],
+        probe: RosTestNode) -> None:
+    from sensor_msgs.msg import JointState
+
+    launch = RosLaunch(ament_prefix, tmp_path, "sim.launch.py")
+    launches.append(launch)
+    states = probe.collect(JointState, "/joint_states")
+    nodes = wait_for_nodes(probe, launch, {f"/{n}" for n in SIM_NODES})
+    assert nodes == {f"/{n}" for n in SIM_NODES}
+    wait_for(lambda: states, 60.0, lambda: f"/joint_states; log:\n{launch.log()}")
+    if not rviz_installed(ament_prefix):
+        assert "RViz not started: rviz2 is not installed here" in launch.log()
+    assert_clean_exit(launch, launch.ctrl_c())
+    for name in SIM_NODES:
+        assert f"[{name}-" in launch.log()
+    assert launch.log().count("process has finished cleanly") >= len(SIM_NODES) - 1
+
+
+@pytest.mark.parametrize("file", ["sim.launch.py", "bridge.launch.py", "excavator.launch.py"])
+def test_every_node_and_topic_sits_under_the_namespace_once(
+        file: str, ament_prefix: Path, tmp_path: Path, launches: list[RosLaunch],
+        probe: RosTestNode, redis_server: object) -> None:
+    args = ["namespace:=ns1", f"redis_url:={redis_server.url}",  # type: ignore[attr-defined]
+            f"virtual_plc_port:={free_port()}"]
+    if file != "sim.launch.py":
+        args.append("virtual_plc:=true")
+    else:
+        args = args[:1]
+    expected = {"sim.launch.py": SIM_NODES, "bridge.launch.py": BRIDGE_NODES,
+                "excavator.launch.py": SIM_NODES | BRIDGE_NODES}[file]
+    launch = RosLaunch(ament_prefix, tmp_path, file, *args)
+    launches.append(launch)
+    nodes = wait_for_nodes(probe, launch, {f"/ns1/{n}" for n in expected})
+    assert nodes == {f"/ns1/{n}" for n in expected}
+    relative = {"sim.launch.py": "/ns1/joint_states", "bridge.launch.py": "/ns1/odom",
+                "excavator.launch.py": "/ns1/plc/wheel_states"}[file]
+    wait_for(lambda: relative in graph(probe)[1], 60.0, f"topic {relative}")
+    time.sleep(1.0)  # the last publishers of a slow start
+    topics = graph(probe)[1] - ABSOLUTE_TOPICS
+    assert topics
+    outside = sorted(t for t in topics if not t.startswith("/ns1/") or t.startswith("/ns1/ns1/"))
+    assert outside == [], launch.log()
+    assert_clean_exit(launch, launch.ctrl_c())
+
+
+def test_driving_through_redis_moves_the_simulated_base(
+        ament_prefix: Path, tmp_path: Path, launches: list[RosLaunch], probe: RosTestNode,
+        redis_server: object) -> None:
+    """excavator.launch.py started the documented way: a speed written to the operational
+    layer's Redis keys goes bridge -> virtual PLC -> plc/wheel_states -> sim_node's tracks."""
+    import redis
+    from sensor_msgs.msg import JointState
+
+    from excavator_hil.hil_harness import Heartbeat
+    from plc_bridge import redis_keys as keys
+
+    url = redis_server.url  # type: ignore[attr-defined]
+    launch = RosLaunch(ament_prefix, tmp_path, "excavator.launch.py", "namespace:=ns1",
+                       f"redis_url:={url}", f"virtual_plc_port:={free_port()}", "soil:=false")
+    launches.append(launch)
+    states = probe.collect(JointState, "/ns1/joint_states")
+    wait_for(lambda: states, 90.0, lambda: f"/ns1/joint_states; log:\n{launch.log()}",
+             period=0.1)
+    client = redis.Redis.from_url(url, decode_responses=True)
+
+    def base_x() -> float:
+        msg = states[-1]
+        return dict(zip(msg.name, msg.position, strict=False))["base_x"]
+
+    x0 = base_x()
+    heartbeat = Heartbeat(url).start()  # the operational layer's: the bridge runs with it only
+    try:
+        wait_for(lambda: client.get(keys.BRIDGE_STATUS) == "running", 60.0,
+                 lambda: f"bridge running (status {client.get(keys.BRIDGE_STATUS)}); log:\n"
+                         f"{launch.log()}", period=0.1)
+        def driven() -> bool:
+            client.mset({keys.LONGITUDINAL: "0.5", keys.LATERAL: "0", keys.ANGULAR: "0"})
+            return base_x() - x0 > 0.3
+
+        wait_for(driven, 60.0, lambda: f"base_x to grow by 0.3 m from {x0:.3f} (now "
+                 f"{base_x():.3f}); log:\n{launch.log()}", period=0.1)
+        client.mset({keys.LONGITUDINAL: "0"})
+    finally:
+        heartbeat.stop()
+    assert_clean_exit(launch, launch.ctrl_c())
+
+
+def test_a_required_node_that_dies_ends_the_launch_and_says_why(
+        ament_prefix: Path, tmp_path: Path, launches: list[RosLaunch],
+        probe: RosTestNode) -> None:
+    launch = RosLaunch(ament_prefix, tmp_path, "sim.launch.py", "soil:=false")
+    launches.append(launch)
+    wait_for_nodes(probe, launch, {"/ik_node", "/sim_node"})
+    os.kill(launch.node_pid("ik_node"), signal.SIGKILL)
+    launch.wait(60.0)  # ends by itself, nothing left behind
+    log = launch.log()
+    assert "required node ik_node was killed by signal 9" in log, log
+    assert "SIGTERM" not in log, log
+
+
+def test_a_node_refusing_its_configuration_ends_the_launch(
+        ament_prefix: Path, tmp_path: Path, launches: list[RosLaunch]) -> None:
+    bad = tmp_path / "ik_bad.yaml"
+    bad.write_text("/**:\n  ros__parameters:\n    bucket_pitch: .nan\n")
+    launch = RosLaunch(ament_prefix, tmp_path, "sim.launch.py", "soil:=false",
+                       f"ik_params:={bad}")
+    launches.append(launch)
+    launch.wait(90.0)
+    log = launch.log()
+    assert "required node ik_node refused its configuration (code 2" in log, log
+
+
+def rviz_installed(prefix: Path) -> bool:
+    from excavator_hil.launch_support import rviz_installed
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("AMENT_PREFIX_PATH", f"{prefix}:{sys.prefix}")
+        return rviz_installed()
+
+
+def test_rviz_true_without_rviz2_starts_nothing_and_says_how(
+        ament_prefix: Path, tmp_path: Path, launches: list[RosLaunch]) -> None:
+    if rviz_installed(ament_prefix):
+        pytest.skip("rviz2 is installed here")
+    launch = RosLaunch(ament_prefix, tmp_path, "excavator.launch.py", "rviz:=true")
+    launches.append(launch)
+    code = launch.wait(60.0)
+    log = launch.log()
+    assert code != 0, log
+    assert "rviz2 is not installed" in log and "rviz:=false" in log, log
+    assert "process started" not in log, log
+
+
+def test_rviz_defaults_to_off_without_rviz2(ament_prefix: Path) -> None:
+    out = subprocess.run([ROS2, "launch", "excavator_hil", "excavator.launch.py", "--show-args"],
+                         env={**os.environ, "AMENT_PREFIX_PATH": f"{ament_prefix}:{sys.prefix}"},
+                         capture_output=True, text=True, timeout=120, check=True).stdout
+    rviz = out.split("'rviz':", 1)[1].split("'soil':", 1)[0]
+    default = "true" if rviz_installed(ament_prefix) else "false"
+    assert f"(default: '{default}')" in rviz, out
+
+
+def test_ros2_cli_finds_the_registered_package(ament_prefix: Path) -> None:
+    env = {**os.environ, "AMENT_PREFIX_PATH": f"{ament_prefix}:{sys.prefix}"}
+    prefix = subprocess.run([ROS2, "pkg", "prefix", "excavator_hil"], env=env,
+                            capture_output=True, text=True, timeout=60, check=True).stdout
+    assert prefix.strip() == str(ament_prefix)
+    exes = subprocess.run([ROS2, "pkg", "executables", "excavator_hil"], env=env,
+                          capture_output=True, text=True, timeout=60, check=True).stdout
+    assert {line.split()[1] for line in exes.splitlines()} >= {
+        "sim_node", "ik_node", "soil_node", "plc_bridge", "virtual_plc"}
+    run = subprocess.run([ROS2, "run", "excavator_hil", "virtual_plc", "--help"], env=env,
+                         capture_output=True, text=True, timeout=60, check=False)
+    assert run.returncode == 0 and "--port" in run.stdout, run.stdout + run.stderr

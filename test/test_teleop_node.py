@@ -1,0 +1,313 @@
+"""teleop_node over real DDS: a scripted joystick (sensor_msgs/Joy from a probe node) drives the
+simulated machine in sim_node's process; deadman, a silent joystick (a fault, as it happens),
+travel pedals, coordinated mode and the impedance mode's force feedback."""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+import pytest
+from diagnostic_msgs.msg import DiagnosticArray
+from geometry_msgs.msg import PoseStamped, WrenchStamped
+from helpers import REPO, NodeProcess, RosTestNode, wait_for
+from sensor_msgs.msg import JointState, Joy
+
+ENABLE = 5  # deadman button index of the teleop_node under test
+
+
+@pytest.fixture(scope="module")
+def sim_process(tmp_path_factory: pytest.TempPathFactory):
+    proc = NodeProcess("excavator_sim.sim_node",
+                       ["--ros-args", "--params-file", str(REPO / "config" / "sim.yaml"),
+                        "-p", "terrain.nx:=41", "-p", "terrain.ny:=41",
+                        "-p", "terrain.cell_size_m:=0.4", "-p", "initial.boom_rad:=0.75",
+                        "-p", "initial.arm_rad:=-1.4", "-p", "initial.bucket_rad:=1.5"],
+                       log_dir=tmp_path_factory.mktemp("sim_node"))
+    yield proc
+    assert proc.stop() == 0, proc.log()
+
+
+def _teleop(tmp_path_factory: pytest.TempPathFactory, name: str, *params: str) -> NodeProcess:
+    args = ["--ros-args", "--params-file", str(REPO / "config" / "teleop.yaml")]
+    for p in params:
+        args += ["-p", p]
+    return NodeProcess("excavator_kinematics.teleop_node", args,
+                       log_dir=tmp_path_factory.mktemp(name))
+
+
+@pytest.fixture(scope="module")
+def teleop_process(tmp_path_factory: pytest.TempPathFactory, sim_process: NodeProcess):
+    proc = _teleop(tmp_path_factory, "teleop", f"buttons.enable:={ENABLE}",
+                   "buttons.mode_toggle:=4", "joy_timeout:=0.3")
+    yield proc
+    assert proc.stop() == 0, proc.log()
+
+
+class Operator:
+    """The probe: publishes Joy / joy_travel / hand_pose, records the machine."""
+
+    def __init__(self, probe: RosTestNode):
+        self.probe = probe
+        self.states: list[JointState] = probe.collect(JointState, "joint_states")
+        self.valves: list[JointState] = probe.collect(JointState, "teleop/valve_command")
+        self.tracks: list[JointState] = probe.collect(JointState, "track_command")
+        self.feedback: list[WrenchStamped] = probe.collect(WrenchStamped,
+                                                           "teleop/force_feedback")
+        self.diagnostics: list[DiagnosticArray] = probe.collect(DiagnosticArray,
+                                                                "/diagnostics")
+        self.joy = probe.node.create_publisher(Joy, "joy", 10)
+        self.travel = probe.node.create_publisher(Joy, "joy_travel", 10)
+        self.hand = probe.node.create_publisher(PoseStamped, "hand_pose", 10)
+        self.wrench = probe.node.create_publisher(WrenchStamped, "soil/wrench", 10)
+
+    def q(self, name: str) -> float:
+        msg = self.states[-1]
+        return msg.position[list(msg.name).index(name)]
+
+    def joints(self) -> np.ndarray:
+        return np.array([self.q(n) for n in ("swing", "boom", "arm", "bucket")])
+
+    def send(self, axes: dict[int, float], deadman: bool = True, toggle: bool = False) -> None:
+        msg = Joy()
+        msg.header.stamp = self.probe.node.get_clock().now().to_msg()
+        a = [0.0] * 6
+        for k, v in axes.items():
+            a[k] = v
+        msg.axes = a
+        b = [0] * 8
+        b[ENABLE] = int(deadman)
+        b[4] = int(toggle)
+        msg.buttons = b
+        self.joy.publish(msg)
+
+    def hold_sticks(self, axes: dict[int, float], seconds: float, **kw: bool) -> None:
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            self.send(axes, **kw)
+            time.sleep(0.05)  # the joy driver's 20 Hz autorepeat
+
+
+@pytest.fixture(scope="module")
+def operator(teleop_process: NodeProcess, sim_process: NodeProcess):
+    node = RosTestNode("teleop_probe")
+    op = Operator(node)
+    wait_for(lambda: op.states and op.joy.get_subscription_count() > 0, 30.0,
+             lambda: f"sim_node and teleop_node; logs:\n{sim_process.log()}\n"
+                     f"{teleop_process.log()}")
+    yield op
+    node.close()
+
+
+START = [0.0, 0.75, -1.4, 1.5]  # swing, boom, arm, bucket [rad]: mid workspace
+
+
+def _home(op: Operator, q: list[float] = START) -> None:
+    """Another commander (as ik_node would) moves the machine while teleop_node is silent."""
+    pub = op.probe.node.create_publisher(JointState, "joint_command", 10)
+    msg = JointState()
+    msg.name = ["swing", "boom", "arm", "bucket"]
+    msg.position = [float(v) for v in q]
+
+    def there() -> bool:
+        pub.publish(msg)
+        return bool(np.abs(op.joints() - np.array(q)).max() < 5e-3)
+    wait_for(there, 30.0, f"the machine at {q}", period=0.2)
+    op.probe.node.destroy_publisher(pub)
+
+
+def _still(op: Operator) -> np.ndarray:
+    """Wait until no joint moves more than 1 mrad in 0.3 s; returns the pose."""
+    def check() -> bool:
+        a = op.joints()
+        time.sleep(0.3)
+        return bool(np.abs(op.joints() - a).max() < 1e-3)
+    wait_for(check, 20.0, "the machine to stand still")
+    return op.joints()
+
+
+def test_iso_sticks_move_the_named_joints(operator: Operator) -> None:
+    _home(operator)
+    q0 = _still(operator)
+    operator.hold_sticks({4: -0.6}, 1.5)  # ISO right stick back: boom up
+    q1 = operator.joints()
+    assert q1[1] - q0[1] > 0.1, (q0, q1)
+    assert np.abs(np.delete(q1 - q0, 1)).max() < 0.02, (q0, q1)
+    v = operator.valves[-1]
+    spools = dict(zip(v.name, v.position, strict=True))
+    assert spools["boom_cylinder"] > 0.3 and spools["arm_cylinder"] == 0.0
+    operator.hold_sticks({0: 0.6}, 1.5)  # left stick left: swing left (+)
+    q2 = operator.joints()
+    assert q2[0] - q1[0] > 0.1, (q1, q2)
+    operator.hold_sticks({}, 0.5)  # released: the machine holds
+    q3 = _still(operator)
+    assert abs(q3[1] - q1[1]) < 0.05 and abs(q3[0] - q2[0]) < 0.1
+
+
+def test_the_deadman_released_stops_the_machine(operator: Operator) -> None:
+    q0 = _still(operator)
+    operator.hold_sticks({1: -0.6}, 1.0, deadman=False)  # arm in, deadman not held
+    assert np.abs(operator.joints() - q0).max() < 2e-3
+
+
+def test_a_silent_joystick_stops_the_machine(operator: Operator) -> None:
+    """The joystick driver dies with the stick deflected: after joy_timeout the machine
+    stops where it is (one hold command), it does not run on to the stroke end."""
+    q0 = _still(operator)
+    operator.hold_sticks({1: -0.5}, 0.8)  # arm in, then silence
+    moving = operator.joints()
+    assert moving[2] - q0[2] < -0.05
+    q_stop = _still(operator)
+    assert q_stop[2] - moving[2] > -0.25, (moving, q_stop)  # stopped, not at the stroke end
+    assert q_stop[2] > -2.2
+
+
+def test_travel_pedals_drive_the_tracks(operator: Operator) -> None:
+    def base_x() -> float:
+        return operator.q("base_x")
+
+    x0 = base_x()
+    end = time.monotonic() + 1.5
+    while time.monotonic() < end:
+        msg = Joy()
+        msg.axes = [0.6, 0.6]
+        operator.travel.publish(msg)
+        time.sleep(0.05)
+    assert base_x() - x0 > 0.2
+    assert operator.tracks[-1].name == ["track_left", "track_right"]
+    wait_for(lambda: operator.tracks[-1].velocity[0] == 0.0, 5.0, "a zero track command")
+
+    def stopped() -> bool:  # the tracks' model decelerates; then the base stays put
+        a = base_x()
+        time.sleep(0.3)
+        return abs(base_x() - a) < 3e-3
+    wait_for(stopped, 10.0, "the base to stop after the pedals are released")
+
+
+def test_mode_toggle_gives_coordinated_tip_motion(operator: Operator) -> None:
+    from excavator_kinematics.geometry import default_geometry
+    from excavator_kinematics.teleop.jacobian import TaskJacobian
+
+    jac = TaskJacobian(default_geometry())
+    _home(operator)
+    _still(operator)
+    operator.send({}, toggle=True)
+    operator.hold_sticks({}, 0.3)
+    x0 = jac.task(operator.joints()[1:])
+    operator.hold_sticks({1: 0.6}, 1.5)  # left stick forward: tip out, height and angle kept
+    x1 = jac.task(operator.joints()[1:])
+    operator.send({}, toggle=True)  # back to joystick mode
+    operator.hold_sticks({}, 0.3)
+    assert x1[0] - x0[0] > 0.15, (x0, x1)
+    assert abs(x1[1] - x0[1]) < 0.05 * (x1[0] - x0[0]) + 0.01, (x0, x1)
+    assert abs(x1[2] - x0[2]) < 0.02, (x0, x1)
+
+
+def test_bad_joy_input_is_reported_and_holds(operator: Operator) -> None:
+    q0 = _still(operator)
+    msg = Joy()
+    msg.axes = [0.0, -0.8]  # the right stick's axes are missing
+    msg.buttons = [0] * 8
+    msg.buttons[ENABLE] = 1
+    operator.joy.publish(msg)
+
+    def reported() -> bool:
+        return any("axes.right_x is axis 3 but the Joy message has 2 axes" in s.message
+                   for d in list(operator.diagnostics) for s in d.status)
+    wait_for(reported, 10.0, "the bad Joy reported on /diagnostics")
+    time.sleep(0.3)
+    assert np.abs(operator.joints() - q0).max() < 2e-3
+
+
+def test_impedance_mode_follows_the_hand_and_feeds_the_soil_back(
+        tmp_path_factory: pytest.TempPathFactory, operator: Operator) -> None:
+    proc = _teleop(tmp_path_factory, "teleop_impedance", "mode:=impedance",
+                   "feedback.force_scale:=0.001", "feedback.max_force_n:=100.0")
+    try:
+        wait_for(lambda: operator.hand.get_subscription_count() > 0, 30.0,
+                 lambda: f"teleop_node (impedance); log:\n{proc.log()}")
+        _still(operator)
+        x0 = operator.joints()
+        wrench = WrenchStamped()
+        wrench.header.frame_id = "world"
+        swing = x0[0]
+        wrench.wrench.force.x = -20e3 * math.cos(swing)  # soil pushes the bucket back
+        wrench.wrench.force.y = -20e3 * math.sin(swing)
+        pose = PoseStamped()
+        pose.header.frame_id = "hand_controller"
+        pose.pose.orientation.w = 1.0
+        n0 = len(operator.feedback)
+        end = time.monotonic() + 30.0
+        pose.pose.position.z = 0.02  # hand 2 cm up: the tip 0.2 m up
+        while time.monotonic() < end and not (len(operator.feedback) > n0 + 50
+                                              and operator.joints()[1] > x0[1] + 0.02):
+            operator.hand.publish(pose)
+            operator.wrench.publish(wrench)
+            time.sleep(0.02)
+        fb = operator.feedback[-1]
+        assert len(operator.feedback) > n0 + 50
+        assert fb.wrench.force.x == pytest.approx(-20.0, rel=0.05)  # 20 kN x 1e-3 N/N
+        assert abs(fb.wrench.force.z) < 1.0
+        assert operator.joints()[1] > x0[1] + 0.02  # boom went up with the hand
+    finally:
+        assert proc.stop() == 0, proc.log()
+
+
+def _set_parameter(operator: Operator, name: str, value: object) -> tuple[bool, str]:
+    from rcl_interfaces.srv import SetParameters
+    from rclpy.parameter import Parameter
+
+    client = operator.probe.node.create_client(SetParameters, "/teleop_node/set_parameters")
+    try:
+        assert client.wait_for_service(timeout_sec=20.0), "teleop_node's parameter service"
+        future = client.call_async(SetParameters.Request(
+            parameters=[Parameter(name, value=value).to_parameter_msg()]))
+        wait_for(future.done, 20.0, f"set {name}")
+        result = future.result().results[0]
+        return result.successful, result.reason
+    finally:
+        operator.probe.node.destroy_client(client)
+
+
+def test_pattern_changes_at_run_time_and_fixed_parameters_refuse(operator: Operator) -> None:
+    ok, reason = _set_parameter(operator, "control_rate", 10.0)
+    assert not ok and "control_rate is read at start-up" in reason
+    ok, reason = _set_parameter(operator, "pattern", "jcb")
+    assert not ok and "'jcb'" in reason
+    ok, reason = _set_parameter(operator, "pattern", "sae")
+    assert ok, reason
+    try:
+        _home(operator)
+        q0 = _still(operator)
+        operator.hold_sticks({1: 0.6}, 1.0)  # SAE left stick forward: boom down (ISO: arm out)
+        q1 = operator.joints()
+        assert q1[1] - q0[1] < -0.05, (q0, q1)
+        assert np.abs(np.delete(q1 - q0, 1)).max() < 0.01, (q0, q1)
+    finally:
+        assert _set_parameter(operator, "pattern", "iso")[0]
+
+
+def test_stale_joint_states_stop_the_commands(operator: Operator,
+                                              sim_process: NodeProcess) -> None:
+    """sim_node freezes (SIGSTOP) while the stick is held: after state_timeout teleop_node
+    sends nothing computed from the stale pose; when the simulator is back, commands resume."""
+    import os
+    import signal
+
+    _home(operator)
+    commands: list[JointState] = operator.probe.collect(JointState, "joint_command")
+    _still(operator)
+    operator.hold_sticks({1: 0.4}, 0.5)  # arm out
+    assert commands
+    os.kill(sim_process.proc.pid, signal.SIGSTOP)
+    try:
+        operator.hold_sticks({1: 0.4}, 1.0)  # > state_timeout (0.5 s) with the stick held
+        n = len(commands)
+        operator.hold_sticks({1: 0.4}, 1.0)
+        assert len(commands) == n, "commands computed from a stale pose"
+    finally:
+        os.kill(sim_process.proc.pid, signal.SIGCONT)
+    wait_for(lambda: (operator.send({1: 0.4}), len(commands) > n)[1], 20.0,
+             "commands again once joint_states are fresh")
+    operator.hold_sticks({}, 0.3)
