@@ -117,7 +117,8 @@ def test_soil_node_runs_on_a_preset_defined_only_in_the_params_file(tmp_path: Pa
             sent += 1
             wait_for(lambda n=sent: len(ch.wrenches) >= n, 30.0,
                      lambda n=sent: f"wrench {n} (got {len(ch.wrenches)})")
-        ch.send(BucketPose(40.0, 0.0, 0.0, 0.0, 0.0), np.array([-0.5, 0.0, 0.0]), 502.0)
+        # outside the 8 m grid, within the machine's reach (40 m is implausible input now)
+        ch.send(BucketPose(10.0, 0.0, 0.0, 0.0, 0.0), np.array([-0.5, 0.0, 0.0]), 502.0)
         wait_for(lambda: len(ch.wrenches) == sent + 1, 10.0, "the off-grid wrench")
         load = ch.loads[-1].data
         assert load > 0.05
