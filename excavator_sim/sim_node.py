@@ -7,15 +7,28 @@ Subscribes
   them. NaN, unknown names and out-of-range targets are rejected (logged + ``/diagnostics``);
   the machine keeps its last valid setpoint.
 - ``soil/wrench`` (geometry_msgs/WrenchStamped, frame ``world``): force/torque on the bucket at
-  its origin M, held until the next message. Beyond the machine's plausible wrench
-  (``excavator_sim.plausibility``: 3 x its maximum digging force) it is rejected and the last
-  valid one is kept. A physics step that diverges anyway is undone by the core (last good
-  state, wrench dropped, clock running) and reported as ERROR on ``/diagnostics``.
+  its origin M, stamped with the simulated time of the ``bucket_pose`` it answers. It acts only
+  while fresh: during a publish period whose end is at most ``max_wrench_age_s`` after that
+  stamp; after that the soil force is left out (zero) until a fresh one arrives
+  (:mod:`excavator_sim.pacing` says why not hold). ``max_wrench_age_s`` 0 turns the check off
+  (the latest wrench acts until replaced, whatever its stamp). Beyond the
+  machine's plausible wrench (``excavator_sim.plausibility``: 3 x its maximum digging force) a
+  wrench is rejected on arrival and the last valid one is kept (still only while fresh). A
+  physics step that diverges anyway is undone by the core (last good state, wrench dropped,
+  clock running) and reported as ERROR on ``/diagnostics``.
 - ``track_command`` (sensor_msgs/JointState): ``velocity`` [m/s] of ``track_left`` /
   ``track_right``.
 - ``soil/terrain_patch`` (std_msgs/Float64MultiArray): a changed rectangle of the terrain,
   written into MuJoCo's height field (format: :mod:`excavator_sim.heightfield`, dims ``i``,
   ``j``, data ``[i0, j0, heights...]`` [m]); the grids must match (``terrain.*`` parameters).
+
+Pacing: with ``real_time_factor`` > 0 each publish period is due at an absolute wall-clock
+deadline (``excavator_sim.pacing.Pacer``): a late wake-up is caught up by stepping several
+periods at once, at most ``max_catch_up_s`` of wall time; beyond that the schedule slips and the
+node says so. ``/diagnostics`` reports how far the simulation is behind the wall clock (lag
+p50/p99/max), the achieved real-time factor, the soil wrench's age on arrival (p50/p99/max
+[ms of sim time]) and how many periods ran without soil force because the wrench was stale;
+the level is WARN while the lag exceeds ``lag_warn_s`` or wrenches go stale.
 
 Publishes (at ``publish_rate``): ``joint_states`` (every named joint, cylinders and passive
 joints included; tracks: position = travelled distance [m], velocity [m/s]; the base's
@@ -23,7 +36,8 @@ joints included; tracks: position = travelled distance [m], velocity [m/s]; the 
 of the URDF, so robot_state_publisher poses the machine in ``world``), ``/clock`` (only
 when the node's ``use_sim_time`` parameter is true at start-up: with it false nothing follows
 simulated time, and two simulators on one graph would interleave their clocks),
-``bucket_pose`` / ``bucket_twist`` (frame ``world``), ``markers`` (the machine in ``world``, at
+``bucket_twist`` then ``bucket_pose`` (frame ``world``, same stamp: the twist first, so the
+soil node has it when the pose arrives), ``markers`` (the machine in ``world``, at
 ``marker_rate`` in wall time: they are for RViz), ``robot_description`` once (transient local;
 the URDF of the model this node simulates, rooted at ``world``, its other links prefixed with
 the ``frame_prefix`` parameter, e.g. ``exc1/``, for a fleet), ``/diagnostics`` at 1 Hz. Poses,
@@ -33,6 +47,8 @@ Header stamps are simulated time (the time on ``/clock``, whether or not it is p
 
 from __future__ import annotations
 
+import math
+import threading
 import time
 
 import mujoco
@@ -62,6 +78,8 @@ from excavator_kinematics.ros_runtime import (
 from excavator_sim.errors import CommandError, HeightFieldError, SimConfigError
 from excavator_sim.heightfield import flat_to_patch
 from excavator_sim.model_builder import CYLINDER_JOINTS
+from excavator_sim.pacing import Pacer, Window, WrenchGate
+from excavator_sim.plausibility import fmt_vector
 from excavator_sim.sim_config import PARAMETERS, config_from_flat
 from excavator_sim.simulation import TRACK_JOINTS, ExcavatorSimulation
 from excavator_sim.urdf import check_frame_prefix, urdf_from_model
@@ -69,6 +87,12 @@ from excavator_sim.urdf import check_frame_prefix, urdf_from_model
 WORLD = "world"
 # Free run (real_time_factor 0): wall time spent simulating before serving callbacks [s].
 _FREE_RUN_SLICE_S = 0.005
+# Paced: publish periods stepped at most per timer call when catching up (then the executor
+# serves commands and wrenches before the rest).
+_MAX_BURST = 5
+# Lag samples before this much wall time after the first period are start-up, not reported as
+# the worst lag since start [s].
+_STARTUP_S = 1.0
 _MARKER_TYPES = {int(mujoco.mjtGeom.mjGEOM_BOX): Marker.CUBE,
                  int(mujoco.mjtGeom.mjGEOM_CAPSULE): Marker.CYLINDER,
                  int(mujoco.mjtGeom.mjGEOM_CYLINDER): Marker.CYLINDER}
@@ -96,12 +120,31 @@ class SimNode(Node):
             check_frame_prefix(frame_prefix)
         except ValueError as exc:
             raise SimConfigError(str(exc)) from None
+        max_wrench_age = declare(self, "max_wrench_age_s", 0.02,
+                                 "a soil wrench acts only while at most this old (simulated "
+                                 "time since the pose it answers); 0 = no check", low=0.0,
+                                 high=10.0, unit="s")
+        self.lag_warn_s = declare(self, "lag_warn_s", 0.05, "WARN on /diagnostics when the "
+                                  "simulation is further behind the wall clock", low=0.001,
+                                  high=10.0, unit="s")
+        max_catch_up = declare(self, "max_catch_up_s", 0.5, "wall time of deficit caught up "
+                               "by stepping faster; beyond it the schedule slips (reported)",
+                               low=0.01, high=60.0, unit="s")
         config = config_from_flat(values, source="sim_node parameters")
         geometry = (ExcavatorGeometry.from_yaml(geometry_file) if geometry_file
                     else default_geometry())
         self.sim = ExcavatorSimulation(config, geometry)
         self.config = config
         self.steps_per_publish = max(1, round(1.0 / (config.publish_rate * config.timestep)))
+        self.period_s = self.steps_per_publish * config.timestep  # one publish period [s]
+        self.gate = WrenchGate(max_age_s=max_wrench_age)
+        self.pacer = (Pacer(self.period_s, config.real_time_factor, max_catch_up)
+                      if config.real_time_factor > 0 else None)
+        self.lag = Window()  # [s of wall time] behind the schedule after each period
+        self._lag_since_status = -math.inf
+        self._stale_at_status = 0
+        self._periods = 0
+        self._paced_since: float | None = None  # wall time of the first paced period [s]
 
         # use_sim_time (declared by rclpy): this node is then the source of /clock. Read once at
         # start-up; without it no /clock publisher exists at all.
@@ -143,20 +186,27 @@ class SimNode(Node):
         self._wall_start = time.monotonic()
         self._sim_start = self.sim.time
         self._markers = self._make_markers()
+        # The machine's geom poses as of the last period, (sim time, xpos, xmat): copied on the
+        # control path (a few microseconds), turned into markers in their own thread.
+        self._geom_snapshot: tuple[float, np.ndarray, np.ndarray] | None = None
+        self._stop = threading.Event()
+        self._marker_thread: threading.Thread | None = None
         if self.marker_rate > 0:
-            # Markers are for people watching RViz: paced by the wall clock, not sim time.
-            self.create_timer(1.0 / self.marker_rate, self.publish_markers,
-                              clock=self.wall_clock)
-        period = 1.0 / config.publish_rate
-        # real_time_factor 0: tick as fast as possible; else the wall period of one publish.
-        self.timer = self.create_timer(period / config.real_time_factor
+            # Markers are for people watching RViz: paced by the wall clock, not sim time, and
+            # built off the control path.
+            self._marker_thread = threading.Thread(target=self._marker_loop,
+                                                   name="sim_markers", daemon=True)
+            self._marker_thread.start()
+        # real_time_factor 0: tick as fast as possible; else wake once per publish period of
+        # wall time (the Pacer's absolute schedule decides how many periods are due).
+        self.timer = self.create_timer(self.period_s / config.real_time_factor
                                        if config.real_time_factor > 0 else 1e-4, self.tick,
                                        clock=self.wall_clock)
         g = config.terrain
         warn_unknown_parameters(self)
         self.get_logger().info(
             f"ready: dt {config.timestep} s, real_time_factor {config.real_time_factor}, "
-            f"publish_rate {config.publish_rate} Hz, /clock "
+            f"publish_rate {config.publish_rate} Hz, max_wrench_age_s {max_wrench_age}, /clock "
             f"{'on (use_sim_time)' if self.publishes_clock else 'off (use_sim_time false)'}, "
             f"{self.sim.model.nv} dof, terrain "
             f"{g.nx} x {g.ny} nodes from ({g.x0}, {g.y0}) m every {g.cell_size} m")
@@ -192,10 +242,19 @@ class SimNode(Node):
             self._reject(f"soil/wrench in frame {msg.header.frame_id!r}: send it in 'world'")
             return
         f, t = msg.wrench.force, msg.wrench.torque
-        try:
-            self.sim.apply_bucket_wrench([f.x, f.y, f.z], [t.x, t.y, t.z])
-        except CommandError as exc:
-            self._reject(str(exc))
+        force, torque = np.array([f.x, f.y, f.z]), np.array([t.x, t.y, t.z])
+        if not (np.all(np.isfinite(force)) and np.all(np.isfinite(torque))):
+            self._reject(f"bucket wrench force={fmt_vector(force)} torque={fmt_vector(torque)} "
+                         "has NaN/inf: pass finite values [N], [N m]; the last valid wrench is "
+                         "kept")
+            return
+        reason = self.sim.envelope.check_wrench(force, torque)
+        if reason is not None:
+            self._reject(f"{reason}; the last valid wrench is kept")
+            return
+        stamp = msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
+        # Applied at the next period boundary, if still fresh then (see tick).
+        self.gate.offer(stamp, force, torque, self.sim.time)
 
     def on_track_command(self, msg: JointState) -> None:
         speeds = dict(zip(msg.name, msg.velocity, strict=False))
@@ -227,17 +286,41 @@ class SimNode(Node):
 
     # --- stepping and outputs ------------------------------------------------------------
     def tick(self) -> None:
-        """One publish period of simulated time; as fast as possible (real_time_factor 0):
-        several periods per call, returning to the executor every few ms for commands."""
-        deadline = time.monotonic() + (_FREE_RUN_SLICE_S if self.config.real_time_factor == 0
-                                       else 0.0)
-        while True:
-            self.sim.step(self.steps_per_publish)
-            if self.sim.divergence_count != self._divergences_reported:
-                self.report_divergence()
-            self.publish_state()
-            if time.monotonic() >= deadline:
-                break
+        """Paced: the publish periods due by the wall clock (absolute schedule), at most
+        ``_MAX_BURST`` per call; free run (real_time_factor 0): periods for a few ms, returning
+        to the executor in between for commands."""
+        if self.pacer is None:
+            deadline = time.monotonic() + _FREE_RUN_SLICE_S
+            while True:
+                self.step_period()
+                if time.monotonic() >= deadline:
+                    return
+        now = time.monotonic()
+        if self._paced_since is None:
+            self._paced_since = now
+        due = self.pacer.due(now, self.sim.time)
+        for _ in range(min(due, _MAX_BURST)):
+            self.step_period()
+        if due:
+            now = time.monotonic()
+            lag = self.pacer.lag(now, self.sim.time)
+            if now - self._paced_since > _STARTUP_S:
+                self.lag.add(lag)
+                self._lag_since_status = max(self._lag_since_status, lag)
+
+    def step_period(self) -> None:
+        """One publish period: the soil wrench if fresh (else none), physics, outputs."""
+        wrench = self.gate.for_period(self.sim.time + self.period_s)
+        if wrench is not None:
+            self.sim.apply_bucket_wrench(*wrench)
+        self.sim.step(self.steps_per_publish)
+        if self.sim.divergence_count != self._divergences_reported:
+            self.report_divergence()
+        self._periods += 1
+        self.publish_state()
+        if self._marker_thread is not None:
+            d = self.sim.data
+            self._geom_snapshot = (self.sim.time, d.geom_xpos.copy(), d.geom_xmat.copy())
 
     def publish_state(self) -> None:
         # Messages are built once and refilled: at real_time_factor 0 this runs thousands of
@@ -254,6 +337,13 @@ class SimNode(Node):
         msg.position = js.positions.tolist()
         msg.velocity = js.velocities.tolist()
         self.joint_pub.publish(msg)
+        # twist first: the soil node uses the latest twist when the pose arrives
+        lin, ang = sim.bucket_twist()
+        twist = self._twist_msg
+        twist.header.stamp = stamp
+        twist.twist.linear.x, twist.twist.linear.y, twist.twist.linear.z = lin.tolist()
+        twist.twist.angular.x, twist.twist.angular.y, twist.twist.angular.z = ang.tolist()
+        self.twist_pub.publish(twist)
         pos, quat = sim.bucket_pose()
         pose = self._pose_msg
         pose.header.stamp = stamp
@@ -261,12 +351,6 @@ class SimNode(Node):
         o = pose.pose.orientation
         o.w, o.x, o.y, o.z = quat.tolist()
         self.pose_pub.publish(pose)
-        lin, ang = sim.bucket_twist()
-        twist = self._twist_msg
-        twist.header.stamp = stamp
-        twist.twist.linear.x, twist.twist.linear.y, twist.twist.linear.z = lin.tolist()
-        twist.twist.angular.x, twist.twist.angular.y, twist.twist.angular.z = ang.tolist()
-        self.twist_pub.publish(twist)
 
     def _make_markers(self) -> tuple[MarkerArray, list[int]]:
         """One marker per machine geom (built once; poses updated on publish)."""
@@ -293,19 +377,64 @@ class SimNode(Node):
             geoms.append(gid)
         return out, geoms
 
+    def _marker_loop(self) -> None:
+        period = 1.0 / self.marker_rate
+        next_due = time.monotonic()
+        while not self._stop.wait(max(0.0, next_due - time.monotonic())):
+            next_due = max(next_due + period, time.monotonic() - period)
+            try:
+                self.publish_markers()
+            except Exception as exc:  # noqa: BLE001 - rclpy shutting down under the thread
+                if not self._stop.is_set() and self.context.ok():  # not shutting down
+                    self.get_logger().error(f"marker publish failed: {exc}")
+                return
+
     def publish_markers(self) -> None:
-        d = self.sim.data
-        stamp = _stamp(self.sim.time)
+        snapshot = self._geom_snapshot
+        if snapshot is None:
+            return
+        t, xpos, xmat = snapshot
+        stamp = _stamp(t)
         markers, geoms = self._markers
         quat = np.zeros(4)
         for marker, gid in zip(markers.markers, geoms, strict=True):
             marker.header.stamp = stamp
             p = marker.pose.position
-            p.x, p.y, p.z = d.geom_xpos[gid].tolist()
-            mujoco.mju_mat2Quat(quat, d.geom_xmat[gid])
+            p.x, p.y, p.z = xpos[gid].tolist()
+            mujoco.mju_mat2Quat(quat, xmat[gid])
             o = marker.pose.orientation
             o.w, o.x, o.y, o.z = quat.tolist()
         self.marker_pub.publish(markers)
+
+    def destroy_node(self) -> None:
+        self._stop.set()
+        if self._marker_thread is not None and self._marker_thread.is_alive():
+            self._marker_thread.join(5.0)
+        super().destroy_node()
+
+    def timing_values(self) -> dict[str, str | int]:
+        """Pacing and coupling figures for /diagnostics (ms of wall time for lag, ms of sim
+        time for wrench ages; NaN before there is a sample)."""
+        lag50, lag99, lagmax = (1e3 * v for v in self.lag.percentiles())
+        age50, age99, agemax = (1e3 * v for v in self.gate.arrival_age.percentiles())
+        pacer = self.pacer
+        return {
+            "real_time_factor_target": f"{self.config.real_time_factor:g}",
+            "lag_ms_p50": f"{lag50:.2f}", "lag_ms_p99": f"{lag99:.2f}",
+            "lag_ms_max": f"{lagmax:.2f}",
+            "lag_ms_max_since_start": f"{1e3 * max(self.lag.max_ever, 0.0):.2f}",
+            "slipped_s": f"{pacer.slipped_s if pacer else 0.0:.3f}",
+            "periods": self._periods,
+            "wrench_age_ms_p50": f"{age50:.2f}", "wrench_age_ms_p99": f"{age99:.2f}",
+            "wrench_age_ms_max": f"{agemax:.2f}",
+            "wrench_age_ms_max_since_start": f"{1e3 * self.gate.arrival_age.max_ever:.2f}"
+            if self.gate.received else "nan",
+            "wrenches_received": self.gate.received,
+            "wrenches_stale_on_arrival": self.gate.stale_on_arrival,
+            "wrench_applied_periods": self.gate.applied_periods,
+            "wrench_stale_periods": self.gate.stale_periods,
+            "max_wrench_age_ms": f"{1e3 * self.gate.max_age_s:g}",
+        }
 
     def report_divergence(self) -> None:
         """The core undid a diverged physics step (``ExcavatorSimulation.step``): ERROR on
@@ -326,14 +455,29 @@ class SimNode(Node):
         wall = time.monotonic() - self._wall_start
         rtf = (self.sim.time - self._sim_start) / wall if wall > 0 else 0.0
         residual = self.sim.constraint_residual()
-        level = OK if residual < 1e-3 else WARN
+        problems = []
+        if residual >= 1e-3:
+            problems.append(f"loop residual {residual:.2e} m > 1 mm")
+        worst, self._lag_since_status = self._lag_since_status, -math.inf
+        if worst > self.lag_warn_s:
+            problems.append(f"cannot keep up: {1e3 * worst:.0f} ms behind the wall clock "
+                            f"(real_time_factor {self.config.real_time_factor:g}, warn above "
+                            f"{1e3 * self.lag_warn_s:.0f} ms)")
+        stale, self._stale_at_status = (self.gate.stale_periods - self._stale_at_status,
+                                        self.gate.stale_periods)
+        if stale:
+            problems.append(f"soil wrench late: {stale} periods without soil force (older "
+                            f"than {1e3 * self.gate.max_age_s:g} ms)")
         values = {"sim_time_s": f"{self.sim.time:.3f}", "achieved_real_time_factor": f"{rtf:.2f}",
+                  **self.timing_values(),
                   "loop_residual_m": f"{residual:.2e}", "rejected": self.rejections.count,
                   "terrain_patches": self.terrain_patches,
                   "last_error": self.rejections.last,
                   **{f"target_{n}": f"{v:.4f}" for n, v in self.sim.targets.items()}}
-        message = "running" if level == OK else f"loop residual {residual:.2e} m > 1 mm"
         values["divergences"] = self.sim.divergence_count
+        # "running" whatever the level: monitors key on it; the problems follow it.
+        level = WARN if problems else OK
+        message = "running" + (f": {'; '.join(problems)}" if problems else "")
         if self._divergence_in_period:  # stays ERROR for the status period it happened in
             self._divergence_in_period = False
             d = self.sim.divergences[-1]

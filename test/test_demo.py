@@ -46,7 +46,12 @@ def test_summary_shows_soil_moved_and_the_tracks_travelled(demo_output: tuple[Pa
     assert summary["phases"] == ["drive", "approach", "dig", "drag", "curl", "lift", "swing",
                                  "dump", "return"]
     assert np.isfinite(summary["bridge_latency_p50_ms"])
-    for line in ("soil moved", "tracks travelled", "real-time factor", "bridge latency"):
+    # sim_node's pacing and coupling figures reach the summary (values depend on the machine)
+    assert isinstance(summary["real_time_held"], bool)
+    assert summary["wrench_applied_periods"] + summary["wrench_stale_periods"] > 0
+    assert np.isfinite(summary["lag_ms_max"]) and np.isfinite(summary["wrench_age_ms_p50"])
+    for line in ("soil moved", "tracks travelled", "real-time factor", "bridge latency",
+                 "real time ", "soil coupling"):
         assert line in stdout
 
 

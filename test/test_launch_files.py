@@ -217,7 +217,7 @@ def test_rviz_config_shows_robot_markers_and_terrain() -> None:
     displays = rviz["Visualization Manager"]["Displays"]
     classes = {d["Class"] for d in displays}
     assert {"rviz_default_plugins/RobotModel", "rviz_default_plugins/MarkerArray",
-            "rviz_default_plugins/Marker"} <= classes
+            "rviz_default_plugins/PointCloud2"} <= classes  # terrain: a cloud
     topics = {d.get("Topic", d.get("Description Topic", {})).get("Value") for d in displays}
     assert {"markers", "soil/heightmap", "robot_description"} <= topics
     assert rviz["Visualization Manager"]["Global Options"]["Fixed Frame"] == "world"

@@ -46,7 +46,7 @@ def probe():
 def _sim_status(diagnostics: list[DiagnosticArray], key: str) -> str | None:
     for array in reversed(list(diagnostics)):
         for st in array.status:
-            if st.name.startswith("sim_node") and st.message == "running":
+            if st.name.startswith("sim_node") and st.message.startswith("running"):
                 return next((kv.value for kv in st.values if kv.key == key), None)
     return None
 
@@ -85,7 +85,8 @@ def test_sim_and_soil_nodes_dig_a_scoop_together(nodes, probe: RosTestNode) -> N
     # wrench: the soil pushed back during the drag (between the 2nd and 3rd waypoints)
     drag = np.array([[w.wrench.force.x, w.wrench.force.y, w.wrench.force.z]
                      for w in wrenches[marks[1]:marks[2]]])
-    assert len(drag) > 20
+    # soil_node works latest-wins: on a busy machine it answers fewer poses, never stale ones
+    assert len(drag) >= 3
     assert np.mean(np.linalg.norm(drag, axis=1)) > 500.0
     # terrain: lower where the bucket passed, in the soil grid and in MuJoCo's height field
     from excavator_sim.heightfield import flat_to_patch

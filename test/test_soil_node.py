@@ -1,4 +1,5 @@
-"""soil_node in its own process over real DDS: a scripted scoop in, wrench/load/terrain out."""
+"""soil_node in its own process over real DDS: a scripted scoop in, wrench/load/terrain out;
+latest wins under a burst of poses (no backlog), the last pose always answered."""
 
 from __future__ import annotations
 
@@ -10,12 +11,13 @@ import pytest
 from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import PoseStamped, TwistStamped, WrenchStamped
 from helpers import NodeProcess, RosTestNode, send_bucket_state, wait_for
+from sensor_msgs.msg import PointCloud2
 from std_msgs.msg import Float64, Float64MultiArray
-from visualization_msgs.msg import Marker
 
 from excavator_kinematics.geometry import default_geometry
 from excavator_sim.soil.bucket_prism import BucketPose, BucketPrism
 from excavator_sim.soil.scenarios import cut_tip_path, pitch_for_attack, pose_for_tip
+from excavator_sim.soil.terrain_messages import cloud_points
 
 BUCKET = BucketPrism.from_geometry(default_geometry())
 ARGS = ["--ros-args", "-p", "terrain.size_x_m:=8.0", "-p", "terrain.size_y_m:=6.0",
@@ -44,7 +46,7 @@ class Channel:
         self.loads: list[Float64] = probe.collect(Float64, "soil/bucket_load", 1000)
         self.patches: list[Float64MultiArray] = probe.collect(Float64MultiArray,
                                                              "soil/terrain_patch", 1000)
-        self.meshes: list[Marker] = probe.collect(Marker, "soil/heightmap", 10)
+        self.meshes: list[PointCloud2] = probe.collect(PointCloud2, "soil/heightmap", 10)
         self.diagnostics: list[DiagnosticArray] = probe.collect(DiagnosticArray,
                                                                "/diagnostics", 100)
         self.pose = probe.node.create_publisher(PoseStamped, "bucket_pose", 1000)
@@ -53,9 +55,30 @@ class Channel:
     def send(self, pose: BucketPose, vel: np.ndarray, t: float, frame: str = "world") -> None:
         send_bucket_state(self.pose, self.twist, pose, vel, t, frame)
 
+    def answered(self, t: float) -> bool:
+        """Whether the pose stamped ``t`` [s] (or a later one) has had its wrench."""
+        return bool(self.wrenches) and _seconds(self.wrenches[-1].header.stamp) >= t - 1e-9
+
+    def send_and_wait(self, pose: BucketPose, vel: np.ndarray, t: float) -> None:
+        """Lock-step: one pose, then its wrench (so every pose is processed, however slow
+        the machine)."""
+        self.send(pose, vel, t)
+        wait_for(lambda: self.answered(t), 30.0, f"the wrench for the pose at t={t:.3f} s")
+
+    def status(self, key: str) -> str | None:
+        for d in reversed(list(self.diagnostics)):
+            for s in d.status:
+                if s.name.startswith("soil_node"):
+                    return next((v.value for v in s.values if v.key == key), None)
+        return None
+
     def errors(self) -> list[str]:
         return [s.message for d in self.diagnostics for s in d.status
                 if s.level == b"\x02" and s.name.startswith("soil_node")]
+
+
+def _seconds(stamp: object) -> float:
+    return stamp.sec + 1e-9 * stamp.nanosec  # type: ignore[attr-defined]
 
 
 @pytest.fixture(scope="module")
@@ -85,12 +108,11 @@ def test_a_scoop_fills_the_bucket_pushes_back_and_leaves_a_trench(channel: Chann
     sent = 0
     tips = []
     for t, tip, vel in cut_tip_path(0.25, x_start=5.5, length_m=1.0, speed_m_s=0.5, dt=0.01):
-        channel.send(pose_for_tip(BUCKET, tip, pitch, 0.0), vel, 100.0 + t)
+        channel.send_and_wait(pose_for_tip(BUCKET, tip, pitch, 0.0), vel, 100.0 + t)
         tips.append(tip)
         sent += 1
-        time.sleep(0.003)
-    wait_for(lambda: len(channel.wrenches) >= sent and len(channel.loads) >= sent, 30.0,
-             lambda: f"{sent} wrenches (got {len(channel.wrenches)})")
+    wait_for(lambda: len(channel.loads) >= sent, 30.0,
+             lambda: f"{sent} loads (got {len(channel.loads)})")
     force = np.array([[w.wrench.force.x, w.wrench.force.y, w.wrench.force.z]
                       for w in channel.wrenches[-sent:]])
     depth = np.array([-tip[2] for tip in tips])
@@ -112,9 +134,50 @@ def test_a_scoop_fills_the_bucket_pushes_back_and_leaves_a_trench(channel: Chann
     j = int((0.0 + 3.0) / cell)
     assert grid[i, j] < -0.2
     assert grid.max() > 0.0  # the spill / pushed soil lies somewhere
-    mesh = channel.meshes[-1]
-    assert mesh.type == Marker.TRIANGLE_LIST and len(mesh.points) % 3 == 0
-    assert min(p.z for p in mesh.points) < -0.1
+    # the heightmap cloud for RViz: x, y, z float32 points over the grid, the trench in it
+    wait_for(lambda: _cloud_min_z(channel.meshes[-1]) < -0.1, 10.0, "the trench in the cloud")
+    cloud = channel.meshes[-1]
+    assert cloud.header.frame_id == "world" and [f.name for f in cloud.fields] == ["x", "y", "z"]
+    points = cloud_points(cloud.data, cloud.width, cloud.height, cloud.point_step)
+    assert len(points) == 160 * 120  # every cell centre of 160 x 120 (<= 160 per side)
+    assert points[:, 0].min() < 0.1 and points[:, 0].max() > 7.8
+
+
+def _cloud_min_z(cloud: PointCloud2) -> float:
+    return float(cloud_points(cloud.data, cloud.width, cloud.height, cloud.point_step)[:, 2]
+                 .min())
+
+
+def test_a_burst_of_poses_is_worked_off_newest_first_without_a_backlog(channel: Channel
+                                                                      ) -> None:
+    """Poses sent much faster than the node works: it skips to the newest (latest wins), the
+    last one is always answered, and every pose is either processed or counted as
+    superseded; the soil is conserved."""
+    # a status that has counted every update so far (one wrench each)
+    wait_for(lambda: int(channel.status("updates") or -1) == len(channel.wrenches), 10.0,
+             "soil diagnostics up to date")
+    updates0 = int(channel.status("updates") or 0)
+    superseded0 = int(channel.status("poses_superseded") or 0)
+    n0 = len(channel.wrenches)
+    pitch = pitch_for_attack(BUCKET, math.radians(30.0))
+    path = list(cut_tip_path(0.2, x_start=2.5, length_m=1.0, speed_m_s=0.5, dt=0.01))
+    for t, tip, vel in path:  # no pause: far faster than the node can follow
+        channel.send(pose_for_tip(BUCKET, tip, pitch, 0.0), vel, 300.0 + t)
+    last = 300.0 + path[-1][0]
+    wait_for(lambda: channel.answered(last), 30.0, "the wrench for the newest pose")
+    stamps = [_seconds(w.header.stamp) for w in channel.wrenches[n0:]]
+    assert stamps == sorted(stamps) and len(stamps) <= len(path)
+    assert stamps[-1] == pytest.approx(last)
+
+    def accounted() -> bool:
+        updates = int(channel.status("updates") or 0) - updates0
+        superseded = int(channel.status("poses_superseded") or 0) - superseded0
+        return updates + superseded == len(path)
+
+    wait_for(accounted, 10.0, lambda: f"{len(path)} poses processed or superseded: "
+             f"{channel.status('updates')} - {updates0} + {channel.status('poses_superseded')} "
+             f"- {superseded0}")
+    assert channel.status("mass_drift_units") == "0"  # soil conserved, however many skipped
 
 
 def test_bad_poses_are_rejected_on_diagnostics(channel: Channel) -> None:

@@ -60,6 +60,11 @@ class DemoOperator(Node):
         self.loads: list[tuple[float, float]] = []
         self.phase_marks: list[tuple[float, str]] = []
         self.rejected_targets = 0
+        # the latest periodic status of sim_node and soil_node (key -> value), and the
+        # "cannot keep up" warnings seen
+        self.sim_status: dict[str, str] = {}
+        self.soil_status: dict[str, str] = {}
+        self.lag_warnings = 0
         self.latencies_ms: list[float] = []
         self._dump_load = (0.0, math.inf)  # (load entering the dump, least load after it)
         self._phase = ""
@@ -70,7 +75,7 @@ class DemoOperator(Node):
         self.create_subscription(Float64, "soil/bucket_load", self._on_load, 10)
         self.create_subscription(DiagnosticArray, "/diagnostics", self._on_diagnostics, 50)
         # The soil node's changed terrain regions, replayed into the rendering model at the end.
-        self.terrain_patches: list[tuple[int, int, list[float]]] = []
+        self.terrain_patches: list[tuple[int, int, np.ndarray]] = []
         self.create_subscription(Float64MultiArray, "soil/terrain_patch", self._on_patch, 50)
 
     # --- subscriptions -------------------------------------------------------------------
@@ -105,10 +110,22 @@ class DemoOperator(Node):
     def _on_patch(self, msg: Float64MultiArray) -> None:
         dims = msg.layout.dim
         if len(dims) == 2:
-            self.terrain_patches.append((dims[0].size, dims[1].size, list(msg.data)))
+            # a copy of the float64 buffer (one full grid is ~10^5 values at 2 Hz)
+            self.terrain_patches.append((dims[0].size, dims[1].size,
+                                         np.array(msg.data, dtype=float)))
 
     def _on_diagnostics(self, msg: DiagnosticArray) -> None:
         for status in msg.status:
+            if status.name.startswith(("sim_node", "soil_node")) and \
+                    status.message.startswith("running"):
+                values = {kv.key: kv.value for kv in status.values}
+                if status.name.startswith("sim_node"):
+                    self.sim_status = values
+                    if "cannot keep up" in status.message:
+                        self.lag_warnings += 1
+                        self.get_logger().warning(status.message)
+                else:
+                    self.soil_status = values
             if status.name.startswith("ik_node") and status.level == b"\x02":
                 self.rejected_targets += 1
                 self.get_logger().warning(f"IK rejected a target: {status.message}")
@@ -248,6 +265,18 @@ class DemoOperator(Node):
         except redis.RedisError:
             pass
         s.rejected_targets = self.rejected_targets
+        sim, soil = self.sim_status, self.soil_status
+        s.lag_ms_p99 = _number(sim.get("lag_ms_p99"))
+        s.lag_ms_max = _number(sim.get("lag_ms_max_since_start"))
+        s.slipped_s = _number(sim.get("slipped_s"), 0.0)
+        s.lag_warnings = self.lag_warnings
+        s.real_time_held = self.lag_warnings == 0 and s.slipped_s == 0.0
+        s.wrench_age_ms_p50 = _number(sim.get("wrench_age_ms_p50"))
+        s.wrench_age_ms_p99 = _number(sim.get("wrench_age_ms_p99"))
+        s.wrench_age_ms_max = _number(sim.get("wrench_age_ms_max_since_start"))
+        s.wrench_stale_periods = int(_number(sim.get("wrench_stale_periods"), 0.0))
+        s.wrench_applied_periods = int(_number(sim.get("wrench_applied_periods"), 0.0))
+        s.poses_superseded = int(_number(soil.get("poses_superseded"), 0.0))
         s.phases = [name for _, name in self.phase_marks]
         return s
 
@@ -326,3 +355,11 @@ def _latencies(sent: list[tuple[float, float]], writes: list[dict[str, Any]]) ->
                 out.append((w["t"] - t_sent) * 1000.0)
                 break
     return out
+
+
+def _number(value: str | None, default: float = math.nan) -> float:
+    """A diagnostics value as a float (``default`` when missing or not a number)."""
+    try:
+        return float(value) if value is not None else default
+    except ValueError:
+        return default

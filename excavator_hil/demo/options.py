@@ -15,3 +15,4 @@ class DemoOptions:
     drive_speed_m_s: float = 0.5
     startup_timeout_s: float = 90.0
     joystick: bool = False  # dig with a scripted joystick session (teleop_node), not IK targets
+    rt_priority: int = 0  # SCHED_FIFO for the bridge loop and the virtual PLC (0 = normal)

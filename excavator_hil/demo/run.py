@@ -61,11 +61,13 @@ class DemoStack:
         ros = ["--ros-args", "--log-level", "warn"]
         self._start("virtual_plc", "plc_bridge.virtual_plc_cli",
                     ["--port", str(self.plc_port), "--control-port", str(self.plc_control_port),
-                     "--model", "skid_steer"])
+                     "--model", "skid_steer",
+                     "--rt-priority", str(self.options.rt_priority)])
         self._start("plc_bridge", "plc_bridge.bridge_node",
                     [*ros, "-p", f"redis_url:={self.redis.url}", "-p", "plc_host:=127.0.0.1",
                      "-p", f"plc_port:={self.plc_port}", "-p", "model:=skid_steer",
-                     "-p", "autostart:=true"])
+                     "-p", "autostart:=true",
+                     "-p", f"rt_priority:={self.options.rt_priority}"])
         self._start("sim_node", "excavator_sim.sim_node",
                     # The soil model is the ground while digging (stiffness, shear failure,
                     # load); rigid height-field contact would hold the bucket on the surface.
@@ -181,8 +183,15 @@ def main(argv: list[str] | None = None) -> int:
                         help="shortened run (CI): faster legs, shorter drive")
     parser.add_argument("--joystick", action="store_true",
                         help="dig with a scripted joystick session through teleop_node")
+    parser.add_argument("--rt-priority", type=int, default=0, metavar="N",
+                        help="SCHED_FIFO priority 1..99 for the bridge loop and the virtual PLC "
+                             "(Linux, needs CAP_SYS_NICE; docs/plc_bridge.md); 0 = normal")
     args = parser.parse_args(argv)
-    options = DemoOptions(output_dir=args.output, quick=args.quick, joystick=args.joystick)
+    if not 0 <= args.rt_priority <= 99:
+        parser.error(f"--rt-priority {args.rt_priority} is outside 0..99: pick 1..99 for "
+                     "SCHED_FIFO or 0 for normal scheduling")
+    options = DemoOptions(output_dir=args.output, quick=args.quick, joystick=args.joystick,
+                          rt_priority=args.rt_priority)
     if args.quick:
         options.time_scale = 0.6
         options.drive_distance_m = 0.5

@@ -1,4 +1,5 @@
-"""What a demo run reports: soil moved, forces, tracks, real-time factor, bridge latency."""
+"""What a demo run reports: soil moved, forces, tracks, real-time factor and whether real time
+was held (sim_node's lag behind the wall clock), soil coupling latency, bridge latency."""
 
 from __future__ import annotations
 
@@ -20,6 +21,19 @@ class DemoSummary:
     bridge_cycles: int = 0
     bridge_overruns: int = 0
     rejected_targets: int = 0
+    # real time, from sim_node's /diagnostics (excavator_sim.pacing)
+    real_time_held: bool = True  # never warned "cannot keep up", no time given up
+    lag_ms_p99: float = math.nan  # behind the wall clock, last window [ms]
+    lag_ms_max: float = math.nan  # worst since start-up [ms]
+    slipped_s: float = 0.0  # wall time the simulation gave up catching up [s]
+    lag_warnings: int = 0  # diagnostics that said "cannot keep up"
+    # soil coupling: wrench age on arrival at sim_node [ms of sim time], stale periods
+    wrench_age_ms_p50: float = math.nan
+    wrench_age_ms_p99: float = math.nan
+    wrench_age_ms_max: float = math.nan
+    wrench_stale_periods: int = 0  # publish periods without soil force: the wrench was too old
+    wrench_applied_periods: int = 0
+    poses_superseded: int = 0  # poses soil_node skipped for a newer one (latest wins)
     phases: list[str] = field(default_factory=list)
     outputs: dict[str, str] = field(default_factory=dict)
 
@@ -33,6 +47,11 @@ class DemoSummary:
             "virtual PLC -> simulated tracks)",
             f"  simulated time          {self.sim_time_s:8.1f} s in {self.wall_time_s:.1f} s wall "
             f"(real-time factor {self.real_time_factor:.2f})",
+            self._real_time_line(),
+            f"  soil coupling           wrench age p50 {self.wrench_age_ms_p50:.1f}, p99 "
+            f"{self.wrench_age_ms_p99:.1f}, max {self.wrench_age_ms_max:.1f} ms; "
+            f"{self.wrench_stale_periods} periods without soil force (stale), "
+            f"{self.poses_superseded} poses superseded",
             f"  bridge latency Redis->PLC  p50 {self.bridge_latency_p50_ms:.2f} ms, "
             f"p99 {self.bridge_latency_p99_ms:.2f} ms ({self.bridge_cycles} cycles, "
             f"{self.bridge_overruns} overruns)",
@@ -40,3 +59,12 @@ class DemoSummary:
         ]
         lines += [f"  {name:<24}{path}" for name, path in self.outputs.items()]
         return "\n".join(lines)
+
+    def _real_time_line(self) -> str:
+        if self.real_time_held:
+            return (f"  real time               held (lag behind the wall clock p99 "
+                    f"{self.lag_ms_p99:.1f} ms, max {self.lag_ms_max:.1f} ms)")
+        return (f"  real time               NOT HELD: up to {self.lag_ms_max:.0f} ms behind the "
+                f"wall clock ({self.lag_warnings} warnings, {self.slipped_s:.2f} s given up)\n"
+                "                          this machine could not keep up: forces and timings "
+                "of this run are not those of real time")

@@ -4,24 +4,31 @@
 Subscribes
 - ``bucket_pose`` (geometry_msgs/PoseStamped, frame ``world``): the bucket frame (origin M, x
   along M->L); each message is one terrain + force update, at most ``update_rate_hz`` in the
-  messages' own time (header stamps: simulated time when the simulator sends them).
+  messages' own time (header stamps: simulated time when the simulator sends them). **Latest
+  wins**: the subscription keeps one message (depth 1), so after a slow update the node goes on
+  with the newest pose, never through a backlog of stale ones; poses superseded that way are
+  counted (``poses_superseded`` on ``/diagnostics``, from the publisher's sequence numbers).
 - ``bucket_twist`` (geometry_msgs/TwistStamped, frame ``world``): velocity of the bucket
-  origin [m/s] and angular velocity [rad/s]; the latest one is used.
+  origin [m/s] and angular velocity [rad/s]; the latest one is used (depth 1; sim_node sends
+  it just before the pose of the same instant).
 
 Publishes
 - ``soil/wrench`` (geometry_msgs/WrenchStamped, frame ``world``): force [N] and torque [N m] on
-  the bucket about its origin, after every update (stamp = the pose's).
+  the bucket about its origin, after every update, before anything else the node does for that
+  pose; its stamp is the pose's, so the simulator knows how old the force is.
 - ``soil/bucket_load`` (std_msgs/Float64): soil volume in the bucket [m^3], after every update.
-- ``soil/heightmap`` (visualization_msgs/Marker TRIANGLE_LIST in ``world``): the terrain mesh
-  for RViz over every k-th cell centre (k chosen so the mesh has at most 96 x 96 nodes), at
-  ``heightmap_rate_hz`` when the terrain changed.
+- ``soil/heightmap`` (sensor_msgs/PointCloud2 in ``world``, fields x, y, z FLOAT32 [m]): the
+  terrain surface for RViz at every k-th cell centre (k chosen so there are at most 160 x 160
+  points), at ``heightmap_rate_hz`` when the terrain changed; built from numpy in the node's own
+  visualisation thread, off the control path (``excavator_sim.soil.terrain_messages``).
 - ``soil/terrain_patch`` (std_msgs/Float64MultiArray): the data topic, in the wire format of
   ``excavator_sim.heightfield`` (what sim_node writes into MuJoCo's height field):
   ``layout.dim = [("i", ni, ni*nj), ("j", nj, nj)]``, ``layout.data_offset = 2``,
   ``data = [i0, j0, h(i0, j0), h(i0, j0+1), ...]`` [m], row-major with x (i) first; cell
   (i, j) of the soil grid (``terrain.*``) has its centre at ``x0 + (i + 0.5) cell_xy_m``.
   After every update that changed the terrain: the changed box; the whole grid once at start
-  and, when it changed, at ``heightmap_rate_hz`` (for recorders that join late).
+  and, when it changed, at ``heightmap_rate_hz`` (for recorders that join late; from the
+  visualisation thread, under the terrain lock so it never overtakes a newer changed box).
 - ``/diagnostics``: at 1 Hz; updates, mean update time, load, mass drift (always 0), rejected
   messages with the last reason (NaN, wrong frame, bucket outside the grid). A bucket outside
   the grid is reported as an error and the terrain is left alone, but the wrench is still
@@ -40,16 +47,18 @@ with code 2 naming the parameter, its range and the fix.
 
 from __future__ import annotations
 
-import math
+import threading
 import time
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
-from geometry_msgs.msg import Point, PoseStamped, TwistStamped, WrenchStamped
+from geometry_msgs.msg import PoseStamped, TwistStamped, WrenchStamped
 from rclpy.node import Node
-from rclpy.qos import DurabilityPolicy, QoSProfile
+from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
+from rclpy.subscription import MessageInfo
+from sensor_msgs.msg import PointCloud2, PointField
 from std_msgs.msg import Float64, Float64MultiArray, MultiArrayDimension
-from visualization_msgs.msg import Marker
 
 from excavator_kinematics.geometry import default_geometry
 from excavator_kinematics.ros_runtime import (
@@ -73,9 +82,19 @@ from excavator_sim.soil.errors import OutsideGridError, SoilError
 from excavator_sim.soil.forces import DiMaioForceModel, SurfaceFn
 from excavator_sim.soil.plausibility import SoilPlausibility
 from excavator_sim.soil.terrain import Box, Terrain
+from excavator_sim.soil.terrain_messages import (
+    XYZ_FIELDS,
+    cloud_layout,
+    heightmap_points,
+    patch_array,
+    stride_for,
+)
 
 WORLD = "world"
-MARKER_MAX_NODES = 96  # per side: the RViz mesh stays < 60k vertices
+HEIGHTMAP_MAX_NODES = 160  # points per side of soil/heightmap (<= 25,600 points, 307 kB)
+# Latest wins: one pose waiting at most; a newer one replaces it (no backlog of stale poses).
+LATEST_ONLY = QoSProfile(depth=1, history=HistoryPolicy.KEEP_LAST,
+                         reliability=ReliabilityPolicy.RELIABLE)
 SOURCE = "soil_node parameters"
 # Declared by rclpy itself (TimeSource, type description service), not overrides to take back.
 RCLPY_PARAMETERS = frozenset({"use_sim_time", "start_type_description_service"})
@@ -103,25 +122,36 @@ class SoilNode(Node):
         self.updates = 0
         self.update_time_s = 0.0
         self.last_force = np.zeros(3)
+        self.poses_superseded = 0  # poses replaced by a newer one before they were processed
+        self._last_sequence: dict[bytes, int] = {}  # per publisher (gid)
         self._mesh_dirty = True
         g = config.terrain
-        self._stride = max(1, math.ceil(max(g.nx, g.ny) / MARKER_MAX_NODES))
+        self._stride = stride_for(g.nx, g.ny, HEIGHTMAP_MAX_NODES)
+        # The control path (on_pose, executor thread) and the visualisation thread share the
+        # terrain: the lock covers an update and a snapshot copy, never a message build.
+        self._terrain_lock = threading.Lock()
+        self._stop = threading.Event()
 
         self.wrench_pub = self.create_publisher(WrenchStamped, "soil/wrench", 10)
         self.load_pub = self.create_publisher(Float64, "soil/bucket_load", 10)
-        # Latched (transient local): RViz started later still gets the last terrain mesh.
+        # Latched (transient local): RViz started later still gets the last terrain.
         self.mesh_pub = self.create_publisher(
-            Marker, "soil/heightmap",
+            PointCloud2, "soil/heightmap",
             QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL))
         self.patch_pub = self.create_publisher(Float64MultiArray, "soil/terrain_patch", 10)
-        # deep queues: a mesh publish may hold the executor for tens of ms
-        self.create_subscription(PoseStamped, "bucket_pose", self.on_pose, 200)
-        self.create_subscription(TwistStamped, "bucket_twist", self.on_twist, 200)
+        # twist first: when both are ready the executor takes them in this order, so a pose
+        # is processed with the twist of its own instant (sim_node sends the twist first)
+        self.create_subscription(TwistStamped, "bucket_twist", self.on_twist, LATEST_ONLY)
+        self.create_subscription(PoseStamped, "bucket_pose", self.on_pose, LATEST_ONLY)
         self.diagnostics = Diagnostics(self, f"{self.get_name()}: soil")
         self.rejections = Rejections(self, self.diagnostics, "input")
         self.create_timer(1.0, self.publish_status)
-        self.create_timer(1.0 / config.heightmap_rate_hz, self.publish_heightmap)
         self.publish_patch((0, g.nx, 0, g.ny))
+        # Visualisation (heightmap cloud, periodic full grid) in its own thread: never in the
+        # executor that runs on_pose.
+        self._viz_thread = threading.Thread(target=self._visualisation_loop,
+                                            name="soil_heightmap", daemon=True)
+        self._viz_thread.start()
         self.get_logger().info(
             f"ready: preset {config.preset} (of {', '.join(config.presets)}), grid {g.nx} x "
             f"{g.ny} cells of {g.cell_xy_m} m from x0={g.x0:.2f}, y0={g.y0:.2f} m")
@@ -170,7 +200,8 @@ class SoilNode(Node):
             return
         self.twist = twist
 
-    def on_pose(self, msg: PoseStamped) -> None:
+    def on_pose(self, msg: PoseStamped, info: MessageInfo | None) -> None:
+        self._count_superseded(info)
         if msg.header.frame_id not in ("", WORLD):
             self._reject(f"bucket_pose in frame {msg.header.frame_id!r}: send it in 'world'")
             return
@@ -181,25 +212,25 @@ class SoilNode(Node):
         p, o = msg.pose.position, msg.pose.orientation
         t0 = time.perf_counter()
         update = None
+        outside: str | None = None
         try:
             pose = BucketPose.from_quaternion((p.x, p.y, p.z), (o.x, o.y, o.z, o.w))
-            self.plausibility.check_pose(pose, self.terrain.surface_m)  # before any soil moves
-            try:
-                update = self.terrain.update(pose)
-                surface: SurfaceFn = self.terrain.surface_m
-            except OutsideGridError as exc:
-                self._reject(str(exc))
-                surface = _no_ground  # keep the wrench current: only the load weighs
-            result = self.forces.step(pose, self.twist[0], self.twist[1], surface,
-                                      self.terrain.load_volume_m3)
+            with self._terrain_lock:
+                self.plausibility.check_pose(pose, self.terrain.surface_m)  # before soil moves
+                try:
+                    update = self.terrain.update(pose)
+                    surface: SurfaceFn = self.terrain.surface_m
+                except OutsideGridError as exc:
+                    outside = str(exc)
+                    surface = _no_ground  # keep the wrench current: only the load weighs
+                result = self.forces.step(pose, self.twist[0], self.twist[1], surface,
+                                          self.terrain.load_volume_m3)
+                load = float(self.terrain.load_volume_m3)
             self.plausibility.check_wrench(result.force, result.torque)
         except (SoilError, ArithmeticError) as exc:
             self._reject(str(exc))
             return
-        self.update_time_s += time.perf_counter() - t0
-        self.updates += 1
-        self.last_stamp = stamp
-        self.last_force = result.force
+        # The wrench first: the simulator is waiting for it; everything else comes after.
         wrench = WrenchStamped()
         wrench.header.stamp = msg.header.stamp
         wrench.header.frame_id = WORLD
@@ -207,54 +238,88 @@ class SoilNode(Node):
         wrench.wrench.force.x, wrench.wrench.force.y, wrench.wrench.force.z = map(float, f)
         wrench.wrench.torque.x, wrench.wrench.torque.y, wrench.wrench.torque.z = map(float, tq)
         self.wrench_pub.publish(wrench)
-        self.load_pub.publish(Float64(data=float(self.terrain.load_volume_m3)))
+        self.update_time_s += time.perf_counter() - t0
+        self.updates += 1
+        self.last_stamp = stamp
+        self.last_force = result.force
+        self.load_pub.publish(Float64(data=load))
+        if outside is not None:
+            self._reject(outside)
         if update is not None and update.changed is not None:
-            self._mesh_dirty = True
-            self.publish_patch(self.terrain.take_dirty() or update.changed)
+            with self._terrain_lock:
+                self._mesh_dirty = True
+                self.publish_patch(self.terrain.take_dirty() or update.changed)
+
+    def _count_superseded(self, info: Mapping[str, Any] | None) -> None:
+        """Count poses the depth-1 queue replaced: gaps in each publisher's sequence numbers
+        (when the middleware reports them, as Fast DDS does)."""
+        seq = (info or {}).get("publication_sequence_number")
+        if not seq:
+            return
+        gid = (info or {}).get("publisher_gid") or {}
+        key = bytes(gid.get("data", b"")) if isinstance(gid, dict) else b""
+        last = self._last_sequence.get(key)
+        self._last_sequence[key] = int(seq)
+        if last is not None and seq > last + 1:
+            self.poses_superseded += int(seq - last - 1)
 
     # --- outputs -------------------------------------------------------------------------
     def publish_patch(self, box: Box) -> None:
-        """A box of the terrain in the ``soil/terrain_patch`` wire format."""
+        """A box of the terrain in the ``soil/terrain_patch`` wire format (caller holds the
+        terrain lock, or is the constructor)."""
         i0, i1, j0, j1 = box
         msg = Float64MultiArray()
         ni, nj = i1 - i0, j1 - j0
         msg.layout.dim = [MultiArrayDimension(label="i", size=ni, stride=ni * nj),
                           MultiArrayDimension(label="j", size=nj, stride=nj)]
         msg.layout.data_offset = 2
-        msg.data = [float(i0), float(j0), *self.terrain.heights_m(box).ravel().tolist()]
+        msg.data = patch_array(i0, j0, self.terrain.heights_m(box))
         self.patch_pub.publish(msg)
 
-    def publish_heightmap(self) -> None:
-        if not self._mesh_dirty:
-            return
-        self._mesh_dirty = False
-        g = self.config.terrain
-        self.publish_patch((0, g.nx, 0, g.ny))
-        self.mesh_pub.publish(self._mesh())
+    def _visualisation_loop(self) -> None:
+        """Own thread: at ``heightmap_rate_hz`` (wall clock), when the terrain changed, the full
+        grid on the data topic and the heightmap cloud for RViz."""
+        period = 1.0 / self.config.heightmap_rate_hz
+        next_due = time.monotonic()
+        while not self._stop.wait(max(0.0, next_due - time.monotonic())):
+            next_due += period
+            try:
+                self.publish_heightmap()
+            except Exception as exc:  # noqa: BLE001 - rclpy shutting down under the thread
+                if not self._stop.is_set() and self.context.ok():  # not shutting down
+                    self.get_logger().error(f"heightmap publish failed: {exc}")
+                return
 
-    def _mesh(self) -> Marker:
-        """TRIANGLE_LIST over every ``stride``-th cell centre (two triangles per quad)."""
-        s = self._stride
+    def publish_heightmap(self) -> None:
+        g = self.config.terrain
+        with self._terrain_lock:
+            if not self._mesh_dirty:
+                return
+            self._mesh_dirty = False
+            self.publish_patch((0, g.nx, 0, g.ny))
+            heights = self.terrain.heights_m()  # a copy: the cloud is built outside the lock
+        self.mesh_pub.publish(self._cloud(heights))
+
+    def _cloud(self, heights: np.ndarray) -> PointCloud2:
+        """The terrain surface as an unordered xyz cloud at every ``stride``-th cell centre."""
         xs, ys = self.terrain.cell_centres()
-        xs, ys = xs[::s], ys[::s]
-        h = self.terrain.heights_m()[::s, ::s]
-        a = np.stack(np.meshgrid(xs, ys, indexing="ij"), axis=-1)
-        v = np.concatenate((a, h[..., None]), axis=-1)  # (nx, ny, 3)
-        q00, q10 = v[:-1, :-1], v[1:, :-1]
-        q01, q11 = v[:-1, 1:], v[1:, 1:]
-        tris = np.stack((q00, q10, q11, q00, q11, q01), axis=2).reshape(-1, 3)
-        marker = Marker()
-        marker.header.frame_id = WORLD
-        marker.header.stamp = self.get_clock().now().to_msg()
-        marker.ns = "soil"
-        marker.id = 0
-        marker.type = Marker.TRIANGLE_LIST
-        marker.action = Marker.ADD
-        marker.pose.orientation.w = 1.0
-        marker.scale.x = marker.scale.y = marker.scale.z = 1.0
-        marker.color.r, marker.color.g, marker.color.b, marker.color.a = 0.55, 0.42, 0.28, 1.0
-        marker.points = [Point(x=float(x), y=float(y), z=float(z)) for x, y, z in tris]
-        return marker
+        layout = cloud_layout(heightmap_points(xs, ys, heights, self._stride))
+        msg = PointCloud2()
+        msg.header.frame_id = WORLD
+        msg.header.stamp = self.get_clock().now().to_msg()
+        msg.fields = [PointField(name=f.name, offset=f.offset, datatype=f.datatype,
+                                 count=f.count) for f in XYZ_FIELDS]
+        msg.height, msg.width = layout.height, layout.width
+        msg.point_step, msg.row_step = layout.point_step, layout.row_step
+        msg.is_bigendian, msg.is_dense = layout.is_bigendian, layout.is_dense
+        msg.data = layout.data
+        return msg
+
+    def destroy_node(self) -> None:
+        self._stop.set()
+        if self._viz_thread.is_alive():
+            self._viz_thread.join(5.0)
+        super().destroy_node()
 
     def _reject(self, reason: str) -> None:
         self.rejections.reject(reason, self._counters())
@@ -267,6 +332,7 @@ class SoilNode(Node):
             "bucket_load_m3": f"{self.terrain.load_volume_m3:.5f}",
             "bucket_load_kg": f"{self.terrain.load_mass_kg:.1f}",
             "force_n": f"{np.linalg.norm(self.last_force):.1f}",
+            "poses_superseded": self.poses_superseded,
             "mass_drift_units": self.terrain.total_units - self.start_units,
             "preset": self.config.preset,
             "rejected": self.rejections.count,

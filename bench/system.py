@@ -1,0 +1,366 @@
+"""The whole stack in real time on this host: the full dig cycle (every process, as ``make demo``
+runs it) with the parts' standalone figures measured in the same run as the baseline.
+
+Phases, one after the other:
+
+1. ``sim alone``: sim_node by itself at real-time factor 1 (as the demo starts it) for
+   ``--sim-seconds``: lag behind the wall clock and CPU, from its own ``/diagnostics``.
+2. ``bridge alone``: ``bench/bridge.py`` (redis-server, the virtual PLC and the bridge at 100 Hz)
+   for ``--bridge-cycles`` cycles: Redis->PLC latency and overruns.
+3. ``full stack``: ``excavator-hil demo`` (redis-server, virtual PLC, plc_bridge, sim_node,
+   soil_node, ik_node, the recorder and the operator, each its own process) and, beside it,
+   ``bench/bridge.py`` again with the same cycles, started ``--warmup`` s after the demo (when
+   the stack is up): the bridge's deadline next to the full stack (the demo's own bridge counts
+   its cycles and overruns too; both are reported). The side bridge adds a redis-server, a
+   virtual PLC and a bridge to the load: its figures are a slightly pessimistic bound.
+
+Figures of the full run:
+- real-time factor held and lag behind the wall clock (sim_node's diagnostics, via the demo's
+  summary);
+- soil wrench age: at sim_node (its diagnostics: sim time at arrival minus the pose's stamp;
+  sim time advances in publish periods, so the figure is quantised to 10 ms) and at the
+  recorder (each ``soil/wrench`` stamp against the stamp of the last ``joint_states`` recorded
+  before it, the method of issue 12);
+- bridge Redis->PLC latency p50/p99 and overruns (the demo bridge's counters; the side bridge);
+- CPU per process and in total [cores], from ``/proc/<pid>/stat`` over the steady part of the
+  run (after ``--warmup`` s, so imports and model builds are left out).
+
+Goals (issue 12, on a calm 2-core machine): sim never > 50 ms behind after start-up, RTF 1.0;
+wrench age p99 <= 20 ms, max <= 50 ms; bridge p99 <= 3 ms, overruns <= 0.1 %; whole stack
+<= 1.5 cores. Run it on a quiet machine; the last stdout line is one JSON object.
+
+    .venv/bin/python bench/system.py [--quick] [--sim-seconds 15] [--bridge-cycles 3000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+# --- processes and CPU ---------------------------------------------------------------------
+def _children(pid: int) -> list[int]:
+    """Every descendant of ``pid`` (from /proc/<pid>/task/*/children)."""
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        for task in Path(f"/proc/{p}/task").glob("*"):
+            try:
+                kids = [int(k) for k in (task / "children").read_text().split()]
+            except OSError:
+                continue
+            out += kids
+            todo += kids
+    return out
+
+
+def _cpu_s(pid: int) -> float | None:
+    """User + system CPU time of ``pid`` [s] (None when gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / TICK
+
+
+def _name(pid: int) -> str:
+    """A short name: the module after ``-m``, the script, or the executable."""
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return f"pid {pid}"
+    args = [a.decode(errors="replace") for a in argv if a]
+    if "-m" in args and args.index("-m") + 1 < len(args):
+        module = args[args.index("-m") + 1]
+        if module == "excavator_hil.cli" and len(args) > args.index("-m") + 2:
+            return "excavator-hil " + args[args.index("-m") + 2]  # e.g. the recorder
+        return module.rsplit(".", 1)[-1]
+    for a in args[:3]:
+        if a.endswith(".py"):
+            return Path(a).stem
+    return Path(args[0]).name if args else f"pid {pid}"
+
+
+class CpuSampler:
+    """Samples the CPU time of a process tree every ``period`` s, in a thread."""
+
+    def __init__(self, root: int, period: float = 0.5) -> None:
+        self.root = root
+        self.period = period
+        self.samples: list[tuple[float, dict[int, float]]] = []
+        self.names: dict[int, str] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self) -> CpuSampler:
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            now = time.monotonic()
+            cpu = {}
+            for pid in [self.root, *_children(self.root)]:
+                value = _cpu_s(pid)
+                if value is not None:
+                    cpu[pid] = value
+                    if pid not in self.names:
+                        self.names[pid] = _name(pid)
+            self.samples.append((now, cpu))
+            self._stop.wait(self.period)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(5.0)
+
+    def cores(self, warmup_s: float) -> tuple[dict[str, float], float, float]:
+        """CPU per process name and in total [cores] over the samples after ``warmup_s``,
+        until the last sample in which the stack was still whole; and that window [s]."""
+        if len(self.samples) < 3:
+            return {}, math.nan, 0.0
+        t_start = self.samples[0][0] + warmup_s
+        first = next((s for s in self.samples if s[0] >= t_start), self.samples[0])
+        most = max(len(c) for _, c in self.samples)
+        last = [s for s in self.samples if len(s[1]) == most][-1]  # the whole stack alive
+        window = last[0] - first[0]
+        if window <= 0:
+            return {}, math.nan, 0.0
+        per: dict[str, float] = {}
+        for pid, end in last[1].items():
+            begin = first[1].get(pid, 0.0)
+            name = self.names.get(pid, str(pid))
+            per[name] = per.get(name, 0.0) + (end - begin) / window
+        return dict(sorted(per.items(), key=lambda kv: -kv[1])), sum(per.values()), window
+
+
+# --- phases --------------------------------------------------------------------------------
+def _ros_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+    env.setdefault("ROS_DOMAIN_ID", str(1 + os.getpid() % 200))
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+def sim_alone(seconds: float) -> dict[str, float]:
+    """sim_node by itself as the demo starts it; its last diagnostics and its CPU."""
+    os.environ.update(_ros_env())
+    import rclpy
+    from diagnostic_msgs.msg import DiagnosticArray
+
+    proc = subprocess.Popen([sys.executable, "-m", "excavator_sim.sim_node", "--ros-args",
+                             "-p", "real_time_factor:=1.0", "-p", "terrain.contact:=false",
+                             "-p", "use_sim_time:=true"], cwd=REPO, env=_ros_env(),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    rclpy.init()
+    node = rclpy.create_node("bench_system_probe")
+    status: dict[str, str] = {}
+
+    def on_diag(msg: DiagnosticArray) -> None:
+        for st in msg.status:
+            if st.name.startswith("sim_node") and st.message.startswith("running"):
+                status.clear()
+                status.update({kv.key: kv.value for kv in st.values})
+                status["_message"] = st.message
+
+    node.create_subscription(DiagnosticArray, "/diagnostics", on_diag, 10)
+    try:
+        t_up = time.monotonic() + 60.0
+        while not status and time.monotonic() < t_up:
+            rclpy.spin_once(node, timeout_sec=0.1)
+        cpu0, t0 = _cpu_s(proc.pid) or 0.0, time.monotonic()
+        while time.monotonic() - t0 < seconds:
+            rclpy.spin_once(node, timeout_sec=0.1)
+        cpu = ((_cpu_s(proc.pid) or 0.0) - cpu0) / (time.monotonic() - t0)
+    finally:
+        node.destroy_node()
+        rclpy.try_shutdown()
+        proc.terminate()
+        proc.wait(15)
+    return {"rtf": _f(status.get("achieved_real_time_factor")),
+            "lag_ms_p50": _f(status.get("lag_ms_p50")),
+            "lag_ms_p99": _f(status.get("lag_ms_p99")),
+            "lag_ms_max": _f(status.get("lag_ms_max_since_start")),
+            "slipped_s": _f(status.get("slipped_s")), "cpu_cores": cpu}
+
+
+def bridge(cycles: int, rt_priority: int) -> subprocess.Popen[str]:
+    """bench/bridge.py with ``cycles`` commands (its own redis-server and virtual PLC)."""
+    args = [sys.executable, str(REPO / "bench" / "bridge.py"), "--cycles", str(cycles),
+            "--naive-cycles", "100"]  # the naive baseline is not what is measured here
+    if rt_priority:
+        args += ["--rt-priority", str(rt_priority)]
+    return subprocess.Popen(args, cwd=REPO, env=_ros_env(), stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+
+
+def bridge_result(proc: subprocess.Popen[str]) -> dict[str, float]:
+    out, _ = proc.communicate(timeout=1800)
+    lines = [ln for ln in out.splitlines() if ln.startswith("{")]
+    if proc.returncode != 0 or not lines:
+        return {"error": out[-500:]}  # type: ignore[dict-item]
+    data = json.loads(lines[-1])
+    return _bridge_figures(data)
+
+
+def _bridge_figures(data: dict) -> dict[str, float]:
+    """The figures of bench/bridge.py's JSON that matter here (its keys, flattened)."""
+    flat: dict[str, float] = {}
+
+    def walk(prefix: str, value: object) -> None:
+        if isinstance(value, dict):
+            for k, v in value.items():
+                walk(f"{prefix}.{k}" if prefix else str(k), v)
+        elif isinstance(value, (int, float)) and not isinstance(value, bool):
+            flat[prefix] = float(value)
+
+    walk("", data)
+    keep = {k: v for k, v in flat.items()
+            if "naive" not in k and any(s in k for s in ("redis_to_plc", "overrun", "cycles"))}
+    return keep
+
+
+def wrench_age_at_recorder(bag: Path) -> dict[str, float]:
+    """Each soil/wrench stamp against the stamp of the last joint_states recorded before it
+    [ms of sim time]."""
+    from excavator_hil.bags.io import TYPESTORE, read_bag
+
+    contents = read_bag(bag, ["/joint_states", "/soil/wrench"])
+    js_t, ages = None, []
+    for m in contents.messages:
+        msg = TYPESTORE.deserialize_cdr(m.data, m.msgtype)
+        t = msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
+        if m.topic == "/joint_states":
+            js_t = t
+        elif js_t is not None:
+            ages.append(1e3 * (js_t - t))
+    if not ages:
+        return {"n": 0}
+    a = np.array(ages)
+    return {"n": len(a), "p50_ms": float(np.percentile(a, 50)),
+            "p99_ms": float(np.percentile(a, 99)), "max_ms": float(a.max())}
+
+
+def full_stack(quick: bool, warmup: float, side_bridge_cycles: int, rt_priority: int
+               ) -> dict[str, object]:
+    out = Path(tempfile.mkdtemp(prefix="bench_system_"))
+    args = [sys.executable, "-m", "excavator_hil.cli", "demo", "--output", str(out)]
+    if quick:
+        args.append("--quick")
+    if rt_priority:
+        args += ["--rt-priority", str(rt_priority)]
+    t0 = time.monotonic()
+    demo = subprocess.Popen(args, cwd=REPO, env=_ros_env(), stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    sampler = CpuSampler(demo.pid).start()
+    side = None
+    if side_bridge_cycles:
+        time.sleep(warmup)  # the stack is up and digging when the side bridge runs
+        side = bridge(side_bridge_cycles, rt_priority)
+    log, _ = demo.communicate(timeout=1800)
+    wall = time.monotonic() - t0
+    sampler.stop()
+    if demo.returncode != 0:
+        raise SystemExit(f"the demo failed:\n{log[-3000:]}")
+    summary = json.loads((out / "summary.json").read_text())
+    per, total, window = sampler.cores(warmup)
+    return {"summary": summary, "wall_s": wall, "cpu_cores": per, "cpu_total_cores": total,
+            "cpu_window_s": window, "recorder": wrench_age_at_recorder(out / "dig_bag"),
+            "side_bridge": bridge_result(side) if side else {}, "output": str(out)}
+
+
+def _f(value: object) -> float:
+    try:
+        return float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="the demo's --quick cycle")
+    parser.add_argument("--sim-seconds", type=float, default=15.0, help="sim_node alone [s]")
+    parser.add_argument("--bridge-cycles", type=int, default=3000,
+                        help="bench/bridge.py cycles alone and beside the stack (0: skip)")
+    parser.add_argument("--rt-priority", type=int, default=0,
+                        help="SCHED_FIFO priority for the demo's bridge and virtual PLC and "
+                             "the bench bridges (needs CAP_SYS_NICE)")
+    parser.add_argument("--warmup", type=float, default=15.0,
+                        help="CPU is measured from this long after the demo's start [s]")
+    args = parser.parse_args()
+
+    print("1/3 sim_node alone ...", flush=True)
+    sim = sim_alone(args.sim_seconds)
+    print(f"    RTF {sim['rtf']:.2f}, lag p50 {sim['lag_ms_p50']:.2f} p99 "
+          f"{sim['lag_ms_p99']:.2f} max {sim['lag_ms_max']:.2f} ms, "
+          f"{sim['cpu_cores']:.2f} cores", flush=True)
+    alone: dict[str, float] = {}
+    if args.bridge_cycles:
+        print("2/3 bridge alone (bench/bridge.py) ...", flush=True)
+        alone = bridge_result(bridge(args.bridge_cycles, args.rt_priority))
+        print(f"    {alone}", flush=True)
+    print("3/3 full stack (excavator-hil demo) with bench/bridge.py beside it ...", flush=True)
+    full = full_stack(args.quick, args.warmup, args.bridge_cycles, args.rt_priority)
+    s = full["summary"]
+    rec = full["recorder"]
+    print(f"    real-time factor {s['real_time_factor']:.2f}; held: {s.get('real_time_held')}; "
+          f"lag p99 {s.get('lag_ms_p99', math.nan):.2f} ms, max "
+          f"{s.get('lag_ms_max', math.nan):.2f} ms, slipped {s.get('slipped_s', 0.0):.2f} s")
+    print(f"    wrench age at sim_node p50 {s.get('wrench_age_ms_p50', math.nan):.1f} / p99 "
+          f"{s.get('wrench_age_ms_p99', math.nan):.1f} / max "
+          f"{s.get('wrench_age_ms_max', math.nan):.1f} ms; at the recorder p50 "
+          f"{rec.get('p50_ms', math.nan):.1f} / p99 {rec.get('p99_ms', math.nan):.1f} / max "
+          f"{rec.get('max_ms', math.nan):.1f} ms; stale periods "
+          f"{s.get('wrench_stale_periods')}, poses superseded {s.get('poses_superseded')}")
+    cycles = s.get("bridge_cycles", 0) or 0
+    print(f"    demo bridge: Redis->PLC p50 {s['bridge_latency_p50_ms']:.2f} p99 "
+          f"{s['bridge_latency_p99_ms']:.2f} ms (drive phase), {s['bridge_overruns']} overruns "
+          f"of {cycles} cycles; side bridge: {full['side_bridge']}")
+    print(f"    soil moved {s['soil_moved_m3']:.3f} m^3 (peak load "
+          f"{s['peak_bucket_load_m3']:.3f} m^3)")
+    print(f"    CPU over {full['cpu_window_s']:.0f} s: total {full['cpu_total_cores']:.2f} cores; "
+          + ", ".join(f"{k} {v:.2f}" for k, v in full["cpu_cores"].items()))
+    result = {
+        "bench": "system", "quick": args.quick, "loadavg": os.getloadavg()[0],
+        "sim_alone": sim, "bridge_alone": alone,
+        "full": {
+            "rtf": s["real_time_factor"], "real_time_held": s.get("real_time_held"),
+            "lag_ms_p99": s.get("lag_ms_p99"), "lag_ms_max": s.get("lag_ms_max"),
+            "slipped_s": s.get("slipped_s"),
+            "wrench_age_sim_ms": {"p50": s.get("wrench_age_ms_p50"),
+                                  "p99": s.get("wrench_age_ms_p99"),
+                                  "max": s.get("wrench_age_ms_max")},
+            "wrench_age_recorder_ms": rec,
+            "wrench_stale_periods": s.get("wrench_stale_periods"),
+            "wrench_applied_periods": s.get("wrench_applied_periods"),
+            "poses_superseded": s.get("poses_superseded"),
+            "bridge_latency_ms": {"p50": s["bridge_latency_p50_ms"],
+                                  "p99": s["bridge_latency_p99_ms"]},
+            "bridge_cycles": cycles, "bridge_overruns": s["bridge_overruns"],
+            "bridge_overrun_pct": 100.0 * s["bridge_overruns"] / cycles if cycles else None,
+            "side_bridge": full["side_bridge"],
+            "cpu_total_cores": full["cpu_total_cores"], "cpu_cores": full["cpu_cores"],
+            "soil_moved_m3": s["soil_moved_m3"], "peak_bucket_load_m3": s["peak_bucket_load_m3"],
+            "wall_s": full["wall_s"],
+        },
+    }
+    print(json.dumps(result, default=lambda v: None if isinstance(v, float) and math.isnan(v)
+                     else v))
+
+
+if __name__ == "__main__":
+    main()
