@@ -114,7 +114,7 @@ class PlcBridgeNode(LifecycleNode):
         self.core: BridgeCore | None = None
         self.config: BridgeConfig | None = None
         self.diagnostics = Diagnostics(self, "plc_bridge")
-        # created by on_configure, released by on_cleanup / on_shutdown (release())
+        # created by on_configure, released by on_cleanup / on_shutdown (stop_core())
         self.odom_pub: Publisher[Odometry] | None = None
         self.wheel_pub: Publisher[JointState] | None = None
         self._cmd_sub: Subscription[Twist] | None = None

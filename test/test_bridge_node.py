@@ -250,6 +250,16 @@ def test_configure_cleanup_cycles_leak_nothing(redis_server, node_processes, ros
         assert fds <= fds0 + 5, f"file descriptors grew from {fds0} to {fds} in 90 cycles"
         assert sockets <= sockets0 + 3, f"sockets grew from {sockets0} to {sockets} in 90 cycles"
         assert bridge.alive()
+        # shutdown from active releases the same, after a last stop to the PLC
+        transition(Transition.TRANSITION_CONFIGURE, "configure before shutdown")
+        transition(Transition.TRANSITION_ACTIVATE, "activate before shutdown")
+        wait_for(lambda: graph() == (1, 1, 1), 30.0, lambda: f"configured: {graph()}")
+        t0 = time.monotonic()
+        transition(Transition.TRANSITION_ACTIVE_SHUTDOWN, "shutdown")
+        wait_for(lambda: graph() == (0, 0, 0), 30.0,
+                 lambda: f"after shutdown, no odom / wheel_states / cmd_vel endpoint: {graph()}")
+        writes = plc.writes(t0)
+        assert writes and writes[-1]["stop"] and not writes[-1]["enable"]
     finally:
         plc.close()
         r.close()
