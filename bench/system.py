@@ -100,7 +100,8 @@ def _name(pid: int) -> str:
     for a in args[:3]:
         if a.endswith(".py"):
             return Path(a).stem
-    return Path(args[0]).name if args else f"pid {pid}"
+    # Chromium rewrites its argv into one string with spaces: name it by its first word.
+    return Path(args[0].split()[0]).name if args and args[0].split() else f"pid {pid}"
 
 
 class CpuSampler:
