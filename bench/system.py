@@ -29,7 +29,15 @@ Goals (issue 12, on a calm 2-core machine): sim never > 50 ms behind after start
 wrench age p99 <= 20 ms, max <= 50 ms; bridge p99 <= 3 ms, overruns <= 0.1 %; whole stack
 <= 1.5 cores. Run it on a quiet machine; the last stdout line is one JSON object.
 
+With ``--dashboard`` the full stack runs twice, the second time with the browser dashboard
+(``excavator-hil dashboard``, its ROS node in the same graph) open in headless Chromium at its
+default 10 Hz refresh: the two runs' lag, wrench age and bridge overruns side by side (issue 17:
+the page must not raise the bridge's overruns or the sim's lag). The dashboard watches the
+graph only (no Redis: the demo's Redis is private to it); its process and Chromium's are in
+the CPU figures.
+
     .venv/bin/python bench/system.py [--quick] [--sim-seconds 15] [--bridge-cycles 3000]
+                                     [--dashboard]
 """
 
 from __future__ import annotations
@@ -92,14 +100,16 @@ def _name(pid: int) -> str:
     for a in args[:3]:
         if a.endswith(".py"):
             return Path(a).stem
-    return Path(args[0]).name if args else f"pid {pid}"
+    # Chromium rewrites its argv into one string with spaces: name it by its first word.
+    return Path(args[0].split()[0]).name if args and args[0].split() else f"pid {pid}"
 
 
 class CpuSampler:
     """Samples the CPU time of a process tree every ``period`` s, in a thread."""
 
-    def __init__(self, root: int, period: float = 0.5) -> None:
+    def __init__(self, root: int, period: float = 0.5, extra: list[int] | None = None) -> None:
         self.root = root
+        self.extra = extra or []  # other process trees to count (the dashboard, its browser)
         self.period = period
         self.samples: list[tuple[float, dict[int, float]]] = []
         self.names: dict[int, str] = {}
@@ -114,7 +124,8 @@ class CpuSampler:
         while not self._stop.is_set():
             now = time.monotonic()
             cpu = {}
-            for pid in [self.root, *_children(self.root)]:
+            roots = [self.root, *self.extra]
+            for pid in [p for r in roots for p in (r, *_children(r))]:
                 value = _cpu_s(pid)
                 if value is not None:
                     cpu[pid] = value
@@ -255,8 +266,60 @@ def wrench_age_at_recorder(bag: Path) -> dict[str, float]:
             "p99_ms": float(np.percentile(a, 99)), "max_ms": float(a.max())}
 
 
-def full_stack(quick: bool, warmup: float, side_bridge_cycles: int, rt_priority: int
-               ) -> dict[str, object]:
+class OpenDashboard:
+    """The dashboard process and a headless Chromium showing its page, for one full run."""
+
+    CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu",
+                      "--disable-background-networking", "--disable-component-update",
+                      "--disable-sync", "--no-first-run")
+
+    def __init__(self, env: dict[str, str]) -> None:
+        import shutil
+        import socket
+
+        browser = shutil.which("chromium") or shutil.which("chromium-browser")
+        if browser is None:
+            raise SystemExit("--dashboard needs Debian's chromium (make browser)")
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        self.log = Path(tempfile.mkdtemp(prefix="bench_dashboard_")) / "dashboard.log"
+        self._log = self.log.open("w")
+        self.app = subprocess.Popen(
+            [sys.executable, "-m", "excavator_hil.dashboard.app", "--port", str(port),
+             "--redis-url", "redis://127.0.0.1:1/0"], cwd=REPO, env=env, stdout=self._log,
+            stderr=subprocess.STDOUT, text=True)
+        self._wait_for("DASHBOARD READY", 120.0)
+        profile = tempfile.mkdtemp(prefix="bench_chromium_")
+        self.browser = subprocess.Popen(
+            [browser, *self.CHROMIUM_FLAGS, f"--user-data-dir={profile}",
+             f"http://127.0.0.1:{port}/"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self._wait_for("page opened", 120.0)
+
+    def _wait_for(self, text: str, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        while text not in self.log.read_text(errors="replace"):
+            if self.app.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit(f"dashboard: no {text!r}; log:\n{self.log.read_text()[-2000:]}")
+            time.sleep(0.2)
+
+    def pids(self) -> list[int]:
+        return [self.app.pid, self.browser.pid]
+
+    def close(self) -> None:
+        for proc in (self.browser, self.app):
+            proc.terminate()
+            try:
+                proc.wait(20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        self._log.close()
+
+
+def full_stack(quick: bool, warmup: float, side_bridge_cycles: int, rt_priority: int,
+               dashboard: bool = False) -> dict[str, object]:
+    env = _ros_env()
+    page = OpenDashboard(env) if dashboard else None
     out = Path(tempfile.mkdtemp(prefix="bench_system_"))
     args = [sys.executable, "-m", "excavator_hil.cli", "demo", "--output", str(out)]
     if quick:
@@ -264,9 +327,9 @@ def full_stack(quick: bool, warmup: float, side_bridge_cycles: int, rt_priority:
     if rt_priority:
         args += ["--rt-priority", str(rt_priority)]
     t0 = time.monotonic()
-    demo = subprocess.Popen(args, cwd=REPO, env=_ros_env(), stdout=subprocess.PIPE,
+    demo = subprocess.Popen(args, cwd=REPO, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
-    sampler = CpuSampler(demo.pid).start()
+    sampler = CpuSampler(demo.pid, extra=page.pids() if page else []).start()
     side = None
     if side_bridge_cycles:
         time.sleep(warmup)  # the stack is up and digging when the side bridge runs
@@ -274,6 +337,8 @@ def full_stack(quick: bool, warmup: float, side_bridge_cycles: int, rt_priority:
     log, _ = demo.communicate(timeout=1800)
     wall = time.monotonic() - t0
     sampler.stop()
+    if page is not None:
+        page.close()
     if demo.returncode != 0:
         raise SystemExit(f"the demo failed:\n{log[-3000:]}")
     summary = json.loads((out / "summary.json").read_text())
@@ -301,19 +366,21 @@ def main() -> None:
                              "the bench bridges (needs CAP_SYS_NICE)")
     parser.add_argument("--warmup", type=float, default=15.0,
                         help="CPU is measured from this long after the demo's start [s]")
+    parser.add_argument("--dashboard", action="store_true",
+                        help="a second full run with the dashboard open in headless Chromium")
     args = parser.parse_args()
 
-    print("1/3 sim_node alone ...", flush=True)
+    print("1: sim_node alone ...", flush=True)
     sim = sim_alone(args.sim_seconds)
     print(f"    RTF {sim['rtf']:.2f}, lag p50 {sim['lag_ms_p50']:.2f} p99 "
           f"{sim['lag_ms_p99']:.2f} max {sim['lag_ms_max']:.2f} ms, "
           f"{sim['cpu_cores']:.2f} cores", flush=True)
     alone: dict[str, float] = {}
     if args.bridge_cycles:
-        print("2/3 bridge alone (bench/bridge.py) ...", flush=True)
+        print("2: bridge alone (bench/bridge.py) ...", flush=True)
         alone = bridge_result(bridge(args.bridge_cycles, args.rt_priority))
         print(f"    {alone}", flush=True)
-    print("3/3 full stack (excavator-hil demo) with bench/bridge.py beside it ...", flush=True)
+    print("3: full stack (excavator-hil demo) with bench/bridge.py beside it ...", flush=True)
     full = full_stack(args.quick, args.warmup, args.bridge_cycles, args.rt_priority)
     s = full["summary"]
     rec = full["recorder"]
@@ -334,6 +401,29 @@ def main() -> None:
           f"{s['peak_bucket_load_m3']:.3f} m^3)")
     print(f"    CPU over {full['cpu_window_s']:.0f} s: total {full['cpu_total_cores']:.2f} cores; "
           + ", ".join(f"{k} {v:.2f}" for k, v in full["cpu_cores"].items()))
+    with_page: dict[str, object] = {}
+    if args.dashboard:
+        print("4: full stack again, the dashboard open in headless Chromium ...", flush=True)
+        page = full_stack(args.quick, args.warmup, args.bridge_cycles, args.rt_priority,
+                          dashboard=True)
+        ps = page["summary"]
+        page_cycles = ps.get("bridge_cycles", 0) or 0
+        with_page = {
+            "rtf": ps["real_time_factor"], "lag_ms_p99": ps.get("lag_ms_p99"),
+            "lag_ms_max": ps.get("lag_ms_max"), "slipped_s": ps.get("slipped_s"),
+            "wrench_age_sim_ms_p99": ps.get("wrench_age_ms_p99"),
+            "bridge_latency_ms_p99": ps["bridge_latency_p99_ms"],
+            "bridge_overruns": ps["bridge_overruns"], "bridge_cycles": page_cycles,
+            "bridge_overrun_pct": (100.0 * ps["bridge_overruns"] / page_cycles
+                                   if page_cycles else None),
+            "side_bridge": page["side_bridge"],
+            "cpu_total_cores": page["cpu_total_cores"], "cpu_cores": page["cpu_cores"],
+        }
+        print(f"    with the page: lag p99 {_f(ps.get('lag_ms_p99')):.2f} ms (without "
+              f"{_f(s.get('lag_ms_p99')):.2f}), bridge overruns {ps['bridge_overruns']} of "
+              f"{page_cycles} (without {s['bridge_overruns']} of {cycles}), CPU "
+              f"{_f(page['cpu_total_cores']):.2f} cores (without "
+              f"{_f(full['cpu_total_cores']):.2f})", flush=True)
     result = {
         "bench": "system", "quick": args.quick, "loadavg": os.getloadavg()[0],
         "sim_alone": sim, "bridge_alone": alone,
@@ -357,6 +447,7 @@ def main() -> None:
             "soil_moved_m3": s["soil_moved_m3"], "peak_bucket_load_m3": s["peak_bucket_load_m3"],
             "wall_s": full["wall_s"],
         },
+        "with_dashboard": with_page,
     }
     print(json.dumps(result, default=lambda v: None if isinstance(v, float) and math.isnan(v)
                      else v))

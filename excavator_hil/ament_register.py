@@ -35,7 +35,7 @@ PACKAGE = "excavator_hil"
 SHARE_LAYOUT: dict[str, tuple[str, ...]] = {
     "": ("package.xml",),
     "launch": ("launch/*.launch.py",),
-    "config": ("config/*.yaml",),
+    "config": ("config/*.yaml", "config/*.xml"),
     "rviz": ("rviz/*.rviz",),
 }
 MARKER = Path("share/ament_index/resource_index/packages") / PACKAGE

@@ -6,12 +6,16 @@ The simulated tracks follow the PLC: sim_node's ``track_command`` is remapped to
 ``plc/wheel_states`` (measured track speeds), so driving through Redis -> plc_bridge -> PLC
 moves the simulated machine (argument ``track_command``).
 
+``dashboard:=true`` adds the browser dashboard (dashboard.launch.py) for this namespace, Redis
+and PLC parameter file.
+
 Every argument of the two included files is declared here too and forwarded (each file uses the
 ones it declares); test/test_launch_files.py checks that none is left out.
 """
 
 from launch import LaunchDescription
 from launch.actions import DeclareLaunchArgument, GroupAction, IncludeLaunchDescription
+from launch.conditions import IfCondition
 from launch.launch_description_sources import PythonLaunchDescriptionSource
 from launch.substitutions import LaunchConfiguration, PathJoinSubstitution
 from launch_ros.substitutions import FindPackageShare
@@ -21,8 +25,8 @@ from excavator_hil.launch_support import rviz_default
 PACKAGE = "excavator_hil"
 
 FORWARDED = ("namespace", "use_sim_time", "rviz", "soil", "track_command", "sim_params",
-             "soil_params", "ik_params", "plc_params", "plc_host", "redis_url", "model",
-             "virtual_plc", "virtual_plc_port")
+             "soil_params", "ik_params", "teleop", "teleop_params", "plc_params", "plc_host",
+             "redis_url", "model", "virtual_plc", "virtual_plc_port")
 
 
 def generate_launch_description() -> LaunchDescription:
@@ -48,6 +52,11 @@ def generate_launch_description() -> LaunchDescription:
             [share, "config", "soil.yaml"]), description="soil_node parameter file"),
         DeclareLaunchArgument("ik_params", default_value=PathJoinSubstitution(
             [share, "config", "ik.yaml"]), description="ik_node parameter file"),
+        DeclareLaunchArgument("teleop", default_value="false", choices=["true", "false"],
+                              description="start teleop_node (joystick / coordinated / "
+                                          "impedance control from joy and hand_pose)"),
+        DeclareLaunchArgument("teleop_params", default_value=PathJoinSubstitution(
+            [share, "config", "teleop.yaml"]), description="teleop_node parameter file"),
         DeclareLaunchArgument("plc_params", default_value=PathJoinSubstitution(
             [share, "config", "plc.yaml"]),
             description="plc_bridge parameter file (data blocks, model, timeouts)"),
@@ -63,6 +72,9 @@ def generate_launch_description() -> LaunchDescription:
                               description="use the virtual PLC instead of real hardware"),
         DeclareLaunchArgument("virtual_plc_port", default_value="1102",
                               description="TCP port of the virtual PLC's S7 server"),
+        DeclareLaunchArgument("dashboard", default_value="false", choices=["true", "false"],
+                              description="browser dashboard on http://127.0.0.1:8080/ "
+                                          "(dashboard.launch.py for its own arguments)"),
     ]
 
     def include(name: str) -> GroupAction:
@@ -73,4 +85,12 @@ def generate_launch_description() -> LaunchDescription:
             launch_arguments={k: LaunchConfiguration(k) for k in FORWARDED}.items(),
         )])
 
-    return LaunchDescription([*args, include("sim.launch.py"), include("bridge.launch.py")])
+    dashboard = GroupAction(scoped=True, condition=IfCondition(LaunchConfiguration("dashboard")),
+                            actions=[IncludeLaunchDescription(
+        PythonLaunchDescriptionSource(PathJoinSubstitution([share, "launch",
+                                                            "dashboard.launch.py"])),
+        launch_arguments={k: LaunchConfiguration(k)
+                          for k in ("namespace", "redis_url", "plc_params")}.items(),
+    )])
+    return LaunchDescription([*args, include("sim.launch.py"), include("bridge.launch.py"),
+                              dashboard])

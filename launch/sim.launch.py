@@ -43,6 +43,11 @@ def generate_launch_description() -> LaunchDescription:
             [share, "config", "soil.yaml"]), description="soil_node parameter file"),
         DeclareLaunchArgument("ik_params", default_value=PathJoinSubstitution(
             [share, "config", "ik.yaml"]), description="ik_node parameter file"),
+        DeclareLaunchArgument("teleop", default_value="false", choices=["true", "false"],
+                              description="start teleop_node (joystick / coordinated / "
+                                          "impedance control from joy and hand_pose)"),
+        DeclareLaunchArgument("teleop_params", default_value=PathJoinSubstitution(
+            [share, "config", "teleop.yaml"]), description="teleop_node parameter file"),
     ]
     # The namespace is pushed inside a scoped group: it ends with the group, so a file that
     # includes this one (excavator.launch.py) does not inherit it.
@@ -78,6 +83,10 @@ def _nodes(context: LaunchContext) -> list[Action]:
         Node(package=PACKAGE, executable="soil_node", name="soil_node", output="screen",
              parameters=[LaunchConfiguration("soil_params"), common],
              condition=IfCondition(LaunchConfiguration("soil")), on_exit=required("soil_node")),
+        Node(package=PACKAGE, executable="teleop_node", name="teleop_node", output="screen",
+             parameters=[LaunchConfiguration("teleop_params"), common],
+             condition=IfCondition(LaunchConfiguration("teleop")),
+             on_exit=required("teleop_node")),
         Node(package="robot_state_publisher", executable="robot_state_publisher",
              name="robot_state_publisher", output="screen",
              parameters=[{"robot_description": generate_urdf()}, common],

@@ -199,8 +199,11 @@ def test_bridge_watch_plc_down_and_reasons():
     v = w.update(_snapshot(w, **snap), 1.0)
     assert v.status == "stopped" and v.reason == "plc_link_lost" and v.plc_down
     assert v.banner.startswith("PLC down") and v.detail == "PLC 127.0.0.1:1102 refused"
-    absent = w.update(_snapshot(w), 2.0)
-    assert absent.bridge_down and "not running" in absent.banner
+    expired = w.update(_snapshot(w), 2.0)  # its status was seen, now gone: the TTL ran out
+    assert expired.bridge_down and expired.banner.startswith("PLC bridge down")
+    assert "expired" in expired.banner
+    never = BridgeWatch(("left", "right"), ()).update(_snapshot(w), 2.0)
+    assert never.bridge_down and "not running" in never.banner
     gone = w.update(None, 3.0)
     assert gone.status == "redis down" and gone.bridge_down and "Redis unreachable" in gone.banner
 

@@ -355,7 +355,8 @@ def test_dashboard_drives_and_stops_the_rig(stack, browser, probe, tmp_path):
                  lambda: f"banner {_text(browser, '.dash-banner')!r}")
         assert "PLC DOWN" in _text(browser, ".dash-bridge-badge")
         # (the status keeps the first stop's reason, heartbeat_stale; the monitor is invalid)
-        assert _text(browser, ".dash-bit-valid") == "valid: 0"
+        wait_for(lambda: _text(browser, ".dash-bit-valid") == "valid: 0", 10.0,
+                 lambda: f"the valid bit readout {_text(browser, '.dash-bit-valid')!r}")
         browser.save_screenshot(str(shots / "dashboard_plc_down.png"))
     finally:
         stack["plc"].proc.send_signal(signal.SIGCONT)

@@ -3,8 +3,8 @@
 Each machine's nodes and topics in its namespace, its own URDF frame prefix and place in the
 world, one /clock publisher for the fleet, one Redis database per bridge; a command written to
 machine 2's database drives machine 2 only. Needs the launch wheels (launch_ros, ros2launch) and
-the package registered in an ament prefix (see /work/shared/ros2-launch/README.md); skips with
-the reason otherwise. The namespace argument checks run without ROS launch.
+registers this checkout in a temporary ament prefix itself; skips with the reason where the
+wheels are absent. The namespace argument checks run without ROS launch.
 """
 
 from __future__ import annotations
@@ -53,14 +53,15 @@ def _ros2() -> str | None:
     return str(found) if found.exists() else shutil.which("ros2")
 
 
-def _registered_prefix() -> str | None:
-    """An ament prefix holding excavator_hil's fleet.launch.py (this checkout's)."""
-    prefixes = [p for p in os.environ.get("AMENT_PREFIX_PATH", "").split(os.pathsep) if p]
-    for prefix in [*prefixes, sys.prefix]:
-        launch = Path(prefix) / "share" / "excavator_hil" / "launch" / "fleet.launch.py"
-        if launch.exists():
-            return prefix
-    return None
+def _registered_prefix(tmp_path: Path) -> str:
+    """This checkout registered in a fresh ament prefix (``excavator-hil ament-register``), ahead
+    of the venv's own prefix (message packages, the robot_state_publisher stand-in)."""
+    from excavator_hil.ament_register import register
+
+    prefix = tmp_path / "ament_prefix"
+    register(prefix)
+    return os.pathsep.join([str(prefix), sys.prefix,
+                            *filter(None, [os.environ.get("AMENT_PREFIX_PATH")])])
 
 
 @pytest.mark.slow
@@ -74,10 +75,11 @@ def test_two_machines_under_ros2_launch(fleet, redis_server, ros_node, tmp_path)
     from excavator_hil.hil_harness import Heartbeat
     from plc_bridge import redis_keys as keys
 
-    ros2, prefix = _ros2(), _registered_prefix()
-    if ros2 is None or prefix is None:
-        pytest.skip("ros2 launch or the registered excavator_hil package is missing (run "
-                    "/work/shared/ros2-launch/ament_register.py on this checkout)")
+    ros2 = _ros2()
+    if ros2 is None:
+        pytest.skip("the ros2 command is missing (make test installs it from "
+                    "../shared/ros2-launch where that folder exists)")
+    prefix = _registered_prefix(tmp_path)
     port = free_port()
     while True:            # two consecutive free ports for the two virtual PLCs
         with contextlib.suppress(OSError):

@@ -312,3 +312,29 @@ def test_ros2_cli_finds_the_registered_package(ament_prefix: Path) -> None:
     run = subprocess.run([ROS2, "run", "excavator_hil", "virtual_plc", "--help"], env=env,
                          capture_output=True, text=True, timeout=60, check=False)
     assert run.returncode == 0 and "--port" in run.stdout, run.stdout + run.stderr
+
+
+def test_teleop_and_dashboard_join_excavator_launch_in_its_namespace(
+        ament_prefix: Path, tmp_path: Path, launches: list[RosLaunch], probe: RosTestNode,
+        redis_server: object) -> None:
+    """``teleop:=true`` adds teleop_node (sim.launch.py), ``dashboard:=true`` the browser
+    dashboard (dashboard.launch.py), both under the namespace; the page answers on loopback."""
+    import urllib.request
+
+    launch = RosLaunch(ament_prefix, tmp_path, "excavator.launch.py", "namespace:=ns1",
+                       "teleop:=true", "dashboard:=true", "virtual_plc:=true",
+                       f"redis_url:={redis_server.url}",  # type: ignore[attr-defined]
+                       f"virtual_plc_port:={free_port()}")
+    launches.append(launch)
+    expected = {f"/ns1/{n}" for n in SIM_NODES | BRIDGE_NODES | {"teleop_node", "dashboard"}}
+    assert wait_for_nodes(probe, launch, expected) == expected
+
+    def page() -> bool:
+        try:
+            with urllib.request.urlopen("http://127.0.0.1:8080/", timeout=5.0) as reply:
+                return bool(reply.status == 200)
+        except OSError:
+            return False
+
+    wait_for(page, 60.0, lambda: f"the dashboard page on 127.0.0.1:8080; log:\n{launch.log()}")
+    assert_clean_exit(launch, launch.ctrl_c())

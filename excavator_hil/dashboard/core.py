@@ -378,8 +378,10 @@ def _as_int(v: str | None) -> int | None:
 class BridgeWatch:
     """Turns successive MGET snapshots of the bridge's keys into ``BridgeView``s.
 
-    The bridge is *down* when its status key is missing, or when its cycle counter has not
-    advanced for ``stale_s`` [s] (a killed or frozen bridge leaves its last keys behind). The
+    The bridge is *down* when its status key is missing (never written: not running; gone
+    after it was seen: it expired, as the bridge rewrites it with a TTL every cycle, so a
+    killed bridge's status vanishes), or when its cycle counter has not advanced for
+    ``stale_s`` [s] (a frozen bridge, or one whose keys carry no TTL). The
     PLC is *down* when the bridge says so (link lost, alive counter stale, invalid feedback) or
     the monitor is not valid.
     """
@@ -393,6 +395,7 @@ class BridgeWatch:
         self._cycles_changed_s: float | None = None
         self._alive: str | None = None
         self._alive_changed_s: float | None = None
+        self._status_seen = False  # a status was read once: its absence now means it expired
 
     def update(self, values: Sequence[bytes | str | None] | None, now_s: float,
                rtt_ms: float | None = None) -> BridgeView:
@@ -406,6 +409,8 @@ class BridgeWatch:
         v = dict(zip(self.keys, (x.decode() if isinstance(x, bytes) else x for x in values),
                      strict=True))
         status_raw = v[keys.BRIDGE_STATUS]
+        expired = status_raw is None and self._status_seen
+        self._status_seen = self._status_seen or status_raw is not None
         if status_raw is None:
             status, reason = "unknown", ""
         elif status_raw.startswith("stopped:"):
@@ -436,7 +441,10 @@ class BridgeWatch:
         bridge_down = status_raw is None or cycles is None or frozen
         valid = _as_bool(v[keys.STATE_VALID])
         plc_down = reason in PLC_DOWN_REASONS or valid is not True
-        if status_raw is None:
+        if expired:
+            banner = ("PLC bridge down: its status expired in Redis (the bridge stopped "
+                      "refreshing it: killed, or cut from Redis)")
+        elif status_raw is None:
             banner = "PLC bridge not running: no plc.bridge.status in Redis"
         elif frozen:
             banner = (f"PLC bridge down: its cycle counter has not advanced for "
