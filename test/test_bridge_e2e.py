@@ -280,7 +280,9 @@ def test_change_during_a_cycle_is_written_before_the_monitor_read(redis_server, 
             else:
                 assert len(reads_between) == 1, "the slow cycle should finish with its read"
                 assert core.priority_passes == passes
-                assert new["t"] - reads_between[0] < 0.02, "the next cycle should start at once"
+                # at once, not at a later tick (a sanity bound: a loaded machine's wake-ups
+                # stretch; the figure is bench/bridge.py's)
+                assert new["t"] - reads_between[0] < 0.25, "the next cycle should start at once"
             assert core.status == "running"
     finally:
         writer.close()
