@@ -48,7 +48,7 @@ def test_redis_to_plc_and_back(redis_server, spawn, model, lateral, cmd):
     try:
         rig.command(*cmd)
         rig.start()
-        rig.wait_status("running", 3.0)
+        rig.wait_status("running", 15.0)
         cfg, core = rig.config, rig.core
         twist = twist_from_artof(*cmd, lateral)
 
@@ -120,7 +120,7 @@ def test_zero_command_holds_steering(redis_server, spawn):
     try:
         rig.command(0.0, 0.5, 0.0)          # pure crab: all wheels at +90 deg
         rig.start()
-        rig.wait_status("running", 3.0)
+        rig.wait_status("running", 15.0)
         wait_until(lambda: np.allclose(rig.plc.status()["angles"], math.pi / 2, atol=1e-6),
                    3.0, "the wheels to turn to +90 deg")
         t0 = rig.command(0.0, 0.0, 0.0)
@@ -205,7 +205,7 @@ def test_tls_redis_url(redis_server, spawn, tmp_path):
     try:
         rig.command(0.5, 0.0, 0.0)
         rig.start()
-        rig.wait_status("running", 5.0)
+        rig.wait_status("running", 15.0)
         wait_until(lambda: rig.plc.status()["speeds"][0] > 0.4, 3.0, "tracks moving over TLS")
         assert proxy.sessions >= 3   # the bridge's command and wake-up connections, the rig's
     finally:
@@ -220,7 +220,7 @@ def running_skid_steer(redis_url: str, spawn, cycle_hz: float):
     try:
         rig.command(0.5, 0.0, 0.0)
         rig.start()
-        rig.wait_status("running", 3.0)
+        rig.wait_status("running", 15.0)
         yield rig
     finally:
         rig.close()

@@ -76,9 +76,12 @@ def is_stop(w: dict, rig: HilRig) -> bool:
         w[n] == 0.0 for n in rig.config.speed_sp_fields())
 
 
-def running(rig: HilRig, timeout_s: float = 3.0) -> None:
+def running(rig: HilRig, timeout_s: float = 15.0) -> None:
     """Back to normal (whatever an earlier test left behind): PLC healthy and reachable, valid
-    command, heartbeat toggling, bridge enabled and forwarding."""
+    command, heartbeat toggling, bridge enabled and forwarding; returns once a driving command
+    has reached the PLC (so a stop the bridge writes before a fresh command, as it does after a
+    tripped watchdog, lies behind the caller's next fault)."""
+    t_start = time.monotonic()
     if rig.plc is None:
         rig.start_plc()
     rig.plc.faults(fault=False, estop=False, freeze_alive=False, ready=True, auto=True,
@@ -88,6 +91,8 @@ def running(rig: HilRig, timeout_s: float = 3.0) -> None:
     rig.command(*COMMAND)
     rig.heartbeat.resume()
     rig.wait_status("running", timeout_s)
+    wait_until(lambda: any(not is_stop(w, rig) for w in rig.plc.writes(t_start)), timeout_s,
+               "a driving command at the PLC")
 
 
 def first_stop_after(rig: HilRig, t0: float, timeout_s: float = 2.0) -> dict:
@@ -191,7 +196,7 @@ def test_recovery_needs_a_fresh_heartbeat_edge(rig):
     assert rig.core.status == "stopped:waiting_heartbeat_edge"
     assert_no_motion(rig, t0)
     rig.heartbeat.resume()                # the next toggle re-arms
-    rig.wait_status("running", 1.0)
+    rig.wait_status("running", 15.0)
 
 
 def test_heartbeat_timeout_stops(rig):
@@ -317,7 +322,7 @@ def test_redis_killed_and_restarted(tmp_path, shared):
         rig.command(*COMMAND)
         t_start = time.monotonic()
         rig.start()
-        rig.wait_status("running", 3.0)
+        rig.wait_status("running", 15.0)
         # the command is in effect at the PLC (past the start-up stop + first command pair), so
         # every stop after the kill is the bridge's answer to the lost Redis
         wait_until(lambda: any(not is_stop(w, rig) for w in rig.plc.writes(t_start)), 10.0,
@@ -384,7 +389,7 @@ def test_stale_keys_at_startup_do_not_move_the_machine(tmp_path, shared):
         assert rig.core.status == "stopped:waiting_heartbeat"
         assert rig.plc.status()["speeds"] == [0.0, 0.0]
         r.set(keys.HEARTBEAT, "false")    # a fresh edge: now the command is forwarded
-        rig.wait_status("running", 1.0)
+        rig.wait_status("running", 15.0)
     finally:
         try:
             rig.close()
@@ -451,7 +456,7 @@ def test_redis_auth_url(tmp_path, shared):
     try:
         rig.command(*COMMAND)
         rig.start()
-        rig.wait_status("running", 3.0)
+        rig.wait_status("running", 15.0)
         assert rig.get(keys.counter_key("cycles")) is not None
         # the same bridge with a wrong password never gets going and reports the cause
         from plc_bridge.bridge_core import BridgeCore
@@ -499,7 +504,7 @@ def test_internal_error_stops_and_ends_the_loop(tmp_path, shared):
     try:
         rig.command(*COMMAND)
         rig.start()
-        rig.wait_status("running", 3.0)
+        rig.wait_status("running", 15.0)
         t0 = time.monotonic()
         rig.core.model.broken = True
         stop = assert_stop_within_one_cycle(rig, t0)
