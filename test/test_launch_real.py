@@ -10,6 +10,7 @@ clone without ROS launch; ``make test`` installs them from ../shared/ros2-launch
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -150,6 +151,14 @@ def assert_clean_exit(launch: RosLaunch, code: int) -> None:
     # ours): it can die of the second SIGINT; our nodes must not.
     log = "\n".join(line for line in launch.log().splitlines()
                     if "robot_state_publisher-" not in line)
+    # asyncio's child watcher in launch can lose a child that exits within its SIGINT handling
+    # ("Unknown child process pid N, will report returncode 255"): launch then calls it dead
+    # with 255 though the node ended at once with 0. That exit status is unknown, not a
+    # failure of ours: such a pid's "has died" line is left out (any other stays an error).
+    lost = set(re.findall(r"Unknown child process pid (\d+)", log))
+    log = "\n".join(line for line in log.splitlines()
+                     if not ("has died" in line and "exit code 255" in line
+                             and any(f"[pid {pid}," in line for pid in lost)))
     assert code == 0, log
     assert "Traceback" not in log, log
     assert "SIGTERM" not in log and "SIGKILL" not in log, (
