@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -46,6 +46,17 @@ def node_processes(tmp_path: Path) -> Iterator[list[NodeProcess]]:
     yield procs
     for p in procs:
         p.stop()
+
+
+@pytest.fixture
+def spawn(node_processes: list[NodeProcess],
+          tmp_path: Path) -> Callable[[str, list[str]], NodeProcess]:
+    """Start a module as a process (``NodeProcess``), stopped after the test."""
+    def _spawn(module: str, args: list[str]) -> NodeProcess:
+        proc = NodeProcess(module, args, log_dir=tmp_path)
+        node_processes.append(proc)
+        return proc
+    return _spawn
 
 
 @pytest.fixture

@@ -17,7 +17,6 @@ import numpy as np
 import pytest
 import redis
 import snap7
-from helpers import NodeProcess
 
 from excavator_hil.hil_harness import HilRig, wait_until
 from excavator_kinematics.vehicle import BodyTwist, twist_from_artof
@@ -31,15 +30,6 @@ CASES = [
     ("4wd4ws", "left", (0.6, 0.3, 0.2)),
     ("4wd4ws", "right", (0.6, 0.3, -0.2)),
 ]
-
-
-@pytest.fixture
-def spawn(node_processes, tmp_path):
-    def _spawn(module: str, args: list[str]) -> NodeProcess:
-        proc = NodeProcess(module, args, log_dir=tmp_path)
-        node_processes.append(proc)
-        return proc
-    return _spawn
 
 
 @pytest.mark.parametrize(("model", "lateral", "cmd"), CASES)

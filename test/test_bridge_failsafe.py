@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 import redis
-from helpers import REPO, NodeProcess, RedisServer, free_port, wait_for
+from helpers import REPO, RedisServer, free_port, wait_for
 from tcp_proxy import TcpProxy
 
 from excavator_hil.hil_harness import HilRig
@@ -33,15 +33,6 @@ from plc_bridge.bridge_core import BridgeCore
 from plc_bridge.config import load_config
 
 COMMAND = (0.8, 0.0, 0.3)   # skid steer: tracks at 0.41 and 1.19 m/s
-
-
-@pytest.fixture
-def spawn(node_processes, tmp_path):
-    def _spawn(module: str, args: list[str]) -> NodeProcess:
-        proc = NodeProcess(module, args, log_dir=tmp_path)
-        node_processes.append(proc)
-        return proc
-    return _spawn
 
 
 def _rig_via_proxy(redis_url: str, spawn, **overrides) -> tuple[HilRig, TcpProxy]:
