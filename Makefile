@@ -26,7 +26,7 @@ demo: $(STAMP)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
-	$(VENV)/bin/mypy   # [tool.mypy] in pyproject.toml: the four packages, strict, cached
+	$(VENV)/bin/mypy   # [tool.mypy] in pyproject.toml: the five packages (excavator_common at the bottom), strict, cached
 
 # Debian's chromium + chromedriver for the dashboard's browser tests: installed only as root
 # with apt (no browser download); elsewhere those tests skip and say why.

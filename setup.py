@@ -10,10 +10,12 @@ setup(
     name=PACKAGE,
     version="0.1.0",
     packages=find_packages(
-        include=["excavator_kinematics*", "excavator_sim*", "plc_bridge*", "excavator_hil*"]),
+        include=["excavator_common*", "excavator_kinematics*", "excavator_sim*", "plc_bridge*",
+                 "excavator_hil*"]),
     # PEP 561: the packages are typed (mypy runs over them in `make lint`)
     package_data={pkg: ["py.typed"] for pkg in
-                  ("excavator_kinematics", "excavator_sim", "plc_bridge", "excavator_hil")},
+                  ("excavator_common", "excavator_kinematics", "excavator_sim", "plc_bridge",
+                   "excavator_hil")},
     data_files=[
         ("share/ament_index/resource_index/packages", [f"resource/{PACKAGE}"]),
         (f"share/{PACKAGE}", ["package.xml"]),

@@ -173,8 +173,9 @@ PASS_THROUGH: dict[str, Callable[[argparse.Namespace], int]] = {
 
 def _user_errors() -> tuple[type[BaseException], ...]:
     """Errors that are the user's input (a file, a value), not a bug: shown as one line."""
+    from excavator_common.errors import ConfigurationError
     from excavator_hil.errors import HilError
-    from excavator_kinematics.errors import ConfigurationError, KinematicsError
+    from excavator_kinematics.errors import KinematicsError
 
     # every package's configuration error, the kinematics' and this package's own errors
     errors: list[type[BaseException]] = [ConfigurationError, KinematicsError, HilError, OSError]

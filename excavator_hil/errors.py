@@ -7,7 +7,7 @@ boundary as one of these where this package adds context (with the original as `
 
 from __future__ import annotations
 
-from excavator_kinematics.errors import ConfigurationError
+from excavator_common.errors import ConfigurationError
 
 
 class HilError(Exception):

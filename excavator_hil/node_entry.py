@@ -5,7 +5,7 @@ A node's module imports numpy, MuJoCo, numba and rclpy first: seconds on a loade
 imports, the first raised KeyboardInterrupt in the middle of an import (a traceback in the launch
 output) and the second could hold the interpreter's exit for seconds (8.5 s measured) until
 launch escalated to SIGTERM. Nothing has started yet that needs cleaning up, so until the node's
-the node's ``main()`` installs its own handling (``excavator_kinematics.ros_runtime.run_node``,
+the node's ``main()`` installs its own handling (``excavator_common.ros_runtime.run_node``,
 the virtual PLC's stop handler) a SIGINT ends the process at once, quietly, with code 0 (as an
 interrupted node does). After ``main()`` returns, the process ends without the interpreter's
 teardown.

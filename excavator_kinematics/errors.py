@@ -3,17 +3,14 @@
 Each package has one root error (``KinematicsError`` here, ``excavator_sim.errors.SimulationError``,
 ``plc_bridge.errors.BridgeError``, ``excavator_hil.errors.HilError``) and wraps the errors of the
 packages it calls at its boundary (``raise OwnError(...) from exc``), so a caller catches one
-package's root. A bad setting of any package also derives from :class:`ConfigurationError`, the
-marker on which a node's start-up ends with one message and exit code 2
-(``excavator_kinematics.ros_runtime.run_node``).
+package's root. A bad setting of any package also derives from
+:class:`excavator_common.errors.ConfigurationError`, the marker on which a node's start-up ends
+with one message and exit code 2 (``excavator_common.ros_runtime.run_node``).
 """
 
 from __future__ import annotations
 
-
-class ConfigurationError(ValueError):
-    """Marker base of every package's configuration error (a bad file, parameter or setting):
-    not raised itself. ``run_node`` turns it into one ``[FATAL]`` line and exit code 2."""
+from excavator_common.errors import ConfigurationError
 
 
 class KinematicsError(ValueError):

@@ -18,8 +18,8 @@ from typing import Any
 import numpy as np
 import yaml
 
+from excavator_common.paths import config_file
 from excavator_kinematics.errors import ConfigError
-from excavator_kinematics.paths import config_file
 
 Vec2 = tuple[float, float]
 

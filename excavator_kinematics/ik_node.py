@@ -21,11 +21,7 @@ from rclpy.node import Node
 from rclpy.parameter import Parameter
 from sensor_msgs.msg import JointState
 
-from excavator_kinematics.bucket_orientation import bucket_pitch_from_quaternion
-from excavator_kinematics.errors import KinematicsError
-from excavator_kinematics.geometry import CYLINDER_NAMES, ExcavatorGeometry, default_geometry
-from excavator_kinematics.inverse_kinematics import ACTIVE_JOINTS, IKSolution, InverseKinematics
-from excavator_kinematics.ros_runtime import (
+from excavator_common.ros_runtime import (
     OK,
     Diagnostics,
     Rejections,
@@ -33,6 +29,10 @@ from excavator_kinematics.ros_runtime import (
     run_node,
     warn_unknown_parameters,
 )
+from excavator_kinematics.bucket_orientation import bucket_pitch_from_quaternion
+from excavator_kinematics.errors import KinematicsError
+from excavator_kinematics.geometry import CYLINDER_NAMES, ExcavatorGeometry, default_geometry
+from excavator_kinematics.inverse_kinematics import ACTIVE_JOINTS, IKSolution, InverseKinematics
 
 BASE_FRAME = "base_link"
 

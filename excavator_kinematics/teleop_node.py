@@ -31,10 +31,7 @@ from rclpy.node import Node
 from rclpy.parameter import Parameter
 from sensor_msgs.msg import JointState, Joy
 
-from excavator_kinematics.errors import ConfigError, KinematicsError
-from excavator_kinematics.forward_kinematics import ForwardKinematics
-from excavator_kinematics.geometry import ExcavatorGeometry, default_geometry
-from excavator_kinematics.ros_runtime import (
+from excavator_common.ros_runtime import (
     OK,
     WARN,
     Diagnostics,
@@ -43,6 +40,9 @@ from excavator_kinematics.ros_runtime import (
     run_node,
     warn_unknown_parameters,
 )
+from excavator_kinematics.errors import ConfigError, KinematicsError
+from excavator_kinematics.forward_kinematics import ForwardKinematics
+from excavator_kinematics.geometry import ExcavatorGeometry, default_geometry
 from excavator_kinematics.teleop.config import PARAMETERS, settings_from_parameters
 from excavator_kinematics.teleop.control_patterns import FUNCTIONS, pattern
 from excavator_kinematics.teleop.controller import (

@@ -7,7 +7,7 @@ the original as ``__cause__``): a caller of this package catches ``SimulationErr
 
 from __future__ import annotations
 
-from excavator_kinematics.errors import ConfigurationError
+from excavator_common.errors import ConfigurationError
 
 
 class SimulationError(ValueError):

@@ -16,8 +16,8 @@ from typing import Any
 
 import yaml
 
-from excavator_kinematics.parameter_files import flatten
-from excavator_kinematics.paths import config_file
+from excavator_common.parameter_files import flatten
+from excavator_common.paths import config_file
 from excavator_sim.errors import SimConfigError
 from excavator_sim.heightfield import TerrainGrid
 from excavator_sim.hydraulics import CylinderHydraulics, Hydraulics, SwingDrive, TrackDrive

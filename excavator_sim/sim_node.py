@@ -64,8 +64,7 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray, String
 from visualization_msgs.msg import Marker, MarkerArray
 
-from excavator_kinematics.geometry import ExcavatorGeometry, default_geometry
-from excavator_kinematics.ros_runtime import (
+from excavator_common.ros_runtime import (
     ERROR,
     OK,
     WARN,
@@ -75,6 +74,7 @@ from excavator_kinematics.ros_runtime import (
     run_node,
     warn_unknown_parameters,
 )
+from excavator_kinematics.geometry import ExcavatorGeometry, default_geometry
 from excavator_sim.errors import CommandError, HeightFieldError, SimConfigError
 from excavator_sim.heightfield import flat_to_patch
 from excavator_sim.model_builder import CYLINDER_JOINTS

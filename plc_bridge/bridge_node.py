@@ -45,8 +45,8 @@ from rclpy.subscription import Subscription
 from rclpy.timer import Timer
 from sensor_msgs.msg import JointState
 
-from excavator_kinematics.parameter_files import flatten
-from excavator_kinematics.ros_runtime import (
+from excavator_common.parameter_files import flatten
+from excavator_common.ros_runtime import (
     ERROR,
     OK,
     WARN,
@@ -54,7 +54,7 @@ from excavator_kinematics.ros_runtime import (
     fatal,
     run_node,
 )
-from excavator_kinematics.ros_runtime import declare as ros_declare
+from excavator_common.ros_runtime import declare as ros_declare
 from excavator_kinematics.vehicle import BodyTwist, artof_from_twist
 from plc_bridge import redis_keys as keys
 from plc_bridge.bridge_core import BridgeCore

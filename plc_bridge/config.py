@@ -17,9 +17,9 @@ from typing import Any
 
 import yaml
 
+from excavator_common.parameter_files import flatten
+from excavator_common.paths import config_file
 from excavator_kinematics.errors import KinematicsError
-from excavator_kinematics.parameter_files import flatten
-from excavator_kinematics.paths import config_file
 from excavator_kinematics.vehicle import LATERAL_CONVENTIONS, make_vehicle_model
 from plc_bridge.db_layout import DbLayout, parse_field_spec
 from plc_bridge.errors import BridgeConfigError, LayoutError

@@ -10,7 +10,7 @@ not a kinematics error.
 
 from __future__ import annotations
 
-from excavator_kinematics.errors import ConfigurationError
+from excavator_common.errors import ConfigurationError
 
 
 class BridgeError(Exception):

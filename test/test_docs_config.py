@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 import yaml
 
-from excavator_kinematics.parameter_files import flatten
+from excavator_common.parameter_files import flatten
 
 REPO = Path(__file__).resolve().parents[1]
 DOC = REPO / "docs" / "configuration.md"
@@ -85,7 +85,7 @@ def launch_arguments(path: Path) -> dict[str, dict[str, Any]]:
 
 def declared_parameters(path: Path) -> set[str]:
     """Parameter names a node module declares with a constant name: ``declare(node, "name",
-    ...)`` (excavator_kinematics.ros_runtime) or ``node.declare_parameter("name", ...)``."""
+    ...)`` (excavator_common.ros_runtime) or ``node.declare_parameter("name", ...)``."""
     names = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if not isinstance(node, ast.Call):

@@ -104,7 +104,7 @@ def test_run_node_exits_2_on_every_packages_config_error(cls: type[Exception]) -
     with the message, exit code 2, no traceback."""
     code = (f"import sys\n"
             f"from {cls.__module__} import {cls.__name__}\n"
-            f"from excavator_kinematics.ros_runtime import run_node\n"
+            f"from excavator_common.ros_runtime import run_node\n"
             f"def factory():\n"
             f"    raise {cls.__name__}('parameter x = 7 outside 0..5: set it within the range')\n"
             f"sys.exit(run_node(factory, ['node']))\n")

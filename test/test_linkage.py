@@ -11,6 +11,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from excavator_common.paths import config_file
 from excavator_kinematics.errors import (
     ConfigError,
     InvalidInputError,
@@ -19,7 +20,6 @@ from excavator_kinematics.errors import (
 )
 from excavator_kinematics.geometry import ExcavatorGeometry, default_geometry
 from excavator_kinematics.linkage import Linkage, absolute_to_joint, joint_to_absolute
-from excavator_kinematics.paths import config_file
 
 GEOMETRY = default_geometry()
 LINKAGE = Linkage(GEOMETRY)

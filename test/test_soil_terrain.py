@@ -294,7 +294,7 @@ def test_bad_config_value_names_the_parameter_and_its_range(tmp_path) -> None:
 
 
 def _config_lines() -> str:
-    from excavator_kinematics.paths import config_file
+    from excavator_common.paths import config_file
 
     lines = config_file("soil.yaml").read_text().splitlines()
     start = next(k for k, line in enumerate(lines) if "ros__parameters" in line)

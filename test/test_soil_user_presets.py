@@ -15,8 +15,8 @@ from geometry_msgs.msg import PoseStamped, TwistStamped, WrenchStamped
 from helpers import NodeProcess, RosTestNode, send_bucket_state, wait_for
 from std_msgs.msg import Float64
 
+from excavator_common.paths import config_file
 from excavator_kinematics.geometry import default_geometry
-from excavator_kinematics.paths import config_file
 from excavator_sim.soil.bucket_prism import BucketPose, BucketPrism
 from excavator_sim.soil.config import load_soil_config
 from excavator_sim.soil.errors import SoilConfigError

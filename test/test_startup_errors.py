@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from helpers import REPO, NodeProcess
 
-from excavator_kinematics.errors import ConfigError
-from excavator_kinematics.parameter_files import check_params_file, check_ros_arguments
+from excavator_common.errors import ParameterError
+from excavator_common.parameter_files import check_params_file, check_ros_arguments
 
 NODES = ("excavator_kinematics.ik_node", "excavator_sim.sim_node",
          "excavator_sim.soil.soil_node")
@@ -152,7 +152,7 @@ def test_shipped_parameter_files_pass_the_check() -> None:
     (["--ros-args", "-p", "sim_node:use_sim_time:=2"], "use_sim_time is true or false"),
 ])
 def test_ros_argument_checks(args: list[str], words: str) -> None:
-    with pytest.raises(ConfigError, match=words):
+    with pytest.raises(ParameterError, match=words):
         check_ros_arguments(args)
 
 

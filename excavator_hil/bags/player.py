@@ -107,8 +107,8 @@ def play(bag: str, topics: Sequence[str] | None, rate: float, loop: bool, clock:
          wait_for_subscribers_s: float) -> int:
     import rclpy
 
+    from excavator_common.ros_runtime import shutdown_quietly
     from excavator_hil.errors import BagError
-    from excavator_kinematics.ros_runtime import shutdown_quietly
 
     try:
         contents = read_bag(bag, [t if t.startswith("/") else f"/{t}" for t in topics]

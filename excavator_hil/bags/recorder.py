@@ -138,7 +138,7 @@ def record(output: str, topics: Sequence[str] | None, storage: str, duration_s: 
     import rclpy
     from rclpy.executors import ExternalShutdownException
 
-    from excavator_kinematics.ros_runtime import shutdown_quietly
+    from excavator_common.ros_runtime import shutdown_quietly
 
     rclpy.init()
     try:

@@ -95,7 +95,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(f"cannot listen on {args.host}:{args.port} ({exc.strerror}): pick another "
                      "--port or stop what uses it")
 
-    from excavator_kinematics.errors import ConfigurationError
+    from excavator_common.errors import ConfigurationError
     from excavator_kinematics.geometry import ExcavatorGeometry, default_geometry
     from plc_bridge.config import load_config
 

@@ -15,9 +15,9 @@ from typing import Any
 
 import yaml
 
+from excavator_common.parameter_files import flatten
+from excavator_common.paths import config_file
 from excavator_kinematics.errors import ConfigError
-from excavator_kinematics.parameter_files import flatten
-from excavator_kinematics.paths import config_file
 from excavator_kinematics.teleop.coordinated import CoordinatedSettings
 from excavator_kinematics.teleop.impedance import FeedbackScaling, ImpedanceParams
 from excavator_kinematics.teleop.joystick import JoyLayout, Shaping, TravelLayout

@@ -23,11 +23,11 @@ from typing import Any
 import numpy as np
 import yaml
 
+from excavator_common.parameter_files import flatten
+from excavator_common.paths import config_file
 from excavator_kinematics.errors import ConfigError
 from excavator_kinematics.geometry import CYLINDER_NAMES
 from excavator_kinematics.linkage import JOINT_NAMES, Linkage
-from excavator_kinematics.parameter_files import flatten
-from excavator_kinematics.paths import config_file
 
 LPM_TO_M3S = 1.0 / 60000.0
 

@@ -18,8 +18,8 @@ from typing import Any
 
 import yaml
 
-from excavator_kinematics.parameter_files import flatten
-from excavator_kinematics.paths import config_file
+from excavator_common.parameter_files import flatten
+from excavator_common.paths import config_file
 from excavator_sim.soil.earthmoving import FeeSoil
 from excavator_sim.soil.errors import SoilConfigError
 from excavator_sim.soil.forces import DiMaioParams

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from excavator_kinematics.errors import ConfigurationError
+from excavator_common.errors import ConfigurationError
 from excavator_sim.errors import SimulationError
 
 

@@ -60,8 +60,7 @@ from rclpy.subscription import MessageInfo
 from sensor_msgs.msg import PointCloud2, PointField
 from std_msgs.msg import Float64, Float64MultiArray, MultiArrayDimension
 
-from excavator_kinematics.geometry import default_geometry
-from excavator_kinematics.ros_runtime import (
+from excavator_common.ros_runtime import (
     OK,
     Diagnostics,
     Rejections,
@@ -69,6 +68,7 @@ from excavator_kinematics.ros_runtime import (
     run_node,
     warn_unknown_parameters,
 )
+from excavator_kinematics.geometry import default_geometry
 from excavator_sim.plausibility import shipped_machine_envelope
 from excavator_sim.soil.bucket_prism import BucketPose, BucketPrism
 from excavator_sim.soil.config import (

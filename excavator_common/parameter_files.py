@@ -10,7 +10,7 @@ from typing import Any
 
 import yaml
 
-from excavator_kinematics.errors import ConfigError
+from excavator_common.errors import ParameterError
 
 
 def flatten(tree: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -30,7 +30,7 @@ _BOOLS = {"true", "false", "yes", "no", "on", "off"}  # YAML 1.1 bools, as rcl r
 
 
 def check_ros_arguments(args: Sequence[str]) -> None:
-    """Raise :class:`ConfigError` for the ROS arguments a user most often gets wrong, before
+    """Raise :class:`ParameterError` for the ROS arguments a user most often gets wrong, before
     rcl parses them (its messages name C source lines): every ``--params-file`` must be a
     parameter file (:func:`check_params_file`), every ``-p``/``--param`` a ``name:=value``."""
     in_ros = False
@@ -46,16 +46,16 @@ def check_ros_arguments(args: Sequence[str]) -> None:
             rule = next(it, "")
             name, sep, _ = rule.partition(":=")
             if not (sep and name):
-                raise ConfigError(f"parameter override {arg} {rule!r} is not 'name:=value': "
-                                  f"write e.g. {arg} use_sim_time:=true")
+                raise ParameterError(f"parameter override {arg} {rule!r} is not 'name:=value': "
+                                     f"write e.g. {arg} use_sim_time:=true")
             value = rule.partition(":=")[2]
             if name.rpartition(":")[2] == "use_sim_time" and value.lower() not in _BOOLS:
-                raise ConfigError(f"parameter override {arg} {rule!r}: use_sim_time is true or "
-                                  "false")
+                raise ParameterError(f"parameter override {arg} {rule!r}: use_sim_time is true or "
+                                     "false")
 
 
 def check_params_file(path: str | Path) -> None:
-    """Raise :class:`ConfigError` (naming the file, what is wrong and the expected shape) unless
+    """Raise :class:`ParameterError` (naming the file, what is wrong and the expected shape) unless
     ``path`` is a readable ROS 2 parameter file: YAML whose top level maps node names (``/**``,
     ``node``, or namespaces holding those) to ``ros__parameters:`` mappings. An empty file is
     valid (no parameters), as for ROS."""
@@ -63,12 +63,12 @@ def check_params_file(path: str | Path) -> None:
              "config/sim.yaml")
     p = Path(path)
     if not str(path):
-        raise ConfigError("--params-file needs a file name: --ros-args --params-file FILE.yaml")
+        raise ParameterError("--params-file needs a file name: --ros-args --params-file FILE.yaml")
     try:
         text = p.read_text()
     except OSError as exc:
-        raise ConfigError(f"cannot read parameter file {p}: {exc.strerror or exc}; give the "
-                          "path of an existing YAML file") from None
+        raise ParameterError(f"cannot read parameter file {p}: {exc.strerror or exc}; give the "
+                             "path of an existing YAML file") from None
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
@@ -78,11 +78,11 @@ def check_params_file(path: str | Path) -> None:
         context, start = getattr(exc, "context", None), getattr(exc, "context_mark", None)
         if context and start is not None:  # "while parsing a flow sequence" at its start
             problem += f" ({context.removeprefix('while ')} from line {start.line + 1})"
-        raise ConfigError(f"parameter file {p} is not valid YAML{where}: {problem}") from None
+        raise ParameterError(f"parameter file {p} is not valid YAML{where}: {problem}") from None
     if data is None:
         return
     if not isinstance(data, Mapping):
-        raise ConfigError(f"parameter file {p} holds {_kind(data)} at the top; {shape}")
+        raise ParameterError(f"parameter file {p} holds {_kind(data)} at the top; {shape}")
     _check_node_sections(data, p, (), shape)
 
 
@@ -92,12 +92,12 @@ def _check_node_sections(tree: Mapping[Any, Any], path: Path, keys: tuple[str, .
         where = "/".join((*keys, str(key)))
         if key == "ros__parameters":
             if value is not None and not isinstance(value, Mapping):
-                raise ConfigError(f"parameter file {path}: '{where}' holds {_kind(value)}, not "
-                                  f"a mapping of parameters; {shape}")
+                raise ParameterError(f"parameter file {path}: '{where}' holds {_kind(value)}, "
+                                     f"not a mapping of parameters; {shape}")
             continue
         if not isinstance(value, Mapping):
-            raise ConfigError(f"parameter file {path}: '{where}' is not a node section (it holds "
-                              f"{value!r:.60} instead of 'ros__parameters:'); {shape}")
+            raise ParameterError(f"parameter file {path}: '{where}' is not a node section (it "
+                                 f"holds {value!r:.60} instead of 'ros__parameters:'); {shape}")
         _check_node_sections(value, path, (*keys, str(key)), shape)
 
 

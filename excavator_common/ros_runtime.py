@@ -22,8 +22,8 @@ from rclpy.executors import ExternalShutdownException
 from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy_impl
 from rclpy.node import Node
 
-from excavator_kinematics.errors import ConfigError, ConfigurationError
-from excavator_kinematics.parameter_files import check_ros_arguments
+from excavator_common.errors import ConfigurationError, ParameterError
+from excavator_common.parameter_files import check_ros_arguments
 
 _RCLError = _rclpy_impl.RCLError
 
@@ -132,11 +132,11 @@ def shutdown_quietly(node: Node | None, cleanup: Callable[[], None] | None = Non
 
 def declare(node: Node, name: str, default: Any, description: str, *,
             low: float | None = None, high: float | None = None, unit: str = "",
-            error: type[ConfigurationError] = ConfigError) -> Any:
+            error: type[ConfigurationError] = ParameterError) -> Any:
     """Declare a parameter with a description and (for numbers) a range; return its value.
 
     An override outside the range, or of the wrong type, raises ``error`` (the calling
-    package's configuration error; the kinematics' ``ConfigError`` by default) naming the
+    package's configuration error; :class:`ParameterError` by default) naming the
     parameter, the value and the range.
     """
     descriptor = ParameterDescriptor(description=f"{description}" + (f" [{unit}]" if unit else ""))
