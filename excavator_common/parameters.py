@@ -520,6 +520,10 @@ def _cell(value: Value | None) -> str:
         text = f'"{value}"' if value == "" or value != value.strip() else value
     elif isinstance(value, list):
         text = "[" + ", ".join(_cell(v).strip("`") for v in value) + "]"
+    elif isinstance(value, float) and value != 0.0 and not 1e-3 <= abs(value) < 1e5:
+        mantissa, exponent = f"{value:.6e}".split("e")
+        mantissa = mantissa.rstrip("0")
+        text = f"{mantissa}{'0' if mantissa.endswith('.') else ''}e{int(exponent):+d}"
     else:
         text = repr(value)
     return f"`{text}`"

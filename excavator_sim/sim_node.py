@@ -440,9 +440,12 @@ class SimNode(Node):
         self.marker_pub.publish(markers)
 
     def destroy_node(self) -> None:
-        self._stop.set()
-        if self._marker_thread is not None and self._marker_thread.is_alive():
-            self._marker_thread.join(5.0)
+        # also called by rclpy's context clean-up on a node whose constructor failed
+        if hasattr(self, "_stop"):
+            self._stop.set()
+        thread = getattr(self, "_marker_thread", None)
+        if thread is not None and thread.is_alive():
+            thread.join(5.0)
         super().destroy_node()
 
     def timing_values(self) -> dict[str, str | int]:

@@ -289,9 +289,12 @@ class SoilNode(Node):
         return msg
 
     def destroy_node(self) -> None:
-        self._stop.set()
-        if self._viz_thread.is_alive():
-            self._viz_thread.join(5.0)
+        # also called by rclpy's context clean-up on a node whose constructor failed
+        if hasattr(self, "_stop"):
+            self._stop.set()
+        thread = getattr(self, "_viz_thread", None)
+        if thread is not None and thread.is_alive():
+            thread.join(5.0)
         super().destroy_node()
 
     def _reject(self, reason: str) -> None:
