@@ -30,7 +30,7 @@ p50/p99/max), the achieved real-time factor, the soil wrench's age on arrival (p
 [ms of sim time]) and how many periods ran without soil force because the wrench was stale;
 the level is WARN while the lag exceeds ``lag_warn_s`` or wrenches go stale.
 
-Publishes (at ``publish_rate``): ``joint_states`` (every named joint, cylinders and passive
+Publishes (at ``publish_rate_hz``): ``joint_states`` (every named joint, cylinders and passive
 joints included; tracks: position = travelled distance [m], velocity [m/s]; the base's
 ``base_x``, ``base_y`` [m] and ``base_yaw`` [rad] in ``world``: with them every movable joint
 of the URDF, so robot_state_publisher poses the machine in ``world``), ``/clock`` (only
@@ -38,11 +38,16 @@ when the node's ``use_sim_time`` parameter is true at start-up: with it false no
 simulated time, and two simulators on one graph would interleave their clocks),
 ``bucket_twist`` then ``bucket_pose`` (frame ``world``, same stamp: the twist first, so the
 soil node has it when the pose arrives), ``markers`` (the machine in ``world``, at
-``marker_rate`` in wall time: they are for RViz), ``robot_description`` once (transient local;
+``marker_rate_hz`` in wall time: they are for RViz), ``robot_description`` once (transient local;
 the URDF of the model this node simulates, rooted at ``world``, its other links prefixed with
 the ``frame_prefix`` parameter, e.g. ``exc1/``, for a fleet), ``/diagnostics`` at 1 Hz. Poses,
 twists and markers are in ``world``, the frame the machines of a fleet share.
 Header stamps are simulated time (the time on ``/clock``, whether or not it is published).
+
+Parameters: ``excavator_sim.sim_config.SIM_PARAMETERS`` (docs/configuration.md). Changeable at
+run time (``ros2 param set``, applied at once): ``publish_rate_hz``, ``real_time_factor`` and
+``max_catch_up_s`` (the pacing is rebuilt from the current simulated time), ``marker_rate_hz``,
+``max_wrench_age_s``, ``lag_warn_s``; every other parameter is read-only.
 """
 
 from __future__ import annotations
