@@ -25,6 +25,7 @@ from helpers import (
 )
 from rcl_interfaces.msg import ParameterType
 from sensor_msgs.msg import JointState
+from visualization_msgs.msg import MarkerArray
 
 from excavator_kinematics.geometry import default_geometry
 from excavator_kinematics.inverse_kinematics import InverseKinematics
@@ -137,6 +138,35 @@ def test_sim_node_refuses_read_only_out_of_range_and_nan_with_the_reason(
     assert not ok and "type" in reason.lower()
     assert get_parameters(probe, "/sim_node", ["publish_rate_hz", "timestep_s"]) == \
         {"publish_rate_hz": 20.0, "timestep_s": 0.001}
+
+
+def test_sim_node_markers_and_pacing_change_at_run_time(sim: NodeProcess,
+                                                        probe: RosTestNode) -> None:
+    """marker_rate_hz from 0 (off at start-up: no marker thread) starts the markers;
+    real_time_factor 0 switches the pacing to free run (simulated time outruns the wall clock)
+    and back."""
+    markers: list[MarkerArray] = probe.collect(MarkerArray, "markers", 10)
+    states: list[JointState] = probe.collect(JointState, "joint_states", 1000)
+    time.sleep(1.0)
+    assert not markers
+    assert set_parameters(probe, "/sim_node", {"marker_rate_hz": 5.0}) == [(True, "")]
+    wait_for(lambda: len(markers) >= 2, 30.0, "markers after marker_rate_hz 5")
+
+    def sim_per_wall(wall_s: float) -> float:
+        wait_for(lambda: len(states) > 0, 30.0, "joint_states")
+        t0, w0 = _seconds(states[-1].header.stamp), time.monotonic()
+        time.sleep(wall_s)
+        return (_seconds(states[-1].header.stamp) - t0) / (time.monotonic() - w0)
+
+    try:
+        assert set_parameters(probe, "/sim_node", {"real_time_factor": 0.0}) == [(True, "")]
+        free = sim_per_wall(2.0)
+        assert free > 1.5, free  # as fast as it can: many times real time on any machine
+    finally:
+        assert set_parameters(probe, "/sim_node", {"real_time_factor": 1.0,
+                                                   "marker_rate_hz": 0.0}) == [(True, "")] * 2
+    paced = sim_per_wall(2.0)
+    assert paced < 1.3, paced  # paced again: never ahead of the wall clock (plus the catch-up)
 
 
 # --- soil_node ---------------------------------------------------------------------------------
