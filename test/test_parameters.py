@@ -7,7 +7,7 @@ import math
 from pathlib import Path
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from excavator_common.errors import ConfigurationError, ParameterError
@@ -147,6 +147,7 @@ def test_a_spec_refuses_a_default_outside_its_own_range() -> None:
                              ParameterSpec("b", 1.0, "b")))
 
 
+@settings(deadline=None)
 @given(st.floats(allow_nan=True, allow_infinity=True))
 def test_a_double_passes_exactly_when_finite_and_in_range(x: float) -> None:
     spec = TABLE["timestep_s"]
@@ -158,6 +159,7 @@ def test_a_double_passes_exactly_when_finite_and_in_range(x: float) -> None:
             spec.check(x)
 
 
+@settings(deadline=None)
 @given(st.integers(min_value=-10**30, max_value=10**30))
 def test_an_integer_passes_exactly_in_range_and_never_prints_30_digits(n: int) -> None:
     spec = TABLE["count"]
@@ -236,3 +238,29 @@ def test_markdown_table_lists_every_parameter() -> None:
         "`timestep`, deprecated) |" in text
     assert "| `geometry_file` | path | `\"\"` |" in text
     assert "| `mode` | - | `joystick` | joystick, coordinated | no |" in text
+
+
+_KEY = st.from_regex(r"[a-z][a-z0-9_]{0,8}", fullmatch=True)
+_LEAF = st.one_of(st.booleans(), st.integers(-10**6, 10**6),
+                  st.floats(allow_nan=False, allow_infinity=False, width=32), _KEY)
+_TREE = st.recursive(st.dictionaries(_KEY, _LEAF, min_size=1, max_size=4),
+                     lambda inner: st.dictionaries(_KEY, st.one_of(_LEAF, inner), min_size=1,
+                                                   max_size=3), max_leaves=12)
+
+
+@settings(deadline=None, max_examples=50)  # a file per example
+@given(_TREE, _TREE)
+def test_the_reader_gives_rcl_s_dotted_names_and_the_node_section_wins(tree: dict,
+                                                                      node_tree: dict) -> None:
+    import tempfile
+
+    import yaml
+
+    from excavator_common.parameter_files import flatten
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "p.yaml"
+        path.write_text(yaml.safe_dump({"/**": {"ros__parameters": tree},
+                                        "demo_node": {"ros__parameters": node_tree}}))
+        assert read_parameter_file(path, "other_node") == flatten(tree)
+        assert read_parameter_file(path, "demo_node") == {**flatten(tree), **flatten(node_tree)}
