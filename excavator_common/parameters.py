@@ -119,6 +119,7 @@ class ParameterSpec:
         type: the ROS type; inferred from ``default`` when None.
         constraint: extra rule for the docs and the descriptor (``>= timestep_s``), checked
             elsewhere (the table's ``check``).
+        length: the exact number of elements of an array (None = any).
     """
 
     name: str
@@ -132,6 +133,7 @@ class ParameterSpec:
     choices: tuple[str, ...] = ()
     type: ParamType | None = None
     constraint: str = ""
+    length: int | None = None
 
     def __post_init__(self) -> None:
         if self.type is None:
@@ -187,10 +189,12 @@ class ParameterSpec:
             if not isinstance(value, list | tuple):
                 raise error(f"{where} is not a list: give a list of {t.element.value} "
                             f"({self.description})")
-            out = [self._scalar(v, t.element, where, exact, error) for v in value]
-            if isinstance(self.default, list) and len(out) != len(self.default):
-                raise error(f"{where} has {len(out)} entries: give "
-                            f"{len(self.default)} ({self.description})")
+            out = [self._scalar(v, t.element,
+                                f"{source}: parameter {self.name}[{i}] = {fmt(v)}", exact, error)
+                   for i, v in enumerate(value)]
+            if self.length is not None and len(out) != self.length:
+                raise error(f"{where} has {len(out)} entries: give {self.length} "
+                            f"({self.description})")
             return out  # type: ignore[return-value]  # one element type, checked above
         return self._scalar(value, t, where, exact, error)
 
@@ -276,7 +280,8 @@ class ParameterTemplate:
 
 def _renamed(spec: ParameterSpec, name: str, default: Value | None) -> ParameterSpec:
     return ParameterSpec(name, default, spec.description, spec.unit, spec.low, spec.high,
-                         spec.dynamic, (), spec.choices, spec.ros_type, spec.constraint)
+                         spec.dynamic, (), spec.choices, spec.ros_type, spec.constraint,
+                         spec.length)
 
 
 @dataclass(frozen=True)

@@ -79,7 +79,7 @@ PARAMETERS: tuple[ParameterSpec, ...] = (
     _p("axes.right_x", 3, 0, 63, "index", "Joy.axes index of the right stick, left/right"),
     _p("axes.right_y", 4, 0, 63, "index", "Joy.axes index of the right stick, forward/back"),
     _p("axes.invert", [False, False, False, False], None, None, "", "invert left_x, left_y, "
-       "right_x, right_y (the joy convention: left and forward positive)"),
+       "right_x, right_y (the joy convention: left and forward positive)", length=4),
     _p("buttons.enable", -1, -1, 63, "index", "deadman button held to move; -1 = none"),
     _p("buttons.mode_toggle", -1, -1, 63, "index", "button that toggles joystick <-> "
        "coordinated; -1 = none"),
