@@ -8,8 +8,10 @@ changes validated then applied.
    rules in ``additional_constraints``, ``read_only`` unless the spec is ``dynamic``);
    overrides are checked against the specs first, so a bad one is one message naming the
    parameter, the value, the range and the fix (``run_node``: exit 2);
-2. accepts an override under a deprecated name for one release: its value is used, and a
-   warning names the new name;
+2. accepts a deprecated name for one release: an override under it at start-up is used, with
+   a warning naming the new name; the old name stays a declared parameter (its descriptor says
+   DEPRECATED), and a ``ros2 param set`` on it sets the new name too (and the reverse), with
+   the warning;
 3. warns about overrides the node does not know, with the closest name (one ``/**`` file may
    serve several nodes, so not an error);
 4. on a run-time set, validates in the on-set callback (rclpy has already refused read-only
@@ -75,7 +77,7 @@ def descriptor(spec: ParameterSpec, node_name: str = "the node") -> ParameterDes
             step=0.0)]
     elif spec.ros_type is ParamType.INTEGER and spec.low is not None and spec.high is not None:
         d.integer_range = [IntegerRange(from_value=int(spec.low), to_value=int(spec.high),
-                                        step=1)]
+                                        step=0)]
     return d
 
 
@@ -118,6 +120,15 @@ class NodeParameters:
             # The validated value is the declared default: an override under the new name
             # equals it; one under a deprecated name has no override of the new name.
             node.declare_parameter(name, value, descriptor(spec, node.get_name()))
+            # The former names stay parameters for one release (as generate_parameter_library
+            # keeps a deprecated one): `ros2 param set` on one sets the new name, with a warning.
+            for old in spec.deprecated_names:
+                alias = descriptor(spec, node.get_name())
+                alias.name = old
+                alias.description = (f"DEPRECATED, removed in the next release: use {name}. "
+                                     + alias.description)
+                node.declare_parameter(old, value, alias)
+        self._syncing = False
         self.deprecated_used = sorted(set(overrides) & set(table.deprecated))
         node.add_on_set_parameters_callback(self._on_set)
         node.add_post_set_parameters_callback(self._post_set)
@@ -131,7 +142,10 @@ class NodeParameters:
         return self.values[name]
 
     def _ours(self, params: list[Parameter[Any]]) -> dict[str, Any]:
-        return {p.name: p.value for p in params if self.table.spec(p.name) is not None}
+        """The changes by current name (a deprecated name's under its new one)."""
+        renamed = self.table.deprecated
+        return {renamed.get(p.name, p.name): p.value for p in params
+                if self.table.spec(renamed.get(p.name, p.name)) is not None}
 
     def _on_set(self, params: list[Parameter[Any]]) -> SetParametersResult:
         """Validate only (rclpy checked read_only, type and range before this)."""
@@ -146,10 +160,32 @@ class NodeParameters:
         return SetParametersResult(successful=True)
 
     def _post_set(self, params: list[Parameter[Any]]) -> None:
-        """Apply: store the new values, then the node's hook."""
+        """Apply: store the new values, then the node's hook. A value set under a deprecated
+        name is set under its new name too (a warning names it), and the reverse, so that both
+        read the same."""
         changes = self._ours(params)
-        if not changes:
+        if not changes or self._syncing:
             return
+        renamed = self.table.deprecated
+        for p in params:
+            if p.name in renamed:
+                self.node.get_logger().warning(
+                    f"parameter '{p.name}' is deprecated (removed in the next release): set "
+                    f"'{renamed[p.name]}' instead")
+        mirror: list[Parameter[Any]] = []
+        for p in params:
+            new = renamed.get(p.name)
+            spec = self.table.spec(p.name)
+            if new is not None:
+                mirror.append(Parameter(new, value=p.value))
+            elif spec is not None:
+                mirror += [Parameter(old, value=p.value) for old in spec.deprecated_names]
+        if mirror:
+            self._syncing = True
+            try:
+                self.node.set_parameters(mirror)
+            finally:
+                self._syncing = False
         checked = {n: self.table[n].check(v, exact=False) for n, v in changes.items()}
         self.values.update(checked)
         self.node.get_logger().info("parameters changed: " + ", ".join(

@@ -289,7 +289,17 @@ def test_ik_node_bucket_pitch_rad_changes_the_next_command(ik: NodeProcess,
     assert np.allclose(solve_remote()[:4], solver.solve((5.0, 0.0, 0.5), 0.3).q, atol=1e-9)
     assert set_parameters(probe, IK_NODE, {"bucket_pitch_rad": 0.8}) == [(True, "")]
     assert np.allclose(solve_remote()[:4], solver.solve((5.0, 0.0, 0.5), 0.8).q, atol=1e-9)
-    d = describe_parameters(probe, IK_NODE, ["bucket_pitch_rad", "geometry_file"])
+    # the former name at run time: sets the new one too, with a warning
+    assert set_parameters(probe, IK_NODE, {"bucket_pitch": 0.6}) == [(True, "")]
+    assert get_parameters(probe, IK_NODE, ["bucket_pitch_rad", "bucket_pitch"]) == \
+        {"bucket_pitch_rad": 0.6, "bucket_pitch": 0.6}
+    assert np.allclose(solve_remote()[:4], solver.solve((5.0, 0.0, 0.5), 0.6).q, atol=1e-9)
+    wait_for(lambda: "set 'bucket_pitch_rad' instead" in ik.log(), 10.0, ik.log)
+    assert set_parameters(probe, IK_NODE, {"bucket_pitch_rad": 0.7}) == [(True, "")]
+    assert get_parameters(probe, IK_NODE, ["bucket_pitch"]) == {"bucket_pitch": 0.7}
+    d = describe_parameters(probe, IK_NODE, ["bucket_pitch_rad", "geometry_file",
+                                             "bucket_pitch"])
+    assert d["bucket_pitch"].description.startswith("DEPRECATED")
     assert not d["bucket_pitch_rad"].read_only and d["geometry_file"].read_only
     [(ok, reason)] = set_parameters(probe, IK_NODE, {"bucket_pitch_rad": 4.0})
     assert not ok and "out of range" in reason
