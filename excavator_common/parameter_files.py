@@ -4,7 +4,8 @@ line, not the problem)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import re
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -104,3 +105,67 @@ def _check_node_sections(tree: Mapping[Any, Any], path: Path, keys: tuple[str, .
 def _kind(value: object) -> str:
     return {list: "a list", str: "a string", int: "a number", float: "a number",
             bool: "a bool"}.get(type(value), f"a {type(value).__name__}")
+
+
+def read_parameter_file(path: str | Path, node: str | None = None, *,
+                        error: type[ParameterError] | type[Exception] = ParameterError,
+                        ) -> dict[str, Any]:
+    """The parameters a node named ``node`` gets from a ROS 2 parameter file, as dotted names:
+    the ``ros__parameters`` of every section that applies to it, merged in file order (a later
+    section wins, as in rcl). The one reader of parameter files of the project.
+
+    A section applies when its name is ``/**`` or matches the node: ``sim_node``,
+    ``/sim_node``, ``/ns/sim_node``, a nested ``ns: {sim_node: ...}``, or rcl's wildcards
+    (``*`` one name, ``**`` any number). ``node`` may be fully qualified (``/exc1/sim_node``)
+    to match one namespace only. With ``node`` None: the ``/**`` sections, or the only
+    section of the file.
+
+    Raises ``error`` (the caller's configuration error) for a file that cannot be read, is not
+    YAML or not shaped as a parameter file (:func:`check_params_file`).
+    """
+    try:
+        check_params_file(path)
+    except ParameterError as exc:
+        if isinstance(exc, error):
+            raise
+        raise error(str(exc)) from None
+    data = yaml.safe_load(Path(path).read_text()) or {}
+    sections = list(_sections(data, ()))
+    if node is None:
+        chosen = [params for name, params in sections if name == "**"]
+        if not chosen and len(sections) == 1:
+            chosen = [sections[0][1]]
+        elif not chosen and sections:
+            names = ", ".join(f"'{n}'" for n, _ in sections)
+            raise error(f"parameter file {path} has node sections {names} and no '/**': name "
+                        "the node to read")
+    else:
+        chosen = [params for name, params in sections if _applies(name, node)]
+    out: dict[str, Any] = {}
+    for params in chosen:
+        out.update(flatten(params or {}))
+    return out
+
+
+def _sections(tree: Mapping[str, Any], keys: tuple[str, ...],
+              ) -> Iterator[tuple[str, Mapping[str, Any] | None]]:
+    for key, value in tree.items():
+        if key == "ros__parameters":
+            yield "/".join(k.strip("/") for k in keys).strip("/"), value
+        elif isinstance(value, Mapping):
+            yield from _sections(value, (*keys, str(key)))
+
+
+def _applies(section: str, node: str) -> bool:
+    """rcl's node-name match of a section name (without the leading '/')."""
+    pattern = "".join(".*" if part == "**" else "[^/]*" if part == "*" else re.escape(part)
+                      for part in re.split(r"(\*\*|\*)", section))
+    pattern = pattern.replace("/.*", "(/.*)?").replace(".*/", "(.*/)?")
+    target = node.strip("/")
+    if "/" in target:
+        return re.fullmatch(pattern, target) is not None
+    # a node name without its namespace: the section's last name must match it
+    last = section.rsplit("/", 1)[-1]
+    return section == "**" or re.fullmatch(
+        "".join("[^/]*" if p in ("*", "**") else re.escape(p)
+                for p in re.split(r"(\*\*|\*)", last)), target) is not None
