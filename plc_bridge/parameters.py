@@ -143,7 +143,6 @@ _LOOP = (
 )
 
 # --- data blocks and actuators -----------------------------------------------------------------
-_F = "REAL"
 _LAYOUT: dict[str, list[str]] = {
     "control_header": [
         "alive | UINT | 1 | bridge alive counter, +1 each cycle while commands are fresh",
@@ -164,8 +163,6 @@ _LAYOUT: dict[str, list[str]] = {
         "refused | DINT | 1 | count of refused control writes (stale seq, watchdog tripped, bad "
         "setpoint)"],
 }
-_POS = {"left": "left track", "right": "right track", "fl": "front-left wheel",
-        "fr": "front-right wheel", "rl": "rear-left wheel", "rr": "rear-right wheel"}
 ACTUATORS: dict[str, dict[str, list[str]]] = {
     "skid_steer": {"wheels": ["left", "right"]},
     "ackermann": {"wheels": ["rl", "rr"], "steering": ["fl", "fr"]},
@@ -173,14 +170,54 @@ ACTUATORS: dict[str, dict[str, list[str]]] = {
 }
 
 
-def _model_layout(model: str, block: str) -> list[str]:
-    wheels, steering = ACTUATORS[model]["wheels"], ACTUATORS[model].get("steering", [])
-    sp = "_sp" if block == "control" else ""
-    what = "speed setpoint" if block == "control" else "measured speed"
-    angle = "steering angle setpoint" if block == "control" else "measured steering angle"
-    return ([f"speed{sp}_{w} | {_F} | m/s | {_POS[w]} {what}" for w in wheels]
-            + [f"angle{sp}_{s} | {_F} | rad | {_POS[s].removesuffix(' wheel')} {angle}, + CCW"
-               for s in steering])
+_MODEL_LAYOUT: dict[str, dict[str, list[str]]] = {
+    "skid_steer": {
+        "control": [
+            "speed_sp_left | REAL | m/s | left track speed setpoint",
+            "speed_sp_right | REAL | m/s | right track speed setpoint",
+        ],
+        "monitor": [
+            "speed_left | REAL | m/s | left track measured speed",
+            "speed_right | REAL | m/s | right track measured speed",
+        ],
+    },
+    "ackermann": {
+        "control": [
+            "speed_sp_rl | REAL | m/s | rear-left wheel speed setpoint",
+            "speed_sp_rr | REAL | m/s | rear-right wheel speed setpoint",
+            "angle_sp_fl | REAL | rad | front-left steering angle setpoint, + CCW",
+            "angle_sp_fr | REAL | rad | front-right steering angle setpoint, + CCW",
+        ],
+        "monitor": [
+            "speed_rl | REAL | m/s | rear-left wheel measured speed",
+            "speed_rr | REAL | m/s | rear-right wheel measured speed",
+            "angle_fl | REAL | rad | front-left measured steering angle",
+            "angle_fr | REAL | rad | front-right measured steering angle",
+        ],
+    },
+    "4wd4ws": {
+        "control": [
+            "speed_sp_fl | REAL | m/s | front-left wheel speed setpoint",
+            "speed_sp_fr | REAL | m/s | front-right wheel speed setpoint",
+            "speed_sp_rl | REAL | m/s | rear-left wheel speed setpoint",
+            "speed_sp_rr | REAL | m/s | rear-right wheel speed setpoint",
+            "angle_sp_fl | REAL | rad | front-left steering angle setpoint",
+            "angle_sp_fr | REAL | rad | front-right steering angle setpoint",
+            "angle_sp_rl | REAL | rad | rear-left steering angle setpoint",
+            "angle_sp_rr | REAL | rad | rear-right steering angle setpoint",
+        ],
+        "monitor": [
+            "speed_fl | REAL | m/s | front-left wheel measured speed",
+            "speed_fr | REAL | m/s | front-right wheel measured speed",
+            "speed_rl | REAL | m/s | rear-left wheel measured speed",
+            "speed_rr | REAL | m/s | rear-right wheel measured speed",
+            "angle_fl | REAL | rad | front-left measured steering angle",
+            "angle_fr | REAL | rad | front-right measured steering angle",
+            "angle_rl | REAL | rad | rear-left measured steering angle",
+            "angle_rr | REAL | rad | rear-right measured steering angle",
+        ],
+    },
+}
 
 
 _DATA_BLOCKS = (
@@ -196,7 +233,7 @@ _DATA_BLOCKS = (
     _strings("layout.monitor_header", _LAYOUT["monitor_header"],
              "first fields of the monitor DB: PLC alive counter, status bits, count of refused "
              "writes"),
-    *(_strings(f"layout.{m}.{block}", _model_layout(m, block),
+    *(_strings(f"layout.{m}.{block}", _MODEL_LAYOUT[m][block],
                f"the {m} model's {'setpoints' if block == 'control' else 'measurements'} "
                f"[m/s, rad] after the {block} header: "
                f"{'speed_sp_<wheel>, angle_sp_<steer>' if block == 'control' else 'speed_<wheel>, angle_<steer>'}")  # noqa: E501
@@ -298,20 +335,45 @@ VIRTUAL_PLC = ParameterTable("virtual_plc", (
 ), error=BridgeConfigError)
 
 
-def markdown() -> str:
-    """The bridge's and the virtual PLC's reference tables of docs/configuration.md."""
+_DOC_BEGIN = ("<!-- generated from plc_bridge/parameters.py ({}): python -m "
+              "plc_bridge.parameters -->")
+_DOC_END = "<!-- end of generated tables ({}) -->"
+
+
+def _row(spec: ParameterSpec, key_header: str) -> str:
+    """One row of ``markdown_table``; a field list's default is summarised (its entries hold
+    ``|`` and are listed in config/plc.yaml and docs/plc_setup.md)."""
     from excavator_common.parameters import markdown_table
 
-    parts = []
+    if isinstance(spec, ListSpec) and spec.ros_type is ParamType.STRING_ARRAY and \
+            spec.name.startswith("layout."):
+        fields = [str(f).split("|")[0].strip() for f in spec.default]  # type: ignore[union-attr]
+        spec = dataclasses.replace(spec, default=["x"])
+        row = markdown_table([spec], key_header).splitlines()[2].split(" | ")
+        row[2] = f"{len(fields)} fields: {', '.join(fields)}"
+        return " | ".join(row)
+    return markdown_table([spec], key_header).splitlines()[2]
+
+
+def markdown() -> str:
+    """The plc_bridge tables of docs/configuration.md (between the generated markers)."""
+    head = "| {} | unit | default | range | run time | meaning |\n|---|---|---|---|---|---|"
+    parts = [_DOC_BEGIN.format("plc_bridge")]
     for heading, names in SECTIONS.items():
-        parts.append(f"{heading}:\n\n" + markdown_table(BRIDGE[n] for n in names))
+        # the node's own parameters are not keys of config/plc.yaml (test_docs_config)
+        key = "node parameter" if heading == "The ROS node's own" else "key"
+        parts.append(f"{heading}:\n\n" + head.format(key) + "\n"
+                     + "\n".join(_row(BRIDGE[n], key) for n in names))
+    parts.append(_DOC_END.format("plc_bridge"))
     return "\n\n".join(parts)
 
 
 def markdown_virtual_plc() -> str:
+    """The virtual_plc table of docs/configuration.md."""
     from excavator_common.parameters import markdown_table
 
-    return markdown_table(VIRTUAL_PLC.parameters)
+    return "\n\n".join((_DOC_BEGIN.format("virtual_plc"), markdown_table(VIRTUAL_PLC.parameters),
+                         _DOC_END.format("virtual_plc")))
 
 
 if __name__ == "__main__":

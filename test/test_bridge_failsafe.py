@@ -227,12 +227,12 @@ def test_slow_first_redis_reply_names_the_timeout(redis_server, spawn):
     proxy = TcpProxy(redis_server.port)
     proxy.reply_delay_s = 0.5
     rig = HilRig("skid_steer", redis_server.url, spawn, overrides={
-        "redis_url": f"redis://127.0.0.1:{proxy.port}/0", "redis_connect_timeout": 0.2})
+        "redis_url": f"redis://127.0.0.1:{proxy.port}/0", "redis_connect_timeout_s": 0.2})
     try:
         rig.core.start()
         wait_for(lambda: "TimeoutError" in rig.core.snapshot().detail, 10.0,
                  lambda: f"the timeout named (now {rig.core.snapshot().detail!r})")
-        assert "redis_connect_timeout = 0.2 s" in rig.core.snapshot().detail
+        assert "redis_connect_timeout_s = 0.2 s" in rig.core.snapshot().detail
         assert "--redis-timeout" in rig.core.snapshot().detail
     finally:
         rig.close()
@@ -294,8 +294,8 @@ def test_negative_zero_is_never_written(redis_server, spawn):
 
 
 @pytest.mark.parametrize("args, text", [
-    (["--plc-timeout", "5"], "'plc_timeout' = 5 is outside 0.001..2 s"),
-    (["--redis-timeout", "0"], "'redis_timeout' = 0 is outside"),
+    (["--plc-timeout", "5"], "parameter plc_timeout_s = 5 s is outside 0.001 .. 2 s"),
+    (["--redis-timeout", "0"], "parameter redis_timeout_s = 0 s is outside"),
     (["--plc-host", "plc 1"], "'plc_host' = 'plc 1' is not an IP address or host name"),
     (["--redis-url", "redis://h:99999/0"], "'redis_url' = 'redis://h:99999/0' is not a valid"),
 ])
@@ -314,7 +314,7 @@ def test_cli_timeouts_reach_the_bridge(redis_server, spawn):
                                              str(port), "--redis-timeout", "0.5",
                                              "--plc-timeout", "0.3"])
     wait_for(lambda: "PLC_BRIDGE READY" in bridge.log(), 20.0, "the bridge ready")
-    assert "redis_timeout=0.5" in bridge.log() and "plc_timeout=0.3" in bridge.log()
+    assert "redis_timeout_s=0.5" in bridge.log() and "plc_timeout_s=0.3" in bridge.log()
 
 
 def test_bad_tls_ca_names_the_verification_failure(redis_server, spawn, tmp_path):
