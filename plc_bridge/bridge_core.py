@@ -67,14 +67,13 @@ from excavator_kinematics.vehicle import (
 )
 from plc_bridge import redis_keys as keys
 from plc_bridge.command_gate import CommandGate
-from plc_bridge.config import BridgeConfig
+from plc_bridge.config import BRIDGE, BridgeConfig
 from plc_bridge.errors import BridgeConfigError, InputRejectedError
 from plc_bridge.input_validation import (
     Envelope,
     parse_bool,
     parse_control,
 )
-from plc_bridge.parameters import BRIDGE
 from plc_bridge.plc_link import PlcLink
 from plc_bridge.redis_link import RedisLink, Waker
 

@@ -18,15 +18,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from excavator_common.parameters import Value, load_parameters
+from excavator_common.parameters import ParameterTable, Value, load_parameters
 from excavator_common.paths import config_file
 from excavator_kinematics.errors import KinematicsError
 from excavator_kinematics.vehicle import make_vehicle_model
 from plc_bridge.db_layout import DbLayout, parse_field_spec
 from plc_bridge.errors import BridgeConfigError, LayoutError
-from plc_bridge.parameters import BRIDGE, MODELS, VIRTUAL_PLC
+from plc_bridge.parameters import BRIDGE_PARAMETERS, MODELS, VIRTUAL_PLC
 
-__all__ = ["MODELS", "BridgeConfig", "VirtualPlcParams", "build_config", "check_host",
+__all__ = ["BRIDGE", "MODELS", "BridgeConfig", "VirtualPlcParams", "build_config", "check_host",
            "default_config_path", "default_virtual_plc_path", "load_config", "redact_url"]
 
 
@@ -224,6 +224,18 @@ def build_config(values: Mapping[str, Any], virtual_plc: VirtualPlcParams | None
         steering=steering, vehicle_params=vehicle,
         virtual_plc=virtual_plc or VirtualPlcParams(), source=source,
         parameters={k: val for k, val in v.items() if k in BRIDGE.names})
+
+
+def _check_rules(values: Mapping[str, Any]) -> None:
+    """The rules between parameters (each one's range is its spec's): ``build_config`` raises
+    ``BridgeConfigError`` with the reason."""
+    build_config(values)
+
+
+# The plc_bridge node's parameter table: the specs of plc_bridge/parameters.py and the rules
+# between them. What the node declares, the loaders check, the core validates changes with.
+BRIDGE = ParameterTable("plc_bridge", BRIDGE_PARAMETERS, error=BridgeConfigError,
+                        check=_check_rules)
 
 
 def check_monitor_ttl(monitor_ttl_s: float, cycle_hz: float) -> None:

@@ -1,7 +1,8 @@
 """Every parameter of the PLC bridge and of the virtual PLC: the one spec they are read, declared,
 checked and documented from.
 
-Pure (no rclpy). ``BRIDGE`` is the table of the ``plc_bridge`` node, read from
+Pure (no rclpy). ``BRIDGE_PARAMETERS`` are the specs of the ``plc_bridge`` node (their table,
+with the rules between parameters, is ``plc_bridge.config.BRIDGE``), read from
 ``config/plc.yaml``: connections, loop, command envelope, data blocks, actuators, vehicle
 geometry, and the ROS node's own parameters (``config_file``, ``autostart``,
 ``publish_rate_hz``, ``cmd_vel_to_redis``, ``cmd_vel_timeout_s``, which the pure cores ignore).
@@ -34,7 +35,6 @@ flags and ratios (``plc_port``, ``rack``, ``rt_priority``, ``reconnect_jitter``,
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
 from typing import Any
 
 from excavator_common.errors import ParameterError
@@ -303,16 +303,12 @@ _NODE = (
 NODE_ONLY: frozenset[str] = frozenset(s.name for s in _NODE)
 
 
-def _check_bridge(values: Mapping[str, Any]) -> None:
-    """The cross-parameter rules (ranges of one parameter are the specs'): built as the
-    ``BridgeConfig`` the cores run on, which raises ``BridgeConfigError`` with the reason."""
-    from plc_bridge.config import build_config
-
-    build_config(values)
-
-
-BRIDGE = ParameterTable("plc_bridge", (*_CONNECTIONS, *_LOOP, *_DATA_BLOCKS, *_vehicle_specs(),
-                                       *_NODE), error=BridgeConfigError, check=_check_bridge)
+# Every parameter of the plc_bridge node, in the order of the docs. The table over them
+# (``plc_bridge.config.BRIDGE``) adds the rules between parameters, which need the layouts and
+# vehicle models built (``config.build_config``).
+BRIDGE_PARAMETERS: tuple[ParameterSpec, ...] = (*_CONNECTIONS, *_LOOP, *_DATA_BLOCKS,
+                                                *_vehicle_specs(), *_NODE)
+_BY_NAME = {s.name: s for s in BRIDGE_PARAMETERS}
 
 # Table sections of docs/configuration.md (heading text -> names), in the order of the doc.
 SECTIONS: dict[str, tuple[str, ...]] = {
@@ -363,7 +359,7 @@ def markdown() -> str:
         # the node's own parameters are not keys of config/plc.yaml (test_docs_config)
         key = "node parameter" if heading == "The ROS node's own" else "key"
         parts.append(f"{heading}:\n\n" + head.format(key) + "\n"
-                     + "\n".join(_row(BRIDGE[n], key) for n in names))
+                     + "\n".join(_row(_BY_NAME[n], key) for n in names))
     parts.append(_DOC_END.format("plc_bridge"))
     return "\n\n".join(parts)
 

@@ -2,7 +2,7 @@
 
 python-snap7 3.x is pure Python. Its ``Client.connect`` opens the socket with a 5 s timeout
 (``ISOTCPConnection.timeout``) and its ``RecvTimeout`` parameter is stored but not applied to
-the socket, so after connecting we set ``client.connection.socket.settimeout(plc_timeout)``
+the socket, so after connecting we set ``client.connection.socket.settimeout(plc_timeout_s)``
 ourselves: a PLC that stops answering then fails the request within ``plc_timeout_s`` and the
 link is reported lost within 3 cycles. Connecting happens in a ``Reconnector`` thread, so the
 loop never blocks on a dead host.

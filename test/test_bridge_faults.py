@@ -264,7 +264,7 @@ def _link_loss(rig: HilRig, inject, clear, what: str) -> None:
     reconnects = counter(rig, "plc_reconnects")
     t0 = time.monotonic()
     inject()
-    # detected within plc_timeout + one cycle (+ the cycle in flight); the monitor keys are
+    # detected within plc_timeout_s + one cycle (+ the cycle in flight); the monitor keys are
     # invalid at once, never left frozen
     # (a sanity bound, not the design figure: wall-clock waits on a loaded machine stretch; the
     # figure itself is bench/bridge.py's)

@@ -189,7 +189,7 @@ def test_a_missing_key_takes_the_spec_default_not_the_low_end_of_its_range(tmp_p
     heartbeat_timeout 0.05 s). Now the documented default, also for a nested one."""
     import yaml
 
-    from plc_bridge.parameters import BRIDGE
+    from plc_bridge.config import BRIDGE
 
     params = read_parameter_file(default_config_path(), "plc_bridge")
     for name in ("cycle_hz", "heartbeat_timeout_s", "layout.control_header",

@@ -11,9 +11,9 @@ import pytest
 
 from excavator_common.parameter_files import read_parameter_file
 from plc_bridge.bridge_core import DYNAMIC, BridgeCore
-from plc_bridge.config import build_config, default_config_path, load_config
+from plc_bridge.config import BRIDGE, build_config, default_config_path, load_config
 from plc_bridge.errors import BridgeConfigError
-from plc_bridge.parameters import BRIDGE, VIRTUAL_PLC, markdown, markdown_virtual_plc
+from plc_bridge.parameters import VIRTUAL_PLC, markdown, markdown_virtual_plc
 
 REPO = Path(__file__).resolve().parents[1]
 # identifiers, counts, flags, ratios, names and paths: no unit to carry
