@@ -85,9 +85,11 @@ class BridgeParameters(NodeParameters):
         path = self.config_file or str(default_config_path())
         from_file = read_parameter_file(path, node.get_name(), error=BridgeConfigError)
         # deprecated names of config_file: warned here, unless the node was given them too
-        from_file = BRIDGE.rename_deprecated(
-            from_file, path, lambda m: None if any(f"'{o}'" in m for o in given)
-            else node.get_logger().warning(m))
+        def warn(message: str) -> None:
+            if not any(f"'{old}'" in message for old in given):
+                node.get_logger().warning(message)
+
+        from_file = BRIDGE.rename_deprecated(from_file, path, warn)
         unknown = BRIDGE.unknown(from_file)
         if unknown:
             raise BridgeConfigError(BRIDGE.unknown_message(unknown, path))

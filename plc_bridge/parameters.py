@@ -23,8 +23,8 @@ Run-time changes: the thresholds and limits that the loop reads afresh every cyc
 ``dynamic`` (heartbeat and PLC-alive timeouts, the command envelope, the liveness TTL) and the
 node's output rate and cmd_vel timeout. The connections, the loop rate (the PLC's watchdog is set
 against it), the model, the sign convention, the data blocks and the geometry are read at
-start-up only: change them with a restart (or a lifecycle cleanup + configure after a new
-``config_file``).
+start-up only: change them with a restart (a lifecycle cleanup + configure keeps the values
+the node started with, and the run-time changes made since).
 
 Names carry their unit (``redis_timeout_s``, ``max_angular_rad_s``); identifiers, counts,
 flags and ratios (``plc_port``, ``rack``, ``rt_priority``, ``reconnect_jitter``,
@@ -60,8 +60,8 @@ class ListSpec(ParameterSpec):
         if not isinstance(value, list | tuple) or not value:
             raise error(f"{where} is not a non-empty list: give a list of {t.element.value} "
                         f"({self.description})")
-        return [self._scalar(v, t.element, where, exact, error)  # type: ignore[misc]
-                for v in value]
+        out: list[Any] = [self._scalar(v, t.element, where, exact, error) for v in value]
+        return out
 
 
 def _spec(name: str, default: Value, description: str, unit: str = "", low: float | None = None,
