@@ -378,3 +378,26 @@ def test_parameters_over_dds_describe_set_refuse_and_deprecated_names(
     finally:
         plc.close()
         r.close()
+
+
+def test_a_key_missing_from_the_file_takes_the_documented_default(node_processes, ros_node,
+                                                                   tmp_path):
+    """The node used to take the low end of the range for a key its config_file lacked
+    (cycle_hz 1 Hz, heartbeat_timeout 0.05 s): now the spec's default, as documented."""
+    from rcl_interfaces.srv import GetParameters
+
+    from plc_bridge.config import BRIDGE
+
+    minimal = tmp_path / "minimal_plc.yaml"
+    minimal.write_text("/**:\n  ros__parameters:\n    model: skid_steer\n")
+    node = NodeProcess("plc_bridge.bridge_node", [
+        "--ros-args", "--params-file", str(minimal), "-p", f"config_file:={minimal}"],
+        log_dir=tmp_path)
+    node_processes.append(node)
+    req = GetParameters.Request()
+    req.names = ["cycle_hz", "heartbeat_timeout_s", "plc_alive_timeout_s", "pdu_size_bytes",
+                 "vehicle.skid_steer.track_width_m"]
+    values = _call(ros_node, GetParameters, "plc_bridge/get_parameters", req, 30.0).values
+    got = [v.integer_value if v.type == 2 else v.double_value for v in values]
+    assert got == [BRIDGE[n].default for n in req.names] == [100.0, 0.75, 0.5, 240, 2.6]
+    assert node.alive(), node.log()
