@@ -75,7 +75,7 @@ def main() -> int:
     log_dir = Path(tempfile.mkdtemp(prefix="bench_teleop_"))
     node = NodeProcess("excavator_kinematics.teleop_node",
                        ["--ros-args", "--params-file", str(REPO / "config" / "teleop.yaml"),
-                        "-p", "joy_timeout:=2.0"], log_dir=log_dir)
+                        "-p", "joy_timeout_s:=2.0"], log_dir=log_dir)
     probe = RosTestNode("bench_teleop")
     arrivals: dict[int, float] = {}
 

@@ -101,7 +101,13 @@ class NodeParameters:
         source = f"{node.get_name()} parameters"
         overrides = {name: p.value for name, p in self._overrides().items()
                      if name not in RCLPY_PARAMETERS}
-        known = {n: v for n, v in overrides.items() if not table.unknown([n])}
+        self.unknown = table.unknown(overrides)
+        if warn_unknown:  # first: a misspelt key is the usual cause of a missing one
+            for name in self.unknown:
+                close = table.closest(name)
+                logger.warning(f"parameter '{name}' is not a parameter of {node.get_name()} "
+                               "and is ignored" + (f"; did you mean '{close}'?" if close else ""))
+        known = {n: v for n, v in overrides.items() if n not in self.unknown}
         # deprecated names: warned here, their values used for the new names
         self.values: dict[str, Value] = table.validate(known, source, exact=True,
                                                        warn=logger.warning, instances=instances)
@@ -113,12 +119,6 @@ class NodeParameters:
             # equals it; one under a deprecated name has no override of the new name.
             node.declare_parameter(name, value, descriptor(spec, node.get_name()))
         self.deprecated_used = sorted(set(overrides) & set(table.deprecated))
-        self.unknown = table.unknown(overrides)
-        if warn_unknown:
-            for name in self.unknown:
-                close = table.closest(name)
-                logger.warning(f"parameter '{name}' is not a parameter of {node.get_name()} "
-                               "and is ignored" + (f"; did you mean '{close}'?" if close else ""))
         node.add_on_set_parameters_callback(self._on_set)
         node.add_post_set_parameters_callback(self._post_set)
 

@@ -166,13 +166,13 @@ class ParameterSpec:
         return ", ".join(t for t in (text, self.constraint) if t) or "-"
 
     def describe(self) -> str:
-        """The expected type and range, for messages: ``double in 1 .. 1000 Hz``."""
+        """The expected type and range, for messages: ``double in the range 1 .. 1000 Hz``."""
         kind = self.ros_type.value.replace("_", " ")
         rng = self.range_text()
         if self.choices:
             return f"{kind}, one of {rng}"
         unit = f" {self.unit}" if self.unit and self.unit not in ("-", "path") else ""
-        return f"{kind}" + (f" in {rng}{unit}" if rng != "-" else "")
+        return f"{kind}" + (f" in the range {rng}{unit}" if rng != "-" else "")
 
     def check(self, value: Any, source: str = "parameters", *, exact: bool = False,
               error: type[Exception] = ParameterError) -> Value:
@@ -342,7 +342,14 @@ class ParameterTable:
         return {s.name: s.default for s in self.parameters if s.default is not None}
 
     def closest(self, name: str) -> str | None:
-        """The known name closest to ``name`` (for "did you mean")."""
+        """The known name closest to ``name`` (for "did you mean"); within a template instance
+        (``presets.gravel.densty_kg_m3``) the instance's own key."""
+        parts = name.split(".")
+        for t in self.templates:
+            if len(parts) == 3 and parts[0] == t.prefix:
+                keys = difflib.get_close_matches(parts[2], [s.name for s in t.parameters], n=1)
+                if keys:
+                    return f"{t.prefix}.{parts[1]}.{keys[0]}"
         known = [*self.names, *(f"{t.prefix}.<{t.placeholder}>.{s.name}" for t in self.templates
                                 for s in t.parameters)]
         close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
@@ -421,8 +428,6 @@ class ParameterTable:
             try:
                 self.check(out)
             except ConfigurationError as exc:
-                if isinstance(exc, self.error):
-                    raise
                 raise self.error(f"{source}: {exc}") from None
         return out
 
@@ -515,6 +520,10 @@ def _cell(value: Value | None) -> str:
         text = f'"{value}"' if value == "" or value != value.strip() else value
     elif isinstance(value, list):
         text = "[" + ", ".join(_cell(v).strip("`") for v in value) + "]"
+    elif isinstance(value, float) and value != 0.0 and not 1e-3 <= abs(value) < 1e5:
+        mantissa, exponent = f"{value:.6e}".split("e")
+        mantissa = mantissa.rstrip("0")
+        text = f"{mantissa}{'0' if mantissa.endswith('.') else ''}e{int(exponent):+d}"
     else:
         text = repr(value)
     return f"`{text}`"

@@ -168,6 +168,7 @@ PASS_THROUGH: dict[str, Callable[[argparse.Namespace], int]] = {
     "virtual-plc": _module_main("plc_bridge.virtual_plc_cli"),
     "ament-register": _module_main("excavator_hil.ament_register"),
     "dashboard": _module_main("excavator_hil.dashboard.app"),
+    "params-doc": _module_main("excavator_hil.parameters_doc"),
 }
 
 

@@ -1,7 +1,7 @@
 """ik_node: bucket tip targets in, joint commands out (a thin rclpy shell over the closed-form IK).
 
-Subscribes ``target`` (geometry_msgs/PointStamped; pitch from the ``bucket_pitch`` parameter) and
-``target_pose`` (geometry_msgs/PoseStamped; pitch from the orientation). Publishes
+Subscribes ``target`` (geometry_msgs/PointStamped; pitch from the ``bucket_pitch_rad``
+parameter) and ``target_pose`` (geometry_msgs/PoseStamped; pitch from the orientation). Publishes
 ``joint_command`` (sensor_msgs/JointState: swing, boom, arm, bucket [rad] and boom_cylinder,
 arm_cylinder, bucket_cylinder extensions [m]). Targets must be in ``base_link`` (the only frame
 known without TF; an empty frame_id is taken as base_link). A rejected target (other frame,
@@ -16,22 +16,20 @@ from typing import Any
 
 import numpy as np
 from geometry_msgs.msg import PointStamped, PoseStamped
-from rcl_interfaces.msg import SetParametersResult
 from rclpy.node import Node
-from rclpy.parameter import Parameter
 from sensor_msgs.msg import JointState
 
+from excavator_common.parameter_node import NodeParameters
 from excavator_common.ros_runtime import (
     OK,
     Diagnostics,
     Rejections,
-    declare,
     run_node,
-    warn_unknown_parameters,
 )
 from excavator_kinematics.bucket_orientation import bucket_pitch_from_quaternion
 from excavator_kinematics.errors import KinematicsError
 from excavator_kinematics.geometry import CYLINDER_NAMES, ExcavatorGeometry, default_geometry
+from excavator_kinematics.ik_parameters import IK_PARAMETERS
 from excavator_kinematics.inverse_kinematics import ACTIVE_JOINTS, IKSolution, InverseKinematics
 
 BASE_FRAME = "base_link"
@@ -40,18 +38,14 @@ BASE_FRAME = "base_link"
 class IKNode(Node):
     def __init__(self) -> None:
         super().__init__("ik_node")
-        geometry_file = declare(self, "geometry_file", "",
-                                "excavator geometry YAML; empty = the package's "
-                                "config/excavator.yaml")
-        self.bucket_pitch = declare(
-            self, "bucket_pitch", 0.5,
-            "bucket pitch for `target` points: the absolute bucket angle (M->L against the "
-            "horizontal); the bottom plate is 0.51 rad steeper", low=-math.pi, high=math.pi,
-            unit="rad")
-        self.orientation_tolerance = declare(
-            self, "orientation_tolerance", 0.02,
-            "largest roll/yaw of a `target_pose` orientation out of the boom plane",
-            low=0.0, high=0.5, unit="rad")
+        # One spec (excavator_kinematics.ik_parameters): the pitch and the tolerance change at
+        # run time (validated on set, applied in apply_parameters), the geometry is fixed.
+        self.parameters = NodeParameters(self, IK_PARAMETERS, self.apply_parameters)
+        values = self.parameters.values
+        geometry_file = str(values["geometry_file"])
+        self.bucket_pitch = float(values["bucket_pitch_rad"])  # type: ignore[arg-type]
+        self.orientation_tolerance = float(
+            values["orientation_tolerance_rad"])  # type: ignore[arg-type]
         geometry = (ExcavatorGeometry.from_yaml(geometry_file) if geometry_file
                     else default_geometry())
         self.ik = InverseKinematics(geometry)
@@ -62,11 +56,9 @@ class IKNode(Node):
         self.diagnostics = Diagnostics(self, f"{self.get_name()}: inverse kinematics")
         self.rejections = Rejections(self, self.diagnostics, "target")
         self.create_timer(1.0, self.publish_status)
-        self.add_on_set_parameters_callback(self.on_parameters)
         lo, hi = self.ik.reach_range_m
-        warn_unknown_parameters(self)
         self.get_logger().info(f"ready: wrist reach {lo:.2f}..{hi:.2f} m from the boom foot, "
-                               f"bucket_pitch {self.bucket_pitch:.3f} rad")
+                               f"bucket_pitch_rad {self.bucket_pitch:.3f}")
 
     # --- inputs --------------------------------------------------------------------------
     def on_target(self, msg: PointStamped) -> None:
@@ -88,23 +80,17 @@ class IKNode(Node):
             return
         if misalignment > self.orientation_tolerance:
             self._reject(f"target_pose orientation is {math.degrees(misalignment):.1f} deg out "
-                         f"of the boom plane (limit orientation_tolerance = "
+                         f"of the boom plane (limit orientation_tolerance_rad = "
                          f"{math.degrees(self.orientation_tolerance):.1f} deg): the bucket only "
                          "pitches about the boom's axis")
             return
         self._solve_and_publish(target, pitch)
 
-    def on_parameters(self, params: list[Parameter[Any]]) -> SetParametersResult:
-        for param in params:
-            if param.name == "bucket_pitch":
-                value = float(param.value)
-                if not math.isfinite(value):
-                    return SetParametersResult(successful=False,
-                                               reason=f"bucket_pitch {value} must be finite")
-                self.bucket_pitch = value
-            elif param.name == "orientation_tolerance":
-                self.orientation_tolerance = float(param.value)
-        return SetParametersResult(successful=True)
+    def apply_parameters(self, changed: dict[str, Any]) -> None:
+        """Post-set: the validated pitch / tolerance apply to the next target."""
+        self.bucket_pitch = float(changed.get("bucket_pitch_rad", self.bucket_pitch))
+        self.orientation_tolerance = float(changed.get("orientation_tolerance_rad",
+                                                       self.orientation_tolerance))
 
     # --- core call -----------------------------------------------------------------------
     def _frame_ok(self, frame_id: str) -> bool:

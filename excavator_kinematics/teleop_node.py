@@ -26,24 +26,21 @@ from typing import Any
 
 import numpy as np
 from geometry_msgs.msg import PoseStamped, WrenchStamped
-from rcl_interfaces.msg import SetParametersResult
 from rclpy.node import Node
-from rclpy.parameter import Parameter
 from sensor_msgs.msg import JointState, Joy
 
+from excavator_common.parameter_node import NodeParameters
 from excavator_common.ros_runtime import (
     OK,
     WARN,
     Diagnostics,
     Rejections,
-    declare,
     run_node,
-    warn_unknown_parameters,
 )
 from excavator_kinematics.errors import ConfigError, KinematicsError
 from excavator_kinematics.forward_kinematics import ForwardKinematics
 from excavator_kinematics.geometry import ExcavatorGeometry, default_geometry
-from excavator_kinematics.teleop.config import PARAMETERS, settings_from_parameters
+from excavator_kinematics.teleop.config import TELEOP_PARAMETERS, settings_from_parameters
 from excavator_kinematics.teleop.control_patterns import FUNCTIONS, pattern
 from excavator_kinematics.teleop.controller import (
     JointCommand,
@@ -56,19 +53,16 @@ from excavator_kinematics.teleop.joystick import button
 from excavator_kinematics.teleop.valves import FlowLimits
 
 VALVE_NAMES = ["boom_cylinder", "arm_cylinder", "bucket_cylinder", "swing"]
-# Changeable at run time (validated, then applied); every other parameter is read at start-up.
-RUNTIME = frozenset({"mode", "pattern", "shaping.dead_band", "shaping.expo",
-                     "feedback.force_scale", "feedback.torque_scale", "feedback.max_force_n",
-                     "feedback.max_torque_nm"})
 
 
 class TeleopNode(Node):
     def __init__(self) -> None:
         super().__init__("teleop_node")
-        values = {}
-        for p in PARAMETERS:
-            values[p.name] = declare(self, p.name, p.default, p.description, low=p.low,
-                                     high=p.high, unit=p.unit if p.unit not in ("", "-") else "")
+        # One spec (excavator_kinematics.teleop.config.TELEOP_PARAMETERS): the mode, pattern,
+        # shaping, timeouts and feedback scales change at run time (validated on set, applied
+        # in apply_parameters); the rest are read-only.
+        self.parameters = NodeParameters(self, TELEOP_PARAMETERS, self.apply_parameters)
+        values: dict[str, Any] = self.parameters.values  # live: updated on every set
         self.values = values
         settings = TeleopSettings(**settings_from_parameters(values))
         geometry = (ExcavatorGeometry.from_yaml(values["geometry_file"])
@@ -77,7 +71,7 @@ class TeleopNode(Node):
                                       values["total_flow_lpm"])
         self.core = TeleopCore(geometry, limits, settings)
         self.fk = ForwardKinematics(geometry, self.core.linkage)
-        self.period = 1.0 / values["control_rate"]
+        self.period = 1.0 / values["control_rate_hz"]
 
         self.cmd_pub = self.create_publisher(JointState, "joint_command", 10)
         self.track_pub = self.create_publisher(JointState, "track_command", 10)
@@ -112,43 +106,25 @@ class TeleopNode(Node):
         self.last_info: dict[str, object] = {}
         self.create_timer(self.period, self.on_timer)
         self.create_timer(1.0, self.publish_status)
-        self.add_on_set_parameters_callback(self.validate_parameters)
-        self.add_post_set_parameters_callback(self.apply_parameters)
-        warn_unknown_parameters(self)
         self.get_logger().info(f"ready: mode {self.core.mode}, pattern {settings.pattern}, "
-                               f"{values['control_rate']:.0f} Hz")
+                               f"{values['control_rate_hz']:.0f} Hz")
 
-    # --- run-time parameter changes: validate (on-set), then apply (post-set) ----------------
-    def _settings_with(self, params: list[Parameter[Any]]) -> TeleopSettings:
-        values = {**self.values, **{p.name: p.value for p in params}}
-        return TeleopSettings(**settings_from_parameters(values))
-
-    def validate_parameters(self, params: list[Parameter[Any]]) -> SetParametersResult:
-        fixed = [p.name for p in params if p.name not in RUNTIME]
-        if fixed:
-            return SetParametersResult(successful=False, reason=(
-                f"{', '.join(fixed)} is read at start-up: restart teleop_node with the new value"
-                f" (changeable at run time: {', '.join(sorted(RUNTIME))})"))
-        try:
-            self._settings_with(params)
-        except (ConfigError, KinematicsError) as exc:
-            return SetParametersResult(successful=False, reason=str(exc))
-        return SetParametersResult(successful=True)
-
-    def apply_parameters(self, params: list[Parameter[Any]]) -> None:
-        settings = self._settings_with(params)
-        self.values.update({p.name: p.value for p in params})
+    # --- run-time parameter changes: validated by NodeParameters (on-set), applied here ----------
+    def apply_parameters(self, changed: dict[str, Any]) -> None:
+        """Post-set: the new values are in ``self.values`` already (timeouts act from the next
+        message on); the settings of the core are rebuilt from them."""
+        settings = TeleopSettings(**settings_from_parameters(self.values))
         core = self.core
         core.settings = dataclasses.replace(core.settings, shaping=settings.shaping,
                                             feedback=settings.feedback,
                                             pattern=settings.pattern)
         core.assignments = pattern(settings.pattern)
+        if "mode" not in changed:
+            return  # the mode-toggle button may have changed the mode since start-up
         if self.commanding and self.state is not None and settings.mode != core.mode:
             self._send(core.hold_command(self.state, "mode change"), None)
             self.commanding = False
         core.set_mode(settings.mode)
-        self.get_logger().info("parameters: " + ", ".join(f"{p.name}={p.value}"
-                                                          for p in params))
 
     # --- inputs --------------------------------------------------------------------------
     def on_joint_states(self, msg: JointState) -> None:
@@ -207,7 +183,7 @@ class TeleopNode(Node):
 
     def _state_ok(self) -> bool:
         return (self.state is not None
-                and time.monotonic() - self.state_time <= self.values["state_timeout"])
+                and time.monotonic() - self.state_time <= self.values["state_timeout_s"])
 
     def _mode_toggle(self, msg: Joy) -> None:
         index = self.values["buttons.mode_toggle"]
@@ -227,7 +203,7 @@ class TeleopNode(Node):
         if joy is None or not self._state_ok():
             return
         assert self.state is not None
-        live = time.monotonic() - self.joy_time <= self.values["joy_timeout"]
+        live = time.monotonic() - self.joy_time <= self.values["joy_timeout_s"]
         try:
             enabled = (self.values["buttons.enable"] < 0
                        or button(joy.buttons, self.values["buttons.enable"], "buttons.enable"))
@@ -252,7 +228,7 @@ class TeleopNode(Node):
             return
         assert self.state is not None
         now = time.monotonic()
-        hand_live = now - self.hand_time <= self.values["hand_timeout"]
+        hand_live = now - self.hand_time <= self.values["hand_timeout_s"]
         if not hand_live:
             if self.commanding:
                 self._send(self.core.hold_command(self.state, "hand controller silent"), None)
@@ -264,7 +240,7 @@ class TeleopNode(Node):
             return
         q = self.state.q
         force, torque = self.wrench
-        if now - self.wrench_time > self.values["wrench_timeout"]:
+        if now - self.wrench_time > self.values["wrench_timeout_s"]:
             force, torque = np.zeros(3), np.zeros(3)
         pts = self.fk.points(q)
         yaw = self.state.base_yaw
@@ -286,7 +262,7 @@ class TeleopNode(Node):
         joy = self.travel_joy
         if joy is None:
             return
-        live = time.monotonic() - self.travel_time <= self.values["joy_timeout"]
+        live = time.monotonic() - self.travel_time <= self.values["joy_timeout_s"]
         left = right = 0.0
         if live:
             try:

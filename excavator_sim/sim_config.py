@@ -1,9 +1,14 @@
 """The simulation's parameters: ``config/sim.yaml`` (ROS 2 parameter-file form) -> dataclasses.
 
-Pure Python (no rclpy): the sim node declares :data:`PARAMETERS` as ROS parameters and passes
-their values to :func:`config_from_flat`; tools and tests call :func:`load_sim_config`.
-Every parameter has a unit (in its name), a range and a description; an invalid value raises
+Pure Python (no rclpy). :data:`SIM_PARAMETERS` is sim_node's one parameter spec (the core's
+:data:`CORE_PARAMETERS` and the node's own :data:`NODE_PARAMETERS`): the node declares it
+(``excavator_common.parameter_node``) and passes the values to :func:`config_from_flat`; tools
+and tests call :func:`load_sim_config`. Every parameter has its unit in its name (or is a
+count, ratio or flag), a range and a description; an invalid value raises
 :class:`~excavator_sim.errors.SimConfigError` naming the parameter, the range and the fix.
+Renamed parameters (``timestep`` -> ``timestep_s``, ``publish_rate`` -> ``publish_rate_hz``,
+``control_period`` -> ``control_period_s``, ``marker_rate`` -> ``marker_rate_hz``) are accepted
+under their old names for one release, with a warning.
 """
 
 from __future__ import annotations
@@ -14,31 +19,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from excavator_common.parameter_files import flatten
+from excavator_common.parameters import ParameterSpec, ParameterTable, load_parameters
 from excavator_common.paths import config_file
 from excavator_sim.errors import SimConfigError
 from excavator_sim.heightfield import TerrainGrid
 from excavator_sim.hydraulics import CylinderHydraulics, Hydraulics, SwingDrive, TrackDrive
 from excavator_sim.model_builder import InitialPose
-
-
-@dataclass(frozen=True)
-class Param:
-    """One parameter: dotted name, default, inclusive range (None = unbounded), description."""
-
-    name: str
-    default: float | int | bool
-    low: float | None
-    high: float | None
-    description: str
-
-
-def _p(name: str, default: float | int | bool, low: float | None, high: float | None,
-       description: str) -> Param:
-    return Param(name, default, low, high, description)
-
 
 _CYL_DEFAULTS = {
     "boom_cylinder": (0.140, 0.100, 2, 500.0, 8.0e6, 1000.0),
@@ -46,112 +32,149 @@ _CYL_DEFAULTS = {
     "bucket_cylinder": (0.140, 0.100, 1, 280.0, 2.0e6, 500.0),
 }
 
-PARAMETERS: tuple[Param, ...] = (
-    _p("timestep", 0.001, 1e-4, 0.01, "physics step [s]"),
-    _p("real_time_factor", 1.0, 0.0, 1000.0,
-       "simulated / wall time [-]; 1.0 paces to the wall clock, 0.0 runs as fast as it can"),
-    _p("publish_rate", 100.0, 1.0, 1000.0, "joint_states, poses and markers rate [Hz]"),
-    _p("control_period", 0.01, 1e-4, 0.1, "outer position loop period [s], >= timestep"),
-    _p("initial.swing_rad", 0.0, -math.pi, math.pi, "initial swing angle [rad]"),
-    _p("initial.boom_rad", math.radians(30.0), None, None,
-       "initial boom joint angle [rad] (linkage limits apply)"),
-    _p("initial.arm_rad", math.radians(-60.0), None, None,
-       "initial arm joint angle [rad] (linkage limits apply)"),
-    _p("initial.bucket_rad", math.radians(70.0), None, None,
-       "initial bucket joint angle [rad] (linkage limits apply)"),
-    _p("initial.base_x_m", 0.0, -1e4, 1e4, "initial base_link x in world [m]"),
-    _p("initial.base_y_m", 0.0, -1e4, 1e4, "initial base_link y in world [m]"),
-    _p("initial.base_yaw_rad", 0.0, -math.pi, math.pi, "initial base_link yaw [rad]"),
-    _p("hydraulics.pressure_pa", 34.3e6, 1e6, 50e6, "relief pressure [Pa]"),
-    _p("hydraulics.bulk_modulus_pa", 1.2e9, 1e8, 2.5e9, "effective oil bulk modulus [Pa]"),
-    _p("hydraulics.dead_volume_m3", 0.004, 1e-4, 0.1, "hose + end volume per chamber [m^3]"),
-    _p("hydraulics.position_gain_1_s", 12.0, 0.1, 50.0,
-       "outer loop gain: valve speed per position error [1/s]"),
+
+def _p(name: str, default: float | int | bool, low: float | None, high: float | None,
+       unit: str, description: str, **kw: Any) -> ParameterSpec:
+    return ParameterSpec(name, default, description, unit, low, high, **kw)
+
+
+# The simulation core's parameters (config/sim.yaml), in the order of the docs.
+CORE_PARAMETERS: tuple[ParameterSpec, ...] = (
+    _p("timestep_s", 0.001, 1e-4, 0.01, "s", "physics step (implicitfast integrator)",
+       deprecated_names=("timestep",)),
+    _p("real_time_factor", 1.0, 0.0, 1000.0, "-",
+       "simulated / wall time; 1.0 paces to the wall clock, 0.0 runs as fast as it can",
+       dynamic=True),
+    _p("publish_rate_hz", 100.0, 1.0, 1000.0, "Hz",
+       "rate of joint_states, bucket_pose, bucket_twist, and of /clock when use_sim_time is "
+       "true (in simulated time)", dynamic=True, deprecated_names=("publish_rate",)),
+    _p("control_period_s", 0.01, 1e-4, 0.1, "s", "period of the outer position loop",
+       constraint=">= timestep_s", deprecated_names=("control_period",)),
+    _p("initial.swing_rad", 0.0, -math.pi, math.pi, "rad", "initial swing angle"),
+    _p("initial.boom_rad", 0.5236, None, None, "rad",
+       "initial boom joint angle (30 deg; the cylinder strokes limit it: -0.9 .. 55.5 deg)"),
+    _p("initial.arm_rad", -1.0472, None, None, "rad",
+       "initial arm joint angle, relative (-60 deg; -131.8 .. -38.7 deg)"),
+    _p("initial.bucket_rad", 1.2217, None, None, "rad",
+       "initial bucket joint angle, relative (70 deg; the strokes and the four-bar toggle "
+       "limit it: 40.0 .. 144.6 deg)"),
+    _p("initial.base_x_m", 0.0, -1e4, 1e4, "m", "initial base_link x in world"),
+    _p("initial.base_y_m", 0.0, -1e4, 1e4, "m", "initial base_link y in world"),
+    _p("initial.base_yaw_rad", 0.0, -math.pi, math.pi, "rad", "initial base_link yaw in world"),
+    _p("hydraulics.pressure_pa", 34.3e6, 1e6, 50e6, "Pa",
+       "main relief pressure (34.3 MPa = 350 kgf/cm^2, the 30-36 t class figure)"),
+    _p("hydraulics.bulk_modulus_pa", 1.2e9, 1e8, 2.5e9, "Pa",
+       "effective oil bulk modulus (oil with some air and hose compliance)"),
+    _p("hydraulics.dead_volume_m3", 0.004, 1e-4, 0.1, "m^3",
+       "hose + end volume per cylinder chamber"),
+    _p("hydraulics.position_gain_1_s", 12.0, 0.1, 50.0, "1/s",
+       "outer loop: valve speed = gain x position error"),
     *(p for name, (bore, rod, count, flow, damp, armature) in _CYL_DEFAULTS.items() for p in (
-        _p(f"hydraulics.{name}.bore_m", bore, 0.02, 0.5, f"{name} bore diameter [m]"),
-        _p(f"hydraulics.{name}.rod_diameter_m", rod, 0.01, 0.45,
-           f"{name} rod diameter [m], < bore"),
-        _p(f"hydraulics.{name}.count", count, 1, 4, f"{name}: cylinders in parallel [-]"),
-        _p(f"hydraulics.{name}.flow_lpm", flow, 1.0, 2000.0, f"{name} pump flow [L/min]"),
-        _p(f"hydraulics.{name}.damping_n_s_per_m", damp, 1e2, 1e9,
-           f"{name} valve damping on the rod speed relative to the commanded one [N s/m]"),
-        _p(f"hydraulics.{name}.armature_kg", armature, 0.0, 1e5,
-           f"{name} mass added to the rod's slide joint for a stable 1 ms step [kg]"),
+        _p(f"hydraulics.{name}.bore_m", bore, 0.02, 0.5, "m", f"{name} bore diameter"),
+        _p(f"hydraulics.{name}.rod_diameter_m", rod, 0.01, 0.45, "m",
+           f"{name} rod diameter", constraint="< bore_m"),
+        _p(f"hydraulics.{name}.count", count, 1, 4, "count", f"{name}s in parallel"),
+        _p(f"hydraulics.{name}.flow_lpm", flow, 1.0, 2000.0, "L/min", f"pump flow to the {name}"),
+        _p(f"hydraulics.{name}.damping_n_s_per_m", damp, 1e2, 1e9, "N s/m",
+           f"{name} valve damping on the rod speed relative to the commanded one"),
+        _p(f"hydraulics.{name}.armature_kg", armature, 0.0, 1e5, "kg",
+           f"mass added to the {name} rod's slide joint so the stiff oil column is resolvable "
+           "at a 1 ms step"),
     )),
-    _p("hydraulics.swing.torque_limit_nm", 1.0e5, 1e3, 1e7, "swing motor torque limit [N m]"),
-    _p("hydraulics.swing.speed_limit_rad_s", 1.05, 0.01, 5.0, "swing speed limit [rad/s]"),
-    _p("hydraulics.swing.stiffness_nm_per_rad", 2.0e7, 1e3, 1e10,
-       "swing holding stiffness [N m/rad]"),
-    _p("hydraulics.swing.damping_nm_s_per_rad", 2.0e6, 1e2, 1e9, "swing damping [N m s/rad]"),
-    _p("tracks.track_width_m", 2.6, 0.5, 6.0, "track gauge, centre to centre [m]"),
-    _p("tracks.speed_limit_m_s", 1.5, 0.01, 10.0, "track speed limit [m/s]"),
-    _p("tracks.traction_force_n", 2.5e5, 1e3, 1e7, "traction (drawbar pull) limit [N]"),
-    _p("tracks.damping_n_s_per_m", 1.0e6, 1e2, 1e9, "track grip damping [N s/m]"),
-    _p("tracks.stiffness_n_per_m", 1.0e7, 1e3, 1e10, "track grip stiffness [N/m]"),
-    _p("terrain.x0_m", -3.975, -1e4, 1e4, "height-field first node x in world [m]"),
-    _p("terrain.y0_m", -7.975, -1e4, 1e4, "height-field first node y in world [m]"),
-    _p("terrain.cell_size_m", 0.05, 0.005, 1.0, "height-field node spacing [m]"),
-    _p("terrain.nx", 320, 2, 4000, "height-field nodes along x [-]"),
-    _p("terrain.ny", 320, 2, 4000, "height-field nodes along y [-]"),
-    _p("terrain.z_min_m", -3.0, -100.0, 100.0, "lowest height the field can hold [m]"),
-    _p("terrain.z_max_m", 3.0, -100.0, 100.0, "highest height the field can hold [m]"),
-    _p("terrain.initial_height_m", 0.0, -100.0, 100.0, "flat initial terrain height [m]"),
-    _p("terrain.contact", True, None, None, "the bucket collides with the terrain [bool]"),
+    _p("hydraulics.swing.torque_limit_nm", 1.0e5, 1e3, 1e7, "N m", "swing motor torque limit"),
+    _p("hydraulics.swing.speed_limit_rad_s", 1.05, 0.01, 5.0, "rad/s",
+       "swing speed limit (10 rpm)"),
+    _p("hydraulics.swing.stiffness_nm_per_rad", 2.0e7, 1e3, 1e10, "N m/rad",
+       "holding brake / motor stiffness"),
+    _p("hydraulics.swing.damping_nm_s_per_rad", 2.0e6, 1e2, 1e9, "N m s/rad", "swing damping"),
+    _p("tracks.track_width_m", 2.6, 0.5, 6.0, "m", "track gauge, centre to centre"),
+    _p("tracks.speed_limit_m_s", 1.5, 0.01, 10.0, "m/s", "track speed limit (5.4 km/h)"),
+    _p("tracks.traction_force_n", 2.5e5, 1e3, 1e7, "N", "traction (drawbar pull) limit"),
+    _p("tracks.damping_n_s_per_m", 1.0e6, 1e2, 1e9, "N s/m",
+       "track grip damping (the tracks hold their position against the ground, "
+       "traction-limited)"),
+    _p("tracks.stiffness_n_per_m", 1.0e7, 1e3, 1e10, "N/m",
+       "track grip stiffness (holds the undercarriage against swing reactions)"),
+    _p("terrain.x0_m", -3.975, -1e4, 1e4, "m",
+       "x of the MuJoCo height field's first node in world (the soil grid's first cell "
+       "centre)"),
+    _p("terrain.y0_m", -7.975, -1e4, 1e4, "m", "y of the first node"),
+    _p("terrain.cell_size_m", 0.05, 0.005, 1.0, "m", "node spacing"),
+    _p("terrain.nx", 320, 2, 4000, "count",
+       "nodes along x (the field spans x0 .. x0 + (nx-1) cell_size)"),
+    _p("terrain.ny", 320, 2, 4000, "count", "nodes along y"),
+    _p("terrain.z_min_m", -3.0, -100.0, 100.0, "m", "lowest height the field can hold",
+       constraint="< z_max_m"),
+    _p("terrain.z_max_m", 3.0, -100.0, 100.0, "m", "highest height the field can hold"),
+    _p("terrain.initial_height_m", 0.0, -100.0, 100.0, "m", "flat initial terrain height",
+       constraint="within z_min_m .. z_max_m"),
+    _p("terrain.contact", True, None, None, "",
+       "the bucket collides with the terrain (rigid ground); false when the soil model "
+       "supplies the digging forces and the bucket must enter the soil (sim.launch.py sets "
+       "it to the opposite of its soil argument)"),
 )
-PARAMETER_BY_NAME: dict[str, Param] = {p.name: p for p in PARAMETERS}
-# Parameters of the ROS node only (declared by sim_node, skipped by the core's loader).
-NODE_ONLY_PARAMETERS = frozenset({"geometry_file", "marker_rate", "publish_robot_description",
-                                  "use_sim_time"})
+
+# Parameters of the ROS node only (sim_node; the core ignores them).
+NODE_PARAMETERS: tuple[ParameterSpec, ...] = (
+    ParameterSpec("geometry_file", "", "excavator geometry YAML; empty = the package's "
+                  "config/excavator.yaml", "path"),
+    ParameterSpec("marker_rate_hz", 20.0, "rate of the markers MarkerArray, in wall time; "
+                  "0 = off", "Hz", 0.0, 1000.0, dynamic=True, deprecated_names=("marker_rate",)),
+    ParameterSpec("publish_robot_description", True, "publish the generated URDF on "
+                  "robot_description (sim.launch.py sets false: robot_state_publisher "
+                  "publishes it)"),
+    ParameterSpec("frame_prefix", "", "prefix of every URDF link name but world, e.g. 'exc1/' "
+                  "in a fleet (letters, digits, _, /; ends in /)"),
+    ParameterSpec("max_wrench_age_s", 0.02, "a soil/wrench acts only while at most this old "
+                  "(sim time since the pose it answers); 0 = no check", "s", 0.0, 10.0,
+                  dynamic=True),
+    ParameterSpec("lag_warn_s", 0.05, "WARN on /diagnostics ('cannot keep up') when the "
+                  "simulation is further behind the wall clock", "s", 0.001, 10.0,
+                  dynamic=True),
+    ParameterSpec("max_catch_up_s", 0.5, "wall time of deficit caught up by stepping faster; "
+                  "beyond it the schedule slips (slipped_s on /diagnostics)", "s", 0.01, 60.0,
+                  dynamic=True),
+)
+
+
+def _check(v: Mapping[str, Any]) -> None:
+    """The rules between parameters (one value alone cannot break them)."""
+    if v["control_period_s"] < v["timestep_s"]:
+        raise SimConfigError(f"parameter control_period_s = {v['control_period_s']:.6g} s must "
+                             f"be >= timestep_s = {v['timestep_s']:.6g} s")
+    for name in _CYL_DEFAULTS:
+        k = f"hydraulics.{name}."
+        if v[k + "rod_diameter_m"] >= v[k + "bore_m"]:
+            raise SimConfigError(f"parameter {k}rod_diameter_m = "
+                                 f"{v[k + 'rod_diameter_m']:.6g} m must be smaller than "
+                                 f"{k}bore_m = {v[k + 'bore_m']:.6g} m")
+
+
+SIM_PARAMETERS = ParameterTable("sim_node", CORE_PARAMETERS + NODE_PARAMETERS,
+                                error=SimConfigError, check=_check)
+# kept for callers of the former table (dotted name -> spec)
+PARAMETERS = CORE_PARAMETERS
 
 
 @dataclass(frozen=True)
 class SimConfig:
-    """Validated simulation parameters."""
+    """Validated simulation parameters (parameter ``timestep_s`` -> ``timestep`` and so on)."""
 
-    timestep: float
-    real_time_factor: float
-    publish_rate: float
-    control_period: float
+    timestep: float  # physics step [s]
+    real_time_factor: float  # simulated / wall time [-]; 0 = as fast as possible
+    publish_rate: float  # [Hz] of simulated time
+    control_period: float  # outer position loop period [s]
     initial: InitialPose
     hydraulics: Hydraulics
     terrain: TerrainGrid
     terrain_contact: bool
 
 
-def _check(param: Param, value: object, source: str) -> float | int | bool:
-    where = f"{source}: parameter {param.name}"
-    if isinstance(param.default, bool):
-        if not isinstance(value, bool):
-            raise SimConfigError(f"{where} = {value!r} must be true or false "
-                                 f"({param.description})")
-        return value
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise SimConfigError(f"{where} = {value!r} is not a number ({param.description})")
-    if isinstance(param.default, int) and not isinstance(value, int):
-        if float(value).is_integer():
-            value = int(value)
-        else:
-            raise SimConfigError(f"{where} = {value!r} must be an integer ({param.description})")
-    if not math.isfinite(value):
-        raise SimConfigError(f"{where} = {value!r} must be finite ({param.description})")
-    lo = -math.inf if param.low is None else param.low
-    hi = math.inf if param.high is None else param.high
-    if not lo <= value <= hi:
-        raise SimConfigError(f"{where} = {value} outside {param.low}..{param.high} "
-                             f"({param.description}): set it within the range")
-    return value
-
-
 def config_from_flat(values: Mapping[str, Any], source: str = "parameters") -> SimConfig:
-    """Validate dotted-name values (missing ones take their defaults) into a :class:`SimConfig`."""
-    unknown = sorted(set(values) - set(PARAMETER_BY_NAME))
-    if unknown:
-        raise SimConfigError(f"{source}: unknown parameter(s) {unknown}; known: "
-                             f"{sorted(PARAMETER_BY_NAME)}")
-    v = {p.name: _check(p, values.get(p.name, p.default), source) for p in PARAMETERS}
-    if v["control_period"] < v["timestep"]:
-        raise SimConfigError(f"{source}: parameter control_period = {v['control_period']} s must "
-                             f"be >= timestep = {v['timestep']} s")
+    """Validate dotted-name values (missing ones take their defaults, deprecated names are
+    renamed with a warning, node-only ones are checked and ignored) into a
+    :class:`SimConfig`."""
+    v = SIM_PARAMETERS.validate(values, source)
     cylinders = {}
     for name in _CYL_DEFAULTS:
         k = f"hydraulics.{name}."
@@ -187,33 +210,15 @@ def config_from_flat(values: Mapping[str, Any], source: str = "parameters") -> S
         swing=v["initial.swing_rad"], boom=v["initial.boom_rad"], arm=v["initial.arm_rad"],
         bucket=v["initial.bucket_rad"], base_x=v["initial.base_x_m"],
         base_y=v["initial.base_y_m"], base_yaw=v["initial.base_yaw_rad"])
-    return SimConfig(timestep=v["timestep"], real_time_factor=v["real_time_factor"],
-                     publish_rate=v["publish_rate"], control_period=v["control_period"],
+    return SimConfig(timestep=v["timestep_s"], real_time_factor=v["real_time_factor"],
+                     publish_rate=v["publish_rate_hz"], control_period=v["control_period_s"],
                      initial=initial, hydraulics=hyd, terrain=terrain,
                      terrain_contact=bool(v["terrain.contact"]))
 
 
-def read_parameter_file(path: str | Path | None = None) -> dict[str, Any]:
-    """The dotted ``ros__parameters`` of the ``/**`` section (or the only node section)."""
-    path = Path(path) if path is not None else config_file("sim.yaml")
-    try:
-        data = yaml.safe_load(path.read_text())
-    except OSError as exc:
-        raise SimConfigError(f"cannot read {path}: {exc.strerror}") from None
-    except yaml.YAMLError as exc:
-        raise SimConfigError(f"{path} is not valid YAML: {exc}") from None
-    if not isinstance(data, Mapping) or not data:
-        raise SimConfigError(f"{path} must hold '/**: ros__parameters: ...'")
-    section = data.get("/**", next(iter(data.values())))
-    if not isinstance(section, Mapping) or "ros__parameters" not in section:
-        raise SimConfigError(f"{path}: expected '/**: ros__parameters: ...' at the top")
-    return flatten(section["ros__parameters"] or {})
-
-
 def load_sim_config(path: str | Path | None = None,
                     overrides: Mapping[str, Any] | None = None) -> SimConfig:
-    """Load ``config/sim.yaml`` (or ``path``), apply dotted-name ``overrides``, validate."""
-    values = {k: v for k, v in read_parameter_file(path).items()
-              if k not in NODE_ONLY_PARAMETERS}
-    values.update(overrides or {})
-    return config_from_flat(values, source=str(path or config_file("sim.yaml")))
+    """Load ``config/sim.yaml`` (or ``path``: its ``/**`` and ``sim_node`` sections), apply
+    dotted-name ``overrides``, validate."""
+    path = Path(path) if path is not None else config_file("sim.yaml")
+    return config_from_flat(load_parameters(SIM_PARAMETERS, path, overrides), source=str(path))

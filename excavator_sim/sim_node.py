@@ -30,7 +30,7 @@ p50/p99/max), the achieved real-time factor, the soil wrench's age on arrival (p
 [ms of sim time]) and how many periods ran without soil force because the wrench was stale;
 the level is WARN while the lag exceeds ``lag_warn_s`` or wrenches go stale.
 
-Publishes (at ``publish_rate``): ``joint_states`` (every named joint, cylinders and passive
+Publishes (at ``publish_rate_hz``): ``joint_states`` (every named joint, cylinders and passive
 joints included; tracks: position = travelled distance [m], velocity [m/s]; the base's
 ``base_x``, ``base_y`` [m] and ``base_yaw`` [rad] in ``world``: with them every movable joint
 of the URDF, so robot_state_publisher poses the machine in ``world``), ``/clock`` (only
@@ -38,18 +38,25 @@ when the node's ``use_sim_time`` parameter is true at start-up: with it false no
 simulated time, and two simulators on one graph would interleave their clocks),
 ``bucket_twist`` then ``bucket_pose`` (frame ``world``, same stamp: the twist first, so the
 soil node has it when the pose arrives), ``markers`` (the machine in ``world``, at
-``marker_rate`` in wall time: they are for RViz), ``robot_description`` once (transient local;
+``marker_rate_hz`` in wall time: they are for RViz), ``robot_description`` once (transient local;
 the URDF of the model this node simulates, rooted at ``world``, its other links prefixed with
 the ``frame_prefix`` parameter, e.g. ``exc1/``, for a fleet), ``/diagnostics`` at 1 Hz. Poses,
 twists and markers are in ``world``, the frame the machines of a fleet share.
 Header stamps are simulated time (the time on ``/clock``, whether or not it is published).
+
+Parameters: ``excavator_sim.sim_config.SIM_PARAMETERS`` (docs/configuration.md). Changeable at
+run time (``ros2 param set``, applied at once): ``publish_rate_hz``, ``real_time_factor`` and
+``max_catch_up_s`` (the pacing is rebuilt from the current simulated time), ``marker_rate_hz``,
+``max_wrench_age_s``, ``lag_warn_s``; every other parameter is read-only.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import threading
 import time
+from typing import Any
 
 import mujoco
 import numpy as np
@@ -59,20 +66,20 @@ from rclpy.clock import Clock as RosClock
 from rclpy.clock_type import ClockType
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+from rclpy.timer import Timer
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray, String
 from visualization_msgs.msg import Marker, MarkerArray
 
+from excavator_common.parameter_node import NodeParameters
 from excavator_common.ros_runtime import (
     ERROR,
     OK,
     WARN,
     Diagnostics,
     Rejections,
-    declare,
     run_node,
-    warn_unknown_parameters,
 )
 from excavator_kinematics.geometry import ExcavatorGeometry, default_geometry
 from excavator_sim.errors import CommandError, HeightFieldError, SimConfigError
@@ -80,7 +87,7 @@ from excavator_sim.heightfield import flat_to_patch
 from excavator_sim.model_builder import CYLINDER_JOINTS
 from excavator_sim.pacing import Pacer, Window, WrenchGate
 from excavator_sim.plausibility import fmt_vector
-from excavator_sim.sim_config import PARAMETERS, config_from_flat
+from excavator_sim.sim_config import SIM_PARAMETERS, config_from_flat
 from excavator_sim.simulation import TRACK_JOINTS, ExcavatorSimulation
 from excavator_sim.urdf import check_frame_prefix, urdf_from_model
 
@@ -106,40 +113,29 @@ def _stamp(seconds: float) -> Time:
 class SimNode(Node):
     def __init__(self) -> None:
         super().__init__("sim_node")
-        values = {p.name: declare(self, p.name, p.default, p.description, low=p.low,
-                                  high=p.high) for p in PARAMETERS}
-        geometry_file = declare(self, "geometry_file", "", "excavator geometry YAML; empty = "
-                                "the package's config/excavator.yaml")
-        self.marker_rate = declare(self, "marker_rate", 20.0, "markers publish rate", low=0.0,
-                                   high=1000.0, unit="Hz")
-        publish_description = declare(self, "publish_robot_description", True,
-                                      "publish the generated URDF on robot_description")
-        frame_prefix = declare(self, "frame_prefix", "", "TF prefix of this machine's URDF "
-                               "links, e.g. 'exc1/' in a fleet ('world' is shared)")
+        # One spec (excavator_sim.sim_config.SIM_PARAMETERS): declared with descriptors,
+        # read_only but for the dynamic ones, which apply_parameters applies at run time.
+        self.parameters = NodeParameters(self, SIM_PARAMETERS, self.apply_parameters)
+        values = self.parameters.values
+        geometry_file = str(values["geometry_file"])
+        self.marker_rate = float(values["marker_rate_hz"])  # type: ignore[arg-type]
+        publish_description = bool(values["publish_robot_description"])
+        frame_prefix = str(values["frame_prefix"])
         try:
             check_frame_prefix(frame_prefix)
         except ValueError as exc:
             raise SimConfigError(str(exc)) from None
-        max_wrench_age = declare(self, "max_wrench_age_s", 0.02,
-                                 "a soil wrench acts only while at most this old (simulated "
-                                 "time since the pose it answers); 0 = no check", low=0.0,
-                                 high=10.0, unit="s")
-        self.lag_warn_s = declare(self, "lag_warn_s", 0.05, "WARN on /diagnostics when the "
-                                  "simulation is further behind the wall clock", low=0.001,
-                                  high=10.0, unit="s")
-        max_catch_up = declare(self, "max_catch_up_s", 0.5, "wall time of deficit caught up "
-                               "by stepping faster; beyond it the schedule slips (reported)",
-                               low=0.01, high=60.0, unit="s")
+        max_wrench_age = float(values["max_wrench_age_s"])  # type: ignore[arg-type]
+        self.lag_warn_s = float(values["lag_warn_s"])  # type: ignore[arg-type]
+        self.max_catch_up_s = float(values["max_catch_up_s"])  # type: ignore[arg-type]
         config = config_from_flat(values, source="sim_node parameters")
         geometry = (ExcavatorGeometry.from_yaml(geometry_file) if geometry_file
                     else default_geometry())
         self.sim = ExcavatorSimulation(config, geometry)
         self.config = config
-        self.steps_per_publish = max(1, round(1.0 / (config.publish_rate * config.timestep)))
-        self.period_s = self.steps_per_publish * config.timestep  # one publish period [s]
         self.gate = WrenchGate(max_age_s=max_wrench_age)
-        self.pacer = (Pacer(self.period_s, config.real_time_factor, max_catch_up)
-                      if config.real_time_factor > 0 else None)
+        self.timer: Timer | None = None
+        self._set_timing(start=False)
         self.lag = Window()  # [s of wall time] behind the schedule after each period
         self._lag_since_status = -math.inf
         self._stale_at_status = 0
@@ -192,24 +188,56 @@ class SimNode(Node):
         self._stop = threading.Event()
         self._marker_thread: threading.Thread | None = None
         if self.marker_rate > 0:
-            # Markers are for people watching RViz: paced by the wall clock, not sim time, and
-            # built off the control path.
-            self._marker_thread = threading.Thread(target=self._marker_loop,
-                                                   name="sim_markers", daemon=True)
-            self._marker_thread.start()
+            self._start_marker_thread()
+        self._set_timing(start=True)
+        g = config.terrain
+        self.get_logger().info(
+            f"ready: dt {config.timestep} s, real_time_factor {config.real_time_factor}, "
+            f"publish_rate_hz {config.publish_rate}, max_wrench_age_s {max_wrench_age}, /clock "
+            f"{'on (use_sim_time)' if self.publishes_clock else 'off (use_sim_time false)'}, "
+            f"{self.sim.model.nv} dof, terrain "
+            f"{g.nx} x {g.ny} nodes from ({g.x0}, {g.y0}) m every {g.cell_size} m")
+
+    # --- run-time parameter changes (validated by NodeParameters' on-set callback) ----------
+    def _set_timing(self, start: bool) -> None:
+        """Publish period, pacer and stepping timer from ``self.config`` (publish_rate,
+        real_time_factor) and ``max_catch_up_s``; ``start`` (re)creates the timer."""
+        config = self.config
+        self.steps_per_publish = max(1, round(1.0 / (config.publish_rate * config.timestep)))
+        self.period_s = self.steps_per_publish * config.timestep  # one publish period [s]
+        self.pacer = (Pacer(self.period_s, config.real_time_factor, self.max_catch_up_s)
+                      if config.real_time_factor > 0 else None)
+        self._paced_since = None  # wall time of the first paced period [s]
+        if not start:
+            return
+        if self.timer is not None:
+            self.destroy_timer(self.timer)
         # real_time_factor 0: tick as fast as possible; else wake once per publish period of
         # wall time (the Pacer's absolute schedule decides how many periods are due).
         self.timer = self.create_timer(self.period_s / config.real_time_factor
                                        if config.real_time_factor > 0 else 1e-4, self.tick,
                                        clock=self.wall_clock)
-        g = config.terrain
-        warn_unknown_parameters(self)
-        self.get_logger().info(
-            f"ready: dt {config.timestep} s, real_time_factor {config.real_time_factor}, "
-            f"publish_rate {config.publish_rate} Hz, max_wrench_age_s {max_wrench_age}, /clock "
-            f"{'on (use_sim_time)' if self.publishes_clock else 'off (use_sim_time false)'}, "
-            f"{self.sim.model.nv} dof, terrain "
-            f"{g.nx} x {g.ny} nodes from ({g.x0}, {g.y0}) m every {g.cell_size} m")
+
+    def apply_parameters(self, changed: dict[str, Any]) -> None:
+        """Post-set: apply validated run-time changes (rates, thresholds) at once."""
+        if "max_wrench_age_s" in changed:
+            self.gate.max_age_s = float(changed["max_wrench_age_s"])
+        if "lag_warn_s" in changed:
+            self.lag_warn_s = float(changed["lag_warn_s"])
+        if "max_catch_up_s" in changed:
+            self.max_catch_up_s = float(changed["max_catch_up_s"])
+        timing = {"publish_rate_hz", "real_time_factor", "max_catch_up_s"} & set(changed)
+        if timing:
+            self.config = dataclasses.replace(
+                self.config,
+                publish_rate=float(changed.get("publish_rate_hz", self.config.publish_rate)),
+                real_time_factor=float(changed.get("real_time_factor",
+                                                   self.config.real_time_factor)))
+            self._set_timing(start=True)  # lag samples restart after _STARTUP_S
+        if "marker_rate_hz" in changed:
+            self.marker_rate = float(changed["marker_rate_hz"])
+            if self.marker_rate > 0 and self._marker_thread is None:
+                self._start_marker_thread()
 
     # --- inputs --------------------------------------------------------------------------
     def _reject(self, message: str) -> None:
@@ -377,11 +405,21 @@ class SimNode(Node):
             geoms.append(gid)
         return out, geoms
 
+    def _start_marker_thread(self) -> None:
+        # Markers are for people watching RViz: paced by the wall clock, not sim time, and
+        # built off the control path.
+        self._marker_thread = threading.Thread(target=self._marker_loop, name="sim_markers",
+                                               daemon=True)
+        self._marker_thread.start()
+
     def _marker_loop(self) -> None:
-        period = 1.0 / self.marker_rate
         next_due = time.monotonic()
         while not self._stop.wait(max(0.0, next_due - time.monotonic())):
+            rate = self.marker_rate  # marker_rate_hz: changeable at run time; 0 = paused
+            period = 1.0 / rate if rate > 0 else 0.5
             next_due = max(next_due + period, time.monotonic() - period)
+            if rate <= 0:
+                continue
             try:
                 self.publish_markers()
             except Exception as exc:  # noqa: BLE001 - rclpy shutting down under the thread
@@ -407,9 +445,12 @@ class SimNode(Node):
         self.marker_pub.publish(markers)
 
     def destroy_node(self) -> None:
-        self._stop.set()
-        if self._marker_thread is not None and self._marker_thread.is_alive():
-            self._marker_thread.join(5.0)
+        # also called by rclpy's context clean-up on a node whose constructor failed
+        if hasattr(self, "_stop"):
+            self._stop.set()
+        thread = getattr(self, "_marker_thread", None)
+        if thread is not None and thread.is_alive():
+            thread.join(5.0)
         super().destroy_node()
 
     def timing_values(self) -> dict[str, str | int]:

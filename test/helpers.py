@@ -103,3 +103,53 @@ def send_bucket_state(pose_pub: Any, twist_pub: Any, pose: Any, vel: Any, t: flo
     o = msg.pose.orientation
     o.x, o.y, o.z, o.w = pose.quaternion()
     pose_pub.publish(msg)
+
+
+def set_parameters(probe: RosTestNode, node: str, values: dict[str, Any],
+                   timeout: float = 30.0) -> list[tuple[bool, str]]:
+    """``ros2 param set`` over DDS: one SetParameters call to ``node`` (its full name, e.g.
+    ``/sim_node``); (successful, reason) per parameter."""
+    from rcl_interfaces.srv import SetParameters
+    from rclpy.parameter import Parameter
+
+    client = probe.node.create_client(SetParameters, f"{node}/set_parameters")
+    try:
+        assert client.wait_for_service(timeout_sec=timeout), f"{node}'s parameter service"
+        future = client.call_async(SetParameters.Request(parameters=[
+            Parameter(name, value=value).to_parameter_msg() for name, value in values.items()]))
+        wait_for(future.done, timeout, f"set {sorted(values)} on {node}")
+        return [(r.successful, r.reason) for r in future.result().results]
+    finally:
+        probe.node.destroy_client(client)
+
+
+def describe_parameters(probe: RosTestNode, node: str, names: list[str],
+                        timeout: float = 30.0) -> dict[str, Any]:
+    """``ros2 param describe`` over DDS: name -> rcl_interfaces/ParameterDescriptor."""
+    from rcl_interfaces.srv import DescribeParameters
+
+    client = probe.node.create_client(DescribeParameters, f"{node}/describe_parameters")
+    try:
+        assert client.wait_for_service(timeout_sec=timeout), f"{node}'s parameter service"
+        future = client.call_async(DescribeParameters.Request(names=names))
+        wait_for(future.done, timeout, f"describe {names} of {node}")
+        return {d.name: d for d in future.result().descriptors}
+    finally:
+        probe.node.destroy_client(client)
+
+
+def get_parameters(probe: RosTestNode, node: str, names: list[str],
+                   timeout: float = 30.0) -> dict[str, Any]:
+    """``ros2 param get`` over DDS: name -> Python value."""
+    from rcl_interfaces.srv import GetParameters
+    from rclpy.parameter import parameter_value_to_python
+
+    client = probe.node.create_client(GetParameters, f"{node}/get_parameters")
+    try:
+        assert client.wait_for_service(timeout_sec=timeout), f"{node}'s parameter service"
+        future = client.call_async(GetParameters.Request(names=names))
+        wait_for(future.done, timeout, f"get {names} of {node}")
+        return {n: parameter_value_to_python(v)
+                for n, v in zip(names, future.result().values, strict=True)}
+    finally:
+        probe.node.destroy_client(client)

@@ -11,6 +11,9 @@ Checked, per config file (its own section of the doc, so keys that two files sha
 - every row of a ``key`` table names a key that still exists (no stale rows).
 Per launch file: every ``DeclareLaunchArgument`` (found with ``ast``) has a row with its default
 and choices, and no row names an argument that is gone.
+The parameter tables of the nodes with a spec (``excavator_common.parameters``) are generated
+from it (``excavator-hil params-doc``) and must match; each shipped file holds its spec's
+defaults, with no unknown key and ROS's types.
 Also: docs/rviz.md names every topic and the fixed frame of rviz/excavator.rviz. Pure text and
 YAML: no ROS, well under a second.
 """
@@ -317,12 +320,12 @@ def test_an_undocumented_geometry_key_and_preset_fail(tmp_path: Path, doc_text: 
 def test_a_changed_default_and_a_removed_key_fail(tmp_path: Path, doc_text: str) -> None:
     data = yaml.safe_load((REPO / "config" / "ik.yaml").read_text())
     params = data["/**"]["ros__parameters"]
-    params["bucket_pitch"] = params["bucket_pitch"] + 0.25
-    del params["orientation_tolerance"]
+    params["bucket_pitch_rad"] = params["bucket_pitch_rad"] + 0.25
+    del params["orientation_tolerance_rad"]
     (tmp_path / "ik.yaml").write_text(yaml.safe_dump(data))
     problems = config_problems(tmp_path / "ik.yaml", doc_text)
-    assert any(p.startswith("config/ik.yaml: bucket_pitch documented as") for p in problems)
-    assert ("config/ik.yaml: the doc lists orientation_tolerance, which the file no longer has"
+    assert any(p.startswith("config/ik.yaml: bucket_pitch_rad documented as") for p in problems)
+    assert ("config/ik.yaml: the doc lists orientation_tolerance_rad, which the file no longer has"
             in problems)
 
 
@@ -359,3 +362,60 @@ def test_a_node_parameter_outside_the_file_is_found(tmp_path: Path, doc_text: st
                       '    declare(self, "marker_rate", 20.0, "documented")\n')
     tokens = set(_TICKED.findall(doc_section(doc_text, "config/sim.yaml")))
     assert declared_parameters(module) - tokens == {"dummy_rate", "dummy_flag"}
+
+
+# --- the parameter specs are the source ------------------------------------------------------
+def _spec_files() -> list[tuple[str, Any, Any]]:
+    """(config file, node table, template instances) of every node with a parameter spec."""
+    from excavator_kinematics.ik_parameters import IK_PARAMETERS
+    from excavator_kinematics.teleop.config import TELEOP_PARAMETERS
+    from excavator_sim.sim_config import SIM_PARAMETERS
+    from excavator_sim.soil.config import INSTANCES, SOIL_PARAMETERS
+
+    return [("ik.yaml", IK_PARAMETERS, None), ("sim.yaml", SIM_PARAMETERS, None),
+            ("soil.yaml", SOIL_PARAMETERS, INSTANCES), ("teleop.yaml", TELEOP_PARAMETERS, None)]
+
+
+def test_the_parameter_tables_are_generated_from_the_specs(doc_text: str) -> None:
+    from excavator_hil.parameters_doc import BLOCKS, blocks_in, render
+
+    assert sorted(blocks_in(doc_text)) == sorted(BLOCKS)
+    if render(doc_text) != doc_text:
+        import difflib
+
+        diff = "\n".join(difflib.unified_diff(doc_text.splitlines(), render(doc_text).splitlines(),
+                                              "docs/configuration.md", "generated", lineterm="",
+                                              n=0))
+        pytest.fail("docs/configuration.md's parameter tables differ from the specs: run "
+                    f"`excavator-hil params-doc`\n{diff[:3000]}")
+
+
+@pytest.mark.parametrize(("name", "table", "instances"), _spec_files(),
+                         ids=lambda v: v if isinstance(v, str) else "")
+def test_each_shipped_file_holds_the_specs_defaults(name: str, table: Any,
+                                                   instances: Any) -> None:
+    """The shipped file passes the node's spec as ROS types it (no unknown key, floats with a
+    point) and holds exactly the documented defaults: spec, file and doc cannot drift."""
+    from excavator_common.parameters import load_parameters
+
+    from_file = load_parameters(table, REPO / "config" / name, instances=instances)
+    defaults = table.validate({}, instances=instances)
+    differ = {k: (v, defaults.get(k)) for k, v in from_file.items() if v != defaults.get(k)}
+    assert not differ, f"config/{name} differs from the spec's defaults (file, spec): {differ}"
+    flat = config_parameters(REPO / "config" / name)
+    assert not table.unknown(flat) and not set(flat) & set(table.deprecated)
+
+
+def test_a_file_with_an_unknown_or_mistyped_key_fails_naming_it(tmp_path: Path) -> None:
+    from excavator_common.parameters import load_parameters
+    from excavator_sim.errors import SimConfigError
+    from excavator_sim.sim_config import SIM_PARAMETERS
+
+    path = tmp_path / "sim.yaml"
+    path.write_text("/**:\n  ros__parameters:\n    publish_rate_hz: 50.0\n    tmestep_s: 0.002\n")
+    with pytest.raises(SimConfigError, match=r"unknown parameter 'tmestep_s' \(did you mean "
+                                             r"'timestep_s'\?\) of sim_node"):
+        load_parameters(SIM_PARAMETERS, path)
+    path.write_text("/**:\n  ros__parameters:\n    publish_rate_hz: 50\n")
+    with pytest.raises(SimConfigError, match=r"publish_rate_hz = 50 is an integer .* write 50\.0"):
+        load_parameters(SIM_PARAMETERS, path)

@@ -38,7 +38,7 @@ def sim_process(tmp_path_factory: pytest.TempPathFactory):
     proc = NodeProcess("excavator_sim.sim_node",
                        ["--ros-args", "--params-file", str(REPO / "config" / "sim.yaml"),
                         "-p", "real_time_factor:=2.0", "-p", "use_sim_time:=true",
-                        "-p", "publish_rate:=50.0", "-p", "marker_rate:=0.0",
+                        "-p", "publish_rate_hz:=50.0", "-p", "marker_rate_hz:=0.0",
                         "-p", "terrain.nx:=41", "-p", "terrain.ny:=41",
                         "-p", "terrain.cell_size_m:=0.4"],
                        log_dir=tmp_path_factory.mktemp("sim_fuzz"))

@@ -23,7 +23,7 @@ NAMES = ["swing", "boom", "arm", "bucket", "boom_cylinder", "arm_cylinder", "buc
 @pytest.fixture(scope="module")
 def ik_process(tmp_path_factory: pytest.TempPathFactory):
     proc = NodeProcess("excavator_kinematics.ik_node",
-                       ["--ros-args", "-p", "bucket_pitch:=0.3"],
+                       ["--ros-args", "-p", "bucket_pitch_rad:=0.3"],
                        log_dir=tmp_path_factory.mktemp("ik_node"))
     yield proc
     code = proc.stop()
@@ -137,7 +137,7 @@ def test_double_sigint_shuts_down_cleanly(tmp_path) -> None:
 
 def test_invalid_parameter_fails_at_start_up_naming_it(tmp_path) -> None:
     proc = NodeProcess("excavator_kinematics.ik_node",
-                       ["--ros-args", "-p", "orientation_tolerance:=3.0"], log_dir=tmp_path)
+                       ["--ros-args", "-p", "orientation_tolerance_rad:=3.0"], log_dir=tmp_path)
     proc.proc.wait(20)
     assert proc.proc.returncode == 2
     assert "orientation_tolerance" in proc.log()
@@ -149,6 +149,6 @@ def test_misspelt_parameter_is_reported_with_the_closest_name(tmp_path) -> None:
     try:
         wait_for(lambda: "ready:" in proc.log(), 20.0, proc.log)
         assert "parameter 'bucket_pich' is not a parameter of ik_node" in proc.log()
-        assert "did you mean 'bucket_pitch'" in proc.log()
+        assert "did you mean 'bucket_pitch_rad'" in proc.log()
     finally:
         proc.stop()

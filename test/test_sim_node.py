@@ -218,7 +218,7 @@ def test_a_simulation_that_cannot_keep_up_says_so(tmp_path) -> None:
     probe = RosTestNode("slow_probe")
     diagnostics: list[DiagnosticArray] = probe.collect(DiagnosticArray, "/diagnostics")
     proc = NodeProcess("excavator_sim.sim_node",
-                       ["--ros-args", "-p", "real_time_factor:=1000.0", "-p", "marker_rate:=0.0",
+                       ["--ros-args", "-p", "real_time_factor:=1000.0", "-p", "marker_rate_hz:=0.0",
                         "-p", "terrain.nx:=21", "-p", "terrain.ny:=21",
                         "-p", "terrain.cell_size_m:=0.8"], log_dir=tmp_path)
 

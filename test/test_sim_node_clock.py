@@ -28,7 +28,7 @@ def test_clock_is_published_exactly_with_use_sim_time(use_sim_time: bool, tmp_pa
     sim = NodeProcess("excavator_sim.sim_node",
                       ["--ros-args", "--params-file", str(REPO / "config" / "sim.yaml"),
                        "-p", f"use_sim_time:={'true' if use_sim_time else 'false'}",
-                       "-p", "real_time_factor:=2.0", "-p", "marker_rate:=0.0",
+                       "-p", "real_time_factor:=2.0", "-p", "marker_rate_hz:=0.0",
                        "-p", "terrain.nx:=41", "-p", "terrain.ny:=41",
                        "-p", "terrain.cell_size_m:=0.4"], log_dir=tmp_path)
     try:

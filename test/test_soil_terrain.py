@@ -287,7 +287,8 @@ def test_bad_config_value_names_the_parameter_and_its_range(tmp_path) -> None:
     )
     path = tmp_path / "soil.yaml"
     path.write_text(text)
-    with pytest.raises(SoilConfigError, match=r"terrain.repose_angle_rad=2.0 is outside"):
+    with pytest.raises(SoilConfigError,
+                       match=r"terrain.repose_angle_rad = 2 rad is outside 0.05 \.\. 1.5 rad"):
         load_soil_config(path)
     with pytest.raises(SoilConfigError, match="preset='granite' is not one of"):
         load_soil_config(preset="granite")

@@ -138,12 +138,12 @@ def test_soil_node_runs_on_a_preset_defined_only_in_the_params_file(tmp_path: Pa
 @pytest.mark.parametrize(("preset", "expected"), [
     # incomplete (and not even selected): every missing key is named with its range and the fix
     ({"wet_clya": {"density_kg_m3": 1900.0}},
-     ["parameter presets.wet_clya.", "is missing; add it", "range [",
+     ["parameter presets.wet_clya.", "is missing; add it", "in the range ",
       "if you meant the preset 'wet_clay'"]),
     # out of range: soil_config's range and message
     ({"test_gravel": {**_gravel(), "density_kg_m3": 9000.0}},
-     ["parameter presets.test_gravel.density_kg_m3=9000.0 is outside [100, 5000]",
-      "set it within that range"]),
+     ["parameter presets.test_gravel.density_kg_m3 = 9000 kg/m^3 is outside 100 .. 5000",
+      "set it within the range"]),
 ])
 def test_a_broken_user_preset_stops_soil_node_naming_the_parameter(
         tmp_path: Path, preset: dict[str, Any], expected: list[str]) -> None:

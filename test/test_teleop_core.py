@@ -382,7 +382,7 @@ def test_bad_parameters_are_named() -> None:
         settings_from_parameters({"coordinated.max_tip_speed_m_s": 50.0})
     with pytest.raises(ConfigError, match=r"axes\.invert"):
         settings_from_parameters({"axes.invert": [True]})
-    with pytest.raises(ConfigError, match="mode 'fly'"):
+    with pytest.raises(ConfigError, match="mode = 'fly' is not one of joystick, coordinated"):
         TeleopSettings(**settings_from_parameters({"mode": "fly"}))
 
 

@@ -32,7 +32,7 @@ def nodes(tmp_path_factory: pytest.TempPathFactory):
                        log_dir=logs)
     teleop = NodeProcess("excavator_kinematics.teleop_node",
                          ["--ros-args", "--params-file", str(REPO / "config" / "teleop.yaml"),
-                          "-p", "joy_timeout:=2.0"], log_dir=logs)
+                          "-p", "joy_timeout_s:=2.0"], log_dir=logs)
     yield sim, soil, teleop
     codes = (sim.stop(), soil.stop(), teleop.stop())
     assert codes == (0, 0, 0), sim.log() + soil.log() + teleop.log()

@@ -40,7 +40,7 @@ def _teleop(tmp_path_factory: pytest.TempPathFactory, name: str, *params: str) -
 @pytest.fixture(scope="module")
 def teleop_process(tmp_path_factory: pytest.TempPathFactory, sim_process: NodeProcess):
     proc = _teleop(tmp_path_factory, "teleop", f"buttons.enable:={ENABLE}",
-                   "buttons.mode_toggle:=4", "joy_timeout:=0.3")
+                   "buttons.mode_toggle:=4", "joy_timeout_s:=0.3")
     yield proc
     assert proc.stop() == 0, proc.log()
 
@@ -271,8 +271,8 @@ def _set_parameter(operator: Operator, name: str, value: object) -> tuple[bool, 
 
 
 def test_pattern_changes_at_run_time_and_fixed_parameters_refuse(operator: Operator) -> None:
-    ok, reason = _set_parameter(operator, "control_rate", 10.0)
-    assert not ok and "control_rate is read at start-up" in reason
+    ok, reason = _set_parameter(operator, "control_rate_hz", 10.0)
+    assert not ok and "read-only parameter: control_rate_hz" in reason
     ok, reason = _set_parameter(operator, "pattern", "jcb")
     assert not ok and "'jcb'" in reason
     ok, reason = _set_parameter(operator, "pattern", "sae")

@@ -80,7 +80,7 @@ class DemoStack:
         self._start("ik_node", "excavator_kinematics.ik_node", ros)
         if self.options.joystick:  # Joy from the operator (a scripted session)
             self._start("teleop_node", "excavator_kinematics.teleop_node",
-                        [*ros, "-p", "joy_timeout:=2.0"])
+                        [*ros, "-p", "joy_timeout_s:=2.0"])
         bag = self.options.output_dir / "dig_bag"
         if bag.exists():
             import shutil

@@ -1,40 +1,32 @@
 """teleop_node's parameters (``config/teleop.yaml``): one spec table, read with or without ROS.
 
-The node declares every :data:`PARAMETERS` entry with its description and range; tools and
-tests read the same file with :func:`load_teleop_parameters`. :func:`settings_from_parameters`
-builds the core's dataclasses and raises ``ConfigError`` naming the parameter.
+The node declares every entry of :data:`TELEOP_PARAMETERS` with its descriptor (run-time
+changeable: the mode, the pattern, the stick shaping, the input timeouts and the force
+feedback scales and limits; the rest read-only); tools and tests read the same file with
+:func:`load_teleop_parameters`. :func:`settings_from_parameters` builds the core's dataclasses
+and raises ``ConfigError`` naming the parameter. Renamed for their units (former names accepted
+for one release, with a warning): ``control_rate`` -> ``control_rate_hz``, ``joy_timeout``,
+``hand_timeout``, ``state_timeout``, ``wrench_timeout`` -> ``*_s``, ``coordinated.damping`` ->
+``coordinated.damping_m``, ``coordinated.singular_threshold`` ->
+``coordinated.singular_threshold_m``.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from excavator_common.parameter_files import flatten
+from excavator_common.parameters import ParameterSpec, ParameterTable, load_parameters
 from excavator_common.paths import config_file
 from excavator_kinematics.errors import ConfigError
+from excavator_kinematics.teleop.control_patterns import ALIASES
 from excavator_kinematics.teleop.coordinated import CoordinatedSettings
 from excavator_kinematics.teleop.impedance import FeedbackScaling, ImpedanceParams
 from excavator_kinematics.teleop.joystick import JoyLayout, Shaping, TravelLayout
 
 INF = math.inf
-
-
-@dataclass(frozen=True)
-class Param:
-    """Dotted name, default, inclusive range (None = none), unit, description."""
-
-    name: str
-    default: Any
-    low: float | None
-    high: float | None
-    unit: str
-    description: str
 
 
 def _four_flags(values: Any) -> tuple[bool, bool, bool, bool]:
@@ -47,22 +39,29 @@ def _four_flags(values: Any) -> tuple[bool, bool, bool, bool]:
 
 
 def _p(name: str, default: Any, low: float | None, high: float | None, unit: str,
-       description: str) -> Param:
-    return Param(name, default, low, high, unit, description)
+       description: str, **kw: Any) -> ParameterSpec:
+    return ParameterSpec(name, default, description, unit, low, high, **kw)
 
 
-PARAMETERS: tuple[Param, ...] = (
+_RUN_TIME = {"dynamic": True}
+
+
+PARAMETERS: tuple[ParameterSpec, ...] = (
     _p("mode", "joystick", None, None, "", "joystick (rate control per function), coordinated "
-       "(bucket tip velocity) or impedance (hand controller, DiMaio eq. 1)"),
+       "(bucket tip velocity) or impedance (hand controller, DiMaio eq. 1)",
+       choices=("joystick", "coordinated", "impedance"), **_RUN_TIME),
     _p("pattern", "iso", None, None, "", "control pattern: iso (ISO 10968) or sae (backhoe, "
-       "SAE J1814; alias backhoe)"),
-    _p("control_rate", 50.0, 1.0, 1000.0, "Hz", "rate of joint_command, track_command and the "
-       "force feedback while an input is live"),
-    _p("joy_timeout", 0.5, 0.05, 10.0, "s", "a Joy older than this stops the machine (hold)"),
-    _p("hand_timeout", 0.25, 0.01, 10.0, "s", "a hand pose older than this holds the machine "
-       "and releases the clutch"),
-    _p("state_timeout", 0.5, 0.05, 10.0, "s", "joint_states older than this: no command at all"),
-    _p("wrench_timeout", 0.5, 0.01, 10.0, "s", "a soil wrench older than this counts as zero"),
+       "SAE J1814; alias backhoe)", choices=tuple(ALIASES), **_RUN_TIME),
+    _p("control_rate_hz", 50.0, 1.0, 1000.0, "Hz", "rate of joint_command, track_command and "
+       "the force feedback while an input is live", deprecated_names=("control_rate",)),
+    _p("joy_timeout_s", 0.5, 0.05, 10.0, "s", "a Joy older than this stops the machine (hold)",
+       deprecated_names=("joy_timeout",), **_RUN_TIME),
+    _p("hand_timeout_s", 0.25, 0.01, 10.0, "s", "a hand pose older than this holds the machine "
+       "and releases the clutch", deprecated_names=("hand_timeout",), **_RUN_TIME),
+    _p("state_timeout_s", 0.5, 0.05, 10.0, "s", "joint_states older than this: no command at "
+       "all", deprecated_names=("state_timeout",), **_RUN_TIME),
+    _p("wrench_timeout_s", 0.5, 0.01, 10.0, "s", "a soil wrench older than this counts as zero",
+       deprecated_names=("wrench_timeout",), **_RUN_TIME),
     _p("command_lead_s", 0.3, 0.01, 5.0, "s", "rate modes: a moving joint's target leads the "
        "measured position by rate x this"),
     _p("stop_time_s", 0.05, 0.0, 1.0, "s", "a released joint is held at q + q_dot x this"),
@@ -72,8 +71,9 @@ PARAMETERS: tuple[Param, ...] = (
        "limits (hydraulics.*, tracks.speed_limit_m_s); empty = the package's config/sim.yaml"),
     _p("total_flow_lpm", 560.0, 1.0, 1.0e4, "L/min", "the pumps' total flow shared by the "
        "cylinders (flow sharing)"),
-    _p("shaping.dead_band", 0.1, 0.0, 0.9, "-", "stick dead band, fraction of full deflection"),
-    _p("shaping.expo", 0.3, 0.0, 1.0, "-", "expo: 0 linear, 1 cubic"),
+    _p("shaping.dead_band", 0.1, 0.0, 0.9, "-", "stick dead band, fraction of full deflection",
+       **_RUN_TIME),
+    _p("shaping.expo", 0.3, 0.0, 1.0, "-", "expo: 0 linear, 1 cubic", **_RUN_TIME),
     _p("axes.left_x", 0, 0, 63, "index", "Joy.axes index of the left stick, left/right"),
     _p("axes.left_y", 1, 0, 63, "index", "Joy.axes index of the left stick, forward/back"),
     _p("axes.right_x", 3, 0, 63, "index", "Joy.axes index of the right stick, left/right"),
@@ -97,9 +97,10 @@ PARAMETERS: tuple[Param, ...] = (
     _p("coordinated.max_tip_speed_m_s", 0.5, 0.01, 5.0, "m/s", "full stick = this tip speed"),
     _p("coordinated.max_bucket_rate_rad_s", 0.6, 0.01, 5.0, "rad/s", "full stick = this "
        "bucket angle rate"),
-    _p("coordinated.damping", 0.05, 1e-4, 1.0, "m", "damped least squares: largest damping"),
-    _p("coordinated.singular_threshold", 0.15, 1e-3, 2.0, "m", "smallest singular value below "
-       "which damping starts"),
+    _p("coordinated.damping_m", 0.05, 1e-4, 1.0, "m", "damped least squares: largest damping",
+       deprecated_names=("coordinated.damping",)),
+    _p("coordinated.singular_threshold_m", 0.15, 1e-3, 2.0, "m", "smallest singular value "
+       "below which damping starts", deprecated_names=("coordinated.singular_threshold",)),
     _p("coordinated.angle_weight_m_per_rad", 0.5, 1e-3, 10.0, "m/rad", "weight of the bucket "
        "angle against the tip position in the least squares"),
     _p("coordinated.horizon_s", 0.1, 0.001, 2.0, "s", "look-ahead for the joint limits"),
@@ -113,61 +114,40 @@ PARAMETERS: tuple[Param, ...] = (
     _p("impedance.angular_stiffness_nm_per_rad", 2.5e4, 0.01, 1.0e9, "N m/rad", "K_d of alpha"),
     _p("impedance.position_scale", 10.0, 0.01, 1000.0, "m/m", "machine metres per hand metre"),
     _p("impedance.angle_scale", 1.0, 0.01, 100.0, "rad/rad", "bucket radians per hand radian"),
-    _p("feedback.force_scale", 1.0e-3, 0.0, 1.0, "N/N", "device force per soil force"),
-    _p("feedback.torque_scale", 1.0e-3, 0.0, 1.0, "N m/N m", "device torque per soil torque"),
-    _p("feedback.max_force_n", 10.0, 0.0, 1000.0, "N", "device force range (saturation)"),
-    _p("feedback.max_torque_nm", 1.0, 0.0, 100.0, "N m", "device torque range (saturation)"),
+    _p("feedback.force_scale", 1.0e-3, 0.0, 1.0, "N/N", "device force per soil force",
+       **_RUN_TIME),
+    _p("feedback.torque_scale", 1.0e-3, 0.0, 1.0, "N m/N m", "device torque per soil torque",
+       **_RUN_TIME),
+    _p("feedback.max_force_n", 10.0, 0.0, 1000.0, "N", "device force range (saturation)",
+       **_RUN_TIME),
+    _p("feedback.max_torque_nm", 1.0, 0.0, 100.0, "N m", "device torque range (saturation)",
+       **_RUN_TIME),
     _p("feedback.frame_id", "hand_controller", None, None, "", "frame of the force feedback"),
 )
+
+
+def _check(values: Mapping[str, Any]) -> None:
+    _build(values)  # the groups' own checks (axes.invert has 4 entries...)
+
+
+TELEOP_PARAMETERS = ParameterTable("teleop_node", PARAMETERS, error=ConfigError, check=_check)
 PARAMETER_BY_NAME = {p.name: p for p in PARAMETERS}
 
 
 def load_teleop_parameters(path: str | Path | None = None) -> dict[str, Any]:
-    """Every parameter of a teleop parameter file (defaults for missing keys), dotted names."""
-    p = Path(path) if path else config_file("teleop.yaml")
-    try:
-        data = yaml.safe_load(p.read_text())
-    except (OSError, yaml.YAMLError) as exc:
-        raise ConfigError(f"cannot read {p}: {exc}") from None
-    flat: dict[str, Any] = {}
-    for section in (data or {}).values():
-        if isinstance(section, Mapping) and isinstance(section.get("ros__parameters"), Mapping):
-            flat.update(flatten(section["ros__parameters"]))
-    unknown = sorted(set(flat) - set(PARAMETER_BY_NAME))
-    if unknown:
-        raise ConfigError(f"{p}: unknown parameter(s) {unknown}; see docs/configuration.md")
-    return {q.name: flat.get(q.name, q.default) for q in PARAMETERS}
-
-
-def check(name: str, value: Any) -> Any:
-    """``value`` checked against the spec of ``name`` (type and range)."""
-    spec = PARAMETER_BY_NAME[name]
-    d = spec.default
-    if isinstance(d, bool):
-        ok = isinstance(value, bool)
-    elif isinstance(d, int):
-        ok = isinstance(value, int) and not isinstance(value, bool)
-    elif isinstance(d, float):
-        ok = isinstance(value, int | float) and not isinstance(value, bool)
-        value = float(value) if ok else value
-        ok = ok and math.isfinite(value)
-    elif isinstance(d, list):
-        ok = isinstance(value, list | tuple) and len(value) == len(d)
-    else:
-        ok = isinstance(value, str)
-    if not ok:
-        raise ConfigError(f"parameter {name} = {value!r}: expected {type(d).__name__}"
-                          + (f" of {len(d)} entries" if isinstance(d, list) else ""))
-    if spec.low is not None and spec.high is not None and not spec.low <= value <= spec.high:
-        raise ConfigError(f"parameter {name} = {value:.6g} outside {spec.low:.6g}.."
-                          f"{spec.high:.6g} {spec.unit}: {spec.description}")
-    return value
+    """Every parameter of a teleop parameter file (its ``/**`` and ``teleop_node`` sections;
+    defaults for missing keys), dotted names."""
+    return load_parameters(TELEOP_PARAMETERS,
+                           Path(path) if path else config_file("teleop.yaml"))
 
 
 def settings_from_parameters(values: Mapping[str, Any]) -> dict[str, Any]:
-    """Dotted parameter values -> keyword arguments of ``TeleopSettings`` (checked)."""
-    v = {name: check(name, values.get(name, PARAMETER_BY_NAME[name].default))
-         for name in PARAMETER_BY_NAME}
+    """Dotted parameter values (missing ones: defaults) -> keyword arguments of
+    ``TeleopSettings``, checked against :data:`TELEOP_PARAMETERS`."""
+    return _build(TELEOP_PARAMETERS.validate(values, "teleop_node parameters"))
+
+
+def _build(v: Mapping[str, Any]) -> dict[str, Any]:
 
     def group(prefix: str) -> dict[str, Any]:
         return {k[len(prefix) + 1:]: x for k, x in v.items() if k.startswith(prefix + ".")}
@@ -187,8 +167,11 @@ def settings_from_parameters(values: Mapping[str, Any]) -> dict[str, Any]:
         "travel_speed_fraction": travel["speed_fraction"],
         "max_tip_speed_m_s": v["coordinated.max_tip_speed_m_s"],
         "max_bucket_rate_rad_s": v["coordinated.max_bucket_rate_rad_s"],
-        "coordinated": CoordinatedSettings(**{k: x for k, x in group("coordinated").items()
-                                              if not k.startswith("max_")}),
+        "coordinated": CoordinatedSettings(
+            damping=v["coordinated.damping_m"],
+            singular_threshold=v["coordinated.singular_threshold_m"],
+            angle_weight_m_per_rad=v["coordinated.angle_weight_m_per_rad"],
+            horizon_s=v["coordinated.horizon_s"]),
         "impedance": ImpedanceParams(**{k: x for k, x in group("impedance").items()
                                         if not k.endswith("_scale")}),
         "position_scale": v["impedance.position_scale"],

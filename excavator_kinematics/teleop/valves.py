@@ -21,9 +21,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import yaml
 
-from excavator_common.parameter_files import flatten
+from excavator_common.parameter_files import read_parameter_file
 from excavator_common.paths import config_file
 from excavator_kinematics.errors import ConfigError
 from excavator_kinematics.geometry import CYLINDER_NAMES
@@ -111,18 +110,7 @@ class FlowLimits:
                   total_flow_lpm: float = math.inf) -> FlowLimits:
         """From a simulation parameter file (``None`` = the package's ``config/sim.yaml``)."""
         p = Path(path) if path else config_file("sim.yaml")
-        try:
-            data = yaml.safe_load(p.read_text())
-        except (OSError, yaml.YAMLError) as exc:
-            raise ConfigError(f"cannot read the hydraulics file {p}: {exc}; set "
-                              "hydraulics_file to the simulation's parameter file") from None
-        if not isinstance(data, Mapping):
-            raise ConfigError(f"{p}: not a ROS 2 parameter file")
-        flat: dict[str, Any] = {}
-        for section in data.values():
-            if isinstance(section, Mapping) and isinstance(section.get("ros__parameters"),
-                                                           Mapping):
-                flat.update(flatten(section["ros__parameters"]))
+        flat = read_parameter_file(p, "sim_node", error=ConfigError)
         return cls.from_sim_parameters(flat, total_flow_lpm, str(p))
 
 

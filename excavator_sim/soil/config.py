@@ -1,24 +1,29 @@
 """Load ``config/soil.yaml`` (ROS 2 parameter-file form) into the soil cores' dataclasses.
 
-No ROS needed. Every key has a unit in its name, a range and a description (``PARAMETERS``,
-``PRESET_PARAMETERS``); a missing, unknown or out-of-range key raises ``SoilConfigError`` naming
-the key, the value, the range and the fix. The node declares the same names as ROS parameters.
-A preset is any name ``<p>`` with keys ``presets.<p>.*`` (the shipped file's or a user's own); every
-preset present must be complete and in range, not only the one selected by ``preset``.
+No ROS needed. :data:`SOIL_PARAMETERS` is soil_node's one parameter spec: every key has a
+unit in its name (or is a count, ratio or name), a range, a default and a description
+(``PARAMETERS``, ``PRESET_PARAMETERS``); an unknown or out-of-range key raises
+``SoilConfigError`` naming the key, the value, the range and the fix, a missing one takes its
+default. The node declares the same names as ROS parameters. A preset is any name ``<p>`` with
+keys ``presets.<p>.*``: the shipped ones (:data:`SHIPPED_PRESETS`, defaults for their keys) or
+a user's own, which must be complete; every preset present must be in range, not only the one
+selected by ``preset``.
 """
 
 from __future__ import annotations
 
-import difflib
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from excavator_common.parameter_files import flatten
+from excavator_common.parameters import (
+    ParameterSpec,
+    ParameterTable,
+    ParameterTemplate,
+    ParamType,
+    load_parameters,
+)
 from excavator_common.paths import config_file
 from excavator_sim.soil.earthmoving import FeeSoil
 from excavator_sim.soil.errors import SoilConfigError
@@ -26,52 +31,88 @@ from excavator_sim.soil.forces import DiMaioParams
 from excavator_sim.soil.terrain import TerrainConfig
 
 
-@dataclass(frozen=True)
-class ParamSpec:
-    """One parameter: dotted name, kind (float/int/str), range, description with unit."""
-
-    name: str
-    kind: type
-    lo: float
-    hi: float
-    description: str
+def _f(name: str, default: float | int | None, lo: float, hi: float, unit: str,
+       description: str, **kw: Any) -> ParameterSpec:
+    kind = ParamType.INTEGER if unit == "count" else ParamType.DOUBLE
+    return ParameterSpec(name, default, description, unit, lo, hi, type=kind, **kw)
 
 
-PARAMETERS: tuple[ParamSpec, ...] = (
-    ParamSpec("update_rate_hz", float, 1.0, 2000.0, "terrain + force update rate [Hz]"),
-    ParamSpec("heightmap_rate_hz", float, 0.1, 50.0, "heightmap publish rate [Hz]"),
-    ParamSpec("terrain.size_x_m", float, 0.1, 1000.0, "grid extent along x [m]"),
-    ParamSpec("terrain.size_y_m", float, 0.1, 1000.0, "grid extent along y [m]"),
-    ParamSpec("terrain.centre_x_m", float, -1e6, 1e6, "grid centre x in world [m]"),
-    ParamSpec("terrain.centre_y_m", float, -1e6, 1e6, "grid centre y in world [m]"),
-    ParamSpec("terrain.cell_xy_m", float, 0.001, 1.0, "cell size in x and y [m]"),
-    ParamSpec("terrain.cell_z_m", float, 1e-5, 0.5, "height quantum [m]"),
-    ParamSpec("terrain.initial_height_m", float, -1e4, 1e4, "initial ground level [m]"),
-    ParamSpec("terrain.repose_angle_rad", float, 0.05, 1.5, "angle of repose [rad]"),
-    ParamSpec("terrain.relax_iterations", int, 0, 100, "relaxation sweeps per update [count]"),
-    ParamSpec("terrain.margin_cells", int, 1, 100, "cells updated around the bucket [count]"),
-    ParamSpec("forces.slices", int, 1, 256, "strips across the cutting edge [count]"),
-    ParamSpec("forces.lookahead_m", float, 0.0, 2.0, "surface look-ahead of the teeth [m]"),
-    ParamSpec("forces.velocity_epsilon_m_s", float, 1e-6, 1.0, "sign smoothing speed [m/s]"),
+PARAMETERS: tuple[ParameterSpec, ...] = (
+    ParameterSpec("preset", "hard_dry_earth", "the soil's constants: a name under presets "
+                  "(hard_dry_earth, loose_sand, wet_clay, or one of your own)"),
+    _f("update_rate_hz", 100.0, 1.0, 2000.0, "Hz", "terrain + force update rate, in the "
+       "poses' own (simulated) time", dynamic=True),
+    _f("heightmap_rate_hz", 2.0, 0.1, 50.0, "Hz", "soil/heightmap cloud and full-grid "
+       "soil/terrain_patch rate (wall time, when the terrain changed)", dynamic=True),
+    _f("terrain.size_x_m", 16.0, 0.1, 1000.0, "m", "grid extent along x"),
+    _f("terrain.size_y_m", 16.0, 0.1, 1000.0, "m", "grid extent along y"),
+    _f("terrain.centre_x_m", 4.0, -1e6, 1e6, "m", "grid centre x in world"),
+    _f("terrain.centre_y_m", 0.0, -1e6, 1e6, "m", "grid centre y in world"),
+    _f("terrain.cell_xy_m", 0.05, 0.001, 1.0, "m", "cell size in x and y"),
+    _f("terrain.cell_z_m", 0.01, 1e-5, 0.5, "m", "height quantum: soil is counted in whole "
+       "cell_xy x cell_xy x cell_z units (exact mass conservation)"),
+    _f("terrain.initial_height_m", 0.0, -1e4, 1e4, "m", "flat ground level at start"),
+    _f("terrain.repose_angle_rad", 0.85, 0.05, 1.5, "rad", "angle of repose of the terrain "
+       "and of the soil in the bucket"),
+    _f("terrain.relax_iterations", 3, 0, 100, "count", "relaxation sweeps per update"),
+    _f("terrain.margin_cells", 4, 1, 100, "count", "cells updated around the bucket's "
+       "bounding box"),
+    _f("forces.slices", 8, 1, 256, "count", "strips across the cutting edge the force model "
+       "is integrated over"),
+    _f("forces.lookahead_m", 0.1, 0.0, 2.0, "m", "surface sampled up to this far ahead of "
+       "the teeth"),
+    _f("forces.velocity_epsilon_m_s", 0.001, 1e-6, 1.0, "m/s", "sign smoothing: sgn(v) = v / "
+       "max(abs(v), eps)"),
 )
 
-PRESET_PARAMETERS: tuple[ParamSpec, ...] = (
-    ParamSpec("density_kg_m3", float, 100.0, 5000.0, "soil density rho [kg/m^3]"),
-    ParamSpec("damping_tangential_n_s_m2", float, 0.0, 1e7, "b_t0 [N s/m per m penetration]"),
-    ParamSpec("damping_normal_n_s_m2", float, 0.0, 1e7, "b_n0 [N s/m per m penetration]"),
-    ParamSpec("damping_rotational_n_m_s_rad_m", float, 0.0, 1e7, "b_a0 [N m s/rad per m]"),
-    ParamSpec("stiffness_tangential_n_m", float, 0.0, 1e9, "k_t [N/m]"),
-    ParamSpec("stiffness_normal_n_m", float, 1.0, 1e9, "k_n [N/m]"),
-    ParamSpec("stiffness_rotational_n_m_rad", float, 0.0, 1e9, "k_a [N m/rad]"),
-    ParamSpec("shear_strength_pa", float, 1.0, 1e8, "S of the shear failure S w d_p [Pa]"),
-    ParamSpec("accumulation_n_m3", float, 0.0, 1e7, "eps, churning force per volume [N/m^3]"),
-    ParamSpec("bucket_friction", float, 0.0, 2.0, "mu soil-bucket [-]"),
-    ParamSpec("cohesion_pa", float, 0.0, 1e7, "FEE cohesion c [Pa]"),
-    ParamSpec("adhesion_pa", float, 0.0, 1e7, "FEE adhesion c_a [Pa]"),
-    ParamSpec("internal_friction_rad", float, 0.0, 1.4, "FEE internal friction phi [rad]"),
-    ParamSpec("interface_friction_rad", float, 0.0, 1.4, "FEE soil-blade friction delta [rad]"),
-    ParamSpec("surcharge_pa", float, 0.0, 1e7, "FEE surcharge q [Pa]"),
+PRESET_PARAMETERS: tuple[ParameterSpec, ...] = (
+    _f("density_kg_m3", None, 100.0, 5000.0, "kg/m^3", "soil density rho"),
+    _f("damping_tangential_n_s_m2", None, 0.0, 1e7, "N s/m per m of penetration",
+       "viscous friction b_t0 along the cut"),
+    _f("damping_normal_n_s_m2", None, 0.0, 1e7, "N s/m per m",
+       "viscous friction b_n0 normal to the cut"),
+    _f("damping_rotational_n_m_s_rad_m", None, 0.0, 1e7, "N m s/rad per m",
+       "rotational damping b_a0"),
+    _f("stiffness_tangential_n_m", None, 0.0, 1e9, "N/m",
+       "stiffness k_t about the stiffness centre"),
+    _f("stiffness_normal_n_m", None, 1.0, 1e9, "N/m", "normal stiffness k_n"),
+    _f("stiffness_rotational_n_m_rad", None, 0.0, 1e9, "N m/rad", "rotational stiffness k_a"),
+    _f("shear_strength_pa", None, 1.0, 1e8, "Pa", "S: the soil fails when the normal "
+       "stiffness force reaches S w d_p"),
+    _f("accumulation_n_m3", None, 0.0, 1e7, "N/m^3", "eps: churning force per volume of load"),
+    _f("bucket_friction", None, 0.0, 2.0, "-", "Coulomb friction mu soil-steel"),
+    _f("cohesion_pa", None, 0.0, 1e7, "Pa", "FEE cohesion c"),
+    _f("adhesion_pa", None, 0.0, 1e7, "Pa", "FEE adhesion c_a"),
+    _f("internal_friction_rad", None, 0.0, 1.4, "rad", "FEE internal friction angle phi"),
+    _f("interface_friction_rad", None, 0.0, 1.4, "rad", "FEE soil-blade friction angle delta"),
+    _f("surcharge_pa", None, 0.0, 1e7, "Pa", "FEE surcharge q"),
 )
+PRESETS = ParameterTemplate("presets", "preset", PRESET_PARAMETERS)
+
+# The shipped presets. DiMaio constants: Table 1 of the paper (its model "is most suited to
+# hard, dry earth", 4.5); FEE (Fundamental Earthmoving Equation) constants: McKyes (1985).
+_PRESET_KEYS = tuple(s.name for s in PRESET_PARAMETERS)
+SHIPPED_PRESETS: dict[str, dict[str, float]] = {
+    name: dict(zip(_PRESET_KEYS, values, strict=True)) for name, values in {
+        "hard_dry_earth": (1800.0, 2000.0, 1000.0, 2000.0, 5000.0, 200000.0, 20000.0, 85000.0,
+                           2000.0, 0.3, 20000.0, 5000.0, 0.5236, 0.3491, 0.0),
+        "loose_sand": (1600.0, 1000.0, 500.0, 1000.0, 2000.0, 100000.0, 10000.0, 15000.0,
+                       2000.0, 0.4, 0.0, 0.0, 0.6109, 0.4363, 0.0),
+        "wet_clay": (1900.0, 6000.0, 3000.0, 4000.0, 5000.0, 100000.0, 10000.0, 85000.0,
+                     3000.0, 0.2, 25000.0, 12000.0, 0.2618, 0.1745, 0.0),
+    }.items()}
+INSTANCES = {"presets": SHIPPED_PRESETS}
+
+
+def _check_preset(values: Mapping[str, Any]) -> None:
+    presets = preset_names(values)
+    if values["preset"] not in presets:
+        raise SoilConfigError(f"preset={values['preset']!r} is not one of {presets}; set "
+                              "'preset' to one of them or add presets.<name>.* keys")
+
+
+SOIL_PARAMETERS = ParameterTable("soil_node", PARAMETERS, error=SoilConfigError,
+                                 templates=(PRESETS,), check=_check_preset)
 
 
 @dataclass(frozen=True)
@@ -87,92 +128,22 @@ class SoilConfig:
     presets: tuple[str, ...]
 
 
-def spec_for(name: str) -> ParamSpec | None:
-    """The spec of a dotted soil parameter name (``presets.<any preset>.<key>`` included), or
-    None for ``preset`` (a string) and for a name that is not a soil parameter."""
-    parts = name.split(".")
-    if len(parts) == 3 and parts[0] == "presets" and parts[1]:
-        return next((s for s in PRESET_PARAMETERS if s.name == parts[2]), None)
-    return next((s for s in PARAMETERS if s.name == name), None)
-
-
-def is_parameter(name: str) -> bool:
-    """True for every name the soil config knows: ``preset``, ``PARAMETERS`` and
-    ``presets.<name>.<key>`` of ``PRESET_PARAMETERS`` for any preset name."""
-    return name == "preset" or spec_for(name) is not None
-
-
 def preset_names(params: Mapping[str, Any]) -> list[str]:
     """The presets a flat parameter dict defines (``presets.<name>.<key>``), sorted."""
     return sorted({k.split(".")[1] for k in params
                    if k.startswith("presets.") and k.count(".") >= 2})
 
 
-def check_parameter(name: str, value: Any, source: str = "<parameters>") -> float | int | str:
-    """One value against its range (``SoilConfigError`` naming name, value, range and fix)."""
-    spec = spec_for(name)
-    if spec is None:
-        if name == "preset":
-            return str(value)
-        raise SoilConfigError(f"{source}: unknown soil parameter {name!r}; check the spelling "
-                              "against config/soil.yaml")
-    return _check(spec, value, name, source)
-
-
-def _check(spec: ParamSpec, value: Any, name: str, source: str) -> float | int:
-    is_num = isinstance(value, int | float) and not isinstance(value, bool)
-    if spec.kind is int and not (is_num and float(value).is_integer()):
-        raise SoilConfigError(f"{source}: parameter {name}={value!r} must be an integer in "
-                              f"[{spec.lo:g}, {spec.hi:g}] ({spec.description})")
-    if not is_num or not math.isfinite(float(value)) or not spec.lo <= value <= spec.hi:
-        raise SoilConfigError(
-            f"{source}: parameter {name}={value!r} is outside [{spec.lo:g}, {spec.hi:g}] "
-            f"({spec.description}); set it within that range"
-        )
-    return int(value) if spec.kind is int else float(value)
-
-
-def parameters_from_yaml(path: str | Path | None = None) -> dict[str, Any]:
-    """The flat ``name -> value`` dict of the ``ros__parameters`` section of the file."""
-    path = Path(path) if path is not None else config_file("soil.yaml")
-    try:
-        data = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError) as exc:
-        raise SoilConfigError(f"cannot read soil config {path}: {exc}; pass an existing "
-                              "ROS 2 parameter file (see config/soil.yaml)") from exc
-    if not isinstance(data, Mapping) or len(data) != 1:
-        raise SoilConfigError(f"{path}: expected one node section such as '/**:' with "
-                              "'ros__parameters:' (see config/soil.yaml)")
-    section = next(iter(data.values()))
-    if not isinstance(section, Mapping) or "ros__parameters" not in section:
-        raise SoilConfigError(f"{path}: the node section has no 'ros__parameters:' key")
-    return flatten(section["ros__parameters"])
-
-
 def soil_config_from_parameters(params: Mapping[str, Any], source: str = "<parameters>",
                                 preset: str | None = None) -> SoilConfig:
-    """Validate a flat parameter dict (as from ``parameters_from_yaml`` or a node)."""
-    presets = preset_names(params)
-    unknown = sorted(k for k in params if not is_parameter(k))
-    if unknown:
-        raise SoilConfigError(f"{source}: unknown soil parameter(s) {unknown}; check the "
-                              "spelling against config/soil.yaml")
-    values: dict[str, Any] = {}
-    for spec in PARAMETERS:
-        if spec.name not in params:
-            raise SoilConfigError(f"{source}: parameter {spec.name} is missing; add it "
-                                  f"({spec.description}, range [{spec.lo:g}, {spec.hi:g}])")
-        values[spec.name] = _check(spec, params[spec.name], spec.name, source)
-    chosen = preset if preset is not None else params.get("preset")
-    if chosen not in presets:
-        raise SoilConfigError(f"{source}: preset={chosen!r} is not one of {presets}; set "
-                              "'preset' to one of them or add presets.<name>.* keys")
-    # the selected preset first (its error is the one that matters), then every other one:
-    # a broken preset fails at start-up, not on the day somebody selects it
-    sp = _preset_values(params, str(chosen), presets, source)
-    for other in presets:
-        if other != chosen:
-            _preset_values(params, other, presets, source)
+    """Validate a flat parameter dict (missing keys: the spec's defaults; the shipped presets
+    are always there, a preset of your own must be complete) into a :class:`SoilConfig`."""
+    params = dict(params)
+    if preset is not None:
+        params["preset"] = preset
+    values = SOIL_PARAMETERS.validate(params, source, instances=INSTANCES)
+    chosen = str(values["preset"])
+    sp = {k: values[f"presets.{chosen}.{k}"] for k in _PRESET_KEYS}
     t = {k.split(".", 1)[1]: v for k, v in values.items() if k.startswith("terrain.")}
     f = {k.split(".", 1)[1]: v for k, v in values.items() if k.startswith("forces.")}
     terrain = TerrainConfig(density_kg_m3=sp["density_kg_m3"], **t)
@@ -199,30 +170,13 @@ def soil_config_from_parameters(params: Mapping[str, Any], source: str = "<param
         interface_friction_rad=sp["interface_friction_rad"],
         surcharge_pa=sp["surcharge_pa"],
     )
-    return SoilConfig(str(chosen), values["update_rate_hz"], values["heightmap_rate_hz"],
-                      terrain, dimaio, fee, tuple(presets))
-
-
-def _preset_values(params: Mapping[str, Any], preset: str, presets: list[str],
-                   source: str) -> dict[str, float | int]:
-    """The checked keys of one preset; a missing key names the key, its range and the fix."""
-    sp: dict[str, float | int] = {}
-    for spec in PRESET_PARAMETERS:
-        name = f"presets.{preset}.{spec.name}"
-        if name not in params:
-            others = [p for p in presets if p != preset]
-            close = difflib.get_close_matches(preset, others, n=1)
-            hint = (f"; or, if you meant the preset {close[0]!r}, correct the name"
-                    if close else "")
-            raise SoilConfigError(
-                f"{source}: parameter {name} is missing; add it ({spec.description}, range "
-                f"[{spec.lo:g}, {spec.hi:g}]): a preset needs all {len(PRESET_PARAMETERS)} keys "
-                f"presets.<name>.* of config/soil.yaml{hint}")
-        sp[spec.name] = _check(spec, params[name], name, source)
-    return sp
+    return SoilConfig(chosen, values["update_rate_hz"], values["heightmap_rate_hz"],
+                      terrain, dimaio, fee, tuple(preset_names(values)))
 
 
 def load_soil_config(path: str | Path | None = None, preset: str | None = None) -> SoilConfig:
     """Read and validate ``config/soil.yaml`` (or ``path``); ``preset`` overrides the file's."""
-    source = str(path) if path is not None else str(config_file("soil.yaml"))
-    return soil_config_from_parameters(parameters_from_yaml(path), source, preset)
+    path = Path(path) if path is not None else config_file("soil.yaml")
+    overrides = {"preset": preset} if preset is not None else None
+    values = load_parameters(SOIL_PARAMETERS, path, overrides, instances=INSTANCES)
+    return soil_config_from_parameters(values, str(path))

@@ -38,15 +38,17 @@ Publishes
   faster than the machine moves, NaN/inf) is rejected before any soil moves, with the limit;
   a rejected twist keeps the last valid one, so later poses are still served.
 
-Parameters: ``config/soil.yaml`` (every key declared with its unit and range), plus the keys of
-every preset defined only in the node's parameter overrides (``--params-file``, ``-p``):
-``presets.<name>.*`` there is a preset that ``preset`` can select. Every preset must be complete
-and in range (``excavator_sim.soil.config``: the ranges and messages); otherwise the node exits
-with code 2 naming the parameter, its range and the fix.
+Parameters: ``excavator_sim.soil.config.SOIL_PARAMETERS`` (``config/soil.yaml``; every key
+declared with its unit and range, read-only but ``update_rate_hz`` and ``heightmap_rate_hz``,
+which apply at run time), plus the keys of every preset defined only in the node's parameter
+overrides (``--params-file``, ``-p``): ``presets.<name>.*`` there is a preset that ``preset``
+can select. Every preset must be complete and in range; otherwise the node exits with code 2
+naming the parameter, its range and the fix.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from collections.abc import Mapping
@@ -60,24 +62,17 @@ from rclpy.subscription import MessageInfo
 from sensor_msgs.msg import PointCloud2, PointField
 from std_msgs.msg import Float64, Float64MultiArray, MultiArrayDimension
 
+from excavator_common.parameter_node import NodeParameters
 from excavator_common.ros_runtime import (
     OK,
     Diagnostics,
     Rejections,
-    declare,
     run_node,
-    warn_unknown_parameters,
 )
 from excavator_kinematics.geometry import default_geometry
 from excavator_sim.plausibility import shipped_machine_envelope
 from excavator_sim.soil.bucket_prism import BucketPose, BucketPrism
-from excavator_sim.soil.config import (
-    check_parameter,
-    is_parameter,
-    parameters_from_yaml,
-    soil_config_from_parameters,
-    spec_for,
-)
+from excavator_sim.soil.config import INSTANCES, SOIL_PARAMETERS, soil_config_from_parameters
 from excavator_sim.soil.errors import OutsideGridError, SoilError
 from excavator_sim.soil.forces import DiMaioForceModel, SurfaceFn
 from excavator_sim.soil.plausibility import SoilPlausibility
@@ -96,20 +91,18 @@ HEIGHTMAP_MAX_NODES = 160  # points per side of soil/heightmap (<= 25,600 points
 LATEST_ONLY = QoSProfile(depth=1, history=HistoryPolicy.KEEP_LAST,
                          reliability=ReliabilityPolicy.RELIABLE)
 SOURCE = "soil_node parameters"
-# Declared by rclpy itself (TimeSource, type description service), not overrides to take back.
-RCLPY_PARAMETERS = frozenset({"use_sim_time", "start_type_description_service"})
 
 
 class SoilNode(Node):
     def __init__(self) -> None:
-        # rclpy declares every override (parameter file, -p) at once: its public way to show a
-        # node their names, so presets that exist only in the user's file are found.
-        super().__init__("soil_node", automatically_declare_parameters_from_overrides=True)
-        overrides = self._take_back_overrides()
-        values = self._declare_all(overrides)
-        # before the completeness check: a misspelt key is the usual cause of a missing one
-        warn_unknown_parameters(self)
-        config = soil_config_from_parameters(values, SOURCE)   # SoilConfigError: exit 2
+        super().__init__("soil_node")
+        # One spec (excavator_sim.soil.config.SOIL_PARAMETERS, the shipped presets as
+        # defaults): every key declared with its descriptor; the keys of a preset that only the
+        # overrides define (presets.<name>.*) too, so ``preset`` can select it. Misspelt keys
+        # are logged with the closest name before the completeness check fails on them.
+        self.parameters = NodeParameters(self, SOIL_PARAMETERS, self.apply_parameters,
+                                         instances=INSTANCES)
+        config = soil_config_from_parameters(self.parameters.values, SOURCE)
         self.config = config
         self.bucket = BucketPrism.from_geometry(default_geometry())
         self.terrain = Terrain(config.terrain, self.bucket)
@@ -156,35 +149,14 @@ class SoilNode(Node):
             f"ready: preset {config.preset} (of {', '.join(config.presets)}), grid {g.nx} x "
             f"{g.ny} cells of {g.cell_xy_m} m from x0={g.x0:.2f}, y0={g.y0:.2f} m")
 
-    def _take_back_overrides(self) -> dict[str, Any]:
-        """The override values by name; undeclares what rclpy declared automatically (no
-        description, no range), so that ``_declare_all`` declares the soil keys properly and
-        ``warn_unknown_parameters`` still reports the rest (misspelt keys) as unknown."""
-        overrides = {name: p.value for name, p in self.get_parameters_by_prefix("").items()
-                     if name not in RCLPY_PARAMETERS}
-        for name in overrides:
-            self.undeclare_parameter(name)
-        return overrides
-
-    def _declare_all(self, overrides: dict[str, Any]) -> dict[str, Any]:
-        """Declare every key of config/soil.yaml (defaults from it) and every soil key of the
-        overrides (``presets.<name>.*`` of a user's preset: no default, the override is its
-        value); return the values. Each value is checked against soil_config's range first, so
-        an out-of-range one fails with its message; the declared range is the same."""
-        defaults = parameters_from_yaml()
-        for name, value in overrides.items():
-            if name not in defaults and is_parameter(name):
-                defaults[name] = value  # a key of a user preset
-        values: dict[str, Any] = {}
-        for name, default in defaults.items():
-            check_parameter(name, overrides.get(name, default), SOURCE)
-            spec = spec_for(name)
-            if spec is None:  # 'preset'
-                values[name] = declare(self, name, str(default), "soil preset: one of presets.*")
-                continue
-            values[name] = declare(self, name, spec.kind(default), spec.description,
-                                   low=spec.lo, high=spec.hi)
-        return values
+    def apply_parameters(self, changed: dict[str, Any]) -> None:
+        """Post-set: the validated rates take effect at once (on_pose and the visualisation
+        thread read them from ``self.config``)."""
+        self.config = dataclasses.replace(
+            self.config,
+            update_rate_hz=float(changed.get("update_rate_hz", self.config.update_rate_hz)),
+            heightmap_rate_hz=float(changed.get("heightmap_rate_hz",
+                                                self.config.heightmap_rate_hz)))
 
     # --- inputs --------------------------------------------------------------------------
     def on_twist(self, msg: TwistStamped) -> None:
@@ -279,10 +251,11 @@ class SoilNode(Node):
     def _visualisation_loop(self) -> None:
         """Own thread: at ``heightmap_rate_hz`` (wall clock), when the terrain changed, the full
         grid on the data topic and the heightmap cloud for RViz."""
-        period = 1.0 / self.config.heightmap_rate_hz
         next_due = time.monotonic()
         while not self._stop.wait(max(0.0, next_due - time.monotonic())):
-            next_due += period
+            # heightmap_rate_hz may change at run time: the next period takes the new value
+            next_due = max(next_due + 1.0 / self.config.heightmap_rate_hz,
+                           time.monotonic() - 1.0)
             try:
                 self.publish_heightmap()
             except Exception as exc:  # noqa: BLE001 - rclpy shutting down under the thread
@@ -316,9 +289,12 @@ class SoilNode(Node):
         return msg
 
     def destroy_node(self) -> None:
-        self._stop.set()
-        if self._viz_thread.is_alive():
-            self._viz_thread.join(5.0)
+        # also called by rclpy's context clean-up on a node whose constructor failed
+        if hasattr(self, "_stop"):
+            self._stop.set()
+        thread = getattr(self, "_viz_thread", None)
+        if thread is not None and thread.is_alive():
+            thread.join(5.0)
         super().destroy_node()
 
     def _reject(self, reason: str) -> None:

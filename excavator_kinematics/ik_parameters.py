@@ -1,0 +1,33 @@
+"""ik_node's parameters (``config/ik.yaml``): its one spec, read with or without ROS.
+
+``bucket_pitch_rad`` and ``orientation_tolerance_rad`` change at run time (``ros2 param set``);
+``geometry_file`` is read at start-up. The former names ``bucket_pitch`` and
+``orientation_tolerance`` are accepted for one release, with a warning.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+from excavator_common.parameters import ParameterSpec, ParameterTable, load_parameters
+from excavator_common.paths import config_file
+from excavator_kinematics.errors import ConfigError
+
+IK_PARAMETERS = ParameterTable("ik_node", (
+    ParameterSpec("geometry_file", "", "geometry to solve for (excavator geometry YAML); "
+                  "empty = the package's config/excavator.yaml", "path"),
+    ParameterSpec("bucket_pitch_rad", 0.5, "bucket pitch used for `target` points: the "
+                  "absolute bucket angle (M->L against the horizontal; the bottom plate is "
+                  "0.51 rad steeper)", "rad", -math.pi, math.pi, dynamic=True,
+                  deprecated_names=("bucket_pitch",)),
+    ParameterSpec("orientation_tolerance_rad", 0.02, "largest roll/yaw of a `target_pose` "
+                  "orientation out of the boom plane; beyond it the target is rejected", "rad",
+                  0.0, 0.5, dynamic=True, deprecated_names=("orientation_tolerance",)),
+), error=ConfigError)
+
+
+def load_ik_parameters(path: str | Path | None = None) -> dict[str, Any]:
+    """The values ik_node runs with from a parameter file (default ``config/ik.yaml``)."""
+    return load_parameters(IK_PARAMETERS, path if path is not None else config_file("ik.yaml"))

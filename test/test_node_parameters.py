@@ -1,0 +1,267 @@
+"""The nodes' parameters as a ROS user meets them, over real DDS (node processes, the parameter
+services `ros2 param describe/get/set` use): descriptors with unit, range and read_only from the
+one spec; a dynamic parameter set at run time changes what the node does (measured); a read-only
+one, an out-of-range and a NaN value are refused with the reason; a deprecated name given at
+start-up is used, with a warning naming the new one."""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+from geometry_msgs.msg import PointStamped, PoseStamped, TwistStamped, WrenchStamped
+from helpers import (
+    NodeProcess,
+    RosTestNode,
+    describe_parameters,
+    get_parameters,
+    send_bucket_state,
+    set_parameters,
+    wait_for,
+)
+from rcl_interfaces.msg import ParameterType
+from sensor_msgs.msg import JointState
+
+from excavator_kinematics.geometry import default_geometry
+from excavator_kinematics.inverse_kinematics import InverseKinematics
+from excavator_sim.soil.bucket_prism import BucketPrism
+from excavator_sim.soil.scenarios import pitch_for_attack, pose_for_tip
+
+
+@pytest.fixture(scope="module")
+def probe() -> Iterator[RosTestNode]:
+    node = RosTestNode("parameter_probe")
+    yield node
+    node.close()
+
+
+def _stop(proc: NodeProcess) -> None:
+    code = proc.stop()
+    assert code == 0, proc.log()
+
+
+def _seconds(stamp: object) -> float:
+    return stamp.sec + 1e-9 * stamp.nanosec  # type: ignore[attr-defined]
+
+
+# --- sim_node ----------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NodeProcess]:
+    # publish_rate and marker_rate: the former names, still accepted for one release
+    proc = NodeProcess("excavator_sim.sim_node",
+                       ["--ros-args", "-p", "publish_rate:=20.0", "-p", "marker_rate:=0.0",
+                        "-p", "terrain.nx:=41", "-p", "terrain.ny:=41",
+                        "-p", "terrain.cell_size_m:=0.4"],
+                       log_dir=tmp_path_factory.mktemp("sim_node"))
+    yield proc
+    _stop(proc)
+
+
+def _periods(states: list[JointState], n: int, timeout: float = 60.0) -> list[float]:
+    """Simulated time between ``n`` consecutive joint_states received from now on [s]."""
+    start = len(states)
+    wait_for(lambda: len(states) >= start + n + 1, timeout, f"{n + 1} joint_states")
+    stamps = [_seconds(m.header.stamp) for m in states[start:start + n + 1]]
+    return list(np.diff(stamps))
+
+
+def _rate_over(states: list[JointState], wall_s: float) -> float:
+    """joint_states received per second of wall time over ``wall_s``."""
+    n0 = len(states)
+    time.sleep(wall_s)
+    return (len(states) - n0) / wall_s
+
+
+def test_sim_node_describes_its_parameters_from_the_spec(sim: NodeProcess,
+                                                         probe: RosTestNode) -> None:
+    d = describe_parameters(probe, "/sim_node", ["publish_rate_hz", "timestep_s", "terrain.nx",
+                                                 "frame_prefix"])
+    rate = d["publish_rate_hz"]
+    assert rate.type == ParameterType.PARAMETER_DOUBLE and not rate.read_only
+    assert "[Hz]" in rate.description and "joint_states" in rate.description
+    assert (rate.floating_point_range[0].from_value, rate.floating_point_range[0].to_value) == \
+        (1.0, 1000.0)
+    assert "formerly publish_rate" in rate.additional_constraints
+    step = d["timestep_s"]
+    assert step.read_only and "[s]" in step.description
+    assert "read at start-up: restart sim_node" in step.additional_constraints
+    nx = d["terrain.nx"]
+    assert nx.type == ParameterType.PARAMETER_INTEGER and nx.read_only
+    assert (nx.integer_range[0].from_value, nx.integer_range[0].to_value) == (2, 4000)
+    assert d["frame_prefix"].type == ParameterType.PARAMETER_STRING
+
+
+def test_sim_node_takes_a_deprecated_name_with_a_warning(sim: NodeProcess,
+                                                         probe: RosTestNode) -> None:
+    wait_for(lambda: "ready:" in sim.log(), 60.0, sim.log)
+    assert "parameter 'publish_rate' is deprecated" in sim.log()
+    assert "rename it 'publish_rate_hz'" in sim.log()
+    assert get_parameters(probe, "/sim_node", ["publish_rate_hz", "marker_rate_hz"]) == \
+        {"publish_rate_hz": 20.0, "marker_rate_hz": 0.0}
+    assert "is not a parameter of sim_node" not in sim.log()
+
+
+def test_publish_rate_hz_changes_the_joint_states_rate_at_run_time(sim: NodeProcess,
+                                                                   probe: RosTestNode) -> None:
+    states: list[JointState] = probe.collect(JointState, "joint_states", 1000)
+    # 20 Hz from the start-up value (given under its former name): 0.05 s of simulated time
+    # between messages, exactly (the stamps are simulated time: no machine speed involved)
+    assert statistics.median(_periods(states, 10)) == pytest.approx(0.05, abs=1e-9)
+    slow = _rate_over(states, 2.0)
+    assert set_parameters(probe, "/sim_node", {"publish_rate_hz": 100.0}) == [(True, "")]
+    try:
+        wait_for(lambda: len(states) >= 2 and _seconds(states[-1].header.stamp)
+                 - _seconds(states[-2].header.stamp) < 0.02, 30.0, "the new rate")
+        assert statistics.median(_periods(states, 20)) == pytest.approx(0.01, abs=1e-9)
+        fast = _rate_over(states, 2.0)
+        assert fast > 2.0 * slow, (slow, fast)  # 5x expected; only a clear factor is asserted
+        assert get_parameters(probe, "/sim_node", ["publish_rate_hz"]) == \
+            {"publish_rate_hz": 100.0}
+    finally:
+        set_parameters(probe, "/sim_node", {"publish_rate_hz": 20.0})
+
+
+def test_sim_node_refuses_read_only_out_of_range_and_nan_with_the_reason(
+        sim: NodeProcess, probe: RosTestNode) -> None:
+    [(ok, reason)] = set_parameters(probe, "/sim_node", {"timestep_s": 0.002})
+    assert not ok and "read-only" in reason and "timestep_s" in reason
+    [(ok, reason)] = set_parameters(probe, "/sim_node", {"publish_rate_hz": 5000.0})
+    assert not ok and "out of range" in reason and "1000" in reason
+    [(ok, reason)] = set_parameters(probe, "/sim_node", {"publish_rate_hz": math.nan})
+    assert not ok and reason
+    [(ok, reason)] = set_parameters(probe, "/sim_node", {"publish_rate_hz": 50})
+    assert not ok and "type" in reason.lower()
+    assert get_parameters(probe, "/sim_node", ["publish_rate_hz", "timestep_s"]) == \
+        {"publish_rate_hz": 20.0, "timestep_s": 0.001}
+
+
+# --- soil_node ---------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def soil(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NodeProcess]:
+    proc = NodeProcess("excavator_sim.soil.soil_node",
+                       ["--ros-args", "-p", "terrain.size_x_m:=8.0", "-p", "terrain.size_y_m:=6.0",
+                        "-p", "terrain.centre_x_m:=4.0"],
+                       log_dir=tmp_path_factory.mktemp("soil_node"))
+    yield proc
+    _stop(proc)
+
+
+def _answered_poses(probe: RosTestNode, wrenches: list[WrenchStamped], t0: float,
+                    count: int = 20, dt: float = 0.01) -> int:
+    """Send ``count`` poses above the ground stamped ``dt`` apart (simulated time) from ``t0``,
+    0.1 s of wall time apart (the node keeps the latest pose only); returns how many had a
+    wrench."""
+    bucket = BucketPrism.from_geometry(default_geometry())
+    pose = pose_for_tip(bucket, np.array([5.0, 0.0, 1.0]),
+                        pitch_for_attack(bucket, math.radians(30.0)), 0.0)
+    pose_pub = probe.node.create_publisher(PoseStamped, "bucket_pose", 100)
+    twist_pub = probe.node.create_publisher(TwistStamped, "bucket_twist", 100)
+    try:
+        wait_for(lambda: pose_pub.get_subscription_count() > 0, 30.0, "soil_node's subscription")
+        stamps = [t0 + k * dt for k in range(count)]
+        for t in stamps:
+            send_bucket_state(pose_pub, twist_pub, pose, np.zeros(3), t)
+            time.sleep(0.1)
+        # the last pose's wrench, if it is answered, or a generous grace period
+        end = time.monotonic() + 5.0
+        while time.monotonic() < end and not any(
+                abs(_seconds(w.header.stamp) - stamps[-1]) < 1e-6 for w in wrenches):
+            time.sleep(0.05)
+        return sum(1 for w in list(wrenches)
+                   if any(abs(_seconds(w.header.stamp) - t) < 1e-6 for t in stamps))
+    finally:
+        probe.node.destroy_publisher(pose_pub)
+        probe.node.destroy_publisher(twist_pub)
+
+
+def test_soil_node_update_rate_hz_applies_at_run_time(soil: NodeProcess,
+                                                      probe: RosTestNode) -> None:
+    d = describe_parameters(probe, "/soil_node", ["update_rate_hz", "heightmap_rate_hz",
+                                                  "terrain.cell_xy_m",
+                                                  "presets.wet_clay.density_kg_m3"])
+    assert not d["update_rate_hz"].read_only and not d["heightmap_rate_hz"].read_only
+    assert d["terrain.cell_xy_m"].read_only and "[m]" in d["terrain.cell_xy_m"].description
+    assert d["presets.wet_clay.density_kg_m3"].read_only
+    wrenches: list[WrenchStamped] = probe.collect(WrenchStamped, "soil/wrench", 1000)
+    # 100 Hz (the default): every pose 10 ms apart in the poses' time is an update
+    every = _answered_poses(probe, wrenches, 100.0)
+    assert set_parameters(probe, "/soil_node", {"update_rate_hz": 20.0}) == [(True, "")]
+    # 20 Hz: one pose in five (50 ms) is an update, the others are skipped
+    fifth = _answered_poses(probe, wrenches, 200.0)
+    assert every >= 10, (every, soil.log())  # 20 expected; a stall can only supersede some
+    assert fifth <= 5, fifth
+    [(ok, reason)] = set_parameters(probe, "/soil_node", {"update_rate_hz": 0.5})
+    assert not ok and "out of range" in reason
+    [(ok, reason)] = set_parameters(probe, "/soil_node", {"preset": "wet_clay"})
+    assert not ok and "read-only" in reason
+    assert set_parameters(probe, "/soil_node", {"heightmap_rate_hz": 10.0}) == [(True, "")]
+
+
+# --- ik_node -----------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def ik(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NodeProcess]:
+    proc = NodeProcess("excavator_kinematics.ik_node",
+                       ["--ros-args", "-p", "bucket_pitch:=0.3"],  # the former name
+                       log_dir=tmp_path_factory.mktemp("ik_node"))
+    yield proc
+    _stop(proc)
+
+
+def test_ik_node_bucket_pitch_rad_changes_the_next_command(ik: NodeProcess,
+                                                           probe: RosTestNode) -> None:
+    wait_for(lambda: "ready:" in ik.log(), 30.0, ik.log)
+    assert "parameter 'bucket_pitch' is deprecated" in ik.log()
+    assert "rename it 'bucket_pitch_rad'" in ik.log()
+    solver = InverseKinematics(default_geometry())
+    commands: list[JointState] = probe.collect(JointState, "joint_command", 100)
+    target_pub = probe.node.create_publisher(PointStamped, "target", 10)
+    wait_for(lambda: target_pub.get_subscription_count() > 0, 30.0, "ik_node's subscription")
+
+    def solve_remote() -> list[float]:
+        n = len(commands)
+        msg = PointStamped()
+        msg.header.frame_id = "base_link"
+        msg.point.x, msg.point.y, msg.point.z = 5.0, 0.0, 0.5
+        target_pub.publish(msg)
+        wait_for(lambda: len(commands) > n, 20.0, "a joint_command")
+        return list(commands[-1].position)
+
+    assert np.allclose(solve_remote()[:4], solver.solve((5.0, 0.0, 0.5), 0.3).q, atol=1e-9)
+    assert set_parameters(probe, "/ik_node", {"bucket_pitch_rad": 0.8}) == [(True, "")]
+    assert np.allclose(solve_remote()[:4], solver.solve((5.0, 0.0, 0.5), 0.8).q, atol=1e-9)
+    d = describe_parameters(probe, "/ik_node", ["bucket_pitch_rad", "geometry_file"])
+    assert not d["bucket_pitch_rad"].read_only and d["geometry_file"].read_only
+    [(ok, reason)] = set_parameters(probe, "/ik_node", {"bucket_pitch_rad": 4.0})
+    assert not ok and "out of range" in reason
+    [(ok, reason)] = set_parameters(probe, "/ik_node", {"geometry_file": "/tmp/other.yaml"})
+    assert not ok and "read-only" in reason
+
+
+# --- teleop_node -------------------------------------------------------------------------------
+def test_teleop_node_parameters(tmp_path, probe: RosTestNode) -> None:
+    proc = NodeProcess("excavator_kinematics.teleop_node",
+                       ["--ros-args", "-p", "joy_timeout:=0.3",
+                        "-p", "coordinated.damping:=0.07"], log_dir=tmp_path)
+    try:
+        wait_for(lambda: "ready:" in proc.log(), 60.0, proc.log)
+        assert "'joy_timeout' is deprecated" in proc.log()
+        assert "rename it 'coordinated.damping_m'" in proc.log()
+        assert get_parameters(probe, "/teleop_node", ["joy_timeout_s", "coordinated.damping_m"]) \
+            == {"joy_timeout_s": 0.3, "coordinated.damping_m": 0.07}
+        d = describe_parameters(probe, "/teleop_node", ["shaping.dead_band", "control_rate_hz",
+                                                       "mode"])
+        assert not d["shaping.dead_band"].read_only and d["control_rate_hz"].read_only
+        assert "one of joystick, coordinated, impedance" in d["mode"].additional_constraints
+        [(ok, reason)] = set_parameters(probe, "/teleop_node", {"mode": "fly"})
+        assert not ok and "mode = 'fly' is not one of joystick" in reason
+        [(ok, reason)] = set_parameters(probe, "/teleop_node", {"control_rate_hz": 10.0})
+        assert not ok and "read-only" in reason
+        assert set_parameters(probe, "/teleop_node", {"shaping.dead_band": 0.2}) == [(True, "")]
+        wait_for(lambda: "parameters changed: shaping.dead_band=0.2" in proc.log(), 10.0,
+                 proc.log)
+    finally:
+        _stop(proc)
