@@ -17,7 +17,7 @@ From the tables:
   unit, range, ``read_only`` unless ``dynamic``); the dynamic ones are validated in the on-set
   callback and applied between two bridge cycles in the post-set callback;
 - docs/configuration.md's plc_bridge and virtual_plc tables are rendered from them
-  (``python -m plc_bridge.parameters``; test/test_docs_config.py checks they are current).
+  (``excavator-hil params-doc``; test/test_docs_config.py checks they are current).
 
 Run-time changes: the thresholds and limits that the loop reads afresh every cycle are
 ``dynamic`` (heartbeat and PLC-alive timeouts, the command envelope, the liveness TTL) and the
@@ -310,13 +310,13 @@ BRIDGE_PARAMETERS: tuple[ParameterSpec, ...] = (*_CONNECTIONS, *_LOOP, *_DATA_BL
                                                 *_vehicle_specs(), *_NODE)
 _BY_NAME = {s.name: s for s in BRIDGE_PARAMETERS}
 
-# Table sections of docs/configuration.md (heading text -> names), in the order of the doc.
+# The tables of docs/configuration.md: block name (``<!-- parameters: NAME -->``) -> names.
 SECTIONS: dict[str, tuple[str, ...]] = {
-    "Connections": tuple(s.name for s in _CONNECTIONS),
-    "Loop and command envelope": tuple(s.name for s in _LOOP),
-    "Data blocks and actuators": tuple(s.name for s in _DATA_BLOCKS),
-    "Vehicle geometry": tuple(s.name for s in _vehicle_specs()),
-    "The ROS node's own": tuple(s.name for s in _NODE),
+    "plc_bridge connections": tuple(s.name for s in _CONNECTIONS),
+    "plc_bridge loop": tuple(s.name for s in _LOOP),
+    "plc_bridge data blocks": tuple(s.name for s in _DATA_BLOCKS),
+    "plc_bridge vehicle": tuple(s.name for s in _vehicle_specs()),
+    "plc_bridge (node only)": tuple(s.name for s in _NODE),
 }
 
 
@@ -329,11 +329,6 @@ VIRTUAL_PLC = ParameterTable("virtual_plc", (
           "not changed for this long; the trip latches until an explicit stop "
           "(docs/plc_setup.md section 4)", "s", 0.005, 10.0),
 ), error=BridgeConfigError)
-
-
-_DOC_BEGIN = ("<!-- generated from plc_bridge/parameters.py ({}): python -m "
-              "plc_bridge.parameters -->")
-_DOC_END = "<!-- end of generated tables ({}) -->"
 
 
 def _row(spec: ParameterSpec, key_header: str) -> str:
@@ -351,28 +346,17 @@ def _row(spec: ParameterSpec, key_header: str) -> str:
     return markdown_table([spec], key_header).splitlines()[2]
 
 
-def markdown() -> str:
-    """The plc_bridge tables of docs/configuration.md (between the generated markers)."""
-    head = "| {} | unit | default | range | run time | meaning |\n|---|---|---|---|---|---|"
-    parts = [_DOC_BEGIN.format("plc_bridge")]
-    for heading, names in SECTIONS.items():
-        # the node's own parameters are not keys of config/plc.yaml (test_docs_config)
-        key = "node parameter" if heading == "The ROS node's own" else "key"
-        parts.append(f"{heading}:\n\n" + head.format(key) + "\n"
-                     + "\n".join(_row(_BY_NAME[n], key) for n in names))
-    parts.append(_DOC_END.format("plc_bridge"))
-    return "\n\n".join(parts)
+def markdown(section: str) -> str:
+    """One plc_bridge table of docs/configuration.md (``SECTIONS``; rendered into the doc by
+    ``excavator-hil params-doc``). The node's own parameters are not keys of config/plc.yaml:
+    their table's first column says so (test/test_docs_config.py)."""
+    key = "node parameter" if section.endswith("(node only)") else "key"
+    head = f"| {key} | unit | default | range | run time | meaning |\n|---|---|---|---|---|---|"
+    return head + "\n" + "\n".join(_row(_BY_NAME[n], key) for n in SECTIONS[section])
 
 
 def markdown_virtual_plc() -> str:
     """The virtual_plc table of docs/configuration.md."""
     from excavator_common.parameters import markdown_table
 
-    return "\n\n".join((_DOC_BEGIN.format("virtual_plc"), markdown_table(VIRTUAL_PLC.parameters),
-                         _DOC_END.format("virtual_plc")))
-
-
-if __name__ == "__main__":
-    print(markdown())
-    print()
-    print(markdown_virtual_plc())
+    return markdown_table(VIRTUAL_PLC.parameters)
