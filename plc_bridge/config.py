@@ -161,7 +161,15 @@ def load_config(path: str | Path | None = None, overrides: Mapping[str, Any] | N
     ones (``vehicle.skid_steer.track_width_m``); ``None`` values are ignored.
     ``virtual_plc_path``: the virtual PLC's plant parameters (default config/virtual_plc.yaml).
     ``warn``: where deprecation warnings go (default: the ``logging`` module)."""
-    values = load_bridge_parameters(path, overrides, warn)
+    try:
+        values = load_bridge_parameters(path, overrides, warn)
+    except BridgeConfigError as exc:
+        # ParameterTable.validate re-raises a rule's error with the file named but without
+        # its chain: keep the wrapped package's error (a kinematics one) as the cause
+        inner = exc.__context__
+        if isinstance(inner, BridgeConfigError) and inner.__cause__ is not None:
+            raise BridgeConfigError(str(exc)) from inner.__cause__
+        raise
     return build_config(values, load_virtual_plc(virtual_plc_path, warn),
                         source=str(path or default_config_path()))
 
