@@ -37,7 +37,7 @@ from rclpy.parameter import Parameter
 from excavator_common.errors import ConfigurationError
 from excavator_common.parameters import ParameterSpec, ParameterTable, ParamType, Value
 
-Apply = Callable[[dict[str, Value]], None]
+Apply = Callable[[dict[str, Any]], None]
 # Declared by rclpy itself, never unknown.
 RCLPY_PARAMETERS = frozenset({"use_sim_time", "start_type_description_service"})
 
@@ -109,7 +109,7 @@ class NodeParameters:
                                "and is ignored" + (f"; did you mean '{close}'?" if close else ""))
         known = {n: v for n, v in overrides.items() if n not in self.unknown}
         # deprecated names: warned here, their values used for the new names
-        self.values: dict[str, Value] = table.validate(known, source, exact=True,
+        self.values: dict[str, Any] = table.validate(known, source, exact=True,
                                                        warn=logger.warning, instances=instances)
         self.values.pop("use_sim_time", None)
         for name, value in self.values.items():
@@ -127,7 +127,7 @@ class NodeParameters:
         # public accessor before a parameter is declared).
         return dict(getattr(self.node, "_parameter_overrides", {}))
 
-    def __getitem__(self, name: str) -> Value:
+    def __getitem__(self, name: str) -> Any:
         return self.values[name]
 
     def _ours(self, params: list[Parameter[Any]]) -> dict[str, Any]:

@@ -24,6 +24,7 @@ validators), written as Python dataclasses.
 
 from __future__ import annotations
 
+import builtins
 import difflib
 import logging
 import math
@@ -35,8 +36,10 @@ from typing import Any
 
 from excavator_common.errors import ConfigurationError, ParameterError
 
+# A parameter value; validated mappings are dict[str, Any] (each value has its spec's type,
+# checked at run time as ROS itself does).
 Value = bool | int | float | str | list[bool] | list[int] | list[float] | list[str]
-Warn = Callable[[str], None]
+Warn = Callable[[str], object]
 
 _LOG = logging.getLogger("excavator_common.parameters")
 
@@ -67,7 +70,7 @@ class ParamType(Enum):
         return self.element in (ParamType.INTEGER, ParamType.DOUBLE)
 
 
-def type_of(value: Value) -> ParamType:
+def type_of(value: object) -> ParamType:
     """The parameter type of a Python value (a list's from its first element; an empty list
     is a string array, give ``type=`` for another)."""
     if isinstance(value, list | tuple):
@@ -135,8 +138,6 @@ class ParameterSpec:
             if self.default is None:
                 raise TypeError(f"parameter {self.name}: a required parameter needs type=")
             object.__setattr__(self, "type", type_of(self.default))
-        if isinstance(self.default, tuple):
-            object.__setattr__(self, "default", list(self.default))
         if self.default is not None:  # the spec's own default must pass its own check
             object.__setattr__(self, "default", self.check(self.default, "the spec",
                                                            error=TypeError))
@@ -175,7 +176,7 @@ class ParameterSpec:
         return f"{kind}" + (f" in the range {rng}{unit}" if rng != "-" else "")
 
     def check(self, value: Any, source: str = "parameters", *, exact: bool = False,
-              error: type[Exception] = ParameterError) -> Value:
+              error: builtins.type[Exception] = ParameterError) -> Value:
         """``value`` if it fits this spec (an integral number for a double becomes a float,
         unless ``exact``: a ROS 2 parameter file or ``-p`` types ``1`` as an integer, which a
         double parameter refuses); else ``error`` naming the parameter, the value, the type or
@@ -187,14 +188,14 @@ class ParameterSpec:
                 raise error(f"{where} is not a list: give a list of {t.element.value} "
                             f"({self.description})")
             out = [self._scalar(v, t.element, where, exact, error) for v in value]
-            if self.default is not None and len(out) != len(self.default):  # type: ignore[arg-type]
+            if isinstance(self.default, list) and len(out) != len(self.default):
                 raise error(f"{where} has {len(out)} entries: give "
-                            f"{len(self.default)} ({self.description})")  # type: ignore[arg-type]
-            return out  # type: ignore[return-value]
+                            f"{len(self.default)} ({self.description})")
+            return out  # type: ignore[return-value]  # one element type, checked above
         return self._scalar(value, t, where, exact, error)
 
     def _scalar(self, value: Any, t: ParamType, where: str, exact: bool,
-                error: type[Exception]) -> bool | int | float | str:
+                error: builtins.type[Exception]) -> bool | int | float | str:
         if t is ParamType.BOOL:
             if not isinstance(value, bool):
                 raise error(f"{where} must be true or false ({self.description})")
@@ -232,7 +233,7 @@ class ParameterSpec:
                                                                          "index") else ""
             raise error(f"{where}{unit} is outside {self.range_text()}{unit} "
                         f"({self.description}): set it within the range")
-        return value
+        return int(value) if t is ParamType.INTEGER else float(value)
 
 
 def _num(x: float) -> str:
@@ -392,7 +393,7 @@ class ParameterTable:
     def validate(self, values: Mapping[str, Any], source: str = "parameters", *,
                  exact: bool = False, warn: Warn | None = None,
                  instances: Mapping[str, Mapping[str, Mapping[str, Value]]] | None = None,
-                 ) -> dict[str, Value]:
+                 ) -> dict[str, Any]:
         """Every parameter's value from ``values`` (dotted names), checked; a missing key takes
         its default. Raises the table's error naming the parameter, the value, the range or
         type and the fix; an unknown key names itself and the closest known name.
@@ -409,7 +410,7 @@ class ParameterTable:
         unknown = self.unknown(values)
         if unknown:
             raise self.error(self.unknown_message(unknown, source))
-        out: dict[str, Value] = {}
+        out: dict[str, Any] = {}
         for spec in self.parameters:
             if spec.name in values:
                 out[spec.name] = spec.check(values[spec.name], source, exact=exact,
@@ -418,7 +419,7 @@ class ParameterTable:
                 raise self.error(f"{source}: parameter {spec.name} is missing; add it "
                                  f"({spec.description}, {spec.describe()})")
             else:
-                out[spec.name] = spec.default  # type: ignore[assignment]
+                out[spec.name] = spec.default
         for template in self.templates:
             out.update(self._validate_template(template, values, source, exact,
                                                (instances or {}).get(template.prefix, {})))
@@ -456,12 +457,12 @@ class ParameterTable:
                         f"{template.prefix}.<{template.placeholder}>.*{hint}")
         return out
 
-    def validate_change(self, current: Mapping[str, Value], changes: Mapping[str, Any],
-                        source: str = "parameter change") -> dict[str, Value]:
+    def validate_change(self, current: Mapping[str, Any], changes: Mapping[str, Any],
+                        source: str = "parameter change") -> dict[str, Any]:
         """``changes`` (a run-time set) checked against the specs and, merged into
         ``current``, against the cross-parameter check; returns the checked changes. A read-only
         parameter is refused with the reason."""
-        out: dict[str, Value] = {}
+        out: dict[str, Any] = {}
         for name, value in changes.items():
             spec = self.spec(name)
             if spec is None:
@@ -489,7 +490,7 @@ def load_parameters(table: ParameterTable, path: str | Path,
                     overrides: Mapping[str, Any] | None = None, *,
                     warn: Warn | None = None,
                     instances: Mapping[str, Mapping[str, Mapping[str, Value]]] | None = None,
-                    ) -> dict[str, Value]:
+                    ) -> dict[str, Any]:
     """Read a ROS 2 parameter file (its ``/**`` and ``<table.node>`` sections), apply
     dotted-name ``overrides`` (Python values, an integral float is fine) and validate: the
     values the node would run with. The file's values are typed as ROS types them (``1`` is

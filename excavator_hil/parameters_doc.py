@@ -46,7 +46,7 @@ def _soil() -> str:
 def _soil_presets() -> str:
     from excavator_sim.soil.config import PRESETS, SHIPPED_PRESETS
 
-    return markdown_template_table(PRESETS, SHIPPED_PRESETS)  # type: ignore[arg-type]
+    return markdown_template_table(PRESETS, SHIPPED_PRESETS)
 
 
 def _teleop() -> str:

@@ -43,9 +43,9 @@ class IKNode(Node):
         self.parameters = NodeParameters(self, IK_PARAMETERS, self.apply_parameters)
         values = self.parameters.values
         geometry_file = str(values["geometry_file"])
-        self.bucket_pitch = float(values["bucket_pitch_rad"])  # type: ignore[arg-type]
+        self.bucket_pitch = float(values["bucket_pitch_rad"])
         self.orientation_tolerance = float(
-            values["orientation_tolerance_rad"])  # type: ignore[arg-type]
+            values["orientation_tolerance_rad"])
         geometry = (ExcavatorGeometry.from_yaml(geometry_file) if geometry_file
                     else default_geometry())
         self.ik = InverseKinematics(geometry)

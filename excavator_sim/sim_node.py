@@ -118,16 +118,16 @@ class SimNode(Node):
         self.parameters = NodeParameters(self, SIM_PARAMETERS, self.apply_parameters)
         values = self.parameters.values
         geometry_file = str(values["geometry_file"])
-        self.marker_rate = float(values["marker_rate_hz"])  # type: ignore[arg-type]
+        self.marker_rate = float(values["marker_rate_hz"])
         publish_description = bool(values["publish_robot_description"])
         frame_prefix = str(values["frame_prefix"])
         try:
             check_frame_prefix(frame_prefix)
         except ValueError as exc:
             raise SimConfigError(str(exc)) from None
-        max_wrench_age = float(values["max_wrench_age_s"])  # type: ignore[arg-type]
-        self.lag_warn_s = float(values["lag_warn_s"])  # type: ignore[arg-type]
-        self.max_catch_up_s = float(values["max_catch_up_s"])  # type: ignore[arg-type]
+        max_wrench_age = float(values["max_wrench_age_s"])
+        self.lag_warn_s = float(values["lag_warn_s"])
+        self.max_catch_up_s = float(values["max_catch_up_s"])
         config = config_from_flat(values, source="sim_node parameters")
         geometry = (ExcavatorGeometry.from_yaml(geometry_file) if geometry_file
                     else default_geometry())

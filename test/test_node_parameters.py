@@ -7,6 +7,7 @@ start-up is used, with a warning naming the new one."""
 from __future__ import annotations
 
 import math
+import os
 import statistics
 import time
 from collections.abc import Iterator
@@ -25,11 +26,27 @@ from helpers import (
 )
 from rcl_interfaces.msg import ParameterType
 from sensor_msgs.msg import JointState
+from visualization_msgs.msg import MarkerArray
 
 from excavator_kinematics.geometry import default_geometry
 from excavator_kinematics.inverse_kinematics import InverseKinematics
 from excavator_sim.soil.bucket_prism import BucketPrism
 from excavator_sim.soil.scenarios import pitch_for_attack, pose_for_tip
+
+# Each node in a namespace of its own in this run: neither another test run on the machine
+# (a colliding domain id) nor this module's other nodes (sim_node's bucket_pose would reach
+# soil_node) answer or disturb it.
+NS = f"/params{os.getpid()}"
+SIM, SOIL, IK_NODE, TELEOP = (f"{NS}_{n.split('_')[0]}/{n}" for n in (
+    "sim_node", "soil_node", "ik_node", "teleop_node"))
+
+
+def _remap(node: str) -> list[str]:
+    return ["-r", f"__ns:={node.rsplit('/', 1)[0]}"]
+
+
+def _topic(node: str, name: str) -> str:
+    return f"{node.rsplit('/', 1)[0]}/{name}"
 
 
 @pytest.fixture(scope="module")
@@ -53,8 +70,8 @@ def _seconds(stamp: object) -> float:
 def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NodeProcess]:
     # publish_rate and marker_rate: the former names, still accepted for one release
     proc = NodeProcess("excavator_sim.sim_node",
-                       ["--ros-args", "-p", "publish_rate:=20.0", "-p", "marker_rate:=0.0",
-                        "-p", "terrain.nx:=41", "-p", "terrain.ny:=41",
+                       ["--ros-args", *_remap(SIM), "-p", "publish_rate:=20.0",
+                        "-p", "marker_rate:=0.0", "-p", "terrain.nx:=41", "-p", "terrain.ny:=41",
                         "-p", "terrain.cell_size_m:=0.4"],
                        log_dir=tmp_path_factory.mktemp("sim_node"))
     yield proc
@@ -78,7 +95,7 @@ def _rate_over(states: list[JointState], wall_s: float) -> float:
 
 def test_sim_node_describes_its_parameters_from_the_spec(sim: NodeProcess,
                                                          probe: RosTestNode) -> None:
-    d = describe_parameters(probe, "/sim_node", ["publish_rate_hz", "timestep_s", "terrain.nx",
+    d = describe_parameters(probe, SIM, ["publish_rate_hz", "timestep_s", "terrain.nx",
                                                  "frame_prefix"])
     rate = d["publish_rate_hz"]
     assert rate.type == ParameterType.PARAMETER_DOUBLE and not rate.read_only
@@ -100,79 +117,116 @@ def test_sim_node_takes_a_deprecated_name_with_a_warning(sim: NodeProcess,
     wait_for(lambda: "ready:" in sim.log(), 60.0, sim.log)
     assert "parameter 'publish_rate' is deprecated" in sim.log()
     assert "rename it 'publish_rate_hz'" in sim.log()
-    assert get_parameters(probe, "/sim_node", ["publish_rate_hz", "marker_rate_hz"]) == \
+    assert get_parameters(probe, SIM, ["publish_rate_hz", "marker_rate_hz"]) == \
         {"publish_rate_hz": 20.0, "marker_rate_hz": 0.0}
     assert "is not a parameter of sim_node" not in sim.log()
 
 
 def test_publish_rate_hz_changes_the_joint_states_rate_at_run_time(sim: NodeProcess,
                                                                    probe: RosTestNode) -> None:
-    states: list[JointState] = probe.collect(JointState, "joint_states", 1000)
+    states: list[JointState] = probe.collect(JointState, _topic(SIM, "joint_states"), 1000)
     # 20 Hz from the start-up value (given under its former name): 0.05 s of simulated time
     # between messages, exactly (the stamps are simulated time: no machine speed involved)
     assert statistics.median(_periods(states, 10)) == pytest.approx(0.05, abs=1e-9)
     slow = _rate_over(states, 2.0)
-    assert set_parameters(probe, "/sim_node", {"publish_rate_hz": 100.0}) == [(True, "")]
+    assert set_parameters(probe, SIM, {"publish_rate_hz": 100.0}) == [(True, "")]
     try:
         wait_for(lambda: len(states) >= 2 and _seconds(states[-1].header.stamp)
                  - _seconds(states[-2].header.stamp) < 0.02, 30.0, "the new rate")
         assert statistics.median(_periods(states, 20)) == pytest.approx(0.01, abs=1e-9)
         fast = _rate_over(states, 2.0)
         assert fast > 2.0 * slow, (slow, fast)  # 5x expected; only a clear factor is asserted
-        assert get_parameters(probe, "/sim_node", ["publish_rate_hz"]) == \
+        assert get_parameters(probe, SIM, ["publish_rate_hz"]) == \
             {"publish_rate_hz": 100.0}
     finally:
-        set_parameters(probe, "/sim_node", {"publish_rate_hz": 20.0})
+        set_parameters(probe, SIM, {"publish_rate_hz": 20.0})
 
 
 def test_sim_node_refuses_read_only_out_of_range_and_nan_with_the_reason(
         sim: NodeProcess, probe: RosTestNode) -> None:
-    [(ok, reason)] = set_parameters(probe, "/sim_node", {"timestep_s": 0.002})
+    [(ok, reason)] = set_parameters(probe, SIM, {"timestep_s": 0.002})
     assert not ok and "read-only" in reason and "timestep_s" in reason
-    [(ok, reason)] = set_parameters(probe, "/sim_node", {"publish_rate_hz": 5000.0})
+    [(ok, reason)] = set_parameters(probe, SIM, {"publish_rate_hz": 5000.0})
     assert not ok and "out of range" in reason and "1000" in reason
-    [(ok, reason)] = set_parameters(probe, "/sim_node", {"publish_rate_hz": math.nan})
+    [(ok, reason)] = set_parameters(probe, SIM, {"publish_rate_hz": math.nan})
     assert not ok and reason
-    [(ok, reason)] = set_parameters(probe, "/sim_node", {"publish_rate_hz": 50})
+    [(ok, reason)] = set_parameters(probe, SIM, {"publish_rate_hz": 50})
     assert not ok and "type" in reason.lower()
-    assert get_parameters(probe, "/sim_node", ["publish_rate_hz", "timestep_s"]) == \
+    assert get_parameters(probe, SIM, ["publish_rate_hz", "timestep_s"]) == \
         {"publish_rate_hz": 20.0, "timestep_s": 0.001}
+
+
+def test_sim_node_markers_and_pacing_change_at_run_time(sim: NodeProcess,
+                                                        probe: RosTestNode) -> None:
+    """marker_rate_hz from 0 (off at start-up: no marker thread) starts the markers;
+    real_time_factor 0 switches the pacing to free run (simulated time outruns the wall clock)
+    and back."""
+    markers: list[MarkerArray] = probe.collect(MarkerArray, _topic(SIM, "markers"), 10)
+    states: list[JointState] = probe.collect(JointState, _topic(SIM, "joint_states"), 1000)
+    time.sleep(1.0)
+    assert not markers
+    assert set_parameters(probe, SIM, {"marker_rate_hz": 5.0}) == [(True, "")]
+    wait_for(lambda: len(markers) >= 2, 30.0, "markers after marker_rate_hz 5")
+
+    def sim_per_wall(wall_s: float) -> float:
+        wait_for(lambda: len(states) > 0, 30.0, "joint_states")
+        t0, w0 = _seconds(states[-1].header.stamp), time.monotonic()
+        time.sleep(wall_s)
+        return (_seconds(states[-1].header.stamp) - t0) / (time.monotonic() - w0)
+
+    try:
+        assert set_parameters(probe, SIM, {"real_time_factor": 0.0}) == [(True, "")]
+        free = sim_per_wall(2.0)
+        assert free > 1.5, free  # as fast as it can: many times real time on any machine
+    finally:
+        assert set_parameters(probe, SIM, {"real_time_factor": 1.0,
+                                                   "marker_rate_hz": 0.0}) == [(True, "")] * 2
+    paced = sim_per_wall(2.0)
+    assert paced < 1.3, paced  # paced again: never ahead of the wall clock (plus the catch-up)
 
 
 # --- soil_node ---------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def soil(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NodeProcess]:
     proc = NodeProcess("excavator_sim.soil.soil_node",
-                       ["--ros-args", "-p", "terrain.size_x_m:=8.0", "-p", "terrain.size_y_m:=6.0",
-                        "-p", "terrain.centre_x_m:=4.0"],
+                       ["--ros-args", *_remap(SOIL), "-p", "terrain.size_x_m:=8.0",
+                        "-p", "terrain.size_y_m:=6.0", "-p", "terrain.centre_x_m:=4.0"],
                        log_dir=tmp_path_factory.mktemp("soil_node"))
     yield proc
     _stop(proc)
 
 
-def _answered_poses(probe: RosTestNode, wrenches: list[WrenchStamped], t0: float,
-                    count: int = 20, dt: float = 0.01) -> int:
-    """Send ``count`` poses above the ground stamped ``dt`` apart (simulated time) from ``t0``,
-    0.1 s of wall time apart (the node keeps the latest pose only); returns how many had a
-    wrench."""
+def _skipped_in_between(probe: RosTestNode, wrenches: list[WrenchStamped], t0: float,
+                        trials: int = 5) -> int:
+    """How many of ``trials`` poses stamped 10 ms (simulated time) after an answered pose got
+    a wrench: each trial sends a pose at t (resent until answered), one at t + 0.01 s, then
+    one at t + 0.06 s (resent until answered). At update_rate_hz 100 the middle pose is an
+    update, at 20 Hz it is skipped (faster than the rate in the poses' own time)."""
     bucket = BucketPrism.from_geometry(default_geometry())
     pose = pose_for_tip(bucket, np.array([5.0, 0.0, 1.0]),
                         pitch_for_attack(bucket, math.radians(30.0)), 0.0)
-    pose_pub = probe.node.create_publisher(PoseStamped, "bucket_pose", 100)
-    twist_pub = probe.node.create_publisher(TwistStamped, "bucket_twist", 100)
-    try:
-        wait_for(lambda: pose_pub.get_subscription_count() > 0, 30.0, "soil_node's subscription")
-        stamps = [t0 + k * dt for k in range(count)]
-        for t in stamps:
+    pose_pub = probe.node.create_publisher(PoseStamped, _topic(SOIL, "bucket_pose"), 10)
+    twist_pub = probe.node.create_publisher(TwistStamped, _topic(SOIL, "bucket_twist"), 10)
+
+    def answered(t: float) -> bool:
+        return any(abs(_seconds(w.header.stamp) - t) < 1e-6 for w in list(wrenches))
+
+    def until_answered(t: float) -> None:
+        def sent() -> bool:  # resent: a message sent before discovery completes is lost
             send_bucket_state(pose_pub, twist_pub, pose, np.zeros(3), t)
-            time.sleep(0.1)
-        # the last pose's wrench, if it is answered, or a generous grace period
-        end = time.monotonic() + 5.0
-        while time.monotonic() < end and not any(
-                abs(_seconds(w.header.stamp) - stamps[-1]) < 1e-6 for w in wrenches):
-            time.sleep(0.05)
-        return sum(1 for w in list(wrenches)
-                   if any(abs(_seconds(w.header.stamp) - t) < 1e-6 for t in stamps))
+            return answered(t)
+        wait_for(sent, 30.0, f"the wrench of the pose at {t} s", period=0.5)
+
+    try:
+        count = 0
+        for k in range(trials):
+            t = t0 + k
+            until_answered(t)
+            send_bucket_state(pose_pub, twist_pub, pose, np.zeros(3), t + 0.01)
+            time.sleep(0.3)  # the node keeps only the latest pose: let it take this one
+            until_answered(t + 0.06)
+            count += answered(t + 0.01)
+        return count
     finally:
         probe.node.destroy_publisher(pose_pub)
         probe.node.destroy_publisher(twist_pub)
@@ -180,32 +234,34 @@ def _answered_poses(probe: RosTestNode, wrenches: list[WrenchStamped], t0: float
 
 def test_soil_node_update_rate_hz_applies_at_run_time(soil: NodeProcess,
                                                       probe: RosTestNode) -> None:
-    d = describe_parameters(probe, "/soil_node", ["update_rate_hz", "heightmap_rate_hz",
+    d = describe_parameters(probe, SOIL, ["update_rate_hz", "heightmap_rate_hz",
                                                   "terrain.cell_xy_m",
                                                   "presets.wet_clay.density_kg_m3"])
     assert not d["update_rate_hz"].read_only and not d["heightmap_rate_hz"].read_only
     assert d["terrain.cell_xy_m"].read_only and "[m]" in d["terrain.cell_xy_m"].description
     assert d["presets.wet_clay.density_kg_m3"].read_only
-    wrenches: list[WrenchStamped] = probe.collect(WrenchStamped, "soil/wrench", 1000)
-    # 100 Hz (the default): every pose 10 ms apart in the poses' time is an update
-    every = _answered_poses(probe, wrenches, 100.0)
-    assert set_parameters(probe, "/soil_node", {"update_rate_hz": 20.0}) == [(True, "")]
-    # 20 Hz: one pose in five (50 ms) is an update, the others are skipped
-    fifth = _answered_poses(probe, wrenches, 200.0)
-    assert every >= 10, (every, soil.log())  # 20 expected; a stall can only supersede some
-    assert fifth <= 5, fifth
-    [(ok, reason)] = set_parameters(probe, "/soil_node", {"update_rate_hz": 0.5})
+    wrenches: list[WrenchStamped] = probe.collect(WrenchStamped, _topic(SOIL, "soil/wrench"),
+                                                  1000)
+    # 100 Hz (the default): a pose 10 ms after the last update is an update
+    at_100 = _skipped_in_between(probe, wrenches, 100.0)
+    assert set_parameters(probe, SOIL, {"update_rate_hz": 20.0}) == [(True, "")]
+    # 20 Hz: it is skipped (no wrench), the one 60 ms after is an update
+    at_20 = _skipped_in_between(probe, wrenches, 200.0)
+    assert at_100 >= 3, (at_100, soil.log())  # 5 expected; a stall could supersede one
+    assert at_20 == 0, at_20
+    [(ok, reason)] = set_parameters(probe, SOIL, {"update_rate_hz": 0.5})
     assert not ok and "out of range" in reason
-    [(ok, reason)] = set_parameters(probe, "/soil_node", {"preset": "wet_clay"})
+    [(ok, reason)] = set_parameters(probe, SOIL, {"preset": "wet_clay"})
     assert not ok and "read-only" in reason
-    assert set_parameters(probe, "/soil_node", {"heightmap_rate_hz": 10.0}) == [(True, "")]
+    assert set_parameters(probe, SOIL, {"heightmap_rate_hz": 10.0}) == [(True, "")]
 
 
 # --- ik_node -----------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def ik(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NodeProcess]:
     proc = NodeProcess("excavator_kinematics.ik_node",
-                       ["--ros-args", "-p", "bucket_pitch:=0.3"],  # the former name
+                       # bucket_pitch: the former name of bucket_pitch_rad
+                       ["--ros-args", *_remap(IK_NODE), "-p", "bucket_pitch:=0.3"],
                        log_dir=tmp_path_factory.mktemp("ik_node"))
     yield proc
     _stop(proc)
@@ -217,8 +273,8 @@ def test_ik_node_bucket_pitch_rad_changes_the_next_command(ik: NodeProcess,
     assert "parameter 'bucket_pitch' is deprecated" in ik.log()
     assert "rename it 'bucket_pitch_rad'" in ik.log()
     solver = InverseKinematics(default_geometry())
-    commands: list[JointState] = probe.collect(JointState, "joint_command", 100)
-    target_pub = probe.node.create_publisher(PointStamped, "target", 10)
+    commands: list[JointState] = probe.collect(JointState, _topic(IK_NODE, "joint_command"), 100)
+    target_pub = probe.node.create_publisher(PointStamped, _topic(IK_NODE, "target"), 10)
     wait_for(lambda: target_pub.get_subscription_count() > 0, 30.0, "ik_node's subscription")
 
     def solve_remote() -> list[float]:
@@ -231,36 +287,35 @@ def test_ik_node_bucket_pitch_rad_changes_the_next_command(ik: NodeProcess,
         return list(commands[-1].position)
 
     assert np.allclose(solve_remote()[:4], solver.solve((5.0, 0.0, 0.5), 0.3).q, atol=1e-9)
-    assert set_parameters(probe, "/ik_node", {"bucket_pitch_rad": 0.8}) == [(True, "")]
+    assert set_parameters(probe, IK_NODE, {"bucket_pitch_rad": 0.8}) == [(True, "")]
     assert np.allclose(solve_remote()[:4], solver.solve((5.0, 0.0, 0.5), 0.8).q, atol=1e-9)
-    d = describe_parameters(probe, "/ik_node", ["bucket_pitch_rad", "geometry_file"])
+    d = describe_parameters(probe, IK_NODE, ["bucket_pitch_rad", "geometry_file"])
     assert not d["bucket_pitch_rad"].read_only and d["geometry_file"].read_only
-    [(ok, reason)] = set_parameters(probe, "/ik_node", {"bucket_pitch_rad": 4.0})
+    [(ok, reason)] = set_parameters(probe, IK_NODE, {"bucket_pitch_rad": 4.0})
     assert not ok and "out of range" in reason
-    [(ok, reason)] = set_parameters(probe, "/ik_node", {"geometry_file": "/tmp/other.yaml"})
+    [(ok, reason)] = set_parameters(probe, IK_NODE, {"geometry_file": "/tmp/other.yaml"})
     assert not ok and "read-only" in reason
 
 
 # --- teleop_node -------------------------------------------------------------------------------
 def test_teleop_node_parameters(tmp_path, probe: RosTestNode) -> None:
     proc = NodeProcess("excavator_kinematics.teleop_node",
-                       ["--ros-args", "-p", "joy_timeout:=0.3",
+                       ["--ros-args", *_remap(TELEOP), "-p", "joy_timeout:=0.3",
                         "-p", "coordinated.damping:=0.07"], log_dir=tmp_path)
     try:
         wait_for(lambda: "ready:" in proc.log(), 60.0, proc.log)
         assert "'joy_timeout' is deprecated" in proc.log()
         assert "rename it 'coordinated.damping_m'" in proc.log()
-        assert get_parameters(probe, "/teleop_node", ["joy_timeout_s", "coordinated.damping_m"]) \
-            == {"joy_timeout_s": 0.3, "coordinated.damping_m": 0.07}
-        d = describe_parameters(probe, "/teleop_node", ["shaping.dead_band", "control_rate_hz",
-                                                       "mode"])
+        got = get_parameters(probe, TELEOP, ["joy_timeout_s", "coordinated.damping_m"])
+        assert got == {"joy_timeout_s": 0.3, "coordinated.damping_m": 0.07}
+        d = describe_parameters(probe, TELEOP, ["shaping.dead_band", "control_rate_hz", "mode"])
         assert not d["shaping.dead_band"].read_only and d["control_rate_hz"].read_only
         assert "one of joystick, coordinated, impedance" in d["mode"].additional_constraints
-        [(ok, reason)] = set_parameters(probe, "/teleop_node", {"mode": "fly"})
+        [(ok, reason)] = set_parameters(probe, TELEOP, {"mode": "fly"})
         assert not ok and "mode = 'fly' is not one of joystick" in reason
-        [(ok, reason)] = set_parameters(probe, "/teleop_node", {"control_rate_hz": 10.0})
+        [(ok, reason)] = set_parameters(probe, TELEOP, {"control_rate_hz": 10.0})
         assert not ok and "read-only" in reason
-        assert set_parameters(probe, "/teleop_node", {"shaping.dead_band": 0.2}) == [(True, "")]
+        assert set_parameters(probe, TELEOP, {"shaping.dead_band": 0.2}) == [(True, "")]
         wait_for(lambda: "parameters changed: shaping.dead_band=0.2" in proc.log(), 10.0,
                  proc.log)
     finally:

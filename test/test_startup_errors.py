@@ -83,12 +83,12 @@ def test_every_node_rejects_use_sim_time_maybe(tmp_path: Path, module: str) -> N
 
 
 def test_use_sim_time_of_the_wrong_type_in_a_file_is_fatal(tmp_path: Path) -> None:
-    """soil_node declares its overrides automatically, so rclpy only logs this one."""
+    """From a file (check_ros_arguments only sees -p): rclpy refuses the declaration."""
     path = tmp_path / "p.yaml"
     path.write_text("/**:\n  ros__parameters:\n    use_sim_time: maybe\n")
     code, log = _run("excavator_sim.soil.soil_node", ["--ros-args", "--params-file", str(path)],
                      tmp_path)
-    _assert_clean(code, log, "soil_node.use_sim_time = 'maybe' must be true or false")
+    _assert_clean(code, log, "use_sim_time", "'maybe'", "true or false")
 
 
 def test_an_override_without_value_and_a_bad_rcl_argument(tmp_path: Path) -> None:
