@@ -265,7 +265,7 @@ def test_configure_cleanup_cycles_leak_nothing(redis_server, node_processes, ros
         r.close()
 
 
-def _call(ros_node, srv_type, name: str, request, timeout: float = 10.0):
+def _call(ros_node, srv_type, name: str, request, timeout: float = 30.0):
     client = ros_node.node.create_client(srv_type, name)
     assert client.wait_for_service(timeout_sec=timeout), name
     future = client.call_async(request)
@@ -401,3 +401,24 @@ def test_a_key_missing_from_the_file_takes_the_documented_default(node_processes
     got = [v.integer_value if v.type == 2 else v.double_value for v in values]
     assert got == [BRIDGE[n].default for n in req.names] == [100.0, 0.75, 0.5, 240, 2.6]
     assert node.alive(), node.log()
+
+
+def test_a_run_time_change_breaking_a_rule_between_parameters_is_refused_with_it(
+        node_processes, ros_node, tmp_path):
+    """The on-set callback checks what a descriptor's range cannot: monitor_ttl_s within its
+    range but shorter than two cycles at cycle_hz 10 Hz is refused, the reason names the rule;
+    the value is unchanged afterwards."""
+    from rcl_interfaces.srv import GetParameters
+
+    node = NodeProcess("plc_bridge.bridge_node", [
+        "--ros-args", "--params-file", "config/plc.yaml", "-p", "cycle_hz:=10.0"],
+        log_dir=tmp_path)
+    node_processes.append(node)
+    res = _set(ros_node, "monitor_ttl_s", 0.1)
+    assert not res.successful
+    assert "'monitor_ttl_s' = 0.1 s is shorter than two cycles at cycle_hz = 10 Hz" in res.reason
+    assert _set(ros_node, "monitor_ttl_s", 0.25).successful
+    req = GetParameters.Request()
+    req.names = ["monitor_ttl_s"]
+    values = _call(ros_node, GetParameters, "plc_bridge/get_parameters", req).values
+    assert values[0].double_value == 0.25
