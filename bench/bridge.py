@@ -401,7 +401,7 @@ def main() -> None:
         try:
             config = load_config(None, {"redis_url": url, "plc_port": plc_port,
                                         "model": "skid_steer", "cycle_hz": args.hz,
-                                        "plc_timeout": min(0.02, 2.0 / args.hz),
+                                        "plc_timeout_s": min(0.02, 2.0 / args.hz),
                                         "rt_priority": args.rt_priority})
             fast = run("bridge", config, plc, args.cycles, args.hz)
             naive = run("naive", config, plc, args.naive_cycles or args.cycles, args.hz)

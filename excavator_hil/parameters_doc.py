@@ -55,6 +55,20 @@ def _teleop() -> str:
     return markdown_table(PARAMETERS)
 
 
+def _plc_bridge(section: str) -> Callable[[], str]:
+    def table() -> str:
+        from plc_bridge.parameters import markdown
+
+        return markdown(section)
+    return table
+
+
+def _virtual_plc() -> str:
+    from plc_bridge.parameters import markdown_virtual_plc
+
+    return markdown_virtual_plc()
+
+
 # block name -> its table (imports inside: each block needs only its own package)
 BLOCKS: dict[str, Callable[[], str]] = {
     "ik_node": _ik,
@@ -63,6 +77,10 @@ BLOCKS: dict[str, Callable[[], str]] = {
     "soil_node": _soil,
     "soil_node presets": _soil_presets,
     "teleop_node": _teleop,
+    **{name: _plc_bridge(name) for name in ("plc_bridge connections", "plc_bridge loop",
+                                            "plc_bridge data blocks", "plc_bridge vehicle",
+                                            "plc_bridge (node only)")},
+    "virtual_plc": _virtual_plc,
 }
 
 _BLOCK = re.compile(r"(<!-- parameters: (?P<name>[^>]+?) -->\n)(?P<body>.*?)(<!-- /parameters -->)",

@@ -3,7 +3,10 @@
     ros2 launch excavator_hil bridge.launch.py plc_host:=192.168.0.10 redis_url:=redis://host:6379/0
     ros2 launch excavator_hil bridge.launch.py virtual_plc:=true     # HIL without hardware
 
-Both are required: when one ends, the launch says which and why and stops the other.
+Both are required: when one ends, the launch says which and why and stops the other. The
+bridge's parameters (plc_bridge/parameters.py, docs/configuration.md) come from ``plc_params``
+with the four arguments below on top; those marked "run time" there can be changed while it
+runs (``ros2 param set /plc_bridge heartbeat_timeout_s 1.0``), the others are read only.
 """
 
 from launch import LaunchDescription
@@ -34,7 +37,9 @@ def generate_launch_description() -> LaunchDescription:
                                           "true, or bag play --clock)"),
         DeclareLaunchArgument("plc_params", default_value=PathJoinSubstitution(
             [share, "config", "plc.yaml"]),
-            description="plc_bridge parameter file (data blocks, model, timeouts)"),
+            description="plc_bridge parameter file (data blocks, model, timeouts; a key left out "
+                        "takes the default of docs/configuration.md, an unknown key stops the "
+                        "bridge)"),
         DeclareLaunchArgument("plc_host", default_value="192.168.0.1",
                               description="IP address of the S7-1200/1500 (PUT/GET enabled)"),
         DeclareLaunchArgument("redis_url", default_value="redis://127.0.0.1:6379/0",

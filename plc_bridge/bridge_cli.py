@@ -2,8 +2,10 @@
 
     python -m plc_bridge.bridge_cli --redis-url redis://127.0.0.1:6379/0 --plc-port 1102
 
-Every option overrides the parameter of the same name in the config file. SIGINT/SIGTERM stop
-the loop; its last act writes a stop to the PLC. Prints ``PLC_BRIDGE READY`` when running.
+Every option overrides the parameter of the same name in the config file (``--cycle-hz``:
+``cycle_hz``, ``--plc-timeout``: ``plc_timeout_s``; units as in docs/configuration.md).
+SIGINT/SIGTERM stop the loop; its last act writes a stop to the PLC. Prints
+``PLC_BRIDGE READY`` when running.
 """
 
 from __future__ import annotations
@@ -29,15 +31,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--slot", type=int, default=None)
     p.add_argument("--model", choices=MODELS, default=None)
     p.add_argument("--cycle-hz", dest="cycle_hz", type=float, default=None)
-    p.add_argument("--heartbeat-timeout", dest="heartbeat_timeout", type=float, default=None)
-    p.add_argument("--redis-timeout", dest="redis_timeout", type=float, default=None,
-                   help="[s] socket timeout of each Redis round trip (parameter redis_timeout)")
-    p.add_argument("--redis-connect-timeout", dest="redis_connect_timeout", type=float,
+    p.add_argument("--heartbeat-timeout", dest="heartbeat_timeout_s", type=float, default=None,
+                   help="[s] (parameter heartbeat_timeout_s)")
+    p.add_argument("--redis-timeout", dest="redis_timeout_s", type=float, default=None,
+                   help="[s] socket timeout of each Redis round trip (parameter redis_timeout_s)")
+    p.add_argument("--redis-connect-timeout", dest="redis_connect_timeout_s", type=float,
                    default=None, help="[s] TCP + TLS + AUTH handshake of a (re)connect")
-    p.add_argument("--plc-timeout", dest="plc_timeout", type=float, default=None,
-                   help="[s] socket timeout of each S7 request (parameter plc_timeout)")
-    p.add_argument("--monitor-ttl", dest="monitor_ttl", type=float, default=None,
-                   help="[s] expiry of the liveness keys (parameter monitor_ttl)")
+    p.add_argument("--plc-timeout", dest="plc_timeout_s", type=float, default=None,
+                   help="[s] socket timeout of each S7 request (parameter plc_timeout_s)")
+    p.add_argument("--monitor-ttl", dest="monitor_ttl_s", type=float, default=None,
+                   help="[s] expiry of the liveness keys (parameter monitor_ttl_s)")
     return p
 
 
@@ -59,8 +62,8 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(sig, lambda *_: done.set())
     core.start()
     print(f"PLC_BRIDGE READY model={config.model} plc={config.plc_host}:{config.plc_port} "
-          f"cycle_hz={config.cycle_hz:g} redis_timeout={config.redis_timeout:g} "
-          f"plc_timeout={config.plc_timeout:g}", flush=True)
+          f"cycle_hz={config.cycle_hz:g} redis_timeout_s={config.redis_timeout_s:g} "
+          f"plc_timeout_s={config.plc_timeout_s:g}", flush=True)
     while not done.wait(0.2):
         if not core.loop_alive:   # the loop failed (it wrote a stop first)
             print(f"plc_bridge: loop ended: {core.failed}", file=sys.stderr)

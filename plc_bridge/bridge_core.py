@@ -17,12 +17,12 @@ Overruns (a cycle that ends after the next tick) are counted, kept in ``overruns
 Fail-safe behaviour (design note plc_bridge.md):
 
 - stop within one cycle on: Redis lost, invalid/NaN/inf/garbage/out-of-envelope input,
-  infeasible command, heartbeat not toggled for ``heartbeat_timeout``, PLC link lost, PLC
+  infeasible command, heartbeat not toggled for ``heartbeat_timeout_s``, PLC link lost, PLC
   fault / e-stop / not ready / not automatic / alive counter stale, ``set_enabled(False)``
   (lifecycle deactivate) and ``stop()`` (SIGTERM). A fault bit read in a cycle that forwarded a
   command is answered by a second write (the stop) in the same cycle.
 - after any stop, commands are forwarded again only after a fresh heartbeat edge.
-- PLC link: socket timeout ``plc_timeout`` (link loss seen within ``plc_timeout`` + one cycle),
+- PLC link: socket timeout ``plc_timeout_s`` (link loss seen within ``plc_timeout_s`` + one cycle),
   the lost socket aborted (RST: nothing queued is delivered late), monitor keys set to ``nan``
   and ``plc.monitor.state.valid = false`` at once, reconnect in the background with capped
   back-off + jitter, the first write after a reconnect is a stop.
@@ -30,7 +30,7 @@ Fail-safe behaviour (design note plc_bridge.md):
   across a bridge restart): the PLC refuses a drive command that is not newer than the last one
   it accepted, so an old write delivered late is never obeyed (docs/plc_setup.md section 4).
 - liveness in Redis: ``plc.bridge.live``, ``plc.bridge.status`` and ``plc.monitor.state.valid``
-  are written every cycle with a TTL of ``monitor_ttl``: within that time of the bridge's death
+  are written every cycle with a TTL of ``monitor_ttl_s``: within that time of the bridge's death
   (even SIGKILL) they are gone, so no consumer takes the last values for live ones. After a
   Redis outage the stop status is written as the first thing on the new connection.
 - every stop names its cause (``plc.bridge.detail``, the log, /diagnostics), from the first
@@ -51,7 +51,7 @@ import math
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -67,7 +67,7 @@ from excavator_kinematics.vehicle import (
 )
 from plc_bridge import redis_keys as keys
 from plc_bridge.command_gate import CommandGate
-from plc_bridge.config import BridgeConfig
+from plc_bridge.config import BRIDGE, BridgeConfig
 from plc_bridge.errors import BridgeConfigError, InputRejectedError
 from plc_bridge.input_validation import (
     Envelope,
@@ -78,6 +78,11 @@ from plc_bridge.plc_link import PlcLink
 from plc_bridge.redis_link import RedisLink, Waker
 
 _LOG = logging.getLogger("plc_bridge")
+# The parameters the loop reads afresh every cycle: they may change while it runs
+# (``update_parameters``); the node's own dynamic ones (publish_rate_hz, cmd_vel_timeout_s)
+# are applied by the node.
+DYNAMIC = frozenset(s.name for s in BRIDGE.parameters if s.dynamic) - \
+    {"publish_rate_hz", "cmd_vel_timeout_s"}
 # stops that are normal operation (logged as info; every other stop is a warning with its cause)
 _NORMAL_STOPS = frozenset({"waiting_heartbeat", "waiting_heartbeat_edge", "deactivated",
                            "inactive", "starting"})
@@ -140,9 +145,10 @@ class BridgeCore:
         self.log = logger or _LOG
         self.plc = PlcLink(config)
         self.redis = RedisLink(config)
-        self.gate = CommandGate(config.heartbeat_timeout)
+        self.gate = CommandGate(config.heartbeat_timeout_s)
         self.waker = Waker(config, enabled=config.wake_on_change)
-        self.envelope = Envelope(config.max_longitudinal, config.max_lateral, config.max_angular)
+        self.envelope = Envelope(config.max_longitudinal_m_s, config.max_lateral_m_s,
+                                 config.max_angular_rad_s)
         self.counters: dict[str, int] = dict.fromkeys(keys.COUNTERS, 0)
         self._speed_sp = config.speed_sp_fields()
         self._angle_sp = config.angle_sp_fields()
@@ -181,6 +187,8 @@ class BridgeCore:
         self._overruns_unlogged = 0
         self._overrun_logged_s = -math.inf
         self.failed = ""   # set when the loop died of an unexpected exception
+        self._pending: dict[str, Any] = {}   # run-time parameter changes for the next cycle
+        self._pending_lock = threading.Lock()
 
     # --- lifecycle -----------------------------------------------------------------------------
     def start(self) -> None:
@@ -302,12 +310,44 @@ class BridgeCore:
         the loop is in (the outage's cause) at once, never a stale ``running``."""
         status = self._status if self._status != "running" else "stopped:redis_lost"
         detail = self._detail or "Redis was unreachable"
-        ttl = int(self.config.monitor_ttl * 1000)
+        ttl = int(self.config.monitor_ttl_s * 1000)
         pipe = client.pipeline(transaction=False)
         pipe.set(keys.BRIDGE_STATUS, status, px=ttl)
         pipe.set(keys.STATE_VALID, "false", px=ttl)
         pipe.set(keys.BRIDGE_DETAIL, detail)
         pipe.execute()
+
+    # --- run-time parameter changes -----------------------------------------------------------
+    def update_parameters(self, changes: Mapping[str, Any], wait_s: float = 1.0) -> None:
+        """Change parameters that may change at run time (``DYNAMIC``: the heartbeat and PLC
+        alive timeouts, the command envelope, the liveness TTL). Checked like the start-up
+        values (``plc_bridge.parameters.BRIDGE``: range, the rules between parameters; a
+        read-only one raises ``BridgeConfigError`` with the reason), then applied by the loop
+        before its next cycle, never in the middle of one. Returns once a cycle has run with
+        them (when the loop runs; at most ``wait_s``)."""
+        checked = BRIDGE.validate_change(self.config.parameters, changes,
+                                         "bridge parameter change")
+        checked = {k: v for k, v in checked.items() if k in DYNAMIC}
+        with self._pending_lock:
+            self._pending.update(checked)
+        if self._thread is None:
+            self._apply_pending()
+        else:
+            self.wait_cycles(1, wait_s)
+
+    def _apply_pending(self) -> None:
+        if not self._pending:
+            return
+        with self._pending_lock:
+            changes, self._pending = self._pending, {}
+        cfg = dataclasses.replace(self.config, **changes,
+                                  parameters={**self.config.parameters, **changes})
+        self.gate.heartbeat_timeout_s = cfg.heartbeat_timeout_s
+        self.envelope = Envelope(cfg.max_longitudinal_m_s, cfg.max_lateral_m_s,
+                                 cfg.max_angular_rad_s)
+        self.config = cfg
+        self.log.info("plc_bridge: parameters changed: %s",
+                      ", ".join(f"{k} = {v:g}" for k, v in changes.items()))
 
     # --- one cycle -----------------------------------------------------------------------------
     def run_cycle(self) -> None:
@@ -320,6 +360,7 @@ class BridgeCore:
         the cycle is within a quarter period: a cycle slowed by a slow PLC or Redis reply
         finishes first (the change is then served by the next cycle, which starts at once)
         rather than running past the next tick."""
+        self._apply_pending()   # run-time parameter changes take effect between cycles
         start = now = self.clock()
         self.counters["cycles"] += 1
         command, reason, detail, read_done = self._command_half(now)
@@ -398,7 +439,7 @@ class BridgeCore:
         reason = "running" if command is not None else self.gate.reason
         if reason == "heartbeat_stale":
             detail = (f"{keys.HEARTBEAT} has not toggled for more than "
-                      f"{cfg.heartbeat_timeout:g} s (parameter heartbeat_timeout)")
+                      f"{cfg.heartbeat_timeout_s:g} s (parameter heartbeat_timeout_s)")
         elif reason in ("waiting_heartbeat", "waiting_heartbeat_edge"):
             detail = f"waiting for a toggle of {keys.HEARTBEAT} before forwarding commands"
         if decision.alive_may_run:
@@ -472,15 +513,15 @@ class BridgeCore:
             return "plc_not_ready", "PLC not ready"
         if not st["auto"]:
             return "plc_manual", "PLC not in automatic mode"
-        if now - self._plc_alive_change_s > self.config.plc_alive_timeout:
+        if now - self._plc_alive_change_s > self.config.plc_alive_timeout_s:
             return "plc_alive_stale", (f"PLC alive counter unchanged for more than "
-                                       f"{self.config.plc_alive_timeout:g} s")
+                                       f"{self.config.plc_alive_timeout_s:g} s")
         if self._watchdog_since is not None and self.gate.armed and \
-                now - self._watchdog_since > self.config.plc_alive_timeout:
+                now - self._watchdog_since > self.config.plc_alive_timeout_s:
             # the PLC's latched watchdog does not clear although every command goes out after
             # a stop (its watchdog time shorter than the bridge's cycle?): stop, say so
             return "plc_watchdog", (f"the PLC's watchdog on the bridge's alive counter stays "
-                                    f"tripped for more than {self.config.plc_alive_timeout:g} "
+                                    f"tripped for more than {self.config.plc_alive_timeout_s:g} "
                                     f"s although the bridge writes every cycle; check the "
                                     f"PLC's watchdog time against cycle_hz")
         return None, ""
@@ -601,7 +642,7 @@ class BridgeCore:
                 self._published.clear()
                 self._published_epoch = self.redis.reconnects
             delta = {k: v for k, v in mapping.items() if self._published.get(k) != v}
-            if self.redis.mset(delta, expiring=live, ttl_ms=int(cfg.monitor_ttl * 1000)):
+            if self.redis.mset(delta, expiring=live, ttl_ms=int(cfg.monitor_ttl_s * 1000)):
                 self._published.update(delta)
             else:
                 self._published.clear()

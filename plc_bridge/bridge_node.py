@@ -15,22 +15,26 @@ Publishes ``odom`` (nav_msgs/Odometry, dead reckoning of the measured twist, fra
 wheels ``wheel_<name>``, steering ``steer_<name>``) and ``/diagnostics``. With
 ``cmd_vel_to_redis`` it also plays the operational layer: ``cmd_vel`` (geometry_msgs/Twist) is
 written to the Redis control keys and the heartbeat is toggled while cmd_vel keeps arriving
-(within ``cmd_vel_timeout``).
+(within ``cmd_vel_timeout_s``).
 
-Parameters: every key of ``config/plc.yaml``, declared here (scalars with their ranges; the
-data-block layouts, actuators and vehicle geometry under their dotted names, e.g.
-``vehicle.skid_steer.track_width_m``), with defaults from ``config_file``; plus ``autostart``,
-``publish_rate``, ``cmd_vel_to_redis`` and ``cmd_vel_timeout``. A parameter given to the node
-(``--params-file``, ``-p``) that it does not declare is a start-up error naming it and the
-closest known name (exit 2), never a silently used default. With ``autostart`` a
-configuration that fails (bad model, bad Redis URL) ends the process with one message and
-exit code 2.
+Parameters: one spec, ``plc_bridge.parameters.BRIDGE`` (docs/configuration.md shows it):
+every parameter is declared with its description, unit, range and ``read_only`` flag (``ros2
+param describe``); a parameter not given to the node (``--params-file``, ``-p``) takes its value
+from ``config_file`` (default the package's config/plc.yaml), else the spec's default. A
+parameter the node does not know is a start-up error naming it and the closest known name (exit
+2), never a silently used default; a deprecated name (``redis_timeout``...) is used with a
+warning naming the new one. The dynamic parameters (heartbeat and PLC-alive timeouts, command
+envelope, liveness TTL, ``publish_rate_hz``, ``cmd_vel_timeout_s``) are validated in the on-set
+callback (range, the rules between parameters: the reason comes back to ``ros2 param set``) and
+applied in the post-set callback: to the bridge loop between two of its cycles, to the
+publishing timer at once. Every other one is read only: ``ros2 param set`` is refused with the
+reason. With ``autostart`` a configuration that fails (bad model, bad Redis URL) ends the
+process with one message and exit code 2.
 """
 
 from __future__ import annotations
 
 import contextlib
-import functools
 import math
 import sys
 import time
@@ -40,12 +44,15 @@ import redis
 from geometry_msgs.msg import Twist
 from nav_msgs.msg import Odometry
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
+from rclpy.parameter import Parameter
 from rclpy.publisher import Publisher
 from rclpy.subscription import Subscription
 from rclpy.timer import Timer
 from sensor_msgs.msg import JointState
 
-from excavator_common.parameter_files import flatten
+from excavator_common.parameter_files import read_parameter_file
+from excavator_common.parameter_node import NodeParameters
+from excavator_common.parameters import Value
 from excavator_common.ros_runtime import (
     ERROR,
     OK,
@@ -54,63 +61,61 @@ from excavator_common.ros_runtime import (
     fatal,
     run_node,
 )
-from excavator_common.ros_runtime import declare as ros_declare
 from excavator_kinematics.vehicle import BodyTwist, artof_from_twist
 from plc_bridge import redis_keys as keys
-from plc_bridge.bridge_core import BridgeCore
-from plc_bridge.config import (
-    NODE_ONLY_PARAMETERS,
-    OPTIONAL_PARAMETERS,
-    SCALAR_PARAMETERS,
-    BridgeConfig,
-    check_known_keys,
-    default_config_path,
-    known_parameter_names,
-    load_config,
-    read_parameters,
-)
+from plc_bridge.bridge_core import DYNAMIC, BridgeCore
+from plc_bridge.config import BRIDGE, BridgeConfig, build_config, default_config_path
 from plc_bridge.errors import BridgeConfigError
 from plc_bridge.odometry import Pose2D, integrate
-
-# a bad parameter of this node is a bridge configuration error, not a kinematics one
-declare = functools.partial(ros_declare, error=BridgeConfigError)
 
 # Stop reasons that are normal operation rather than a fault (diagnostics level WARN, not ERROR).
 _BENIGN = ("waiting_heartbeat", "waiting_heartbeat_edge", "heartbeat_stale", "deactivated",
            "inactive", "starting")
-_STRINGS = ("redis_url", "plc_host", "model", "lateral_positive", "notify_channel")
-_BOOLS = ("wake_on_change", "configure_keyspace_events")
+
+
+class BridgeParameters(NodeParameters):
+    """The node's parameters (``BRIDGE``): those not given to the node come from
+    ``config_file``; an unknown one is an error (the shared class only warns: one ``/**`` file
+    may serve several nodes, but every key of a bridge file is the bridge's)."""
+
+    def __init__(self, node: PlcBridgeNode) -> None:
+        given = dict(getattr(node, "_parameter_overrides", {}))
+        cf = given.get("config_file")
+        self.config_file = str(cf.value) if cf is not None and cf.value else ""
+        path = self.config_file or str(default_config_path())
+        from_file = read_parameter_file(path, node.get_name(), error=BridgeConfigError)
+        # deprecated names of config_file: warned here, unless the node was given them too
+        def warn(message: str) -> None:
+            if not any(f"'{old}'" in message for old in given):
+                node.get_logger().warning(message)
+
+        from_file = BRIDGE.rename_deprecated(from_file, path, warn)
+        unknown = BRIDGE.unknown(from_file)
+        if unknown:
+            raise BridgeConfigError(BRIDGE.unknown_message(unknown, path))
+        renamed = {BRIDGE.deprecated.get(n, n) for n in given}
+        self._base = {n: v for n, v in from_file.items() if n not in renamed}
+        super().__init__(node, BRIDGE, node.apply_parameters, warn_unknown=False)
+        if self.unknown:
+            raise BridgeConfigError(
+                BRIDGE.unknown_message(self.unknown, f"{node.get_name()} parameters") +
+                " (the parameters of plc_bridge: `ros2 param list /plc_bridge`)")
+
+    def _overrides(self) -> dict[str, Parameter[Any]]:
+        out: dict[str, Parameter[Any]] = {n: Parameter(n, value=v) for n, v in self._base.items()}
+        out.update(super()._overrides())
+        return out
 
 
 class PlcBridgeNode(LifecycleNode):
     def __init__(self) -> None:
         super().__init__("plc_bridge")
-        self.config_file = declare(self, "config_file", "", "parameter file with the data-block "
-                                   "layouts and vehicle geometry ('' = the package's "
-                                   "config/plc.yaml)")
-        file_params = read_parameters(self.config_file or None)
-        self.overrides: dict[str, Any] = {}
-        for name in _STRINGS:
-            self.overrides[name] = declare(self, name, str(file_params.get(name, "")),
-                                           f"see config/plc.yaml: {name}")
-        for name in _BOOLS:
-            self.overrides[name] = declare(self, name, bool(file_params.get(name, True)),
-                                           f"see config/plc.yaml: {name}")
-        for name, (kind, lo, hi, unit) in SCALAR_PARAMETERS.items():
-            default = kind(file_params.get(name, lo))
-            self.overrides[name] = declare(self, name, default, f"see config/plc.yaml: {name}",
-                                           low=lo, high=hi, unit=unit)
-        self.autostart = declare(self, "autostart", False,
-                                 "configure and activate at start-up")
-        self.publish_rate = declare(self, "publish_rate", 50.0, "odom / wheel_states rate",
-                                    low=1.0, high=500.0, unit="Hz")
-        self.cmd_vel_to_redis = declare(self, "cmd_vel_to_redis", False,
-                                        "write cmd_vel to the Redis control keys")
-        self.cmd_vel_timeout = declare(self, "cmd_vel_timeout", 0.5, "heartbeat toggles only "
-                                       "while cmd_vel is younger than this", low=0.05,
-                                       high=10.0, unit="s")
-        self._declare_nested(file_params)
-        self._check_undeclared()
+        self.params = BridgeParameters(self)
+        self.config_file = self.params.config_file
+        self.autostart = bool(self.params["autostart"])
+        self.publish_rate_hz = float(self.params["publish_rate_hz"])  # type: ignore[arg-type]
+        self.cmd_vel_to_redis = bool(self.params["cmd_vel_to_redis"])
+        self.cmd_vel_timeout_s = float(self.params["cmd_vel_timeout_s"])  # type: ignore[arg-type]
         self.core: BridgeCore | None = None
         self.config: BridgeConfig | None = None
         self.diagnostics = Diagnostics(self, "plc_bridge")
@@ -119,6 +124,7 @@ class PlcBridgeNode(LifecycleNode):
         self.wheel_pub: Publisher[JointState] | None = None
         self._cmd_sub: Subscription[Twist] | None = None
         self._timers: list[Timer] = []
+        self._publish_timer: Timer | None = None
         self._cmd_client: redis.Redis | None = None
         self._pose = Pose2D()
         self._last_stamp: float | None = None
@@ -130,38 +136,23 @@ class PlcBridgeNode(LifecycleNode):
         if self.autostart:
             self._autostart_timer = self.create_timer(0.0, self._do_autostart)
 
-    def _declare_nested(self, file_params: dict[str, Any]) -> None:
-        """Layouts, actuators, vehicle geometry, write_allow_list: declared under their dotted
-        names with the defaults of ``config_file`` (the package's values where it has none)."""
-        check_known_keys(file_params, self.config_file or str(default_config_path()))
-        package = flatten(read_parameters(default_config_path()))
-        given = flatten(file_params)
-        for name in sorted(set(package) | set(OPTIONAL_PARAMETERS) | set(given)):
-            if name in self.overrides or name in NODE_ONLY_PARAMETERS or \
-                    self.has_parameter(name):
-                continue
-            ref = package.get(name, OPTIONAL_PARAMETERS.get(name))
-            default = given.get(name, ref)
-            if isinstance(ref, float) and isinstance(default, int) and \
-                    not isinstance(default, bool):
-                default = float(default)
-            if isinstance(default, list) and not default:
-                continue   # an empty list has no ROS type; the file's value is used
-            self.overrides[name] = declare(self, name, default, f"see config/plc.yaml: {name}")
-
-    def _check_undeclared(self) -> None:
-        """A parameter given to this node that it does not declare is a typo: an error."""
-        import difflib
-
-        declared = set(self._parameters)
-        given = set(getattr(self, "_parameter_overrides", {}))
-        for name in sorted(given - declared):
-            known = sorted(declared | known_parameter_names())
-            close = difflib.get_close_matches(name, known, n=1)
-            hint = f"; did you mean '{close[0]}'?" if close else ""
-            raise BridgeConfigError(f"parameter '{name}' is not a parameter of plc_bridge{hint} "
-                                    f"(its parameters are the keys of config/plc.yaml, see "
-                                    f"docs/configuration.md)")
+    def apply_parameters(self, changes: dict[str, Value]) -> None:
+        """Post-set: apply validated run-time changes. The loop's own take effect between two
+        of its cycles (``BridgeCore.update_parameters``); unconfigured, at the next configure
+        (which reads ``self.params``)."""
+        if "publish_rate_hz" in changes:
+            self.publish_rate_hz = float(changes["publish_rate_hz"])  # type: ignore[arg-type]
+            if self._publish_timer is not None:
+                self._publish_timer.timer_period_ns = int(1e9 / self.publish_rate_hz)
+        if "cmd_vel_timeout_s" in changes:
+            self.cmd_vel_timeout_s = float(changes["cmd_vel_timeout_s"])  # type: ignore[arg-type]
+        core_changes = {k: v for k, v in changes.items() if k in DYNAMIC}
+        if core_changes and self.core is not None:
+            try:
+                self.core.update_parameters(core_changes)
+                self.config = self.core.config
+            except BridgeConfigError as e:   # validated on set: not expected
+                self.get_logger().error(f"parameter change not applied: {e}")
 
     def _do_autostart(self) -> None:
         self._autostart_timer.cancel()
@@ -177,7 +168,8 @@ class PlcBridgeNode(LifecycleNode):
     # --- lifecycle -----------------------------------------------------------------------------
     def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
         try:
-            self.config = load_config(self.config_file or None, self.overrides)
+            self.config = build_config(self.params.values,
+                                       source=self.config_file or str(default_config_path()))
             self.core = BridgeCore(self.config, logger=None)
         except BridgeConfigError as e:
             self._config_error = str(e)
@@ -189,8 +181,8 @@ class PlcBridgeNode(LifecycleNode):
         self._pose, self._last_stamp = Pose2D(), None   # odometry starts anew at each configure
         self.odom_pub = self.create_publisher(Odometry, "odom", 10)
         self.wheel_pub = self.create_publisher(JointState, "plc/wheel_states", 10)
-        self._timers = [self.create_timer(1.0 / self.publish_rate, self._publish),
-                        self.create_timer(1.0, self._publish_diagnostics)]
+        self._publish_timer = self.create_timer(1.0 / self.publish_rate_hz, self._publish)
+        self._timers = [self._publish_timer, self.create_timer(1.0, self._publish_diagnostics)]
         if self.cmd_vel_to_redis:
             self._cmd_client = redis.Redis.from_url(self.config.redis_url, socket_timeout=0.2,
                                                     socket_connect_timeout=0.2)
@@ -231,6 +223,7 @@ class PlcBridgeNode(LifecycleNode):
         for t in self._timers:
             self.destroy_timer(t)
         self._timers = []
+        self._publish_timer = None
         if self.core is not None:
             self.core.stop()
             self.core = None
@@ -319,7 +312,7 @@ class PlcBridgeNode(LifecycleNode):
 
     def _heartbeat(self) -> None:
         if self._cmd_client is None or time.monotonic() - self._last_cmd_vel > \
-                self.cmd_vel_timeout:
+                self.cmd_vel_timeout_s:
             return   # no fresh cmd_vel: let the heartbeat go stale, the bridge stops
         self._hb_level = not self._hb_level
         with contextlib.suppress(Exception):   # Redis down: the bridge stops on its own

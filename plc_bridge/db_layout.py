@@ -232,7 +232,7 @@ class DbLayout:
             raise LayoutError(
                 f"data block {self.name!r} (DB{self.db_number}) is {self.size} B; one {direction} "
                 f"with PDU {pdu_size} B carries at most {limit} B. Remove fields, or use a CPU "
-                f"with PDU 480 (S7-1500) and set pdu_size: 480")
+                f"with PDU 480 (S7-1500) and set pdu_size_bytes: 480")
 
     def describe(self) -> list[tuple[str, str, str, str, str]]:
         """Rows (offset, name, type, unit, comment) for documentation."""

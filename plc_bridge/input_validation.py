@@ -94,9 +94,9 @@ def parse_control(keys: tuple[str, str, str, str], raw: list[bytes | None],
     ang = parse_float(ang_k, raw[2], required[2])
     heartbeat = parse_bool(hb_k, raw[3])
     for key, value, limit, unit, param in (
-            (lon_k, lon, envelope.max_longitudinal_m_s, "m/s", "max_longitudinal"),
-            (lat_k, lat, envelope.max_lateral_m_s, "m/s", "max_lateral"),
-            (ang_k, ang, envelope.max_angular_rad_s, "rad/s", "max_angular")):
+            (lon_k, lon, envelope.max_longitudinal_m_s, "m/s", "max_longitudinal_m_s"),
+            (lat_k, lat, envelope.max_lateral_m_s, "m/s", "max_lateral_m_s"),
+            (ang_k, ang, envelope.max_angular_rad_s, "rad/s", "max_angular_rad_s")):
         if abs(value) > limit:
             raise InputRejectedError(
                 f"{key} = {fmt_value(value, limit)} {unit} exceeds the envelope "

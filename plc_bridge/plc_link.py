@@ -2,8 +2,8 @@
 
 python-snap7 3.x is pure Python. Its ``Client.connect`` opens the socket with a 5 s timeout
 (``ISOTCPConnection.timeout``) and its ``RecvTimeout`` parameter is stored but not applied to
-the socket, so after connecting we set ``client.connection.socket.settimeout(plc_timeout)``
-ourselves: a PLC that stops answering then fails the request within ``plc_timeout`` and the
+the socket, so after connecting we set ``client.connection.socket.settimeout(plc_timeout_s)``
+ourselves: a PLC that stops answering then fails the request within ``plc_timeout_s`` and the
 link is reported lost within 3 cycles. Connecting happens in a ``Reconnector`` thread, so the
 loop never blocks on a dead host.
 
@@ -18,10 +18,10 @@ refuse a second job in flight.
 
 At connect the negotiated PDU is checked against the data blocks: a PLC that accepts a
 smaller PDU than the blocks need is refused with an error naming both sizes. Then one read of
-the monitor DB is timed with a generous timeout: a PLC that needs more than ``plc_timeout`` is
-refused with the measured reply time and the fix (raise ``plc_timeout``); one that needs more
+the monitor DB is timed with a generous timeout: a PLC that needs more than ``plc_timeout_s`` is
+refused with the measured reply time and the fix (raise ``plc_timeout_s``); one that needs more
 than half a cycle is served at the rate it allows, with a warning (``slow_warning``) naming the
-time and the rate. Failed connects back off up to ``reconnect_max``; the back-off is reset only
+time and the rate. Failed connects back off up to ``reconnect_max_s``; the back-off is reset only
 after the link has worked for ``STABLE_S``, so a PLC that accepts and then fails is not
 hammered.
 
@@ -78,7 +78,7 @@ class PlcLink:
         self._warned_rate: float | None = None  # the rate [Hz] the last warning named
         self._connected_since: float | None = None
         self._reconnector: Reconnector[snap7.Client] = Reconnector(
-            self._connect, Backoff(config.reconnect_min, config.reconnect_max,
+            self._connect, Backoff(config.reconnect_min_s, config.reconnect_max_s,
                                    config.reconnect_jitter), "plc")
 
     @property
@@ -94,7 +94,7 @@ class PlcLink:
             if conn is None or conn.socket is None:
                 raise ConnectionError("snap7 connected without a socket")
             self._check_pdu(int(client.pdu_length))
-            probe_timeout = max(1.0, 10.0 * cfg.plc_timeout)
+            probe_timeout = max(1.0, 10.0 * cfg.plc_timeout_s)
             conn.timeout = probe_timeout
             conn.socket.settimeout(probe_timeout)
             t0 = time.monotonic()
@@ -103,15 +103,15 @@ class PlcLink:
             client.protocol.extract_read_data(reply, S7WordLen.BYTE, cfg.monitor.size)
             reply_s = time.monotonic() - t0
             where = f"the PLC at {cfg.plc_host}:{cfg.plc_port}"
-            if reply_s > cfg.plc_timeout:
+            if reply_s > cfg.plc_timeout_s:
                 raise LinkRefusedError(
                     f"{where} answered a read of DB{cfg.monitor_db} in {reply_s * 1e3:.1f} ms, "
-                    f"more than plc_timeout = {cfg.plc_timeout * 1e3:.0f} ms; raise plc_timeout "
-                    f"to at least {min(2.0, 2.0 * reply_s):.3g} s (--plc-timeout) and lower "
-                    f"cycle_hz to {min(cfg.cycle_hz, 0.5 / reply_s):.3g} Hz or less, or check the "
-                    f"PLC's cycle time and network")
-            conn.timeout = cfg.plc_timeout
-            conn.socket.settimeout(cfg.plc_timeout)
+                    f"more than plc_timeout_s = {cfg.plc_timeout_s * 1e3:.0f} ms; raise "
+                    f"plc_timeout_s to at least {min(2.0, 2.0 * reply_s):.3g} s (--plc-timeout) "
+                    f"and lower cycle_hz to {min(cfg.cycle_hz, 0.5 / reply_s):.3g} Hz or less, "
+                    f"or check the PLC's cycle time and network")
+            conn.timeout = cfg.plc_timeout_s
+            conn.socket.settimeout(cfg.plc_timeout_s)
             self.reply_s = reply_s
             rate = 1.0 / (2.0 * reply_s) if reply_s > 0 else math.inf
             # said once; again only when a reconnect finds the rate changed by more than 25 %

@@ -30,7 +30,7 @@ STATE_PLC_ALIVE = "plc.monitor.state.plc_alive"  # the PLC's u16 alive counter
 BRIDGE_STATUS = "plc.bridge.status"              # "running" or "stopped:<reason>"
 BRIDGE_DETAIL = "plc.bridge.detail"              # human-readable cause of the last stop
 BRIDGE_ALIVE = "plc.bridge.alive"                # the bridge's u16 alive counter sent to the PLC
-# present only while a bridge runs: written every cycle with a TTL of monitor_ttl (as are
+# present only while a bridge runs: written every cycle with a TTL of monitor_ttl_s (as are
 # BRIDGE_STATUS and STATE_VALID); missing = no bridge, every plc.monitor.* value is stale
 BRIDGE_LIVE = "plc.bridge.live"
 COUNTER_PREFIX = "plc.bridge.counters."

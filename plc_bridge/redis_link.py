@@ -52,8 +52,8 @@ def describe_error(e: BaseException, config: BridgeConfig) -> str:
     text = f"{type(e).__name__}: {e}".rstrip(": ")
     where = redact_url(config.redis_url)
     if isinstance(e, redis.TimeoutError | socket.timeout):
-        text += (f" (no reply from {where} within redis_timeout = {config.redis_timeout:g} s / "
-                 f"redis_connect_timeout = {config.redis_connect_timeout:g} s; raise them, "
+        text += (f" (no reply from {where} within redis_timeout_s = {config.redis_timeout_s:g} s / "
+                 f"redis_connect_timeout_s = {config.redis_connect_timeout_s:g} s; raise them, "
                  f"e.g. --redis-timeout 0.5, on a slow link or TLS terminator)")
     else:
         text += f" ({where})"
@@ -99,7 +99,7 @@ class RedisLink:
         # bridge writes its current stop status there: no stale "running" after an outage)
         self.on_connect: Callable[[redis.Redis], None] | None = None
         self._reconnector: Reconnector[tuple[redis.Redis, AbstractConnection]] = Reconnector(
-            self._connect, Backoff(config.reconnect_min, config.reconnect_max,
+            self._connect, Backoff(config.reconnect_min_s, config.reconnect_max_s,
                                    config.reconnect_jitter), "redis")
 
     @property
@@ -109,8 +109,9 @@ class RedisLink:
     def _connect(self) -> tuple[redis.Redis, AbstractConnection]:
         cfg = self.config
         # the handshake (TCP, TLS, AUTH) and the first replies get the connect timeout; the
-        # loop's connection then gets redis_timeout
-        client = make_client(cfg.redis_url, cfg.redis_connect_timeout, cfg.redis_connect_timeout)
+        # loop's connection then gets redis_timeout_s
+        client = make_client(cfg.redis_url, cfg.redis_connect_timeout_s,
+                             cfg.redis_connect_timeout_s)
         try:
             client.ping()
             if cfg.wake_on_change and cfg.configure_keyspace_events:
@@ -118,10 +119,10 @@ class RedisLink:
             if self.on_connect is not None:
                 self.on_connect(client)
             conn = client.connection_pool.get_connection()   # connected, AUTH/TLS done
-            conn.socket_timeout = cfg.redis_timeout
+            conn.socket_timeout = cfg.redis_timeout_s
             sock = getattr(conn, "_sock", None)
             if sock is not None:
-                sock.settimeout(cfg.redis_timeout)
+                sock.settimeout(cfg.redis_timeout_s)
         except (redis.RedisError, OSError) as e:
             client.close()
             raise ConnectionError(describe_error(e, cfg)) from e
@@ -142,8 +143,8 @@ class RedisLink:
                 self.last_error = self._reconnector.last_error.removeprefix("ConnectionError: ")
             elif not self.last_error:
                 self.last_error = (f"connecting to {redact_url(self.config.redis_url)} (no reply "
-                                   f"yet; redis_connect_timeout = "
-                                   f"{self.config.redis_connect_timeout:g} s)")
+                                   f"yet; redis_connect_timeout_s = "
+                                   f"{self.config.redis_connect_timeout_s:g} s)")
             return False
         self.client, self._conn = got
         self._connected_since = now_s
@@ -248,7 +249,7 @@ class Waker:
         self._sock: socket.socket | None = None   # the subscription's socket, non-blocking
         self.wakeups = 0                           # wake-ups by the subscription
         self._reconnector: Reconnector[tuple[redis.Redis, PubSub]] = Reconnector(
-            self._connect, Backoff(config.reconnect_min, config.reconnect_max,
+            self._connect, Backoff(config.reconnect_min_s, config.reconnect_max_s,
                                    config.reconnect_jitter), "redis-wake")
 
     @property
@@ -257,8 +258,8 @@ class Waker:
 
     def _connect(self) -> tuple[redis.Redis, PubSub]:
         cfg = self.config
-        client = make_client(cfg.redis_url, cfg.redis_connect_timeout,
-                             cfg.redis_connect_timeout)
+        client = make_client(cfg.redis_url, cfg.redis_connect_timeout_s,
+                             cfg.redis_connect_timeout_s)
         try:
             db = int(client.connection_pool.connection_kwargs.get("db", 0) or 0)
             pubsub = client.pubsub(ignore_subscribe_messages=True)

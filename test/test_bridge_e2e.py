@@ -191,7 +191,7 @@ def test_tls_redis_url(redis_server, spawn, tmp_path):
     proxy = TlsProxy(redis_server.port, tmp_path)
     url = f"rediss://127.0.0.1:{proxy.port}/0?ssl_ca_certs={proxy.cert}"
     # the proxy's Python threads share this process with the bridge: allow 0.25 s per reply
-    rig = HilRig("skid_steer", url, spawn, {"redis_timeout": 0.25})
+    rig = HilRig("skid_steer", url, spawn, {"redis_timeout_s": 0.25})
     try:
         rig.command(0.5, 0.0, 0.0)
         rig.start()

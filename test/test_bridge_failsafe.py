@@ -5,7 +5,7 @@ cause, the timeouts survive a slow peer without a reconnect storm.
   bridge reconnecting through it at once or only after the outage) reaches the virtual PLC
   late and is refused: the plant does not move;
 - the virtual PLC process paused 2 s (SIGSTOP/SIGCONT) with a write in flight: same;
-- the bridge SIGKILLed: its liveness keys carry a TTL <= monitor_ttl and vanish;
+- the bridge SIGKILLed: its liveness keys carry a TTL <= monitor_ttl_s and vanish;
 - a wrong Redis password, an unknown ACL user, a slow first reply: the cause (redis-py's text)
   in the log and ``plc.bridge.detail`` from the first failure;
 - a PLC that answers in 30 ms: served at the rate it allows with a warning naming the time, or
@@ -170,7 +170,7 @@ def test_liveness_keys_expire_after_the_bridge_is_killed(redis_server, spawn, tm
         bridge.proc.wait(5)
         live = (keys.BRIDGE_LIVE, keys.BRIDGE_STATUS, keys.STATE_VALID)
         ttls = [r.pttl(k) for k in live]
-        # each carries an expiry of at most monitor_ttl from its last refresh: gone within
+        # each carries an expiry of at most monitor_ttl_s from its last refresh: gone within
         # 0.4 s of the death, whatever the machine's load
         assert all(0 < t <= 400 for t in ttls), dict(zip(live, ttls, strict=True))
         wait_for(lambda: not any(r.exists(k) for k in live), 10.0, "the liveness keys to expire")
@@ -227,12 +227,12 @@ def test_slow_first_redis_reply_names_the_timeout(redis_server, spawn):
     proxy = TcpProxy(redis_server.port)
     proxy.reply_delay_s = 0.5
     rig = HilRig("skid_steer", redis_server.url, spawn, overrides={
-        "redis_url": f"redis://127.0.0.1:{proxy.port}/0", "redis_connect_timeout": 0.2})
+        "redis_url": f"redis://127.0.0.1:{proxy.port}/0", "redis_connect_timeout_s": 0.2})
     try:
         rig.core.start()
         wait_for(lambda: "TimeoutError" in rig.core.snapshot().detail, 10.0,
                  lambda: f"the timeout named (now {rig.core.snapshot().detail!r})")
-        assert "redis_connect_timeout = 0.2 s" in rig.core.snapshot().detail
+        assert "redis_connect_timeout_s = 0.2 s" in rig.core.snapshot().detail
         assert "--redis-timeout" in rig.core.snapshot().detail
     finally:
         rig.close()
@@ -257,12 +257,12 @@ def test_slow_plc_is_served_at_its_rate_with_a_warning(redis_server, spawn, capl
 
 
 def test_plc_slower_than_plc_timeout_is_refused_with_the_measured_time(redis_server, spawn):
-    rig, proxy = _rig_via_proxy(redis_server.url, spawn, plc_timeout=0.02)
+    rig, proxy = _rig_via_proxy(redis_server.url, spawn, plc_timeout_s=0.02)
     proxy.reply_delay_s = 0.03
     try:
         rig.command(*COMMAND)
         rig.start()
-        wait_for(lambda: "raise plc_timeout" in rig.core.snapshot().detail, 20.0,
+        wait_for(lambda: "raise plc_timeout_s" in rig.core.snapshot().detail, 20.0,
                  lambda: f"the refusal (now {rig.core.snapshot().detail!r})")
         detail = rig.core.snapshot().detail
         assert "answered a read of DB101 in" in detail and " ms" in detail
@@ -294,8 +294,8 @@ def test_negative_zero_is_never_written(redis_server, spawn):
 
 
 @pytest.mark.parametrize("args, text", [
-    (["--plc-timeout", "5"], "'plc_timeout' = 5 is outside 0.001..2 s"),
-    (["--redis-timeout", "0"], "'redis_timeout' = 0 is outside"),
+    (["--plc-timeout", "5"], "parameter plc_timeout_s = 5 s is outside 0.001 .. 2 s"),
+    (["--redis-timeout", "0"], "parameter redis_timeout_s = 0 s is outside"),
     (["--plc-host", "plc 1"], "'plc_host' = 'plc 1' is not an IP address or host name"),
     (["--redis-url", "redis://h:99999/0"], "'redis_url' = 'redis://h:99999/0' is not a valid"),
 ])
@@ -314,7 +314,7 @@ def test_cli_timeouts_reach_the_bridge(redis_server, spawn):
                                              str(port), "--redis-timeout", "0.5",
                                              "--plc-timeout", "0.3"])
     wait_for(lambda: "PLC_BRIDGE READY" in bridge.log(), 20.0, "the bridge ready")
-    assert "redis_timeout=0.5" in bridge.log() and "plc_timeout=0.3" in bridge.log()
+    assert "redis_timeout_s=0.5" in bridge.log() and "plc_timeout_s=0.3" in bridge.log()
 
 
 def test_bad_tls_ca_names_the_verification_failure(redis_server, spawn, tmp_path):

@@ -203,7 +203,7 @@ def test_heartbeat_timeout_stops(rig):
     running(rig)
     rig.heartbeat.pause()
     t_last = rig.heartbeat.last_toggle_s  # the last toggle was in Redis at this instant
-    timeout = rig.config.heartbeat_timeout
+    timeout = rig.config.heartbeat_timeout_s
     stop = first_stop_after(rig, t_last, 3.0)
     assert stop["t"] >= t_last + timeout - 0.005, "stopped before the timeout"
     # stale from t_last + timeout; the bridge saw the toggle up to one cycle late
@@ -247,7 +247,7 @@ def test_frozen_plc_alive_counter_stops(rig):
     before = rig.plc.status()["changed_at"].get("freeze_alive")
     rig.plc.faults(freeze_alive=True)
     t_frozen = visible_since(rig, "freeze_alive", before)
-    limit = rig.config.plc_alive_timeout
+    limit = rig.config.plc_alive_timeout_s
     stop = first_stop_after(rig, t_frozen)
     assert stop["t"] >= t_frozen + limit - rig.config.period_s - 0.01, "stopped too early"
     # stale from t_frozen + limit; the bridge read the last change up to one cycle late
@@ -264,7 +264,7 @@ def _link_loss(rig: HilRig, inject, clear, what: str) -> None:
     reconnects = counter(rig, "plc_reconnects")
     t0 = time.monotonic()
     inject()
-    # detected within plc_timeout + one cycle (+ the cycle in flight); the monitor keys are
+    # detected within plc_timeout_s + one cycle (+ the cycle in flight); the monitor keys are
     # invalid at once, never left frozen
     # (a sanity bound, not the design figure: wall-clock waits on a loaded machine stretch; the
     # figure itself is bench/bridge.py's)

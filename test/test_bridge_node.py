@@ -3,6 +3,7 @@ autostart, odom / plc/wheel_states / diagnostics, cmd_vel -> Redis, deactivate w
 
 from __future__ import annotations
 
+import itertools
 import time
 
 import pytest
@@ -104,7 +105,7 @@ def _run_node(args: list[str], timeout: float = 60.0):
 
 
 @pytest.mark.parametrize("override, text", [
-    ("model:=tank", "'model' = 'tank'; choose one of skid_steer, ackermann, 4wd4ws"),
+    ("model:=tank", "parameter model = 'tank' is not one of skid_steer, ackermann, 4wd4ws"),
     ("redis_url:=http://127.0.0.1:6379", "'redis_url' = 'http://127.0.0.1:6379' must start"),
 ])
 def test_autostart_with_a_bad_configuration_exits_2_with_one_message(override, text):
@@ -119,8 +120,7 @@ def test_a_misspelt_parameter_is_an_error_naming_it():
     proc = _run_node(["-p", "plc_timout:=0.1"])
     out = proc.stdout + proc.stderr
     assert proc.returncode == 2, out[-2000:]
-    assert "parameter 'plc_timout' is not a parameter of plc_bridge; did you mean " \
-        "'plc_timeout'?" in out
+    assert "unknown parameter 'plc_timout' (did you mean 'plc_timeout_s'?) of plc_bridge" in out
     assert "Traceback" not in out
 
 
@@ -263,3 +263,162 @@ def test_configure_cleanup_cycles_leak_nothing(redis_server, node_processes, ros
     finally:
         plc.close()
         r.close()
+
+
+def _call(ros_node, srv_type, name: str, request, timeout: float = 30.0):
+    client = ros_node.node.create_client(srv_type, name)
+    assert client.wait_for_service(timeout_sec=timeout), name
+    future = client.call_async(request)
+    wait_for(future.done, timeout, f"{name} answered")
+    return future.result()
+
+
+def _set(ros_node, name: str, value):
+    from rcl_interfaces.srv import SetParameters
+    from rclpy.parameter import Parameter
+
+    req = SetParameters.Request()
+    req.parameters = [Parameter(name, value=value).to_parameter_msg()]
+    return _call(ros_node, SetParameters, "plc_bridge/set_parameters", req).results[0]
+
+
+@pytest.mark.slow
+def test_parameters_over_dds_describe_set_refuse_and_deprecated_names(
+        redis_server, node_processes, ros_node, tmp_path):
+    """Against a real plc_bridge process, a real redis-server and the virtual PLC:
+    `ros2 param describe` shows the spec (description, range, read_only); a dynamic parameter
+    set at run time takes effect (the command envelope stops the running bridge and lets it run
+    again; the odom rate follows publish_rate_hz); a read-only one and an out-of-range value are
+    refused with the reason; a deprecated name at start-up is used, with a warning naming the
+    new one."""
+    from geometry_msgs.msg import Twist
+    from nav_msgs.msg import Odometry
+    from rcl_interfaces.srv import DescribeParameters, GetParameters
+
+    port, cport = free_port(), free_port()
+    node_processes.append(NodeProcess("plc_bridge.virtual_plc_cli", [
+        "--port", str(port), "--control-port", str(cport), "--model", "skid_steer"],
+        log_dir=tmp_path))
+    plc = wait_for(lambda: _control(cport), 20.0, "virtual PLC")
+    bridge = NodeProcess("plc_bridge.bridge_node", [
+        "--ros-args", "--params-file", "config/plc.yaml", "-p", f"redis_url:={redis_server.url}",
+        "-p", f"plc_port:={port}", "-p", "autostart:=true", "-p", "cmd_vel_to_redis:=true",
+        "-p", "publish_rate:=40.0"],   # the deprecated name of publish_rate_hz
+        log_dir=tmp_path)
+    node_processes.append(bridge)
+    import redis
+
+    r = redis.Redis.from_url(redis_server.url)
+    odom = ros_node.collect(Odometry, "odom")
+    pub = ros_node.node.create_publisher(Twist, "cmd_vel", 10)
+    cmd = Twist()
+    cmd.linear.x = 0.6
+    try:
+        def status_after_driving(want: bytes):
+            def check():
+                pub.publish(cmd)
+                return r.get(keys.BRIDGE_STATUS) == want
+            return check
+        wait_for(status_after_driving(b"running"), 30.0,
+                 lambda: f"bridge running via cmd_vel (log: {bridge.log()[-800:]})", 0.05)
+
+        # the deprecated name at start-up: used, and the warning names the new one
+        assert "'publish_rate' is deprecated" in bridge.log()
+        assert "rename it 'publish_rate_hz'" in bridge.log()
+        req = GetParameters.Request()
+        req.names = ["publish_rate_hz", "heartbeat_timeout_s"]
+        values = _call(ros_node, GetParameters, "plc_bridge/get_parameters", req).values
+        assert [values[0].double_value, values[1].double_value] == [40.0, 0.75]
+
+        # describe: description with unit, range, read_only from the spec
+        req = DescribeParameters.Request()
+        req.names = ["heartbeat_timeout_s", "cycle_hz", "plc_port", "redis_url",
+                     "layout.control_header"]
+        hb, cycle, plc_port, url, layout = _call(
+            ros_node, DescribeParameters, "plc_bridge/describe_parameters", req).descriptors
+        assert "heartbeat" in hb.description and "[s]" in hb.description
+        assert "see config" not in hb.description
+        assert (hb.floating_point_range[0].from_value, hb.floating_point_range[0].to_value) == \
+            (0.05, 10.0)
+        assert not hb.read_only and "formerly heartbeat_timeout" in hb.additional_constraints
+        assert cycle.read_only and cycle.floating_point_range[0].to_value == 1000.0
+        assert plc_port.read_only and plc_port.integer_range[0].to_value == 65535
+        assert url.read_only and "Redis" in url.description
+        assert layout.read_only and layout.description
+
+        # a read-only parameter: refused, with the reason; the loop keeps its rate
+        res = _set(ros_node, "cycle_hz", 10.0)
+        assert not res.successful and "read-only" in res.reason, res.reason
+        # out of range: refused by the descriptor's range, with the reason
+        res = _set(ros_node, "max_angular_rad_s", 500.0)
+        assert not res.successful and "max_angular_rad_s" in res.reason, res.reason
+
+        # a dynamic one takes effect: an envelope below the command stops the bridge...
+        res = _set(ros_node, "max_longitudinal_m_s", 0.3)
+        assert res.successful, res.reason
+        wait_for(status_after_driving(b"stopped:invalid_input"), 15.0,
+                 lambda: f"the 0.6 m/s command rejected (status {r.get(keys.BRIDGE_STATUS)})",
+                 0.05)
+        assert b"max_longitudinal_m_s" in r.get(keys.BRIDGE_DETAIL)
+        t0 = time.monotonic()
+        time.sleep(0.3)
+        assert all(w["speed_sp_left"] == 0.0 for w in plc.writes(t0))   # the PLC got stops
+        # ... and widening it lets the same command through again
+        assert _set(ros_node, "max_longitudinal_m_s", 1.0).successful
+        wait_for(status_after_driving(b"running"), 15.0, "running again", 0.05)
+
+        # publish_rate_hz: odom follows the new rate (a timer never fires early)
+        assert _set(ros_node, "publish_rate_hz", 4.0).successful
+        time.sleep(0.5)
+        n = len(odom)
+        wait_for(lambda: len(odom) >= n + 6, 20.0, "odom at 4 Hz")
+        stamps = [m.header.stamp.sec + m.header.stamp.nanosec * 1e-9 for m in odom[n:n + 6]]
+        gaps = sorted(b - a for a, b in itertools.pairwise(stamps))
+        assert gaps[len(gaps) // 2] >= 0.2, gaps   # 4 Hz: 0.25 s; 40 Hz would be 0.025 s
+    finally:
+        plc.close()
+        r.close()
+
+
+def test_a_key_missing_from_the_file_takes_the_documented_default(node_processes, ros_node,
+                                                                   tmp_path):
+    """The node used to take the low end of the range for a key its config_file lacked
+    (cycle_hz 1 Hz, heartbeat_timeout 0.05 s): now the spec's default, as documented."""
+    from rcl_interfaces.srv import GetParameters
+
+    from plc_bridge.config import BRIDGE
+
+    minimal = tmp_path / "minimal_plc.yaml"
+    minimal.write_text("/**:\n  ros__parameters:\n    model: skid_steer\n")
+    node = NodeProcess("plc_bridge.bridge_node", [
+        "--ros-args", "--params-file", str(minimal), "-p", f"config_file:={minimal}"],
+        log_dir=tmp_path)
+    node_processes.append(node)
+    req = GetParameters.Request()
+    req.names = ["cycle_hz", "heartbeat_timeout_s", "plc_alive_timeout_s", "pdu_size_bytes",
+                 "vehicle.skid_steer.track_width_m"]
+    values = _call(ros_node, GetParameters, "plc_bridge/get_parameters", req, 30.0).values
+    got = [v.integer_value if v.type == 2 else v.double_value for v in values]
+    assert got == [BRIDGE[n].default for n in req.names] == [100.0, 0.75, 0.5, 240, 2.6]
+    assert node.alive(), node.log()
+
+
+def test_a_run_time_change_breaking_a_rule_between_parameters_is_refused_with_it(
+        node_processes, ros_node, tmp_path):
+    """The on-set callback checks what a descriptor's range cannot: monitor_ttl_s within its
+    range but shorter than two cycles at cycle_hz 10 Hz is refused, the reason names the rule;
+    the value is unchanged afterwards."""
+    from rcl_interfaces.srv import GetParameters
+
+    node = NodeProcess("plc_bridge.bridge_node", [
+        "--ros-args", "--params-file", "config/plc.yaml", "-p", "cycle_hz:=10.0"],
+        log_dir=tmp_path)
+    node_processes.append(node)
+    res = _set(ros_node, "monitor_ttl_s", 0.1)
+    assert not res.successful
+    assert "'monitor_ttl_s' = 0.1 s is shorter than two cycles at cycle_hz = 10 Hz" in res.reason
+    assert _set(ros_node, "monitor_ttl_s", 0.25).successful
+    req = GetParameters.Request()
+    req.names = ["monitor_ttl_s"]
+    values = _call(ros_node, GetParameters, "plc_bridge/get_parameters", req).values
+    assert values[0].double_value == 0.25

@@ -104,7 +104,7 @@ def bridge_and_server(c_server_available, redis_server) -> Iterator[tuple[Bridge
     base = load_config(None, {"model": "skid_steer"})
     server = CSnap7Server(base)
     config = load_config(None, {"model": "skid_steer", "redis_url": redis_server.url,
-                                "plc_port": server.port, "pdu_size": 240})
+                                "plc_port": server.port, "pdu_size_bytes": 240})
     core = BridgeCore(config)
     yield core, server
     core.stop()
@@ -147,7 +147,7 @@ def test_a_pdu_too_small_is_backed_off_and_said_once(c_server_available, redis_s
     times a second, and logged once."""
     doc = yaml.safe_load(default_config_path().read_text())
     params = doc["/**"]["ros__parameters"]
-    params["pdu_size"] = 480
+    params["pdu_size_bytes"] = 480
     layout = params["layout"]["skid_steer"]
     layout["control"] = [*layout["control"], *(f"spare{k} | REAL" for k in range(60))]
     path = tmp_path / "plc.yaml"

@@ -163,13 +163,13 @@ def test_misspelt_parameter_in_the_plc_file_is_named_with_the_closest_key(tmp_pa
     doc["/**"]["ros__parameters"]["wake_on_chnage"] = False
     path = tmp_path / "plc.yaml"
     path.write_text(yaml.safe_dump(doc))
-    with pytest.raises(BridgeConfigError, match="unknown parameter 'wake_on_chnage'; did you mean "
-                                          "'wake_on_change'"):
+    with pytest.raises(BridgeConfigError, match=r"unknown parameter 'wake_on_chnage' \(did you "
+                                          r"mean 'wake_on_change'\?\)"):
         load_config(path)
 
 
 def test_a_pdu_smaller_than_the_blocks_is_refused_at_connect(tmp_path) -> None:
-    """pdu_size: 480 in plc.yaml, but the PLC negotiates 240 (an S7-1200): the connect fails
+    """pdu_size_bytes: 480 in plc.yaml, but the PLC negotiates 240 (an S7-1200): the connect fails
     with both sizes named instead of every read failing later."""
     import yaml
 
@@ -178,7 +178,7 @@ def test_a_pdu_smaller_than_the_blocks_is_refused_at_connect(tmp_path) -> None:
 
     doc = yaml.safe_load(default_config_path().read_text())
     params = doc["/**"]["ros__parameters"]
-    params["pdu_size"] = 480
+    params["pdu_size_bytes"] = 480
     params["layout"]["monitor_header"] += [f"extra_{i} | REAL | 1 | test" for i in range(60)]
     path = tmp_path / "plc.yaml"
     path.write_text(yaml.safe_dump(doc))

@@ -62,7 +62,7 @@ def stack(tmp_path_factory):
     # fresh heartbeat edge), which tests the bridge, not the page.
     config = logs / "plc.yaml"
     text = (REPO / "config" / "plc.yaml").read_text()
-    for key, value in (("cycle_hz", "20.0"), ("plc_timeout", "0.1"), ("redis_timeout", "0.1")):
+    for key, value in (("cycle_hz", "20.0"), ("plc_timeout_s", "0.1"), ("redis_timeout_s", "0.1")):
         text, n = re.subn(rf"^(\s*{key}:\s*)[0-9.]+", rf"\g<1>{value}", text, flags=re.M)
         assert n == 1, key
     config.write_text(text)

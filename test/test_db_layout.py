@@ -9,7 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from plc_bridge.config import MODELS, load_config, read_parameters
+from excavator_common.parameter_files import read_parameter_file
+from plc_bridge.config import MODELS, default_config_path, load_config
 from plc_bridge.db_layout import DbLayout, FieldSpec, LayoutError, max_payload
 from plc_bridge.errors import BridgeConfigError
 from plc_bridge.scl_export import config_source, data_block_source
@@ -131,29 +132,32 @@ def test_scl_text_lines():
 
 
 def test_config_errors_name_the_parameter(tmp_path):
-    params = read_parameters(None)
+    params = read_parameter_file(default_config_path(), "plc_bridge")   # dotted names
     import yaml
 
     def write(**changes):
         p = dict(params)
-        p.update(changes)
+        p.update({k.replace("__", "."): v for k, v in changes.items()})
         path = tmp_path / "plc.yaml"
         path.write_text(yaml.safe_dump({"/**": {"ros__parameters": p}}))
         return path
 
-    with pytest.raises(BridgeConfigError, match="'cycle_hz' = 0 is outside"):
-        load_config(write(cycle_hz=0))
-    with pytest.raises(BridgeConfigError, match="'model' = 'tank'"):
+    with pytest.raises(BridgeConfigError, match=r"parameter cycle_hz = 0 Hz is outside 1 .. 1000"):
+        load_config(write(cycle_hz=0.0))
+    with pytest.raises(BridgeConfigError, match=r"cycle_hz = 5 is an integer but the parameter "
+                       r"is a double: write 5.0"):
+        load_config(write(cycle_hz=5))   # ROS types a parameter file's 5 as an integer
+    with pytest.raises(BridgeConfigError, match="parameter model = 'tank' is not one of"):
         load_config(write(model="tank"))
     with pytest.raises(BridgeConfigError, match="'control_db' = 100 is not in 'write_allow_list'"):
         load_config(write(write_allow_list=[5]))
-    with pytest.raises(BridgeConfigError, match=r"'plc_timeout' = 5 is outside 0.001..2 s"):
-        load_config(write(plc_timeout=5))
-    with pytest.raises(BridgeConfigError, match=r"'rack' = 'x' is not an integer"):
+    with pytest.raises(BridgeConfigError, match=r"plc_timeout_s = 5 s is outside 0.001 .. 2 s"):
+        load_config(write(plc_timeout_s=5.0))
+    with pytest.raises(BridgeConfigError, match=r"parameter rack = 'x' is not a number"):
         load_config(write(rack="x"))
     with pytest.raises(BridgeConfigError,
-                       match=r"'monitor_ttl' = 0.05 s is shorter than two cycles"):
-        load_config(write(monitor_ttl=0.05, cycle_hz=10.0))
+                       match=r"'monitor_ttl_s' = 0.05 s is shorter than two cycles"):
+        load_config(write(monitor_ttl_s=0.05, cycle_hz=10.0))
     for host in ("", "plc 1", "300.1.1.1", "-plc"):
         with pytest.raises(BridgeConfigError,
                            match=r"'plc_host' = .* is not an IP address or host"):
@@ -162,27 +166,63 @@ def test_config_errors_name_the_parameter(tmp_path):
     with pytest.raises(BridgeConfigError, match=r"'redis_url' = 'redis://u:\*\*\*@h:99999/0'"):
         load_config(write(redis_url="redis://u:secret@h:99999/0"))
     # a misspelt key, top level or nested, is an error naming it and the closest known key
-    with pytest.raises(BridgeConfigError, match=r"unknown parameter 'plc_timout'; did you mean "
-                       r"'plc_timeout'"):
+    with pytest.raises(BridgeConfigError, match=r"unknown parameter 'plc_timout' \(did you mean "
+                       r"'plc_timeout_s'\?\)"):
         load_config(write(plc_timout=0.1))
-    bad_vehicle = {**params["vehicle"], "skid_steer": {**params["vehicle"]["skid_steer"],
-                                                       "track_widht_m": 2.0}}
-    with pytest.raises(BridgeConfigError, match=r"'vehicle.skid_steer.track_widht_m'; did you mean "
-                       r"'vehicle.skid_steer.track_width_m'"):
-        load_config(write(vehicle=bad_vehicle))
+    with pytest.raises(BridgeConfigError, match=r"'vehicle.skid_steer.track_widht_m' \(did you "
+                       r"mean 'vehicle.skid_steer.track_width_m'\?\)"):
+        load_config(write(vehicle__skid_steer__track_widht_m=2.0))
     vp = tmp_path / "virtual_plc.yaml"
     vp.write_text(yaml.safe_dump({"/**": {"ros__parameters": {"plant_hertz": 100.0}}}))
-    with pytest.raises(BridgeConfigError, match=r"unknown parameter 'plant_hertz'; did you mean "
-                       r"'plant_hz'"):
+    with pytest.raises(BridgeConfigError, match=r"unknown parameter 'plant_hertz' \(did you mean "
+                       r"'plant_hz'\?\)"):
         load_config(None, None, vp)
-    with pytest.raises(BridgeConfigError, match="'lateral_positive'"):
+    with pytest.raises(BridgeConfigError, match="parameter lateral_positive = 'up'"):
         load_config(write(lateral_positive="up"))
-    many = {**params["layout"]}
-    many["skid_steer"] = {"control": [*params["layout"]["skid_steer"]["control"],
-                                      *(f"r{k} | REAL" for k in range(60))],
-                          "monitor": params["layout"]["skid_steer"]["monitor"]}
-    with pytest.raises(BridgeConfigError, match="pdu_size"):
-        load_config(write(layout=many))
+    many = [*params["layout.skid_steer.control"], *(f"r{k} | REAL" for k in range(60))]
+    with pytest.raises(BridgeConfigError, match="pdu_size_bytes"):
+        load_config(write(layout__skid_steer__control=many))
+
+
+def test_a_missing_key_takes_the_spec_default_not_the_low_end_of_its_range(tmp_path):
+    """The issue: a key missing from plc.yaml took the low end of its range (cycle_hz 1 Hz,
+    heartbeat_timeout 0.05 s). Now the documented default, also for a nested one."""
+    import yaml
+
+    from plc_bridge.config import BRIDGE
+
+    params = read_parameter_file(default_config_path(), "plc_bridge")
+    for name in ("cycle_hz", "heartbeat_timeout_s", "layout.control_header",
+                 "vehicle.skid_steer.track_width_m"):
+        params.pop(name)
+    path = tmp_path / "plc.yaml"
+    path.write_text(yaml.safe_dump({"/**": {"ros__parameters": params}}))
+    cfg = load_config(path)
+    assert cfg.cycle_hz == BRIDGE["cycle_hz"].default == 100.0
+    assert cfg.heartbeat_timeout_s == BRIDGE["heartbeat_timeout_s"].default == 0.75
+    assert cfg.vehicle_params["track_width_m"] == 2.6
+    assert cfg.control.has("seq")
+    # an empty file: every default (the shipped file holds the spec's defaults)
+    path.write_text("/**:\n  ros__parameters: {}\n")
+    assert load_config(path).parameters == load_config().parameters
+
+
+def test_deprecated_names_work_with_a_warning_naming_the_new_one(tmp_path):
+    params = read_parameter_file(default_config_path(), "plc_bridge")
+    text = default_config_path().read_text()
+    text = text.replace("heartbeat_timeout_s: 0.75", "heartbeat_timeout: 1.25")
+    text = text.replace("max_angular_rad_s: 1.5", "max_angular: 0.5")
+    path = tmp_path / "plc.yaml"
+    path.write_text(text)
+    warnings: list[str] = []
+    cfg = load_config(path, {"plc_timeout": 0.05}, warn=warnings.append)
+    assert (cfg.heartbeat_timeout_s, cfg.max_angular_rad_s, cfg.plc_timeout_s) == \
+        (1.25, 0.5, 0.05)
+    assert params["heartbeat_timeout_s"] == 0.75
+    assert len(warnings) == 3, warnings
+    assert any("'heartbeat_timeout' is deprecated" in w and "rename it 'heartbeat_timeout_s'" in w
+               for w in warnings)
+    assert any("rename it 'plc_timeout_s'" in w for w in warnings)
 
 
 def test_float32_setpoints_round_trip_through_block():

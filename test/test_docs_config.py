@@ -371,9 +371,12 @@ def _spec_files() -> list[tuple[str, Any, Any]]:
     from excavator_kinematics.teleop.config import TELEOP_PARAMETERS
     from excavator_sim.sim_config import SIM_PARAMETERS
     from excavator_sim.soil.config import INSTANCES, SOIL_PARAMETERS
+    from plc_bridge.config import BRIDGE
+    from plc_bridge.parameters import VIRTUAL_PLC
 
     return [("ik.yaml", IK_PARAMETERS, None), ("sim.yaml", SIM_PARAMETERS, None),
-            ("soil.yaml", SOIL_PARAMETERS, INSTANCES), ("teleop.yaml", TELEOP_PARAMETERS, None)]
+            ("soil.yaml", SOIL_PARAMETERS, INSTANCES), ("teleop.yaml", TELEOP_PARAMETERS, None),
+            ("plc.yaml", BRIDGE, None), ("virtual_plc.yaml", VIRTUAL_PLC, None)]
 
 
 def test_the_parameter_tables_are_generated_from_the_specs(doc_text: str) -> None:

@@ -89,7 +89,7 @@ def test_bridge_config_wraps_a_bad_vehicle_geometry(tmp_path: Path) -> None:
 
     doc = yaml.safe_load(default_config_path().read_text())
     params = next(iter(doc.values()))["ros__parameters"]
-    params["vehicle"]["skid_steer"]["track_width_m"] = -1.0
+    params["vehicle"]["skid_steer"]["track_width_m"] = 0.0   # the spec allows 0, the model not
     path = tmp_path / "plc.yaml"
     path.write_text(yaml.safe_dump(doc))
     with pytest.raises(BridgeConfigError, match="track_width_m") as info:

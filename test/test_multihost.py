@@ -284,7 +284,7 @@ def test_sim_and_bridge_on_two_hosts(hosts, discovery, tmp_path):
         "-p", f"redis_url:={url_remote}", "-p", "plc_host:=127.0.0.1",
         "-p", f"plc_port:={PLC_PORT}", "-p", "autostart:=true",
         # a LAN Redis: a reply within 0.2 s (the default 20 ms suits the same host)
-        "-p", "redis_timeout:=0.2"], env, tmp_path)
+        "-p", "redis_timeout_s:=0.2"], env, tmp_path)
 
     def control() -> ControlClient | None:
         try:

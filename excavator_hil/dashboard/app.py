@@ -130,8 +130,8 @@ def serve(args: argparse.Namespace, geometry: object, plc: object, terrain: obje
     from excavator_hil.dashboard.web import Dashboard, TokenGate, build_page
 
     checker = TargetChecker(geometry)  # type: ignore[arg-type]
-    limits = DriveLimits.for_model(plc.model, plc.max_longitudinal,  # type: ignore[attr-defined]
-                                   plc.max_lateral, plc.max_angular)  # type: ignore[attr-defined]
+    limits = DriveLimits.for_model(plc.model, plc.max_longitudinal_m_s,  # type: ignore[attr-defined]
+                                   plc.max_lateral_m_s, plc.max_angular_rad_s)  # type: ignore[attr-defined]
     watch = BridgeWatch(plc.wheels, plc.steering)  # type: ignore[attr-defined]
     t = terrain
     grid = TerrainGrid.from_cells(t.x0, t.y0, t.cell_xy_m, t.nx, t.ny)  # type: ignore[attr-defined]

@@ -1,0 +1,362 @@
+"""Every parameter of the PLC bridge and of the virtual PLC: the one spec they are read, declared,
+checked and documented from.
+
+Pure (no rclpy). ``BRIDGE_PARAMETERS`` are the specs of the ``plc_bridge`` node (their table,
+with the rules between parameters, is ``plc_bridge.config.BRIDGE``), read from
+``config/plc.yaml``: connections, loop, command envelope, data blocks, actuators, vehicle
+geometry, and the ROS node's own parameters (``config_file``, ``autostart``,
+``publish_rate_hz``, ``cmd_vel_to_redis``, ``cmd_vel_timeout_s``, which the pure cores ignore).
+``VIRTUAL_PLC`` is the table of the ``virtual_plc`` (``config/virtual_plc.yaml``).
+
+From the tables:
+
+- ``plc_bridge.config.load_config`` validates a parameter file (an unknown key is an error naming
+  it and the closest name, a missing key takes the default below, a deprecated name is used with
+  a warning naming the new one) and builds the ``BridgeConfig`` the cores run on;
+- the ``plc_bridge`` lifecycle node declares every parameter with its descriptor (description,
+  unit, range, ``read_only`` unless ``dynamic``); the dynamic ones are validated in the on-set
+  callback and applied between two bridge cycles in the post-set callback;
+- docs/configuration.md's plc_bridge and virtual_plc tables are rendered from them
+  (``excavator-hil params-doc``; test/test_docs_config.py checks they are current).
+
+Run-time changes: the thresholds and limits that the loop reads afresh every cycle are
+``dynamic`` (heartbeat and PLC-alive timeouts, the command envelope, the liveness TTL) and the
+node's output rate and cmd_vel timeout. The connections, the loop rate (the PLC's watchdog is set
+against it), the model, the sign convention, the data blocks and the geometry are read at
+start-up only: change them with a restart (a lifecycle cleanup + configure keeps the values
+the node started with, and the run-time changes made since).
+
+Names carry their unit (``redis_timeout_s``, ``max_angular_rad_s``); identifiers, counts,
+flags and ratios (``plc_port``, ``rack``, ``rt_priority``, ``reconnect_jitter``,
+``slip_factor``) have none. The names of release 0.x without a unit (``redis_timeout_s``,
+``cycle_hz`` had one already) work for one more release, with a warning naming the new name.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from excavator_common.errors import ParameterError
+from excavator_common.parameters import ParameterSpec, ParameterTable, ParamType, Value
+from excavator_kinematics.vehicle import ackermann, four_wheel_steer, skid_steer
+from excavator_kinematics.vehicle.ackermann import STEER_FEEDBACK
+from plc_bridge.errors import BridgeConfigError
+
+MODELS: tuple[str, ...] = ("skid_steer", "ackermann", "4wd4ws")
+
+
+@dataclasses.dataclass(frozen=True)
+class ListSpec(ParameterSpec):
+    """A list parameter of any length (a data-block layout, the write allow-list): the shared
+    spec checks an array against the default's length; these lists are as long as the user
+    makes them. ``low`` bounds the elements of a number list; an empty list is refused (ROS
+    cannot type it)."""
+
+    def check(self, value: Any, source: str = "parameters", *, exact: bool = False,
+              error: type[Exception] = ParameterError) -> Value:
+        t = self.ros_type
+        where = f"{source}: parameter {self.name} = {value!r:.80}"
+        if not isinstance(value, list | tuple) or not value:
+            raise error(f"{where} is not a non-empty list: give a list of {t.element.value} "
+                        f"({self.description})")
+        out: list[Any] = [self._scalar(v, t.element, where, exact, error) for v in value]
+        return out
+
+
+def _spec(name: str, default: Value, description: str, unit: str = "", low: float | None = None,
+          high: float | None = None, *, dynamic: bool = False, old: str = "",
+          choices: tuple[str, ...] = (), constraint: str = "") -> ParameterSpec:
+    return ParameterSpec(name, default, description, unit, low, high, dynamic,
+                         (old,) if old else (), choices, constraint=constraint)
+
+
+def _strings(name: str, default: list[str], description: str) -> ParameterSpec:
+    return ListSpec(name, default, description, type=ParamType.STRING_ARRAY)
+
+
+# --- connections -------------------------------------------------------------------------------
+_CONNECTIONS = (
+    _spec("redis_url", "redis://127.0.0.1:6379/0",
+          "Redis server: redis://, rediss:// (TLS) or unix://; AUTH as "
+          "redis://user:password@host:port/db", constraint="redis://, rediss:// or unix:// URL"),
+    _spec("redis_timeout_s", 0.25, "socket timeout of every Redis round trip (a loaded host or "
+          "a TLS terminator needs more than a few ms)", "s", 0.001, 5.0, old="redis_timeout"),
+    _spec("redis_connect_timeout_s", 2.0, "TCP + TLS + AUTH handshake and first reply of a "
+          "Redis (re)connect", "s", 0.01, 30.0, old="redis_connect_timeout"),
+    _spec("monitor_ttl_s", 0.4, "expiry of plc.bridge.live, plc.bridge.status and "
+          "plc.monitor.state.valid, refreshed every cycle: they are gone within this time of "
+          "the bridge's death", "s", 0.05, 10.0, dynamic=True, old="monitor_ttl",
+          constraint=">= 2 / cycle_hz"),
+    _spec("plc_host", "127.0.0.1", "PLC address (S7-1200/1500 with PUT/GET enabled): IPv4, "
+          "IPv6 or an RFC 1123 host name", constraint="IP address or host name"),
+    _spec("plc_port", 102, "ISO-on-TCP port of the PLC: 102 on a real PLC, the virtual PLC's "
+          "port otherwise", "", 1, 65535),
+    _spec("rack", 0, "rack number of the CPU (S7-1200/1500: 0)", "", 0, 7),
+    _spec("slot", 1, "slot number of the CPU (S7-1200/1500: 1)", "", 0, 31),
+    _spec("pdu_size_bytes", 240, "PDU size the bridge asks for: 240 on an S7-1200, usually 480 "
+          "on an S7-1500; each data block must fit one request", "B", 240, 960,
+          old="pdu_size"),
+    _spec("plc_timeout_s", 0.1, "socket timeout of each S7 request: a lost link is seen within "
+          "plc_timeout_s + one cycle. A PLC whose first reply takes longer is refused with the "
+          "measured time; one slower than half a cycle is served at the rate it allows",
+          "s", 0.001, 2.0, old="plc_timeout"),
+    _spec("reconnect_min_s", 0.01, "first reconnect delay (PLC and Redis)", "s", 0.001, 10.0,
+          old="reconnect_min"),
+    _spec("reconnect_max_s", 0.05, "cap of the exponential reconnect back-off; a link that "
+          "fails within 1 s of connecting backs off up to 2 s, a PLC refused at connect is "
+          "retried every 5 s", "s", 0.001, 60.0, old="reconnect_max",
+          constraint=">= reconnect_min_s"),
+    _spec("reconnect_jitter", 0.2, "random extra reconnect delay, as a fraction of the current "
+          "delay", "-", 0.0, 1.0),
+)
+
+# --- loop and command envelope -----------------------------------------------------------------
+_LOOP = (
+    _spec("model", "skid_steer", "vehicle kinematic model between the Redis keys and the PLC's "
+          "wheel setpoints", choices=MODELS),
+    _spec("cycle_hz", 100.0, "bridge loop rate (the loop also wakes at once on a Redis "
+          "change); the PLC's watchdog time is set against it", "Hz", 1.0, 1000.0),
+    _spec("heartbeat_timeout_s", 0.75, "controlled stop when plc.control.navigation.heartbeat "
+          "has not toggled for this long", "s", 0.05, 10.0, dynamic=True,
+          old="heartbeat_timeout"),
+    _spec("plc_alive_timeout_s", 0.5, "controlled stop when the PLC's alive counter has not "
+          "changed for this long", "s", 0.05, 10.0, dynamic=True, old="plc_alive_timeout"),
+    _spec("rt_priority", 0, "SCHED_FIFO priority of the bridge's loop thread (Linux, needs "
+          "CAP_SYS_NICE); 0 = normal scheduling", "", 0, 99),
+    _spec("lateral_positive", "left", "sign of the Redis lateral velocity, for control and "
+          "monitor keys alike: left = + left (REP-103, ARTOF docs), right = + right (ARTOF "
+          "simulator)", choices=("left", "right")),
+    _spec("wake_on_change", True, "wake the loop on Redis keyspace notifications or the notify "
+          "channel (false: the fixed tick only)"),
+    _spec("configure_keyspace_events", True, "CONFIG SET notify-keyspace-events (adds K$) at "
+          "connect; false on a managed Redis that forbids CONFIG"),
+    _spec("notify_channel", "plc.control.changed", "channel writers may PUBLISH to instead of "
+          "relying on keyspace events (managed Redis)", constraint="non-empty"),
+    _spec("max_longitudinal_m_s", 3.0, "command envelope: a longitudinal velocity beyond it is "
+          "rejected (stop, counted), never clamped", "m/s", 1e-6, 100.0, dynamic=True,
+          old="max_longitudinal"),
+    _spec("max_lateral_m_s", 1.5, "command envelope for the lateral velocity (0: none "
+          "accepted)", "m/s", 0.0, 100.0, dynamic=True, old="max_lateral"),
+    _spec("max_angular_rad_s", 1.5, "command envelope for the yaw rate", "rad/s", 1e-6, 100.0,
+          dynamic=True, old="max_angular"),
+)
+
+# --- data blocks and actuators -----------------------------------------------------------------
+_LAYOUT: dict[str, list[str]] = {
+    "control_header": [
+        "alive | UINT | 1 | bridge alive counter, +1 each cycle while commands are fresh",
+        "enable | BOOL | 1 | drive enable: forward the setpoints",
+        "stop | BOOL | 1 | controlled stop requested by the bridge",
+        "seq | DINT | ms | command time: Unix ms mod 2^32, strictly increasing; the PLC drives "
+        "only on a seq newer than the last accepted one"],
+    "monitor_header": [
+        "alive | UINT | 1 | PLC alive counter, +1 each PLC cycle",
+        "ready | BOOL | 1 | PLC ready to accept commands",
+        "fault | BOOL | 1 | drive or PLC fault",
+        "estop | BOOL | 1 | emergency stop active",
+        "auto | BOOL | 1 | automatic (remote) mode selected",
+        "watchdog | BOOL | 1 | bridge watchdog tripped (latched until an explicit stop): "
+        "outputs stopped by the PLC",
+        "setpoint_fault | BOOL | 1 | a setpoint was NaN/inf/out of range: outputs stopped, "
+        "latched until an explicit stop",
+        "refused | DINT | 1 | count of refused control writes (stale seq, watchdog tripped, bad "
+        "setpoint)"],
+}
+ACTUATORS: dict[str, dict[str, list[str]]] = {
+    "skid_steer": {"wheels": ["left", "right"]},
+    "ackermann": {"wheels": ["rl", "rr"], "steering": ["fl", "fr"]},
+    "4wd4ws": {"wheels": ["fl", "fr", "rl", "rr"], "steering": ["fl", "fr", "rl", "rr"]},
+}
+
+
+_MODEL_LAYOUT: dict[str, dict[str, list[str]]] = {
+    "skid_steer": {
+        "control": [
+            "speed_sp_left | REAL | m/s | left track speed setpoint",
+            "speed_sp_right | REAL | m/s | right track speed setpoint",
+        ],
+        "monitor": [
+            "speed_left | REAL | m/s | left track measured speed",
+            "speed_right | REAL | m/s | right track measured speed",
+        ],
+    },
+    "ackermann": {
+        "control": [
+            "speed_sp_rl | REAL | m/s | rear-left wheel speed setpoint",
+            "speed_sp_rr | REAL | m/s | rear-right wheel speed setpoint",
+            "angle_sp_fl | REAL | rad | front-left steering angle setpoint, + CCW",
+            "angle_sp_fr | REAL | rad | front-right steering angle setpoint, + CCW",
+        ],
+        "monitor": [
+            "speed_rl | REAL | m/s | rear-left wheel measured speed",
+            "speed_rr | REAL | m/s | rear-right wheel measured speed",
+            "angle_fl | REAL | rad | front-left measured steering angle",
+            "angle_fr | REAL | rad | front-right measured steering angle",
+        ],
+    },
+    "4wd4ws": {
+        "control": [
+            "speed_sp_fl | REAL | m/s | front-left wheel speed setpoint",
+            "speed_sp_fr | REAL | m/s | front-right wheel speed setpoint",
+            "speed_sp_rl | REAL | m/s | rear-left wheel speed setpoint",
+            "speed_sp_rr | REAL | m/s | rear-right wheel speed setpoint",
+            "angle_sp_fl | REAL | rad | front-left steering angle setpoint",
+            "angle_sp_fr | REAL | rad | front-right steering angle setpoint",
+            "angle_sp_rl | REAL | rad | rear-left steering angle setpoint",
+            "angle_sp_rr | REAL | rad | rear-right steering angle setpoint",
+        ],
+        "monitor": [
+            "speed_fl | REAL | m/s | front-left wheel measured speed",
+            "speed_fr | REAL | m/s | front-right wheel measured speed",
+            "speed_rl | REAL | m/s | rear-left wheel measured speed",
+            "speed_rr | REAL | m/s | rear-right wheel measured speed",
+            "angle_fl | REAL | rad | front-left measured steering angle",
+            "angle_fr | REAL | rad | front-right measured steering angle",
+            "angle_rl | REAL | rad | rear-left measured steering angle",
+            "angle_rr | REAL | rad | rear-right measured steering angle",
+        ],
+    },
+}
+
+
+_DATA_BLOCKS = (
+    _spec("control_db", 100, "DB number bridge -> PLC, the only block the bridge writes",
+          "", 1, 65535, constraint="in write_allow_list"),
+    _spec("monitor_db", 101, "DB number PLC -> bridge (read only)", "", 1, 65535,
+          constraint="not control_db"),
+    ListSpec("write_allow_list", [100], "DB numbers the bridge may write; control_db must be "
+             "one of them", low=1, high=65535, type=ParamType.INTEGER_ARRAY),
+    _strings("layout.control_header", _LAYOUT["control_header"],
+             "first fields of the control DB, 'name | TYPE | unit | comment' (TYPE: BOOL INT "
+             "UINT WORD DINT REAL): alive counter, enable, stop, seq (DINT, required)"),
+    _strings("layout.monitor_header", _LAYOUT["monitor_header"],
+             "first fields of the monitor DB: PLC alive counter, status bits, count of refused "
+             "writes"),
+    *(_strings(f"layout.{m}.{block}", _MODEL_LAYOUT[m][block],
+               f"the {m} model's {'setpoints' if block == 'control' else 'measurements'} "
+               f"[m/s, rad] after the {block} header: "
+               f"{'speed_sp_<wheel>, angle_sp_<steer>' if block == 'control' else 'speed_<wheel>, angle_<steer>'}")  # noqa: E501
+      for m in MODELS for block in ("control", "monitor")),
+    *(_strings(f"actuators.{m}.{kind}", names,
+               f"{'driven wheels or tracks' if kind == 'wheels' else 'steered wheels'} of the "
+               f"{m} model, in its {'wheel' if kind == 'wheels' else 'steer'}_names order: they "
+               f"name the DB fields and the Redis keys plc.monitor.wheel_<name>.*")
+      for m in MODELS for kind, names in ACTUATORS[m].items()),
+)
+
+# --- vehicle geometry: ranges from the kinematics' own tables, defaults the shipped machine's ----
+_VEHICLE_DEFAULTS: dict[str, dict[str, float]] = {
+    "skid_steer": {"track_width_m": 2.6, "slip_factor": 1.0, "max_wheel_speed_m_s": 1.5},
+    "ackermann": {"wheelbase_m": 2.0, "front_track_m": 1.5, "rear_track_m": 1.5,
+                  "max_steer_angle_rad": 0.7, "max_wheel_speed_m_s": 3.0},
+    "4wd4ws": {"wheelbase_m": 2.0, "track_m": 1.5, "max_steer_angle_rad": 1.6,
+               "max_wheel_speed_m_s": 3.0},
+}
+_VEHICLE_TEXT = {
+    "track_width_m": "track centre distance (the simulated excavator's gauge)",
+    "slip_factor": "calibrated skid: b_eff = track_width_m * slip_factor",
+    "max_wheel_speed_m_s": "wheel/track speed limit (the whole twist is scaled by one factor "
+                           "to respect it)",
+    "wheelbase_m": "rear axle to front axle",
+    "front_track_m": "front kingpin distance",
+    "rear_track_m": "rear wheel distance",
+    "track_m": "left to right wheel distance",
+    "max_steer_angle_rad": "steering limit: a tighter turn is a stop (ackermann); past it the "
+                           "wheel flips, angle -/+ pi and speed negated (4wd4ws)",
+}
+
+
+# name -> (code default, low, high, unit, low excluded): the kinematics' own range tables
+_VEHICLE_TABLES = {"skid_steer": skid_steer.PARAMETERS, "ackermann": ackermann.PARAMETERS,
+                   "4wd4ws": four_wheel_steer.PARAMETERS}
+
+
+def _vehicle_specs() -> tuple[ParameterSpec, ...]:
+    out: list[ParameterSpec] = []
+    for m in MODELS:
+        table = _VEHICLE_TABLES[m]
+        for key, (_code_default, low, high, unit, low_open) in table.items():
+            out.append(ParameterSpec(
+                f"vehicle.{m}.{key}", _VEHICLE_DEFAULTS[m][key], _VEHICLE_TEXT[key],
+                unit if unit in ("m", "m/s", "rad") else "-", low, high,
+                constraint=f"> {low:g}" if low_open else ""))
+    out.append(_spec("vehicle.ackermann.steer_feedback", "mean", "which measured front "
+                     "steering angle the ackermann direct model uses", choices=STEER_FEEDBACK))
+    return tuple(out)
+
+
+# --- the ROS node's own --------------------------------------------------------------------------
+_NODE = (
+    _spec("config_file", "", "parameter file whose values every parameter not given to the node "
+          "takes ('' = the package's config/plc.yaml); bridge.launch.py sets it to plc_params",
+          "path"),
+    _spec("autostart", False, "configure and activate at start-up; a configuration that fails "
+          "then ends the process with one message and exit code 2"),
+    _spec("publish_rate_hz", 50.0, "rate of odom and plc/wheel_states", "Hz", 1.0, 500.0,
+          dynamic=True, old="publish_rate"),
+    _spec("cmd_vel_to_redis", False, "act as the operational layer: write cmd_vel to the Redis "
+          "control keys and toggle the heartbeat while it keeps arriving"),
+    _spec("cmd_vel_timeout_s", 0.5, "the heartbeat toggles only while the last cmd_vel is "
+          "younger than this", "s", 0.05, 10.0, dynamic=True, old="cmd_vel_timeout"),
+)
+NODE_ONLY: frozenset[str] = frozenset(s.name for s in _NODE)
+
+
+# Every parameter of the plc_bridge node, in the order of the docs. The table over them
+# (``plc_bridge.config.BRIDGE``) adds the rules between parameters, which need the layouts and
+# vehicle models built (``config.build_config``).
+BRIDGE_PARAMETERS: tuple[ParameterSpec, ...] = (*_CONNECTIONS, *_LOOP, *_DATA_BLOCKS,
+                                                *_vehicle_specs(), *_NODE)
+_BY_NAME = {s.name: s for s in BRIDGE_PARAMETERS}
+
+# The tables of docs/configuration.md: block name (``<!-- parameters: NAME -->``) -> names.
+SECTIONS: dict[str, tuple[str, ...]] = {
+    "plc_bridge connections": tuple(s.name for s in _CONNECTIONS),
+    "plc_bridge loop": tuple(s.name for s in _LOOP),
+    "plc_bridge data blocks": tuple(s.name for s in _DATA_BLOCKS),
+    "plc_bridge vehicle": tuple(s.name for s in _vehicle_specs()),
+    "plc_bridge (node only)": tuple(s.name for s in _NODE),
+}
+
+
+VIRTUAL_PLC = ParameterTable("virtual_plc", (
+    _spec("plant_hz", 200.0, "PLC cycle of the simulated plant", "Hz", 10.0, 2000.0),
+    _spec("speed_time_constant_s", 0.05, "first-order wheel/track speed response", "s", 1e-4,
+          10.0),
+    _spec("steer_rate_rad_s", 2.0, "steering rate limit", "rad/s", 1e-3, 100.0),
+    _spec("watchdog_timeout_s", 0.25, "the watchdog trips when the bridge's alive counter has "
+          "not changed for this long; the trip latches until an explicit stop "
+          "(docs/plc_setup.md section 4)", "s", 0.005, 10.0),
+), error=BridgeConfigError)
+
+
+def _row(spec: ParameterSpec, key_header: str) -> str:
+    """One row of ``markdown_table``; a field list's default is summarised (its entries hold
+    ``|`` and are listed in config/plc.yaml and docs/plc_setup.md)."""
+    from excavator_common.parameters import markdown_table
+
+    if isinstance(spec, ListSpec) and spec.ros_type is ParamType.STRING_ARRAY and \
+            spec.name.startswith("layout."):
+        fields = [str(f).split("|")[0].strip() for f in spec.default]  # type: ignore[union-attr]
+        spec = dataclasses.replace(spec, default=["x"])
+        row = markdown_table([spec], key_header).splitlines()[2].split(" | ")
+        row[2] = f"{len(fields)} fields: {', '.join(fields)}"
+        return " | ".join(row)
+    return markdown_table([spec], key_header).splitlines()[2]
+
+
+def markdown(section: str) -> str:
+    """One plc_bridge table of docs/configuration.md (``SECTIONS``; rendered into the doc by
+    ``excavator-hil params-doc``). The node's own parameters are not keys of config/plc.yaml:
+    their table's first column says so (test/test_docs_config.py)."""
+    key = "node parameter" if section.endswith("(node only)") else "key"
+    head = f"| {key} | unit | default | range | run time | meaning |\n|---|---|---|---|---|---|"
+    return head + "\n" + "\n".join(_row(_BY_NAME[n], key) for n in SECTIONS[section])
+
+
+def markdown_virtual_plc() -> str:
+    """The virtual_plc table of docs/configuration.md."""
+    from excavator_common.parameters import markdown_table
+
+    return markdown_table(VIRTUAL_PLC.parameters)
