@@ -17,7 +17,11 @@ Subscribes
   physics step that diverges anyway is undone by the core (last good state, wrench dropped,
   clock running) and reported as ERROR on ``/diagnostics``.
 - ``track_command`` (sensor_msgs/JointState): ``velocity`` [m/s] of ``track_left`` /
-  ``track_right``.
+  ``track_right``. Held for ``track_command_timeout_s`` of simulated time (default 0.2 s: ten
+  periods of the bridge's 50 Hz ``plc/wheel_states`` and of teleop_node's 50 Hz commands, so a
+  few late or lost samples on a loaded host or a LAN do not jerk the base); then the tracks stop
+  (:mod:`excavator_sim.command_timeout`), WARN on ``/diagnostics`` until a fresh command
+  arrives. 0 holds the last command until replaced.
 - ``soil/terrain_patch`` (std_msgs/Float64MultiArray): a changed rectangle of the terrain,
   written into MuJoCo's height field (format: :mod:`excavator_sim.heightfield`, dims ``i``,
   ``j``, data ``[i0, j0, heights...]`` [m]); the grids must match (``terrain.*`` parameters).
@@ -75,6 +79,7 @@ from excavator_common.ros_runtime import (
     warn_unknown_parameters,
 )
 from excavator_kinematics.geometry import ExcavatorGeometry, default_geometry
+from excavator_sim.command_timeout import CommandTimeout
 from excavator_sim.errors import CommandError, HeightFieldError, SimConfigError
 from excavator_sim.heightfield import flat_to_patch
 from excavator_sim.model_builder import CYLINDER_JOINTS
@@ -130,6 +135,12 @@ class SimNode(Node):
         max_catch_up = declare(self, "max_catch_up_s", 0.5, "wall time of deficit caught up "
                                "by stepping faster; beyond it the schedule slips (reported)",
                                low=0.01, high=60.0, unit="s")
+        track_timeout = declare(self, "track_command_timeout_s", 0.2, "tracks stop when no "
+                                "track_command arrived for this long (simulated time); 0 = "
+                                "hold the last one", low=0.0, high=60.0, unit="s")
+        self.track_timeout = CommandTimeout(track_timeout)
+        self._track_speeds = (0.0, 0.0)  # the latest commanded [m/s]
+        self._tracks_stopped_by_timeout = False
         config = config_from_flat(values, source="sim_node parameters")
         geometry = (ExcavatorGeometry.from_yaml(geometry_file) if geometry_file
                     else default_geometry())
@@ -269,6 +280,10 @@ class SimNode(Node):
             self.sim.set_track_speeds(left, right)
         except CommandError as exc:
             self._reject(str(exc))
+            return
+        self._track_speeds = (left, right)
+        self._tracks_stopped_by_timeout = False
+        self.track_timeout.received(self.sim.time)
 
     def on_terrain_patch(self, msg: Float64MultiArray) -> None:
         dims = [(d.label, d.size) for d in msg.layout.dim]
@@ -309,7 +324,10 @@ class SimNode(Node):
                 self._lag_since_status = max(self._lag_since_status, lag)
 
     def step_period(self) -> None:
-        """One publish period: the soil wrench if fresh (else none), physics, outputs."""
+        """One publish period: the soil wrench if fresh (else none), the track command if
+        fresh (else stop), physics, outputs."""
+        if self.track_timeout.expires(self.sim.time):
+            self.stop_tracks()
         wrench = self.gate.for_period(self.sim.time + self.period_s)
         if wrench is not None:
             self.sim.apply_bucket_wrench(*wrench)
@@ -351,6 +369,19 @@ class SimNode(Node):
         o = pose.pose.orientation
         o.w, o.x, o.y, o.z = quat.tolist()
         self.pose_pub.publish(pose)
+
+    def stop_tracks(self) -> None:
+        """The latest track command timed out: stop the tracks (WARN while they were moving)."""
+        self.sim.set_track_speeds(0.0, 0.0)
+        if any(v != 0.0 for v in self._track_speeds):
+            self._tracks_stopped_by_timeout = True
+            self.get_logger().warning(self._track_timeout_message())
+        self._track_speeds = (0.0, 0.0)
+
+    def _track_timeout_message(self) -> str:
+        return (f"tracks stopped: no track_command for "
+                f"{self.track_timeout.age_s(self.sim.time):.2f} s of simulated time "
+                f"(track_command_timeout_s {self.track_timeout.timeout_s:g})")
 
     def _make_markers(self) -> tuple[MarkerArray, list[int]]:
         """One marker per machine geom (built once; poses updated on publish)."""
@@ -465,6 +496,8 @@ class SimNode(Node):
                             f"{1e3 * self.lag_warn_s:.0f} ms)")
         stale, self._stale_at_status = (self.gate.stale_periods - self._stale_at_status,
                                         self.gate.stale_periods)
+        if self._tracks_stopped_by_timeout:
+            problems.append(self._track_timeout_message())
         if stale:
             problems.append(f"soil wrench late: {stale} periods without soil force (older "
                             f"than {1e3 * self.gate.max_age_s:g} ms)")
@@ -475,6 +508,8 @@ class SimNode(Node):
                   "last_error": self.rejections.last,
                   **{f"target_{n}": f"{v:.4f}" for n, v in self.sim.targets.items()}}
         values["divergences"] = self.sim.divergence_count
+        values["track_command_age_s"] = f"{self.track_timeout.age_s(self.sim.time):.3f}"
+        values["track_command_timeouts"] = self.track_timeout.expiries
         # "running" whatever the level: monitors key on it; the problems follow it.
         level = WARN if problems else OK
         message = "running" + (f": {'; '.join(problems)}" if problems else "")
