@@ -47,6 +47,12 @@ the URDF of the model this node simulates, rooted at ``world``, its other links 
 the ``frame_prefix`` parameter, e.g. ``exc1/``, for a fleet), ``/diagnostics`` at 1 Hz. Poses,
 twists and markers are in ``world``, the frame the machines of a fleet share.
 Header stamps are simulated time (the time on ``/clock``, whether or not it is published).
+
+One clock for a fleet: with ``follow_clock`` true the node publishes no ``/clock`` and is not
+paced by the wall clock; it steps its model to the time on ``/clock`` (another sim_node's: the
+fleet's clock owner), whole publish periods at a time, so its stamps are the owner's time
+(:mod:`excavator_sim.clock_follower`). No ``/clock``, no stepping: ``/diagnostics`` says it
+waits for the clock.
 """
 
 from __future__ import annotations
@@ -79,6 +85,7 @@ from excavator_common.ros_runtime import (
     warn_unknown_parameters,
 )
 from excavator_kinematics.geometry import ExcavatorGeometry, default_geometry
+from excavator_sim.clock_follower import ClockFollower
 from excavator_sim.command_timeout import CommandTimeout
 from excavator_sim.errors import CommandError, HeightFieldError, SimConfigError
 from excavator_sim.heightfield import flat_to_patch
@@ -141,6 +148,9 @@ class SimNode(Node):
         self.track_timeout = CommandTimeout(track_timeout)
         self._track_speeds = (0.0, 0.0)  # the latest commanded [m/s]
         self._tracks_stopped_by_timeout = False
+        follow_clock = declare(self, "follow_clock", False, "step to the time on /clock (the "
+                               "fleet's clock owner) instead of pacing by the wall clock; "
+                               "publishes no /clock")
         config = config_from_flat(values, source="sim_node parameters")
         geometry = (ExcavatorGeometry.from_yaml(geometry_file) if geometry_file
                     else default_geometry())
@@ -150,7 +160,9 @@ class SimNode(Node):
         self.period_s = self.steps_per_publish * config.timestep  # one publish period [s]
         self.gate = WrenchGate(max_age_s=max_wrench_age)
         self.pacer = (Pacer(self.period_s, config.real_time_factor, max_catch_up)
-                      if config.real_time_factor > 0 else None)
+                      if config.real_time_factor > 0 and not follow_clock else None)
+        self.follower = ClockFollower(self.period_s, max_catch_up) if follow_clock else None
+        self._clock_wall: float | None = None  # wall time the latest /clock arrived [s]
         self.lag = Window()  # [s of wall time] behind the schedule after each period
         self._lag_since_status = -math.inf
         self._stale_at_status = 0
@@ -159,7 +171,8 @@ class SimNode(Node):
 
         # use_sim_time (declared by rclpy): this node is then the source of /clock. Read once at
         # start-up; without it no /clock publisher exists at all.
-        self.publishes_clock = bool(self.get_parameter("use_sim_time").value)
+        self.publishes_clock = (bool(self.get_parameter("use_sim_time").value)
+                                and not follow_clock)
         self.joint_pub = self.create_publisher(JointState, "joint_states", 10)
         self.clock_pub = (self.create_publisher(Clock, "/clock", 10) if self.publishes_clock
                           else None)
@@ -210,15 +223,19 @@ class SimNode(Node):
             self._marker_thread.start()
         # real_time_factor 0: tick as fast as possible; else wake once per publish period of
         # wall time (the Pacer's absolute schedule decides how many periods are due).
-        self.timer = self.create_timer(self.period_s / config.real_time_factor
-                                       if config.real_time_factor > 0 else 1e-4, self.tick,
-                                       clock=self.wall_clock)
+        if self.follower is not None:  # stepped by the owner's /clock (latest wins)
+            self.create_subscription(Clock, "/clock", self.on_clock, QoSProfile(
+                depth=1, reliability=ReliabilityPolicy.RELIABLE))
+        else:
+            self.timer = self.create_timer(self.period_s / config.real_time_factor
+                                           if config.real_time_factor > 0 else 1e-4, self.tick,
+                                           clock=self.wall_clock)
         g = config.terrain
         warn_unknown_parameters(self)
         self.get_logger().info(
             f"ready: dt {config.timestep} s, real_time_factor {config.real_time_factor}, "
             f"publish_rate {config.publish_rate} Hz, max_wrench_age_s {max_wrench_age}, /clock "
-            f"{'on (use_sim_time)' if self.publishes_clock else 'off (use_sim_time false)'}, "
+            f"{_clock_mode(self.publishes_clock, follow_clock)}, "
             f"{self.sim.model.nv} dof, terrain "
             f"{g.nx} x {g.ny} nodes from ({g.x0}, {g.y0}) m every {g.cell_size} m")
 
@@ -300,6 +317,30 @@ class SimNode(Node):
         self.terrain_patches += 1
 
     # --- stepping and outputs ------------------------------------------------------------
+    def on_clock(self, msg: Clock) -> None:
+        """follow_clock: step to the owner's time (whole periods; the first clock aligns)."""
+        assert self.follower is not None
+        now = time.monotonic()
+        clock_s = msg.clock.sec + 1e-9 * msg.clock.nanosec
+        first = not self.follower.aligned
+        plan = self.follower.plan(self.sim.time, clock_s)
+        if plan.set_time_s is not None:
+            self.sim.data.time = plan.set_time_s
+        if first:  # the fleet's time starts here for this machine
+            self._wall_start, self._sim_start = now, self.sim.time
+            self.get_logger().info(f"following /clock from t={clock_s:.3f} s")
+        elif self._clock_wall is not None and now - self._wall_start > _STARTUP_S:
+            # how far behind the owner's clock the follower was (beyond one period) [s]
+            lag = max(0.0, clock_s - self.sim.time - self.period_s)
+            self.lag.add(lag)
+            self._lag_since_status = max(self._lag_since_status, lag)
+        self._clock_wall = now
+        for _ in range(plan.periods):
+            self.step_period()
+        if plan.periods and abs(self.sim.time - clock_s) < 0.5 * self.config.timestep:
+            # exactly the owner's time (the two sums of timesteps differ in the last bits)
+            self.sim.data.time = clock_s
+
     def tick(self) -> None:
         """Paced: the publish periods due by the wall clock (absolute schedule), at most
         ``_MAX_BURST`` per call; free run (real_time_factor 0): periods for a few ms, returning
@@ -454,7 +495,7 @@ class SimNode(Node):
             "lag_ms_p50": f"{lag50:.2f}", "lag_ms_p99": f"{lag99:.2f}",
             "lag_ms_max": f"{lagmax:.2f}",
             "lag_ms_max_since_start": f"{1e3 * max(self.lag.max_ever, 0.0):.2f}",
-            "slipped_s": f"{pacer.slipped_s if pacer else 0.0:.3f}",
+            "slipped_s": f"{pacer.slipped_s if pacer else self._follow_slipped():.3f}",
             "periods": self._periods,
             "wrench_age_ms_p50": f"{age50:.2f}", "wrench_age_ms_p99": f"{age99:.2f}",
             "wrench_age_ms_max": f"{agemax:.2f}",
@@ -466,6 +507,9 @@ class SimNode(Node):
             "wrench_stale_periods": self.gate.stale_periods,
             "max_wrench_age_ms": f"{1e3 * self.gate.max_age_s:g}",
         }
+
+    def _follow_slipped(self) -> float:
+        return self.follower.slipped_s if self.follower is not None else 0.0
 
     def report_divergence(self) -> None:
         """The core undid a diverged physics step (``ExcavatorSimulation.step``): ERROR on
@@ -498,6 +542,10 @@ class SimNode(Node):
                                         self.gate.stale_periods)
         if self._tracks_stopped_by_timeout:
             problems.append(self._track_timeout_message())
+        if self.follower is not None and (self._clock_wall is None
+                                          or time.monotonic() - self._clock_wall > 1.0):
+            problems.append("waiting for /clock (follow_clock: the fleet's clock owner, a "
+                            "sim_node with use_sim_time true, steps this one)")
         if stale:
             problems.append(f"soil wrench late: {stale} periods without soil force (older "
                             f"than {1e3 * self.gate.max_age_s:g} ms)")
@@ -508,6 +556,7 @@ class SimNode(Node):
                   "last_error": self.rejections.last,
                   **{f"target_{n}": f"{v:.4f}" for n, v in self.sim.targets.items()}}
         values["divergences"] = self.sim.divergence_count
+        values["clock"] = _clock_mode(self.publishes_clock, self.follower is not None)
         values["track_command_age_s"] = f"{self.track_timeout.age_s(self.sim.time):.3f}"
         values["track_command_timeouts"] = self.track_timeout.expiries
         # "running" whatever the level: monitors key on it; the problems follow it.
@@ -518,6 +567,12 @@ class SimNode(Node):
             d = self.sim.divergences[-1]
             level, message = ERROR, f"simulation diverged at t={d.time_s:.3f} s: {d.cause}"
         self.diagnostics.publish(level, message, values)
+
+
+def _clock_mode(publishes: bool, follows: bool) -> str:
+    if follows:
+        return "/clock followed (follow_clock)"
+    return "/clock on (use_sim_time)" if publishes else "/clock off (use_sim_time false)"
 
 
 def main(args: list[str] | None = None) -> int:

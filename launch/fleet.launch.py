@@ -16,8 +16,9 @@ group with its namespace pushed:
 - its virtual PLC on TCP port ``virtual_plc_port + k``.
 
 One clock: machine 0's sim_node owns ``/clock`` (``use_sim_time`` true, which makes it publish);
-the other sims run ``use_sim_time`` false (no second /clock) at ``real_time_factor`` 1; every
-other node follows /clock. Each machine's soil_node keeps its own terrain: machines do not see
+the other sims run ``follow_clock`` (no second /clock): each steps its own model to the owner's
+time, so every machine's stamps are times on /clock; every other node follows /clock. Each
+machine's soil_node keeps its own terrain: machines do not see
 each other's trenches (each digs in its own strip). See docs/deployment.md.
 """
 
@@ -129,7 +130,9 @@ def _machines(context: LaunchContext) -> list[Action]:
             "terrain.contact": not soil,
             "initial.base_y_m": y,
             "terrain.y0_m": sim_terrain.y0 + y,
-            "use_sim_time": owner,
+            # machine 0 publishes /clock; the others step to it (one time for every stamp)
+            "use_sim_time": True,
+            "follow_clock": not owner,
         }
         follow = {"use_sim_time": True}
         nodes: list[Action] = [
