@@ -141,7 +141,7 @@ def _machines(context: LaunchContext) -> list[Action]:
                  parameters=[arg("sim_params"), sim_params],
                  remappings=[("track_command", "plc/wheel_states")]),
             Node(package=PACKAGE, executable="ik_node", name="ik_node", output="screen",
-                 parameters=[arg("ik_params"), follow]),
+                 parameters=[arg("ik_params"), {"frame_prefix": prefix}, follow]),
             Node(package="robot_state_publisher", executable="robot_state_publisher",
                  name="robot_state_publisher", output="screen",
                  parameters=[{"robot_description": generate_urdf(frame_prefix=prefix)}, follow]),
@@ -152,7 +152,7 @@ def _machines(context: LaunchContext) -> list[Action]:
                  parameters=[arg("plc_params"), {
                      "config_file": arg("plc_params"), "plc_host": "127.0.0.1",
                      "plc_port": plc_port + k, "redis_url": f"{redis_base}/{db_base + k}",
-                     "model": arg("model"), "autostart": True}]),
+                     "model": arg("model"), "autostart": True, "frame_prefix": prefix}]),
         ]
         if soil:
             nodes.append(Node(package=PACKAGE, executable="soil_node", name="soil_node",

@@ -9,8 +9,9 @@
   subscription and its Redis client (100 configure/cleanup cycles leave no growth in
   publishers, subscriptions or file descriptors: test/test_bridge_node.py).
 
-Publishes ``odom`` (nav_msgs/Odometry, dead reckoning of the measured twist, frame ``odom`` ->
-``base_link``), ``plc/wheel_states`` (sensor_msgs/JointState: measured wheel/track speeds
+Publishes ``odom`` (nav_msgs/Odometry, dead reckoning of the measured twist, frame
+``<frame_prefix>odom`` -> ``<frame_prefix>base_link``; ``frame_prefix`` e.g. ``exc2/`` in a
+fleet, empty by default), ``plc/wheel_states`` (sensor_msgs/JointState: measured wheel/track speeds
 [m/s] as velocity, steering angles [rad] as position; tracks are ``track_left``/``track_right``,
 wheels ``wheel_<name>``, steering ``steer_<name>``) and ``/diagnostics``. With
 ``cmd_vel_to_redis`` it also plays the operational layer: ``cmd_vel`` (geometry_msgs/Twist) is
@@ -45,6 +46,7 @@ from rclpy.subscription import Subscription
 from rclpy.timer import Timer
 from sensor_msgs.msg import JointState
 
+from excavator_common.frames import check_frame_prefix
 from excavator_common.parameter_files import flatten
 from excavator_common.ros_runtime import (
     ERROR,
@@ -109,6 +111,13 @@ class PlcBridgeNode(LifecycleNode):
         self.cmd_vel_timeout = declare(self, "cmd_vel_timeout", 0.5, "heartbeat toggles only "
                                        "while cmd_vel is younger than this", low=0.05,
                                        high=10.0, unit="s")
+        frame_prefix = declare(self, "frame_prefix", "", "TF prefix of this machine's frames "
+                               "(odom -> base_link), e.g. 'exc1/' in a fleet")
+        try:
+            check_frame_prefix(frame_prefix)
+        except ValueError as exc:
+            raise BridgeConfigError(str(exc)) from None
+        self.odom_frame, self.base_frame = frame_prefix + "odom", frame_prefix + "base_link"
         self._declare_nested(file_params)
         self._check_undeclared()
         self.core: BridgeCore | None = None
@@ -260,8 +269,8 @@ class PlcBridgeNode(LifecycleNode):
             self._last_stamp = snap.stamp_s
         odom = Odometry()
         odom.header.stamp = stamp
-        odom.header.frame_id = "odom"
-        odom.child_frame_id = "base_link"
+        odom.header.frame_id = self.odom_frame
+        odom.child_frame_id = self.base_frame
         odom.pose.pose.position.x = self._pose.x
         odom.pose.pose.position.y = self._pose.y
         odom.pose.pose.orientation.z = math.sin(self._pose.yaw / 2.0)
