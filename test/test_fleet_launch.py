@@ -67,6 +67,7 @@ def _registered_prefix(tmp_path: Path) -> str:
 @pytest.mark.slow
 def test_two_machines_under_ros2_launch(fleet, redis_server, ros_node, tmp_path):
     import redis
+    from nav_msgs.msg import Odometry
     from rclpy.qos import DurabilityPolicy, QoSProfile
     from rosgraph_msgs.msg import Clock
     from sensor_msgs.msg import JointState
@@ -108,7 +109,7 @@ def test_two_machines_under_ros2_launch(fleet, redis_server, ros_node, tmp_path)
         joints = {ns: ros_node.collect(JointState, f"/{ns}/joint_states") for ns in
                   ("exc1", "exc2")}
         urdf = ros_node.collect(String, "/exc2/robot_description", latched)
-        clocks = ros_node.collect(Clock, "/clock")
+        clocks = ros_node.collect(Clock, "/clock", 1000)   # deep: every time it showed
 
         expected = {(n, f"/{ns}") for ns in ("exc1", "exc2")
                     for n in ("sim_node", "ik_node", "soil_node", "plc_bridge",
@@ -120,9 +121,22 @@ def test_two_machines_under_ros2_launch(fleet, redis_server, ros_node, tmp_path)
         wait_for(lambda: all(joints.values()) and urdf and clocks, LIMIT_S,
                  lambda: f"joint_states of both machines, exc2's URDF, /clock\n{text()}", 0.1)
 
-        # one /clock for the fleet: machine 1's sim_node
+        # one /clock for the fleet: machine 1's sim_node; machine 2's sim steps to it, so both
+        # machines stamp with times the clock showed
         pubs = node.get_publishers_info_by_topic("/clock")
         assert [(p.node_namespace, p.node_name) for p in pubs] == [("/exc1", "sim_node")]
+        wait_for(lambda: all(len(j) > 150 for j in joints.values()), LIMIT_S,
+                 "150 joint_states of each machine", 0.1)
+        shown = {m.clock.sec * 10**9 + m.clock.nanosec for m in list(clocks)}
+        for ns, states in joints.items():
+            stamps = [m.header.stamp.sec * 10**9 + m.header.stamp.nanosec
+                      for m in list(states)[-120:-20]]
+            assert all(t in shown for t in stamps), (ns, stamps[:3], sorted(shown)[-3:])
+        # machine 2's odometry in its own frames
+        odom = ros_node.collect(Odometry, "/exc2/odom")
+        wait_for(lambda: odom, LIMIT_S, "/exc2/odom", 0.1)
+        assert (odom[-1].header.frame_id, odom[-1].child_frame_id) == ("exc2/odom",
+                                                                       "exc2/base_link")
         # machine 2's URDF: its links prefixed, world shared
         description = urdf[-1].data
         assert '<link name="exc2/base_link"' in description and '<link name="world"' in description
