@@ -6,20 +6,24 @@
 Machine k (0-based; namespace ``exc<k+1>`` or the k-th of ``namespaces``) gets, inside a scoped
 group with its namespace pushed:
 - sim_node (``track_command`` remapped to ``plc/wheel_states``: the PLC drives its tracks),
-  ik_node, soil_node, robot_state_publisher, the virtual PLC and plc_bridge: every node and every
-  relative topic under ``/<ns>/``;
-- TF frame prefix ``<ns>/``: its URDF links are ``<ns>/base_link`` ... (``world`` is shared, so
-  all machines hang in one TF tree);
-- its own strip of the world: base at y = k * ``spacing`` [m], its terrain grid (sim and soil)
-  centred there;
+  ik_node, robot_state_publisher, the virtual PLC and plc_bridge: every node and every relative
+  topic under ``/<ns>/``;
+- TF frame prefix ``<ns>/`` (sim_node, ik_node, plc_bridge, the URDF): ``<ns>/base_link``,
+  ``<ns>/odom`` ... (``world`` is shared, so all machines hang in one TF tree);
+- its own strip of the world: base at y = k * ``spacing`` [m];
 - Redis database ``db_base + k`` on the one shared server ``redis_url`` (key names unchanged);
 - its virtual PLC on TCP port ``virtual_plc_port + k``.
 
+One terrain (``shared_terrain:=true``, the default): one soil_node in the root namespace serves
+every machine (``machines`` parameter: ``/<ns>/bucket_pose`` in, ``/<ns>/soil/wrench`` out) from
+one grid over all their strips; every sim's height field lies on that grid and follows its
+``/soil/terrain_patch``. ``shared_terrain:=false``: a soil_node and a grid per machine, centred
+on it (machines do not see each other's trenches).
+
 One clock: machine 0's sim_node owns ``/clock`` (``use_sim_time`` true, which makes it publish);
 the other sims run ``follow_clock`` (no second /clock): each steps its own model to the owner's
-time, so every machine's stamps are times on /clock; every other node follows /clock. Each
-machine's soil_node keeps its own terrain: machines do not see
-each other's trenches (each digs in its own strip). See docs/deployment.md.
+time, so every machine's stamps are times on /clock; every other node follows /clock. See
+docs/deployment.md.
 """
 
 from __future__ import annotations
@@ -32,8 +36,9 @@ from launch.substitutions import LaunchConfiguration, PathJoinSubstitution
 from launch_ros.actions import Node, PushRosNamespace
 from launch_ros.substitutions import FindPackageShare
 
+from excavator_hil.fleet import fleet_namespaces, shared_soil_grid, sim_grid_parameters
+
 PACKAGE = "excavator_hil"
-MAX_MACHINES = 16          # Redis has 16 databases by default (databases in redis.conf)
 
 
 def generate_launch_description() -> LaunchDescription:
@@ -48,7 +53,11 @@ def generate_launch_description() -> LaunchDescription:
         DeclareLaunchArgument("spacing", default_value="20.0",
                               description="distance between machines along world y [m]"),
         DeclareLaunchArgument("soil", default_value="true", choices=["true", "false"],
-                              description="one soil_node per machine (its own terrain)"),
+                              description="soil_node: deformable terrain and soil forces"),
+        DeclareLaunchArgument("shared_terrain", default_value="true",
+                              choices=["true", "false"],
+                              description="one soil_node and one terrain for every machine "
+                                          "(true), or a soil_node and terrain per machine"),
         DeclareLaunchArgument("redis_url", default_value="redis://127.0.0.1:6379",
                               description="the shared Redis server, without a database: "
                                           "machine k uses database db_base + k"),
@@ -72,29 +81,6 @@ def generate_launch_description() -> LaunchDescription:
     return LaunchDescription([*args, OpaqueFunction(function=_machines)])
 
 
-def fleet_namespaces(count: str, namespaces: str) -> list[str]:
-    """The machines' namespaces from the ``count`` / ``namespaces`` arguments; ValueError naming
-    the bad value and the fix."""
-    if namespaces.strip():
-        names = [n.strip().strip("/") for n in namespaces.split(",")]
-        for n in names:
-            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", n):
-                raise ValueError(f"namespaces: {n!r} is not a ROS name (letters, digits, '_', "
-                                 "not starting with a digit)")
-        if len(set(names)) != len(names):
-            raise ValueError(f"namespaces: {names} has duplicates; give each machine its own")
-    else:
-        try:
-            n = int(count)
-        except ValueError:
-            raise ValueError(f"count: {count!r} is not an integer (1..{MAX_MACHINES})") from None
-        names = [f"exc{k + 1}" for k in range(n)]
-    if not 1 <= len(names) <= MAX_MACHINES:
-        raise ValueError(f"{len(names)} machines: give 1..{MAX_MACHINES} (one Redis database "
-                         "each)")
-    return names
-
-
 def _machines(context: LaunchContext) -> list[Action]:
     from excavator_sim.sim_config import load_sim_config
     from excavator_sim.soil.config import load_soil_config
@@ -112,14 +98,27 @@ def _machines(context: LaunchContext) -> list[Action]:
         raise ValueError(f"spacing {spacing:.6g} m: machines would stand in each other; give "
                          "at least the soil grid's size_y_m (16 m by default)")
     soil = arg("soil") == "true"
+    shared = soil and arg("shared_terrain") == "true"
     redis_base = arg("redis_url").rstrip("/")
     if re.search(r"/\d+$", redis_base.split("@")[-1].split("//", 1)[-1]):
         raise ValueError(f"redis_url {redis_base!r}: leave the database out (db_base + k is "
                          "appended per machine)")
     db_base, plc_port = int(arg("db_base")), int(arg("virtual_plc_port"))
     sim_terrain = load_sim_config(arg("sim_params")).terrain
-    soil_centre_y = load_soil_config(arg("soil_params")).terrain.centre_y_m if soil else 0.0
+    soil_grid = load_soil_config(arg("soil_params")).terrain if soil else None
+    soil_centre_y = soil_grid.centre_y_m if soil_grid is not None else 0.0
     actions: list[Action] = []
+    grid_params: dict[str, float | int] = {}
+    if shared and soil_grid is not None:
+        # one soil_node (root namespace) over every machine's strip; every sim's height field
+        # on its cells, fed by its one soil/terrain_patch
+        grid = shared_soil_grid(soil_grid, len(names), spacing)
+        grid_params = sim_grid_parameters(grid)
+        actions.append(Node(package=PACKAGE, executable="soil_node", name="soil_node",
+                            output="screen", parameters=[arg("soil_params"), {
+                                "machines": ",".join(names),
+                                "terrain.centre_y_m": grid.centre_y_m,
+                                "terrain.size_y_m": grid.size_y_m, "use_sim_time": True}]))
     for k, ns in enumerate(names):
         y = k * spacing
         owner = k == 0                       # the one /clock publisher
@@ -130,6 +129,7 @@ def _machines(context: LaunchContext) -> list[Action]:
             "terrain.contact": not soil,
             "initial.base_y_m": y,
             "terrain.y0_m": sim_terrain.y0 + y,
+            **grid_params,
             # machine 0 publishes /clock; the others step to it (one time for every stamp)
             "use_sim_time": True,
             "follow_clock": not owner,
@@ -139,7 +139,9 @@ def _machines(context: LaunchContext) -> list[Action]:
             PushRosNamespace(ns),
             Node(package=PACKAGE, executable="sim_node", name="sim_node", output="screen",
                  parameters=[arg("sim_params"), sim_params],
-                 remappings=[("track_command", "plc/wheel_states")]),
+                 remappings=[("track_command", "plc/wheel_states"),
+                             *([("soil/terrain_patch", "/soil/terrain_patch")] if shared
+                               else [])]),
             Node(package=PACKAGE, executable="ik_node", name="ik_node", output="screen",
                  parameters=[arg("ik_params"), {"frame_prefix": prefix}, follow]),
             Node(package="robot_state_publisher", executable="robot_state_publisher",
@@ -154,7 +156,7 @@ def _machines(context: LaunchContext) -> list[Action]:
                      "plc_port": plc_port + k, "redis_url": f"{redis_base}/{db_base + k}",
                      "model": arg("model"), "autostart": True, "frame_prefix": prefix}]),
         ]
-        if soil:
+        if soil and not shared:
             nodes.append(Node(package=PACKAGE, executable="soil_node", name="soil_node",
                               output="screen", parameters=[arg("soil_params"), {
                                   "terrain.centre_y_m": soil_centre_y + y}, follow]))

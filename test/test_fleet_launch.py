@@ -112,8 +112,8 @@ def test_two_machines_under_ros2_launch(fleet, redis_server, ros_node, tmp_path)
         clocks = ros_node.collect(Clock, "/clock", 1000)   # deep: every time it showed
 
         expected = {(n, f"/{ns}") for ns in ("exc1", "exc2")
-                    for n in ("sim_node", "ik_node", "soil_node", "plc_bridge",
-                              "robot_state_publisher")}
+                    for n in ("sim_node", "ik_node", "plc_bridge", "robot_state_publisher")}
+        expected.add(("soil_node", "/"))       # one soil_node, one terrain for both machines
         def missing() -> list[tuple[str, str]]:
             return sorted(expected - set(node.get_node_names_and_namespaces()))
         wait_for(lambda: not missing(), LIMIT_S,
@@ -132,6 +132,16 @@ def test_two_machines_under_ros2_launch(fleet, redis_server, ros_node, tmp_path)
             stamps = [m.header.stamp.sec * 10**9 + m.header.stamp.nanosec
                       for m in list(states)[-120:-20]]
             assert all(t in shown for t in stamps), (ns, stamps[:3], sorted(shown)[-3:])
+        # the one soil_node serves both machines: each machine's sim subscribes to the one
+        # terrain patch topic and gets its own wrench topic
+        for ns in ("exc1", "exc2"):
+            subs = node.get_subscriptions_info_by_topic(f"/{ns}/bucket_pose")
+            assert [(p.node_namespace, p.node_name) for p in subs] == [("/", "soil_node")], ns
+            pubs = node.get_publishers_info_by_topic(f"/{ns}/soil/wrench")
+            assert [(p.node_namespace, p.node_name) for p in pubs] == [("/", "soil_node")], ns
+        patch_subs = {(p.node_namespace, p.node_name)
+                      for p in node.get_subscriptions_info_by_topic("/soil/terrain_patch")}
+        assert patch_subs == {("/exc1", "sim_node"), ("/exc2", "sim_node")}
         # machine 2's odometry in its own frames
         odom = ros_node.collect(Odometry, "/exc2/odom")
         wait_for(lambda: odom, LIMIT_S, "/exc2/odom", 0.1)
