@@ -68,7 +68,9 @@ class IKNode(Node):
         self.publisher = self.create_publisher(JointState, "joint_command", 10)
         self.create_subscription(PointStamped, "target", self.on_target, 10)
         self.create_subscription(PoseStamped, "target_pose", self.on_target_pose, 10)
-        self.diagnostics = Diagnostics(self, f"{self.get_name()}: inverse kinematics")
+        ns = self.get_namespace().strip("/")  # in a fleet the status names its machine
+        self.diagnostics = Diagnostics(self, f"{ns + '/' if ns else ''}{self.get_name()}: "
+                                       "inverse kinematics")
         self.rejections = Rejections(self, self.diagnostics, "target")
         self.create_timer(1.0, self.publish_status)
         self.add_on_set_parameters_callback(self.on_parameters)

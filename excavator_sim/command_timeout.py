@@ -11,6 +11,8 @@ burst of periods) has not lived through the silence, and a command waiting in it
 be declared dead because the simulation itself was late. At ``real_time_factor`` 1 the two are the
 same; a simulation running faster than real time sees the commands further apart in its time, so
 raise ``track_command_timeout_s`` with it (it must exceed the command period times the factor).
+sim_node checks the age once per burst of periods (the periods stepped in one timer or /clock
+callback, during which no command can be delivered), at the burst's start.
 """
 
 from __future__ import annotations

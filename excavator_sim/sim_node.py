@@ -148,6 +148,7 @@ class SimNode(Node):
         self.track_timeout = CommandTimeout(track_timeout)
         self._track_speeds = (0.0, 0.0)  # the latest commanded [m/s]
         self._tracks_stopped_by_timeout = False
+        self._commands_checked = False  # the track command's age checked in this burst
         follow_clock = declare(self, "follow_clock", False, "step to the time on /clock (the "
                                "fleet's clock owner) instead of pacing by the wall clock; "
                                "publishes no /clock")
@@ -191,7 +192,10 @@ class SimNode(Node):
         self.create_subscription(Float64MultiArray, "soil/terrain_patch", self.on_terrain_patch,
                                  10)
         self.terrain_patches = 0
-        self.diagnostics = Diagnostics(self, f"{self.get_name()}: simulation")
+        # in a fleet the status names its machine: "exc2/sim_node: simulation"
+        ns = self.get_namespace().strip("/")
+        self.diagnostics = Diagnostics(self, f"{ns + '/' if ns else ''}{self.get_name()}: "
+                                       "simulation")
         self.rejections = Rejections(self, self.diagnostics, "command")
         self._divergences_reported = 0
         self._divergence_in_period = False
@@ -335,6 +339,7 @@ class SimNode(Node):
             self.lag.add(lag)
             self._lag_since_status = max(self._lag_since_status, lag)
         self._clock_wall = now
+        self._commands_checked = False
         for _ in range(plan.periods):
             self.step_period()
         if plan.periods and abs(self.sim.time - clock_s) < 0.5 * self.config.timestep:
@@ -345,6 +350,7 @@ class SimNode(Node):
         """Paced: the publish periods due by the wall clock (absolute schedule), at most
         ``_MAX_BURST`` per call; free run (real_time_factor 0): periods for a few ms, returning
         to the executor in between for commands."""
+        self._commands_checked = False
         if self.pacer is None:
             deadline = time.monotonic() + _FREE_RUN_SLICE_S
             while True:
@@ -367,8 +373,13 @@ class SimNode(Node):
     def step_period(self) -> None:
         """One publish period: the soil wrench if fresh (else none), the track command if
         fresh (else stop), physics, outputs."""
-        if self.track_timeout.expires(self.sim.time):
-            self.stop_tracks()
+        if not self._commands_checked:
+            # once per burst: the periods of one burst run without the executor delivering
+            # commands in between, so a command's age grows by the burst (a late simulation
+            # catching up, a follower stepping to the clock) without any silence on the link
+            self._commands_checked = True
+            if self.track_timeout.expires(self.sim.time):
+                self.stop_tracks()
         wrench = self.gate.for_period(self.sim.time + self.period_s)
         if wrench is not None:
             self.sim.apply_bucket_wrench(*wrench)

@@ -114,7 +114,7 @@ def test_two_machines_stamp_with_the_one_clock(tmp_path: Path) -> None:
         diagnostics.clear()
 
         def waiting() -> bool:
-            return any(s.name.startswith("sim_node") and "waiting for /clock" in s.message
+            return any(s.name.startswith("m2/sim_node") and "waiting for /clock" in s.message
                        for d in list(diagnostics) for s in d.status)
         wait_for(waiting, LIMIT_S, lambda: f"'waiting for /clock' from machine 2\n"
                  f"{follower.log()}")
