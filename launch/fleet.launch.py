@@ -31,53 +31,18 @@ from __future__ import annotations
 import re
 
 from launch import Action, LaunchContext, LaunchDescription
-from launch.actions import DeclareLaunchArgument, GroupAction, OpaqueFunction
-from launch.substitutions import LaunchConfiguration, PathJoinSubstitution
+from launch.actions import GroupAction, OpaqueFunction
+from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node, PushRosNamespace
-from launch_ros.substitutions import FindPackageShare
 
 from excavator_hil.fleet import fleet_namespaces, shared_soil_grid, sim_grid_parameters
+from excavator_hil.launch_support import declare_arguments
 
 PACKAGE = "excavator_hil"
 
 
 def generate_launch_description() -> LaunchDescription:
-    share = FindPackageShare(PACKAGE)
-    args = [
-        DeclareLaunchArgument("count", default_value="2",
-                              description="number of machines, 1..16 (namespaces exc1, exc2, "
-                                          "...); ignored when namespaces is set"),
-        DeclareLaunchArgument("namespaces", default_value="",
-                              description="comma-separated namespaces, one machine each "
-                                          "(e.g. exc_a,exc_b); empty: from count"),
-        DeclareLaunchArgument("spacing", default_value="20.0",
-                              description="distance between machines along world y [m]"),
-        DeclareLaunchArgument("soil", default_value="true", choices=["true", "false"],
-                              description="soil_node: deformable terrain and soil forces"),
-        DeclareLaunchArgument("shared_terrain", default_value="true",
-                              choices=["true", "false"],
-                              description="one soil_node and one terrain for every machine "
-                                          "(true), or a soil_node and terrain per machine"),
-        DeclareLaunchArgument("redis_url", default_value="redis://127.0.0.1:6379",
-                              description="the shared Redis server, without a database: "
-                                          "machine k uses database db_base + k"),
-        DeclareLaunchArgument("db_base", default_value="0",
-                              description="Redis database of the first machine"),
-        DeclareLaunchArgument("virtual_plc_port", default_value="1102",
-                              description="S7 port of the first machine's virtual PLC; "
-                                          "machine k uses this + k"),
-        DeclareLaunchArgument("model", default_value="skid_steer",
-                              choices=["skid_steer", "ackermann", "4wd4ws"],
-                              description="vehicle kinematic model between Redis and the PLC"),
-        DeclareLaunchArgument("sim_params", default_value=PathJoinSubstitution(
-            [share, "config", "sim.yaml"]), description="sim_node parameter file"),
-        DeclareLaunchArgument("soil_params", default_value=PathJoinSubstitution(
-            [share, "config", "soil.yaml"]), description="soil_node parameter file"),
-        DeclareLaunchArgument("ik_params", default_value=PathJoinSubstitution(
-            [share, "config", "ik.yaml"]), description="ik_node parameter file"),
-        DeclareLaunchArgument("plc_params", default_value=PathJoinSubstitution(
-            [share, "config", "plc.yaml"]), description="plc_bridge parameter file"),
-    ]
+    args = declare_arguments("fleet.launch.py")
     return LaunchDescription([*args, OpaqueFunction(function=_machines)])
 
 
