@@ -546,8 +546,10 @@ class SimNode(Node):
             problems.append(f"loop residual {residual:.2e} m > 1 mm")
         worst, self._lag_since_status = self._lag_since_status, -math.inf
         if worst > self.lag_warn_s:
-            problems.append(f"cannot keep up: {1e3 * worst:.0f} ms behind the wall clock "
-                            f"(real_time_factor {self.config.real_time_factor:g}, warn above "
+            behind = ("behind /clock (follow_clock" if self.follower is not None else
+                      f"behind the wall clock (real_time_factor "
+                      f"{self.config.real_time_factor:g}")
+            problems.append(f"cannot keep up: {1e3 * worst:.0f} ms {behind}, warn above "
                             f"{1e3 * self.lag_warn_s:.0f} ms)")
         stale, self._stale_at_status = (self.gate.stale_periods - self._stale_at_status,
                                         self.gate.stale_periods)
