@@ -14,7 +14,6 @@ import pytest
 
 from excavator_hil.bags.io import TYPESTORE, read_bag
 
-pytestmark = pytest.mark.slow
 PHASES = ["drive", "approach", "dig", "drag", "curl", "lift", "swing", "dump", "return"]
 
 
@@ -28,6 +27,7 @@ def fleet_demo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     return out, run.stdout
 
 
+@pytest.mark.slow
 def test_each_machine_digs_its_trench_and_has_its_summary(fleet_demo: tuple[Path, str]) -> None:
     out, stdout = fleet_demo
     machines = json.loads((out / "summary.json").read_text())["machines"]
@@ -43,6 +43,7 @@ def test_each_machine_digs_its_trench_and_has_its_summary(fleet_demo: tuple[Path
     assert stdout.count("dig cycle summary") == 2
 
 
+@pytest.mark.slow
 def test_the_machines_stand_apart_and_stamp_with_one_clock(fleet_demo: tuple[Path, str]
                                                            ) -> None:
     contents = read_bag(fleet_demo[0] / "dig_bag", ["/exc1/joint_states",
@@ -60,3 +61,18 @@ def test_the_machines_stand_apart_and_stamp_with_one_clock(fleet_demo: tuple[Pat
     both = stamps["/exc1/joint_states"] & stamps["/exc2/joint_states"]
     assert len(both) > 0.9 * min(len(s) for s in stamps.values()), {
         k: len(v) for k, v in stamps.items()}
+
+
+@pytest.mark.parametrize(("args", "words"), [
+    (["--machines", "0"], "--machines 0 is outside 1..4"),
+    (["--machines", "2", "--spacing", "3"], "--spacing 3 m is outside 8..40 m"),
+    (["--machines", "2", "--joystick"], "--joystick drives one machine"),
+])
+def test_bad_fleet_options_fail_at_once_naming_the_fix(args: list[str], words: str,
+                                                        tmp_path: Path) -> None:
+    run = subprocess.run([sys.executable, "-m", "excavator_hil.cli", "demo", *args,
+                          "--output", str(tmp_path)], capture_output=True, text=True,
+                         timeout=120, check=False)
+    assert run.returncode == 2, run.stderr
+    assert words in run.stderr and "Traceback" not in run.stderr
+    assert not (tmp_path / "logs").exists()          # nothing started
