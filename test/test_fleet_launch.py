@@ -66,12 +66,16 @@ def _registered_prefix(tmp_path: Path) -> str:
 
 @pytest.mark.slow
 def test_two_machines_under_ros2_launch(fleet, redis_server, ros_node, tmp_path):
+    import math
+
     import redis
+    from geometry_msgs.msg import PoseStamped
     from nav_msgs.msg import Odometry
     from rclpy.qos import DurabilityPolicy, QoSProfile
     from rosgraph_msgs.msg import Clock
     from sensor_msgs.msg import JointState
     from std_msgs.msg import String
+    from visualization_msgs.msg import MarkerArray
 
     from excavator_hil.hil_harness import Heartbeat
     from plc_bridge import redis_keys as keys
@@ -157,6 +161,20 @@ def test_two_machines_under_ros2_launch(fleet, redis_server, ros_node, tmp_path)
             return m.position[list(m.name).index(joint)]
         assert base("exc1", "base_y") == pytest.approx(0.0, abs=0.05)
         assert base("exc2", "base_y") == pytest.approx(spacing, abs=0.05)
+        # machine 2's poses and markers in world, where its joint_states place it
+        poses = ros_node.collect(PoseStamped, "/exc2/bucket_pose")
+        markers = ros_node.collect(MarkerArray, "/exc2/markers")
+        wait_for(lambda: poses and markers, LIMIT_S, "/exc2/bucket_pose and /exc2/markers", 0.1)
+        y2, yaw2 = base("exc2", "base_y"), base("exc2", "base_yaw")
+        swing = base("exc2", "swing")
+        assert poses[-1].header.frame_id == "world"
+        # the bucket lies in the boom plane through machine 2's swing axis
+        p = poses[-1].pose.position
+        heading = math.atan2(p.y - y2, p.x - base("exc2", "base_x"))
+        assert abs(math.remainder(heading - (yaw2 + swing), math.tau)) < 0.2, (p, y2)
+        ys = [m.pose.position.y for m in markers[-1].markers]
+        assert all(m.header.frame_id == "world" for m in markers[-1].markers)
+        assert min(ys) > y2 - 5.0 and max(ys) < y2 + 5.0, (min(ys), max(ys), y2)
 
         # each bridge in its own Redis database
         dbs = [redis.Redis.from_url(f"{redis_server.url[:-2]}/{k}") for k in (0, 1)]
