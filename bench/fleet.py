@@ -2,8 +2,10 @@
 
 Per fleet size N: N machines, each sim_node + soil_node + ik_node in its own namespace
 (``/excK``), every node in its own process, real DDS on loopback (a private domain,
-``ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST``), sims at ``real_time_factor`` 1 with
-``use_sim_time`` false (no /clock); every machine sweeps between two poses (a new
+``ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST``); the clock as ``launch/fleet.launch.py`` has it:
+machine 1's sim at ``real_time_factor`` 1 owns ``/clock``, the others step to it
+(``follow_clock``); a soil_node per machine (``shared_terrain:=false``: one shared soil_node
+does the same updates in one process); every machine sweeps between two poses (a new
 ``joint_command`` every 3 s), so hydraulics and swing work. After a warm-up (every machine's
 joint_states arriving), for ``--seconds`` of wall time a probe in this process records every
 machine's ``joint_states``:
@@ -37,7 +39,7 @@ sys.path.insert(0, str(REPO))
 from excavator_hil.local_services import ManagedProcess, wait_for  # noqa: E402
 
 KINDS = (("sim_node", "excavator_sim.sim_node", ["-p", "real_time_factor:=1.0",
-                                                  "-p", "use_sim_time:=false",
+                                                  "-p", "use_sim_time:=true",
                                                   "-p", "marker_rate:=0.0"]),
          ("soil_node", "excavator_sim.soil.soil_node", []),
          ("ik_node", "excavator_kinematics.ik_node", []))
@@ -97,10 +99,14 @@ def measure(n: int, seconds: float, log_dir: Path) -> dict[str, Any]:
     spin = threading.Thread(target=spin_loop, daemon=True)
     spin.start()
     try:
-        for ns in names:
+        for k, ns in enumerate(names):
             for kind, module, args in KINDS:
+                # machine 1 owns /clock, the others follow it (one time for every stamp)
+                clock = ["-p", f"follow_clock:={'true' if k else 'false'}"] \
+                    if kind == "sim_node" else ["-p", "use_sim_time:=true"]
                 procs.append((kind, ManagedProcess(module, ["--ros-args", "-r", f"__ns:=/{ns}",
-                                                            "--log-level", "warn", *args],
+                                                            "--log-level", "warn", *args,
+                                                            *clock],
                                                    log_dir=log_dir / f"n{n}")))
         wait_for(lambda: all(records.values()), 120.0, f"joint_states of {n} machine(s)", 0.2)
         time.sleep(2.0)

@@ -3,8 +3,9 @@
 Subscribes ``target`` (geometry_msgs/PointStamped; pitch from the ``bucket_pitch_rad``
 parameter) and ``target_pose`` (geometry_msgs/PoseStamped; pitch from the orientation). Publishes
 ``joint_command`` (sensor_msgs/JointState: swing, boom, arm, bucket [rad] and boom_cylinder,
-arm_cylinder, bucket_cylinder extensions [m]). Targets must be in ``base_link`` (the only frame
-known without TF; an empty frame_id is taken as base_link). A rejected target (other frame,
+arm_cylinder, bucket_cylinder extensions [m]). Targets must be in ``<frame_prefix>base_link``
+(the only frame known without TF; ``frame_prefix`` e.g. ``exc2/`` in a fleet, empty by default;
+an empty frame_id is taken as that frame). A rejected target (other frame,
 NaN/inf, out of reach, past a limit, an orientation the bucket cannot take) is logged with the
 reason, reported on ``/diagnostics``, and nothing is published.
 """
@@ -19,6 +20,7 @@ from geometry_msgs.msg import PointStamped, PoseStamped
 from rclpy.node import Node
 from sensor_msgs.msg import JointState
 
+from excavator_common.frames import check_frame_prefix
 from excavator_common.parameter_node import NodeParameters
 from excavator_common.ros_runtime import (
     OK,
@@ -27,7 +29,7 @@ from excavator_common.ros_runtime import (
     run_node,
 )
 from excavator_kinematics.bucket_orientation import bucket_pitch_from_quaternion
-from excavator_kinematics.errors import KinematicsError
+from excavator_kinematics.errors import ConfigError, KinematicsError
 from excavator_kinematics.geometry import CYLINDER_NAMES, ExcavatorGeometry, default_geometry
 from excavator_kinematics.ik_parameters import IK_PARAMETERS
 from excavator_kinematics.inverse_kinematics import ACTIVE_JOINTS, IKSolution, InverseKinematics
@@ -44,8 +46,13 @@ class IKNode(Node):
         values = self.parameters.values
         geometry_file = str(values["geometry_file"])
         self.bucket_pitch = float(values["bucket_pitch_rad"])
-        self.orientation_tolerance = float(
-            values["orientation_tolerance_rad"])
+        self.orientation_tolerance = float(values["orientation_tolerance_rad"])
+        frame_prefix = str(values["frame_prefix"])
+        try:
+            check_frame_prefix(frame_prefix)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+        self.base_frame = frame_prefix + BASE_FRAME
         geometry = (ExcavatorGeometry.from_yaml(geometry_file) if geometry_file
                     else default_geometry())
         self.ik = InverseKinematics(geometry)
@@ -53,7 +60,9 @@ class IKNode(Node):
         self.publisher = self.create_publisher(JointState, "joint_command", 10)
         self.create_subscription(PointStamped, "target", self.on_target, 10)
         self.create_subscription(PoseStamped, "target_pose", self.on_target_pose, 10)
-        self.diagnostics = Diagnostics(self, f"{self.get_name()}: inverse kinematics")
+        ns = self.get_namespace().strip("/")  # in a fleet the status names its machine
+        self.diagnostics = Diagnostics(self, f"{ns + '/' if ns else ''}{self.get_name()}: "
+                                       "inverse kinematics")
         self.rejections = Rejections(self, self.diagnostics, "target")
         self.create_timer(1.0, self.publish_status)
         lo, hi = self.ik.reach_range_m
@@ -94,10 +103,10 @@ class IKNode(Node):
 
     # --- core call -----------------------------------------------------------------------
     def _frame_ok(self, frame_id: str) -> bool:
-        if frame_id in ("", BASE_FRAME):
+        if frame_id in ("", self.base_frame):
             return True
         self._reject(f"target in frame '{frame_id}': ik_node only takes targets in "
-                     f"'{BASE_FRAME}' (transform it first)")
+                     f"'{self.base_frame}' (transform it first)")
         return False
 
     def _solve_and_publish(self, target: np.ndarray, pitch: float) -> None:
@@ -112,7 +121,7 @@ class IKNode(Node):
     def _joint_command(self, solution: IKSolution) -> JointState:
         msg = JointState()
         msg.header.stamp = self.get_clock().now().to_msg()
-        msg.header.frame_id = BASE_FRAME
+        msg.header.frame_id = self.base_frame
         msg.name = [*ACTIVE_JOINTS, *CYLINDER_NAMES]
         msg.position = [*map(float, solution.q), *map(float, solution.extensions)]
         return msg

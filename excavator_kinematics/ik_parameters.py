@@ -25,6 +25,9 @@ IK_PARAMETERS = ParameterTable("ik_node", (
     ParameterSpec("orientation_tolerance_rad", 0.02, "largest roll/yaw of a `target_pose` "
                   "orientation out of the boom plane; beyond it the target is rejected", "rad",
                   0.0, 0.5, dynamic=True, deprecated_names=("orientation_tolerance",)),
+    ParameterSpec("frame_prefix", "", "TF prefix of this machine's frames: targets are taken "
+                  "in '<prefix>base_link', e.g. 'exc1/' in a fleet (letters, digits, _, /; ends "
+                  "in /)"),
 ), error=ConfigError)
 
 

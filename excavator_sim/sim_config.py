@@ -134,6 +134,11 @@ NODE_PARAMETERS: tuple[ParameterSpec, ...] = (
     ParameterSpec("max_catch_up_s", 0.5, "wall time of deficit caught up by stepping faster; "
                   "beyond it the schedule slips (slipped_s on /diagnostics)", "s", 0.01, 60.0,
                   dynamic=True),
+    ParameterSpec("track_command_timeout_s", 0.2, "the tracks stop when no track_command "
+                  "arrived for this long (simulated time: 10 periods of the bridge's 50 Hz "
+                  "plc/wheel_states); 0 = hold the last one", "s", 0.0, 60.0, dynamic=True),
+    ParameterSpec("follow_clock", False, "step to the time on /clock (the fleet's clock owner) "
+                  "instead of pacing by the wall clock; publishes no /clock"),
 )
 
 

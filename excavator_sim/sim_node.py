@@ -17,7 +17,11 @@ Subscribes
   physics step that diverges anyway is undone by the core (last good state, wrench dropped,
   clock running) and reported as ERROR on ``/diagnostics``.
 - ``track_command`` (sensor_msgs/JointState): ``velocity`` [m/s] of ``track_left`` /
-  ``track_right``.
+  ``track_right``. Held for ``track_command_timeout_s`` of simulated time (default 0.2 s: ten
+  periods of the bridge's 50 Hz ``plc/wheel_states`` and of teleop_node's 50 Hz commands, so a
+  few late or lost samples on a loaded host or a LAN do not jerk the base); then the tracks stop
+  (:mod:`excavator_sim.command_timeout`), WARN on ``/diagnostics`` until a fresh command
+  arrives. 0 holds the last command until replaced.
 - ``soil/terrain_patch`` (std_msgs/Float64MultiArray): a changed rectangle of the terrain,
   written into MuJoCo's height field (format: :mod:`excavator_sim.heightfield`, dims ``i``,
   ``j``, data ``[i0, j0, heights...]`` [m]); the grids must match (``terrain.*`` parameters).
@@ -47,7 +51,14 @@ Header stamps are simulated time (the time on ``/clock``, whether or not it is p
 Parameters: ``excavator_sim.sim_config.SIM_PARAMETERS`` (docs/configuration.md). Changeable at
 run time (``ros2 param set``, applied at once): ``publish_rate_hz``, ``real_time_factor`` and
 ``max_catch_up_s`` (the pacing is rebuilt from the current simulated time), ``marker_rate_hz``,
-``max_wrench_age_s``, ``lag_warn_s``; every other parameter is read-only.
+``max_wrench_age_s``, ``lag_warn_s``, ``track_command_timeout_s``; every other parameter is
+read-only.
+
+One clock for a fleet: with ``follow_clock`` true the node publishes no ``/clock`` and is not
+paced by the wall clock; it steps its model to the time on ``/clock`` (another sim_node's: the
+fleet's clock owner), whole publish periods at a time, so its stamps are the owner's time
+(:mod:`excavator_sim.clock_follower`). No ``/clock``, no stepping: ``/diagnostics`` says it
+waits for the clock.
 """
 
 from __future__ import annotations
@@ -82,6 +93,8 @@ from excavator_common.ros_runtime import (
     run_node,
 )
 from excavator_kinematics.geometry import ExcavatorGeometry, default_geometry
+from excavator_sim.clock_follower import ClockFollower
+from excavator_sim.command_timeout import CommandTimeout
 from excavator_sim.errors import CommandError, HeightFieldError, SimConfigError
 from excavator_sim.heightfield import flat_to_patch
 from excavator_sim.model_builder import CYLINDER_JOINTS
@@ -128,6 +141,12 @@ class SimNode(Node):
         max_wrench_age = float(values["max_wrench_age_s"])
         self.lag_warn_s = float(values["lag_warn_s"])
         self.max_catch_up_s = float(values["max_catch_up_s"])
+        self.track_timeout = CommandTimeout(float(values["track_command_timeout_s"]))
+        self._track_speeds = (0.0, 0.0)  # the latest commanded [m/s]
+        self._tracks_stopped_by_timeout = False
+        self._commands_checked = False  # the track command's age checked in this burst
+        follow_clock = bool(values["follow_clock"])
+        self.follow_clock = follow_clock
         config = config_from_flat(values, source="sim_node parameters")
         geometry = (ExcavatorGeometry.from_yaml(geometry_file) if geometry_file
                     else default_geometry())
@@ -135,6 +154,9 @@ class SimNode(Node):
         self.config = config
         self.gate = WrenchGate(max_age_s=max_wrench_age)
         self.timer: Timer | None = None
+        self.follower: ClockFollower | None = None
+        self._clock_wall: float | None = None  # wall time the latest /clock arrived [s]
+        self._clock_subscribed = False
         self._set_timing(start=False)
         self.lag = Window()  # [s of wall time] behind the schedule after each period
         self._lag_since_status = -math.inf
@@ -144,7 +166,8 @@ class SimNode(Node):
 
         # use_sim_time (declared by rclpy): this node is then the source of /clock. Read once at
         # start-up; without it no /clock publisher exists at all.
-        self.publishes_clock = bool(self.get_parameter("use_sim_time").value)
+        self.publishes_clock = (bool(self.get_parameter("use_sim_time").value)
+                                and not follow_clock)
         self.joint_pub = self.create_publisher(JointState, "joint_states", 10)
         self.clock_pub = (self.create_publisher(Clock, "/clock", 10) if self.publishes_clock
                           else None)
@@ -163,7 +186,10 @@ class SimNode(Node):
         self.create_subscription(Float64MultiArray, "soil/terrain_patch", self.on_terrain_patch,
                                  10)
         self.terrain_patches = 0
-        self.diagnostics = Diagnostics(self, f"{self.get_name()}: simulation")
+        # in a fleet the status names its machine: "exc2/sim_node: simulation"
+        ns = self.get_namespace().strip("/")
+        self.diagnostics = Diagnostics(self, f"{ns + '/' if ns else ''}{self.get_name()}: "
+                                       "simulation")
         self.rejections = Rejections(self, self.diagnostics, "command")
         self._divergences_reported = 0
         self._divergence_in_period = False
@@ -194,7 +220,7 @@ class SimNode(Node):
         self.get_logger().info(
             f"ready: dt {config.timestep} s, real_time_factor {config.real_time_factor}, "
             f"publish_rate_hz {config.publish_rate}, max_wrench_age_s {max_wrench_age}, /clock "
-            f"{'on (use_sim_time)' if self.publishes_clock else 'off (use_sim_time false)'}, "
+            f"{_clock_mode(self.publishes_clock, follow_clock)}, "
             f"{self.sim.model.nv} dof, terrain "
             f"{g.nx} x {g.ny} nodes from ({g.x0}, {g.y0}) m every {g.cell_size} m")
 
@@ -206,9 +232,18 @@ class SimNode(Node):
         self.steps_per_publish = max(1, round(1.0 / (config.publish_rate * config.timestep)))
         self.period_s = self.steps_per_publish * config.timestep  # one publish period [s]
         self.pacer = (Pacer(self.period_s, config.real_time_factor, self.max_catch_up_s)
-                      if config.real_time_factor > 0 else None)
+                      if config.real_time_factor > 0 and not self.follow_clock else None)
         self._paced_since = None  # wall time of the first paced period [s]
+        if self.follow_clock:
+            # stepped by the owner's /clock; a rebuilt follower aligns on the next /clock
+            self.follower = ClockFollower(self.period_s, self.max_catch_up_s)
         if not start:
+            return
+        if self.follow_clock:
+            if not self._clock_subscribed:  # latest wins
+                self.create_subscription(Clock, "/clock", self.on_clock, QoSProfile(
+                    depth=1, reliability=ReliabilityPolicy.RELIABLE))
+                self._clock_subscribed = True
             return
         if self.timer is not None:
             self.destroy_timer(self.timer)
@@ -224,6 +259,8 @@ class SimNode(Node):
             self.gate.max_age_s = float(changed["max_wrench_age_s"])
         if "lag_warn_s" in changed:
             self.lag_warn_s = float(changed["lag_warn_s"])
+        if "track_command_timeout_s" in changed:
+            self.track_timeout.timeout_s = float(changed["track_command_timeout_s"])
         if "max_catch_up_s" in changed:
             self.max_catch_up_s = float(changed["max_catch_up_s"])
         timing = {"publish_rate_hz", "real_time_factor", "max_catch_up_s"} & set(changed)
@@ -297,6 +334,10 @@ class SimNode(Node):
             self.sim.set_track_speeds(left, right)
         except CommandError as exc:
             self._reject(str(exc))
+            return
+        self._track_speeds = (left, right)
+        self._tracks_stopped_by_timeout = False
+        self.track_timeout.received(self.sim.time)
 
     def on_terrain_patch(self, msg: Float64MultiArray) -> None:
         dims = [(d.label, d.size) for d in msg.layout.dim]
@@ -313,10 +354,36 @@ class SimNode(Node):
         self.terrain_patches += 1
 
     # --- stepping and outputs ------------------------------------------------------------
+    def on_clock(self, msg: Clock) -> None:
+        """follow_clock: step to the owner's time (whole periods; the first clock aligns)."""
+        assert self.follower is not None
+        now = time.monotonic()
+        clock_s = msg.clock.sec + 1e-9 * msg.clock.nanosec
+        first = not self.follower.aligned
+        plan = self.follower.plan(self.sim.time, clock_s)
+        if plan.set_time_s is not None:
+            self.sim.data.time = plan.set_time_s
+        if first:  # the fleet's time starts here for this machine
+            self._wall_start, self._sim_start = now, self.sim.time
+            self.get_logger().info(f"following /clock from t={clock_s:.3f} s")
+        elif self._clock_wall is not None and now - self._wall_start > _STARTUP_S:
+            # how far behind the owner's clock the follower was (beyond one period) [s]
+            lag = max(0.0, clock_s - self.sim.time - self.period_s)
+            self.lag.add(lag)
+            self._lag_since_status = max(self._lag_since_status, lag)
+        self._clock_wall = now
+        self._commands_checked = False
+        for _ in range(plan.periods):
+            self.step_period()
+        if plan.periods and abs(self.sim.time - clock_s) < 0.5 * self.config.timestep:
+            # exactly the owner's time (the two sums of timesteps differ in the last bits)
+            self.sim.data.time = clock_s
+
     def tick(self) -> None:
         """Paced: the publish periods due by the wall clock (absolute schedule), at most
         ``_MAX_BURST`` per call; free run (real_time_factor 0): periods for a few ms, returning
         to the executor in between for commands."""
+        self._commands_checked = False
         if self.pacer is None:
             deadline = time.monotonic() + _FREE_RUN_SLICE_S
             while True:
@@ -337,7 +404,15 @@ class SimNode(Node):
                 self._lag_since_status = max(self._lag_since_status, lag)
 
     def step_period(self) -> None:
-        """One publish period: the soil wrench if fresh (else none), physics, outputs."""
+        """One publish period: the soil wrench if fresh (else none), the track command if
+        fresh (else stop), physics, outputs."""
+        if not self._commands_checked:
+            # once per burst: the periods of one burst run without the executor delivering
+            # commands in between, so a command's age grows by the burst (a late simulation
+            # catching up, a follower stepping to the clock) without any silence on the link
+            self._commands_checked = True
+            if self.track_timeout.expires(self.sim.time):
+                self.stop_tracks()
         wrench = self.gate.for_period(self.sim.time + self.period_s)
         if wrench is not None:
             self.sim.apply_bucket_wrench(*wrench)
@@ -379,6 +454,19 @@ class SimNode(Node):
         o = pose.pose.orientation
         o.w, o.x, o.y, o.z = quat.tolist()
         self.pose_pub.publish(pose)
+
+    def stop_tracks(self) -> None:
+        """The latest track command timed out: stop the tracks (WARN while they were moving)."""
+        self.sim.set_track_speeds(0.0, 0.0)
+        if any(v != 0.0 for v in self._track_speeds):
+            self._tracks_stopped_by_timeout = True
+            self.get_logger().warning(self._track_timeout_message())
+        self._track_speeds = (0.0, 0.0)
+
+    def _track_timeout_message(self) -> str:
+        return (f"tracks stopped: no track_command for "
+                f"{self.track_timeout.age_s(self.sim.time):.2f} s of simulated time "
+                f"(track_command_timeout_s {self.track_timeout.timeout_s:g})")
 
     def _make_markers(self) -> tuple[MarkerArray, list[int]]:
         """One marker per machine geom (built once; poses updated on publish)."""
@@ -464,7 +552,7 @@ class SimNode(Node):
             "lag_ms_p50": f"{lag50:.2f}", "lag_ms_p99": f"{lag99:.2f}",
             "lag_ms_max": f"{lagmax:.2f}",
             "lag_ms_max_since_start": f"{1e3 * max(self.lag.max_ever, 0.0):.2f}",
-            "slipped_s": f"{pacer.slipped_s if pacer else 0.0:.3f}",
+            "slipped_s": f"{pacer.slipped_s if pacer else self._follow_slipped():.3f}",
             "periods": self._periods,
             "wrench_age_ms_p50": f"{age50:.2f}", "wrench_age_ms_p99": f"{age99:.2f}",
             "wrench_age_ms_max": f"{agemax:.2f}",
@@ -476,6 +564,9 @@ class SimNode(Node):
             "wrench_stale_periods": self.gate.stale_periods,
             "max_wrench_age_ms": f"{1e3 * self.gate.max_age_s:g}",
         }
+
+    def _follow_slipped(self) -> float:
+        return self.follower.slipped_s if self.follower is not None else 0.0
 
     def report_divergence(self) -> None:
         """The core undid a diverged physics step (``ExcavatorSimulation.step``): ERROR on
@@ -501,11 +592,19 @@ class SimNode(Node):
             problems.append(f"loop residual {residual:.2e} m > 1 mm")
         worst, self._lag_since_status = self._lag_since_status, -math.inf
         if worst > self.lag_warn_s:
-            problems.append(f"cannot keep up: {1e3 * worst:.0f} ms behind the wall clock "
-                            f"(real_time_factor {self.config.real_time_factor:g}, warn above "
+            behind = ("behind /clock (follow_clock" if self.follower is not None else
+                      f"behind the wall clock (real_time_factor "
+                      f"{self.config.real_time_factor:g}")
+            problems.append(f"cannot keep up: {1e3 * worst:.0f} ms {behind}, warn above "
                             f"{1e3 * self.lag_warn_s:.0f} ms)")
         stale, self._stale_at_status = (self.gate.stale_periods - self._stale_at_status,
                                         self.gate.stale_periods)
+        if self._tracks_stopped_by_timeout:
+            problems.append(self._track_timeout_message())
+        if self.follower is not None and (self._clock_wall is None
+                                          or time.monotonic() - self._clock_wall > 1.0):
+            problems.append("waiting for /clock (follow_clock: the fleet's clock owner, a "
+                            "sim_node with use_sim_time true, steps this one)")
         if stale:
             problems.append(f"soil wrench late: {stale} periods without soil force (older "
                             f"than {1e3 * self.gate.max_age_s:g} ms)")
@@ -516,6 +615,9 @@ class SimNode(Node):
                   "last_error": self.rejections.last,
                   **{f"target_{n}": f"{v:.4f}" for n, v in self.sim.targets.items()}}
         values["divergences"] = self.sim.divergence_count
+        values["clock"] = _clock_mode(self.publishes_clock, self.follower is not None)
+        values["track_command_age_s"] = f"{self.track_timeout.age_s(self.sim.time):.3f}"
+        values["track_command_timeouts"] = self.track_timeout.expiries
         # "running" whatever the level: monitors key on it; the problems follow it.
         level = WARN if problems else OK
         message = "running" + (f": {'; '.join(problems)}" if problems else "")
@@ -524,6 +626,12 @@ class SimNode(Node):
             d = self.sim.divergences[-1]
             level, message = ERROR, f"simulation diverged at t={d.time_s:.3f} s: {d.cause}"
         self.diagnostics.publish(level, message, values)
+
+
+def _clock_mode(publishes: bool, follows: bool) -> str:
+    if follows:
+        return "/clock followed (follow_clock)"
+    return "/clock on (use_sim_time)" if publishes else "/clock off (use_sim_time false)"
 
 
 def main(args: list[str] | None = None) -> int:

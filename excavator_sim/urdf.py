@@ -20,12 +20,12 @@ capsule in RViz).
 from __future__ import annotations
 
 import math
-import re
 import xml.etree.ElementTree as ET
 
 import mujoco
 import numpy as np
 
+from excavator_common.frames import check_frame_prefix
 from excavator_kinematics.geometry import ExcavatorGeometry, default_geometry
 from excavator_kinematics.linkage import Linkage
 from excavator_sim.model_builder import ModelOptions, build_model
@@ -140,15 +140,6 @@ def _base_chain(robot: ET.Element, model: mujoco.MjModel, root: int) -> None:
                model.body_pos[root] if on_first else np.zeros(3),
                model.body_quat[root] if on_first else identity)
         parent = child
-
-
-def check_frame_prefix(prefix: str) -> str:
-    """``prefix`` if it is a valid TF frame prefix (empty, or letters, digits, ``_`` and ``/``
-    ending in ``/``, no leading ``/``: e.g. ``exc1/``); ValueError naming the fix otherwise."""
-    if prefix and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_/]*/", prefix):
-        raise ValueError(f"frame_prefix {prefix!r}: use letters, digits, '_' and '/', start with "
-                         "a letter or '_', end with '/' (e.g. 'exc1/'), or '' for none")
-    return prefix
 
 
 def _prefix_links(robot: ET.Element, prefix: str) -> None:

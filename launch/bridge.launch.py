@@ -10,19 +10,17 @@ runs (``ros2 param set /plc_bridge heartbeat_timeout_s 1.0``), the others are re
 """
 
 from launch import LaunchDescription
-from launch.actions import DeclareLaunchArgument, GroupAction
+from launch.actions import GroupAction
 from launch.conditions import IfCondition
-from launch.substitutions import LaunchConfiguration, PathJoinSubstitution, PythonExpression
+from launch.substitutions import LaunchConfiguration, PythonExpression
 from launch_ros.actions import Node, PushRosNamespace
-from launch_ros.substitutions import FindPackageShare
 
-from excavator_hil.launch_support import required
+from excavator_hil.launch_support import declare_arguments, required
 
 PACKAGE = "excavator_hil"
 
 
 def generate_launch_description() -> LaunchDescription:
-    share = FindPackageShare(PACKAGE)
     virtual = LaunchConfiguration("virtual_plc")
     # With the virtual PLC the bridge talks to it on loopback, whatever plc_host says.
     plc_host = PythonExpression(["'127.0.0.1' if '", virtual, "' == 'true' else '",
@@ -30,27 +28,7 @@ def generate_launch_description() -> LaunchDescription:
     plc_port = PythonExpression(["", LaunchConfiguration("virtual_plc_port"), " if '", virtual,
                                  "' == 'true' else 102"])
     return LaunchDescription([
-        DeclareLaunchArgument("namespace", default_value="",
-                              description="ROS namespace of the bridge's node and topics"),
-        DeclareLaunchArgument("use_sim_time", default_value="false", choices=["true", "false"],
-                              description="use /clock (true needs sim_node with use_sim_time "
-                                          "true, or bag play --clock)"),
-        DeclareLaunchArgument("plc_params", default_value=PathJoinSubstitution(
-            [share, "config", "plc.yaml"]),
-            description="plc_bridge parameter file (data blocks, model, timeouts; a key left out "
-                        "takes the default of docs/configuration.md, an unknown key stops the "
-                        "bridge)"),
-        DeclareLaunchArgument("plc_host", default_value="192.168.0.1",
-                              description="IP address of the S7-1200/1500 (PUT/GET enabled)"),
-        DeclareLaunchArgument("redis_url", default_value="redis://127.0.0.1:6379/0",
-                              description="Redis URL (redis:// or rediss://, user:pass@ for AUTH)"),
-        DeclareLaunchArgument("model", default_value="skid_steer",
-                              choices=["skid_steer", "ackermann", "4wd4ws"],
-                              description="vehicle kinematic model between Redis and the PLC"),
-        DeclareLaunchArgument("virtual_plc", default_value="false", choices=["true", "false"],
-                              description="start the virtual PLC and connect the bridge to it"),
-        DeclareLaunchArgument("virtual_plc_port", default_value="1102",
-                              description="TCP port of the virtual PLC's S7 server"),
+        *declare_arguments("bridge.launch.py"),
         # Scoped: the namespace ends with the group (nothing after it, here or in an including
         # file, inherits it).
         GroupAction(scoped=True, actions=[

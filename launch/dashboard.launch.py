@@ -8,33 +8,18 @@ Any interface other than loopback needs a token (the node exits with a message o
 """
 
 from launch import LaunchDescription
-from launch.actions import DeclareLaunchArgument, GroupAction
-from launch.substitutions import LaunchConfiguration, PathJoinSubstitution
+from launch.actions import GroupAction
+from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node, PushRosNamespace
-from launch_ros.substitutions import FindPackageShare
+
+from excavator_hil.launch_support import declare_arguments
 
 PACKAGE = "excavator_hil"
 
 
 def generate_launch_description() -> LaunchDescription:
-    share = FindPackageShare(PACKAGE)
     return LaunchDescription([
-        DeclareLaunchArgument("namespace", default_value="",
-                              description="ROS namespace of the excavator to show and drive"),
-        DeclareLaunchArgument("host", default_value="127.0.0.1",
-                              description="interface the web page binds (not loopback: needs "
-                                          "token)"),
-        DeclareLaunchArgument("port", default_value="8080", description="TCP port of the page"),
-        DeclareLaunchArgument("token", default_value="",
-                              description="access token, >= 16 characters (required when host "
-                                          "is not loopback; open /?token=...)"),
-        DeclareLaunchArgument("redis_url", default_value="redis://127.0.0.1:6379/0",
-                              description="Redis of the PLC bridge"),
-        DeclareLaunchArgument("plc_params", default_value=PathJoinSubstitution(
-            [share, "config", "plc.yaml"]),
-            description="plc_bridge parameter file (model, command envelope, key layout)"),
-        DeclareLaunchArgument("refresh_hz", default_value="10",
-                              description="machine view refresh per browser tab [Hz], 1..30"),
+        *declare_arguments("dashboard.launch.py"),
         GroupAction([
             PushRosNamespace(LaunchConfiguration("namespace")),
             Node(package=PACKAGE, executable="dashboard", name="dashboard", output="screen",

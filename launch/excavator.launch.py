@@ -10,72 +10,29 @@ moves the simulated machine (argument ``track_command``).
 and PLC parameter file.
 
 Every argument of the two included files is declared here too and forwarded (each file uses the
-ones it declares); test/test_launch_files.py checks that none is left out.
+ones it declares): the arguments come from one table (excavator_hil.launch_support), and
+test/test_launch_files.py checks that none is left out.
 """
 
 from launch import LaunchDescription
-from launch.actions import DeclareLaunchArgument, GroupAction, IncludeLaunchDescription
+from launch.actions import GroupAction, IncludeLaunchDescription
 from launch.conditions import IfCondition
 from launch.launch_description_sources import PythonLaunchDescriptionSource
 from launch.substitutions import LaunchConfiguration, PathJoinSubstitution
 from launch_ros.substitutions import FindPackageShare
 
-from excavator_hil.launch_support import rviz_default
+from excavator_hil.launch_support import arguments_of, declare_arguments
 
 PACKAGE = "excavator_hil"
 
-FORWARDED = ("namespace", "use_sim_time", "rviz", "soil", "track_command", "sim_params",
-             "soil_params", "ik_params", "teleop", "teleop_params", "plc_params", "plc_host",
-             "redis_url", "model", "virtual_plc", "virtual_plc_port")
+# every argument of the included files (excavator_hil.launch_support's table)
+FORWARDED = tuple(dict.fromkeys(a.name for f in ("sim.launch.py", "bridge.launch.py")
+                                for a in arguments_of(f)))
 
 
 def generate_launch_description() -> LaunchDescription:
     share = FindPackageShare(PACKAGE)
-    args = [
-        DeclareLaunchArgument("namespace", default_value="",
-                              description="ROS namespace of this excavator's nodes and topics"),
-        DeclareLaunchArgument("use_sim_time", default_value="true", choices=["true", "false"],
-                              description="follow the simulator's /clock (sim_node publishes "
-                                          "it only when true; false: every node on wall time)"),
-        DeclareLaunchArgument("rviz", default_value=rviz_default(), choices=["true", "false"],
-                              description="start RViz with rviz/excavator.rviz (default: true "
-                                          "where rviz2 is installed, else false)"),
-        DeclareLaunchArgument("soil", default_value="true", choices=["true", "false"],
-                              description="start soil_node (deformable terrain, soil forces)"),
-        DeclareLaunchArgument("track_command", default_value="plc/wheel_states",
-                              description="topic whose track_left/track_right velocities [m/s] "
-                                          "drive sim_node's tracks: the PLC's measured track "
-                                          "speeds (track_command: drive them directly)"),
-        DeclareLaunchArgument("sim_params", default_value=PathJoinSubstitution(
-            [share, "config", "sim.yaml"]), description="sim_node parameter file"),
-        DeclareLaunchArgument("soil_params", default_value=PathJoinSubstitution(
-            [share, "config", "soil.yaml"]), description="soil_node parameter file"),
-        DeclareLaunchArgument("ik_params", default_value=PathJoinSubstitution(
-            [share, "config", "ik.yaml"]), description="ik_node parameter file"),
-        DeclareLaunchArgument("teleop", default_value="false", choices=["true", "false"],
-                              description="start teleop_node (joystick / coordinated / "
-                                          "impedance control from joy and hand_pose)"),
-        DeclareLaunchArgument("teleop_params", default_value=PathJoinSubstitution(
-            [share, "config", "teleop.yaml"]), description="teleop_node parameter file"),
-        DeclareLaunchArgument("plc_params", default_value=PathJoinSubstitution(
-            [share, "config", "plc.yaml"]),
-            description="plc_bridge parameter file (data blocks, model, timeouts)"),
-        DeclareLaunchArgument("plc_host", default_value="192.168.0.1",
-                              description="IP address of the S7-1200/1500 (ignored with "
-                                          "virtual_plc:=true)"),
-        DeclareLaunchArgument("redis_url", default_value="redis://127.0.0.1:6379/0",
-                              description="Redis URL (redis:// or rediss://, user:pass@ for AUTH)"),
-        DeclareLaunchArgument("model", default_value="skid_steer",
-                              choices=["skid_steer", "ackermann", "4wd4ws"],
-                              description="vehicle kinematic model between Redis and the PLC"),
-        DeclareLaunchArgument("virtual_plc", default_value="true", choices=["true", "false"],
-                              description="use the virtual PLC instead of real hardware"),
-        DeclareLaunchArgument("virtual_plc_port", default_value="1102",
-                              description="TCP port of the virtual PLC's S7 server"),
-        DeclareLaunchArgument("dashboard", default_value="false", choices=["true", "false"],
-                              description="browser dashboard on http://127.0.0.1:8080/ "
-                                          "(dashboard.launch.py for its own arguments)"),
-    ]
+    args = declare_arguments("excavator.launch.py")
 
     def include(name: str) -> GroupAction:
         # Each file in its own scope: nothing one sets (namespace, configurations) reaches the

@@ -9,46 +9,24 @@ installed, else to false.
 """
 
 from launch import Action, LaunchContext, LaunchDescription
-from launch.actions import DeclareLaunchArgument, GroupAction, LogInfo, OpaqueFunction
+from launch.actions import GroupAction, LogInfo, OpaqueFunction
 from launch.conditions import IfCondition
 from launch.substitutions import LaunchConfiguration, PathJoinSubstitution
 from launch_ros.actions import Node, PushRosNamespace
 from launch_ros.substitutions import FindPackageShare
 
-from excavator_hil.launch_support import RVIZ_HINT, required, rviz_default, rviz_installed
+from excavator_hil.launch_support import (
+    RVIZ_HINT,
+    declare_arguments,
+    required,
+    rviz_installed,
+)
 
 PACKAGE = "excavator_hil"
 
 
 def generate_launch_description() -> LaunchDescription:
-    share = FindPackageShare(PACKAGE)
-    args = [
-        DeclareLaunchArgument("namespace", default_value="",
-                              description="ROS namespace of this excavator's nodes and topics"),
-        DeclareLaunchArgument("use_sim_time", default_value="true", choices=["true", "false"],
-                              description="follow the simulator's /clock (sim_node publishes "
-                                          "it only when true; false: every node on wall time)"),
-        DeclareLaunchArgument("rviz", default_value=rviz_default(), choices=["true", "false"],
-                              description="start RViz with rviz/excavator.rviz (default: true "
-                                          "where rviz2 is installed, else false)"),
-        DeclareLaunchArgument("soil", default_value="true", choices=["true", "false"],
-                              description="start soil_node (deformable terrain, soil forces)"),
-        DeclareLaunchArgument("track_command", default_value="track_command",
-                              description="topic whose track_left/track_right velocities [m/s] "
-                                          "drive sim_node's tracks (excavator.launch.py: the "
-                                          "PLC's plc/wheel_states)"),
-        DeclareLaunchArgument("sim_params", default_value=PathJoinSubstitution(
-            [share, "config", "sim.yaml"]), description="sim_node parameter file"),
-        DeclareLaunchArgument("soil_params", default_value=PathJoinSubstitution(
-            [share, "config", "soil.yaml"]), description="soil_node parameter file"),
-        DeclareLaunchArgument("ik_params", default_value=PathJoinSubstitution(
-            [share, "config", "ik.yaml"]), description="ik_node parameter file"),
-        DeclareLaunchArgument("teleop", default_value="false", choices=["true", "false"],
-                              description="start teleop_node (joystick / coordinated / "
-                                          "impedance control from joy and hand_pose)"),
-        DeclareLaunchArgument("teleop_params", default_value=PathJoinSubstitution(
-            [share, "config", "teleop.yaml"]), description="teleop_node parameter file"),
-    ]
+    args = declare_arguments("sim.launch.py")
     # The namespace is pushed inside a scoped group: it ends with the group, so a file that
     # includes this one (excavator.launch.py) does not inherit it.
     return LaunchDescription([*args, GroupAction([

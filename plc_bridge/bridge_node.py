@@ -9,8 +9,9 @@
   subscription and its Redis client (100 configure/cleanup cycles leave no growth in
   publishers, subscriptions or file descriptors: test/test_bridge_node.py).
 
-Publishes ``odom`` (nav_msgs/Odometry, dead reckoning of the measured twist, frame ``odom`` ->
-``base_link``), ``plc/wheel_states`` (sensor_msgs/JointState: measured wheel/track speeds
+Publishes ``odom`` (nav_msgs/Odometry, dead reckoning of the measured twist, frame
+``<frame_prefix>odom`` -> ``<frame_prefix>base_link``; ``frame_prefix`` e.g. ``exc2/`` in a
+fleet, empty by default), ``plc/wheel_states`` (sensor_msgs/JointState: measured wheel/track speeds
 [m/s] as velocity, steering angles [rad] as position; tracks are ``track_left``/``track_right``,
 wheels ``wheel_<name>``, steering ``steer_<name>``) and ``/diagnostics``. With
 ``cmd_vel_to_redis`` it also plays the operational layer: ``cmd_vel`` (geometry_msgs/Twist) is
@@ -50,6 +51,7 @@ from rclpy.subscription import Subscription
 from rclpy.timer import Timer
 from sensor_msgs.msg import JointState
 
+from excavator_common.frames import check_frame_prefix
 from excavator_common.parameter_files import read_parameter_file
 from excavator_common.parameter_node import NodeParameters
 from excavator_common.parameters import Value
@@ -116,6 +118,12 @@ class PlcBridgeNode(LifecycleNode):
         self.publish_rate_hz = float(self.params["publish_rate_hz"])  # type: ignore[arg-type]
         self.cmd_vel_to_redis = bool(self.params["cmd_vel_to_redis"])
         self.cmd_vel_timeout_s = float(self.params["cmd_vel_timeout_s"])  # type: ignore[arg-type]
+        frame_prefix = str(self.params["frame_prefix"])
+        try:
+            check_frame_prefix(frame_prefix)
+        except ValueError as exc:
+            raise BridgeConfigError(str(exc)) from None
+        self.odom_frame, self.base_frame = frame_prefix + "odom", frame_prefix + "base_link"
         self.core: BridgeCore | None = None
         self.config: BridgeConfig | None = None
         self.diagnostics = Diagnostics(self, "plc_bridge")
@@ -253,8 +261,8 @@ class PlcBridgeNode(LifecycleNode):
             self._last_stamp = snap.stamp_s
         odom = Odometry()
         odom.header.stamp = stamp
-        odom.header.frame_id = "odom"
-        odom.child_frame_id = "base_link"
+        odom.header.frame_id = self.odom_frame
+        odom.child_frame_id = self.base_frame
         odom.pose.pose.position.x = self._pose.x
         odom.pose.pose.position.y = self._pose.y
         odom.pose.pose.orientation.z = math.sin(self._pose.yaw / 2.0)

@@ -299,6 +299,8 @@ _NODE = (
           "control keys and toggle the heartbeat while it keeps arriving"),
     _spec("cmd_vel_timeout_s", 0.5, "the heartbeat toggles only while the last cmd_vel is "
           "younger than this", "s", 0.05, 10.0, dynamic=True, old="cmd_vel_timeout"),
+    _spec("frame_prefix", "", "TF prefix of this machine's frames (odom -> base_link), e.g. "
+          "'exc1/' in a fleet (letters, digits, _, /; ends in /)"),
 )
 NODE_ONLY: frozenset[str] = frozenset(s.name for s in _NODE)
 

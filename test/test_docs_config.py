@@ -9,8 +9,9 @@ Checked, per config file (its own section of the doc, so keys that two files sha
   (``presets.loose_sand``);
 - a default cell written in backticks equals the file's value;
 - every row of a ``key`` table names a key that still exists (no stale rows).
-Per launch file: every ``DeclareLaunchArgument`` (found with ``ast``) has a row with its default
-and choices, and no row names an argument that is gone.
+Per launch file: every argument it declares (from the one table,
+``excavator_hil.launch_support.LAUNCH_FILES``) has a row with its default and choices, and no
+row names an argument that is gone.
 The parameter tables of the nodes with a spec (``excavator_common.parameters``) are generated
 from it (``excavator-hil params-doc``) and must match; each shipped file holds its spec's
 defaults, with no unknown key and ROS's types.
@@ -66,24 +67,13 @@ def config_parameters(path: Path) -> dict[str, Any]:
 
 
 def launch_arguments(path: Path) -> dict[str, dict[str, Any]]:
-    """name -> {"default": str | None (None = not a constant), "choices": list | None} of every
-    ``DeclareLaunchArgument("name", ...)`` in a launch file."""
-    out: dict[str, dict[str, Any]] = {}
-    for node in ast.walk(ast.parse(path.read_text())):
-        if not (isinstance(node, ast.Call) and
-                (getattr(node.func, "id", None) == "DeclareLaunchArgument"
-                 or getattr(node.func, "attr", None) == "DeclareLaunchArgument")):
-            continue
-        name = node.args[0].value if node.args else None
-        assert isinstance(name, str), f"{path}:{node.lineno}: argument name is not a constant"
-        keywords = {k.arg: k.value for k in node.keywords}
-        default = keywords.get("default_value")
-        choices = keywords.get("choices")
-        out[name] = {
-            "default": default.value if isinstance(default, ast.Constant) else None,
-            "choices": ast.literal_eval(choices) if choices is not None else None,
-        }
-    return out
+    """name -> {"default": str | None (None = not a literal: a share file, the RViz default),
+    "choices": list | None} of every argument the launch file declares (the launch files
+    declare theirs from excavator_hil.launch_support's table)."""
+    from excavator_hil.launch_support import RVIZ_AUTO, arguments_of
+
+    return {a.name: {"default": None if a.share_path or a.default == RVIZ_AUTO else a.default,
+                     "choices": list(a.choices) or None} for a in arguments_of(path.name)}
 
 
 def declared_parameters(path: Path) -> set[str]:
@@ -329,16 +319,20 @@ def test_a_changed_default_and_a_removed_key_fail(tmp_path: Path, doc_text: str)
             in problems)
 
 
-def test_an_undocumented_launch_argument_fails(tmp_path: Path, doc_text: str) -> None:
-    source = (REPO / "launch" / "sim.launch.py").read_text()
-    extra = ('        DeclareLaunchArgument("dummy_arg", default_value="1",\n'
-             '                              description="not documented"),\n')
-    marker = "    args = [\n"
-    assert marker in source
-    copy = tmp_path / "sim.launch.py"
-    copy.write_text(source.replace(marker, marker + extra, 1)
-                    .replace('"soil", default_value="true"', '"soil", default_value="false"'))
-    assert new_problems(launch_problems, "launch/sim.launch.py", copy, doc_text) == [
+def test_an_undocumented_launch_argument_fails(monkeypatch: pytest.MonkeyPatch,
+                                               doc_text: str) -> None:
+    from excavator_hil import launch_support
+    from excavator_hil.launch_support import ARGUMENTS, LaunchArgument
+
+    launch = REPO / "launch" / "sim.launch.py"
+    baseline = set(launch_problems(launch, doc_text))
+    table = dict(launch_support.LAUNCH_FILES)
+    table["sim.launch.py"] = (
+        *(ARGUMENTS["soil"].but(default="false") if a == "soil" else a
+          for a in table["sim.launch.py"]),
+        LaunchArgument("dummy_arg", "not documented", "1"))
+    monkeypatch.setattr(launch_support, "LAUNCH_FILES", table)
+    assert [p for p in launch_problems(launch, doc_text) if p not in baseline] == [
         "launch/sim.launch.py: argument dummy_arg is not documented",
         "launch/sim.launch.py: soil default documented as '`true`', the file has 'false'"]
 

@@ -60,3 +60,60 @@ def test_sim_node_publishes_its_urdf_with_the_prefix(node_processes, ros_node, t
     wait_for(lambda: got, 60.0, lambda: f"/exc7/robot_description ({node_processes[0].log()})")
     links, _ = _tree(got[-1].data)
     assert links == {n if n == "world" else "exc7/" + n for n in _tree(generate_urdf())[0]}
+
+
+def test_ik_node_takes_targets_in_its_prefixed_base_link(spawn, ros_node) -> None:
+    from diagnostic_msgs.msg import DiagnosticArray
+    from geometry_msgs.msg import PointStamped
+    from helpers import wait_for
+    from sensor_msgs.msg import JointState
+
+    ik = spawn("excavator_kinematics.ik_node", ["--ros-args", "-r", "__ns:=/exc3",
+                                                "-p", "frame_prefix:=exc3/"])
+    commands = ros_node.collect(JointState, "/exc3/joint_command")
+    diagnostics = ros_node.collect(DiagnosticArray, "/diagnostics", 50)
+    target = ros_node.node.create_publisher(PointStamped, "/exc3/target", 10)
+    msg = PointStamped()
+    msg.point.x, msg.point.z = 6.0, 0.5
+
+    def send(frame: str) -> None:
+        msg.header.frame_id = frame
+        target.publish(msg)
+    wait_for(lambda: (send("exc3/base_link"), commands)[1], 60.0, lambda: f"a joint_command "
+             f"for a target in exc3/base_link\n{ik.log()}", 0.2)
+    assert commands[-1].header.frame_id == "exc3/base_link"
+    good = list(commands[0].position)
+    msg.point.x = 5.0                 # another target: an answer to it would differ
+
+    def rejected() -> bool:
+        send("base_link")             # another machine's (or no machine's) base_link
+        return any("'base_link'" in s.message and "'exc3/base_link'" in s.message
+                   for d in list(diagnostics) for s in d.status)
+    wait_for(rejected, 30.0, lambda: f"the target in 'base_link' rejected\n{ik.log()}", 0.2)
+    assert all(list(c.position) == good for c in list(commands)), "a target in base_link moved it"
+
+
+def test_ik_node_and_bridge_refuse_a_bad_prefix_at_start_up(tmp_path) -> None:
+    for module in ("excavator_kinematics.ik_node", "plc_bridge.bridge_node"):
+        proc = NodeProcess(module, ["--ros-args", "-p", "frame_prefix:=exc1"], log_dir=tmp_path)
+        code = proc.proc.wait(120)
+        proc.stop()
+        log = proc.log()
+        assert code == 2, (module, log)
+        assert "frame_prefix 'exc1'" in log and "Traceback" not in log, log
+
+
+@pytest.mark.slow
+def test_bridge_odom_frames_carry_the_prefix(redis_server, spawn, ros_node) -> None:
+    from helpers import REPO, free_port, wait_for
+    from nav_msgs.msg import Odometry
+
+    odom = ros_node.collect(Odometry, "/exc4/odom")
+    # no PLC on that port: the bridge keeps trying and publishes odom (twist unknown) meanwhile
+    bridge = spawn("plc_bridge.bridge_node", [
+        "--ros-args", "-r", "__ns:=/exc4", "--params-file", str(REPO / "config" / "plc.yaml"),
+        "-p", f"redis_url:={redis_server.url}", "-p", f"plc_port:={free_port()}",
+        "-p", "plc_host:=127.0.0.1", "-p", "autostart:=true", "-p", "frame_prefix:=exc4/"])
+    wait_for(lambda: odom, 60.0, lambda: f"/exc4/odom\n{bridge.log()}", 0.1)
+    assert (odom[-1].header.frame_id, odom[-1].child_frame_id) == ("exc4/odom",
+                                                                   "exc4/base_link")

@@ -66,11 +66,16 @@ def _registered_prefix(tmp_path: Path) -> str:
 
 @pytest.mark.slow
 def test_two_machines_under_ros2_launch(fleet, redis_server, ros_node, tmp_path):
+    import math
+
     import redis
+    from geometry_msgs.msg import PoseStamped
+    from nav_msgs.msg import Odometry
     from rclpy.qos import DurabilityPolicy, QoSProfile
     from rosgraph_msgs.msg import Clock
     from sensor_msgs.msg import JointState
     from std_msgs.msg import String
+    from visualization_msgs.msg import MarkerArray
 
     from excavator_hil.hil_harness import Heartbeat
     from plc_bridge import redis_keys as keys
@@ -108,11 +113,11 @@ def test_two_machines_under_ros2_launch(fleet, redis_server, ros_node, tmp_path)
         joints = {ns: ros_node.collect(JointState, f"/{ns}/joint_states") for ns in
                   ("exc1", "exc2")}
         urdf = ros_node.collect(String, "/exc2/robot_description", latched)
-        clocks = ros_node.collect(Clock, "/clock")
+        clocks = ros_node.collect(Clock, "/clock", 1000)   # deep: every time it showed
 
         expected = {(n, f"/{ns}") for ns in ("exc1", "exc2")
-                    for n in ("sim_node", "ik_node", "soil_node", "plc_bridge",
-                              "robot_state_publisher")}
+                    for n in ("sim_node", "ik_node", "plc_bridge", "robot_state_publisher")}
+        expected.add(("soil_node", "/"))       # one soil_node, one terrain for both machines
         def missing() -> list[tuple[str, str]]:
             return sorted(expected - set(node.get_node_names_and_namespaces()))
         wait_for(lambda: not missing(), LIMIT_S,
@@ -120,9 +125,32 @@ def test_two_machines_under_ros2_launch(fleet, redis_server, ros_node, tmp_path)
         wait_for(lambda: all(joints.values()) and urdf and clocks, LIMIT_S,
                  lambda: f"joint_states of both machines, exc2's URDF, /clock\n{text()}", 0.1)
 
-        # one /clock for the fleet: machine 1's sim_node
+        # one /clock for the fleet: machine 1's sim_node; machine 2's sim steps to it, so both
+        # machines stamp with times the clock showed
         pubs = node.get_publishers_info_by_topic("/clock")
         assert [(p.node_namespace, p.node_name) for p in pubs] == [("/exc1", "sim_node")]
+        wait_for(lambda: all(len(j) > 150 for j in joints.values()), LIMIT_S,
+                 "150 joint_states of each machine", 0.1)
+        shown = {m.clock.sec * 10**9 + m.clock.nanosec for m in list(clocks)}
+        for ns, states in joints.items():
+            stamps = [m.header.stamp.sec * 10**9 + m.header.stamp.nanosec
+                      for m in list(states)[-120:-20]]
+            assert all(t in shown for t in stamps), (ns, stamps[:3], sorted(shown)[-3:])
+        # the one soil_node serves both machines: each machine's sim subscribes to the one
+        # terrain patch topic and gets its own wrench topic
+        for ns in ("exc1", "exc2"):
+            subs = node.get_subscriptions_info_by_topic(f"/{ns}/bucket_pose")
+            assert [(p.node_namespace, p.node_name) for p in subs] == [("/", "soil_node")], ns
+            pubs = node.get_publishers_info_by_topic(f"/{ns}/soil/wrench")
+            assert [(p.node_namespace, p.node_name) for p in pubs] == [("/", "soil_node")], ns
+        patch_subs = {(p.node_namespace, p.node_name)
+                      for p in node.get_subscriptions_info_by_topic("/soil/terrain_patch")}
+        assert patch_subs == {("/exc1", "sim_node"), ("/exc2", "sim_node")}
+        # machine 2's odometry in its own frames
+        odom = ros_node.collect(Odometry, "/exc2/odom")
+        wait_for(lambda: odom, LIMIT_S, "/exc2/odom", 0.1)
+        assert (odom[-1].header.frame_id, odom[-1].child_frame_id) == ("exc2/odom",
+                                                                       "exc2/base_link")
         # machine 2's URDF: its links prefixed, world shared
         description = urdf[-1].data
         assert '<link name="exc2/base_link"' in description and '<link name="world"' in description
@@ -133,6 +161,20 @@ def test_two_machines_under_ros2_launch(fleet, redis_server, ros_node, tmp_path)
             return m.position[list(m.name).index(joint)]
         assert base("exc1", "base_y") == pytest.approx(0.0, abs=0.05)
         assert base("exc2", "base_y") == pytest.approx(spacing, abs=0.05)
+        # machine 2's poses and markers in world, where its joint_states place it
+        poses = ros_node.collect(PoseStamped, "/exc2/bucket_pose")
+        markers = ros_node.collect(MarkerArray, "/exc2/markers")
+        wait_for(lambda: poses and markers, LIMIT_S, "/exc2/bucket_pose and /exc2/markers", 0.1)
+        y2, yaw2 = base("exc2", "base_y"), base("exc2", "base_yaw")
+        swing = base("exc2", "swing")
+        assert poses[-1].header.frame_id == "world"
+        # the bucket lies in the boom plane through machine 2's swing axis
+        p = poses[-1].pose.position
+        heading = math.atan2(p.y - y2, p.x - base("exc2", "base_x"))
+        assert abs(math.remainder(heading - (yaw2 + swing), math.tau)) < 0.2, (p, y2)
+        ys = [m.pose.position.y for m in markers[-1].markers]
+        assert all(m.header.frame_id == "world" for m in markers[-1].markers)
+        assert min(ys) > y2 - 5.0 and max(ys) < y2 + 5.0, (min(ys), max(ys), y2)
 
         # each bridge in its own Redis database
         dbs = [redis.Redis.from_url(f"{redis_server.url[:-2]}/{k}") for k in (0, 1)]

@@ -1,7 +1,8 @@
 """Launch files, checked without ROS launch (not installable here): they parse, every executable
 they start is a declared console script (or an exec_depend), every file they load exists and is
-installed by setup.py, every argument has a description (and choices when boolean), and
-excavator.launch.py declares and forwards every argument of the files it includes."""
+installed by setup.py, each declares its arguments from the one table
+(``excavator_hil.launch_support``), every argument has a description (and choices when boolean),
+and excavator.launch.py declares and forwards every argument of the files it includes."""
 
 from __future__ import annotations
 
@@ -12,6 +13,9 @@ from pathlib import Path
 
 import pytest
 import yaml
+
+from excavator_hil import launch_support
+from excavator_hil.launch_support import BOOL, LaunchArgument, arguments_of
 
 REPO = Path(__file__).resolve().parents[1]
 LAUNCH_FILES = sorted((REPO / "launch").glob("*.launch.py"))
@@ -97,15 +101,26 @@ def test_launch_file(path: Path) -> None:
         assert any(fnmatch.fnmatch(rel, pat) for pat in patterns), (
             f"{path.name} loads {rel}, which setup.py does not install")
 
-    declared = calls(tree, "DeclareLaunchArgument")
-    assert declared
+    # its arguments: from the one table, under its own name, and nowhere else
+    assert [constant(c.args[0]) for c in calls(tree, "declare_arguments")] == [path.name]
+    assert not calls(tree, "DeclareLaunchArgument"), f"{path.name}: declare in launch_support"
+    declared = arguments_of(path.name)
+    assert declared and len({a.name for a in declared}) == len(declared)
     for arg in declared:
-        name = constant(arg.args[0])
-        description = constant(_kw(arg, "description"))
-        assert isinstance(description, str) and len(description) > 10, f"{name}: no description"
-        if constant(_kw(arg, "default_value")) in ("true", "false"):
-            choices = ast.literal_eval(_kw(arg, "choices"))
-            assert choices == ["true", "false"], f"{name}: boolean without choices"
+        assert len(arg.description) > 10, f"{arg.name}: no description"
+        if arg.default in BOOL or arg.default == launch_support.RVIZ_AUTO:
+            assert arg.choices == BOOL, f"{arg.name}: boolean without choices"
+        if arg.choices and arg.default != launch_support.RVIZ_AUTO:
+            assert arg.default in arg.choices, f"{arg.name}: default not among its choices"
+        if arg.share_path:
+            rel = "/".join(arg.share_path)
+            assert (REPO / rel).is_file(), f"{arg.name} defaults to {rel}, which does not exist"
+            assert any(fnmatch.fnmatch(rel, pat) for pat in patterns), (
+                f"{arg.name} defaults to {rel}, which setup.py does not install")
+
+
+def test_every_launch_file_is_in_the_table_and_the_table_has_no_other() -> None:
+    assert set(launch_support.LAUNCH_FILES) == {p.name for p in LAUNCH_FILES}
 
 
 INCLUDED = ("sim.launch.py", "bridge.launch.py")
@@ -122,43 +137,34 @@ OTHER_DEFAULTS = {
 }
 
 
-def declared_arguments(tree: ast.AST) -> dict[str, ast.Call]:
-    return {constant(a.args[0]): a for a in calls(tree, "DeclareLaunchArgument")}
-
-
-def include_problems(outer: str, inner: dict[str, str]) -> list[str]:
-    """What excavator.launch.py (source ``outer``) misses of the included files (``inner``:
-    file name -> source): an argument not declared or not forwarded (and not in
-    NOT_FORWARDED), a file not included, other choices, another default (not in
-    OTHER_DEFAULTS), a forwarded name no included file declares."""
-    tree = ast.parse(outer)
-    declared = declared_arguments(tree)
-    forwarded = next(ast.literal_eval(n.value) for n in tree.body if isinstance(n, ast.Assign)
-                     and getattr(n.targets[0], "id", "") == "FORWARDED")
-    included = {constant(c.args[0]) for c in calls(tree, "include") if c.args}
+def include_problems(outer: list[LaunchArgument], forwarded: tuple[str, ...],
+                     included: set[str], inner: dict[str, list[LaunchArgument]]) -> list[str]:
+    """What excavator.launch.py (its arguments ``outer``, the names it ``forwarded``, the files
+    it ``included``) misses of the included files (``inner``: file name -> arguments): an
+    argument not declared or not forwarded (and not in NOT_FORWARDED), a file not included,
+    other choices, another default (not in OTHER_DEFAULTS), a forwarded name no included file
+    declares."""
+    declared = {a.name: a for a in outer}
     problems = [f"{n} is forwarded but not declared" for n in forwarded if n not in declared]
     inner_names: set[str] = set()
-    for name, source in inner.items():
+    for name, arguments in inner.items():
         if name not in included:
             problems.append(f"{name} is not included")
-        for arg, call in declared_arguments(ast.parse(source)).items():
-            inner_names.add(arg)
-            if arg in NOT_FORWARDED:
+        for arg in arguments:
+            inner_names.add(arg.name)
+            if arg.name in NOT_FORWARDED:
                 continue
-            if arg not in declared or arg not in forwarded:
-                problems.append(f"{name}: argument {arg} is not "
-                                f"{'declared' if arg not in declared else 'forwarded'} by "
+            if arg.name not in declared or arg.name not in forwarded:
+                problems.append(f"{name}: argument {arg.name} is not "
+                                f"{'declared' if arg.name not in declared else 'forwarded'} by "
                                 "excavator.launch.py")
                 continue
-            outer_call = declared[arg]
-            choices = [ast.dump(c) if c is not None else None
-                       for c in (_kw(call, "choices"), _kw(outer_call, "choices"))]
-            if choices[0] != choices[1]:
-                problems.append(f"{name}: argument {arg} has other choices here")
-            defaults = [ast.dump(d) if d is not None else None
-                        for d in (_kw(call, "default_value"), _kw(outer_call, "default_value"))]
-            if defaults[0] != defaults[1] and (name, arg) not in OTHER_DEFAULTS:
-                problems.append(f"{name}: argument {arg} has another default here")
+            mine = declared[arg.name]
+            if arg.choices != mine.choices:
+                problems.append(f"{name}: argument {arg.name} has other choices here")
+            if ((arg.default, arg.share_path) != (mine.default, mine.share_path)
+                    and (name, arg.name) not in OTHER_DEFAULTS):
+                problems.append(f"{name}: argument {arg.name} has another default here")
     problems += [f"{n} is forwarded but no included file declares it" for n in forwarded
                  if n not in inner_names]
     problems += [f"NOT_FORWARDED names {n}, which no included file declares"
@@ -166,31 +172,35 @@ def include_problems(outer: str, inner: dict[str, str]) -> list[str]:
     return problems
 
 
-def _launch_sources() -> tuple[str, dict[str, str]]:
-    return ((REPO / "launch" / "excavator.launch.py").read_text(),
-            {name: (REPO / "launch" / name).read_text() for name in INCLUDED})
+def _excavator() -> tuple[list[LaunchArgument], tuple[str, ...], set[str],
+                          dict[str, list[LaunchArgument]]]:
+    """excavator.launch.py's arguments, the names it forwards (its FORWARDED expression,
+    evaluated without ROS launch), the files it includes, and the included files' arguments."""
+    tree = ast.parse((REPO / "launch" / "excavator.launch.py").read_text())
+    expr = next(n.value for n in tree.body if isinstance(n, ast.Assign)
+                and getattr(n.targets[0], "id", "") == "FORWARDED")
+    forwarded = eval(compile(ast.Expression(expr), "FORWARDED", "eval"),
+                     {"arguments_of": arguments_of})
+    included = {constant(c.args[0]) for c in calls(tree, "include") if c.args}
+    return (arguments_of("excavator.launch.py"), tuple(forwarded), included,
+            {name: arguments_of(name) for name in INCLUDED})
 
 
 def test_excavator_launch_declares_and_forwards_every_included_argument() -> None:
-    outer, inner = _launch_sources()
-    assert include_problems(outer, inner) == []
+    assert include_problems(*_excavator()) == []
     assert all(len(why) > 10 for why in [*NOT_FORWARDED.values(), *OTHER_DEFAULTS.values()])
 
 
 def test_an_included_argument_left_out_of_excavator_launch_is_found() -> None:
-    outer, inner = _launch_sources()
-    port = 'DeclareLaunchArgument("virtual_plc_port"'
-    assert outer.count(port) == 1
-    without = outer.replace(port, 'DeclareLaunchArgument("unrelated_port"')
-    without = without.replace('"virtual_plc_port")', '"unrelated_port")')
-    soil = outer.replace('choices=["true", "false"],\n                              '
-                         'description="start soil_node', 'choices=["false", "true"],\n'
-                         '                              description="start soil_node')
-    assert soil != outer
-    assert include_problems(without, inner) == [
+    outer, forwarded, included, inner = _excavator()
+    without = [a if a.name != "virtual_plc_port" else a.but(name="unrelated_port")
+               for a in outer]
+    moved = tuple("unrelated_port" if n == "virtual_plc_port" else n for n in forwarded)
+    assert include_problems(without, moved, included, inner) == [
         "bridge.launch.py: argument virtual_plc_port is not declared by excavator.launch.py",
         "unrelated_port is forwarded but no included file declares it"]
-    assert include_problems(soil, inner) == [
+    soil = [a if a.name != "soil" else a.but(choices=("false", "true")) for a in outer]
+    assert include_problems(soil, forwarded, included, inner) == [
         "sim.launch.py: argument soil has other choices here"]
 
 

@@ -371,6 +371,14 @@ def test_sim_and_bridge_on_two_hosts(hosts, discovery, tmp_path):
                  f"{plc.call(plc_ctl.status)})", 0.1)
         assert bridge.alive()
 
+        # ... and so does the simulated base: no plc/wheel_states reach sim_node, whose
+        # track_command_timeout_s (0.2 s) stops the tracks
+        def base_stopped() -> bool:
+            recent = [j["base_x"] for j in monitor.records("joints") if j["t"] > time.time() - 1]
+            return len(recent) >= 5 and max(recent) - min(recent) < 0.005
+        wait_for(base_stopped, LIMIT_S, lambda: "the simulated base to stop while the link is "
+                 f"down (base_x {monitor.last('joints', 'base_x')})\n{logs()}", 0.2)
+
         # --- the link returns ---------------------------------------------------------------
         t_back = time.time()
         plc.set_link(True)

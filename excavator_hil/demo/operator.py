@@ -42,9 +42,15 @@ SETTLE_TIMEOUT_S = 8.0  # longest hold of the final target after the last leg [s
 
 
 class DemoOperator(Node):
-    def __init__(self, redis_url: str, plc_control_port: int, options: DemoOptions):
-        super().__init__("demo_operator")
+    def __init__(self, redis_url: str, plc_control_port: int, options: DemoOptions,
+                 namespace: str = "", sim_overrides: dict[str, Any] | None = None):
+        # namespace: the machine's ("" alone); its sim_node's parameters beyond the shipped
+        # config (place, terrain grid) for the final rendering
+        super().__init__("demo_operator", namespace=f"/{namespace}" if namespace else "")
         self.options = options
+        self.machine = namespace
+        self._prefix = f"{namespace}/" if namespace else ""   # its frames and its nodes' status
+        self.sim_overrides = dict(sim_overrides or {})
         self.ik = InverseKinematics(default_geometry())
         self.redis = redis.Redis.from_url(redis_url, socket_timeout=1.0, decode_responses=True)
         self.heartbeat = Heartbeat(redis_url).start()
@@ -76,7 +82,9 @@ class DemoOperator(Node):
         self.create_subscription(DiagnosticArray, "/diagnostics", self._on_diagnostics, 50)
         # The soil node's changed terrain regions, replayed into the rendering model at the end.
         self.terrain_patches: list[tuple[int, int, np.ndarray]] = []
-        self.create_subscription(Float64MultiArray, "soil/terrain_patch", self._on_patch, 50)
+        # (one terrain for a fleet: the one soil_node's topic, in the root namespace)
+        self.create_subscription(Float64MultiArray, "/soil/terrain_patch" if namespace
+                                 else "soil/terrain_patch", self._on_patch, 50)
 
     # --- subscriptions -------------------------------------------------------------------
     def _on_clock(self, msg: Clock) -> None:
@@ -116,17 +124,18 @@ class DemoOperator(Node):
 
     def _on_diagnostics(self, msg: DiagnosticArray) -> None:
         for status in msg.status:
-            if status.name.startswith(("sim_node", "soil_node")) and \
+            own_sim = status.name.startswith(f"{self._prefix}sim_node")
+            if (own_sim or status.name.startswith("soil_node")) and \
                     status.message.startswith("running"):
                 values = {kv.key: kv.value for kv in status.values}
-                if status.name.startswith("sim_node"):
+                if own_sim:
                     self.sim_status = values
                     if "cannot keep up" in status.message:
                         self.lag_warnings += 1
                         self.get_logger().warning(status.message)
                 else:
                     self.soil_status = values
-            if status.name.startswith("ik_node") and status.level == b"\x02":
+            if status.name.startswith(f"{self._prefix}ik_node") and status.level == b"\x02":
                 self.rejected_targets += 1
                 self.get_logger().warning(f"IK rejected a target: {status.message}")
 
@@ -168,7 +177,7 @@ class DemoOperator(Node):
         self._phase = "drive"
         self.phase_marks.append((self.sim_time, "drive"))
         plc = ControlClient(self._plc_control_port)
-        progress = Progress(o.drive_distance_m)
+        progress = Progress(o.drive_distance_m, label=self.machine)
         sent: list[tuple[float, float]] = []  # (monotonic time, commanded speed)
         start = self.track_distance
         deadline = time.monotonic() + 10.0 * o.drive_distance_m / o.drive_speed_m_s + 20.0
@@ -204,7 +213,7 @@ class DemoOperator(Node):
             q0 = np.array([self.joints[n] for n in ACTIVE_JOINTS])
         plan: DigCyclePlan = default_dig_cycle(self.ik, q0, time_scale=o.time_scale)
         settle = 1.5
-        progress = Progress(plan.duration_s + settle)
+        progress = Progress(plan.duration_s + settle, label=self.machine)
         t0 = self.sim_time
         phase = ""
         still_since = math.inf
@@ -238,7 +247,7 @@ class DemoOperator(Node):
     def _publish_target(self, tip: np.ndarray, pitch: float) -> None:
         msg = PoseStamped()
         msg.header.stamp = self.get_clock().now().to_msg()
-        msg.header.frame_id = "base_link"
+        msg.header.frame_id = f"{self._prefix}base_link"
         msg.pose.position.x, msg.pose.position.y, msg.pose.position.z = (float(v) for v in tip)
         x, y, z, w = bucket_quaternion(math.atan2(tip[1], tip[0]), pitch)
         o = msg.pose.orientation
@@ -323,7 +332,8 @@ class DemoOperator(Node):
 
         with self._lock:
             joints = dict(self.joints)
-        overrides: dict[str, float] = {f"initial.{n}_rad": joints[n] for n in ACTIVE_JOINTS}
+        overrides: dict[str, Any] = {**self.sim_overrides,
+                                     **{f"initial.{n}_rad": joints[n] for n in ACTIVE_JOINTS}}
         for joint, key in (("base_x", "base_x_m"), ("base_y", "base_y_m"),
                            ("base_yaw", "base_yaw_rad")):
             if joint in joints:
@@ -332,7 +342,8 @@ class DemoOperator(Node):
         for ni, nj, data in self.terrain_patches:
             i0, j0, heights = flat_to_patch(ni, nj, data)
             sim.terrain.set_region(i0, j0, heights)
-        render_png(sim, path, width=1280, height=720, lookat=(3.0, 2.0, 0.0), distance=13.0,
+        y = joints.get("base_y", 0.0)
+        render_png(sim, path, width=1280, height=720, lookat=(3.0, 2.0 + y, 0.0), distance=13.0,
                    azimuth=-150.0, elevation=-35.0)
 
     def close(self) -> None:

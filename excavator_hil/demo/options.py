@@ -16,3 +16,5 @@ class DemoOptions:
     startup_timeout_s: float = 90.0
     joystick: bool = False  # dig with a scripted joystick session (teleop_node), not IK targets
     rt_priority: int = 0  # SCHED_FIFO for the bridge loop and the virtual PLC (0 = normal)
+    machines: int = 1  # machines digging side by side (namespaces exc1.. when more than one)
+    spacing_m: float = 10.0  # between the machines along world y [m]

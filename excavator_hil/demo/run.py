@@ -12,6 +12,13 @@ What runs (all on 127.0.0.1, nothing installed beyond the venv):
   paced by the simulation's ``/clock`` (sim_node runs with ``use_sim_time:=true``, which makes
   it publish ``/clock``), shows a progress bar, and writes the summary, a rendered PNG and the
   force plot next to the bag.
+
+``--machines N`` (N > 1): N machines side by side, ``spacing`` apart along y (namespaces
+``exc1`` ...), each with its own virtual PLC, bridge (Redis database k of the one server),
+sim_node and ik_node, digging its own trench in one terrain (one soil_node serving all, see
+``launch/fleet.launch.py``); machine 1's sim_node owns ``/clock``, the others follow it. One
+operator per machine digs at the same time; one summary per machine (``summary.json``:
+``machines`` by namespace), force plot and rendering per machine.
 """
 
 from __future__ import annotations
@@ -29,6 +36,10 @@ from excavator_hil.demo.options import DemoOptions
 from excavator_hil.demo.summary import DemoSummary
 from excavator_hil.local_services import LocalRedisServer, ManagedProcess, free_port, wait_for
 
+MachineSummaries = dict[str, DemoSummary]
+MAX_DEMO_MACHINES = 4
+MIN_SPACING_M = 8.0   # the dig cycle's dump pile lies ~3-4 m to the machine's left
+
 RECORDED_TOPICS = ("joint_states", "joint_command", "target_pose", "bucket_pose", "soil/wrench",
                    "soil/bucket_load", "plc/wheel_states", "odom")
 
@@ -40,6 +51,31 @@ def _ros_environment() -> None:
     os.environ.setdefault("MUJOCO_GL", "egl")
 
 
+class DemoMachine:
+    """One machine of the demo: its namespace ("" when alone), place, PLC ports, Redis database
+    and sim_node parameters."""
+
+    def __init__(self, index: int, count: int, spacing_m: float,
+                 grid_params: dict[str, float | int]):
+        self.index = index
+        self.ns = f"exc{index + 1}" if count > 1 else ""
+        self.y_m = index * spacing_m
+        self.db = index
+        self.plc_port = free_port()
+        self.plc_control_port = free_port()
+        self.sim_overrides: dict[str, float | int] = (
+            {"initial.base_y_m": self.y_m, **grid_params} if count > 1 else {})
+
+    @property
+    def label(self) -> str:
+        return self.ns or "machine"
+
+    def ros(self) -> list[str]:
+        """--ros-args of this machine's nodes: its namespace and frame prefix."""
+        args = ["--ros-args", "--log-level", "warn"]
+        return [*args, "-r", f"__ns:=/{self.ns}"] if self.ns else args
+
+
 class DemoStack:
     """Starts every process of the demo; stops them all (reverse order) on exit."""
 
@@ -47,9 +83,30 @@ class DemoStack:
         self.options = options
         self.logs = options.output_dir / "logs"
         self.redis = LocalRedisServer(self.logs / "redis")
-        self.plc_port = free_port()
-        self.plc_control_port = free_port()
+        n = options.machines
+        grid: dict[str, float | int] = {}
+        self.soil_params: list[str] = []
+        if n > 1:
+            from excavator_hil.fleet import shared_soil_grid, sim_grid_parameters
+            from excavator_sim.soil.config import load_soil_config
+
+            shared = shared_soil_grid(load_soil_config().terrain, n, options.spacing_m)
+            grid = sim_grid_parameters(shared)
+            self.soil_params = ["-p", f"terrain.centre_y_m:={shared.centre_y_m!r}",
+                                "-p", f"terrain.size_y_m:={shared.size_y_m!r}"]
+        self.machines = [DemoMachine(k, n, options.spacing_m, grid) for k in range(n)]
         self.procs: dict[str, ManagedProcess] = {}
+
+    @property
+    def plc_port(self) -> int:          # the first machine's (one-machine callers)
+        return self.machines[0].plc_port
+
+    @property
+    def plc_control_port(self) -> int:
+        return self.machines[0].plc_control_port
+
+    def redis_url(self, machine: DemoMachine) -> str:
+        return f"{self.redis.url.rsplit('/', 1)[0]}/{machine.db}"
 
     def _start(self, name: str, module: str, args: list[str]) -> ManagedProcess:
         proc = ManagedProcess(module, args, log_dir=self.logs)
@@ -58,26 +115,15 @@ class DemoStack:
 
     def start(self) -> None:
         self.redis.start()
+        for m in self.machines:
+            self._start_machine(m)
         ros = ["--ros-args", "--log-level", "warn"]
-        self._start("virtual_plc", "plc_bridge.virtual_plc_cli",
-                    ["--port", str(self.plc_port), "--control-port", str(self.plc_control_port),
-                     "--model", "skid_steer",
-                     "--rt-priority", str(self.options.rt_priority)])
-        self._start("plc_bridge", "plc_bridge.bridge_node",
-                    [*ros, "-p", f"redis_url:={self.redis.url}", "-p", "plc_host:=127.0.0.1",
-                     "-p", f"plc_port:={self.plc_port}", "-p", "model:=skid_steer",
-                     "-p", "autostart:=true",
-                     "-p", f"rt_priority:={self.options.rt_priority}"])
-        self._start("sim_node", "excavator_sim.sim_node",
-                    # The soil model is the ground while digging (stiffness, shear failure,
-                    # load); rigid height-field contact would hold the bucket on the surface.
-                    # use_sim_time: sim_node publishes /clock only then, and the operator paces
-                    # the dig cycle by it.
-                    [*ros, "-p", "real_time_factor:=1.0", "-p", "terrain.contact:=false",
-                     "-p", "use_sim_time:=true",
-                     "-r", "track_command:=plc/wheel_states"])
-        self._start("soil_node", "excavator_sim.soil.soil_node", ros)
-        self._start("ik_node", "excavator_kinematics.ik_node", ros)
+        if len(self.machines) == 1:
+            self._start("soil_node", "excavator_sim.soil.soil_node", ros)
+        else:   # one terrain: one soil_node serving every machine
+            self._start("soil_node", "excavator_sim.soil.soil_node",
+                        [*ros, "-p", f"machines:={','.join(m.ns for m in self.machines)}",
+                         "-p", "use_sim_time:=true", *self.soil_params])
         if self.options.joystick:  # Joy from the operator (a scripted session)
             self._start("teleop_node", "excavator_kinematics.teleop_node",
                         [*ros, "-p", "joy_timeout_s:=2.0"])
@@ -86,10 +132,36 @@ class DemoStack:
             import shutil
 
             shutil.rmtree(bag)
+        topics = [f"{m.ns}/{t}" if m.ns else t for m in self.machines for t in RECORDED_TOPICS]
         self._start("bag_record", "excavator_hil.cli",
                     # sim time: the bag's timestamps and /clock on replay share the header
                     # stamps' time base
-                    ["bag", "record", *RECORDED_TOPICS, "-o", str(bag), "--use-sim-time"])
+                    ["bag", "record", *topics, "-o", str(bag), "--use-sim-time"])
+
+    def _start_machine(self, m: DemoMachine) -> None:
+        rt = str(self.options.rt_priority)
+        key = f"{m.ns}/" if m.ns else ""
+        ros = m.ros()
+        prefix = ["-p", f"frame_prefix:={m.ns}/"] if m.ns else []
+        self._start(f"{key}virtual_plc", "plc_bridge.virtual_plc_cli",
+                    ["--port", str(m.plc_port), "--control-port", str(m.plc_control_port),
+                     "--model", "skid_steer", "--rt-priority", rt])
+        self._start(f"{key}plc_bridge", "plc_bridge.bridge_node",
+                    [*ros, "-p", f"redis_url:={self.redis_url(m)}", "-p", "plc_host:=127.0.0.1",
+                     "-p", f"plc_port:={m.plc_port}", "-p", "model:=skid_steer",
+                     "-p", "autostart:=true", "-p", f"rt_priority:={rt}", *prefix])
+        # The soil model is the ground while digging (stiffness, shear failure, load); rigid
+        # height-field contact would hold the bucket on the surface. use_sim_time: sim_node
+        # publishes /clock only then (machine 1; the others follow it), and the operator
+        # paces the dig cycle by it.
+        sim = [*ros, "-p", "real_time_factor:=1.0", "-p", "terrain.contact:=false",
+               "-p", "use_sim_time:=true", "-r", "track_command:=plc/wheel_states", *prefix]
+        if m.ns:
+            sim += ["-p", f"follow_clock:={'true' if m.index else 'false'}",
+                    "-r", "soil/terrain_patch:=/soil/terrain_patch",
+                    *(a for k, v in m.sim_overrides.items() for a in ("-p", f"{k}:={v!r}"))]
+        self._start(f"{key}sim_node", "excavator_sim.sim_node", sim)
+        self._start(f"{key}ik_node", "excavator_kinematics.ik_node", [*ros, *prefix])
 
     def check_alive(self) -> None:
         for name, proc in self.procs.items():
@@ -105,7 +177,13 @@ class DemoStack:
 
 
 def run_demo(options: DemoOptions) -> DemoSummary:
-    """Run the whole demo; returns the summary (also written to ``summary.json``)."""
+    """Run the whole demo; returns the (first) machine's summary (also in ``summary.json``)."""
+    return next(iter(run_demos(options).values()))
+
+
+def run_demos(options: DemoOptions) -> MachineSummaries:
+    """Run the demo with ``options.machines`` machines digging at once; their summaries by
+    label (``machine`` alone, else the namespaces), also written to ``summary.json``."""
     _ros_environment()
     import rclpy
 
@@ -113,40 +191,73 @@ def run_demo(options: DemoOptions) -> DemoSummary:
 
     options.output_dir.mkdir(parents=True, exist_ok=True)
     stack = DemoStack(options)
-    summary = DemoSummary()
+    summaries: MachineSummaries = {}
     wall0 = time.monotonic()
     rclpy.init()
-    operator: DemoOperator | None = None
+    operators: list[DemoOperator] = []
     try:
         stack.start()
-        if options.joystick:
-            from excavator_hil.demo.joystick_operator import JoystickDemoOperator
+        for m in stack.machines:
+            url = stack.redis_url(m)
+            if options.joystick:
+                from excavator_hil.demo.joystick_operator import JoystickDemoOperator
 
-            operator = JoystickDemoOperator(stack.redis.url, stack.plc_control_port, options)
-        else:
-            operator = DemoOperator(stack.redis.url, stack.plc_control_port, options)
+                operators.append(JoystickDemoOperator(url, m.plc_control_port, options))
+            else:
+                operators.append(DemoOperator(url, m.plc_control_port, options, namespace=m.ns,
+                                              sim_overrides=m.sim_overrides))
         executor = rclpy.executors.SingleThreadedExecutor()
-        executor.add_node(operator)
+        for operator in operators:
+            executor.add_node(operator)
         spin = threading.Thread(target=_spin_until_shutdown, args=(executor,), daemon=True)
         spin.start()
         print(f"demo: output in {options.output_dir}/ (process logs in {stack.logs}/)")
+
         def up() -> bool:
             stack.check_alive()   # a process that died fails the start-up at once
-            return operator.ready()
-        wait_for(up, options.startup_timeout_s,
-                 lambda: f"the stack to come up ({operator.waiting_for()})", period=0.1)
-        run_wall0, run_sim0 = time.monotonic(), operator.sim_time
-        operator.run(stack.check_alive)
-        summary = operator.summary()
-        summary.real_time_factor = (operator.sim_time - run_sim0) / (time.monotonic() - run_wall0)
+            return all(o.ready() for o in operators)
+        wait_for(up, options.startup_timeout_s, lambda: "the stack to come up (" + "; ".join(
+            f"{m.label}: {o.waiting_for()}" for m, o in zip(stack.machines, operators,
+                                                            strict=True)) + ")", period=0.1)
+        run_wall0, run_sim0 = time.monotonic(), operators[0].sim_time
+        _run_all(operators, stack.check_alive)
+        for m, operator in zip(stack.machines, operators, strict=True):
+            summary = operator.summary()
+            summary.real_time_factor = ((operator.sim_time - run_sim0)
+                                        / (time.monotonic() - run_wall0))
+            summaries[m.label] = summary
     finally:
-        if operator is not None:
+        for operator in operators:
             operator.close()
         stack.stop()
         rclpy.try_shutdown()
-    summary.wall_time_s = time.monotonic() - wall0
-    _write_outputs(options, summary, operator)
-    return summary
+    for summary in summaries.values():
+        summary.wall_time_s = time.monotonic() - wall0
+    _write_outputs(options, summaries, dict(zip([m.label for m in stack.machines], operators,
+                                                strict=False)))
+    return summaries
+
+
+def _run_all(operators: list[Any], check_alive: Any) -> None:
+    """Every operator's run at once, one thread each; the first failure is raised (the others
+    see the dead process or finish)."""
+    if len(operators) == 1:
+        operators[0].run(check_alive)
+        return
+    errors: list[BaseException] = []
+
+    def run(operator: Any) -> None:
+        try:
+            operator.run(check_alive)
+        except BaseException as exc:  # noqa: BLE001 - re-raised below in the main thread
+            errors.append(exc)
+    threads = [threading.Thread(target=run, args=(o,), daemon=True) for o in operators]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
 
 
 def _spin_until_shutdown(executor: Any) -> None:
@@ -156,22 +267,32 @@ def _spin_until_shutdown(executor: Any) -> None:
         executor.spin()
 
 
-def _write_outputs(options: DemoOptions, summary: DemoSummary, operator: Any) -> None:
+def _write_outputs(options: DemoOptions, summaries: MachineSummaries,
+                   operators: dict[str, Any]) -> None:
     out = options.output_dir
-    summary.outputs["bag"] = str(out / "dig_bag")
-    if operator is not None:
-        plot = out / "soil_forces.png"
+    alone = len(summaries) == 1
+    for label, summary in summaries.items():
+        summary.outputs["bag"] = str(out / "dig_bag")
+        operator = operators.get(label)
+        if operator is None:
+            continue
+        suffix = "" if alone else f"_{label}"
+        plot = out / f"soil_forces{suffix}.png"
         operator.plot_forces(plot)
         summary.outputs["force plot"] = str(plot)
-        png = out / "final_pose.png"
+        png = out / f"final_pose{suffix}.png"
         try:
             operator.render_final(png)
             summary.outputs["rendered scene"] = str(png)
         except Exception as exc:  # noqa: BLE001 - a missing GL must not lose the run's results
             print(f"demo: rendering skipped ({type(exc).__name__}: {exc})")
-    data = asdict(summary)
+    if alone:
+        data: dict[str, Any] = asdict(next(iter(summaries.values())))
+    else:
+        data = {"machines": {label: asdict(s) for label, s in summaries.items()}}
     (out / "summary.json").write_text(json.dumps(data, indent=2, default=float))
-    summary.outputs["summary"] = str(out / "summary.json")
+    for summary in summaries.values():
+        summary.outputs["summary"] = str(out / "summary.json")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -186,17 +307,37 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rt-priority", type=int, default=0, metavar="N",
                         help="SCHED_FIFO priority 1..99 for the bridge loop and the virtual PLC "
                              "(Linux, needs CAP_SYS_NICE; docs/plc_bridge.md); 0 = normal")
+    parser.add_argument("--machines", type=int, default=1, metavar="N",
+                        help="N machines side by side digging at once in one terrain, each "
+                             f"with its own PLC and bridge (1..{MAX_DEMO_MACHINES})")
+    parser.add_argument("--spacing", type=float, default=10.0, metavar="M",
+                        help="distance between the machines along y [m] (--machines > 1), "
+                             f"{MIN_SPACING_M:g}..40")
     args = parser.parse_args(argv)
+    if not 1 <= args.machines <= MAX_DEMO_MACHINES:
+        parser.error(f"--machines {args.machines} is outside 1..{MAX_DEMO_MACHINES}: each "
+                     "machine is a whole stack (about a core at real time)")
+    if not MIN_SPACING_M <= args.spacing <= 40.0:
+        parser.error(f"--spacing {args.spacing:.6g} m is outside {MIN_SPACING_M:g}..40 m: "
+                     "closer, one machine's dump pile lands in the other's trench; further, "
+                     "the shared terrain grows beyond what the simulators hold")
+    if args.joystick and args.machines > 1:
+        parser.error("--joystick drives one machine (one teleop_node, one joystick): leave "
+                     "out --machines or --joystick")
     if not 0 <= args.rt_priority <= 99:
         parser.error(f"--rt-priority {args.rt_priority} is outside 0..99: pick 1..99 for "
                      "SCHED_FIFO or 0 for normal scheduling")
     options = DemoOptions(output_dir=args.output, quick=args.quick, joystick=args.joystick,
-                          rt_priority=args.rt_priority)
+                          rt_priority=args.rt_priority, machines=args.machines,
+                          spacing_m=args.spacing)
     if args.quick:
         options.time_scale = 0.6
         options.drive_distance_m = 0.5
-    summary = run_demo(options)
-    print(summary.text())
+    summaries = run_demos(options)
+    for label, summary in summaries.items():
+        if len(summaries) > 1:
+            print(f"--- {label} ---")
+        print(summary.text())
     return 0
 
 

@@ -44,6 +44,9 @@ PARAMETERS: tuple[ParameterSpec, ...] = (
        "poses' own (simulated) time", dynamic=True),
     _f("heightmap_rate_hz", 2.0, 0.1, 50.0, "Hz", "soil/heightmap cloud and full-grid "
        "soil/terrain_patch rate (wall time, when the terrain changed)", dynamic=True),
+    ParameterSpec("machines", "", "comma-separated namespaces of the machines digging in this "
+                  "node's one terrain (topics <ns>/bucket_pose, <ns>/soil/wrench...); empty: one "
+                  "machine, topics relative to the node"),
     _f("terrain.size_x_m", 16.0, 0.1, 1000.0, "m", "grid extent along x"),
     _f("terrain.size_y_m", 16.0, 0.1, 1000.0, "m", "grid extent along y"),
     _f("terrain.centre_x_m", 4.0, -1e6, 1e6, "m", "grid centre x in world"),

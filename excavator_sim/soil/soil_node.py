@@ -38,6 +38,13 @@ Publishes
   faster than the machine moves, NaN/inf) is rejected before any soil moves, with the limit;
   a rejected twist keeps the last valid one, so later poses are still served.
 
+One terrain for a fleet: with ``machines`` (comma-separated namespaces, e.g. ``exc1,exc2``) the
+node serves every machine from one grid (:mod:`excavator_sim.soil.shared_terrain`): per machine
+``<ns>/bucket_pose`` and ``<ns>/bucket_twist`` in, ``<ns>/soil/wrench`` and
+``<ns>/soil/bucket_load`` out (relative to the node's namespace), its own bucket load and force
+state; ``soil/terrain_patch`` and ``soil/heightmap`` once for the shared grid (remap every
+machine's sim_node to it). Empty (the default): one machine, the topics above.
+
 Parameters: ``excavator_sim.soil.config.SOIL_PARAMETERS`` (``config/soil.yaml``; every key
 declared with its unit and range, read-only but ``update_rate_hz`` and ``heightmap_rate_hz``,
 which apply at run time), plus the keys of every preset defined only in the node's parameter
@@ -49,9 +56,12 @@ naming the parameter, its range and the fix.
 from __future__ import annotations
 
 import dataclasses
+import functools
+import re
 import threading
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -73,9 +83,10 @@ from excavator_kinematics.geometry import default_geometry
 from excavator_sim.plausibility import shipped_machine_envelope
 from excavator_sim.soil.bucket_prism import BucketPose, BucketPrism
 from excavator_sim.soil.config import INSTANCES, SOIL_PARAMETERS, soil_config_from_parameters
-from excavator_sim.soil.errors import OutsideGridError, SoilError
+from excavator_sim.soil.errors import OutsideGridError, SoilConfigError, SoilError
 from excavator_sim.soil.forces import DiMaioForceModel, SurfaceFn
 from excavator_sim.soil.plausibility import SoilPlausibility
+from excavator_sim.soil.shared_terrain import SharedTerrain
 from excavator_sim.soil.terrain import Box, Terrain
 from excavator_sim.soil.terrain_messages import (
     XYZ_FIELDS,
@@ -93,6 +104,26 @@ LATEST_ONLY = QoSProfile(depth=1, history=HistoryPolicy.KEEP_LAST,
 SOURCE = "soil_node parameters"
 
 
+@dataclass
+class _Machine:
+    """One machine the node serves: its bucket state in the terrain, its forces, its topics."""
+
+    name: str  # namespace relative to the node's; "" = the node's own
+    terrain: Terrain
+    forces: DiMaioForceModel
+    wrench_pub: Any
+    load_pub: Any
+    twist: tuple[np.ndarray, np.ndarray] = field(
+        default_factory=lambda: (np.zeros(3), np.zeros(3)))
+    last_stamp: float | None = None
+    updates: int = 0
+    update_time_s: float = 0.0
+    last_force: np.ndarray = field(default_factory=lambda: np.zeros(3))
+
+    def topic(self, name: str) -> str:
+        return f"{self.name}/{name}" if self.name else name
+
+
 class SoilNode(Node):
     def __init__(self) -> None:
         super().__init__("soil_node")
@@ -103,18 +134,15 @@ class SoilNode(Node):
         self.parameters = NodeParameters(self, SOIL_PARAMETERS, self.apply_parameters,
                                          instances=INSTANCES)
         config = soil_config_from_parameters(self.parameters.values, SOURCE)
+        machines = str(self.parameters.values["machines"])
         self.config = config
         self.bucket = BucketPrism.from_geometry(default_geometry())
-        self.terrain = Terrain(config.terrain, self.bucket)
-        self.forces = DiMaioForceModel(config.dimaio, self.bucket)
+        names = _machine_names(machines)
+        self.shared = SharedTerrain(config.terrain, self.bucket, names)
+        self.terrain = self.shared.grid  # the grid (every machine's heights)
         self.plausibility = SoilPlausibility(config.terrain, self.bucket,
                                              shipped_machine_envelope().soil_limits())
-        self.start_units = self.terrain.total_units
-        self.twist = (np.zeros(3), np.zeros(3))
-        self.last_stamp: float | None = None
-        self.updates = 0
-        self.update_time_s = 0.0
-        self.last_force = np.zeros(3)
+        self.start_units = self.shared.total_units
         self.poses_superseded = 0  # poses replaced by a newer one before they were processed
         self._last_sequence: dict[bytes, int] = {}  # per publisher (gid)
         self._mesh_dirty = True
@@ -125,8 +153,11 @@ class SoilNode(Node):
         self._terrain_lock = threading.Lock()
         self._stop = threading.Event()
 
-        self.wrench_pub = self.create_publisher(WrenchStamped, "soil/wrench", 10)
-        self.load_pub = self.create_publisher(Float64, "soil/bucket_load", 10)
+        self.machines = [_Machine(
+            name, self.shared.terrains[name], DiMaioForceModel(config.dimaio, self.bucket),
+            self.create_publisher(WrenchStamped, _topic(name, "soil/wrench"), 10),
+            self.create_publisher(Float64, _topic(name, "soil/bucket_load"), 10))
+            for name in names]
         # Latched (transient local): RViz started later still gets the last terrain.
         self.mesh_pub = self.create_publisher(
             PointCloud2, "soil/heightmap",
@@ -134,8 +165,11 @@ class SoilNode(Node):
         self.patch_pub = self.create_publisher(Float64MultiArray, "soil/terrain_patch", 10)
         # twist first: when both are ready the executor takes them in this order, so a pose
         # is processed with the twist of its own instant (sim_node sends the twist first)
-        self.create_subscription(TwistStamped, "bucket_twist", self.on_twist, LATEST_ONLY)
-        self.create_subscription(PoseStamped, "bucket_pose", self.on_pose, LATEST_ONLY)
+        for m in self.machines:
+            self.create_subscription(TwistStamped, m.topic("bucket_twist"),
+                                     functools.partial(self.on_twist, machine=m), LATEST_ONLY)
+            self.create_subscription(PoseStamped, m.topic("bucket_pose"),
+                                     functools.partial(self.on_pose, machine=m), LATEST_ONLY)
         self.diagnostics = Diagnostics(self, f"{self.get_name()}: soil")
         self.rejections = Rejections(self, self.diagnostics, "input")
         self.create_timer(1.0, self.publish_status)
@@ -147,7 +181,8 @@ class SoilNode(Node):
         self._viz_thread.start()
         self.get_logger().info(
             f"ready: preset {config.preset} (of {', '.join(config.presets)}), grid {g.nx} x "
-            f"{g.ny} cells of {g.cell_xy_m} m from x0={g.x0:.2f}, y0={g.y0:.2f} m")
+            f"{g.ny} cells of {g.cell_xy_m} m from x0={g.x0:.2f}, y0={g.y0:.2f} m"
+            + (f", shared by {', '.join(names)}" if len(names) > 1 or names[0] else ""))
 
     def apply_parameters(self, changed: dict[str, Any]) -> None:
         """Post-set: the validated rates take effect at once (on_pose and the visualisation
@@ -159,7 +194,7 @@ class SoilNode(Node):
                                                 self.config.heightmap_rate_hz)))
 
     # --- inputs --------------------------------------------------------------------------
-    def on_twist(self, msg: TwistStamped) -> None:
+    def on_twist(self, msg: TwistStamped, machine: _Machine) -> None:
         if msg.header.frame_id not in ("", WORLD):
             self._reject(f"bucket_twist in frame {msg.header.frame_id!r}: send it in 'world'")
             return
@@ -170,16 +205,17 @@ class SoilNode(Node):
         except SoilError as exc:  # NaN/inf or faster than the machine: keep the last good one
             self._reject(str(exc))
             return
-        self.twist = twist
+        machine.twist = twist
 
-    def on_pose(self, msg: PoseStamped, info: MessageInfo | None) -> None:
+    def on_pose(self, msg: PoseStamped, info: MessageInfo | None, machine: _Machine) -> None:
         self._count_superseded(info)
         if msg.header.frame_id not in ("", WORLD):
             self._reject(f"bucket_pose in frame {msg.header.frame_id!r}: send it in 'world'")
             return
         stamp = msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
-        if (self.last_stamp is not None and stamp > self.last_stamp
-                and stamp - self.last_stamp < 1.0 / self.config.update_rate_hz - 1e-6):
+        m = machine
+        if (m.last_stamp is not None and stamp > m.last_stamp
+                and stamp - m.last_stamp < 1.0 / self.config.update_rate_hz - 1e-6):
             return  # faster than update_rate_hz (in the messages' time): skip
         p, o = msg.pose.position, msg.pose.orientation
         t0 = time.perf_counter()
@@ -188,16 +224,16 @@ class SoilNode(Node):
         try:
             pose = BucketPose.from_quaternion((p.x, p.y, p.z), (o.x, o.y, o.z, o.w))
             with self._terrain_lock:
-                self.plausibility.check_pose(pose, self.terrain.surface_m)  # before soil moves
+                self.plausibility.check_pose(pose, m.terrain.surface_m)  # before soil moves
                 try:
-                    update = self.terrain.update(pose)
-                    surface: SurfaceFn = self.terrain.surface_m
+                    update = m.terrain.update(pose)
+                    surface: SurfaceFn = m.terrain.surface_m
                 except OutsideGridError as exc:
                     outside = str(exc)
                     surface = _no_ground  # keep the wrench current: only the load weighs
-                result = self.forces.step(pose, self.twist[0], self.twist[1], surface,
-                                          self.terrain.load_volume_m3)
-                load = float(self.terrain.load_volume_m3)
+                result = m.forces.step(pose, m.twist[0], m.twist[1], surface,
+                                       m.terrain.load_volume_m3)
+                load = float(m.terrain.load_volume_m3)
             self.plausibility.check_wrench(result.force, result.torque)
         except (SoilError, ArithmeticError) as exc:
             self._reject(str(exc))
@@ -209,18 +245,18 @@ class SoilNode(Node):
         f, tq = result.force, result.torque
         wrench.wrench.force.x, wrench.wrench.force.y, wrench.wrench.force.z = map(float, f)
         wrench.wrench.torque.x, wrench.wrench.torque.y, wrench.wrench.torque.z = map(float, tq)
-        self.wrench_pub.publish(wrench)
-        self.update_time_s += time.perf_counter() - t0
-        self.updates += 1
-        self.last_stamp = stamp
-        self.last_force = result.force
-        self.load_pub.publish(Float64(data=load))
+        m.wrench_pub.publish(wrench)
+        m.update_time_s += time.perf_counter() - t0
+        m.updates += 1
+        m.last_stamp = stamp
+        m.last_force = result.force
+        m.load_pub.publish(Float64(data=load))
         if outside is not None:
             self._reject(outside)
         if update is not None and update.changed is not None:
             with self._terrain_lock:
                 self._mesh_dirty = True
-                self.publish_patch(self.terrain.take_dirty() or update.changed)
+                self.publish_patch(self.shared.take_dirty() or update.changed)
 
     def _count_superseded(self, info: Mapping[str, Any] | None) -> None:
         """Count poses the depth-1 queue replaced: gaps in each publisher's sequence numbers
@@ -301,15 +337,21 @@ class SoilNode(Node):
         self.rejections.reject(reason, self._counters())
 
     def _counters(self) -> dict[str, object]:
-        mean_ms = 1e3 * self.update_time_s / self.updates if self.updates else 0.0
+        out: dict[str, object] = {}
+        for m in self.machines:  # one machine: the plain keys; a fleet: "<ns>/<key>"
+            key = f"{m.name}/" if m.name else ""
+            mean_ms = 1e3 * m.update_time_s / m.updates if m.updates else 0.0
+            out |= {
+                f"{key}updates": m.updates,
+                f"{key}mean_update_ms": f"{mean_ms:.3f}",
+                f"{key}bucket_load_m3": f"{m.terrain.load_volume_m3:.5f}",
+                f"{key}bucket_load_kg": f"{m.terrain.load_mass_kg:.1f}",
+                f"{key}force_n": f"{np.linalg.norm(m.last_force):.1f}",
+            }
         return {
-            "updates": self.updates,
-            "mean_update_ms": f"{mean_ms:.3f}",
-            "bucket_load_m3": f"{self.terrain.load_volume_m3:.5f}",
-            "bucket_load_kg": f"{self.terrain.load_mass_kg:.1f}",
-            "force_n": f"{np.linalg.norm(self.last_force):.1f}",
+            **out,
             "poses_superseded": self.poses_superseded,
-            "mass_drift_units": self.terrain.total_units - self.start_units,
+            "mass_drift_units": self.shared.total_units - self.start_units,
             "preset": self.config.preset,
             "rejected": self.rejections.count,
             "last_error": self.rejections.last,
@@ -317,6 +359,23 @@ class SoilNode(Node):
 
     def publish_status(self) -> None:
         self.diagnostics.publish(OK, "running", self._counters())
+
+
+def _topic(machine: str, name: str) -> str:
+    return f"{machine}/{name}" if machine else name
+
+
+def _machine_names(machines: str) -> list[str]:
+    """The ``machines`` parameter as names ([""]: one machine, the node's own topics);
+    SoilConfigError naming a bad one."""
+    names = [n.strip().strip("/") for n in machines.split(",") if n.strip()]
+    for n in names:
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*(/[A-Za-z_][A-Za-z0-9_]*)*", n):
+            raise SoilConfigError(f"machines: {n!r} is not a ROS namespace (letters, digits, "
+                                  "'_', not starting with a digit), e.g. 'exc1,exc2'")
+    if len(set(names)) != len(names):
+        raise SoilConfigError(f"machines: {names} has duplicates; name each machine once")
+    return names or [""]
 
 
 def _no_ground(x: np.ndarray | float, _y: np.ndarray | float) -> np.ndarray:
