@@ -21,6 +21,7 @@ from excavator_common.paths import config_file
 from excavator_sim.errors import SimConfigError
 from excavator_sim.heightfield import TerrainGrid
 from excavator_sim.hydraulics import CylinderHydraulics, Hydraulics, SwingDrive, TrackDrive
+from excavator_sim.machines import MachinePreset, load_machine
 from excavator_sim.model_builder import InitialPose
 
 
@@ -41,9 +42,9 @@ def _p(name: str, default: float | int | bool, low: float | None, high: float | 
 
 
 _CYL_DEFAULTS = {
-    "boom_cylinder": (0.140, 0.100, 2, 500.0, 8.0e6, 1000.0),
-    "arm_cylinder": (0.160, 0.110, 1, 450.0, 4.0e6, 1000.0),
-    "bucket_cylinder": (0.140, 0.100, 1, 280.0, 2.0e6, 500.0),
+    "boom_cylinder": (0.110, 0.065, 1, 150.0, 2.0e6, 250.0),
+    "arm_cylinder": (0.095, 0.060, 1, 150.0, 1.5e6, 250.0),
+    "bucket_cylinder": (0.085, 0.055, 1, 75.0, 1.0e6, 120.0),
 }
 
 PARAMETERS: tuple[Param, ...] = (
@@ -62,9 +63,9 @@ PARAMETERS: tuple[Param, ...] = (
     _p("initial.base_x_m", 0.0, -1e4, 1e4, "initial base_link x in world [m]"),
     _p("initial.base_y_m", 0.0, -1e4, 1e4, "initial base_link y in world [m]"),
     _p("initial.base_yaw_rad", 0.0, -math.pi, math.pi, "initial base_link yaw [rad]"),
-    _p("hydraulics.pressure_pa", 34.3e6, 1e6, 50e6, "relief pressure [Pa]"),
+    _p("hydraulics.pressure_pa", 27.4e6, 1e6, 50e6, "relief pressure [Pa]"),
     _p("hydraulics.bulk_modulus_pa", 1.2e9, 1e8, 2.5e9, "effective oil bulk modulus [Pa]"),
-    _p("hydraulics.dead_volume_m3", 0.004, 1e-4, 0.1, "hose + end volume per chamber [m^3]"),
+    _p("hydraulics.dead_volume_m3", 0.001, 1e-4, 0.1, "hose + end volume per chamber [m^3]"),
     _p("hydraulics.position_gain_1_s", 12.0, 0.1, 50.0,
        "outer loop gain: valve speed per position error [1/s]"),
     *(p for name, (bore, rod, count, flow, damp, armature) in _CYL_DEFAULTS.items() for p in (
@@ -78,16 +79,16 @@ PARAMETERS: tuple[Param, ...] = (
         _p(f"hydraulics.{name}.armature_kg", armature, 0.0, 1e5,
            f"{name} mass added to the rod's slide joint for a stable 1 ms step [kg]"),
     )),
-    _p("hydraulics.swing.torque_limit_nm", 1.0e5, 1e3, 1e7, "swing motor torque limit [N m]"),
+    _p("hydraulics.swing.torque_limit_nm", 2.3e4, 1e3, 1e7, "swing motor torque limit [N m]"),
     _p("hydraulics.swing.speed_limit_rad_s", 1.05, 0.01, 5.0, "swing speed limit [rad/s]"),
-    _p("hydraulics.swing.stiffness_nm_per_rad", 2.0e7, 1e3, 1e10,
+    _p("hydraulics.swing.stiffness_nm_per_rad", 4.5e6, 1e3, 1e10,
        "swing holding stiffness [N m/rad]"),
-    _p("hydraulics.swing.damping_nm_s_per_rad", 2.0e6, 1e2, 1e9, "swing damping [N m s/rad]"),
+    _p("hydraulics.swing.damping_nm_s_per_rad", 4.5e5, 1e2, 1e9, "swing damping [N m s/rad]"),
     _p("tracks.track_width_m", 2.6, 0.5, 6.0, "track gauge, centre to centre [m]"),
     _p("tracks.speed_limit_m_s", 1.5, 0.01, 10.0, "track speed limit [m/s]"),
-    _p("tracks.traction_force_n", 2.5e5, 1e3, 1e7, "traction (drawbar pull) limit [N]"),
-    _p("tracks.damping_n_s_per_m", 1.0e6, 1e2, 1e9, "track grip damping [N s/m]"),
-    _p("tracks.stiffness_n_per_m", 1.0e7, 1e3, 1e10, "track grip stiffness [N/m]"),
+    _p("tracks.traction_force_n", 5.6e4, 1e3, 1e7, "traction (drawbar pull) limit [N]"),
+    _p("tracks.damping_n_s_per_m", 2.3e5, 1e2, 1e9, "track grip damping [N s/m]"),
+    _p("tracks.stiffness_n_per_m", 2.3e6, 1e3, 1e10, "track grip stiffness [N/m]"),
     _p("terrain.x0_m", -3.975, -1e4, 1e4, "height-field first node x in world [m]"),
     _p("terrain.y0_m", -7.975, -1e4, 1e4, "height-field first node y in world [m]"),
     _p("terrain.cell_size_m", 0.05, 0.005, 1.0, "height-field node spacing [m]"),
@@ -100,8 +101,8 @@ PARAMETERS: tuple[Param, ...] = (
 )
 PARAMETER_BY_NAME: dict[str, Param] = {p.name: p for p in PARAMETERS}
 # Parameters of the ROS node only (declared by sim_node, skipped by the core's loader).
-NODE_ONLY_PARAMETERS = frozenset({"geometry_file", "marker_rate", "publish_robot_description",
-                                  "use_sim_time"})
+NODE_ONLY_PARAMETERS = frozenset({"geometry_file", "machine", "marker_rate",
+                                  "publish_robot_description", "use_sim_time"})
 
 
 @dataclass(frozen=True)
@@ -211,9 +212,18 @@ def read_parameter_file(path: str | Path | None = None) -> dict[str, Any]:
 
 
 def load_sim_config(path: str | Path | None = None,
-                    overrides: Mapping[str, Any] | None = None) -> SimConfig:
-    """Load ``config/sim.yaml`` (or ``path``), apply dotted-name ``overrides``, validate."""
+                    overrides: Mapping[str, Any] | None = None,
+                    machine: str | Path | MachinePreset | None = None) -> SimConfig:
+    """Load ``config/sim.yaml`` (or ``path``), apply a ``machine`` preset's parameters (a name
+    in config/machines/, a preset file's path or a loaded :class:`MachinePreset`; its masses go
+    to the geometry: :meth:`MachinePreset.geometry`), then dotted-name ``overrides``,
+    validate."""
     values = {k: v for k, v in read_parameter_file(path).items()
               if k not in NODE_ONLY_PARAMETERS}
+    source = str(path or config_file("sim.yaml"))
+    if machine is not None and machine != "":
+        preset = machine if isinstance(machine, MachinePreset) else load_machine(machine)
+        values.update(preset.parameters)
+        source = f"{source} + machine preset {preset.source}"
     values.update(overrides or {})
-    return config_from_flat(values, source=str(path or config_file("sim.yaml")))
+    return config_from_flat(values, source=source)

@@ -58,6 +58,7 @@ from geometry_msgs.msg import PoseStamped, TwistStamped, WrenchStamped
 from rclpy.clock import Clock as RosClock
 from rclpy.clock_type import ClockType
 from rclpy.node import Node
+from rclpy.parameter import Parameter
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import JointState
@@ -77,6 +78,7 @@ from excavator_common.ros_runtime import (
 from excavator_kinematics.geometry import ExcavatorGeometry, default_geometry
 from excavator_sim.errors import CommandError, HeightFieldError, SimConfigError
 from excavator_sim.heightfield import flat_to_patch
+from excavator_sim.machines import load_machine
 from excavator_sim.model_builder import CYLINDER_JOINTS
 from excavator_sim.pacing import Pacer, Window, WrenchGate
 from excavator_sim.plausibility import fmt_vector
@@ -130,9 +132,24 @@ class SimNode(Node):
         max_catch_up = declare(self, "max_catch_up_s", 0.5, "wall time of deficit caught up "
                                "by stepping faster; beyond it the schedule slips (reported)",
                                low=0.01, high=60.0, unit="s")
-        config = config_from_flat(values, source="sim_node parameters")
+        # Machine class preset (issue 14; added by physics, session 4): a name in
+        # config/machines/ or a preset file; empty = config/excavator.yaml + config/sim.yaml.
+        machine = declare(self, "machine", "", "machine class preset: a name in "
+                          "config/machines/ (e.g. heavy_36t) or a preset file's path; its "
+                          "masses and parameters replace the files' values; empty = the "
+                          "default class (config/excavator.yaml, config/sim.yaml)")
+        preset = load_machine(machine) if machine else None
+        if preset is not None:
+            values.update(preset.parameters)
+            # the declared parameters show the values that act
+            self.set_parameters([Parameter(k, value=type(values[k])(v)) for k, v in
+                                 preset.parameters.items() if k in values])
+        config = config_from_flat(values, source="sim_node parameters" + (
+            f" + machine preset {preset.source}" if preset else ""))
         geometry = (ExcavatorGeometry.from_yaml(geometry_file) if geometry_file
                     else default_geometry())
+        if preset is not None:
+            geometry = preset.geometry(geometry)
         self.sim = ExcavatorSimulation(config, geometry)
         self.config = config
         self.steps_per_publish = max(1, round(1.0 / (config.publish_rate * config.timestep)))
