@@ -5,8 +5,8 @@ The default machine is what ``config/excavator.yaml`` (geometry, masses) and ``c
 (docs/simulation.md, "Machine class"). A preset is a YAML file that sets, over those two::
 
     description: one line
-    masses_kg: {caterpillar: ..., chassis: ..., boom: ...}    # over excavator.yaml masses_kg
-    parameters: {hydraulics: {...}, tracks: {...}}             # sim_node parameters, sim.yaml layout
+    masses_kg: {caterpillar: ..., chassis: ..., boom: ...}   # over excavator.yaml's masses
+    parameters: {hydraulics: {...}, tracks: {...}}   # sim_node parameters (sim.yaml layout)
 
 Keys a preset leaves out keep the files' values. ``config/machines/<name>.yaml`` is selected by
 its name (``heavy_36t``: the 36 t masses and 30-36 t hydraulics the simulator had before issue

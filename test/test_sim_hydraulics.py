@@ -62,7 +62,8 @@ def limits():
 @pytest.mark.parametrize("machine", MACHINES)
 def test_gravity_hold_60_s_at_the_stretched_pose(limits, machine: str) -> None:
     # Worst pose for gravity: boom low, arm stretched out, bucket open (largest moments).
-    sim = make_sim(machine, boom=0.0, arm=limits["arm"][1] - 0.01, bucket=limits["bucket"][0] + 0.01)
+    sim = make_sim(machine, boom=0.0, arm=limits["arm"][1] - 0.01,
+                   bucket=limits["bucket"][0] + 0.01)
     start = extensions(sim)
     worst = np.zeros(3)
     for _ in range(60):

@@ -4,9 +4,10 @@ A spool opening ``s`` in -1..1 (+1 = fully open towards extend, pump to the bore
 rod speed ``s * Q / A_bore`` when extending and ``s * Q / A_annulus`` when retracting (Q the
 function's flow, areas of all its parallel cylinders): the simulation's actuators have the same
 flow limits (both use ``excavator_kinematics.geometry.CylinderFlow``). The joint rate follows
-from the linkage's ``d(extension)/d(angle)`` at the current pose. When the cylinders together ask for more than the
-pumps deliver (``total_flow_lpm``) every function is slowed by the same factor (flow sharing, as
-a load-independent flow-sharing valve block does), so the tip keeps its direction.
+from the linkage's ``d(extension)/d(angle)`` at the current pose. When the cylinders together
+ask for more than the pumps deliver (``total_flow_lpm``) every function is slowed by the same
+factor (flow sharing, as a load-independent flow-sharing valve block does), so the tip keeps
+its direction.
 
 The limits are read from the simulation's parameter file (``config/sim.yaml``) as plain YAML:
 this package never imports ``excavator_sim``.
