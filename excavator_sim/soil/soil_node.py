@@ -98,7 +98,7 @@ from excavator_sim.soil.terrain_messages import (
 
 WORLD = "world"
 BUCKET_SOIL_RATE_HZ = 10.0  # soil/bucket_soil marker rate (wall clock), when it changed
-SOIL_RGBA = (0.55, 0.42, 0.28, 1.0)  # the bucket's soil in RViz
+SOIL_RGBA = (0.45, 0.27, 0.13, 1.0)  # the bucket's soil in RViz
 HEIGHTMAP_MAX_NODES = 160  # points per side of soil/heightmap (<= 25,600 points, 307 kB)
 # Latest wins: one pose waiting at most; a newer one replaces it (no backlog of stale poses).
 LATEST_ONLY = QoSProfile(depth=1, history=HistoryPolicy.KEEP_LAST,
