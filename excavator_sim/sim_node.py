@@ -226,7 +226,10 @@ class SimNode(Node):
             f"publish_rate {config.publish_rate} Hz, max_wrench_age_s {max_wrench_age}, /clock "
             f"{'on (use_sim_time)' if self.publishes_clock else 'off (use_sim_time false)'}, "
             f"{self.sim.model.nv} dof, terrain "
-            f"{g.nx} x {g.ny} nodes from ({g.x0}, {g.y0}) m every {g.cell_size} m")
+            f"{g.nx} x {g.ny} nodes from ({g.x0}, {g.y0}) m every {g.cell_size} m, machine "
+            f"{preset.name if preset else 'default'} "
+            f"({sum(self.sim.geometry.masses_kg.values()) / 1e3:.1f} t, "
+            f"{config.hydraulics.pressure_pa / 1e6:.1f} MPa)")
 
     # --- inputs --------------------------------------------------------------------------
     def _reject(self, message: str) -> None:
