@@ -22,6 +22,7 @@ setup(
         (f"share/{PACKAGE}/launch", glob("launch/*.launch.py")),
         (f"share/{PACKAGE}/config", glob("config/*.yaml")),
         (f"share/{PACKAGE}/config", glob("config/*.xml")),   # Fast DDS profiles
+        (f"share/{PACKAGE}/config/machines", glob("config/machines/*.yaml")),  # machine presets
         (f"share/{PACKAGE}/rviz", glob("rviz/*.rviz")),
     ],
     # Versions are pinned in requirements.txt only; a ROS 2 install resolves package.xml instead.

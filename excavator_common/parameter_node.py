@@ -81,6 +81,12 @@ def descriptor(spec: ParameterSpec, node_name: str = "the node") -> ParameterDes
     return d
 
 
+def parameter_overrides(node: Node) -> dict[str, Parameter[Any]]:
+    """The parameters the node's parameter files and ``-p`` give it, before any is declared."""
+    # rclpy keeps them in this attribute (no public accessor before a parameter is declared).
+    return dict(getattr(node, "_parameter_overrides", {}))
+
+
 class NodeParameters:
     """Declares a table's parameters on ``node`` and keeps their current values.
 
@@ -91,11 +97,13 @@ class NodeParameters:
             may be set later (``parameters.apply = self.apply_parameters``).
         instances: template prefix -> instance -> defaults (the shipped soil presets).
         warn_unknown: log overrides the node does not know (with the closest name).
+        replace: values that take the place of the overrides' (a machine preset over the
+            parameter files and ``-p``); declared as the values that act.
     """
 
     def __init__(self, node: Node, table: ParameterTable, apply: Apply | None = None, *,
                  instances: Mapping[str, Mapping[str, Mapping[str, Value]]] | None = None,
-                 warn_unknown: bool = True) -> None:
+                 warn_unknown: bool = True, replace: Mapping[str, Any] | None = None) -> None:
         self.node = node
         self.table = table
         self.apply = apply
@@ -103,6 +111,7 @@ class NodeParameters:
         source = f"{node.get_name()} parameters"
         overrides = {name: p.value for name, p in self._overrides().items()
                      if name not in RCLPY_PARAMETERS}
+        overrides.update(replace or {})
         self.unknown = table.unknown(overrides)
         if warn_unknown:  # first: a misspelt key is the usual cause of a missing one
             for name in self.unknown:
@@ -134,9 +143,7 @@ class NodeParameters:
         node.add_post_set_parameters_callback(self._post_set)
 
     def _overrides(self) -> dict[str, Parameter[Any]]:
-        # rclpy keeps the overrides of the parameter files and -p in this attribute (no
-        # public accessor before a parameter is declared).
-        return dict(getattr(self.node, "_parameter_overrides", {}))
+        return parameter_overrides(self.node)
 
     def __getitem__(self, name: str) -> Any:
         return self.values[name]

@@ -36,6 +36,7 @@ SHARE_LAYOUT: dict[str, tuple[str, ...]] = {
     "": ("package.xml",),
     "launch": ("launch/*.launch.py",),
     "config": ("config/*.yaml", "config/*.xml"),
+    "config/machines": ("config/machines/*.yaml",),
     "rviz": ("rviz/*.rviz",),
 }
 MARKER = Path("share/ament_index/resource_index/packages") / PACKAGE

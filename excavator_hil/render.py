@@ -24,11 +24,14 @@ if TYPE_CHECKING:
 
 def render_rgb(model: mujoco.MjModel, data: mujoco.MjData, width: int = 960, height: int = 540,
                lookat: tuple[float, float, float] = (3.0, 0.0, 1.5), distance: float = 14.0,
-               azimuth: float = -120.0, elevation: float = -20.0) -> np.ndarray:
+               azimuth: float = -120.0, elevation: float = -20.0,
+               bucket_soil: np.ndarray | None = None) -> np.ndarray:
     """RGB image ``(height, width, 3)`` uint8 of the scene from a free camera.
 
     Camera: ``lookat`` [m] in world, ``distance`` [m], ``azimuth`` and ``elevation`` [deg].
-    The height field is re-uploaded first, so terrain edits show.
+    The height field is re-uploaded first, so terrain edits show. ``bucket_soil``: the soil in
+    the bucket as columns in world (``excavator_sim.soil.bucket_soil.soil_columns``, or
+    ``SoilCoupling.bucket_soil()``), drawn as soil-coloured boxes.
     """
     if width < 16 or height < 16:
         raise ValueError(f"image size {width} x {height} px too small: use at least 16 x 16")
@@ -52,6 +55,8 @@ def render_rgb(model: mujoco.MjModel, data: mujoco.MjData, width: int = 960, hei
         scene = mujoco.MjvScene(model, maxgeom=1000)
         mujoco.mjv_updateScene(model, data, mujoco.MjvOption(), None, camera,
                                mujoco.mjtCatBit.mjCAT_ALL, scene)
+        if bucket_soil is not None:
+            add_columns(scene, bucket_soil)
         viewport = mujoco.MjrRect(0, 0, width, height)
         mujoco.mjr_render(viewport, scene, context)
         rgb = np.empty((height, width, 3), dtype=np.uint8)
@@ -62,13 +67,34 @@ def render_rgb(model: mujoco.MjModel, data: mujoco.MjData, width: int = 960, hei
     return np.flipud(rgb).copy()  # OpenGL rows run bottom-up
 
 
+SOIL_RGBA = (0.45, 0.27, 0.13, 1.0)  # darker than the terrain's colour
+
+
+def add_columns(scene: mujoco.MjvScene, columns: np.ndarray,
+                rgba: tuple[float, float, float, float] = SOIL_RGBA) -> int:
+    """Add boxes (rows of centre x, y, z, half sizes, yaw, as ``soil_columns`` gives them) to
+    a scene after ``mjv_updateScene``; returns how many fitted in the scene's ``maxgeom``."""
+    added = 0
+    for c in np.asarray(columns, dtype=float).reshape(-1, 7):
+        if scene.ngeom >= scene.maxgeom:
+            break
+        cy, sy = float(np.cos(c[6])), float(np.sin(c[6]))
+        mat = np.array([cy, -sy, 0.0, sy, cy, 0.0, 0.0, 0.0, 1.0])
+        mujoco.mjv_initGeom(scene.geoms[scene.ngeom], int(mujoco.mjtGeom.mjGEOM_BOX),
+                            c[3:6], c[0:3], mat, np.array(rgba, dtype=np.float32))
+        scene.ngeom += 1
+        added += 1
+    return added
+
+
 def render_png(sim_or_model: ExcavatorSimulation | mujoco.MjModel, path: str | Path,
                width: int = 960, height: int = 540, data: mujoco.MjData | None = None,
+               bucket_soil: np.ndarray | None = None,
                **camera: float | tuple[float, float, float]) -> Path:
     """Render ``sim_or_model`` (a simulation, or a model + ``data``) to a PNG file at ``path``.
 
     ``camera`` takes ``lookat``, ``distance``, ``azimuth``, ``elevation`` (see
-    :func:`render_rgb`). Returns the path written.
+    :func:`render_rgb`); ``bucket_soil`` draws the bucket's soil. Returns the path written.
     """
     if isinstance(sim_or_model, mujoco.MjModel):
         model = sim_or_model
@@ -79,7 +105,8 @@ def render_png(sim_or_model: ExcavatorSimulation | mujoco.MjModel, path: str | P
             mujoco.mj_forward(model, data)
     else:
         model, data = sim_or_model.model, sim_or_model.data
-    rgb = render_rgb(model, data, width, height, **camera)  # type: ignore[arg-type]
+    rgb = render_rgb(model, data, width, height, bucket_soil=bucket_soil,
+                     **camera)  # type: ignore[arg-type]
     import matplotlib.image
 
     out = Path(path)

@@ -4,6 +4,8 @@
   40 deg attack, DiMaio model vs the FEE, on flat ground (the same path and depth for both
   angles) and with the terrain coupled (the bucket fills; its load weighs).
 - ``write_trench_plot``: the terrain after a dig-swing-dump cycle (shaded height map).
+- ``write_bucket_soil_render``: the MuJoCo machine coupled to the soil model, after a scoop and
+  a curl, rendered with the bucket's heaped soil (``SoilCoupling.bucket_soil()``) and the cut.
 
 CLI: ``python -m excavator_hil.soil_plots --out-dir docs/img [--preset NAME]``.
 """
@@ -115,6 +117,47 @@ def write_trench_plot(path: str | Path, config: SoilConfig | None = None) -> Pat
     return path
 
 
+# Bucket-tip targets [m] in base_link with the absolute bucket angle [rad] (the IK's pitch):
+# above the ground, 0.25 m into it, a drag towards the machine, then (joint space) a curl
+# that closes the bucket and a lift (as the demo's dig cycle does).
+SCOOP = [((6.0, 0.0, 0.3), 0.6), ((5.8, 0.0, -0.25), 0.5), ((4.9, 0.0, -0.25), 0.1)]
+CURL_LIFT = [{"boom": 0.3, "arm": -2.25, "bucket": 0.72},
+             {"boom": 0.6, "arm": -2.28, "bucket": 0.72}]
+
+
+def write_bucket_soil_render(path: str | Path, config: SoilConfig | None = None,
+                             steps_per_leg: int = 2500) -> tuple[Path, float]:
+    """Coupled scoop (default machine, soil model as the ground), then a curl and a lift; the
+    render shows the heaped soil in the bucket. Returns (path, bucket load [m^3])."""
+    import dataclasses
+
+    from excavator_hil.render import render_png
+    from excavator_kinematics.inverse_kinematics import InverseKinematics
+    from excavator_sim.sim_config import load_sim_config
+    from excavator_sim.simulation import ExcavatorSimulation
+    from excavator_sim.soil.coupling import SoilCoupling
+
+    config = config or load_soil_config()
+    geometry = default_geometry()
+    sim = ExcavatorSimulation(dataclasses.replace(load_sim_config(), terrain_contact=False))
+    coupling = SoilCoupling(config, BucketPrism.from_geometry(geometry))
+    ik = InverseKinematics(geometry)
+    legs: list[dict[str, float]] = []
+    for target, pitch in SCOOP:
+        q = ik.solve(np.array(target), pitch).q
+        legs.append(dict(zip(("swing", "boom", "arm", "bucket"), map(float, q), strict=True)))
+    for leg in [*legs, *CURL_LIFT]:
+        sim.set_joint_targets(leg)
+        for _ in range(steps_per_leg):
+            sim.step(1)
+            coupling.step(sim)
+    load = coupling.terrain.load_volume_m3
+    out = render_png(sim, path, width=1280, height=720, bucket_soil=coupling.bucket_soil(),
+                     lookat=tuple(sim.bucket_tip()), distance=4.0, azimuth=-60.0,
+                     elevation=-35.0)
+    return out, load
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="Write the soil model's pictures (PNG).")
     parser.add_argument("--out-dir", default="docs/img", help="directory for the PNG files")
@@ -125,6 +168,8 @@ def main(argv: list[str] | None = None) -> None:
     out = Path(args.out_dir)
     print(write_force_plot(out / "soil_forces_fig7.png", config, args.depth))
     print(write_trench_plot(out / "soil_trench.png", config))
+    path, load = write_bucket_soil_render(out / "bucket_soil.png", config)
+    print(f"{path} (bucket load {load:.3f} m^3)")
 
 
 if __name__ == "__main__":

@@ -25,6 +25,8 @@ Vec2 = tuple[float, float]
 
 CYLINDER_NAMES: tuple[str, str, str] = ("boom_cylinder", "arm_cylinder", "bucket_cylinder")
 
+LPM_TO_M3S = 1.0 / 60000.0  # 1 L/min in m^3/s
+
 # (part, point) pairs the geometry file must declare.
 _REQUIRED_POINTS: dict[str, tuple[str, ...]] = {
     "caterpillar": ("B",),
@@ -59,6 +61,55 @@ class Cylinder:
     @property
     def stroke_range(self) -> str:
         return f"{self.stroke_min_m:.2f}..{self.stroke_max_m:.2f} m"
+
+
+@dataclass(frozen=True)
+class CylinderFlow:
+    """One hydraulic function's piston areas and flow: ``count`` identical cylinders of
+    ``bore_m`` / ``rod_diameter_m`` [m] in parallel on one valve, fed with ``flow_lpm`` [L/min].
+
+    The one place the hydraulic areas and the flow-limited rod speeds are computed: the
+    simulation's actuators (``excavator_sim.hydraulics.CylinderHydraulics``) and the teleop
+    valves (``excavator_kinematics.teleop.valves``) both use it.
+    """
+
+    bore_m: float
+    rod_diameter_m: float
+    count: int
+    flow_lpm: float
+
+    @property
+    def bore_area_m2(self) -> float:
+        """Piston area on the bore (extend) side, all cylinders [m^2]."""
+        return self.count * math.pi / 4.0 * self.bore_m ** 2
+
+    @property
+    def annulus_area_m2(self) -> float:
+        """Piston area on the rod (retract) side, all cylinders [m^2]."""
+        return self.count * math.pi / 4.0 * (self.bore_m ** 2 - self.rod_diameter_m ** 2)
+
+    @property
+    def flow_m3_s(self) -> float:
+        return self.flow_lpm * LPM_TO_M3S
+
+    @property
+    def extend_speed_m_s(self) -> float:
+        """Fastest extension [m/s]: the pump flow filling the bore side."""
+        return self.flow_m3_s / self.bore_area_m2
+
+    @property
+    def retract_speed_m_s(self) -> float:
+        """Fastest retraction [m/s]: the pump flow filling the rod side."""
+        return self.flow_m3_s / self.annulus_area_m2
+
+    def speed(self, spool: float) -> float:
+        """Rod speed [m/s] (+ = extend) for a spool opening in -1..1."""
+        return spool * (self.extend_speed_m_s if spool > 0.0 else self.retract_speed_m_s)
+
+    def flow_lpm_at(self, speed_m_s: float) -> float:
+        """Pump flow [L/min] a rod speed [m/s] takes."""
+        area = self.bore_area_m2 if speed_m_s > 0.0 else self.annulus_area_m2
+        return abs(speed_m_s) * area / LPM_TO_M3S
 
 
 def _norm(p: Vec2) -> float:

@@ -29,52 +29,29 @@ from dataclasses import dataclass
 
 import mujoco
 
-LPM_TO_M3S = 1.0 / 60000.0  # 1 L/min in m^3/s
+from excavator_kinematics.geometry import LPM_TO_M3S, CylinderFlow
+
+__all__ = ["LPM_TO_M3S", "CylinderHydraulics", "Hydraulics", "SwingDrive", "TrackDrive",
+           "add_actuators", "reference_step"]
 
 
 @dataclass(frozen=True)
-class CylinderHydraulics:
+class CylinderHydraulics(CylinderFlow):
     """One hydraulic function: ``count`` identical cylinders in parallel on one valve.
 
-    Units: bores and rod diameters [m], flow [L/min], dead volume [m^3] (hoses + end volumes,
-    per chamber), damping [N s/m], armature [kg]: mass added to the rod's slide degree of
-    freedom. The rod alone (16-30 kg) against the oil column's stiffness (~1e8 N/m) would ring at
-    ~2000 rad/s, beyond what a 1 ms step resolves; the armature moves that mode to ~300 rad/s
-    while adding only a few percent to the linkage's own mass reflected to the rod.
+    Areas, flow and the flow-limited speeds come from
+    :class:`excavator_kinematics.geometry.CylinderFlow` (bores and rod diameters [m], flow
+    [L/min]; shared with the teleop valves). Here: dead volume [m^3] (hoses + end volumes, per
+    chamber), damping [N s/m], armature [kg]: mass added to the rod's slide degree of freedom.
+    The rod alone (4-30 kg) against the oil column's stiffness (~1e7-1e8 N/m) would ring at
+    ~2000 rad/s, beyond what a 1 ms step resolves; the armature moves that mode to a few hundred
+    rad/s while adding only a little to the linkage's own mass reflected to the rod.
     """
 
-    name: str
-    bore_m: float
-    rod_diameter_m: float
-    count: int
-    flow_lpm: float
-    damping_n_s_per_m: float
-    armature_kg: float
+    name: str = ""
+    damping_n_s_per_m: float = 0.0
+    armature_kg: float = 0.0
     friction_n_s_per_m: float = 2.0e4
-
-    @property
-    def bore_area_m2(self) -> float:
-        """Piston area on the bore (extend) side, all cylinders [m^2]."""
-        return self.count * math.pi / 4.0 * self.bore_m ** 2
-
-    @property
-    def annulus_area_m2(self) -> float:
-        """Piston area on the rod (retract) side, all cylinders [m^2]."""
-        return self.count * math.pi / 4.0 * (self.bore_m ** 2 - self.rod_diameter_m ** 2)
-
-    @property
-    def flow_m3_s(self) -> float:
-        return self.flow_lpm * LPM_TO_M3S
-
-    @property
-    def extend_speed_m_s(self) -> float:
-        """Fastest extension [m/s]: the pump flow filling the bore side."""
-        return self.flow_m3_s / self.bore_area_m2
-
-    @property
-    def retract_speed_m_s(self) -> float:
-        """Fastest retraction [m/s]: the pump flow filling the rod side."""
-        return self.flow_m3_s / self.annulus_area_m2
 
     def push_force_n(self, pressure_pa: float) -> float:
         """Largest extending force [N] at the relief pressure."""

@@ -12,6 +12,11 @@
   service manual's "cylinder speed check" measures; the machine's own axis times follow from
   the flow limits.
 - **Operating weight**: the model's total mass (upper structure, undercarriage, front).
+- **Reach, digging depth, heaped bucket**: the tip's farthest distance from the swing axis and
+  lowest point below the ground over the joint ranges; SAE J296's heaped capacity.
+
+``python -m excavator_sim.iso6015 [--machine heavy_36t]`` prints them with the validation table
+against the 7-9 t class's published ranges (:data:`MIDI_CLASS`; docs/simulation.md).
 
 ``de/dq`` is the linkage's closed-form extension derivative, so every figure is a function of
 config/excavator.yaml (geometry, masses) and config/sim.yaml (hydraulics) only.
@@ -24,6 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from excavator_kinematics.forward_kinematics import ForwardKinematics
 from excavator_kinematics.geometry import ExcavatorGeometry
 from excavator_kinematics.linkage import Linkage
 from excavator_sim.hydraulics import Hydraulics
@@ -50,6 +56,10 @@ class MachineFigures:
     bucket_dump_s: float
     swing_torque_nm: float
     relief_pressure_pa: float
+    pump_flow_lpm: float = math.nan
+    max_reach_m: float = math.nan
+    dig_depth_m: float = math.nan
+    heaped_capacity_m3: float = math.nan
 
     def rows(self) -> list[tuple[str, str]]:
         """(figure, value with unit) for a validation table."""
@@ -77,6 +87,7 @@ def machine_figures(geometry: ExcavatorGeometry, hydraulics: Hydraulics,
                     linkage: Linkage | None = None, samples: int = 2001) -> MachineFigures:
     """Compute the spec-sheet figures of the model (see the module docstring)."""
     linkage = linkage if linkage is not None else Linkage(geometry)
+    reach, depth = _reach_and_depth(geometry, linkage)
     p = hydraulics.pressure_pa
     cyl = hydraulics.cylinders
     lim = linkage.joint_limits
@@ -114,4 +125,134 @@ def machine_figures(geometry: ExcavatorGeometry, hydraulics: Hydraulics,
         bucket_curl_s=stroke("bucket_cylinder") / cyl["bucket_cylinder"].extend_speed_m_s,
         bucket_dump_s=stroke("bucket_cylinder") / cyl["bucket_cylinder"].retract_speed_m_s,
         swing_torque_nm=hydraulics.swing.torque_limit_nm, relief_pressure_pa=p,
+        pump_flow_lpm=max(c.flow_lpm for c in cyl.values()),
+        max_reach_m=reach, dig_depth_m=depth, heaped_capacity_m3=heaped_capacity_m3(geometry),
     )
+
+
+def heaped_capacity_m3(geometry: ExcavatorGeometry) -> float:
+    """SAE J296 heaped capacity [m^3] of the bucket prism J-B-T x width: the struck volume plus
+    the 1:1 heap on the strike line J-T, ``V_struck + W L^2/4 - L^3/12`` (docs/soil.md)."""
+    (bx, bz), (tx, tz) = geometry.bucket_base, geometry.tip
+    width = geometry.bucket_width_m
+    struck = 0.5 * abs(bx * tz - tx * bz) * width
+    length = math.hypot(tx, tz)
+    return struck + width * length ** 2 / 4.0 - length ** 3 / 12.0
+
+
+def _reach_and_depth(geometry: ExcavatorGeometry, linkage: Linkage,
+                     samples: int = 61) -> tuple[float, float]:
+    """(maximum reach [m]: swing axis to the bucket tip, the farthest over the joint ranges;
+    digging depth [m]: the lowest tip below the ground plane), sampled on a joint grid."""
+    lim = linkage.joint_limits
+    grids = np.meshgrid(*(np.linspace(lim[j][0], lim[j][1], samples)
+                          for j in ("boom", "arm", "bucket")), indexing="ij")
+    q = np.stack([np.zeros(grids[0].size), *(g.ravel() for g in grids)], axis=-1)
+    tip = ForwardKinematics(geometry, linkage).tip(q)
+    return float(np.hypot(tip[:, 0], tip[:, 1]).max()), float(-tip[:, 2].min())
+
+
+@dataclass(frozen=True)
+class PublishedRange:
+    """A spec-sheet figure's range over a machine class, with where the figures come from."""
+
+    figure: str
+    low: float
+    high: float
+    unit: str
+    source: str
+    checked: bool  # the validation test holds the default machine to it
+
+
+# 7-9 t (midi) crawler excavators, the class of the seed geometry. Published figures found:
+# Caterpillar 308C CR spec sheet: operating weight 8,040 kg, drawbar pull 57 kN
+# (tr.scribd.com/document/399912259/308CCR-Series-Spec-Sheet); Bobcat E85: 8.6 t, digging depth
+# 4.62 m (Earthmovers market guide "Midi excavators (7.5 to 11.5-tonne)",
+# earthmoversmagazine.co.uk/magazine/read-all-about-it/midi-excavators-7-5-11-5t.htm). The force,
+# pressure, flow, reach and bucket ranges are the spread of the class's sheets (Caterpillar 308,
+# Komatsu PC88MR, Volvo ECR88, Kubota KX080, Takeuchi TB290) as the project knows them; the
+# stored pages did not give those figures, so they are marked "class sheets (not re-checked)".
+MIDI_CLASS: tuple[PublishedRange, ...] = (
+    PublishedRange("operating weight", 7.5, 9.5, "t",
+                   "Cat 308C CR sheet 8.04 t; Bobcat E85 8.6 t (Earthmovers guide)", True),
+    PublishedRange("bucket digging force (ISO 6015)", 50.0, 66.0, "kN",
+                   "class sheets (not re-checked)", True),
+    PublishedRange("arm crowd force (ISO 6015)", 33.0, 45.0, "kN",
+                   "class sheets (not re-checked)", True),
+    PublishedRange("relief pressure", 24.5, 31.4, "MPa", "class sheets (not re-checked)", True),
+    PublishedRange("pump flow (largest function)", 120.0, 200.0, "L/min",
+                   "class sheets (not re-checked)", True),
+    PublishedRange("max reach", 6.2, 7.4, "m", "class sheets (not re-checked)", False),
+    PublishedRange("digging depth", 3.9, 4.7, "m",
+                   "Bobcat E85 4.62 m (Earthmovers guide); class sheets", False),
+    PublishedRange("bucket, heaped (SAE J296)", 0.2, 0.4, "m^3",
+                   "class sheets (not re-checked)", False),
+)
+
+
+def model_value(figures: MachineFigures, figure: str) -> float:
+    """The model's value of a :data:`MIDI_CLASS` figure, in that figure's unit."""
+    return {
+        "operating weight": figures.operating_weight_kg / 1e3,
+        "bucket digging force (ISO 6015)": figures.bucket_digging_force_n / 1e3,
+        "arm crowd force (ISO 6015)": figures.arm_crowd_force_n / 1e3,
+        "relief pressure": figures.relief_pressure_pa / 1e6,
+        "pump flow (largest function)": figures.pump_flow_lpm,
+        "max reach": figures.max_reach_m,
+        "digging depth": figures.dig_depth_m,
+        "bucket, heaped (SAE J296)": figures.heaped_capacity_m3,
+    }[figure]
+
+
+def validation_table(machines: dict[str, MachineFigures],
+                     ranges: tuple[PublishedRange, ...] = MIDI_CLASS) -> str:
+    """Markdown table: each machine's figure against the class's published range."""
+    names = list(machines)
+    head = ("| figure | 7-9 t class | " + " | ".join(names) + " | source |\n"
+            "|---|---|" + "---|" * len(names) + "---|")
+    rows = [head]
+    for r in ranges:
+        cells = []
+        for n in names:
+            v = model_value(machines[n], r.figure)
+            inside = r.low <= v <= r.high
+            cells.append(f"{v:.3g}" + ("" if inside else " (outside)"))
+        rows.append(f"| {r.figure} [{r.unit}] | {r.low:g}-{r.high:g} | " + " | ".join(cells)
+                    + f" | {r.source} |")
+    return "\n".join(rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m excavator_sim.iso6015 [--machine NAME ...]``: the spec-sheet figures of the
+    default machine (and of presets) and the validation table against the 7-9 t class."""
+    import argparse
+
+    from excavator_kinematics.geometry import default_geometry
+    from excavator_sim.errors import SimConfigError
+    from excavator_sim.machines import load_machine
+    from excavator_sim.sim_config import load_sim_config
+
+    parser = argparse.ArgumentParser(prog="python -m excavator_sim.iso6015",
+                                     description=main.__doc__)
+    parser.add_argument("--machine", action="append", default=[],
+                        help="also a machine preset (name in config/machines/ or a file)")
+    args = parser.parse_args(argv)
+    figures: dict[str, MachineFigures] = {}
+    try:
+        figures["default"] = machine_figures(default_geometry(), load_sim_config().hydraulics)
+        for name in args.machine:
+            preset = load_machine(name)
+            figures[preset.name] = machine_figures(preset.geometry(),
+                                                   load_sim_config(machine=preset).hydraulics)
+    except SimConfigError as exc:
+        print(f"error: {exc}")
+        return 2
+    for name, fig in figures.items():
+        print(f"{name}: " + "; ".join(f"{k} {v}" for k, v in fig.rows()))
+    print()
+    print(validation_table(figures))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

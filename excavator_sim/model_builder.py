@@ -230,6 +230,9 @@ def build_spec(geometry: ExcavatorGeometry, linkage: Linkage, options: ModelOpti
     spec.modelname = "excavator"
     spec.compiler.degree = False
     spec.compiler.autolimits = True
+    # The upstream boom rod's tensor sits exactly on the triangle inequality (0.7 + 5.1 = 5.8);
+    # scaled to other masses, rounding can put it a hair outside: let MuJoCo balance it.
+    spec.compiler.balanceinertia = True
     spec.option.timestep = options.timestep
     spec.option.integrator = mujoco.mjtIntegrator.mjINT_IMPLICITFAST
     spec.option.gravity = [0.0, 0.0, -9.81]

@@ -24,12 +24,13 @@ from excavator_common.paths import config_file
 from excavator_sim.errors import SimConfigError
 from excavator_sim.heightfield import TerrainGrid
 from excavator_sim.hydraulics import CylinderHydraulics, Hydraulics, SwingDrive, TrackDrive
+from excavator_sim.machines import MachinePreset, load_machine
 from excavator_sim.model_builder import InitialPose
 
 _CYL_DEFAULTS = {
-    "boom_cylinder": (0.140, 0.100, 2, 500.0, 8.0e6, 1000.0),
-    "arm_cylinder": (0.160, 0.110, 1, 450.0, 4.0e6, 1000.0),
-    "bucket_cylinder": (0.140, 0.100, 1, 280.0, 2.0e6, 500.0),
+    "boom_cylinder": (0.110, 0.065, 1, 150.0, 2.0e6, 250.0),
+    "arm_cylinder": (0.095, 0.060, 1, 150.0, 1.5e6, 250.0),
+    "bucket_cylinder": (0.085, 0.055, 1, 75.0, 1.0e6, 120.0),
 }
 
 
@@ -61,11 +62,11 @@ CORE_PARAMETERS: tuple[ParameterSpec, ...] = (
     _p("initial.base_x_m", 0.0, -1e4, 1e4, "m", "initial base_link x in world"),
     _p("initial.base_y_m", 0.0, -1e4, 1e4, "m", "initial base_link y in world"),
     _p("initial.base_yaw_rad", 0.0, -math.pi, math.pi, "rad", "initial base_link yaw in world"),
-    _p("hydraulics.pressure_pa", 34.3e6, 1e6, 50e6, "Pa",
-       "main relief pressure (34.3 MPa = 350 kgf/cm^2, the 30-36 t class figure)"),
+    _p("hydraulics.pressure_pa", 27.4e6, 1e6, 50e6, "Pa",
+       "main relief pressure (27.4 MPa = 280 kgf/cm^2, the 7-9 t class figure)"),
     _p("hydraulics.bulk_modulus_pa", 1.2e9, 1e8, 2.5e9, "Pa",
        "effective oil bulk modulus (oil with some air and hose compliance)"),
-    _p("hydraulics.dead_volume_m3", 0.004, 1e-4, 0.1, "m^3",
+    _p("hydraulics.dead_volume_m3", 0.001, 1e-4, 0.1, "m^3",
        "hose + end volume per cylinder chamber"),
     _p("hydraulics.position_gain_1_s", 12.0, 0.1, 50.0, "1/s",
        "outer loop: valve speed = gain x position error"),
@@ -81,19 +82,19 @@ CORE_PARAMETERS: tuple[ParameterSpec, ...] = (
            f"mass added to the {name} rod's slide joint so the stiff oil column is resolvable "
            "at a 1 ms step"),
     )),
-    _p("hydraulics.swing.torque_limit_nm", 1.0e5, 1e3, 1e7, "N m", "swing motor torque limit"),
+    _p("hydraulics.swing.torque_limit_nm", 2.3e4, 1e3, 1e7, "N m", "swing motor torque limit"),
     _p("hydraulics.swing.speed_limit_rad_s", 1.05, 0.01, 5.0, "rad/s",
        "swing speed limit (10 rpm)"),
-    _p("hydraulics.swing.stiffness_nm_per_rad", 2.0e7, 1e3, 1e10, "N m/rad",
+    _p("hydraulics.swing.stiffness_nm_per_rad", 4.5e6, 1e3, 1e10, "N m/rad",
        "holding brake / motor stiffness"),
-    _p("hydraulics.swing.damping_nm_s_per_rad", 2.0e6, 1e2, 1e9, "N m s/rad", "swing damping"),
+    _p("hydraulics.swing.damping_nm_s_per_rad", 4.5e5, 1e2, 1e9, "N m s/rad", "swing damping"),
     _p("tracks.track_width_m", 2.6, 0.5, 6.0, "m", "track gauge, centre to centre"),
     _p("tracks.speed_limit_m_s", 1.5, 0.01, 10.0, "m/s", "track speed limit (5.4 km/h)"),
-    _p("tracks.traction_force_n", 2.5e5, 1e3, 1e7, "N", "traction (drawbar pull) limit"),
-    _p("tracks.damping_n_s_per_m", 1.0e6, 1e2, 1e9, "N s/m",
+    _p("tracks.traction_force_n", 5.6e4, 1e3, 1e7, "N", "traction (drawbar pull) limit"),
+    _p("tracks.damping_n_s_per_m", 2.3e5, 1e2, 1e9, "N s/m",
        "track grip damping (the tracks hold their position against the ground, "
        "traction-limited)"),
-    _p("tracks.stiffness_n_per_m", 1.0e7, 1e3, 1e10, "N/m",
+    _p("tracks.stiffness_n_per_m", 2.3e6, 1e3, 1e10, "N/m",
        "track grip stiffness (holds the undercarriage against swing reactions)"),
     _p("terrain.x0_m", -3.975, -1e4, 1e4, "m",
        "x of the MuJoCo height field's first node in world (the soil grid's first cell "
@@ -118,6 +119,10 @@ CORE_PARAMETERS: tuple[ParameterSpec, ...] = (
 NODE_PARAMETERS: tuple[ParameterSpec, ...] = (
     ParameterSpec("geometry_file", "", "excavator geometry YAML; empty = the package's "
                   "config/excavator.yaml", "path"),
+    ParameterSpec("machine", "", "machine class preset: a name in config/machines/ (e.g. "
+                  "heavy_36t) or a preset file's path; its masses and parameters replace the "
+                  "files' values; empty = the default class (config/excavator.yaml, "
+                  "config/sim.yaml)"),
     ParameterSpec("marker_rate_hz", 20.0, "rate of the markers MarkerArray, in wall time; "
                   "0 = off", "Hz", 0.0, 1000.0, dynamic=True, deprecated_names=("marker_rate",)),
     ParameterSpec("publish_robot_description", True, "publish the generated URDF on "
@@ -222,8 +227,18 @@ def config_from_flat(values: Mapping[str, Any], source: str = "parameters") -> S
 
 
 def load_sim_config(path: str | Path | None = None,
-                    overrides: Mapping[str, Any] | None = None) -> SimConfig:
-    """Load ``config/sim.yaml`` (or ``path``: its ``/**`` and ``sim_node`` sections), apply
-    dotted-name ``overrides``, validate."""
+                    overrides: Mapping[str, Any] | None = None,
+                    machine: str | Path | MachinePreset | None = None) -> SimConfig:
+    """Load ``config/sim.yaml`` (or ``path``: its ``/**`` and ``sim_node`` sections), apply a
+    ``machine`` preset's parameters (a name in config/machines/, a preset file's path or a
+    loaded :class:`MachinePreset`; its masses go to the geometry:
+    :meth:`MachinePreset.geometry`), then dotted-name ``overrides``, validate."""
     path = Path(path) if path is not None else config_file("sim.yaml")
-    return config_from_flat(load_parameters(SIM_PARAMETERS, path, overrides), source=str(path))
+    source = str(path)
+    merged: dict[str, Any] = {}
+    if machine is not None and machine != "":
+        preset = machine if isinstance(machine, MachinePreset) else load_machine(machine)
+        merged.update(preset.parameters)
+        source = f"{source} + machine preset {preset.source}"
+    merged.update(overrides or {})
+    return config_from_flat(load_parameters(SIM_PARAMETERS, path, merged), source=source)

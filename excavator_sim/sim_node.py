@@ -83,7 +83,7 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray, String
 from visualization_msgs.msg import Marker, MarkerArray
 
-from excavator_common.parameter_node import NodeParameters
+from excavator_common.parameter_node import NodeParameters, parameter_overrides
 from excavator_common.ros_runtime import (
     ERROR,
     OK,
@@ -97,6 +97,7 @@ from excavator_sim.clock_follower import ClockFollower
 from excavator_sim.command_timeout import CommandTimeout
 from excavator_sim.errors import CommandError, HeightFieldError, SimConfigError
 from excavator_sim.heightfield import flat_to_patch
+from excavator_sim.machines import load_machine
 from excavator_sim.model_builder import CYLINDER_JOINTS
 from excavator_sim.pacing import Pacer, Window, WrenchGate
 from excavator_sim.plausibility import fmt_vector
@@ -126,9 +127,15 @@ def _stamp(seconds: float) -> Time:
 class SimNode(Node):
     def __init__(self) -> None:
         super().__init__("sim_node")
+        # A machine class preset (config/machines/, issue 14) replaces the parameter files'
+        # values of the keys it sets (so the declared, read-only parameters show what acts).
+        machine = parameter_overrides(self).get("machine")
+        machine_name = str(machine.value) if machine is not None else ""
+        preset = load_machine(machine_name) if machine_name else None
         # One spec (excavator_sim.sim_config.SIM_PARAMETERS): declared with descriptors,
         # read_only but for the dynamic ones, which apply_parameters applies at run time.
-        self.parameters = NodeParameters(self, SIM_PARAMETERS, self.apply_parameters)
+        self.parameters = NodeParameters(self, SIM_PARAMETERS, self.apply_parameters,
+                                         replace=preset.parameters if preset else None)
         values = self.parameters.values
         geometry_file = str(values["geometry_file"])
         self.marker_rate = float(values["marker_rate_hz"])
@@ -147,9 +154,12 @@ class SimNode(Node):
         self._commands_checked = False  # the track command's age checked in this burst
         follow_clock = bool(values["follow_clock"])
         self.follow_clock = follow_clock
-        config = config_from_flat(values, source="sim_node parameters")
+        config = config_from_flat(values, source="sim_node parameters" + (
+            f" + machine preset {preset.source}" if preset else ""))
         geometry = (ExcavatorGeometry.from_yaml(geometry_file) if geometry_file
                     else default_geometry())
+        if preset is not None:
+            geometry = preset.geometry(geometry)
         self.sim = ExcavatorSimulation(config, geometry)
         self.config = config
         self.gate = WrenchGate(max_age_s=max_wrench_age)
@@ -222,7 +232,10 @@ class SimNode(Node):
             f"publish_rate_hz {config.publish_rate}, max_wrench_age_s {max_wrench_age}, /clock "
             f"{_clock_mode(self.publishes_clock, follow_clock)}, "
             f"{self.sim.model.nv} dof, terrain "
-            f"{g.nx} x {g.ny} nodes from ({g.x0}, {g.y0}) m every {g.cell_size} m")
+            f"{g.nx} x {g.ny} nodes from ({g.x0}, {g.y0}) m every {g.cell_size} m, machine "
+            f"{preset.name if preset else 'default'} "
+            f"({sum(self.sim.geometry.masses_kg.values()) / 1e3:.1f} t, "
+            f"{config.hydraulics.pressure_pa / 1e6:.1f} MPa)")
 
     # --- run-time parameter changes (validated by NodeParameters' on-set callback) ----------
     def _set_timing(self, start: bool) -> None:

@@ -188,7 +188,11 @@ def test_height_field_rejects_bad_regions(built, i0, heights, match) -> None:
 def test_sim_config_loads_and_names_bad_parameters() -> None:
     cfg = load_sim_config()
     assert cfg.timestep == 0.001
-    assert cfg.hydraulics.cylinders["boom_cylinder"].count == 2
+    from excavator_sim.sim_config import read_parameter_file
+    flat = read_parameter_file()
+    boom = cfg.hydraulics.cylinders["boom_cylinder"]
+    assert (boom.bore_m, boom.count) == (flat["hydraulics.boom_cylinder.bore_m"],
+                                         flat["hydraulics.boom_cylinder.count"])
     with pytest.raises(SimConfigError,
                        match=r"hydraulics\.pressure_pa = 1e\+09 Pa is outside "
                              r"1e\+06 \.\. 5e\+07 Pa"):

@@ -13,6 +13,7 @@ from geometry_msgs.msg import PoseStamped, TwistStamped, WrenchStamped
 from helpers import NodeProcess, RosTestNode, send_bucket_state, wait_for
 from sensor_msgs.msg import PointCloud2
 from std_msgs.msg import Float64, Float64MultiArray
+from visualization_msgs.msg import Marker
 
 from excavator_kinematics.geometry import default_geometry
 from excavator_sim.soil.bucket_prism import BucketPose, BucketPrism
@@ -47,6 +48,7 @@ class Channel:
         self.patches: list[Float64MultiArray] = probe.collect(Float64MultiArray,
                                                              "soil/terrain_patch", 1000)
         self.meshes: list[PointCloud2] = probe.collect(PointCloud2, "soil/heightmap", 10)
+        self.bucket_soil: list[Marker] = probe.collect(Marker, "soil/bucket_soil", 100)
         self.diagnostics: list[DiagnosticArray] = probe.collect(DiagnosticArray,
                                                                "/diagnostics", 100)
         self.pose = probe.node.create_publisher(PoseStamped, "bucket_pose", 1000)
@@ -141,6 +143,21 @@ def test_a_scoop_fills_the_bucket_pushes_back_and_leaves_a_trench(channel: Chann
     points = cloud_points(cloud.data, cloud.width, cloud.height, cloud.point_step)
     assert len(points) == 160 * 120  # every cell centre of 160 x 120 (<= 160 per side)
     assert points[:, 0].min() < 0.1 and points[:, 0].max() > 7.8
+    # the bucket's soil for RViz (issue 14.7): a closed mesh of columns holding the load (the
+    # marker thread publishes at 10 Hz: wait for the one of the last update)
+    from test_bucket_soil import mesh_volume
+
+    def last_mesh() -> np.ndarray:
+        marker = channel.bucket_soil[-1]
+        assert marker.header.frame_id == "world" and marker.type == Marker.TRIANGLE_LIST
+        assert len(marker.points) % 36 == 0
+        return np.array([[q.x, q.y, q.z] for q in marker.points]).reshape(-1, 3)
+
+    wait_for(lambda: channel.bucket_soil and channel.bucket_soil[-1].action == Marker.ADD
+             and abs(mesh_volume(last_mesh()) - loads[-1]) < 0.15 * loads[-1], 10.0,
+             lambda: f"a soil/bucket_soil marker of the {loads[-1]:.3f} m^3 load")
+    tris = last_mesh()
+    assert np.linalg.norm(tris.mean(axis=0)[:2] - tips[-1][:2]) < 1.5  # at the bucket
 
 
 def _cloud_min_z(cloud: PointCloud2) -> float:

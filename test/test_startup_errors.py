@@ -162,3 +162,24 @@ def test_ros_argument_checks_accept_what_rcl_accepts(tmp_path: Path) -> None:
     check_ros_arguments(["prog", "--ros-args", "-p", "use_sim_time:=True", "-p",
                          "a.b:=[1, 2]", "--params-file", str(empty), "--", "-p", "x"])
     check_ros_arguments(["prog", "-p", "not-ros"])  # outside --ros-args: not ours
+
+
+def test_sim_node_with_an_unknown_machine_preset_names_the_shipped_ones(tmp_path: Path) -> None:
+    code, log = _run("excavator_sim.sim_node", ["--ros-args", "-p", "machine:=heavy_99t"],
+                     tmp_path)
+    _assert_clean(code, log, "machine preset 'heavy_99t'", "heavy_36t")
+
+
+def test_sim_node_takes_a_machine_preset(tmp_path: Path) -> None:
+    """``machine:=heavy_36t``: the node simulates the 36 t preset (masses and hydraulics)."""
+    from helpers import wait_for
+
+    proc = NodeProcess("excavator_sim.sim_node",
+                       ["--ros-args", "-p", "machine:=heavy_36t", "-p", "terrain.nx:=11",
+                        "-p", "terrain.ny:=11"], log_dir=tmp_path)
+    try:
+        wait_for(lambda: "ready:" in proc.log(), 60.0, lambda: f"sim_node ready:\n{proc.log()}")
+    finally:
+        code = proc.stop()
+    assert "machine heavy_36t (36.0 t, 34.3 MPa)" in proc.log(), proc.log()
+    assert code == 0, proc.log()

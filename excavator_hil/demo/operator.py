@@ -113,7 +113,9 @@ class DemoOperator(Node):
             entering, least = self._dump_load
             self._dump_load = (entering, min(least, msg.data))
         elif self._phase in ("lift", "swing"):
-            self._dump_load = (max(self._dump_load[0], msg.data), math.inf)
+            # the load as it enters the dump (the latest): not the peak, since a heap that
+            # falls over the lip while lifting (issue 14.7) lands by the trench, not on the pile
+            self._dump_load = (msg.data, math.inf)
 
     def _on_patch(self, msg: Float64MultiArray) -> None:
         dims = msg.layout.dim

@@ -80,9 +80,11 @@ def dig_script(pattern: str = "iso", dump: bool = False) -> JoyScript:
     boom, arm = ("right_y", "left_y") if pattern == "iso" else ("left_y", "right_y")
     segments = [
         Segment(0.5, {}, label="approach"),
-        Segment(0.5, {boom: 0.7, "right_x": -0.4}, label="dig"),
+        # timed for the default 8.2 t machine's speeds (boom down 0.40 m/s, bucket curl
+        # 0.22 m/s at full flow; docs/simulation.md)
+        Segment(0.7, {boom: 0.7, "right_x": -0.4}, label="dig"),
         Segment(3.0, {arm: -0.6, boom: -0.3}, label="drag"),
-        Segment(1.5, {"right_x": 0.9}, label="curl"),
+        Segment(2.0, {"right_x": 0.9}, label="curl"),
         Segment(2.0, {boom: -0.8}, label="lift"),
     ]
     if dump:

@@ -2,11 +2,12 @@
 
 A spool opening ``s`` in -1..1 (+1 = fully open towards extend, pump to the bore side) gives the
 rod speed ``s * Q / A_bore`` when extending and ``s * Q / A_annulus`` when retracting (Q the
-function's flow, areas of all its parallel cylinders): the same flow limits the simulation's
-actuators have (``excavator_sim.hydraulics``). The joint rate follows from the linkage's
-``d(extension)/d(angle)`` at the current pose. When the cylinders together ask for more than the
-pumps deliver (``total_flow_lpm``) every function is slowed by the same factor (flow sharing, as
-a load-independent flow-sharing valve block does), so the tip keeps its direction.
+function's flow, areas of all its parallel cylinders): the simulation's actuators have the same
+flow limits (both use ``excavator_kinematics.geometry.CylinderFlow``). The joint rate follows
+from the linkage's ``d(extension)/d(angle)`` at the current pose. When the cylinders together
+ask for more than the pumps deliver (``total_flow_lpm``) every function is slowed by the same
+factor (flow sharing, as a load-independent flow-sharing valve block does), so the tip keeps
+its direction.
 
 The limits are read from the simulation's parameter file (``config/sim.yaml``) as plain YAML:
 this package never imports ``excavator_sim``.
@@ -25,46 +26,10 @@ import numpy as np
 from excavator_common.parameter_files import read_parameter_file
 from excavator_common.paths import config_file
 from excavator_kinematics.errors import ConfigError
-from excavator_kinematics.geometry import CYLINDER_NAMES
+from excavator_kinematics.geometry import CYLINDER_NAMES, CylinderFlow
 from excavator_kinematics.linkage import JOINT_NAMES, Linkage
 
-LPM_TO_M3S = 1.0 / 60000.0
-
-
-@dataclass(frozen=True)
-class CylinderFlow:
-    """One hydraulic function: ``count`` cylinders of ``bore_m`` / ``rod_diameter_m`` [m] fed
-    with ``flow_lpm`` [L/min]."""
-
-    bore_m: float
-    rod_diameter_m: float
-    count: int
-    flow_lpm: float
-
-    @property
-    def bore_area_m2(self) -> float:
-        return self.count * math.pi / 4.0 * self.bore_m ** 2
-
-    @property
-    def annulus_area_m2(self) -> float:
-        return self.count * math.pi / 4.0 * (self.bore_m ** 2 - self.rod_diameter_m ** 2)
-
-    @property
-    def extend_speed_m_s(self) -> float:
-        return self.flow_lpm * LPM_TO_M3S / self.bore_area_m2
-
-    @property
-    def retract_speed_m_s(self) -> float:
-        return self.flow_lpm * LPM_TO_M3S / self.annulus_area_m2
-
-    def speed(self, spool: float) -> float:
-        """Rod speed [m/s] (+ = extend) for a spool opening in -1..1."""
-        return spool * (self.extend_speed_m_s if spool > 0.0 else self.retract_speed_m_s)
-
-    def flow_lpm_at(self, speed_m_s: float) -> float:
-        """Pump flow [L/min] a rod speed [m/s] takes."""
-        area = self.bore_area_m2 if speed_m_s > 0.0 else self.annulus_area_m2
-        return abs(speed_m_s) * area / LPM_TO_M3S
+__all__ = ["CylinderFlow", "FlowLimits", "Hydraulics", "ValveCommand"]
 
 
 @dataclass(frozen=True)

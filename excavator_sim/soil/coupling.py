@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from excavator_sim.soil.bucket_prism import BucketPose, BucketPrism
+from excavator_sim.soil.bucket_soil import soil_columns
 from excavator_sim.soil.config import SoilConfig
 from excavator_sim.soil.forces import DiMaioForceModel, ForceResult
 from excavator_sim.soil.plausibility import SoilLimits, SoilPlausibility
@@ -44,6 +45,17 @@ class SoilCoupling:
         self.forces = DiMaioForceModel(config.dimaio, bucket)
         self.plausibility = (SoilPlausibility(config.terrain, bucket, limits)
                              if limits is not None else None)
+        self.last_pose: BucketPose | None = None
+
+    def bucket_soil(self, column_m: float | None = None) -> np.ndarray:
+        """The soil in the bucket at the last step's pose as columns in ``world``
+        (``soil_columns``; ``column_m`` default: the soil cell), e.g. for
+        ``excavator_hil.render.render_png(..., bucket_soil=...)``."""
+        if self.last_pose is None:
+            return np.zeros((0, 7))
+        c = self.terrain.config
+        return soil_columns(self.terrain.bucket, self.last_pose, self.terrain.load_volume_m3,
+                            c.repose_angle_rad, column_m or c.cell_xy_m)
 
     def step(self, sim: Any) -> CoupledStep:
         """Read the bucket from ``sim``, move soil, apply the wrench, refresh the changed
@@ -57,6 +69,7 @@ class SoilCoupling:
             self.plausibility.check_twist(np.asarray(lin), np.asarray(ang))
             self.plausibility.check_pose(pose, self.terrain.surface_m)
         update = self.terrain.update(pose)
+        self.last_pose = pose
         result = self.forces.step(pose, np.asarray(lin), np.asarray(ang),
                                   self.terrain.surface_m, self.terrain.load_volume_m3)
         sim.apply_bucket_wrench(result.force, result.torque)

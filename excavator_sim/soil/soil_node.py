@@ -21,6 +21,10 @@ Publishes
   terrain surface for RViz at every k-th cell centre (k chosen so there are at most 160 x 160
   points), at ``heightmap_rate_hz`` when the terrain changed; built from numpy in the node's own
   visualisation thread, off the control path (``excavator_sim.soil.terrain_messages``).
+- ``soil/bucket_soil`` (visualization_msgs/Marker TRIANGLE_LIST in ``world``): the soil in the
+  bucket for RViz, heaped, as columns one soil cell (``terrain.cell_xy_m``) wide over the
+  bucket's floor (``excavator_sim.soil.bucket_soil``); at 10 Hz (wall clock) when the load or
+  the pose changed, from its own thread (off the control path); DELETE when the bucket empties.
 - ``soil/terrain_patch`` (std_msgs/Float64MultiArray): the data topic, in the wire format of
   ``excavator_sim.heightfield`` (what sim_node writes into MuJoCo's height field):
   ``layout.dim = [("i", ni, ni*nj), ("j", nj, nj)]``, ``layout.data_offset = 2``,
@@ -65,12 +69,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from geometry_msgs.msg import PoseStamped, TwistStamped, WrenchStamped
+from geometry_msgs.msg import Point, PoseStamped, TwistStamped, WrenchStamped
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 from rclpy.subscription import MessageInfo
 from sensor_msgs.msg import PointCloud2, PointField
 from std_msgs.msg import Float64, Float64MultiArray, MultiArrayDimension
+from visualization_msgs.msg import Marker
 
 from excavator_common.parameter_node import NodeParameters
 from excavator_common.ros_runtime import (
@@ -82,6 +87,7 @@ from excavator_common.ros_runtime import (
 from excavator_kinematics.geometry import default_geometry
 from excavator_sim.plausibility import shipped_machine_envelope
 from excavator_sim.soil.bucket_prism import BucketPose, BucketPrism
+from excavator_sim.soil.bucket_soil import columns_to_triangles, soil_columns
 from excavator_sim.soil.config import INSTANCES, SOIL_PARAMETERS, soil_config_from_parameters
 from excavator_sim.soil.errors import OutsideGridError, SoilConfigError, SoilError
 from excavator_sim.soil.forces import DiMaioForceModel, SurfaceFn
@@ -97,6 +103,8 @@ from excavator_sim.soil.terrain_messages import (
 )
 
 WORLD = "world"
+BUCKET_SOIL_RATE_HZ = 10.0  # soil/bucket_soil marker rate (wall clock), when it changed
+SOIL_RGBA = (0.45, 0.27, 0.13, 1.0)  # the bucket's soil in RViz
 HEIGHTMAP_MAX_NODES = 160  # points per side of soil/heightmap (<= 25,600 points, 307 kB)
 # Latest wins: one pose waiting at most; a newer one replaces it (no backlog of stale poses).
 LATEST_ONLY = QoSProfile(depth=1, history=HistoryPolicy.KEEP_LAST,
@@ -146,6 +154,9 @@ class SoilNode(Node):
         self.poses_superseded = 0  # poses replaced by a newer one before they were processed
         self._last_sequence: dict[bytes, int] = {}  # per publisher (gid)
         self._mesh_dirty = True
+        # (pose, load m^3) after the last update, for the bucket-soil marker thread
+        # per machine (namespace): the pose and load of its last update, for the marker thread
+        self._bucket_state: dict[str, tuple[BucketPose, float]] = {}
         g = config.terrain
         self._stride = stride_for(g.nx, g.ny, HEIGHTMAP_MAX_NODES)
         # The control path (on_pose, executor thread) and the visualisation thread share the
@@ -163,6 +174,9 @@ class SoilNode(Node):
             PointCloud2, "soil/heightmap",
             QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL))
         self.patch_pub = self.create_publisher(Float64MultiArray, "soil/terrain_patch", 10)
+        self.bucket_soil_pub = self.create_publisher(
+            Marker, "soil/bucket_soil",
+            QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL))
         # twist first: when both are ready the executor takes them in this order, so a pose
         # is processed with the twist of its own instant (sim_node sends the twist first)
         for m in self.machines:
@@ -179,6 +193,9 @@ class SoilNode(Node):
         self._viz_thread = threading.Thread(target=self._visualisation_loop,
                                             name="soil_heightmap", daemon=True)
         self._viz_thread.start()
+        self._bucket_thread = threading.Thread(target=self._bucket_soil_loop,
+                                               name="soil_bucket_marker", daemon=True)
+        self._bucket_thread.start()
         self.get_logger().info(
             f"ready: preset {config.preset} (of {', '.join(config.presets)}), grid {g.nx} x "
             f"{g.ny} cells of {g.cell_xy_m} m from x0={g.x0:.2f}, y0={g.y0:.2f} m"
@@ -234,6 +251,7 @@ class SoilNode(Node):
                 result = m.forces.step(pose, m.twist[0], m.twist[1], surface,
                                        m.terrain.load_volume_m3)
                 load = float(m.terrain.load_volume_m3)
+                self._bucket_state[m.name] = (pose, load)
             self.plausibility.check_wrench(result.force, result.torque)
         except (SoilError, ArithmeticError) as exc:
             self._reject(str(exc))
@@ -324,13 +342,55 @@ class SoilNode(Node):
         msg.data = layout.data
         return msg
 
+    def _bucket_soil_loop(self) -> None:
+        """Own thread: each machine's bucket soil as a marker at BUCKET_SOIL_RATE_HZ when it
+        changed."""
+        period = 1.0 / BUCKET_SOIL_RATE_HZ
+        shown: dict[str, tuple[BucketPose, float]] = {}
+        index = {m.name: i for i, m in enumerate(self.machines)}
+        while not self._stop.wait(period):
+            with self._terrain_lock:
+                states = dict(self._bucket_state)
+            for name, state in states.items():
+                if shown.get(name) == state:
+                    continue
+                try:
+                    self.bucket_soil_pub.publish(self.bucket_soil_marker(*state,
+                                                                         marker_id=index[name]))
+                except Exception as exc:  # noqa: BLE001 - rclpy shutting down under the thread
+                    if not self._stop.is_set() and self.context.ok():
+                        self.get_logger().error(f"bucket soil publish failed: {exc}")
+                    return
+                shown[name] = state
+
+    def bucket_soil_marker(self, pose: BucketPose, load_m3: float, marker_id: int = 0) -> Marker:
+        """The soil in the bucket (columns one soil cell wide) as a TRIANGLE_LIST in world;
+        DELETE for an empty bucket. ``marker_id``: the machine's index in a fleet."""
+        marker = Marker()
+        marker.header.frame_id = WORLD
+        marker.header.stamp = self.get_clock().now().to_msg()
+        marker.ns, marker.id = "bucket_soil", marker_id
+        columns = soil_columns(self.bucket, pose, load_m3, self.config.terrain.repose_angle_rad,
+                               self.config.terrain.cell_xy_m)
+        if len(columns) == 0:
+            marker.action = Marker.DELETE
+            return marker
+        marker.type, marker.action = Marker.TRIANGLE_LIST, Marker.ADD
+        marker.pose.orientation.w = 1.0
+        marker.scale.x = marker.scale.y = marker.scale.z = 1.0
+        marker.color.r, marker.color.g, marker.color.b, marker.color.a = SOIL_RGBA
+        marker.points = [Point(x=float(x), y=float(y), z=float(z))
+                         for x, y, z in columns_to_triangles(columns)]
+        return marker
+
     def destroy_node(self) -> None:
         # also called by rclpy's context clean-up on a node whose constructor failed
         if hasattr(self, "_stop"):
             self._stop.set()
-        thread = getattr(self, "_viz_thread", None)
-        if thread is not None and thread.is_alive():
-            thread.join(5.0)
+        for name in ("_viz_thread", "_bucket_thread"):
+            thread = getattr(self, name, None)
+            if thread is not None and thread.is_alive():
+                thread.join(5.0)
         super().destroy_node()
 
     def _reject(self, reason: str) -> None:

@@ -163,6 +163,23 @@ def bucket_capacity_m2(
     slope) are taken off: for a level opening of length L the held volume is then exactly
     J296's ``V_struck + W L^2 / 4 - L^3 / 12`` (the heaped capacity).
     """
+    kept, heap_tri, hips, lip, outward = held_soil_shape(j, b, t, repose_rad, width_m, heap)
+    area = _area(kept) if len(kept) >= 3 else 0.0
+    if heap_tri is not None:
+        (lu, lz), (ou, oz), (au, az) = heap_tri
+        du, dz = ou - lu, oz - lz
+        area += 0.5 * abs(du * (az - lz) - dz * (au - lu)) * hips
+    return area, lip, outward
+
+
+def held_soil_shape(
+    j: tuple[float, float], b: tuple[float, float], t: tuple[float, float], repose_rad: float,
+    width_m: float | None = None, heap: bool = True,
+) -> tuple[list[tuple[float, float]], tuple[tuple[float, float], ...] | None, float, int, int]:
+    """The shape :func:`bucket_capacity_m2` measures (one source for the capacity and the
+    pictures of the bucket's soil): (the kept polygon inside the triangle, the heap triangle
+    (lip, other end, apex) or None, the heap's share left by the hips at the side plates
+    (1 without ``width_m``), lip index, outward sign along u)."""
     pts = (j, b, t)
     lip, other = (0, 2) if j[1] <= t[1] else (2, 0)
     lu, lz = pts[lip]
@@ -181,7 +198,8 @@ def bucket_capacity_m2(
     opening_under_line = du * rise > 0.0 and dz < tan_r * abs(du)
     if nz < 0.0 and opening_under_line:
         kept = _clip_halfplane(tri, 0.0, 1.0, lz)
-    area = _area(kept) if len(kept) >= 3 else 0.0
+    heap_tri = None
+    hips = 1.0
     if heap and nz > 0.0 and abs(du) > 1e-12:
         tan_h = math.tan(min(repose_rad, J296_HEAP_SLOPE_RAD))
         if dz < tan_h * abs(du):  # flatter than the heap slope: a heap stands on the rim
@@ -190,13 +208,13 @@ def bucket_capacity_m2(
             # from the other end towards the lip
             au = 0.5 * (lu + ou) + s * dz / (2.0 * tan_h)
             az = lz + tan_h * s * (au - lu)
-            heap_area = 0.5 * abs(du * (az - lz) - dz * (au - lu))
+            heap_tri = ((lu, lz), (ou, oz), (au, az))
             if width_m is not None and width_m > 0.0:
+                heap_area = 0.5 * abs(du * (az - lz) - dz * (au - lu))
                 # apex height above the strike line, perpendicular to it
                 h = heap_area * 2.0 / math.hypot(du, dz)
-                heap_area *= max(0.0, 1.0 - 2.0 * h / (3.0 * tan_h * width_m))
-            area += heap_area
-    return area, lip, -int(rise)
+                hips = max(0.0, 1.0 - 2.0 * h / (3.0 * tan_h * width_m))
+    return kept, heap_tri, hips, lip, -int(rise)
 
 
 class Terrain:

@@ -1,0 +1,103 @@
+"""Machine presets: other machine classes on the same linkage, as parameter files, not edits.
+
+The default machine is what ``config/excavator.yaml`` (geometry, masses) and ``config/sim.yaml``
+(hydraulics, swing, tracks) say: the class the seed geometry is, a 7-9 t midi excavator
+(docs/simulation.md, "Machine class"). A preset is a YAML file that sets, over those two::
+
+    description: one line
+    masses_kg: {caterpillar: ..., chassis: ..., boom: ...}   # over excavator.yaml's masses
+    parameters: {hydraulics: {...}, tracks: {...}}   # sim_node parameters (sim.yaml layout)
+
+Keys a preset leaves out keep the files' values. ``config/machines/<name>.yaml`` is selected by
+its name (``heavy_36t``: the 36 t masses and 30-36 t hydraulics the simulator had before issue
+14), any other file by its path: sim_node's ``machine`` parameter, or in Python::
+
+    preset = load_machine("heavy_36t")
+    sim = ExcavatorSimulation(load_sim_config(machine=preset), preset.geometry())
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from excavator_common.parameter_files import flatten
+from excavator_common.paths import config_file
+from excavator_kinematics.geometry import ExcavatorGeometry, default_geometry
+from excavator_sim.errors import SimConfigError
+
+MACHINES_DIR = "machines"
+# The parts that carry a mass (model_builder's bodies).
+MASS_PARTS = ("caterpillar", "chassis", "boom", "arm", "bucket", "boom_cylinder", "boom_rod",
+              "arm_cylinder", "arm_rod", "bucket_cylinder", "bucket_rod", "h_link", "side_link")
+
+
+@dataclass(frozen=True)
+class MachinePreset:
+    """A machine class: masses [kg] per part and dotted sim_node parameters over the defaults."""
+
+    name: str
+    source: str
+    description: str
+    masses_kg: Mapping[str, float]
+    parameters: Mapping[str, Any]
+
+    def geometry(self, base: ExcavatorGeometry | None = None) -> ExcavatorGeometry:
+        """``base`` (default: config/excavator.yaml) with this preset's masses."""
+        base = base if base is not None else default_geometry()
+        return dataclasses.replace(base, masses_kg={**dict(base.masses_kg), **self.masses_kg})
+
+
+def available_machines() -> list[str]:
+    """Names of the presets shipped in ``config/machines/``."""
+    return sorted(p.stem for p in config_file(MACHINES_DIR).glob("*.yaml"))
+
+
+def machine_path(name_or_path: str | Path) -> Path:
+    """``config/machines/<name>.yaml`` for a bare name, else the path as given."""
+    text = str(name_or_path)
+    if "/" not in text and not text.endswith((".yaml", ".yml")):
+        return config_file(MACHINES_DIR) / f"{text}.yaml"
+    return Path(text)
+
+
+def load_machine(name_or_path: str | Path) -> MachinePreset:
+    """Load and check a preset; a bad one raises :class:`SimConfigError` naming the key."""
+    path = machine_path(name_or_path)
+    if not path.is_file():
+        raise SimConfigError(f"machine preset {str(name_or_path)!r}: no file {path}; shipped "
+                             f"presets: {available_machines()} (or give a preset file's path)")
+    try:
+        data = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise SimConfigError(f"machine preset {path} cannot be read: {exc}") from None
+    if not isinstance(data, Mapping):
+        raise SimConfigError(f"machine preset {path}: expected a mapping with masses_kg and/or "
+                             "parameters")
+    unknown = sorted(set(data) - {"description", "masses_kg", "parameters"})
+    if unknown:
+        raise SimConfigError(f"machine preset {path}: unknown key(s) {unknown}; known: "
+                             "description, masses_kg, parameters")
+    masses: dict[str, float] = {}
+    for part, value in (data.get("masses_kg") or {}).items():
+        if part not in MASS_PARTS:
+            raise SimConfigError(f"machine preset {path}: masses_kg.{part} is not a part; "
+                                 f"parts: {list(MASS_PARTS)}")
+        if (isinstance(value, bool) or not isinstance(value, int | float)
+                or not math.isfinite(value) or value <= 0.0):
+            raise SimConfigError(f"machine preset {path}: masses_kg.{part} = {value!r} must be "
+                                 "a positive number of kg")
+        masses[str(part)] = float(value)
+    params = data.get("parameters") or {}
+    if not isinstance(params, Mapping):
+        raise SimConfigError(f"machine preset {path}: parameters must be a mapping "
+                             "(config/sim.yaml layout)")
+    return MachinePreset(name=path.stem, source=str(path),
+                         description=str(data.get("description", "")).strip(),
+                         masses_kg=masses, parameters=flatten(params))
