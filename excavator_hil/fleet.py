@@ -33,10 +33,10 @@ def fleet_namespaces(count: str, namespaces: str) -> list[str]:
             raise ValueError(f"namespaces: {names} has duplicates; give each machine its own")
     else:
         try:
-            n = int(count)
+            how_many = int(count)
         except ValueError:
             raise ValueError(f"count: {count!r} is not an integer (1..{MAX_MACHINES})") from None
-        names = [f"exc{k + 1}" for k in range(n)]
+        names = [f"exc{k + 1}" for k in range(how_many)]
     if not 1 <= len(names) <= MAX_MACHINES:
         raise ValueError(f"{len(names)} machines: give 1..{MAX_MACHINES} (one Redis database "
                          "each)")

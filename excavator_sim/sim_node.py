@@ -83,6 +83,7 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray, String
 from visualization_msgs.msg import Marker, MarkerArray
 
+from excavator_common.frames import check_frame_prefix
 from excavator_common.parameter_node import NodeParameters, parameter_overrides
 from excavator_common.ros_runtime import (
     ERROR,
@@ -103,7 +104,7 @@ from excavator_sim.pacing import Pacer, Window, WrenchGate
 from excavator_sim.plausibility import fmt_vector
 from excavator_sim.sim_config import SIM_PARAMETERS, config_from_flat
 from excavator_sim.simulation import TRACK_JOINTS, ExcavatorSimulation
-from excavator_sim.urdf import check_frame_prefix, urdf_from_model
+from excavator_sim.urdf import urdf_from_model
 
 WORLD = "world"
 # Free run (real_time_factor 0): wall time spent simulating before serving callbacks [s].

@@ -115,9 +115,9 @@ class PlcBridgeNode(LifecycleNode):
         self.params = BridgeParameters(self)
         self.config_file = self.params.config_file
         self.autostart = bool(self.params["autostart"])
-        self.publish_rate_hz = float(self.params["publish_rate_hz"])  # type: ignore[arg-type]
+        self.publish_rate_hz = float(self.params["publish_rate_hz"])
         self.cmd_vel_to_redis = bool(self.params["cmd_vel_to_redis"])
-        self.cmd_vel_timeout_s = float(self.params["cmd_vel_timeout_s"])  # type: ignore[arg-type]
+        self.cmd_vel_timeout_s = float(self.params["cmd_vel_timeout_s"])
         frame_prefix = str(self.params["frame_prefix"])
         try:
             check_frame_prefix(frame_prefix)

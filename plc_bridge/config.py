@@ -150,8 +150,7 @@ def load_virtual_plc(path: str | Path | None = None, warn: Warn | None = None
                      ) -> VirtualPlcParams:
     """The virtual PLC's plant and watchdog (default config/virtual_plc.yaml)."""
     values = load_parameters(VIRTUAL_PLC, path or default_virtual_plc_path(), warn=warn)
-    return VirtualPlcParams(**{k: float(v) for k, v in values.items()  # type: ignore[arg-type]
-                               if k != "use_sim_time"})
+    return VirtualPlcParams(**{k: float(v) for k, v in values.items() if k != "use_sim_time"})
 
 
 def load_config(path: str | Path | None = None, overrides: Mapping[str, Any] | None = None,
