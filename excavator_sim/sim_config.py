@@ -226,6 +226,18 @@ def config_from_flat(values: Mapping[str, Any], source: str = "parameters") -> S
                      terrain_contact=bool(v["terrain.contact"]))
 
 
+def load_sim_machine(machine: str | Path) -> MachinePreset:
+    """A machine class preset (a name in config/machines/ or a preset file's path) whose
+    parameters are all sim_node parameters: an unknown one is an error naming the preset, the
+    key and the closest known name."""
+    preset = load_machine(machine)
+    unknown = SIM_PARAMETERS.unknown(preset.parameters)
+    if unknown:
+        raise SimConfigError(SIM_PARAMETERS.unknown_message(unknown,
+                                                            f"machine preset {preset.source}"))
+    return preset
+
+
 def load_sim_config(path: str | Path | None = None,
                     overrides: Mapping[str, Any] | None = None,
                     machine: str | Path | MachinePreset | None = None) -> SimConfig:
@@ -237,7 +249,7 @@ def load_sim_config(path: str | Path | None = None,
     source = str(path)
     merged: dict[str, Any] = {}
     if machine is not None and machine != "":
-        preset = machine if isinstance(machine, MachinePreset) else load_machine(machine)
+        preset = machine if isinstance(machine, MachinePreset) else load_sim_machine(machine)
         merged.update(preset.parameters)
         source = f"{source} + machine preset {preset.source}"
     merged.update(overrides or {})

@@ -98,11 +98,10 @@ from excavator_sim.clock_follower import ClockFollower
 from excavator_sim.command_timeout import CommandTimeout
 from excavator_sim.errors import CommandError, HeightFieldError, SimConfigError
 from excavator_sim.heightfield import flat_to_patch
-from excavator_sim.machines import load_machine
 from excavator_sim.model_builder import CYLINDER_JOINTS
 from excavator_sim.pacing import Pacer, Window, WrenchGate
 from excavator_sim.plausibility import fmt_vector
-from excavator_sim.sim_config import SIM_PARAMETERS, config_from_flat
+from excavator_sim.sim_config import SIM_PARAMETERS, config_from_flat, load_sim_machine
 from excavator_sim.simulation import TRACK_JOINTS, ExcavatorSimulation
 from excavator_sim.urdf import urdf_from_model
 
@@ -132,7 +131,7 @@ class SimNode(Node):
         # values of the keys it sets (so the declared, read-only parameters show what acts).
         machine = parameter_overrides(self).get("machine")
         machine_name = str(machine.value) if machine is not None else ""
-        preset = load_machine(machine_name) if machine_name else None
+        preset = load_sim_machine(machine_name) if machine_name else None
         # One spec (excavator_sim.sim_config.SIM_PARAMETERS): declared with descriptors,
         # read_only but for the dynamic ones, which apply_parameters applies at run time.
         self.parameters = NodeParameters(self, SIM_PARAMETERS, self.apply_parameters,

@@ -20,7 +20,7 @@ REPO = Path(__file__).resolve().parents[1]
 UNITLESS = {"redis_url", "plc_host", "plc_port", "rack", "slot", "reconnect_jitter", "model",
             "rt_priority", "lateral_positive", "wake_on_change", "configure_keyspace_events",
             "notify_channel", "control_db", "monitor_db", "write_allow_list", "config_file",
-            "autostart", "cmd_vel_to_redis", "slip_factor", "steer_feedback"}
+            "autostart", "cmd_vel_to_redis", "slip_factor", "steer_feedback", "frame_prefix"}
 _SUFFIX = re.compile(r"_(s|hz|m|m_s|rad|rad_s|bytes)$")
 
 
@@ -54,7 +54,8 @@ def test_the_shipped_files_hold_exactly_the_spec_defaults() -> None:
     """The spec is the source; config/plc.yaml and virtual_plc.yaml show the same values."""
     plc = read_parameter_file(default_config_path(), "plc_bridge")
     assert set(plc) == set(BRIDGE.names) - {"config_file", "autostart", "publish_rate_hz",
-                                            "cmd_vel_to_redis", "cmd_vel_timeout_s"}
+                                            "cmd_vel_to_redis", "cmd_vel_timeout_s",
+                                            "frame_prefix"}
     assert {k: v for k, v in BRIDGE.defaults().items() if k in plc} == plc
     vp = read_parameter_file(REPO / "config" / "virtual_plc.yaml", "virtual_plc")
     assert vp == VIRTUAL_PLC.defaults()
