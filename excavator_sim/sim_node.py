@@ -64,6 +64,7 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray, String
 from visualization_msgs.msg import Marker, MarkerArray
 
+from excavator_common import realtime
 from excavator_common.ros_runtime import (
     ERROR,
     OK,
@@ -378,6 +379,7 @@ class SimNode(Node):
         return out, geoms
 
     def _marker_loop(self) -> None:
+        realtime.name_thread("sim_markers")
         period = 1.0 / self.marker_rate
         next_due = time.monotonic()
         while not self._stop.wait(max(0.0, next_due - time.monotonic())):

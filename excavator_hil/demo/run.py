@@ -19,8 +19,10 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -40,6 +42,33 @@ def _ros_environment() -> None:
     os.environ.setdefault("MUJOCO_GL", "egl")
 
 
+def process_layout(options: DemoOptions) -> dict[str, list[str]]:
+    """The command prefix of each group of processes (the HIL host set-up of
+    docs/plc_bridge.md): ``bridge`` (virtual PLC, plc_bridge), ``redis``, ``sim`` (sim_node,
+    soil_node, ik_node, teleop_node) and ``background`` (the recorder; the operator, this
+    process, lowers its own priority in :func:`run_demo`).
+
+    - ``background_nice`` > 0: the background runs under ``nice -n``: CFS gives the real-time
+      paths the CPU first when both wake (the recorder and the operator are not on them);
+    - ``rt_priority`` > 0: redis-server under ``chrt -f`` too (the bridge loop and the virtual
+      PLC set SCHED_FIFO themselves), as the Redis -> PLC path wakes it twice a command;
+    - ``pin_cpus`` on a host with >= 2 CPUs: the bridge, the virtual PLC and redis-server on the
+      last CPU, the simulation processes on the others (the background is not pinned).
+    """
+    layout: dict[str, list[str]] = {"bridge": [], "redis": [], "sim": [], "background": []}
+    if options.rt_priority > 0 and shutil.which("chrt"):
+        layout["redis"] += ["chrt", "-f", str(options.rt_priority)]
+    cpus = sorted(os.sched_getaffinity(0))
+    if options.pin_cpus and len(cpus) >= 2 and shutil.which("taskset"):
+        rt_cpu, others = str(cpus[-1]), ",".join(str(c) for c in cpus[:-1])
+        layout["bridge"] += ["taskset", "-c", rt_cpu]
+        layout["redis"] = ["taskset", "-c", rt_cpu, *layout["redis"]]
+        layout["sim"] += ["taskset", "-c", others]
+    if options.background_nice > 0 and shutil.which("nice"):
+        layout["background"] += ["nice", "-n", str(options.background_nice)]
+    return layout
+
+
 class DemoStack:
     """Starts every process of the demo; stops them all (reverse order) on exit."""
 
@@ -51,23 +80,26 @@ class DemoStack:
         self.plc_control_port = free_port()
         self.procs: dict[str, ManagedProcess] = {}
 
-    def _start(self, name: str, module: str, args: list[str]) -> ManagedProcess:
-        proc = ManagedProcess(module, args, log_dir=self.logs)
+    def _start(self, name: str, module: str, args: list[str],
+               prefix: Sequence[str] = ()) -> ManagedProcess:
+        proc = ManagedProcess(module, args, log_dir=self.logs, prefix=prefix)
         self.procs[name] = proc
         return proc
 
     def start(self) -> None:
+        layout = process_layout(self.options)
+        self.redis.prefix = layout["redis"]
         self.redis.start()
         ros = ["--ros-args", "--log-level", "warn"]
         self._start("virtual_plc", "plc_bridge.virtual_plc_cli",
                     ["--port", str(self.plc_port), "--control-port", str(self.plc_control_port),
                      "--model", "skid_steer",
-                     "--rt-priority", str(self.options.rt_priority)])
+                     "--rt-priority", str(self.options.rt_priority)], layout["bridge"])
         self._start("plc_bridge", "plc_bridge.bridge_node",
                     [*ros, "-p", f"redis_url:={self.redis.url}", "-p", "plc_host:=127.0.0.1",
                      "-p", f"plc_port:={self.plc_port}", "-p", "model:=skid_steer",
                      "-p", "autostart:=true",
-                     "-p", f"rt_priority:={self.options.rt_priority}"])
+                     "-p", f"rt_priority:={self.options.rt_priority}"], layout["bridge"])
         self._start("sim_node", "excavator_sim.sim_node",
                     # The soil model is the ground while digging (stiffness, shear failure,
                     # load); rigid height-field contact would hold the bucket on the surface.
@@ -75,12 +107,12 @@ class DemoStack:
                     # the dig cycle by it.
                     [*ros, "-p", "real_time_factor:=1.0", "-p", "terrain.contact:=false",
                      "-p", "use_sim_time:=true",
-                     "-r", "track_command:=plc/wheel_states"])
-        self._start("soil_node", "excavator_sim.soil.soil_node", ros)
-        self._start("ik_node", "excavator_kinematics.ik_node", ros)
+                     "-r", "track_command:=plc/wheel_states"], layout["sim"])
+        self._start("soil_node", "excavator_sim.soil.soil_node", ros, layout["sim"])
+        self._start("ik_node", "excavator_kinematics.ik_node", ros, layout["sim"])
         if self.options.joystick:  # Joy from the operator (a scripted session)
             self._start("teleop_node", "excavator_kinematics.teleop_node",
-                        [*ros, "-p", "joy_timeout:=2.0"])
+                        [*ros, "-p", "joy_timeout:=2.0"], layout["sim"])
         bag = self.options.output_dir / "dig_bag"
         if bag.exists():
             import shutil
@@ -89,7 +121,8 @@ class DemoStack:
         self._start("bag_record", "excavator_hil.cli",
                     # sim time: the bag's timestamps and /clock on replay share the header
                     # stamps' time base
-                    ["bag", "record", *RECORDED_TOPICS, "-o", str(bag), "--use-sim-time"])
+                    ["bag", "record", *RECORDED_TOPICS, "-o", str(bag), "--use-sim-time"],
+                    layout["background"])
 
     def check_alive(self) -> None:
         for name, proc in self.procs.items():
@@ -109,6 +142,10 @@ def run_demo(options: DemoOptions) -> DemoSummary:
     _ros_environment()
     import rclpy
 
+    from excavator_common import realtime, stall_probe
+
+    stall_probe.start_from_environment("demo_operator")
+
     from excavator_hil.demo.operator import DemoOperator
 
     options.output_dir.mkdir(parents=True, exist_ok=True)
@@ -119,6 +156,10 @@ def run_demo(options: DemoOptions) -> DemoSummary:
     operator: DemoOperator | None = None
     try:
         stack.start()
+        # The operator (this process) is off the real-time paths: lower its priority after the
+        # children are started (they would inherit it), before its threads start (Linux nice is
+        # per thread, inherited by threads created later).
+        realtime.lower_priority(options.background_nice)
         if options.joystick:
             from excavator_hil.demo.joystick_operator import JoystickDemoOperator
 
@@ -135,6 +176,7 @@ def run_demo(options: DemoOptions) -> DemoSummary:
             return operator.ready()
         wait_for(up, options.startup_timeout_s,
                  lambda: f"the stack to come up ({operator.waiting_for()})", period=0.1)
+        realtime.quiet_gc()   # start-up objects frozen: no 100 ms full collections mid-run
         run_wall0, run_sim0 = time.monotonic(), operator.sim_time
         operator.run(stack.check_alive)
         summary = operator.summary()
@@ -184,14 +226,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--joystick", action="store_true",
                         help="dig with a scripted joystick session through teleop_node")
     parser.add_argument("--rt-priority", type=int, default=0, metavar="N",
-                        help="SCHED_FIFO priority 1..99 for the bridge loop and the virtual PLC "
-                             "(Linux, needs CAP_SYS_NICE; docs/plc_bridge.md); 0 = normal")
+                        help="SCHED_FIFO priority 1..99 for the bridge loop, the virtual PLC and "
+                             "redis-server (Linux, needs CAP_SYS_NICE; docs/plc_bridge.md); "
+                             "0 = normal")
+    parser.add_argument("--background-nice", type=int, default=DemoOptions.background_nice,
+                        metavar="N", help="nice value 0..19 for the processes off the real-time "
+                        "paths (the recorder, the operator); 0 = same priority as the rest "
+                        f"(default {DemoOptions.background_nice})")
+    parser.add_argument("--pin-cpus", action="store_true",
+                        help="pin the bridge, the virtual PLC and redis-server to the last CPU "
+                             "and sim/soil/ik to the others (hosts with >= 2 CPUs)")
     args = parser.parse_args(argv)
+    if not 0 <= args.background_nice <= 19:
+        parser.error(f"--background-nice {args.background_nice} is outside 0..19: 0 keeps the "
+                     "recorder and the operator at normal priority, 10 lowers them")
     if not 0 <= args.rt_priority <= 99:
         parser.error(f"--rt-priority {args.rt_priority} is outside 0..99: pick 1..99 for "
                      "SCHED_FIFO or 0 for normal scheduling")
     options = DemoOptions(output_dir=args.output, quick=args.quick, joystick=args.joystick,
-                          rt_priority=args.rt_priority)
+                          rt_priority=args.rt_priority, background_nice=args.background_nice,
+                          pin_cpus=args.pin_cpus)
     if args.quick:
         options.time_scale = 0.6
         options.drive_distance_m = 0.5

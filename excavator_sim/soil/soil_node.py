@@ -60,6 +60,7 @@ from rclpy.subscription import MessageInfo
 from sensor_msgs.msg import PointCloud2, PointField
 from std_msgs.msg import Float64, Float64MultiArray, MultiArrayDimension
 
+from excavator_common import realtime
 from excavator_common.ros_runtime import (
     OK,
     Diagnostics,
@@ -81,6 +82,7 @@ from excavator_sim.soil.config import (
 from excavator_sim.soil.errors import OutsideGridError, SoilError
 from excavator_sim.soil.forces import DiMaioForceModel, SurfaceFn
 from excavator_sim.soil.plausibility import SoilPlausibility
+from excavator_sim.soil.scenarios import warm_up
 from excavator_sim.soil.terrain import Box, Terrain
 from excavator_sim.soil.terrain_messages import (
     XYZ_FIELDS,
@@ -117,6 +119,9 @@ class SoilNode(Node):
         self.plausibility = SoilPlausibility(config.terrain, self.bucket,
                                              shipped_machine_envelope().soil_limits())
         self.start_units = self.terrain.total_units
+        # Load the numba kernels before the first pose arrives (a throwaway dig cycle): else
+        # the first wrench answers a pose 1-3 s old on a 2-core host.
+        warm_up(config.terrain, config.dimaio, self.bucket)
         self.twist = (np.zeros(3), np.zeros(3))
         self.last_stamp: float | None = None
         self.updates = 0
@@ -279,6 +284,7 @@ class SoilNode(Node):
     def _visualisation_loop(self) -> None:
         """Own thread: at ``heightmap_rate_hz`` (wall clock), when the terrain changed, the full
         grid on the data topic and the heightmap cloud for RViz."""
+        realtime.name_thread("soil_heightmap")
         period = 1.0 / self.config.heightmap_rate_hz
         next_due = time.monotonic()
         while not self._stop.wait(max(0.0, next_due - time.monotonic())):
