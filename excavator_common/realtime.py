@@ -30,6 +30,10 @@ import os
 import sys
 from collections.abc import Iterable
 
+# ``EXCAVATOR_HIL_RT_SETUP=off`` turns quiet_gc and short_gil_slices into no-ops in every
+# process: the set-up before issue 12, for measuring what they do (bench/system.py --compare).
+ENV = "EXCAVATOR_HIL_RT_SETUP"
+
 # Generation-0 threshold and the multiples for generations 1 and 2 after start-up. Young
 # collections stay frequent and short (they only see objects made since the last one); a full
 # collection, which walks every object not frozen, happens 10x less often than by default.
@@ -40,10 +44,19 @@ GIL_SWITCH_INTERVAL_S = 0.0005
 _PR_SET_NAME = 15
 
 
+def enabled() -> bool:
+    """False when ``EXCAVATOR_HIL_RT_SETUP`` is ``off`` (the old set-up, for comparison)."""
+    return os.environ.get(ENV, "on").lower() != "off"
+
+
 def quiet_gc(thresholds: tuple[int, int, int] = GC_THRESHOLDS) -> int:
-    """After start-up: collect once, freeze every survivor (never scanned again) and set the
-    thresholds. Returns the number of objects frozen."""
-    gc.collect()
+    """After start-up: freeze every object the collector tracks (never scanned again) and set
+    the thresholds. Returns the number of objects frozen. No ``gc.collect()`` first: with
+    rclpy and numba loaded it takes 100-200 ms on a 2-core host, with the GIL held (the bridge
+    loop already runs when its node finishes start-up); the start-up garbage it would free is
+    a few hundred kB, frozen once."""
+    if not enabled():
+        return gc.get_freeze_count()
     gc.freeze()
     gc.set_threshold(*thresholds)
     return gc.get_freeze_count()
@@ -51,7 +64,8 @@ def quiet_gc(thresholds: tuple[int, int, int] = GC_THRESHOLDS) -> int:
 
 def short_gil_slices(interval_s: float = GIL_SWITCH_INTERVAL_S) -> None:
     """Let a waiting thread take the GIL after ``interval_s`` instead of 5 ms."""
-    sys.setswitchinterval(interval_s)
+    if enabled():
+        sys.setswitchinterval(interval_s)
 
 
 def lower_priority(nice: int) -> int:

@@ -11,8 +11,9 @@ through ``run_node``, the virtual PLC, the demo's operator, the bag recorder) re
   stall beside it is another thread of the process holding the GIL);
 - events the process notes itself (:func:`note`), e.g. the bridge's overruns and the native id
   of its loop thread;
-- at exit, per thread (``/proc/self/task/*``): its name, CPU time and time spent runnable but
-  waiting for a CPU (``schedstat``), so "starved by the scheduler" and "busy" tell apart;
+- per thread (``/proc/self/task/*``, sampled every second and at exit, so threads that ended
+  are kept): its name, CPU time and time spent runnable but waiting for a CPU
+  (``schedstat``), so "starved by the scheduler" and "busy" tell apart;
 
 and writes them to ``<dir>/<name>-<pid>.json``. Times are ``time.monotonic()`` (CLOCK_MONOTONIC),
 the clock ``perf sched record -k CLOCK_MONOTONIC`` stamps with, so a trace of the whole machine
@@ -27,8 +28,11 @@ import json
 import os
 import threading
 import time
+import traceback
 from pathlib import Path
 from typing import Any
+
+from excavator_common import realtime
 
 ENV = "EXCAVATOR_HIL_PROBE"
 
@@ -43,9 +47,11 @@ class StallProbe:
         self.period_s = period_s
         self.stall_s = stall_s
         self.gcs: list[tuple[float, float, int]] = []   # (start [s], duration [s], generation)
+        self.full_gc_callers: list[tuple[float, str]] = []   # where each full collection began
         self.stalls: list[tuple[float, float]] = []      # (deadline [s], late by [s])
         self.events: list[dict[str, Any]] = []
         self.wakeups = 0
+        self._threads: dict[int, dict[str, Any]] = {}   # tid -> last thread_times() entry
         self._gc_start = 0.0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="stall_probe", daemon=True)
@@ -58,14 +64,23 @@ class StallProbe:
     def _on_gc(self, phase: str, info: dict[str, int]) -> None:
         if phase == "start":
             self._gc_start = time.monotonic()
+            if info.get("generation") == 2:   # rare: where it came from is worth a stack walk
+                frames = traceback.extract_stack(limit=6)[:-1]
+                self.full_gc_callers.append((self._gc_start, " <- ".join(
+                    f"{Path(f.filename).name}:{f.lineno} {f.name}" for f in reversed(frames))))
         else:
             self.gcs.append((self._gc_start, time.monotonic() - self._gc_start,
                              int(info.get("generation", -1))))
 
     def _run(self) -> None:
+        realtime.name_thread("stall_probe")
         note("thread", thread="stall_probe", tid=threading.get_native_id())
         due = time.monotonic() + self.period_s
+        next_sample = due
         while not self._stop.is_set():
+            if due >= next_sample:   # threads that end before exit keep their last figures
+                self._sample_threads()
+                next_sample = due + 1.0
             delay = due - time.monotonic()
             if delay > 0:
                 time.sleep(delay)
@@ -76,6 +91,10 @@ class StallProbe:
             due += self.period_s
             if late > self.period_s:   # skip the missed deadlines: one stall, one record
                 due += self.period_s * int(late // self.period_s)
+
+    def _sample_threads(self) -> None:
+        for t in thread_times():
+            self._threads[t["tid"]] = t
 
     def note(self, kind: str, **fields: Any) -> None:
         self.events.append({"kind": kind, "t": time.monotonic(), **fields})
@@ -89,10 +108,11 @@ class StallProbe:
             "stall_s": self.stall_s, "wakeups": self.wakeups,
             "gc_summary": {str(g): {"count": len(ds), "total_ms": 1e3 * sum(ds),
                                     "max_ms": 1e3 * max(ds)} for g, ds in by_gen.items()},
+            "full_gc_callers": self.full_gc_callers,
             "gc_over_1ms": [(t, 1e3 * d, g) for t, d, g in self.gcs if d > 0.001],
             "stalls": [(t, 1e3 * late) for t, late in self.stalls],
             "events": self.events,
-            "threads": thread_times(),
+            "threads": list(self._threads.values()),
             "gc_threshold": gc.get_threshold(), "gc_frozen": gc.get_freeze_count(),
             "switch_interval_s": _switch_interval(),
             "nice": os.nice(0), "affinity": sorted(os.sched_getaffinity(0)),
@@ -100,6 +120,7 @@ class StallProbe:
 
     def write(self, directory: Path) -> Path:
         self._stop.set()
+        self._sample_threads()
         directory.mkdir(parents=True, exist_ok=True)
         path = directory / f"{self.name}-{os.getpid()}.json"
         path.write_text(json.dumps(self.report()))
