@@ -36,8 +36,16 @@ the page must not raise the bridge's overruns or the sim's lag). The dashboard w
 graph only (no Redis: the demo's Redis is private to it); its process and Chromium's are in
 the CPU figures.
 
+Process set-up (issue 12, docs/plc_bridge.md "HIL host set-up"): ``--setup new`` (default:
+start-up objects frozen out of the garbage collector, 0.5 ms GIL slices, recorder and operator
+at nice 10) or ``old`` (none of it); ``--compare`` runs the full stack with both, in this run.
+``--probe``: each process's collections, stalls and CPU waits (``EXCAVATOR_HIL_PROBE``);
+``--trace-sched``: a ``perf sched`` trace and the CPU time each process held while the demo's
+bridge overran (``bench/stall_report.py``).
+
     .venv/bin/python bench/system.py [--quick] [--sim-seconds 15] [--bridge-cycles 3000]
-                                     [--dashboard]
+                                     [--dashboard] [--compare] [--setup new|old] [--probe]
+                                     [--trace-sched] [--pin-cpus] [--background-nice N]
 """
 
 from __future__ import annotations
