@@ -370,8 +370,8 @@ class SchedTrace:
 
 def full_stack(quick: bool, warmup: float, side_bridge_cycles: int, rt_priority: int,
                dashboard: bool = False, setup: str = "new", background_nice: int | None = None,
-               pin_cpus: bool = False, probe: bool = False, trace_sched: bool = False
-               ) -> dict[str, object]:
+               pin_cpus: bool = False, probe: bool = False, trace_sched: bool = False,
+               soil_in_process: bool = False) -> dict[str, object]:
     env = setup_env(_ros_env(), setup)
     out = Path(tempfile.mkdtemp(prefix="bench_system_"))
     if probe or trace_sched:
@@ -388,6 +388,8 @@ def full_stack(quick: bool, warmup: float, side_bridge_cycles: int, rt_priority:
         args += ["--background-nice", str(background_nice)]
     if pin_cpus:
         args.append("--pin-cpus")
+    if soil_in_process:
+        args.append("--soil-in-process")
     trace = SchedTrace(out) if trace_sched else None
     t0 = time.monotonic()
     demo = subprocess.Popen(args, cwd=REPO, env=env, stdout=subprocess.PIPE,
@@ -510,6 +512,8 @@ def main() -> None:
                         help="the demo's --background-nice (default: 10 new, 0 old)")
     parser.add_argument("--pin-cpus", action="store_true",
                         help="the demo's --pin-cpus (bridge, PLC, redis on the last CPU)")
+    parser.add_argument("--soil-in-process", action="store_true",
+                        help="the demo's --soil-in-process (the soil inside sim_node)")
     parser.add_argument("--probe", action="store_true",
                         help="stall probes in every process (EXCAVATOR_HIL_PROBE): gc pauses, "
                              "stalls, run-queue wait per process")
@@ -536,7 +540,8 @@ def main() -> None:
         fulls[setup] = full_stack(args.quick, args.warmup, args.bridge_cycles, args.rt_priority,
                                   setup=setup, background_nice=args.background_nice,
                                   pin_cpus=args.pin_cpus, probe=args.probe,
-                                  trace_sched=args.trace_sched)
+                                  trace_sched=args.trace_sched,
+                                  soil_in_process=args.soil_in_process)
         _print_full(setup, fulls[setup])
     full = fulls[setups[0]]
     s = full["summary"]
@@ -568,6 +573,7 @@ def main() -> None:
     result = {
         "bench": "system", "quick": args.quick, "loadavg": os.getloadavg()[0],
         "rt_priority": args.rt_priority, "pin_cpus": args.pin_cpus,
+        "soil_in_process": args.soil_in_process,
         "sim_alone": sim, "bridge_alone": alone,
         "full": _figures(full), "setup": setups[0],
         "full_old_setup": _figures(fulls["old"]) if args.compare else {},

@@ -83,6 +83,9 @@ from excavator_sim.pacing import Pacer, Window, WrenchGate
 from excavator_sim.plausibility import fmt_vector
 from excavator_sim.sim_config import PARAMETERS, config_from_flat
 from excavator_sim.simulation import TRACK_JOINTS, ExcavatorSimulation
+from excavator_sim.soil.bucket_prism import BucketPrism
+from excavator_sim.soil.config import load_soil_config
+from excavator_sim.soil.in_process import InProcessSoil
 from excavator_sim.urdf import check_frame_prefix, urdf_from_model
 
 WORLD = "world"
@@ -131,6 +134,15 @@ class SimNode(Node):
         max_catch_up = declare(self, "max_catch_up_s", 0.5, "wall time of deficit caught up "
                                "by stepping faster; beyond it the schedule slips (reported)",
                                low=0.01, high=60.0, unit="s")
+        # --- in-process soil (issue 12 item 3; one block, for the parameter-spec conversion) ---
+        soil_in_process = declare(self, "soil_in_process", False, "run the soil model "
+                                  "(terrain, forces: soil_node's core) inside the simulation "
+                                  "step: zero-latency coupling; publishes soil/wrench, "
+                                  "soil/bucket_load, soil/terrain_patch, soil/heightmap as "
+                                  "soil_node would (do not run soil_node beside it)")
+        soil_params_file = declare(self, "soil_params_file", "", "with soil_in_process: the "
+                                   "soil parameter file ('' = the package's config/soil.yaml)")
+        soil_config = load_soil_config(soil_params_file or None) if soil_in_process else None
         config = config_from_flat(values, source="sim_node parameters")
         geometry = (ExcavatorGeometry.from_yaml(geometry_file) if geometry_file
                     else default_geometry())
@@ -163,11 +175,16 @@ class SimNode(Node):
             self.description_pub.publish(String(data=urdf_from_model(self.sim.model,
                                                                      frame_prefix=frame_prefix)))
         self.create_subscription(JointState, "joint_command", self.on_joint_command, 10)
-        self.create_subscription(WrenchStamped, "soil/wrench", self.on_wrench, 10)
         self.create_subscription(JointState, "track_command", self.on_track_command, 10)
-        self.create_subscription(Float64MultiArray, "soil/terrain_patch", self.on_terrain_patch,
-                                 10)
         self.terrain_patches = 0
+        self.soil: InProcessSoil | None = None
+        if soil_config is not None:   # the soil is computed here: its topics are outputs
+            self.soil = InProcessSoil(self, soil_config, BucketPrism.from_geometry(geometry))
+            self._apply_soil_patch(*self.soil.full_grid())
+        else:
+            self.create_subscription(WrenchStamped, "soil/wrench", self.on_wrench, 10)
+            self.create_subscription(Float64MultiArray, "soil/terrain_patch",
+                                     self.on_terrain_patch, 10)
         self.diagnostics = Diagnostics(self, f"{self.get_name()}: simulation")
         self.rejections = Rejections(self, self.diagnostics, "command")
         self._divergences_reported = 0
@@ -311,6 +328,8 @@ class SimNode(Node):
 
     def step_period(self) -> None:
         """One publish period: the soil wrench if fresh (else none), physics, outputs."""
+        if self.soil is not None:
+            self.step_soil()
         wrench = self.gate.for_period(self.sim.time + self.period_s)
         if wrench is not None:
             self.sim.apply_bucket_wrench(*wrench)
@@ -322,6 +341,30 @@ class SimNode(Node):
         if self._marker_thread is not None:
             d = self.sim.data
             self._geom_snapshot = (self.sim.time, d.geom_xpos.copy(), d.geom_xmat.copy())
+
+    def step_soil(self) -> None:
+        """In-process soil: the wrench for the bucket's pose and twist now, offered to the gate
+        with this instant's stamp (age 0: it acts during the coming period)."""
+        assert self.soil is not None
+        pos, quat = self.sim.bucket_pose()
+        lin, ang = self.sim.bucket_twist()
+        stamp = _stamp(self.sim.time)
+        result = self.soil.step(stamp, pos, quat, lin, ang)
+        if result.rejected:
+            self._reject(result.rejected)
+        if result.force is not None and result.torque is not None:
+            self.gate.offer(self.sim.time, result.force, result.torque, self.sim.time)
+        if result.changed is not None and result.heights is not None:
+            self._apply_soil_patch(result.changed, result.heights)
+
+    def _apply_soil_patch(self, box: tuple[int, int, int, int], heights: np.ndarray) -> None:
+        try:
+            self.sim.terrain.set_region(box[0], box[2], heights)
+        except HeightFieldError as exc:
+            self._reject(f"in-process soil: the soil grid does not fit the height field "
+                         f"(terrain.* parameters): {exc}")
+            return
+        self.terrain_patches += 1
 
     def publish_state(self) -> None:
         # Messages are built once and refilled: at real_time_factor 0 this runs thousands of
@@ -409,9 +452,14 @@ class SimNode(Node):
         self.marker_pub.publish(markers)
 
     def destroy_node(self) -> None:
+        if not hasattr(self, "_stop"):   # start-up failed half-way: no threads to stop
+            super().destroy_node()
+            return
         self._stop.set()
         if self._marker_thread is not None and self._marker_thread.is_alive():
             self._marker_thread.join(5.0)
+        if self.soil is not None:
+            self.soil.close()
         super().destroy_node()
 
     def timing_values(self) -> dict[str, str | int]:
@@ -477,6 +525,8 @@ class SimNode(Node):
                   "last_error": self.rejections.last,
                   **{f"target_{n}": f"{v:.4f}" for n, v in self.sim.targets.items()}}
         values["divergences"] = self.sim.divergence_count
+        if self.soil is not None:
+            values.update(self.soil.counters())
         # "running" whatever the level: monitors key on it; the problems follow it.
         level = WARN if problems else OK
         message = "running" + (f": {'; '.join(problems)}" if problems else "")

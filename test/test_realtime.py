@@ -221,3 +221,19 @@ def test_overrun_attribution_sums_cpu_time_per_process_in_each_window(tmp_path: 
     assert held["bridge loop"] == pytest.approx(1.0)
     assert "other: cc1" not in held
     assert att["stack_ms"] == pytest.approx(13.0)
+
+
+def test_soil_warm_up_runs_a_whole_cycle_whatever_the_users_grid() -> None:
+    """The start-up warm-up of soil_node (and of the in-process soil) digs, carries and dumps on
+    its own grid: a user's small grid far from the cycle does not fail the start-up."""
+    import dataclasses
+
+    from excavator_kinematics.geometry import default_geometry
+    from excavator_sim.soil.bucket_prism import BucketPrism
+    from excavator_sim.soil.config import load_soil_config
+    from excavator_sim.soil.scenarios import warm_up
+
+    config = load_soil_config()
+    small = dataclasses.replace(config.terrain, size_x_m=8.0, size_y_m=6.0, centre_x_m=4.0,
+                                centre_y_m=0.0)
+    assert warm_up(small, config.dimaio, BucketPrism.from_geometry(default_geometry())) > 0.0

@@ -21,3 +21,5 @@ class DemoOptions:
     background_nice: int = 10
     # pin the bridge, the virtual PLC and redis-server to the last CPU, sim/soil/ik to the rest
     pin_cpus: bool = False
+    # the soil model inside sim_node (exact coupling) instead of soil_node (issue 12 item 3)
+    soil_in_process: bool = False

@@ -107,8 +107,10 @@ class DemoStack:
                     # the dig cycle by it.
                     [*ros, "-p", "real_time_factor:=1.0", "-p", "terrain.contact:=false",
                      "-p", "use_sim_time:=true",
+                     "-p", f"soil_in_process:={str(self.options.soil_in_process).lower()}",
                      "-r", "track_command:=plc/wheel_states"], layout["sim"])
-        self._start("soil_node", "excavator_sim.soil.soil_node", ros, layout["sim"])
+        if not self.options.soil_in_process:
+            self._start("soil_node", "excavator_sim.soil.soil_node", ros, layout["sim"])
         self._start("ik_node", "excavator_kinematics.ik_node", ros, layout["sim"])
         if self.options.joystick:  # Joy from the operator (a scripted session)
             self._start("teleop_node", "excavator_kinematics.teleop_node",
@@ -233,6 +235,9 @@ def main(argv: list[str] | None = None) -> int:
                         metavar="N", help="nice value 0..19 for the processes off the real-time "
                         "paths (the recorder, the operator); 0 = same priority as the rest "
                         f"(default {DemoOptions.background_nice})")
+    parser.add_argument("--soil-in-process", action="store_true",
+                        help="run the soil model inside sim_node (exact, zero-latency "
+                             "coupling) instead of soil_node")
     parser.add_argument("--pin-cpus", action="store_true",
                         help="pin the bridge, the virtual PLC and redis-server to the last CPU "
                              "and sim/soil/ik to the others (hosts with >= 2 CPUs)")
@@ -245,7 +250,7 @@ def main(argv: list[str] | None = None) -> int:
                      "SCHED_FIFO or 0 for normal scheduling")
     options = DemoOptions(output_dir=args.output, quick=args.quick, joystick=args.joystick,
                           rt_priority=args.rt_priority, background_nice=args.background_nice,
-                          pin_cpus=args.pin_cpus)
+                          pin_cpus=args.pin_cpus, soil_in_process=args.soil_in_process)
     if args.quick:
         options.time_scale = 0.6
         options.drive_distance_m = 0.5

@@ -186,8 +186,13 @@ def warm_up(terrain_config: TerrainConfig, params: DiMaioParams, bucket: BucketP
     """One coarse dig-swing-dump cycle on a throwaway terrain, with the forces of every pose:
     the numba kernels load (or compile) now, not at the first pose of a live run (1-3 s on a
     2-core host: the first wrench would answer a pose that old). Returns the peak load [m^3]
-    (> 0: the cut, the carry and the dump kernels all ran)."""
-    terrain = Terrain(terrain_config, bucket)
+    (> 0: the cut, the carry and the dump kernels all ran). The throwaway grid has the user's
+    cells and soil but its own extent, around the cycle (any user grid works)."""
+    import dataclasses
+
+    grid = dataclasses.replace(terrain_config, size_x_m=8.0, size_y_m=8.0, centre_x_m=3.5,
+                               centre_y_m=3.0, initial_height_m=0.0)
+    terrain = Terrain(grid, bucket)
     forces = DiMaioForceModel(params, bucket)
     peak = 0.0
     zero = np.zeros(3)
