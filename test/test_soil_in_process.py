@@ -113,3 +113,37 @@ def test_a_bad_soil_params_file_is_one_message_and_exit_2(tmp_path) -> None:
     assert code == 2, node.log()
     assert "[FATAL]" in node.log() and "missing.yaml" in node.log()
     assert "Traceback" not in node.log()
+
+
+def test_soil_coupling_update_outside_the_grid_keeps_the_terrain_and_the_load_weighs() -> None:
+    """The pure update the in-process soil runs: a bucket beyond the grid moves no soil and,
+    with ``outside_ok`` (soil_node's behaviour), still gets a wrench; without it, raises."""
+    from excavator_sim.plausibility import shipped_machine_envelope
+    from excavator_sim.soil.bucket_prism import BucketPrism
+    from excavator_sim.soil.config import load_soil_config
+    from excavator_sim.soil.coupling import SoilCoupling
+    from excavator_sim.soil.errors import OutsideGridError
+
+    config = load_soil_config()
+    coupling = SoilCoupling(config, BucketPrism.from_geometry(default_geometry()),
+                            shipped_machine_envelope().soil_limits())
+    ident, zero = (1.0, 0.0, 0.0, 0.0), np.zeros(3)
+    # into the soil in front of the machine: soil moves, the box and its heights come back
+    inside = coupling.update((5.5, 0.0, -0.1), ident, zero, zero)
+    assert inside.changed is not None and inside.heights is not None
+    i0, i1, j0, j1 = inside.changed
+    assert inside.heights.shape == (i1 - i0, j1 - j0)
+    np.testing.assert_array_equal(inside.heights, coupling.terrain.heights_m(inside.changed))
+    before = coupling.terrain.heights_m()
+    g = config.terrain
+    far = (g.centre_x_m + g.size_x_m / 2 + 1.0, 0.0, 0.5)   # 1 m beyond the grid
+    try:
+        coupling.update(far, ident, zero, zero)
+    except OutsideGridError:
+        pass
+    else:
+        raise AssertionError("a bucket outside the grid must raise without outside_ok")
+    out = coupling.update(far, ident, zero, zero, outside_ok=True)
+    assert "leaves the terrain grid" in out.outside and out.changed is None
+    np.testing.assert_array_equal(coupling.terrain.heights_m(), before)
+    assert np.all(np.isfinite(out.forces.force))

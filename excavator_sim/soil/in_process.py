@@ -1,7 +1,8 @@
 """The soil model inside sim_node's step (sim_node parameter ``soil_in_process``, issue 12).
 
 The same core soil_node runs (``Terrain``, ``DiMaioForceModel``, ``SoilPlausibility``, from
-``config/soil.yaml`` or ``soil_params_file``), called by sim_node at the start of every publish
+``config/soil.yaml`` or ``soil_params_file``; through the pure ``SoilCoupling.update``, with
+soil_node's handling of a bucket outside the grid), called by sim_node at the start of every publish
 period with the bucket pose and twist of that instant: the wrench acts during the period that
 follows (age 0, exact coupling, nothing lost when the host is busy), and the changed box of the
 terrain is written straight into MuJoCo's height field. Topics, as soil_node publishes them (so
@@ -33,13 +34,12 @@ from std_msgs.msg import Float64, Float64MultiArray, MultiArrayDimension
 
 from excavator_common import realtime
 from excavator_sim.plausibility import shipped_machine_envelope
-from excavator_sim.soil.bucket_prism import BucketPose, BucketPrism
+from excavator_sim.soil.bucket_prism import BucketPrism
 from excavator_sim.soil.config import SoilConfig
-from excavator_sim.soil.errors import OutsideGridError, SoilError
-from excavator_sim.soil.forces import DiMaioForceModel, SurfaceFn
-from excavator_sim.soil.plausibility import SoilPlausibility
+from excavator_sim.soil.coupling import SoilCoupling
+from excavator_sim.soil.errors import SoilError
 from excavator_sim.soil.scenarios import warm_up
-from excavator_sim.soil.terrain import Box, Terrain
+from excavator_sim.soil.terrain import Box
 from excavator_sim.soil.terrain_messages import (
     XYZ_FIELDS,
     cloud_layout,
@@ -71,10 +71,9 @@ class InProcessSoil:
     def __init__(self, node: Node, config: SoilConfig, bucket: BucketPrism) -> None:
         self.node = node
         self.config = config
-        self.terrain = Terrain(config.terrain, bucket)
-        self.forces = DiMaioForceModel(config.dimaio, bucket)
-        self.plausibility = SoilPlausibility(config.terrain, bucket,
-                                             shipped_machine_envelope().soil_limits())
+        # soil_node's core with its plausibility checks (the pure in-process coupling)
+        self.coupling = SoilCoupling(config, bucket, shipped_machine_envelope().soil_limits())
+        self.terrain = self.coupling.terrain
         warm_up(config.terrain, config.dimaio, bucket)   # numba kernels loaded now
         self.updates = 0
         self.update_time_s = 0.0
@@ -108,44 +107,28 @@ class InProcessSoil:
         ([m/s], [rad/s]) of the instant ``stamp``; publishes the wrench first, then the load and
         the changed patch."""
         t0 = time.perf_counter()
-        w, x, y, z = (float(v) for v in quat_wxyz)
-        outside = ""
-        update = None
         try:
-            pose = BucketPose.from_quaternion(tuple(float(v) for v in position), (x, y, z, w))
-            self.plausibility.check_twist(linear, angular)
             with self._lock:
-                self.plausibility.check_pose(pose, self.terrain.surface_m)
-                try:
-                    update = self.terrain.update(pose)
-                    surface: SurfaceFn = self.terrain.surface_m
-                except OutsideGridError as exc:
-                    outside = str(exc)
-                    surface = _no_ground   # only the load weighs, as in soil_node
-                result = self.forces.step(pose, linear, angular, surface,
-                                          self.terrain.load_volume_m3)
-                load = float(self.terrain.load_volume_m3)
-                changed = (self.terrain.take_dirty() or update.changed
-                           if update is not None and update.changed is not None else None)
-                heights = self.terrain.heights_m(changed) if changed is not None else None
-                if changed is not None:
+                update = self.coupling.update(position, quat_wxyz, linear, angular,
+                                              outside_ok=True)
+                if update.changed is not None:
                     self._dirty = True
-            self.plausibility.check_wrench(result.force, result.torque)
         except (SoilError, ArithmeticError) as exc:
             return SoilStep(rejected=f"in-process soil: {exc}")
         msg = self._wrench
         msg.header.stamp = stamp
-        f, tq = result.force, result.torque
+        f, tq = update.forces.force, update.forces.torque
         msg.wrench.force.x, msg.wrench.force.y, msg.wrench.force.z = map(float, f)
         msg.wrench.torque.x, msg.wrench.torque.y, msg.wrench.torque.z = map(float, tq)
         self.wrench_pub.publish(msg)
-        self.load_pub.publish(Float64(data=load))
-        if changed is not None and heights is not None:
-            self.patch_pub.publish(_patch_message(changed, heights))
+        self.load_pub.publish(Float64(data=update.load_m3))
+        if update.changed is not None and update.heights is not None:
+            self.patch_pub.publish(_patch_message(update.changed, update.heights))
         self.updates += 1
         self.update_time_s += time.perf_counter() - t0
-        return SoilStep(np.asarray(f, dtype=float), np.asarray(tq, dtype=float), changed,
-                        heights, f"in-process soil: {outside}" if outside else "")
+        return SoilStep(np.asarray(f, dtype=float), np.asarray(tq, dtype=float),
+                        update.changed, update.heights,
+                        f"in-process soil: {update.outside}" if update.outside else "")
 
     def counters(self) -> dict[str, str | int]:
         mean_ms = 1e3 * self.update_time_s / self.updates if self.updates else 0.0
@@ -209,6 +192,3 @@ def _patch_message(box: Box, heights: np.ndarray) -> Float64MultiArray:
     msg.data = patch_array(i0, j0, heights)
     return msg
 
-
-def _no_ground(x: np.ndarray | float, _y: np.ndarray | float) -> np.ndarray:
-    return np.full(np.shape(x), -np.inf)
