@@ -6,9 +6,11 @@ file, or a systemd unit) sets from outside:
 - :func:`quiet_gc`: every object alive after start-up (imported modules, rclpy, numba, the
   model) is moved out of the collector's reach (``gc.freeze()``) and full collections are made
   rarer. Measured in the demo with the stall probe (``excavator_common.stall_probe``): without
-  it, full (generation 2) collections took 43-70 ms in soil_node, 50 ms in the recorder and
-  123 ms in the operator, each holding a CPU of a 2-core host (and the whole process: the GIL)
-  for that long; the bridge and the virtual PLC had frozen theirs since session 3.
+  it, full (generation 2) collections walked every object of the process, 43-70 ms each in
+  soil_node (recurring: one per ~100 young collections), 50 ms in the recorder and 123 ms in
+  the operator, each holding a CPU of a 2-core host (and the process's GIL) for that long;
+  with it, none after start-up. The bridge and the virtual PLC had frozen theirs since
+  session 3.
 - :func:`short_gil_slices`: a thread that wakes for its deadline (the bridge loop, sim_node's
   executor) waits for the GIL at most this long while another thread of the process (rclpy's
   executor, a visualisation thread) runs Python; CPython's default is 5 ms, half a 100 Hz cycle.

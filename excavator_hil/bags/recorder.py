@@ -150,7 +150,7 @@ def record(output: str, topics: Sequence[str] | None, storage: str, duration_s: 
         rclpy.try_shutdown()
         return 2
     deadline = time.monotonic() + duration_s if duration_s > 0 else float("inf")
-    realtime.quiet_gc()   # start-up objects frozen: no 50 ms full collections while recording
+    realtime.quiet_gc()   # start-up objects frozen: no full collection over them while recording
     try:
         while rclpy.ok() and not node.done and time.monotonic() < deadline:
             rclpy.spin_once(node, timeout_sec=0.05)

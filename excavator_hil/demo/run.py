@@ -178,7 +178,7 @@ def run_demo(options: DemoOptions) -> DemoSummary:
             return operator.ready()
         wait_for(up, options.startup_timeout_s,
                  lambda: f"the stack to come up ({operator.waiting_for()})", period=0.1)
-        realtime.quiet_gc()   # start-up objects frozen: no 100 ms full collections mid-run
+        realtime.quiet_gc()   # start-up objects frozen: no full collection over them mid-run
         run_wall0, run_sim0 = time.monotonic(), operator.sim_time
         operator.run(stack.check_alive)
         summary = operator.summary()
