@@ -180,11 +180,20 @@ class SimNode(Node):
         self.soil: InProcessSoil | None = None
         if soil_config is not None:   # the soil is computed here: its topics are outputs
             self.soil = InProcessSoil(self, soil_config, BucketPrism.from_geometry(geometry))
-            self._apply_soil_patch(*self.soil.full_grid())
+            box, heights = self.soil.full_grid()
+            try:
+                self.sim.terrain.set_region(box[0], box[2], heights)
+            except HeightFieldError as exc:
+                self.soil.close()
+                raise SimConfigError(
+                    f"soil_in_process: the soil grid ({heights.shape[0]} x {heights.shape[1]} "
+                    f"cells) does not fit the height field: {exc}; make sim_node's terrain.* "
+                    "match the terrain of the soil file (soil_params_file)") from None
         else:
             self.create_subscription(WrenchStamped, "soil/wrench", self.on_wrench, 10)
             self.create_subscription(Float64MultiArray, "soil/terrain_patch",
                                      self.on_terrain_patch, 10)
+        self._soil_rejected = ""   # the in-process soil's last rejection (said once)
         self.diagnostics = Diagnostics(self, f"{self.get_name()}: simulation")
         self.rejections = Rejections(self, self.diagnostics, "command")
         self._divergences_reported = 0
@@ -350,8 +359,10 @@ class SimNode(Node):
         lin, ang = self.sim.bucket_twist()
         stamp = _stamp(self.sim.time)
         result = self.soil.step(stamp, pos, quat, lin, ang)
-        if result.rejected:
-            self._reject(result.rejected)
+        if result.rejected != self._soil_rejected:   # said when it starts, not every period
+            self._soil_rejected = result.rejected
+            if result.rejected:
+                self._reject(result.rejected)
         if result.force is not None and result.torque is not None:
             self.gate.offer(self.sim.time, result.force, result.torque, self.sim.time)
         if result.changed is not None and result.heights is not None:

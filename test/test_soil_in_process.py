@@ -147,3 +147,17 @@ def test_soil_coupling_update_outside_the_grid_keeps_the_terrain_and_the_load_we
     assert "leaves the terrain grid" in out.outside and out.changed is None
     np.testing.assert_array_equal(coupling.terrain.heights_m(), before)
     assert np.all(np.isfinite(out.forces.force))
+
+
+def test_a_soil_grid_that_does_not_fit_the_height_field_is_one_message_and_exit_2(
+        tmp_path) -> None:
+    node = NodeProcess("excavator_sim.sim_node",
+                       ["--ros-args", "-p", "soil_in_process:=true", "-p", "terrain.nx:=100"],
+                       log_dir=tmp_path)
+    try:
+        wait_for(lambda: not node.alive(), 60.0, node.log)
+    finally:
+        code = node.stop()
+    assert code == 2, node.log()
+    assert "does not fit the height field" in node.log() and "terrain.*" in node.log()
+    assert "Traceback" not in node.log()
