@@ -139,8 +139,11 @@ class DemoStack:
         self.redis.stop()
 
 
-def run_demo(options: DemoOptions) -> DemoSummary:
-    """Run the whole demo; returns the summary (also written to ``summary.json``)."""
+def run_demo(options: DemoOptions, own_process: bool = False) -> DemoSummary:
+    """Run the whole demo; returns the summary (also written to ``summary.json``).
+    ``own_process`` (the CLI): this process is the operator and nothing else, so it may lower
+    its own priority (``background_nice``) and freeze its garbage collector; a caller that
+    goes on afterwards (a test) keeps its priority and collector."""
     _ros_environment()
     import rclpy
 
@@ -161,7 +164,8 @@ def run_demo(options: DemoOptions) -> DemoSummary:
         # The operator (this process) is off the real-time paths: lower its priority after the
         # children are started (they would inherit it), before its threads start (Linux nice is
         # per thread, inherited by threads created later).
-        realtime.lower_priority(options.background_nice)
+        if own_process:
+            realtime.lower_priority(options.background_nice)
         if options.joystick:
             from excavator_hil.demo.joystick_operator import JoystickDemoOperator
 
@@ -178,7 +182,8 @@ def run_demo(options: DemoOptions) -> DemoSummary:
             return operator.ready()
         wait_for(up, options.startup_timeout_s,
                  lambda: f"the stack to come up ({operator.waiting_for()})", period=0.1)
-        realtime.quiet_gc()   # start-up objects frozen: no full collection over them mid-run
+        if own_process:
+            realtime.quiet_gc()   # start-up objects frozen: no full collection over them mid-run
         run_wall0, run_sim0 = time.monotonic(), operator.sim_time
         operator.run(stack.check_alive)
         summary = operator.summary()
@@ -254,7 +259,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick:
         options.time_scale = 0.6
         options.drive_distance_m = 0.5
-    summary = run_demo(options)
+    summary = run_demo(options, own_process=True)
     print(summary.text())
     return 0
 
