@@ -161,10 +161,13 @@ def run_demo(options: DemoOptions, own_process: bool = False) -> DemoSummary:
     operator: DemoOperator | None = None
     try:
         stack.start()
-        # The operator (this process) is off the real-time paths: lower its priority after the
-        # children are started (they would inherit it), before its threads start (Linux nice is
-        # per thread, inherited by threads created later).
-        if own_process:
+        # The operator (this process) is off the real-time paths (its targets follow the
+        # simulation's /clock; a heartbeat it misses by 0.75 s stops the tracks, fail-safe):
+        # lower its priority after the children are started (they would inherit it), before
+        # its threads start (Linux nice is per thread, inherited by threads created later).
+        # Not with --joystick: the scripted Joy stream stands for an operator's hands, and
+        # teleop_node stops the machine when it pauses for joy_timeout.
+        if own_process and not options.joystick:
             realtime.lower_priority(options.background_nice)
         if options.joystick:
             from excavator_hil.demo.joystick_operator import JoystickDemoOperator
@@ -238,8 +241,8 @@ def main(argv: list[str] | None = None) -> int:
                              "0 = normal")
     parser.add_argument("--background-nice", type=int, default=DemoOptions.background_nice,
                         metavar="N", help="nice value 0..19 for the processes off the real-time "
-                        "paths (the recorder, the operator); 0 = same priority as the rest "
-                        f"(default {DemoOptions.background_nice})")
+                        "paths (the recorder, the operator but with --joystick); 0 = same "
+                        f"priority as the rest (default {DemoOptions.background_nice})")
     parser.add_argument("--soil-in-process", action="store_true",
                         help="run the soil model inside sim_node (exact, zero-latency "
                              "coupling) instead of soil_node")
