@@ -154,8 +154,10 @@ class CpuSampler:
             return {}, math.nan, 0.0
         t_start = self.samples[0][0] + warmup_s
         first = next((s for s in self.samples if s[0] >= t_start), self.samples[0])
-        most = max(len(c) for _, c in self.samples)
-        last = [s for s in self.samples if len(s[1]) == most][-1]  # the whole stack alive
+        # the last sample in which every process alive after the warm-up still ran (a
+        # short-lived process at start-up must not move the window before the warm-up)
+        alive = set(first[1])
+        last = [s for s in self.samples if alive <= set(s[1])][-1]
         window = last[0] - first[0]
         if window <= 0:
             return {}, math.nan, 0.0
