@@ -36,8 +36,16 @@ the page must not raise the bridge's overruns or the sim's lag). The dashboard w
 graph only (no Redis: the demo's Redis is private to it); its process and Chromium's are in
 the CPU figures.
 
+Process set-up (issue 12, docs/plc_bridge.md "HIL host set-up"): ``--setup new`` (default:
+start-up objects frozen out of the garbage collector, 0.5 ms GIL slices, recorder and operator
+at nice 10) or ``old`` (none of it); ``--compare`` runs the full stack with both, in this run.
+``--probe``: each process's collections, stalls and CPU waits (``EXCAVATOR_HIL_PROBE``);
+``--trace-sched``: a ``perf sched`` trace and the CPU time each process held while the demo's
+bridge overran (``bench/stall_report.py``).
+
     .venv/bin/python bench/system.py [--quick] [--sim-seconds 15] [--bridge-cycles 3000]
-                                     [--dashboard]
+                                     [--dashboard] [--compare] [--setup new|old] [--probe]
+                                     [--trace-sched] [--pin-cpus] [--background-nice N]
 """
 
 from __future__ import annotations
@@ -57,6 +65,7 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "bench"))   # stall_report
 TICK = os.sysconf("SC_CLK_TCK")
 
 
@@ -145,8 +154,10 @@ class CpuSampler:
             return {}, math.nan, 0.0
         t_start = self.samples[0][0] + warmup_s
         first = next((s for s in self.samples if s[0] >= t_start), self.samples[0])
-        most = max(len(c) for _, c in self.samples)
-        last = [s for s in self.samples if len(s[1]) == most][-1]  # the whole stack alive
+        # the last sample in which every process alive after the warm-up still ran (a
+        # short-lived process at start-up must not move the window before the warm-up)
+        alive = set(first[1])
+        last = [s for s in self.samples if alive <= set(s[1])][-1]
         window = last[0] - first[0]
         if window <= 0:
             return {}, math.nan, 0.0
@@ -316,16 +327,72 @@ class OpenDashboard:
         self._log.close()
 
 
+# --- the process set-up: the old one (before issue 12's fixes) and the new ----------------
+SETUPS = ("new", "old")
+
+
+def setup_env(env: dict[str, str], setup: str) -> dict[str, str]:
+    """``old``: no gc freezing / short GIL slices in the nodes (``EXCAVATOR_HIL_RT_SETUP=off``;
+    the bridge loop and the virtual PLC freeze theirs in both); ``new``: as shipped."""
+    env = dict(env)
+    if setup == "old":
+        env["EXCAVATOR_HIL_RT_SETUP"] = "off"
+    else:
+        env.pop("EXCAVATOR_HIL_RT_SETUP", None)
+    return env
+
+
+class SchedTrace:
+    """``perf sched record`` of the whole machine on CLOCK_MONOTONIC (the bridge's and the
+    probes' clock) while the full stack runs; turned into ``perf sched timehist`` text."""
+
+    def __init__(self, directory: Path) -> None:
+        import shutil
+
+        if shutil.which("perf") is None:
+            raise SystemExit("--trace-sched needs perf (linux-perf) and root or "
+                             "kernel.perf_event_paranoid <= 1")
+        self.data = directory / "perf.data"
+        self.timehist = directory / "timehist.txt"
+        self.proc = subprocess.Popen(["perf", "sched", "record", "-a", "-k", "CLOCK_MONOTONIC",
+                                      "-o", str(self.data)], stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.DEVNULL)
+
+    def stop(self) -> Path:
+        import signal
+
+        self.proc.send_signal(signal.SIGINT)
+        self.proc.wait(60)
+        with self.timehist.open("w") as out:
+            subprocess.run(["perf", "sched", "timehist", "-i", str(self.data), "-w"],
+                           stdout=out, stderr=subprocess.DEVNULL, check=False)
+        self.data.unlink(missing_ok=True)   # ~5 MB/s of trace: keep only the text
+        return self.timehist
+
+
 def full_stack(quick: bool, warmup: float, side_bridge_cycles: int, rt_priority: int,
-               dashboard: bool = False) -> dict[str, object]:
-    env = _ros_env()
-    page = OpenDashboard(env) if dashboard else None
+               dashboard: bool = False, setup: str = "new", background_nice: int | None = None,
+               pin_cpus: bool = False, probe: bool = False, trace_sched: bool = False,
+               soil_in_process: bool = False) -> dict[str, object]:
+    env = setup_env(_ros_env(), setup)
     out = Path(tempfile.mkdtemp(prefix="bench_system_"))
+    if probe or trace_sched:
+        env["EXCAVATOR_HIL_PROBE"] = str(out / "probe")
+    page = OpenDashboard(env) if dashboard else None
     args = [sys.executable, "-m", "excavator_hil.cli", "demo", "--output", str(out)]
     if quick:
         args.append("--quick")
     if rt_priority:
         args += ["--rt-priority", str(rt_priority)]
+    if background_nice is None:   # old: everything at one priority; new: the demo's default
+        background_nice = 0 if setup == "old" else -1
+    if background_nice >= 0:
+        args += ["--background-nice", str(background_nice)]
+    if pin_cpus:
+        args.append("--pin-cpus")
+    if soil_in_process:
+        args.append("--soil-in-process")
+    trace = SchedTrace(out) if trace_sched else None
     t0 = time.monotonic()
     demo = subprocess.Popen(args, cwd=REPO, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
@@ -337,15 +404,84 @@ def full_stack(quick: bool, warmup: float, side_bridge_cycles: int, rt_priority:
     log, _ = demo.communicate(timeout=1800)
     wall = time.monotonic() - t0
     sampler.stop()
+    timehist = trace.stop() if trace else None
     if page is not None:
         page.close()
     if demo.returncode != 0:
         raise SystemExit(f"the demo failed:\n{log[-3000:]}")
     summary = json.loads((out / "summary.json").read_text())
     per, total, window = sampler.cores(warmup)
-    return {"summary": summary, "wall_s": wall, "cpu_cores": per, "cpu_total_cores": total,
-            "cpu_window_s": window, "recorder": wrench_age_at_recorder(out / "dig_bag"),
-            "side_bridge": bridge_result(side) if side else {}, "output": str(out)}
+    result: dict[str, object] = {
+        "summary": summary, "wall_s": wall, "cpu_cores": per, "cpu_total_cores": total,
+        "cpu_window_s": window, "recorder": wrench_age_at_recorder(out / "dig_bag"),
+        "side_bridge": bridge_result(side) if side else {}, "output": str(out)}
+    if probe or trace_sched:
+        import stall_report
+
+        probes = stall_report.load_probes(out / "probe")
+        result["probe"] = stall_report.probe_summary(probes)
+        if timehist is not None:
+            att = stall_report.overrun_attribution(probes, timehist)
+            result["overrun_cpu_ms"] = {k: v for k, v in att.items() if k != "each"}
+    return result
+
+
+def _print_full(label: str, full: dict[str, object]) -> None:
+    s = full["summary"]
+    rec = full["recorder"]
+    print(f"    [{label}] real-time factor {s['real_time_factor']:.2f}; held: "
+          f"{s.get('real_time_held')}; lag p99 {s.get('lag_ms_p99', math.nan):.2f} ms, max "
+          f"{s.get('lag_ms_max', math.nan):.2f} ms, slipped {s.get('slipped_s', 0.0):.2f} s")
+    print(f"    [{label}] wrench age at sim_node p50 {s.get('wrench_age_ms_p50', math.nan):.1f}"
+          f" / p99 {s.get('wrench_age_ms_p99', math.nan):.1f} / max "
+          f"{s.get('wrench_age_ms_max', math.nan):.1f} ms; at the recorder p50 "
+          f"{rec.get('p50_ms', math.nan):.1f} / p99 {rec.get('p99_ms', math.nan):.1f} / max "
+          f"{rec.get('max_ms', math.nan):.1f} ms; stale periods "
+          f"{s.get('wrench_stale_periods')}, poses superseded {s.get('poses_superseded')}")
+    cycles = s.get("bridge_cycles", 0) or 0
+    print(f"    [{label}] demo bridge: Redis->PLC p50 {s['bridge_latency_p50_ms']:.2f} p99 "
+          f"{s['bridge_latency_p99_ms']:.2f} ms (drive phase), {s['bridge_overruns']} overruns "
+          f"of {cycles} cycles; side bridge: {full['side_bridge']}")
+    print(f"    [{label}] soil moved {s['soil_moved_m3']:.3f} m^3 (peak load "
+          f"{s['peak_bucket_load_m3']:.3f} m^3)")
+    print(f"    [{label}] CPU over {full['cpu_window_s']:.0f} s: total "
+          f"{full['cpu_total_cores']:.2f} cores; "
+          + ", ".join(f"{k} {v:.2f}" for k, v in full["cpu_cores"].items()))
+    for name, p in (full.get("probe") or {}).items():  # type: ignore[union-attr]
+        print(f"    [{label}] probe {name:13s} gc max {p['gc_max_ms']:6.1f} ms (full "
+              f"{p['gc_full_count']:.0f}, max {p['gc_full_max_ms']:6.1f} ms); stalls > 3 ms "
+              f"{p['stalls_over_3ms']:.0f}, max {p['stall_max_ms']:.1f} ms; waited for a CPU "
+              f"{p['runqueue_wait_s']:.1f} s of {p['cpu_s']:.1f} s run; nice {p['nice']}")
+    att = full.get("overrun_cpu_ms")
+    if att:
+        print(f"    [{label}] CPU held during the demo bridge's {att['overruns']} overruns [ms]: "
+              + ", ".join(f"{k} {v:.0f}" for k, v in att["cpu_ms_in_overrun_windows"].items()))
+
+
+def _figures(full: dict[str, object]) -> dict[str, object]:
+    s = full["summary"]
+    cycles = s.get("bridge_cycles", 0) or 0
+    return {
+        "rtf": s["real_time_factor"], "real_time_held": s.get("real_time_held"),
+        "lag_ms_p99": s.get("lag_ms_p99"), "lag_ms_max": s.get("lag_ms_max"),
+        "slipped_s": s.get("slipped_s"),
+        "wrench_age_sim_ms": {"p50": s.get("wrench_age_ms_p50"),
+                              "p99": s.get("wrench_age_ms_p99"),
+                              "max": s.get("wrench_age_ms_max")},
+        "wrench_age_recorder_ms": full["recorder"],
+        "wrench_stale_periods": s.get("wrench_stale_periods"),
+        "wrench_applied_periods": s.get("wrench_applied_periods"),
+        "poses_superseded": s.get("poses_superseded"),
+        "bridge_latency_ms": {"p50": s["bridge_latency_p50_ms"],
+                              "p99": s["bridge_latency_p99_ms"]},
+        "bridge_cycles": cycles, "bridge_overruns": s["bridge_overruns"],
+        "bridge_overrun_pct": 100.0 * s["bridge_overruns"] / cycles if cycles else None,
+        "side_bridge": full["side_bridge"],
+        "cpu_total_cores": full["cpu_total_cores"], "cpu_cores": full["cpu_cores"],
+        "soil_moved_m3": s["soil_moved_m3"], "peak_bucket_load_m3": s["peak_bucket_load_m3"],
+        "wall_s": full["wall_s"], "probe": full.get("probe"),
+        "overrun_cpu_ms": full.get("overrun_cpu_ms"),
+    }
 
 
 def _f(value: object) -> float:
@@ -368,6 +504,24 @@ def main() -> None:
                         help="CPU is measured from this long after the demo's start [s]")
     parser.add_argument("--dashboard", action="store_true",
                         help="a second full run with the dashboard open in headless Chromium")
+    parser.add_argument("--setup", choices=SETUPS, default="new",
+                        help="process set-up of the full stack: new (gc frozen after start-up, "
+                             "0.5 ms GIL slices, recorder and operator at nice 10) or old "
+                             "(before issue 12: none of it)")
+    parser.add_argument("--compare", action="store_true",
+                        help="the full stack twice, new set-up then old, in the same run")
+    parser.add_argument("--background-nice", type=int, default=None, metavar="N",
+                        help="the demo's --background-nice (default: 10 new, 0 old)")
+    parser.add_argument("--pin-cpus", action="store_true",
+                        help="the demo's --pin-cpus (bridge, PLC, redis on the last CPU)")
+    parser.add_argument("--soil-in-process", action="store_true",
+                        help="the demo's --soil-in-process (the soil inside sim_node)")
+    parser.add_argument("--probe", action="store_true",
+                        help="stall probes in every process (EXCAVATOR_HIL_PROBE): gc pauses, "
+                             "stalls, run-queue wait per process")
+    parser.add_argument("--trace-sched", action="store_true",
+                        help="perf sched trace of the machine (root): which processes held the "
+                             "CPUs while the demo bridge overran (implies --probe)")
     args = parser.parse_args()
 
     print("1: sim_node alone ...", flush=True)
@@ -380,32 +534,26 @@ def main() -> None:
         print("2: bridge alone (bench/bridge.py) ...", flush=True)
         alone = bridge_result(bridge(args.bridge_cycles, args.rt_priority))
         print(f"    {alone}", flush=True)
-    print("3: full stack (excavator-hil demo) with bench/bridge.py beside it ...", flush=True)
-    full = full_stack(args.quick, args.warmup, args.bridge_cycles, args.rt_priority)
+    setups = list(SETUPS) if args.compare else [args.setup]
+    fulls: dict[str, dict[str, object]] = {}
+    for k, setup in enumerate(setups):
+        print(f"3{'ab'[k] if args.compare else ''}: full stack (excavator-hil demo, {setup} "
+              "set-up) with bench/bridge.py beside it ...", flush=True)
+        fulls[setup] = full_stack(args.quick, args.warmup, args.bridge_cycles, args.rt_priority,
+                                  setup=setup, background_nice=args.background_nice,
+                                  pin_cpus=args.pin_cpus, probe=args.probe,
+                                  trace_sched=args.trace_sched,
+                                  soil_in_process=args.soil_in_process)
+        _print_full(setup, fulls[setup])
+    full = fulls[setups[0]]
     s = full["summary"]
-    rec = full["recorder"]
-    print(f"    real-time factor {s['real_time_factor']:.2f}; held: {s.get('real_time_held')}; "
-          f"lag p99 {s.get('lag_ms_p99', math.nan):.2f} ms, max "
-          f"{s.get('lag_ms_max', math.nan):.2f} ms, slipped {s.get('slipped_s', 0.0):.2f} s")
-    print(f"    wrench age at sim_node p50 {s.get('wrench_age_ms_p50', math.nan):.1f} / p99 "
-          f"{s.get('wrench_age_ms_p99', math.nan):.1f} / max "
-          f"{s.get('wrench_age_ms_max', math.nan):.1f} ms; at the recorder p50 "
-          f"{rec.get('p50_ms', math.nan):.1f} / p99 {rec.get('p99_ms', math.nan):.1f} / max "
-          f"{rec.get('max_ms', math.nan):.1f} ms; stale periods "
-          f"{s.get('wrench_stale_periods')}, poses superseded {s.get('poses_superseded')}")
     cycles = s.get("bridge_cycles", 0) or 0
-    print(f"    demo bridge: Redis->PLC p50 {s['bridge_latency_p50_ms']:.2f} p99 "
-          f"{s['bridge_latency_p99_ms']:.2f} ms (drive phase), {s['bridge_overruns']} overruns "
-          f"of {cycles} cycles; side bridge: {full['side_bridge']}")
-    print(f"    soil moved {s['soil_moved_m3']:.3f} m^3 (peak load "
-          f"{s['peak_bucket_load_m3']:.3f} m^3)")
-    print(f"    CPU over {full['cpu_window_s']:.0f} s: total {full['cpu_total_cores']:.2f} cores; "
-          + ", ".join(f"{k} {v:.2f}" for k, v in full["cpu_cores"].items()))
     with_page: dict[str, object] = {}
     if args.dashboard:
         print("4: full stack again, the dashboard open in headless Chromium ...", flush=True)
         page = full_stack(args.quick, args.warmup, args.bridge_cycles, args.rt_priority,
-                          dashboard=True)
+                          dashboard=True, setup=setups[0], background_nice=args.background_nice,
+                          pin_cpus=args.pin_cpus)
         ps = page["summary"]
         page_cycles = ps.get("bridge_cycles", 0) or 0
         with_page = {
@@ -426,27 +574,11 @@ def main() -> None:
               f"{_f(full['cpu_total_cores']):.2f})", flush=True)
     result = {
         "bench": "system", "quick": args.quick, "loadavg": os.getloadavg()[0],
+        "rt_priority": args.rt_priority, "pin_cpus": args.pin_cpus,
+        "soil_in_process": args.soil_in_process,
         "sim_alone": sim, "bridge_alone": alone,
-        "full": {
-            "rtf": s["real_time_factor"], "real_time_held": s.get("real_time_held"),
-            "lag_ms_p99": s.get("lag_ms_p99"), "lag_ms_max": s.get("lag_ms_max"),
-            "slipped_s": s.get("slipped_s"),
-            "wrench_age_sim_ms": {"p50": s.get("wrench_age_ms_p50"),
-                                  "p99": s.get("wrench_age_ms_p99"),
-                                  "max": s.get("wrench_age_ms_max")},
-            "wrench_age_recorder_ms": rec,
-            "wrench_stale_periods": s.get("wrench_stale_periods"),
-            "wrench_applied_periods": s.get("wrench_applied_periods"),
-            "poses_superseded": s.get("poses_superseded"),
-            "bridge_latency_ms": {"p50": s["bridge_latency_p50_ms"],
-                                  "p99": s["bridge_latency_p99_ms"]},
-            "bridge_cycles": cycles, "bridge_overruns": s["bridge_overruns"],
-            "bridge_overrun_pct": 100.0 * s["bridge_overruns"] / cycles if cycles else None,
-            "side_bridge": full["side_bridge"],
-            "cpu_total_cores": full["cpu_total_cores"], "cpu_cores": full["cpu_cores"],
-            "soil_moved_m3": s["soil_moved_m3"], "peak_bucket_load_m3": s["peak_bucket_load_m3"],
-            "wall_s": full["wall_s"],
-        },
+        "full": _figures(full), "setup": setups[0],
+        "full_old_setup": _figures(fulls["old"]) if args.compare else {},
         "with_dashboard": with_page,
     }
     print(json.dumps(result, default=lambda v: None if isinstance(v, float) and math.isnan(v)

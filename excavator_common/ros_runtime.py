@@ -22,6 +22,7 @@ from rclpy.executors import ExternalShutdownException
 from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy_impl
 from rclpy.node import Node
 
+from excavator_common import realtime, stall_probe
 from excavator_common.errors import ConfigurationError, ParameterError
 from excavator_common.parameter_files import check_ros_arguments
 
@@ -67,6 +68,7 @@ def run_node(factory: Callable[[], N], args: Sequence[str] | None = None,
     # the second of ros2 launch's pair cannot land in the cleanup (rclpy's handler chains here).
     signal.signal(signal.SIGINT, _interrupt_once)
     argv = list(sys.argv if args is None else args)
+    stall_probe.start_from_environment(os.path.splitext(os.path.basename(sys.argv[0]))[0])
     try:
         check_ros_arguments(argv)
         rclpy.init(args=None if args is None else list(args))
@@ -102,6 +104,10 @@ def run_node(factory: Callable[[], N], args: Sequence[str] | None = None,
                 code = fatal(f"invalid configuration: parameter {node.get_name()}.use_sim_time "
                              f"= {use_sim_time!r} must be true or false")
             else:
+                # start-up is over: its objects frozen out of the collector's way, and a thread
+                # waking for a deadline waits for the GIL 0.5 ms at most (realtime.py)
+                realtime.quiet_gc()
+                realtime.short_gil_slices()
                 rclpy.spin(node)
     except (KeyboardInterrupt, ExternalShutdownException):
         pass

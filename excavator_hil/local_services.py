@@ -55,8 +55,10 @@ def redis_server_binary() -> str:
 class LocalRedisServer:
     """A real redis-server on 127.0.0.1 without persistence; restartable on the same port."""
 
-    def __init__(self, workdir: Path, port: int | None = None, password: str | None = None):
+    def __init__(self, workdir: Path, port: int | None = None, password: str | None = None,
+                 prefix: Sequence[str] = ()):
         self.workdir = workdir
+        self.prefix = list(prefix)  # e.g. ["chrt", "-f", "20"], ["taskset", "-c", "1"]
         self.port = port or free_port()
         self.password = password
         self.proc: subprocess.Popen[bytes] | None = None
@@ -70,8 +72,9 @@ class LocalRedisServer:
         import redis
 
         self.workdir.mkdir(parents=True, exist_ok=True)
-        args = [redis_server_binary(), "--port", str(self.port), "--bind", "127.0.0.1",
-                "--save", "", "--appendonly", "no", "--dir", str(self.workdir)]
+        args = [*self.prefix, redis_server_binary(), "--port", str(self.port),
+                "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+                "--dir", str(self.workdir)]
         if self.password:
             args += ["--requirepass", self.password]
         self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -107,10 +110,13 @@ class LocalRedisServer:
 
 
 class ManagedProcess:
-    """``python -m module args`` in its own process, output kept in a log file."""
+    """``python -m module args`` in its own process, output kept in a log file. ``prefix`` is a
+    command that runs it, e.g. ``["nice", "-n", "10"]`` or ``["taskset", "-c", "0"]`` (applied
+    before the interpreter starts, so every thread of the process inherits it)."""
 
     def __init__(self, module: str, args: Sequence[str] = (), log_dir: Path | None = None,
-                 env: dict[str, str] | None = None, cwd: Path | None = None):
+                 env: dict[str, str] | None = None, cwd: Path | None = None,
+                 prefix: Sequence[str] = ()):
         self.module = module
         log_dir = log_dir or Path("/tmp")
         log_dir.mkdir(parents=True, exist_ok=True)
@@ -120,7 +126,8 @@ class ManagedProcess:
         full_env = dict(os.environ)
         full_env.update(env or {})
         full_env["PYTHONUNBUFFERED"] = "1"
-        self.proc = subprocess.Popen([sys.executable, "-m", module, *args], stdout=self._log,
+        self.proc = subprocess.Popen([*prefix, sys.executable, "-m", module, *args],
+                                     stdout=self._log,
                                      stderr=subprocess.STDOUT, env=full_env, cwd=cwd)
 
     def log(self) -> str:

@@ -144,6 +144,12 @@ NODE_PARAMETERS: tuple[ParameterSpec, ...] = (
                   "plc/wheel_states); 0 = hold the last one", "s", 0.0, 60.0, dynamic=True),
     ParameterSpec("follow_clock", False, "step to the time on /clock (the fleet's clock owner) "
                   "instead of pacing by the wall clock; publishes no /clock"),
+    ParameterSpec("soil_in_process", False, "run the soil model (soil_node's core: terrain, "
+                  "forces) inside the simulation step: wrench age 0, the terrain written "
+                  "straight into the height field; publishes soil/wrench, soil/bucket_load, "
+                  "soil/terrain_patch, soil/heightmap as soil_node would (run one or the other)"),
+    ParameterSpec("soil_params_file", "", "with soil_in_process: the soil parameter file; "
+                  "empty = the package's config/soil.yaml", "path"),
 )
 
 

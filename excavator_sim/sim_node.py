@@ -83,6 +83,7 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray, String
 from visualization_msgs.msg import Marker, MarkerArray
 
+from excavator_common import realtime
 from excavator_common.frames import check_frame_prefix
 from excavator_common.parameter_node import NodeParameters, parameter_overrides
 from excavator_common.ros_runtime import (
@@ -103,6 +104,9 @@ from excavator_sim.pacing import Pacer, Window, WrenchGate
 from excavator_sim.plausibility import fmt_vector
 from excavator_sim.sim_config import SIM_PARAMETERS, config_from_flat, load_sim_machine
 from excavator_sim.simulation import TRACK_JOINTS, ExcavatorSimulation
+from excavator_sim.soil.bucket_prism import BucketPrism
+from excavator_sim.soil.config import load_soil_config
+from excavator_sim.soil.in_process import InProcessSoil
 from excavator_sim.urdf import urdf_from_model
 
 WORLD = "world"
@@ -156,6 +160,10 @@ class SimNode(Node):
         self.follow_clock = follow_clock
         config = config_from_flat(values, source="sim_node parameters" + (
             f" + machine preset {preset.source}" if preset else ""))
+        # in-process soil (issue 12 item 3): soil_node's core inside the simulation step
+        soil_in_process = bool(values["soil_in_process"])
+        soil_params_file = str(values["soil_params_file"])
+        soil_config = load_soil_config(soil_params_file or None) if soil_in_process else None
         geometry = (ExcavatorGeometry.from_yaml(geometry_file) if geometry_file
                     else default_geometry())
         if preset is not None:
@@ -191,11 +199,25 @@ class SimNode(Node):
             self.description_pub.publish(String(data=urdf_from_model(self.sim.model,
                                                                      frame_prefix=frame_prefix)))
         self.create_subscription(JointState, "joint_command", self.on_joint_command, 10)
-        self.create_subscription(WrenchStamped, "soil/wrench", self.on_wrench, 10)
         self.create_subscription(JointState, "track_command", self.on_track_command, 10)
-        self.create_subscription(Float64MultiArray, "soil/terrain_patch", self.on_terrain_patch,
-                                 10)
         self.terrain_patches = 0
+        self.soil: InProcessSoil | None = None
+        if soil_config is not None:   # the soil is computed here: its topics are outputs
+            self.soil = InProcessSoil(self, soil_config, BucketPrism.from_geometry(geometry))
+            box, heights = self.soil.full_grid()
+            try:
+                self.sim.terrain.set_region(box[0], box[2], heights)
+            except HeightFieldError as exc:
+                self.soil.close()
+                raise SimConfigError(
+                    f"soil_in_process: the soil grid ({heights.shape[0]} x {heights.shape[1]} "
+                    f"cells) does not fit the height field: {exc}; make sim_node's terrain.* "
+                    "match the terrain of the soil file (soil_params_file)") from None
+        else:
+            self.create_subscription(WrenchStamped, "soil/wrench", self.on_wrench, 10)
+            self.create_subscription(Float64MultiArray, "soil/terrain_patch",
+                                     self.on_terrain_patch, 10)
+        self._soil_rejected = ""   # the in-process soil's last rejection (said once)
         # in a fleet the status names its machine: "exc2/sim_node: simulation"
         ns = self.get_namespace().strip("/")
         self.diagnostics = Diagnostics(self, f"{ns + '/' if ns else ''}{self.get_name()}: "
@@ -426,6 +448,8 @@ class SimNode(Node):
             self._commands_checked = True
             if self.track_timeout.expires(self.sim.time):
                 self.stop_tracks()
+        if self.soil is not None:
+            self.step_soil()
         wrench = self.gate.for_period(self.sim.time + self.period_s)
         if wrench is not None:
             self.sim.apply_bucket_wrench(*wrench)
@@ -437,6 +461,32 @@ class SimNode(Node):
         if self._marker_thread is not None:
             d = self.sim.data
             self._geom_snapshot = (self.sim.time, d.geom_xpos.copy(), d.geom_xmat.copy())
+
+    def step_soil(self) -> None:
+        """In-process soil: the wrench for the bucket's pose and twist now, offered to the gate
+        with this instant's stamp (age 0: it acts during the coming period)."""
+        assert self.soil is not None
+        pos, quat = self.sim.bucket_pose()
+        lin, ang = self.sim.bucket_twist()
+        stamp = _stamp(self.sim.time)
+        result = self.soil.step(stamp, pos, quat, lin, ang)
+        if result.rejected != self._soil_rejected:   # said when it starts, not every period
+            self._soil_rejected = result.rejected
+            if result.rejected:
+                self._reject(result.rejected)
+        if result.force is not None and result.torque is not None:
+            self.gate.offer(self.sim.time, result.force, result.torque, self.sim.time)
+        if result.changed is not None and result.heights is not None:
+            self._apply_soil_patch(result.changed, result.heights)
+
+    def _apply_soil_patch(self, box: tuple[int, int, int, int], heights: np.ndarray) -> None:
+        try:
+            self.sim.terrain.set_region(box[0], box[2], heights)
+        except HeightFieldError as exc:
+            self._reject(f"in-process soil: the soil grid does not fit the height field "
+                         f"(terrain.* parameters): {exc}")
+            return
+        self.terrain_patches += 1
 
     def publish_state(self) -> None:
         # Messages are built once and refilled: at real_time_factor 0 this runs thousands of
@@ -514,6 +564,7 @@ class SimNode(Node):
         self._marker_thread.start()
 
     def _marker_loop(self) -> None:
+        realtime.name_thread("sim_markers")
         next_due = time.monotonic()
         while not self._stop.wait(max(0.0, next_due - time.monotonic())):
             rate = self.marker_rate  # marker_rate_hz: changeable at run time; 0 = paused
@@ -552,6 +603,9 @@ class SimNode(Node):
         thread = getattr(self, "_marker_thread", None)
         if thread is not None and thread.is_alive():
             thread.join(5.0)
+        soil = getattr(self, "soil", None)
+        if soil is not None:
+            soil.close()
         super().destroy_node()
 
     def timing_values(self) -> dict[str, str | int]:
@@ -631,6 +685,8 @@ class SimNode(Node):
         values["clock"] = _clock_mode(self.publishes_clock, self.follower is not None)
         values["track_command_age_s"] = f"{self.track_timeout.age_s(self.sim.time):.3f}"
         values["track_command_timeouts"] = self.track_timeout.expiries
+        if self.soil is not None:
+            values.update(self.soil.counters())
         # "running" whatever the level: monitors key on it; the problems follow it.
         level = WARN if problems else OK
         message = "running" + (f": {'; '.join(problems)}" if problems else "")

@@ -75,7 +75,10 @@ def _nodes(context: LaunchContext) -> list[Action]:
                                  "install: sudo apt install ros-kilted-rviz2; or open "
                                  "rviz/excavator.rviz on another machine of the DDS graph)"))
     if rviz:  # not required: closing the RViz window leaves the simulation running
+        # nice 10: RViz is only watched; on a small HIL host the simulation, soil and bridge
+        # processes get the CPU first (docs/plc_bridge.md, "HIL host set-up")
         nodes.append(Node(package="rviz2", executable="rviz2", name="rviz2", output="screen",
+                          prefix="nice -n 10",
                           arguments=["-d", PathJoinSubstitution([share, "rviz",
                                                                  "excavator.rviz"])],
                           parameters=[common]))

@@ -57,6 +57,7 @@ from typing import Any
 
 import numpy as np
 
+from excavator_common import realtime, stall_probe
 from excavator_kinematics.errors import InvalidInputError, KinematicsError
 from excavator_kinematics.vehicle import (
     BodyTwist,
@@ -236,6 +237,7 @@ class BridgeCore:
 
     # --- the loop ------------------------------------------------------------------------------
     def _run(self) -> None:
+        realtime.name_thread("plc-bridge-loop")   # ps -L, top -H, chrt -p, perf sched show it
         if self.config.rt_priority > 0:
             try:   # SCHED_FIFO for this thread only (Linux: pid 0 = the calling thread)
                 os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(self.config.rt_priority))
@@ -243,6 +245,7 @@ class BridgeCore:
                 self.log.warning("plc_bridge: rt_priority %d not applied (%s); running with "
                                  "normal scheduling", self.config.rt_priority, e)
         gc.freeze()   # start-up objects out of the collector's way: shorter GC pauses in the loop
+        stall_probe.note("thread", thread="plc-bridge-loop", tid=threading.get_native_id())
         period = self.config.period_s
         next_tick = self.clock()
         try:
@@ -272,6 +275,7 @@ class BridgeCore:
         """Count, keep for diagnosis, and warn (at most once a second, with the count)."""
         self.counters["overruns"] += 1
         self.overruns.append(o)
+        stall_probe.note("overrun", tick_s=o.tick_s, start_s=o.start_s, end_s=o.end_s)
         self._overruns_unlogged += 1
         if o.end_s - self._overrun_logged_s >= 1.0:
             self.log.warning(

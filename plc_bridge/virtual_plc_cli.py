@@ -18,6 +18,7 @@ import sys
 import threading
 from collections.abc import Callable
 
+from excavator_common import stall_probe
 from plc_bridge.config import MODELS, load_config
 from plc_bridge.errors import BridgeConfigError
 from plc_bridge.virtual_plc import VirtualPlc
@@ -73,6 +74,7 @@ def main(argv: list[str] | None = None) -> int:
         except (OSError, AttributeError) as e:
             print(f"virtual_plc: --rt-priority {args.rt_priority} not applied: {e}",
                   file=sys.stderr)
+    stall_probe.start_from_environment("virtual_plc")
     done = threading.Event()
     plc = VirtualPlc(config, args.host, args.port)
     try:

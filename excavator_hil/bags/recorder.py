@@ -138,8 +138,10 @@ def record(output: str, topics: Sequence[str] | None, storage: str, duration_s: 
     import rclpy
     from rclpy.executors import ExternalShutdownException
 
+    from excavator_common import realtime, stall_probe
     from excavator_common.ros_runtime import shutdown_quietly
 
+    stall_probe.start_from_environment("bag_recorder")
     rclpy.init()
     try:
         node = BagRecorder(output, topics, storage, max_messages, use_sim_time)
@@ -148,6 +150,7 @@ def record(output: str, topics: Sequence[str] | None, storage: str, duration_s: 
         rclpy.try_shutdown()
         return 2
     deadline = time.monotonic() + duration_s if duration_s > 0 else float("inf")
+    realtime.quiet_gc()   # start-up objects frozen: no full collection over them while recording
     try:
         while rclpy.ok() and not node.done and time.monotonic() < deadline:
             rclpy.spin_once(node, timeout_sec=0.05)

@@ -15,6 +15,13 @@ class DemoOptions:
     drive_speed_m_s: float = 0.5
     startup_timeout_s: float = 90.0
     joystick: bool = False  # dig with a scripted joystick session (teleop_node), not IK targets
-    rt_priority: int = 0  # SCHED_FIFO for the bridge loop and the virtual PLC (0 = normal)
+    rt_priority: int = 0  # SCHED_FIFO for the bridge loop, the virtual PLC, redis (0 = normal)
+    # nice value for the processes off the real-time paths: the bag recorder and this process
+    # (the operator); 0 = the same priority as the rest (issue 12; docs/plc_bridge.md)
+    background_nice: int = 10
+    # pin the bridge, the virtual PLC and redis-server to the last CPU, sim/soil/ik to the rest
+    pin_cpus: bool = False
+    # the soil model inside sim_node (exact coupling) instead of soil_node (issue 12 item 3)
+    soil_in_process: bool = False
     machines: int = 1  # machines digging side by side (namespaces exc1.. when more than one)
     spacing_m: float = 10.0  # between the machines along world y [m]

@@ -26,8 +26,10 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -76,6 +78,33 @@ class DemoMachine:
         return [*args, "-r", f"__ns:=/{self.ns}"] if self.ns else args
 
 
+def process_layout(options: DemoOptions) -> dict[str, list[str]]:
+    """The command prefix of each group of processes (the HIL host set-up of
+    docs/plc_bridge.md): ``bridge`` (virtual PLC, plc_bridge), ``redis``, ``sim`` (sim_node,
+    soil_node, ik_node, teleop_node) and ``background`` (the recorder; the operator, this
+    process, lowers its own priority in :func:`run_demo`).
+
+    - ``background_nice`` > 0: the background runs under ``nice -n``: CFS gives the real-time
+      paths the CPU first when both wake (the recorder and the operator are not on them);
+    - ``rt_priority`` > 0: redis-server under ``chrt -f`` too (the bridge loop and the virtual
+      PLC set SCHED_FIFO themselves), as the Redis -> PLC path wakes it twice a command;
+    - ``pin_cpus`` on a host with >= 2 CPUs: the bridge, the virtual PLC and redis-server on the
+      last CPU, the simulation processes on the others (the background is not pinned).
+    """
+    layout: dict[str, list[str]] = {"bridge": [], "redis": [], "sim": [], "background": []}
+    if options.rt_priority > 0 and shutil.which("chrt"):
+        layout["redis"] += ["chrt", "-f", str(options.rt_priority)]
+    cpus = sorted(os.sched_getaffinity(0))
+    if options.pin_cpus and len(cpus) >= 2 and shutil.which("taskset"):
+        rt_cpu, others = str(cpus[-1]), ",".join(str(c) for c in cpus[:-1])
+        layout["bridge"] += ["taskset", "-c", rt_cpu]
+        layout["redis"] = ["taskset", "-c", rt_cpu, *layout["redis"]]
+        layout["sim"] += ["taskset", "-c", others]
+    if options.background_nice > 0 and shutil.which("nice"):
+        layout["background"] += ["nice", "-n", str(options.background_nice)]
+    return layout
+
+
 class DemoStack:
     """Starts every process of the demo; stops them all (reverse order) on exit."""
 
@@ -108,25 +137,29 @@ class DemoStack:
     def redis_url(self, machine: DemoMachine) -> str:
         return f"{self.redis.url.rsplit('/', 1)[0]}/{machine.db}"
 
-    def _start(self, name: str, module: str, args: list[str]) -> ManagedProcess:
-        proc = ManagedProcess(module, args, log_dir=self.logs)
+    def _start(self, name: str, module: str, args: list[str],
+               prefix: Sequence[str] = ()) -> ManagedProcess:
+        proc = ManagedProcess(module, args, log_dir=self.logs, prefix=prefix)
         self.procs[name] = proc
         return proc
 
     def start(self) -> None:
+        layout = process_layout(self.options)
+        self.redis.prefix = layout["redis"]
         self.redis.start()
         for m in self.machines:
-            self._start_machine(m)
+            self._start_machine(m, layout)
         ros = ["--ros-args", "--log-level", "warn"]
         if len(self.machines) == 1:
-            self._start("soil_node", "excavator_sim.soil.soil_node", ros)
+            if not self.options.soil_in_process:
+                self._start("soil_node", "excavator_sim.soil.soil_node", ros, layout["sim"])
         else:   # one terrain: one soil_node serving every machine
             self._start("soil_node", "excavator_sim.soil.soil_node",
                         [*ros, "-p", f"machines:={','.join(m.ns for m in self.machines)}",
-                         "-p", "use_sim_time:=true", *self.soil_params])
+                         "-p", "use_sim_time:=true", *self.soil_params], layout["sim"])
         if self.options.joystick:  # Joy from the operator (a scripted session)
             self._start("teleop_node", "excavator_kinematics.teleop_node",
-                        [*ros, "-p", "joy_timeout_s:=2.0"])
+                        [*ros, "-p", "joy_timeout_s:=2.0"], layout["sim"])
         bag = self.options.output_dir / "dig_bag"
         if bag.exists():
             import shutil
@@ -136,32 +169,38 @@ class DemoStack:
         self._start("bag_record", "excavator_hil.cli",
                     # sim time: the bag's timestamps and /clock on replay share the header
                     # stamps' time base
-                    ["bag", "record", *topics, "-o", str(bag), "--use-sim-time"])
+                    ["bag", "record", *topics, "-o", str(bag), "--use-sim-time"],
+                    layout["background"])
 
-    def _start_machine(self, m: DemoMachine) -> None:
+    def _start_machine(self, m: DemoMachine, layout: dict[str, list[str]]) -> None:
         rt = str(self.options.rt_priority)
         key = f"{m.ns}/" if m.ns else ""
         ros = m.ros()
         prefix = ["-p", f"frame_prefix:={m.ns}/"] if m.ns else []
         self._start(f"{key}virtual_plc", "plc_bridge.virtual_plc_cli",
                     ["--port", str(m.plc_port), "--control-port", str(m.plc_control_port),
-                     "--model", "skid_steer", "--rt-priority", rt])
+                     "--model", "skid_steer", "--rt-priority", rt], layout["bridge"])
         self._start(f"{key}plc_bridge", "plc_bridge.bridge_node",
                     [*ros, "-p", f"redis_url:={self.redis_url(m)}", "-p", "plc_host:=127.0.0.1",
                      "-p", f"plc_port:={m.plc_port}", "-p", "model:=skid_steer",
-                     "-p", "autostart:=true", "-p", f"rt_priority:={rt}", *prefix])
+                     "-p", "autostart:=true", "-p", f"rt_priority:={rt}", *prefix],
+                    layout["bridge"])
         # The soil model is the ground while digging (stiffness, shear failure, load); rigid
         # height-field contact would hold the bucket on the surface. use_sim_time: sim_node
         # publishes /clock only then (machine 1; the others follow it), and the operator
-        # paces the dig cycle by it.
+        # paces the dig cycle by it. soil_in_process (one machine): the soil core runs inside
+        # sim_node (exact coupling) and no soil_node is started.
+        in_process = self.options.soil_in_process and not m.ns
         sim = [*ros, "-p", "real_time_factor:=1.0", "-p", "terrain.contact:=false",
-               "-p", "use_sim_time:=true", "-r", "track_command:=plc/wheel_states", *prefix]
+               "-p", "use_sim_time:=true", "-r", "track_command:=plc/wheel_states",
+               "-p", f"soil_in_process:={str(in_process).lower()}", *prefix]
         if m.ns:
             sim += ["-p", f"follow_clock:={'true' if m.index else 'false'}",
                     "-r", "soil/terrain_patch:=/soil/terrain_patch",
                     *(a for k, v in m.sim_overrides.items() for a in ("-p", f"{k}:={v!r}"))]
-        self._start(f"{key}sim_node", "excavator_sim.sim_node", sim)
-        self._start(f"{key}ik_node", "excavator_kinematics.ik_node", [*ros, *prefix])
+        self._start(f"{key}sim_node", "excavator_sim.sim_node", sim, layout["sim"])
+        self._start(f"{key}ik_node", "excavator_kinematics.ik_node", [*ros, *prefix],
+                    layout["sim"])
 
     def check_alive(self) -> None:
         for name, proc in self.procs.items():
@@ -176,16 +215,24 @@ class DemoStack:
         self.redis.stop()
 
 
-def run_demo(options: DemoOptions) -> DemoSummary:
-    """Run the whole demo; returns the (first) machine's summary (also in ``summary.json``)."""
-    return next(iter(run_demos(options).values()))
+def run_demo(options: DemoOptions, own_process: bool = False) -> DemoSummary:
+    """Run the whole demo; returns the (first) machine's summary (also in ``summary.json``).
+    ``own_process``: see :func:`run_demos`."""
+    return next(iter(run_demos(options, own_process).values()))
 
 
-def run_demos(options: DemoOptions) -> MachineSummaries:
+def run_demos(options: DemoOptions, own_process: bool = False) -> MachineSummaries:
     """Run the demo with ``options.machines`` machines digging at once; their summaries by
-    label (``machine`` alone, else the namespaces), also written to ``summary.json``."""
+    label (``machine`` alone, else the namespaces), also written to ``summary.json``.
+    ``own_process`` (the CLI): this process is the operator and nothing else, so it may lower
+    its own priority (``background_nice``) and freeze its garbage collector; a caller that
+    goes on afterwards (a test) keeps its priority and collector."""
     _ros_environment()
     import rclpy
+
+    from excavator_common import realtime, stall_probe
+
+    stall_probe.start_from_environment("demo_operator")
 
     from excavator_hil.demo.operator import DemoOperator
 
@@ -197,6 +244,14 @@ def run_demos(options: DemoOptions) -> MachineSummaries:
     operators: list[DemoOperator] = []
     try:
         stack.start()
+        # The operator (this process) is off the real-time paths (its targets follow the
+        # simulation's /clock; a heartbeat it misses by 0.75 s stops the tracks, fail-safe):
+        # lower its priority after the children are started (they would inherit it), before
+        # its threads start (Linux nice is per thread, inherited by threads created later).
+        # Not with --joystick: the scripted Joy stream stands for an operator's hands, and
+        # teleop_node stops the machine when it pauses for joy_timeout_s.
+        if own_process and not options.joystick:
+            realtime.lower_priority(options.background_nice)
         for m in stack.machines:
             url = stack.redis_url(m)
             if options.joystick:
@@ -219,6 +274,8 @@ def run_demos(options: DemoOptions) -> MachineSummaries:
         wait_for(up, options.startup_timeout_s, lambda: "the stack to come up (" + "; ".join(
             f"{m.label}: {o.waiting_for()}" for m, o in zip(stack.machines, operators,
                                                             strict=True)) + ")", period=0.1)
+        if own_process:
+            realtime.quiet_gc()   # start-up objects frozen: no full collection over them mid-run
         run_wall0, run_sim0 = time.monotonic(), operators[0].sim_time
         _run_all(operators, stack.check_alive)
         for m, operator in zip(stack.machines, operators, strict=True):
@@ -305,8 +362,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--joystick", action="store_true",
                         help="dig with a scripted joystick session through teleop_node")
     parser.add_argument("--rt-priority", type=int, default=0, metavar="N",
-                        help="SCHED_FIFO priority 1..99 for the bridge loop and the virtual PLC "
-                             "(Linux, needs CAP_SYS_NICE; docs/plc_bridge.md); 0 = normal")
+                        help="SCHED_FIFO priority 1..99 for the bridge loop, the virtual PLC and "
+                             "redis-server (Linux, needs CAP_SYS_NICE; docs/plc_bridge.md); "
+                             "0 = normal")
+    parser.add_argument("--background-nice", type=int, default=DemoOptions.background_nice,
+                        metavar="N", help="nice value 0..19 for the processes off the real-time "
+                        "paths (the recorder, the operator but with --joystick); 0 = same "
+                        f"priority as the rest (default {DemoOptions.background_nice})")
+    parser.add_argument("--soil-in-process", action="store_true",
+                        help="run the soil model inside sim_node (exact, zero-latency "
+                             "coupling) instead of soil_node (one machine)")
+    parser.add_argument("--pin-cpus", action="store_true",
+                        help="pin the bridge, the virtual PLC and redis-server to the last CPU "
+                             "and sim/soil/ik to the others (hosts with >= 2 CPUs)")
     parser.add_argument("--machines", type=int, default=1, metavar="N",
                         help="N machines side by side digging at once in one terrain, each "
                              f"with its own PLC and bridge (1..{MAX_DEMO_MACHINES})")
@@ -314,6 +382,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="distance between the machines along y [m] (--machines > 1), "
                              f"{MIN_SPACING_M:g}..40")
     args = parser.parse_args(argv)
+    if not 0 <= args.background_nice <= 19:
+        parser.error(f"--background-nice {args.background_nice} is outside 0..19: 0 keeps the "
+                     "recorder and the operator at normal priority, 10 lowers them")
     if not 1 <= args.machines <= MAX_DEMO_MACHINES:
         parser.error(f"--machines {args.machines} is outside 1..{MAX_DEMO_MACHINES}: each "
                      "machine is a whole stack (about a core at real time)")
@@ -324,16 +395,20 @@ def main(argv: list[str] | None = None) -> int:
     if args.joystick and args.machines > 1:
         parser.error("--joystick drives one machine (one teleop_node, one joystick): leave "
                      "out --machines or --joystick")
+    if args.soil_in_process and args.machines > 1:
+        parser.error("--soil-in-process runs one machine's soil inside its sim_node; the "
+                     "machines of --machines share one soil_node: leave out one of them")
     if not 0 <= args.rt_priority <= 99:
         parser.error(f"--rt-priority {args.rt_priority} is outside 0..99: pick 1..99 for "
                      "SCHED_FIFO or 0 for normal scheduling")
     options = DemoOptions(output_dir=args.output, quick=args.quick, joystick=args.joystick,
-                          rt_priority=args.rt_priority, machines=args.machines,
-                          spacing_m=args.spacing)
+                          rt_priority=args.rt_priority, background_nice=args.background_nice,
+                          pin_cpus=args.pin_cpus, soil_in_process=args.soil_in_process,
+                          machines=args.machines, spacing_m=args.spacing)
     if args.quick:
         options.time_scale = 0.6
         options.drive_distance_m = 0.5
-    summaries = run_demos(options)
+    summaries = run_demos(options, own_process=True)
     for label, summary in summaries.items():
         if len(summaries) > 1:
             print(f"--- {label} ---")

@@ -19,9 +19,10 @@ import numpy as np
 from excavator_sim.soil.bucket_prism import BucketPose, BucketPrism
 from excavator_sim.soil.bucket_soil import soil_columns
 from excavator_sim.soil.config import SoilConfig
-from excavator_sim.soil.forces import DiMaioForceModel, ForceResult
+from excavator_sim.soil.errors import OutsideGridError
+from excavator_sim.soil.forces import DiMaioForceModel, ForceResult, SurfaceFn
 from excavator_sim.soil.plausibility import SoilLimits, SoilPlausibility
-from excavator_sim.soil.terrain import Terrain, TerrainUpdate
+from excavator_sim.soil.terrain import Box, Terrain, TerrainUpdate
 
 
 @dataclass
@@ -32,6 +33,18 @@ class CoupledStep:
     update: TerrainUpdate
     forces: ForceResult
     refreshed_cells: int  # height-field nodes rewritten
+
+
+@dataclass
+class SoilUpdate:
+    """One update of the soil for a bucket pose and twist (:meth:`SoilCoupling.update`)."""
+
+    pose: BucketPose
+    forces: ForceResult
+    load_m3: float  # soil in the bucket after the update
+    changed: Box | None  # terrain cells changed since the last update (i0, i1, j0, j1)
+    heights: np.ndarray | None  # their heights [m], [i, j]
+    outside: str = ""  # the bucket left the grid: terrain untouched, force over no ground
 
 
 class SoilCoupling:
@@ -57,6 +70,37 @@ class SoilCoupling:
         return soil_columns(self.terrain.bucket, self.last_pose, self.terrain.load_volume_m3,
                             c.repose_angle_rad, column_m or c.cell_xy_m)
 
+    def update(self, position: Any, quat_wxyz: Any, linear: Any, angular: Any,
+               outside_ok: bool = False) -> SoilUpdate:
+        """The soil's answer to the bucket at origin ``position`` [m], orientation
+        ``quat_wxyz``, velocity ``linear`` [m/s] and ``angular`` [rad/s] (``world``): soil
+        moved, wrench, load and the changed terrain box. With ``outside_ok`` a bucket outside
+        the grid leaves the terrain alone and the force is computed over no ground (only the
+        load weighs), as soil_node does; else ``OutsideGridError``. Implausible input raises
+        ``ImplausibleInputError`` before any soil moves."""
+        w, x, y, z = (float(v) for v in quat_wxyz)
+        pose = BucketPose.from_quaternion((float(position[0]), float(position[1]),
+                                           float(position[2])), (x, y, z, w))
+        lin, ang = np.asarray(linear, dtype=float), np.asarray(angular, dtype=float)
+        if self.plausibility is not None:
+            self.plausibility.check_twist(lin, ang)
+            self.plausibility.check_pose(pose, self.terrain.surface_m)
+        outside = ""
+        surface: SurfaceFn = self.terrain.surface_m
+        try:
+            self.terrain.update(pose)
+        except OutsideGridError as exc:
+            if not outside_ok:
+                raise
+            outside, surface = str(exc), _no_ground
+        result = self.forces.step(pose, lin, ang, surface, self.terrain.load_volume_m3)
+        if self.plausibility is not None:
+            self.plausibility.check_wrench(result.force, result.torque)
+        box = self.terrain.take_dirty()
+        heights = self.terrain.heights_m(box) if box is not None else None
+        return SoilUpdate(pose, result, float(self.terrain.load_volume_m3), box, heights,
+                          outside)
+
     def step(self, sim: Any) -> CoupledStep:
         """Read the bucket from ``sim``, move soil, apply the wrench, refresh the changed
         region of its height field. Call once per physics step (or every few)."""
@@ -80,3 +124,7 @@ class SoilCoupling:
             sim.terrain.set_region(box[0], box[2], heights)
             cells = heights.size
         return CoupledStep(pose, update, result, cells)
+
+
+def _no_ground(x: np.ndarray | float, _y: np.ndarray | float) -> np.ndarray:
+    return np.full(np.shape(x), -np.inf)

@@ -179,3 +179,25 @@ def dig_swing_dump(terrain: Terrain, bucket: BucketPrism, dt: float = 0.01,
     for k in range(1, n + 1):
         pitch = carry + (dump - carry) * k / n  # teeth over: the opening turns down
         yield "dump", BucketPose(0.0, radius, last.z, pitch, math.pi / 2)
+
+
+def warm_up(terrain_config: TerrainConfig, params: DiMaioParams, bucket: BucketPrism,
+            dt: float = 0.1) -> float:
+    """One coarse dig-swing-dump cycle on a throwaway terrain, with the forces of every pose:
+    the numba kernels load (or compile) now, not at the first pose of a live run (1-3 s on a
+    2-core host: the first wrench would answer a pose that old). Returns the peak load [m^3]
+    (> 0: the cut, the carry and the dump kernels all ran). The throwaway grid has the user's
+    cells and soil but its own extent, around the cycle (any user grid works)."""
+    import dataclasses
+
+    grid = dataclasses.replace(terrain_config, size_x_m=8.0, size_y_m=8.0, centre_x_m=3.5,
+                               centre_y_m=3.0, initial_height_m=0.0)
+    terrain = Terrain(grid, bucket)
+    forces = DiMaioForceModel(params, bucket)
+    peak = 0.0
+    zero = np.zeros(3)
+    for _phase, pose in dig_swing_dump(terrain, bucket, dt=dt):
+        terrain.update(pose)
+        forces.step(pose, zero, zero, terrain.surface_m, terrain.load_volume_m3)
+        peak = max(peak, float(terrain.load_volume_m3))
+    return peak

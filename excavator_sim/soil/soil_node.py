@@ -77,6 +77,7 @@ from sensor_msgs.msg import PointCloud2, PointField
 from std_msgs.msg import Float64, Float64MultiArray, MultiArrayDimension
 from visualization_msgs.msg import Marker
 
+from excavator_common import realtime
 from excavator_common.parameter_node import NodeParameters
 from excavator_common.ros_runtime import (
     OK,
@@ -92,6 +93,7 @@ from excavator_sim.soil.config import INSTANCES, SOIL_PARAMETERS, soil_config_fr
 from excavator_sim.soil.errors import OutsideGridError, SoilConfigError, SoilError
 from excavator_sim.soil.forces import DiMaioForceModel, SurfaceFn
 from excavator_sim.soil.plausibility import SoilPlausibility
+from excavator_sim.soil.scenarios import warm_up
 from excavator_sim.soil.shared_terrain import SharedTerrain
 from excavator_sim.soil.terrain import Box, Terrain
 from excavator_sim.soil.terrain_messages import (
@@ -151,6 +153,9 @@ class SoilNode(Node):
         self.plausibility = SoilPlausibility(config.terrain, self.bucket,
                                              shipped_machine_envelope().soil_limits())
         self.start_units = self.shared.total_units
+        # Load the numba kernels before the first pose arrives (a throwaway dig cycle): else
+        # the first wrench answers a pose 1-3 s old on a 2-core host.
+        warm_up(config.terrain, config.dimaio, self.bucket)
         self.poses_superseded = 0  # poses replaced by a newer one before they were processed
         self._last_sequence: dict[bytes, int] = {}  # per publisher (gid)
         self._mesh_dirty = True
@@ -305,6 +310,7 @@ class SoilNode(Node):
     def _visualisation_loop(self) -> None:
         """Own thread: at ``heightmap_rate_hz`` (wall clock), when the terrain changed, the full
         grid on the data topic and the heightmap cloud for RViz."""
+        realtime.name_thread("soil_heightmap")
         next_due = time.monotonic()
         while not self._stop.wait(max(0.0, next_due - time.monotonic())):
             # heightmap_rate_hz may change at run time: the next period takes the new value

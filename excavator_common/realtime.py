@@ -1,0 +1,94 @@
+"""Process set-up for the real-time stack on a small HIL host (issue 12).
+
+What a process of the stack does once its start-up is over, and what the demo (or a launch
+file, or a systemd unit) sets from outside:
+
+- :func:`quiet_gc`: every object alive after start-up (imported modules, rclpy, numba, the
+  model) is moved out of the collector's reach (``gc.freeze()``) and full collections are made
+  rarer. Measured in the demo with the stall probe (``excavator_common.stall_probe``): without
+  it, full (generation 2) collections walked every object of the process, 43-70 ms each in
+  soil_node (recurring: one per ~100 young collections), 50 ms in the recorder and 123 ms in
+  the operator, each holding a CPU of a 2-core host (and the process's GIL) for that long;
+  with it, none after start-up. The bridge and the virtual PLC had frozen theirs since
+  session 3.
+- :func:`short_gil_slices`: a thread that wakes for its deadline (the bridge loop, sim_node's
+  executor) waits for the GIL at most this long while another thread of the process (rclpy's
+  executor, a visualisation thread) runs Python; CPython's default is 5 ms, half a 100 Hz cycle.
+- :func:`lower_priority`: ``os.nice`` for the processes that are not on a real-time path (the
+  recorder, the demo's operator, the dashboard), so that under CFS the simulation, soil and
+  bridge processes win the CPU when they wake.
+- :func:`pin_to_cpus`: optional CPU affinity (e.g. the bridge and the virtual PLC on one core,
+  the simulation and soil on the other).
+- :func:`name_thread`: the OS name of the calling thread (``top -H``, ``ps -L``, ``perf sched``,
+  ``chrt -p`` show it), e.g. ``plc-bridge-loop``.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import gc
+import os
+import sys
+from collections.abc import Iterable
+
+# ``EXCAVATOR_HIL_RT_SETUP=off`` turns quiet_gc and short_gil_slices into no-ops in every
+# process: the set-up before issue 12, for measuring what they do (bench/system.py --compare).
+ENV = "EXCAVATOR_HIL_RT_SETUP"
+
+# Generation-0 threshold and the multiples for generations 1 and 2 after start-up. Young
+# collections stay frequent and short (they only see objects made since the last one); a full
+# collection, which walks every object not frozen, happens 10x less often than by default.
+GC_THRESHOLDS = (700, 10, 100)
+# GIL hand-over interval in processes with a deadline thread [s] (CPython default 0.005).
+GIL_SWITCH_INTERVAL_S = 0.0005
+
+_PR_SET_NAME = 15
+
+
+def enabled() -> bool:
+    """False when ``EXCAVATOR_HIL_RT_SETUP`` is ``off`` (the old set-up, for comparison)."""
+    return os.environ.get(ENV, "on").lower() != "off"
+
+
+def quiet_gc(thresholds: tuple[int, int, int] = GC_THRESHOLDS) -> int:
+    """After start-up: freeze every object the collector tracks (never scanned again) and set
+    the thresholds. Returns the number of objects frozen. No ``gc.collect()`` first: with
+    rclpy and numba loaded it takes 100-200 ms on a 2-core host, with the GIL held (the bridge
+    loop already runs when its node finishes start-up); the start-up garbage it would free is
+    a few hundred kB, frozen once."""
+    if not enabled():
+        return gc.get_freeze_count()
+    gc.freeze()
+    gc.set_threshold(*thresholds)
+    return gc.get_freeze_count()
+
+
+def short_gil_slices(interval_s: float = GIL_SWITCH_INTERVAL_S) -> None:
+    """Let a waiting thread take the GIL after ``interval_s`` instead of 5 ms."""
+    if enabled():
+        sys.setswitchinterval(interval_s)
+
+
+def lower_priority(nice: int) -> int:
+    """Raise this process's nice value by ``nice`` (0: unchanged); returns the new value."""
+    return os.nice(nice) if nice else os.nice(0)
+
+
+def pin_to_cpus(cpus: Iterable[int]) -> list[int]:
+    """Restrict this process (its threads started later inherit it) to ``cpus``; CPUs this
+    host does not have are dropped, and with none left nothing changes. Returns the set."""
+    available = os.sched_getaffinity(0)
+    chosen = {c for c in cpus if c in available}
+    if chosen:
+        os.sched_setaffinity(0, chosen)
+    return sorted(os.sched_getaffinity(0))
+
+
+def name_thread(name: str) -> None:
+    """Set the calling thread's OS name (Linux, at most 15 bytes; elsewhere nothing)."""
+    libc_name = ctypes.util.find_library("c")
+    if not sys.platform.startswith("linux") or libc_name is None:
+        return
+    libc = ctypes.CDLL(libc_name, use_errno=True)
+    libc.prctl(_PR_SET_NAME, ctypes.c_char_p(name.encode()[:15]), 0, 0, 0)
