@@ -71,7 +71,7 @@ def _ns(stamp: object) -> int:
 def _sim(ns: str, extra: list[str], tmp_path: Path) -> NodeProcess:
     return NodeProcess("excavator_sim.sim_node", [
         "--ros-args", "--params-file", str(REPO / "config" / "sim.yaml"), "-r", f"__ns:=/{ns}",
-        "-p", f"frame_prefix:={ns}/", "-p", "real_time_factor:=1.0", "-p", "marker_rate:=0.0",
+        "-p", f"frame_prefix:={ns}/", "-p", "real_time_factor:=1.0", "-p", "marker_rate_hz:=0.0",
         "-p", "terrain.nx:=41", "-p", "terrain.ny:=41", "-p", "terrain.cell_size_m:=0.4",
         *extra], log_dir=tmp_path / ns)
 

@@ -273,7 +273,7 @@ def test_sim_and_bridge_on_two_hosts(hosts, discovery, tmp_path):
     wait_for(lambda: sim.call(ping), LIMIT_S, "redis-server on the sim host", 0.1)
     sim_node = sim.python("sim_node", "excavator_sim.sim_node", [
         "--ros-args", "-p", "real_time_factor:=1.0", "-p", "use_sim_time:=false",
-        "-p", "marker_rate:=0.0", "-r", "track_command:=plc/wheel_states"], env, tmp_path)
+        "-p", "marker_rate_hz:=0.0", "-r", "track_command:=plc/wheel_states"], env, tmp_path)
 
     # --- PLC host: virtual PLC, bridge ---------------------------------------------------------
     plc.python("virtual_plc", "plc_bridge.virtual_plc_cli", [
