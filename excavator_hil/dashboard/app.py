@@ -196,6 +196,9 @@ def serve(args: argparse.Namespace, geometry: object, plc: object, terrain: obje
             closed.append(True)
             bridge.close(stop=True)
             ros.close()
+            # what the subscriptions cost: messages in, and how many of them were decoded
+            print(f"dashboard: messages received {ros.received}, decoded {ros.decoded}",
+                  flush=True)
 
     app.on_startup(_ready)
     app.on_shutdown(_shutdown)
