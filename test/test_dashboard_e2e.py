@@ -208,6 +208,28 @@ def _type_number(driver, name: str, value: float) -> None:
     field.send_keys(f"{value}", Keys.TAB)
 
 
+def _count(driver, css: str) -> int:
+    return int(driver.execute_script("return document.querySelectorAll(arguments[0]).length;",
+                                     css))
+
+
+def _click(driver, css: str) -> None:
+    """Click an element found and scrolled to in one script call (Vue may re-render)."""
+    driver.execute_script("const e = document.querySelector(arguments[0]);"
+                          "e.scrollIntoView({block: 'center'}); e.click();", css)
+
+
+def _side_tip(driver) -> tuple[float, float] | None:
+    """The bucket tip drawn in the side view: (r, z) [m] (the SVG's y is -z)."""
+    pts = driver.execute_script(
+        "const e = document.querySelector('.dash-side-bucket');"
+        "return e ? e.getAttribute('points') : null;")
+    if not pts:
+        return None
+    r, y = (float(v) for v in pts.split()[3].split(","))   # M, L, base, tip, M
+    return r, -y
+
+
 def _control_db(plc_port: int) -> dict:
     cfg = load_config(None, {"plc_port": plc_port, "model": "skid_steer"})
     client = snap7.Client()
@@ -268,6 +290,25 @@ def test_dashboard_drives_and_stops_the_rig(stack, browser, probe, tmp_path):
              lambda: f"page {_page_joints(browser)} vs joint_states {np.degrees(q_now())}")
     browser.save_screenshot(str(tmp_path / "dashboard_target.png"))
 
+    # the side view (an SVG sent only on change) draws the tip where FK puts it
+    fk = InverseKinematics(default_geometry()).fk
+
+    def side_agrees() -> bool:
+        tip = _side_tip(browser)
+        x, y, z = fk.tip(q_now())
+        return tip is not None and abs(tip[0] - math.hypot(x, y)) < 0.02 and abs(
+            tip[1] - z) < 0.02
+    wait_for(side_agrees, 20.0, lambda: f"side view tip {_side_tip(browser)} vs FK "
+                                        f"{fk.tip(q_now())}")
+    assert int(browser.execute_script(
+        "return document.querySelector('.dash-side').dataset.frames")) > 1
+    assert _count(browser, ".dash-side-terrain") == 1   # the soil profile under the boom
+
+    # the 3D view is off by default (no WebGL at all) and built on demand
+    assert _count(browser, ".dash-3d canvas") == 0
+    _click(browser, ".dash-3d-toggle")
+    wait_for(lambda: _count(browser, ".dash-3d canvas") >= 1, 20.0, "the 3D view's canvas")
+
     # --- dig: the soil charts fill (bucket load, soil force from soil_node) ------------------
     from geometry_msgs.msg import WrenchStamped
 
@@ -292,6 +333,8 @@ def test_dashboard_drives_and_stops_the_rig(stack, browser, probe, tmp_path):
     while time.monotonic() < deadline and np.max(np.abs(q_now() - dig.q)) > 0.05:
         time.sleep(0.2)
     browser.save_screenshot(str(shots / "dashboard.png"))
+    _click(browser, ".dash-3d-toggle")   # off again: the scene and its canvas are gone
+    wait_for(lambda: _count(browser, ".dash-3d canvas") == 0, 20.0, "the 3D view removed")
 
     # --- unreachable target: the verdict names the limit, send is disabled -------------------
     _type_number(browser, "x", 6.9)

@@ -5,7 +5,7 @@
 // terrain [r, z, r, z, ...] (the profile under the boom); target [r, z] or [].
 export default {
   template: `
-    <svg :viewBox="viewBox" preserveAspectRatio="xMidYMid meet" style="width:100%;height:100%"
+    <svg :viewBox="viewBox" preserveAspectRatio="xMidYMid meet"
          :data-frames="frames">
       <g stroke="#d8d8d8" stroke-width="0.02">
         <line v-for="r in rTicks" :key="'r' + r" :x1="r" :x2="r" :y1="-view[3]" :y2="-view[2]"/>
