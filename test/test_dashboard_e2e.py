@@ -219,6 +219,19 @@ def _click(driver, css: str) -> None:
                           "e.scrollIntoView({block: 'center'}); e.click();", css)
 
 
+def _side_attr(driver, name: str) -> str | None:
+    return driver.execute_script(
+        "const e = document.querySelector('.dash-side'); return e ? e.dataset[arguments[0]]"
+        " : null;", name)
+
+
+def _set_hidden(driver, hidden: bool) -> None:
+    """What the browser does when the tab goes to the background (or comes back)."""
+    driver.execute_script(
+        "Object.defineProperty(document, 'hidden', {value: arguments[0], configurable: true});"
+        "document.dispatchEvent(new Event('visibilitychange'));", hidden)
+
+
 def _side_tip(driver) -> tuple[float, float] | None:
     """The bucket tip drawn in the side view: (r, z) [m] (the SVG's y is -z)."""
     pts = driver.execute_script(
@@ -300,9 +313,7 @@ def test_dashboard_drives_and_stops_the_rig(stack, browser, probe, tmp_path):
             tip[1] - z) < 0.02
     wait_for(side_agrees, 20.0, lambda: f"side view tip {_side_tip(browser)} vs FK "
                                         f"{fk.tip(q_now())}")
-    assert int(browser.execute_script(
-        "return document.querySelector('.dash-side').dataset.frames")) > 1
-    assert _count(browser, ".dash-side-terrain") == 1   # the soil profile under the boom
+    assert int(_side_attr(browser, "frames")) > 1
 
     # the 3D view is off by default (no WebGL at all) and built on demand
     assert _count(browser, ".dash-3d canvas") == 0
@@ -317,14 +328,25 @@ def test_dashboard_drives_and_stops_the_rig(stack, browser, probe, tmp_path):
         _type_number(browser, name, value)
     wait_for(lambda: "arm -80.0, bucket 59.5" in _text(browser, ".dash-verdict-detail"), 10.0,
              lambda: f"the dig verdict: {_text(browser, '.dash-verdict-detail')}")
+    # a hidden tab gets no updates: the machine moves, the side view stays; shown, it resumes
+    _set_hidden(browser, True)
+    wait_for(lambda: _side_attr(browser, "paused") == "true", 10.0, "the server's pause")
+    frames, q_hidden = int(_side_attr(browser, "frames")), q_now()
     browser.find_element(By.CSS_SELECTOR, ".dash-send").click()
     wait_for(lambda: "(4.30, 0.00, -1.30) m, pitch -15.0 deg" in _text(browser, ".dash-sent"),
              10.0, lambda: _text(browser, ".dash-sent"))
+    wait_for(lambda: np.max(np.abs(q_now() - q_hidden)) > 0.1, 30.0, "the machine to move")
+    assert int(_side_attr(browser, "frames")) == frames
+    _set_hidden(browser, False)
+    wait_for(lambda: int(_side_attr(browser, "frames")) > frames, 10.0, "frames again")
+    assert _side_attr(browser, "paused") == "false"
 
     def digging() -> bool:
         f = wrenches[-1].wrench.force if wrenches else None
         return f is not None and math.sqrt(f.x**2 + f.y**2 + f.z**2) > 1e3
     wait_for(digging, 60.0, "a soil force above 1 kN on soil/wrench")
+    # the soil profile under the boom (soil_node sends the whole grid while it changes)
+    wait_for(lambda: _count(browser, ".dash-side-terrain") == 1, 30.0, "the terrain profile")
     wait_for(lambda: " kN" in _text(browser, ".dash-soil-now")
              and float(_text(browser, ".dash-soil-now").split("soil force ")[1].split()[0]) > 1.0,
              20.0, lambda: _text(browser, ".dash-soil-now"))

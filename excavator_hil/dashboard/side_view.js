@@ -2,11 +2,12 @@
 // change (the server sends a frame only when the machine or the terrain under it moved).
 // Units are metres: r (horizontal distance from the swing axis) to the right, z up.
 // Props: view [r0, r1, z0, z1]; styles {part: [colour, width]}; lines {part: [r, z, r, z, ...]};
-// terrain [r, z, r, z, ...] (the profile under the boom); target [r, z] or [].
+// terrain [r, z, r, z, ...] (the profile under the boom); target [r, z] or []; paused: the tab
+// is hidden, the server sends nothing until it is shown again.
 export default {
   template: `
     <svg :viewBox="viewBox" preserveAspectRatio="xMidYMid meet"
-         :data-frames="frames">
+         :data-frames="frames" :data-paused="paused ? 'true' : 'false'">
       <g stroke="#d8d8d8" stroke-width="0.02">
         <line v-for="r in rTicks" :key="'r' + r" :x1="r" :x2="r" :y1="-view[3]" :y2="-view[2]"/>
         <line v-for="z in zTicks" :key="'z' + z" :x1="view[0]" :x2="view[1]" :y1="-z" :y2="-z"/>
@@ -33,6 +34,7 @@ export default {
     lines: Object,
     terrain: Array,
     target: Array,
+    paused: Boolean,
   },
   data() {
     return { frames: 0 };

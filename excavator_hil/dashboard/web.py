@@ -369,6 +369,16 @@ def build_page(dash: Dashboard) -> None:
     from_btn.on_click(_from_machine)
     zero_btn.on_click(_zero_twist)
 
+    # ---------------------------------------------------------------- a hidden tab: no updates
+    def _on_visibility(hidden: bool) -> None:
+        state["hidden"] = hidden
+        side.props["paused"] = hidden   # (the last update before the pause; read by the test)
+
+    ui.on("dash_visibility", lambda e: _on_visibility(bool(e.args)))
+    ui.add_body_html("<script>document.addEventListener('visibilitychange', () => "
+                     "window.emitEvent && emitEvent('dash_visibility', document.hidden));"
+                     "</script>")
+
     # ---------------------------------------------------------------- the 3D view, on demand
     def _show_3d(on: bool) -> None:
         """Build the scene when switched on, drop it (and its WebGL rendering, its updates)
@@ -450,6 +460,8 @@ def build_page(dash: Dashboard) -> None:
     def _refresh_machine() -> None:
         """The side view (and the 3D view when shown) at ``refresh_hz``: a frame only when the
         machine, the terrain under it or the target changed."""
+        if state.get("hidden"):
+            return   # a hidden tab (another tab in front, minimised): nothing to send
         j: JointReadout | None = dash.ros.joints
         lines = terrain = None
         if j is not None and j is not state.get("joints"):
@@ -470,6 +482,8 @@ def build_page(dash: Dashboard) -> None:
 
     def _refresh_readout() -> None:
         """Readouts and badges at ``readout_hz``; each widget only when its text changed."""
+        if state.get("hidden"):
+            return   # a hidden tab (another tab in front, minimised): nothing to send
         j: JointReadout | None = dash.ros.joints
         now = time.monotonic()
         if j is None:
@@ -496,6 +510,8 @@ def build_page(dash: Dashboard) -> None:
         banner.set_visibility(bool(v.banner))
 
     def _refresh_plc() -> None:
+        if state.get("hidden"):
+            return   # a hidden tab (another tab in front, minimised): nothing to send
         v = dash.bridge.view
         text = v.status if not v.reason else f"stopped: {v.reason} ({v.reason_text})"
         plc_status.set_text(f"model {dash.model}; status {text}")
@@ -531,6 +547,8 @@ def build_page(dash: Dashboard) -> None:
     def _refresh_soil() -> None:
         """The soil readout and the one-minute charts at ``chart_hz``, thinned to 2 points a
         second (120 a series)."""
+        if state.get("hidden"):
+            return   # a hidden tab (another tab in front, minimised): nothing to send
         now = time.monotonic()
         load, force = dash.ros.load.last(), dash.ros.force.last()
         soil_now.set_text(f"bucket load {fmt(load, 'm^3', 4)}, soil force "
