@@ -19,6 +19,7 @@ the session-3 page on main: ``--baseline-repo /work/main``); both run at nicenes
 (``--nice``), so the figures are the page's cost, not the scheduler's share.
 
     .venv/bin/python bench/dashboard.py [--seconds 20] [--baseline-repo /work/main]
+                                        [--dashboard-args '--refresh-hz 1']
 
 The last stdout line is one JSON object.
 """
@@ -219,7 +220,8 @@ class Traffic:
 
 # --- the dashboard and the browser ---------------------------------------------------------------
 class Page:
-    def __init__(self, repo: Path, redis_url: str, nice: int, workdir: Path, tag: str) -> None:
+    def __init__(self, repo: Path, redis_url: str, nice: int, workdir: Path, tag: str,
+                 extra: list[str]) -> None:
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             self.port = s.getsockname()[1]
@@ -229,6 +231,7 @@ class Page:
                 "--redis-url", redis_url]
         if "--nice" in (repo / "excavator_hil" / "dashboard" / "app.py").read_text():
             args += ["--nice", str(nice)]
+        args += extra
         env = {**os.environ, "PYTHONPATH": str(repo)}   # that checkout's dashboard
         self.app = subprocess.Popen(args, cwd=repo, env=env, stdout=self._log,
                                     stderr=subprocess.STDOUT, text=True)
@@ -277,7 +280,8 @@ class Page:
 
 def phases(repo: Path, redis_url: str, args: argparse.Namespace, workdir: Path, tag: str
            ) -> dict[str, object]:
-    page = Page(repo, redis_url, args.nice, workdir, tag)
+    page = Page(repo, redis_url, args.nice, workdir, tag,
+                args.dashboard_args.split() if tag == "new" else [])
     out: dict[str, object] = {}
     try:
         for name, query in (("closed", None), ("page", ""), ("page_3d", "?view3d=1")):
@@ -308,6 +312,9 @@ def main() -> int:
                    help="another checkout whose dashboard is measured first (e.g. /work/main)")
     p.add_argument("--nice", type=int, default=0,
                    help="--nice of this checkout's dashboard (default 0: the intrinsic cost)")
+    p.add_argument("--dashboard-args", default="",
+                   help="more options for this checkout's dashboard, e.g. '--refresh-hz 1' "
+                        "(what the side view's rate costs)")
     args = p.parse_args()
 
     os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
