@@ -491,7 +491,8 @@ def build_page(dash: Dashboard) -> None:
             _set_prop(ros_badge, "color", "red")
         else:
             age = now - (dash.ros.joints_received_s or now)
-            ros_badge.set_text(f"ROS: joint_states {age:.1f} s ago")
+            ros_badge.set_text("ROS: joint_states live" if age < 0.5 else
+                               f"ROS: joint_states {age:.0f} s ago")
             _set_prop(ros_badge, "color", "green" if age < 2.0 else "red")
             rows = readout_table(j)
             if rows != state.get("rows"):
@@ -500,7 +501,7 @@ def build_page(dash: Dashboard) -> None:
             tip_label.set_text(f"tip (FK): {j.tip[0]:.3f}, {j.tip[1]:.3f}, {j.tip[2]:.3f} m; "
                                f"pitch {math.degrees(j.pitch):.1f} deg")
             age_label.set_text(f"base {j.base[0]:.2f}, {j.base[1]:.2f} m, yaw "
-                               f"{math.degrees(j.base[2]):.1f} deg; stamp {j.stamp_s:.2f} s")
+                               f"{math.degrees(j.base[2]):.1f} deg; stamp {j.stamp_s:.1f} s")
         v = dash.bridge.view
         bridge_badge.set_text(f"bridge: {'DOWN' if v.bridge_down else v.status}"
                               f"{' / PLC DOWN' if v.plc_down and not v.bridge_down else ''}")
