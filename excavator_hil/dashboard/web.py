@@ -388,6 +388,10 @@ def build_page(dash: Dashboard) -> None:
         state["terrain_version"] = -1
         state["pose_3d"] = None
         if not on:
+            with scene_box:
+                ui.label("Off: machine and terrain in three.js on demand (WebGL, without a GPU "
+                         "it costs the browser CPU that a HIL host may need).").classes(
+                    "text-caption text-grey-7")
             return
         with scene_box, ui.scene(width=520, height=320, grid=(40, 40),
                                  background_color="#dfe8ee", fps=SCENE_FPS).classes(
@@ -563,8 +567,7 @@ def build_page(dash: Dashboard) -> None:
         series[0]["data"], series[1]["data"] = loads, forces
         soil.update()
 
-    if open_3d:
-        _show_3d(True)
+    _show_3d(open_3d)
     ui.timer(1.0 / dash.refresh_hz, _refresh_machine)
     ui.timer(1.0 / min(dash.refresh_hz, READOUT_HZ), _refresh_readout)
     ui.timer(1.0 / PLC_HZ, _refresh_plc)
