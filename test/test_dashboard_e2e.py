@@ -219,6 +219,13 @@ def _click(driver, css: str) -> None:
                           "e.scrollIntoView({block: 'center'}); e.click();", css)
 
 
+def _scene_fps(driver) -> float | None:
+    """The frame rate the 3D view renders at (its Vue component's prop)."""
+    return driver.execute_script(
+        "const e = document.querySelector('.dash-scene');"
+        "return e ? getElement(e).fps : null;")
+
+
 def _side_attr(driver, name: str) -> str | None:
     return driver.execute_script(
         "const e = document.querySelector('.dash-side'); return e ? e.dataset[arguments[0]]"
@@ -319,6 +326,13 @@ def test_dashboard_drives_and_stops_the_rig(stack, browser, probe, tmp_path):
     assert _count(browser, ".dash-3d canvas") == 0
     _click(browser, ".dash-3d-toggle")
     wait_for(lambda: _count(browser, ".dash-3d canvas") >= 1, 20.0, "the 3D view's canvas")
+    # the machine at rest: three.js drops to its idle frame rate (redraws on change only)
+    wait_for(lambda: _scene_fps(browser) == 1, 30.0, lambda: f"fps {_scene_fps(browser)}")
+    browser.execute_script(   # the user zooms: full frame rate while handled, then idle again
+        "document.querySelector('.dash-scene').dispatchEvent("
+        "new WheelEvent('wheel', {deltaY: 1, bubbles: true}));")
+    wait_for(lambda: _scene_fps(browser) == 10, 10.0, lambda: f"fps {_scene_fps(browser)}")
+    wait_for(lambda: _scene_fps(browser) == 1, 30.0, lambda: f"fps {_scene_fps(browser)}")
 
     # --- dig: the soil charts fill (bucket load, soil force from soil_node) ------------------
     from geometry_msgs.msg import WrenchStamped

@@ -35,7 +35,9 @@ SIDE_PROFILE_R = np.arange(VIEW_R[0], VIEW_R[1] + 1e-9, 0.2)   # terrain profile
 READOUT_HZ = 5.0          # joint readout, badges, banner [Hz] (at most the machine view's rate)
 PLC_HZ = 2.0              # PLC panel [Hz] (the Redis MGET runs at 5 Hz)
 CHART_STEP_S = 0.5        # the soil charts show one point per 0.5 s (120 over the minute)
-SCENE_FPS = 10            # three.js frames per second while the 3D view is shown
+SCENE_FPS = 10            # three.js frames per second while the machine moves or is handled
+SCENE_IDLE_FPS = 1        # ... and while nothing changed for SCENE_IDLE_S (three.js renders
+SCENE_IDLE_S = 2.0        # continuously at its fps: this is its "redraw only on change")
 TERRAIN_3D_NODES = 32     # the 3D terrain: at most 32 x 32 points ...
 TERRAIN_3D_PERIOD_S = 2.0  # ... re-sent at most every 2 s, and only when the grid changed
 PART_COLOURS = {"undercarriage": "#555555", "chassis": "#e0a000", "boom": "#d08000",
@@ -409,18 +411,35 @@ def build_page(dash: Dashboard) -> None:
                                              ("bucket", 0.5, "#804000"))}
             terrain = scene.point_cloud([], [], point_size=0.3)
         scene.move_camera(x=-3, y=-7, z=5, look_at_x=3, look_at_y=0, look_at_z=0.5)
-        state["scene"] = {"base": base, "upper": upper, "links": links, "terrain": terrain}
+        state["scene"] = {"scene": scene, "base": base, "upper": upper, "links": links,
+                          "terrain": terrain}
+        state["scene_active_s"] = time.monotonic()
+        # the user turns or zooms the view: full frame rate while handled
+        for event in ("pointerdown", "pointermove", "wheel"):
+            scene.on(event, _scene_handled, throttle=0.5)
         j = dash.ros.joints
         if j is not None:
             _update_3d(j)
 
     view3d.on_value_change(lambda e: _show_3d(bool(e.value)))
 
+    def _scene_handled() -> None:
+        state["scene_active_s"] = time.monotonic()
+        _scene_fps()
+
+    def _scene_fps() -> None:
+        """SCENE_FPS while something changed in the last SCENE_IDLE_S, else SCENE_IDLE_FPS."""
+        objs = state["scene"]
+        if objs is not None:
+            idle = time.monotonic() - state["scene_active_s"] > SCENE_IDLE_S
+            _set_prop(objs["scene"], "fps", SCENE_IDLE_FPS if idle else SCENE_FPS)
+
     def _update_3d(j: JointReadout) -> None:
         objs = state["scene"]
-        pose = (tuple(round(v, 3) for v in j.base), tuple(round(v, 4) for v in j.q))
+        pose = (tuple(round(v, 3) for v in j.base), tuple(round(v, 3) for v in j.q))
         if pose != state.get("pose_3d"):
             state["pose_3d"] = pose
+            state["scene_active_s"] = time.monotonic()
             bx, by, yaw = pose[0]
             q = np.array(pose[1])
             objs["base"].move(bx, by, 0.0)
@@ -449,6 +468,7 @@ def build_page(dash: Dashboard) -> None:
                 and now - state.get("terrain_sent_s", -1e9) >= TERRAIN_3D_PERIOD_S):
             state["terrain_version"] = dash.ros.terrain_version
             state["terrain_sent_s"] = now
+            state["scene_active_s"] = now
             objs["terrain"].set_points(*grid.cloud(TERRAIN_3D_NODES))
 
     # ---------------------------------------------------------------- periodic refresh
@@ -483,6 +503,7 @@ def build_page(dash: Dashboard) -> None:
         target = _target()
         side.draw(lines, terrain, [] if target is None else
                   [round(math.hypot(*target[:2]), 3), round(target[2], 3)])
+        _scene_fps()
 
     def _refresh_readout() -> None:
         """Readouts and badges at ``readout_hz``; each widget only when its text changed."""
