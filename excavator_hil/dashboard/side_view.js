@@ -1,9 +1,10 @@
-// The side view of the machine in the boom plane: one small SVG, redrawn by Vue when its props
-// change (the server sends a frame only when the machine or the terrain under it moved).
+// The side view of the machine in the boom plane: one small SVG. The server sends a frame only
+// when the machine, the terrain under it or the target changed, through the method draw():
+// only this component is redrawn (an element update would re-render NiceGUI's whole page).
 // Units are metres: r (horizontal distance from the swing axis) to the right, z up.
-// Props: view [r0, r1, z0, z1]; styles {part: [colour, width]}; lines {part: [r, z, r, z, ...]};
-// terrain [r, z, r, z, ...] (the profile under the boom); target [r, z] or []; paused: the tab
-// is hidden, the server sends nothing until it is shown again.
+// Props: view [r0, r1, z0, z1]; styles {part: [colour, width]}; the frame at mount time: lines
+// {part: [r, z, r, z, ...]}, terrain [r, z, r, z, ...] (the profile under the boom), target
+// [r, z] or []; paused: the tab is hidden, the server sends nothing until it is shown again.
 export default {
   template: `
     <svg :viewBox="viewBox" preserveAspectRatio="xMidYMid meet"
@@ -25,8 +26,8 @@ export default {
       <polyline v-for="p in parts" :key="p.name" :class="'dash-side-' + p.name"
                 :points="p.points" fill="none" :stroke="p.colour" :stroke-width="p.width"
                 stroke-linejoin="round" stroke-linecap="round"/>
-      <circle v-if="target && target.length == 2" class="dash-side-target" :cx="target[0]"
-              :cy="-target[1]" r="0.13" fill="#d02020"/>
+      <circle v-if="cur.target && cur.target.length == 2" class="dash-side-target"
+              :cx="cur.target[0]" :cy="-cur.target[1]" r="0.13" fill="#d02020"/>
     </svg>`,
   props: {
     view: Array,
@@ -37,12 +38,18 @@ export default {
     paused: Boolean,
   },
   data() {
-    return { frames: 0 };
+    // frames: machine poses drawn (the browser test reads data-frames)
+    return { frames: 0, cur: { lines: this.lines, terrain: this.terrain, target: this.target } };
   },
-  watch: {
-    // frames drawn (a new machine pose from the server): the browser test reads data-frames
-    lines() {
-      this.frames += 1;
+  methods: {
+    // a frame from the server; null: unchanged
+    draw(lines, terrain, target) {
+      if (lines) {
+        this.cur.lines = lines;
+        this.frames += 1;
+      }
+      if (terrain) this.cur.terrain = terrain;
+      if (target) this.cur.target = target;
     },
   },
   computed: {
@@ -65,7 +72,7 @@ export default {
     parts() {
       const out = [];
       for (const [name, style] of Object.entries(this.styles || {})) {
-        const flat = (this.lines || {})[name];
+        const flat = (this.cur.lines || {})[name];
         if (flat && flat.length >= 4) {
           out.push({ name, colour: style[0], width: style[1], points: svgPoints(flat) });
         }
@@ -73,7 +80,7 @@ export default {
       return out;
     },
     terrainPoints() {
-      const t = this.terrain;
+      const t = this.cur.terrain;
       if (!t || t.length < 4) return "";
       const bottom = -this.view[2];
       return `${t[0]},${bottom} ${svgPoints(t)} ${t[t.length - 2]},${bottom}`;

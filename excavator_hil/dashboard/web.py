@@ -111,8 +111,8 @@ class TokenGate:
 
 
 class SideView2D(ui.element, component="side_view.js"):  # type: ignore[call-arg]
-    """The side view: a small SVG (``side_view.js``) redrawn by Vue when a frame arrives; the
-    server sends a frame only when the machine, the terrain under it or the target changed."""
+    """The side view: a small SVG (``side_view.js``) redrawn when a frame arrives; the server
+    sends a frame only when the machine, the terrain under it or the target changed."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -126,17 +126,22 @@ class SideView2D(ui.element, component="side_view.js"):  # type: ignore[call-arg
 
     def draw(self, lines: dict[str, list[float]] | None, terrain: list[float] | None,
              target: list[float]) -> bool:
-        """Send what changed (None: unchanged) in one update; False: nothing was sent."""
-        changed = False
+        """Send what changed (None: unchanged) in one call of the component's ``draw``, not as
+        an element update (which re-renders NiceGUI's whole page in the browser); the props
+        keep the frame for a remount. False: nothing was sent."""
+        send: list[Any] = []
         with self._props.suspend_updates():
             for key, value in (("lines", lines), ("terrain", terrain), ("target", target)):
                 if value is not None and self._props[key] != value:
                     self._props[key] = value
-                    changed = True
-        if changed:
-            self.sent += 1
-            self.update()
-        return changed
+                    send.append(value)
+                else:
+                    send.append(None)
+        if all(v is None for v in send):
+            return False
+        self.sent += 1
+        self.run_method("draw", *send)
+        return True
 
 
 def _soil_chart_options() -> dict[str, Any]:
@@ -589,7 +594,17 @@ def build_page(dash: Dashboard) -> None:
         soil.update()
 
     _show_3d(open_3d)
-    ui.timer(1.0 / dash.refresh_hz, _refresh_machine)
-    ui.timer(1.0 / min(dash.refresh_hz, READOUT_HZ), _refresh_readout)
-    ui.timer(1.0 / PLC_HZ, _refresh_plc)
-    ui.timer(1.0 / dash.chart_hz, _refresh_soil)
+    # One timer: the panels' updates leave in the same websocket message as a side-view frame,
+    # so the browser builds at most refresh_hz frames a second (each costs it a composite).
+    every = {fn: max(1, round(dash.refresh_hz / hz)) for fn, hz in (
+        (_refresh_readout, READOUT_HZ), (_refresh_plc, PLC_HZ), (_refresh_soil, dash.chart_hz))}
+    ticks = [0]
+
+    def _tick() -> None:
+        _refresh_machine()
+        for fn, k in every.items():
+            if ticks[0] % k == 0:
+                fn()
+        ticks[0] += 1
+
+    ui.timer(1.0 / dash.refresh_hz, _tick)
