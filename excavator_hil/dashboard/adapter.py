@@ -87,10 +87,13 @@ class RosLink:
         # The data topic, not the soil/heightmap mesh: a 96 x 96 mesh costs ~0.6 s of Python
         # per message to deserialize, a whole 320 x 320 grid here ~1 ms. soil_node sends the
         # whole grid at start and at heightmap_rate_hz while it changes, patches in between
-        # (a lost patch is repaired by the next whole grid).
+        # (a lost patch is repaired by the next whole grid). Best effort too: a reliable
+        # reader that falls behind (the dashboard runs at niceness 10) makes soil_node, which
+        # is in the control loop, keep and resend samples for it.
         if terrain is not None:
-            self.node.create_subscription(Float64MultiArray, "soil/terrain_patch",
-                                          self._on_patch, QoSProfile(depth=5))
+            self.node.create_subscription(
+                Float64MultiArray, "soil/terrain_patch", self._on_patch,
+                QoSProfile(depth=10, reliability=ReliabilityPolicy.BEST_EFFORT))
         self.target_pub = self.node.create_publisher(PoseStamped, "target_pose", 10)
         # rclpy's EventsExecutor (C++ event queue) where there is one: ~1/3 of the CPU of the
         # SingleThreadedExecutor for the ~400 messages a second of the stack (bench/dashboard.py)
