@@ -13,9 +13,9 @@ setup(
         include=["excavator_common*", "excavator_kinematics*", "excavator_sim*", "plc_bridge*",
                  "excavator_hil*"]),
     # PEP 561: the packages are typed (mypy runs over them in `make lint`)
-    package_data={pkg: ["py.typed"] for pkg in
-                  ("excavator_common", "excavator_kinematics", "excavator_sim", "plc_bridge",
-                   "excavator_hil")},
+    package_data={**{pkg: ["py.typed"] for pkg in
+                     ("excavator_common", "excavator_kinematics", "excavator_sim", "plc_bridge")},
+                  "excavator_hil": ["py.typed", "dashboard/*.js"]},   # the side view component
     data_files=[
         ("share/ament_index/resource_index/packages", [f"resource/{PACKAGE}"]),
         (f"share/{PACKAGE}", ["package.xml"]),

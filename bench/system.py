@@ -34,7 +34,8 @@ With ``--dashboard`` the full stack runs twice, the second time with the browser
 default 10 Hz refresh: the two runs' lag, wrench age and bridge overruns side by side (issue 17:
 the page must not raise the bridge's overruns or the sim's lag). The dashboard watches the
 graph only (no Redis: the demo's Redis is private to it); its process and Chromium's are in
-the CPU figures.
+the CPU figures. Both run at niceness 10, as docs/dashboard.md says to run them on the HIL host
+(bench/dashboard.py measures the page's own cost).
 
 Process set-up (issue 12, docs/plc_bridge.md "HIL host set-up"): ``--setup new`` (default:
 start-up objects frozen out of the garbage collector, 0.5 ms GIL slices, recorder and operator
@@ -302,8 +303,14 @@ class OpenDashboard:
             stderr=subprocess.STDOUT, text=True)
         self._wait_for("DASHBOARD READY", 120.0)
         profile = tempfile.mkdtemp(prefix="bench_chromium_")
+        # at niceness 10 as docs/dashboard.md says to run a browser on the HIL host (the
+        # dashboard server puts itself at 10); as root without CAP_SYS_NICE, else Chromium
+        # sets its compositor and IO threads to -8 and most others to 0, above the bridge
+        low = ["nice", "-n", "10"]
+        if os.geteuid() == 0 and shutil.which("setpriv"):
+            low = ["setpriv", "--bounding-set=-sys_nice", "--inh-caps=-sys_nice", *low]
         self.browser = subprocess.Popen(
-            [browser, *self.CHROMIUM_FLAGS, f"--user-data-dir={profile}",
+            [*low, browser, *self.CHROMIUM_FLAGS, f"--user-data-dir={profile}",
              f"http://127.0.0.1:{port}/"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         self._wait_for("page opened", 120.0)
 

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import urllib.error
 import urllib.request
+from pathlib import Path
 
 import pytest
 from helpers import REPO, NodeProcess, free_port, wait_for
@@ -26,6 +27,7 @@ def _run(*args: str) -> subprocess.CompletedProcess[str]:
     (("--refresh-hz", "1e300"), "--refresh-hz 1e+300 outside 1..30 Hz"),
     (("--redis-period", "0"), "--redis-period 0 outside 0.05..5 s"),
     (("--port", "70000"), "--port 70000 outside 1..65535"),
+    (("--nice", "25"), "--nice 25 outside 0..19"),
     (("--plc-config", "/nonexistent/plc.yaml"), "/nonexistent/plc.yaml"),
 ])
 def test_bad_options_exit_2_with_one_message(args, message):
@@ -59,6 +61,10 @@ def test_token_gate(tmp_path):
     try:
         wait_for(lambda: "DASHBOARD READY" in proc.log() or not proc.alive(), 60.0, proc.log)
         assert f"http://127.0.0.1:{port}/?token={TOKEN}" in proc.log()
+        # below the control path: the process and every thread (ROS, Redis, web) at nice 10
+        tasks = list(Path(f"/proc/{proc.proc.pid}/task").iterdir())
+        nices = {int((t / "stat").read_text().rsplit(")", 1)[1].split()[16]) for t in tasks}
+        assert len(tasks) > 3 and nices == {10}, nices
         base = f"http://127.0.0.1:{port}/"
         for url in (base, base + "?token=wrong" + TOKEN[6:], base + "_nicegui/3.18.0/static/"):
             with pytest.raises(urllib.error.HTTPError) as err:

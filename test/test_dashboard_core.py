@@ -16,6 +16,7 @@ from excavator_hil.dashboard.core import (
     SideView,
     TargetChecker,
     TerrainGrid,
+    flat_profile,
     joint_readout,
     readout_table,
     zero_command,
@@ -104,6 +105,30 @@ def test_side_view_and_readout_agree_with_fk(rho, swing, z, p):
     assert float(rows[1]["value"]) == pytest.approx(math.degrees(r.q[1]), abs=0.006)
 
 
+def test_side_view_wire_format_is_the_lines_flattened_and_stable():
+    """The page gets ``{part: [r0, z0, r1, z1, ...]}`` rounded to mm: the same points as
+    ``lines``, and a pose that moves less than the rounding gives the same frame (an idle
+    machine sends nothing)."""
+    side = SideView(GEOMETRY)
+    q = CHECKER.check(5.0, 0.0, 0.5, 0.3).q
+    assert q is not None
+    lines, flat = side.lines(q), side.flat_lines(q)
+    assert flat.keys() == lines.keys()
+    for part, line in lines.items():
+        np.testing.assert_allclose(np.reshape(flat[part], (-1, 2)), line, atol=5e-4 + 1e-12)
+    assert flat["bucket"][6:8] == pytest.approx(list(side.tip(q)), abs=5e-4)
+    # a change far below a millimetre at the tip: the frame stays the same object of values
+    nudged = side.flat_lines(np.asarray(q) + 1e-8)
+    assert nudged == flat
+
+
+def test_flat_profile_keeps_finite_heights_in_cm():
+    r = np.array([0.0, 0.5, 1.0, 1.5])
+    z = np.array([0.1234, np.nan, -0.456, np.inf])
+    assert flat_profile(r, z) == [0.0, 0.12, 1.0, -0.46]
+    assert flat_profile(r, np.full(4, np.nan)) == []
+
+
 def test_readout_needs_every_active_joint():
     assert joint_readout(CHECKER, ["swing", "boom"], [0.0, 0.1]) is None
 
@@ -133,6 +158,15 @@ def test_terrain_from_patches_is_exact_on_a_plane():
                                plane(1.0, 0.5 + r), atol=1e-9)
     coarse = grid.coarse(10)
     assert len(coarse.xs) <= 10 and len(coarse.ys) <= 10
+    # the 3D view's cloud: at most 10 x 10 finite nodes in world, lighter the higher
+    points, colours = grid.cloud(10)
+    assert 0 < len(points) <= 100 and len(colours) == len(points)
+    p = np.array(points)
+    np.testing.assert_allclose(p[:, 2], plane(p[:, 0], p[:, 1]), atol=0.006)  # cm rounding
+    hi, lo = int(np.argmax(p[:, 2])), int(np.argmin(p[:, 2]))
+    assert sum(colours[hi]) > sum(colours[lo])
+    grid.z[:] = np.nan
+    assert grid.cloud(10) == ([], [])
 
 
 def test_patch_outside_the_grid_is_named():
@@ -156,6 +190,22 @@ def test_rolling_series_keeps_a_minute_at_the_rate():
     assert not s.add(120.5, float("nan"))
     s.add(5.0, 1.0)                                     # a restarted source: start again
     assert len(s) == 1 and s.last() == 1.0
+
+
+def test_rolling_series_decoding_gate_and_chart_thinning():
+    """``accepts`` says beforehand what ``add`` keeps (so a message is decoded only then);
+    ``points(every_s=0.5)`` gives at most 2 points a second over the minute (120)."""
+    s = RollingSeries(window_s=60.0, max_rate_hz=10.0)
+    for t in np.arange(0.0, 90.0, 0.013):
+        expect = s.accepts(t)
+        assert s.add(t, 1.0 + t) == expect
+    assert not s.accepts(float("nan"))
+    assert s.accepts(1.0)            # time went backwards: kept (a restarted source)
+    pts = s.points(90.0, every_s=0.5, decimals=2)
+    assert 118 <= len(pts) <= 121
+    t = np.array([p[0] for p in pts])
+    assert t[0] >= -60.0 and t[-1] <= 0.0 and np.all(np.diff(t) >= 0.45)
+    assert all(p[1] == round(p[1], 2) for p in pts)
 
 
 # --- the bridge ------------------------------------------------------------------------------

@@ -183,6 +183,21 @@ class SideView:
         """The tip in the side view [m] (r, z)."""
         return tuple(self.lines(q)["bucket"][3])  # type: ignore[return-value]
 
+    def flat_lines(self, q: Sequence[float], decimals: int = 3) -> dict[str, list[float]]:
+        """``lines(q)`` as the page's wire format: ``{part: [r0, z0, r1, z1, ...]}`` [m],
+        rounded to ``decimals`` (mm by default: the same pose gives the same frame, so an idle
+        machine sends nothing)."""
+        return {part: [round(v, decimals) for point in line for v in point]
+                for part, line in self.lines(q).items()}
+
+
+def flat_profile(r: np.ndarray, z: np.ndarray, decimals: int = 2) -> list[float]:
+    """A terrain profile as ``[r0, z0, r1, z1, ...]`` [m] over its finite heights (the side
+    view's wire format), rounded to ``decimals`` (cm by default)."""
+    ok = np.isfinite(z)
+    pairs = np.stack([np.asarray(r, dtype=float)[ok], np.asarray(z, dtype=float)[ok]], axis=1)
+    return [float(v) for v in np.round(pairs, decimals).ravel()]
+
 
 # --- terrain ------------------------------------------------------------------------------------
 
@@ -249,6 +264,23 @@ class TerrainGrid:
         k = max(1, math.ceil(max(len(self.xs), len(self.ys)) / max_nodes))
         return TerrainGrid(self.xs[::k], self.ys[::k], self.z[::k, ::k])
 
+    def cloud(self, max_nodes: int = 32, decimals: int = 2
+              ) -> tuple[list[list[float]], list[list[float]]]:
+        """The 3D view's terrain: the finite nodes of ``coarse(max_nodes)`` as points
+        ``[[x, y, z], ...]`` [m] in ``world`` (rounded to ``decimals``) and their colours
+        ``[[r, g, b], ...]`` (0..1, lighter the higher)."""
+        grid = self.coarse(max_nodes)
+        xx, yy = np.meshgrid(grid.xs, grid.ys, indexing="ij")
+        ok = np.isfinite(grid.z)
+        if not ok.any():
+            return [], []
+        zz = grid.z[ok]
+        lo, hi = float(zz.min()), float(zz.max())
+        t = (zz - lo) / max(hi - lo, 1e-6)
+        colours = np.stack([0.45 + 0.35 * t, 0.33 + 0.3 * t, 0.2 + 0.2 * t], axis=1)
+        points = np.stack([xx[ok], yy[ok], zz], axis=1)
+        return np.round(points, decimals).tolist(), np.round(colours, 2).tolist()
+
 
 # --- time series --------------------------------------------------------------------------------
 
@@ -283,11 +315,32 @@ class RollingSeries:
             self._data.popleft()
         return True
 
-    def points(self, now_s: float) -> list[list[float]]:
-        """``[[t - now (<= 0) [s], value], ...]`` over the window."""
+    def accepts(self, t_s: float) -> bool:
+        """Whether ``add`` at ``t_s`` [s] would keep the sample (a new slot): a caller can skip
+        decoding a message that would be thinned out anyway."""
+        return math.isfinite(t_s) and (math.floor(t_s * self.max_rate_hz) != self._slot
+                                       or bool(self._data and t_s < self._data[-1][0]))
+
+    def points(self, now_s: float, every_s: float = 0.0, decimals: int | None = None
+               ) -> list[list[float]]:
+        """``[[t - now (<= 0) [s], value], ...]`` over the window; with ``every_s`` > 0 at most
+        one sample (the first) per ``every_s`` slot of time (what a chart needs), values
+        rounded to ``decimals`` (None: as stored)."""
         with self._lock:
             data = list(self._data)
-        return [[round(t - now_s, 3), v] for t, v in data if t >= now_s - self.window_s]
+        out: list[list[float]] = []
+        slot = None
+        for t, v in data:
+            if t < now_s - self.window_s:
+                continue
+            if every_s > 0.0:
+                s = math.floor(t / every_s)
+                if s == slot:
+                    continue
+                slot = s
+            out.append([round(t - now_s, 2 if every_s > 0.0 else 3),
+                        v if decimals is None else round(v, decimals)])
+        return out
 
     def last(self) -> float | None:
         return self._data[-1][1] if self._data else None

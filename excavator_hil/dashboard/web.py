@@ -16,20 +16,30 @@ from typing import Any
 from urllib.parse import parse_qs
 
 import numpy as np
+from nicegui import ui
 
 from excavator_hil.dashboard.adapter import RedisLink, RosLink
 from excavator_hil.dashboard.core import (
     JointReadout,
     SideView,
     TargetChecker,
+    flat_profile,
     fmt,
     readout_table,
 )
 from plc_bridge import redis_keys as keys
 
-TERRAIN_3D_PERIOD_S = 1.0   # the 3D terrain (~2,000 points) is re-sent at most this often
 VIEW_R = (-3.0, 10.0)   # side view, horizontal distance from the swing axis [m]
 VIEW_Z = (-3.0, 6.0)    # side view, height [m]
+SIDE_PROFILE_R = np.arange(VIEW_R[0], VIEW_R[1] + 1e-9, 0.2)   # terrain profile samples [m]
+READOUT_HZ = 5.0          # joint readout, badges, banner [Hz] (at most the machine view's rate)
+PLC_HZ = 2.0              # PLC panel [Hz] (the Redis MGET runs at 5 Hz)
+CHART_STEP_S = 0.5        # the soil charts show one point per 0.5 s (120 over the minute)
+SCENE_FPS = 10            # three.js frames per second while the machine moves or is handled
+SCENE_IDLE_FPS = 1        # ... and while nothing changed for SCENE_IDLE_S (three.js renders
+SCENE_IDLE_S = 2.0        # continuously at its fps: this is its "redraw only on change")
+TERRAIN_3D_NODES = 32     # the 3D terrain: at most 32 x 32 points ...
+TERRAIN_3D_PERIOD_S = 2.0  # ... re-sent at most every 2 s, and only when the grid changed
 PART_COLOURS = {"undercarriage": "#555555", "chassis": "#e0a000", "boom": "#d08000",
                 "arm": "#d08000", "bucket": "#804000", "boom_cylinder": "#3070c0",
                 "arm_cylinder": "#3070c0", "bucket_cylinder": "#3070c0", "links": "#888888"}
@@ -44,8 +54,8 @@ class Dashboard:
     ros: RosLink
     bridge: RedisLink
     model: str
-    refresh_hz: float = 10.0
-    chart_hz: float = 2.0
+    refresh_hz: float = 10.0   # side view (and 3D view when shown) [Hz]
+    chart_hz: float = 1.0      # soil charts [Hz]
 
 
 class TokenGate:
@@ -100,28 +110,38 @@ class TokenGate:
         await self.app(scope, receive, send_with_cookie)
 
 
-def _side_chart_options(dash: Dashboard) -> dict[str, Any]:
-    series: list[dict[str, Any]] = [
-        {"name": "terrain", "type": "line", "data": [], "showSymbol": False, "areaStyle":
-         {"color": "#c8a882", "origin": "start"}, "lineStyle": {"color": "#8b6b47"},
-         "z": 1},
-        {"name": "target", "type": "scatter", "data": [], "symbolSize": 12,
-         "itemStyle": {"color": "#d02020"}, "z": 5},
-    ]
-    for part, colour in PART_COLOURS.items():
-        series.append({"name": part, "type": "line", "data": [], "showSymbol": part in (
-            "boom", "arm", "bucket"), "symbolSize": 4, "lineStyle": {
-            "color": colour, "width": 6 if "cylinder" in part else 4}, "itemStyle":
-            {"color": colour}, "z": 3, "animation": False})
-    return {
-        "animation": False,
-        "grid": {"left": 45, "right": 10, "top": 10, "bottom": 30},
-        "xAxis": {"type": "value", "min": VIEW_R[0], "max": VIEW_R[1], "name": "r [m]",
-                  "nameLocation": "middle", "nameGap": 20},
-        "yAxis": {"type": "value", "min": VIEW_Z[0], "max": VIEW_Z[1], "name": "z [m]",
-                  "nameLocation": "middle", "nameGap": 25},
-        "series": series,
-    }
+class SideView2D(ui.element, component="side_view.js"):  # type: ignore[call-arg]
+    """The side view: a small SVG (``side_view.js``) redrawn when a frame arrives; the server
+    sends a frame only when the machine, the terrain under it or the target changed."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._props["view"] = [VIEW_R[0], VIEW_R[1], VIEW_Z[0], VIEW_Z[1]]
+        self._props["styles"] = {part: [colour, 0.22 if "cylinder" in part else 0.14]
+                                 for part, colour in PART_COLOURS.items()}
+        self._props["lines"] = {}
+        self._props["terrain"] = []
+        self._props["target"] = []
+        self.sent = 0   # frames sent to the browser
+
+    def draw(self, lines: dict[str, list[float]] | None, terrain: list[float] | None,
+             target: list[float]) -> bool:
+        """Send what changed (None: unchanged) in one call of the component's ``draw``, not as
+        an element update (which re-renders NiceGUI's whole page in the browser); the props
+        keep the frame for a remount. False: nothing was sent."""
+        send: list[Any] = []
+        with self._props.suspend_updates():
+            for key, value in (("lines", lines), ("terrain", terrain), ("target", target)):
+                if value is not None and self._props[key] != value:
+                    self._props[key] = value
+                    send.append(value)
+                else:
+                    send.append(None)
+        if all(v is None for v in send):
+            return False
+        self.sent += 1
+        self.run_method("draw", *send)
+        return True
 
 
 def _soil_chart_options() -> dict[str, Any]:
@@ -157,7 +177,9 @@ def build_page(dash: Dashboard) -> None:
     client = context.client
     peer = client.request.client.host if client.request and client.request.client else "?"
     print(f"dashboard: page opened from {peer} (client {client.id})", flush=True)
-    state: dict[str, Any] = {"terrain_version": -1}
+    state: dict[str, Any] = {"terrain_version": -1, "scene": None}
+    query = client.request.query_params if client.request else {}
+    open_3d = query.get("view3d", "0").lower() in ("1", "true", "on", "yes")
 
     ui.page_title("excavator_hil dashboard")
     with ui.header().classes("items-center bg-grey-9 q-py-xs"):
@@ -211,24 +233,13 @@ def build_page(dash: Dashboard) -> None:
         with ui.column().classes("w-5/12 min-w-[420px]"):
             with ui.card().classes("w-full"):
                 ui.label("Side view (boom plane)").classes("text-subtitle1 text-bold")
-                side = ui.echart(_side_chart_options(dash)).classes("dash-side w-full h-80")
+                side = SideView2D().classes("dash-side w-full h-80")
             with ui.card().classes("w-full"):
-                ui.label("3D (world)").classes("text-subtitle1 text-bold")
-                with ui.scene(width=520, height=320, grid=(40, 40), background_color="#dfe8ee",
-                              fps=20).classes("dash-scene") as scene:
-                    base = scene.group()
-                    with base:
-                        scene.box(3.2, 2.4, 0.45).move(0, 0, 0.225).material("#444444")
-                        upper = scene.group()
-                    with upper:
-                        g = dash.checker.geometry
-                        scene.box(2.6, 2.3, 1.1).move(-0.3, 0, g.B[1] + 0.55).material("#e0a000")
-                    links = {name: scene.box(1.0, w, w).material(colour)
-                             for name, w, colour in (("boom", 0.35, "#d08000"),
-                                                     ("arm", 0.28, "#d08000"),
-                                                     ("bucket", 0.5, "#804000"))}
-                    terrain = scene.point_cloud([], [], point_size=0.25)
-                scene.move_camera(x=-3, y=-7, z=5, look_at_x=3, look_at_y=0, look_at_z=0.5)
+                with ui.row().classes("w-full items-center"):
+                    ui.label("3D (world)").classes("text-subtitle1 text-bold")
+                    ui.space()
+                    view3d = ui.switch("show", value=open_3d).classes("dash-3d-toggle")
+                scene_box = ui.element("div").classes("dash-3d w-full")
             with ui.card().classes("w-full"):
                 ui.label("Soil: the last minute").classes("text-subtitle1 text-bold")
                 soil_now = ui.label("").classes("dash-soil-now text-caption")
@@ -242,10 +253,12 @@ def build_page(dash: Dashboard) -> None:
             with ui.row().classes("dash-plc-bits"):
                 chips = {bit: ui.chip(f"{bit}: -", color="grey").props("dense square").classes(
                     f"dash-bit-{bit}") for bit in ("valid", *keys.STATE_BITS)}
-            plc_table = ui.table(columns=[
-                {"name": "key", "label": "Redis key", "field": "key", "align": "left"},
-                {"name": "value", "label": "value", "field": "value"},
-            ], rows=[], row_key="key").props("dense flat").classes("dash-plc-table w-full")
+            with ui.expansion("Redis keys, counters, latency", value=True).classes(
+                    "dash-plc-keys w-full").props("dense") as keys_panel:
+                plc_table = ui.table(columns=[
+                    {"name": "key", "label": "Redis key", "field": "key", "align": "left"},
+                    {"name": "value", "label": "value", "field": "value"},
+                ], rows=[], row_key="key").props("dense flat").classes("dash-plc-table w-full")
             ui.separator()
             ui.label("Drive the tracks (Redis, ARTOF keys)").classes("text-bold")
             drive_switch = ui.switch("Drive (heartbeat on)", on_change=lambda e: _drive(
@@ -363,87 +376,177 @@ def build_page(dash: Dashboard) -> None:
     from_btn.on_click(_from_machine)
     zero_btn.on_click(_zero_twist)
 
+    # ---------------------------------------------------------------- a hidden tab: no updates
+    def _on_visibility(hidden: bool) -> None:
+        state["hidden"] = hidden
+        side.props["paused"] = hidden   # (the last update before the pause; read by the test)
+
+    ui.on("dash_visibility", lambda e: _on_visibility(bool(e.args)))
+    ui.add_body_html("<script>document.addEventListener('visibilitychange', () => "
+                     "window.emitEvent && emitEvent('dash_visibility', document.hidden));"
+                     "</script>")
+
+    # ---------------------------------------------------------------- the 3D view, on demand
+    def _show_3d(on: bool) -> None:
+        """Build the scene when switched on, drop it (and its WebGL rendering, its updates)
+        when switched off: off, the 3D view costs neither the browser nor the server."""
+        scene_box.clear()
+        state["scene"] = None
+        state["terrain_version"] = -1
+        state["pose_3d"] = None
+        if not on:
+            with scene_box:
+                ui.label("Off: machine and terrain in three.js on demand (WebGL, without a GPU "
+                         "it costs the browser CPU that a HIL host may need).").classes(
+                    "text-caption text-grey-7")
+            return
+        with scene_box, ui.scene(width=520, height=320, grid=(40, 40),
+                                 background_color="#dfe8ee", fps=SCENE_FPS).classes(
+                "dash-scene") as scene:
+            base = scene.group()
+            with base:
+                scene.box(3.2, 2.4, 0.45).move(0, 0, 0.225).material("#444444")
+                upper = scene.group()
+            with upper:
+                g = dash.checker.geometry
+                scene.box(2.6, 2.3, 1.1).move(-0.3, 0, g.B[1] + 0.55).material("#e0a000")
+            links = {name: scene.box(1.0, w, w).material(colour)
+                     for name, w, colour in (("boom", 0.35, "#d08000"),
+                                             ("arm", 0.28, "#d08000"),
+                                             ("bucket", 0.5, "#804000"))}
+            terrain = scene.point_cloud([], [], point_size=0.3)
+        scene.move_camera(x=-3, y=-7, z=5, look_at_x=3, look_at_y=0, look_at_z=0.5)
+        state["scene"] = {"scene": scene, "base": base, "upper": upper, "links": links,
+                          "terrain": terrain}
+        state["scene_active_s"] = time.monotonic()
+        # the user turns or zooms the view: full frame rate while handled
+        for event in ("pointerdown", "pointermove", "wheel"):
+            scene.on(event, _scene_handled, throttle=0.5)
+        j = dash.ros.joints
+        if j is not None:
+            _update_3d(j)
+
+    view3d.on_value_change(lambda e: _show_3d(bool(e.value)))
+
+    def _scene_handled() -> None:
+        state["scene_active_s"] = time.monotonic()
+        _scene_fps()
+
+    def _scene_fps() -> None:
+        """SCENE_FPS while something changed in the last SCENE_IDLE_S, else SCENE_IDLE_FPS."""
+        objs = state["scene"]
+        if objs is not None:
+            idle = time.monotonic() - state["scene_active_s"] > SCENE_IDLE_S
+            _set_prop(objs["scene"], "fps", SCENE_IDLE_FPS if idle else SCENE_FPS)
+
+    def _update_3d(j: JointReadout) -> None:
+        objs = state["scene"]
+        pose = (tuple(round(v, 3) for v in j.base), tuple(round(v, 3) for v in j.q))
+        if pose != state.get("pose_3d"):
+            state["pose_3d"] = pose
+            state["scene_active_s"] = time.monotonic()
+            bx, by, yaw = pose[0]
+            q = np.array(pose[1])
+            objs["base"].move(bx, by, 0.0)
+            objs["base"].rotate(0.0, 0.0, yaw)
+            objs["upper"].rotate(0.0, 0.0, float(q[0]))
+            pts = dash.checker.ik.fk.points(q)
+            c, s = math.cos(yaw), math.sin(yaw)
+
+            def world(p: np.ndarray) -> np.ndarray:
+                return np.array([bx + c * p[0] - s * p[1], by + s * p[0] + c * p[1], p[2]])
+
+            heading = yaw + float(q[0])
+            for name, (a, b) in (("boom", ("C", "H")), ("arm", ("H", "M")),
+                                 ("bucket", ("M", "tip"))):
+                pa, pb = world(pts[a]), world(pts[b])
+                d = pb - pa
+                length = float(np.linalg.norm(d))
+                pitch = math.atan2(d[2], math.hypot(d[0], d[1]))
+                mid = (pa + pb) / 2
+                objs["links"][name].move(*(round(float(v), 3) for v in mid))
+                objs["links"][name].rotate_R(_rot_z_y(heading, pitch))
+                objs["links"][name].scale(max(length, 1e-3), 1.0, 1.0)
+        now = time.monotonic()
+        grid = dash.ros.terrain
+        if (grid is not None and dash.ros.terrain_version != state["terrain_version"]
+                and now - state.get("terrain_sent_s", -1e9) >= TERRAIN_3D_PERIOD_S):
+            state["terrain_version"] = dash.ros.terrain_version
+            state["terrain_sent_s"] = now
+            state["scene_active_s"] = now
+            objs["terrain"].set_points(*grid.cloud(TERRAIN_3D_NODES))
+
     # ---------------------------------------------------------------- periodic refresh
+    def _set_prop(element: Any, key: str, value: Any) -> None:
+        """Change a prop only when it differs (each change is a message to the browser)."""
+        if element.props.get(key) != value:
+            element.props[key] = value
+
+    def _set_classes(element: Any, classes: str) -> None:
+        if " ".join(element.classes) != classes:
+            element.classes(replace=classes)
+
     def _refresh_machine() -> None:
+        """The side view (and the 3D view when shown) at ``refresh_hz``: a frame only when the
+        machine, the terrain under it or the target changed."""
+        if state.get("hidden"):
+            return   # a hidden tab (another tab in front, minimised): nothing to send
+        j: JointReadout | None = dash.ros.joints
+        lines = terrain = None
+        if j is not None and j is not state.get("joints"):
+            state["joints"] = j
+            lines = dash.side.flat_lines(j.q)
+            grid = dash.ros.terrain
+            heading = (round(j.base[0], 2), round(j.base[1], 2), round(j.base[2] + j.q[0], 3))
+            key = (dash.ros.terrain_version, heading)
+            if grid is not None and key != state.get("profile_key"):
+                state["profile_key"] = key
+                terrain = flat_profile(SIDE_PROFILE_R, grid.profile(
+                    heading[:2], heading[2], SIDE_PROFILE_R))
+            if state["scene"] is not None:
+                _update_3d(j)
+        target = _target()
+        side.draw(lines, terrain, [] if target is None else
+                  [round(math.hypot(*target[:2]), 3), round(target[2], 3)])
+        _scene_fps()
+
+    def _refresh_readout() -> None:
+        """Readouts and badges at ``readout_hz``; each widget only when its text changed."""
+        if state.get("hidden"):
+            return   # a hidden tab (another tab in front, minimised): nothing to send
         j: JointReadout | None = dash.ros.joints
         now = time.monotonic()
         if j is None:
             ros_badge.set_text("ROS: no joint_states")
-            ros_badge.props("color=red")
+            _set_prop(ros_badge, "color", "red")
         else:
             age = now - (dash.ros.joints_received_s or now)
-            ros_badge.set_text(f"ROS: joint_states {age:.1f} s ago")
-            ros_badge.props(f"color={'green' if age < 2.0 else 'red'}")
-            table.rows = readout_table(j)
-            table.update()
+            ros_badge.set_text("ROS: joint_states live" if age < 0.5 else
+                               f"ROS: joint_states {age:.0f} s ago")
+            _set_prop(ros_badge, "color", "green" if age < 2.0 else "red")
+            rows = readout_table(j)
+            if rows != state.get("rows"):
+                state["rows"] = rows
+                table.rows = rows
             tip_label.set_text(f"tip (FK): {j.tip[0]:.3f}, {j.tip[1]:.3f}, {j.tip[2]:.3f} m; "
                                f"pitch {math.degrees(j.pitch):.1f} deg")
             age_label.set_text(f"base {j.base[0]:.2f}, {j.base[1]:.2f} m, yaw "
-                               f"{math.degrees(j.base[2]):.1f} deg; stamp {j.stamp_s:.2f} s")
-            lines = dash.side.lines(j.q)
-            series = side.options["series"]
-            for s in series[2:]:
-                s["data"] = lines[s["name"]]
-            terrain_grid = dash.ros.terrain
-            if terrain_grid is not None:
-                r = np.linspace(VIEW_R[0], VIEW_R[1], 131)
-                z = terrain_grid.profile(j.base[:2], j.base[2] + j.q[0], r)
-                series[0]["data"] = [[float(a), float(b)] for a, b in zip(r, z, strict=True)
-                                     if math.isfinite(b)]
-            target = _target()
-            series[1]["data"] = [] if target is None else [[math.hypot(*target[:2]), target[2]]]
-            side.update()
-            _update_3d(j)
+                               f"{math.degrees(j.base[2]):.1f} deg; stamp {j.stamp_s:.1f} s")
         v = dash.bridge.view
         bridge_badge.set_text(f"bridge: {'DOWN' if v.bridge_down else v.status}"
                               f"{' / PLC DOWN' if v.plc_down and not v.bridge_down else ''}")
         bad = v.bridge_down or v.plc_down or v.status != "running"
-        bridge_badge.props(f"color={'red' if bad else 'green'}")
+        _set_prop(bridge_badge, "color", "red" if bad else "green")
         banner.set_text(v.banner)
         banner.set_visibility(bool(v.banner))
 
-    def _update_3d(j: JointReadout) -> None:
-        bx, by, yaw = j.base
-        base.move(bx, by, 0.0)
-        base.rotate(0.0, 0.0, yaw)
-        upper.rotate(0.0, 0.0, j.q[0])
-        pts = dash.checker.ik.fk.points(np.array(j.q))
-        c, s = math.cos(yaw), math.sin(yaw)
-
-        def world(p: np.ndarray) -> np.ndarray:
-            return np.array([bx + c * p[0] - s * p[1], by + s * p[0] + c * p[1], p[2]])
-
-        heading = yaw + j.q[0]
-        for name, (a, b) in (("boom", ("C", "H")), ("arm", ("H", "M")),
-                             ("bucket", ("M", "tip"))):
-            pa, pb = world(pts[a]), world(pts[b])
-            d = pb - pa
-            length = float(np.linalg.norm(d))
-            pitch = math.atan2(d[2], math.hypot(d[0], d[1]))
-            mid = (pa + pb) / 2
-            links[name].move(*(float(v) for v in mid))
-            links[name].rotate_R(_rot_z_y(heading, pitch))
-            links[name].scale(max(length, 1e-3), 1.0, 1.0)
-        now = time.monotonic()
-        if (dash.ros.terrain is not None and dash.ros.terrain_version != state["terrain_version"]
-                and now - state.get("terrain_sent_s", -1e9) >= TERRAIN_3D_PERIOD_S):
-            state["terrain_version"] = dash.ros.terrain_version
-            state["terrain_sent_s"] = now
-            grid = dash.ros.terrain.coarse(48)
-            xx, yy = np.meshgrid(grid.xs, grid.ys, indexing="ij")
-            zz = grid.z
-            ok = np.isfinite(zz)
-            lo, hi = float(np.nanmin(zz)), float(np.nanmax(zz))
-            t = (zz[ok] - lo) / max(hi - lo, 1e-6)
-            colours = np.stack([0.45 + 0.35 * t, 0.33 + 0.3 * t, 0.2 + 0.2 * t], axis=1)
-            points = np.stack([xx[ok], yy[ok], zz[ok]], axis=1)
-            terrain.set_points(np.round(points, 3).tolist(), np.round(colours, 3).tolist())
-
-    def _refresh_plc_and_soil() -> None:
+    def _refresh_plc() -> None:
+        if state.get("hidden"):
+            return   # a hidden tab (another tab in front, minimised): nothing to send
         v = dash.bridge.view
         text = v.status if not v.reason else f"stopped: {v.reason} ({v.reason_text})"
         plc_status.set_text(f"model {dash.model}; status {text}")
-        plc_status.classes(replace="dash-plc-status text-bold " + (
+        _set_classes(plc_status, "dash-plc-status text-bold " + (
             "text-positive" if v.status == "running" and not v.banner else "text-negative"))
         plc_detail.set_text(v.detail)
         for bit, chip in chips.items():
@@ -451,7 +554,13 @@ def build_page(dash: Dashboard) -> None:
             bad = (bit in ("fault", "estop", "watchdog") and on) or (
                 bit in ("valid", "ready", "auto") and not on)
             chip.set_text(f"{bit}: {'-' if on is None else ('1' if on else '0')}")
-            chip.props(f"color={'grey' if on is None else ('red' if bad else 'green')}")
+            _set_prop(chip, "color", "grey" if on is None else ("red" if bad else "green"))
+        if drive_switch.value != dash.bridge.driving:   # stopped elsewhere (another tab, exit)
+            state["stopping"] = True
+            drive_switch.value = dash.bridge.driving
+            state["stopping"] = False
+        if not keys_panel.value:
+            return   # the key table is folded away: nothing to send
         rows = [{"key": k, "value": val} for k, val in v.control.items()]
         rows += [{"key": k, "value": fmt(val, digits=4)} for k, val in v.monitor.items()]
         rows += [{"key": keys.STATE_PLC_ALIVE, "value": v.plc_alive or "-"}]
@@ -462,19 +571,40 @@ def build_page(dash: Dashboard) -> None:
                      None if v.plc_alive_age_s is None else v.plc_alive_age_s * 1e3, "ms", 0)},
                  {"key": "Redis round trip (MGET)", "value": fmt(v.redis_rtt_ms, "ms", 2)},
                  {"key": "dashboard driving", "value": str(dash.bridge.driving)}]
-        if drive_switch.value != dash.bridge.driving:   # stopped elsewhere (another tab, exit)
-            state["stopping"] = True
-            drive_switch.value = dash.bridge.driving
-            state["stopping"] = False
-        plc_table.rows = rows
-        plc_table.update()
+        if rows != state.get("plc_rows"):
+            state["plc_rows"] = rows
+            plc_table.rows = rows
+
+    def _refresh_soil() -> None:
+        """The soil readout and the one-minute charts at ``chart_hz``, thinned to 2 points a
+        second (120 a series)."""
+        if state.get("hidden"):
+            return   # a hidden tab (another tab in front, minimised): nothing to send
         now = time.monotonic()
         load, force = dash.ros.load.last(), dash.ros.force.last()
         soil_now.set_text(f"bucket load {fmt(load, 'm^3', 4)}, soil force "
                           f"{fmt(None if force is None else force / 1e3, 'kN', 2)}")
-        soil.options["series"][0]["data"] = dash.ros.load.points(now)
-        soil.options["series"][1]["data"] = [[t, f / 1e3] for t, f in dash.ros.force.points(now)]
+        loads = dash.ros.load.points(now, CHART_STEP_S, 4)
+        forces = [[t, round(f / 1e3, 2)] for t, f in dash.ros.force.points(now, CHART_STEP_S)]
+        if not loads and not forces and state.get("charted"):
+            return
+        state["charted"] = True
+        series = soil.options["series"]
+        series[0]["data"], series[1]["data"] = loads, forces
         soil.update()
 
-    ui.timer(1.0 / dash.refresh_hz, _refresh_machine)
-    ui.timer(1.0 / dash.chart_hz, _refresh_plc_and_soil)
+    _show_3d(open_3d)
+    # One timer: the panels' updates leave in the same websocket message as a side-view frame,
+    # so the browser builds at most refresh_hz frames a second (each costs it a composite).
+    every = {fn: max(1, round(dash.refresh_hz / hz)) for fn, hz in (
+        (_refresh_readout, READOUT_HZ), (_refresh_plc, PLC_HZ), (_refresh_soil, dash.chart_hz))}
+    ticks = [0]
+
+    def _tick() -> None:
+        _refresh_machine()
+        for fn, k in every.items():
+            if ticks[0] % k == 0:
+                fn()
+        ticks[0] += 1
+
+    ui.timer(1.0 / dash.refresh_hz, _tick)
