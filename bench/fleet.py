@@ -40,7 +40,7 @@ from excavator_hil.local_services import ManagedProcess, wait_for  # noqa: E402
 
 KINDS = (("sim_node", "excavator_sim.sim_node", ["-p", "real_time_factor:=1.0",
                                                   "-p", "use_sim_time:=true",
-                                                  "-p", "marker_rate:=0.0"]),
+                                                  "-p", "marker_rate_hz:=0.0"]),
          ("soil_node", "excavator_sim.soil.soil_node", []),
          ("ik_node", "excavator_kinematics.ik_node", []))
 TICK_S = os.sysconf("SC_CLK_TCK")
