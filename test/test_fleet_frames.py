@@ -53,7 +53,8 @@ def test_sim_node_publishes_its_urdf_with_the_prefix(node_processes, ros_node, t
     from std_msgs.msg import String
 
     node_processes.append(NodeProcess("excavator_sim.sim_node", [
-        "--ros-args", "-r", "__ns:=/exc7", "-p", "frame_prefix:=exc7/", "-p", "marker_rate_hz:=0.0"],
+        "--ros-args", "-r", "__ns:=/exc7", "-p", "frame_prefix:=exc7/",
+        "-p", "marker_rate_hz:=0.0"],
         log_dir=tmp_path))
     latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)
     got = ros_node.collect(String, "/exc7/robot_description", latched)

@@ -98,7 +98,7 @@ class RosLink:
         # rclpy's EventsExecutor (C++ event queue) where there is one: ~1/3 of the CPU of the
         # SingleThreadedExecutor for the ~400 messages a second of the stack (bench/dashboard.py)
         try:
-            from rclpy.experimental import EventsExecutor
+            from rclpy.experimental.events_executor import EventsExecutor
 
             self.executor: Any = EventsExecutor(context=self.context)
         except ImportError:

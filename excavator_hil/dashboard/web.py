@@ -110,7 +110,7 @@ class TokenGate:
         await self.app(scope, receive, send_with_cookie)
 
 
-class SideView2D(ui.element, component="side_view.js"):  # type: ignore[call-arg]
+class SideView2D(ui.element, component="side_view.js"):
     """The side view: a small SVG (``side_view.js``) redrawn when a frame arrives; the server
     sends a frame only when the machine, the terrain under it or the target changed."""
 
