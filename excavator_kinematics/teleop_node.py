@@ -15,13 +15,23 @@ speed [m/s] or swing rate [rad/s]; header stamp = the stamp of the Joy it answer
 
 The node is silent while no operator input is live: another commander (ik_node) can share
 ``joint_command``. When the input stops (timeout, deadman released) it sends one hold command.
+
+With ``command_delay_s`` > 0 (rate modes; needs ``use_sim_time`` and Joy stamped in simulated
+time) the commands are a function of the stamps alone, so a recorded session replays to the
+same motion: each Joy is answered with the ``joint_states`` of its stamp (the latest at or
+before it, from a short history; a Joy ahead of the states waits for them), the
+``joint_command`` is stamped Joy stamp + ``command_delay_s`` and ``sim_node`` applies it at that
+simulated time; the control-rate timer then only sends the holds (every Joy is answered, the
+joy driver's autorepeat keeps the targets moving). See docs/teleoperation.md, "Replay".
 """
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import math
 import time
+from collections import deque
 from typing import Any
 
 import numpy as np
@@ -56,6 +66,9 @@ from excavator_kinematics.teleop.joystick import button
 from excavator_kinematics.teleop.valves import FlowLimits
 
 VALVE_NAMES = ["boom_cylinder", "arm_cylinder", "bucket_cylinder", "swing"]
+_HISTORY = 512  # joint_states kept for answering Joys at their stamp (5 s at 100 Hz)
+# A Joy stamped further ahead of the newest joint_states is refused (a wall-clock stamp) [s].
+_JOY_AHEAD_LIMIT_S = 1.0
 # Changeable at run time (validated, then applied); every other parameter is read at start-up.
 RUNTIME = frozenset({"mode", "pattern", "shaping.dead_band", "shaping.expo",
                      "feedback.force_scale", "feedback.torque_scale", "feedback.max_force_n",
@@ -78,6 +91,15 @@ class TeleopNode(Node):
         self.core = TeleopCore(geometry, limits, settings)
         self.fk = ForwardKinematics(geometry, self.core.linkage)
         self.period = 1.0 / values["control_rate"]
+        # Sim-time commands (replay): each command answers its Joy at the Joy's stamp + this.
+        self.command_delay_s = declare(
+            self, "command_delay_s", 0.0, "rate modes: > 0 stamps each joint_command with the "
+            "Joy's stamp + this (sim_node applies it then) and computes it from the "
+            "joint_states of the Joy's stamp, so a recorded session replays to the same motion;"
+            " 0 = stamp when sent, applied on arrival", low=0.0, high=1.0, unit="s")
+        self.state_history: deque[tuple[float, MachineState]] = deque(maxlen=_HISTORY)
+        self.pending_joys: deque[tuple[float, Joy]] = deque()
+        self.last_command_stamp = 0.0  # [s] of the latest scheduled joint_command
 
         self.cmd_pub = self.create_publisher(JointState, "joint_command", 10)
         self.track_pub = self.create_publisher(JointState, "track_command", 10)
@@ -161,6 +183,12 @@ class TeleopNode(Node):
                                   float(pos.get("base_yaw", 0.0)))
         self.base_xy = np.array([pos.get("base_x", 0.0), pos.get("base_y", 0.0)])
         self.state_time = time.monotonic()
+        if self.command_delay_s > 0.0:
+            stamp = _seconds(msg.header.stamp)
+            if self.state_history and stamp < self.state_history[-1][0]:
+                self.state_history.clear()  # the clock went back (a new simulation)
+            self.state_history.append((stamp, self.state))
+            self._answer_pending()
 
     def on_joy(self, msg: Joy) -> None:
         self.joy, self.joy_time = msg, time.monotonic()
@@ -169,7 +197,11 @@ class TeleopNode(Node):
             self.travel_joy, self.travel_time = msg, self.joy_time
             self._travel()
         if self.core.mode != "impedance":
-            self._sticks()  # answer at once: latency Joy -> command is one callback
+            if self.command_delay_s > 0.0 and _seconds(msg.header.stamp) > 0.0:
+                self.pending_joys.append((_seconds(msg.header.stamp), msg))
+                self._answer_pending()
+            else:
+                self._sticks()  # answer at once: latency Joy -> command is one callback
 
     def on_joy_travel(self, msg: Joy) -> None:
         self.travel_joy, self.travel_time = msg, time.monotonic()
@@ -222,18 +254,46 @@ class TeleopNode(Node):
             self.get_logger().info(f"mode: {new}")
         self.toggle_was_down = down
 
-    def _sticks(self) -> None:
-        joy = self.joy
+    def _answer_pending(self) -> None:
+        """Scheduled mode: answer the queued Joys (stamp order) whose stamp the joint_states
+        have reached, each with the state of its stamp."""
+        history = self.state_history
+        while self.pending_joys and history:
+            stamp, joy = self.pending_joys[0]
+            newest = history[-1][0]
+            if stamp > newest + _JOY_AHEAD_LIMIT_S:
+                self.pending_joys.popleft()
+                self.rejections.reject(
+                    f"Joy stamped {stamp:.6g} s, {stamp - newest:.6g} s ahead of joint_states "
+                    f"(limit {_JOY_AHEAD_LIMIT_S:g} s) with command_delay_s "
+                    f"{self.command_delay_s:g} s: stamp the Joy in simulated time (joy driver "
+                    "with use_sim_time:=true) or set command_delay_s 0", self._counters())
+                continue
+            if stamp > newest + 1e-9:
+                return  # the states of its stamp are still coming
+            self.pending_joys.popleft()
+            k = bisect.bisect_right([t for t, _ in history], stamp + 1e-9) - 1
+            self._sticks(joy, history[max(k, 0)][1], stamp + self.command_delay_s)
+
+    def _sticks(self, joy: Joy | None = None, state: MachineState | None = None,
+                stamp: float | None = None) -> None:
+        """Answer a Joy (default: the latest, with the latest state; scheduled mode passes the
+        state of the Joy's stamp and the command's stamp [s]); a hold when the input stopped."""
+        joy = joy or self.joy
         if joy is None or not self._state_ok():
             return
-        assert self.state is not None
+        state = state or self.state
+        assert state is not None
         live = time.monotonic() - self.joy_time <= self.values["joy_timeout"]
+        scheduled = self.command_delay_s > 0.0 and _seconds(joy.header.stamp) > 0.0
+        if live and scheduled and stamp is None:
+            return  # scheduled: every Joy is answered at its stamp, the timer only holds
         try:
             enabled = (self.values["buttons.enable"] < 0
                        or button(joy.buttons, self.values["buttons.enable"], "buttons.enable"))
             if live and enabled:
-                cmd = self.core.stick_command(joy.axes, self.state)
-                self._send(cmd, joy)
+                cmd = self.core.stick_command(joy.axes, state)
+                self._send(cmd, joy, stamp)
                 self.commanding = True
                 return
             reason = "deadman released" if live else "joystick silent"
@@ -241,7 +301,10 @@ class TeleopNode(Node):
             self.rejections.reject(str(exc), self._counters())
             reason = "bad joystick input"
         if self.commanding:  # one hold, then silence
-            self._send(self.core.hold_command(self.state, reason), joy)
+            if stamp is None and scheduled:
+                # after every scheduled command (equal stamps apply in arrival order)
+                stamp = max(_seconds(self.get_clock().now().to_msg()), self.last_command_stamp)
+            self._send(self.core.hold_command(state, reason), joy, stamp)
             self.core.release_holds()  # while silent, another commander may move the machine
             self.commanding = False
             self.holds += 1
@@ -303,10 +366,16 @@ class TeleopNode(Node):
         self.travelling = moving
 
     # --- outputs -------------------------------------------------------------------------
-    def _send(self, cmd: JointCommand, joy: Joy | None) -> None:
+    def _send(self, cmd: JointCommand, joy: Joy | None, at_s: float | None = None) -> None:
+        """Publish a command; ``at_s`` [s]: the stamp (when sim_node applies it), default now."""
         stamp = self.get_clock().now().to_msg()
         msg = JointState()
-        msg.header.stamp = stamp
+        if at_s is not None:
+            ns = round(at_s * 1e9)
+            msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(ns, 1_000_000_000)
+            self.last_command_stamp = max(self.last_command_stamp, at_s)
+        else:
+            msg.header.stamp = stamp
         msg.header.frame_id = "base_link"
         msg.name = list(FUNCTIONS)
         msg.position = [float(cmd.positions[n]) for n in FUNCTIONS]
@@ -341,6 +410,10 @@ class TeleopNode(Node):
             return
         self.diagnostics.publish(OK, "commanding" if self.commanding else "idle",
                                  self._counters())
+
+
+def _seconds(stamp: Any) -> float:
+    return float(stamp.sec + 1e-9 * stamp.nanosec)
 
 
 def _factory() -> TeleopNode:

@@ -18,6 +18,16 @@ Subscribes
   clock running) and reported as ERROR on ``/diagnostics``.
 - ``track_command`` (sensor_msgs/JointState): ``velocity`` [m/s] of ``track_left`` /
   ``track_right``.
+- Both command topics are applied **at their header stamp** in simulated time when it lies
+  ahead (``excavator_sim.command_schedule``): held in a time-ordered buffer and applied at the
+  first publish period starting at or after the stamp, so the motion depends on the stamps,
+  not on when the messages arrived (teleop_node's ``command_delay_s``; replay). A stamp at or
+  behind the simulated time (late, or stamped when sent, as ik_node does) or zero applies on
+  arrival; late ones are counted on ``/diagnostics`` (``commands_past_stamp``,
+  ``command_late_ms_max``). A stamp more than ``max_command_lead_s`` ahead (a wall-clock
+  stamp from a node without ``use_sim_time``) applies on arrival too, counted
+  (``commands_beyond_lead``) and logged once; ``max_command_lead_s`` 0 applies every command on
+  arrival.
 - ``soil/terrain_patch`` (std_msgs/Float64MultiArray): a changed rectangle of the terrain,
   written into MuJoCo's height field (format: :mod:`excavator_sim.heightfield`, dims ``i``,
   ``j``, data ``[i0, j0, heights...]`` [m]); the grids must match (``terrain.*`` parameters).
@@ -75,6 +85,7 @@ from excavator_common.ros_runtime import (
     warn_unknown_parameters,
 )
 from excavator_kinematics.geometry import ExcavatorGeometry, default_geometry
+from excavator_sim.command_schedule import CommandSchedule, StampTooFarAheadError
 from excavator_sim.errors import CommandError, HeightFieldError, SimConfigError
 from excavator_sim.heightfield import flat_to_patch
 from excavator_sim.model_builder import CYLINDER_JOINTS
@@ -130,6 +141,15 @@ class SimNode(Node):
         max_catch_up = declare(self, "max_catch_up_s", 0.5, "wall time of deficit caught up "
                                "by stepping faster; beyond it the schedule slips (reported)",
                                low=0.01, high=60.0, unit="s")
+        # Commands stamped ahead of the simulated time wait for it (teleop replay).
+        max_command_lead = declare(self, "max_command_lead_s", 1.0,
+                                   "joint_command / track_command stamped ahead of the "
+                                   "simulated time are applied at their stamp; further ahead "
+                                   "than this: rejected; 0 = apply every command on arrival",
+                                   low=0.0, high=60.0, unit="s")
+        self.schedule: CommandSchedule[tuple[str, object, object]] = CommandSchedule(
+            max_lead_s=max_command_lead)
+        self.unschedulable = 0  # commands stamped beyond max_command_lead_s (applied at once)
         config = config_from_flat(values, source="sim_node parameters")
         geometry = (ExcavatorGeometry.from_yaml(geometry_file) if geometry_file
                     else default_geometry())
@@ -232,8 +252,34 @@ class SimNode(Node):
             positions[name] = msg.position[k]
             if msg.velocity:
                 velocities[name] = msg.velocity[k]
+        if not self._scheduled(msg, ("joint", positions, velocities or None)):
+            self._apply_joint_targets(positions, velocities or None)
+
+    def _scheduled(self, msg: JointState, command: tuple[str, object, object]) -> bool:
+        """True when the command is held for its stamp (or rejected); False: apply it now."""
+        stamp = msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
+        if self.schedule.max_lead_s <= 0.0 or stamp == 0.0:
+            return False
         try:
-            self.sim.set_joint_targets(positions, velocities or None)
+            return self.schedule.offer(stamp, command, self.sim.time)
+        except StampTooFarAheadError as exc:
+            # Most likely a wall-clock stamp from a node without use_sim_time: applied on
+            # arrival as before the schedule existed, said once.
+            self.unschedulable += 1
+            if self.unschedulable == 1:
+                self.get_logger().warning(f"{exc}; applying such commands on arrival")
+            return False
+
+    def _apply_joint_targets(self, positions: dict[str, float],
+                             velocities: dict[str, float] | None) -> None:
+        try:
+            self.sim.set_joint_targets(positions, velocities)
+        except CommandError as exc:
+            self._reject(str(exc))
+
+    def _apply_track_speeds(self, left: float, right: float) -> None:
+        try:
+            self.sim.set_track_speeds(left, right)
         except CommandError as exc:
             self._reject(str(exc))
 
@@ -265,10 +311,8 @@ class SimNode(Node):
             return
         left = speeds.get("track_left", 0.0)
         right = speeds.get("track_right", 0.0)
-        try:
-            self.sim.set_track_speeds(left, right)
-        except CommandError as exc:
-            self._reject(str(exc))
+        if not self._scheduled(msg, ("track", left, right)):
+            self._apply_track_speeds(left, right)
 
     def on_terrain_patch(self, msg: Float64MultiArray) -> None:
         dims = [(d.label, d.size) for d in msg.layout.dim]
@@ -309,7 +353,13 @@ class SimNode(Node):
                 self._lag_since_status = max(self._lag_since_status, lag)
 
     def step_period(self) -> None:
-        """One publish period: the soil wrench if fresh (else none), physics, outputs."""
+        """One publish period: the commands due by their stamp, the soil wrench if fresh (else
+        none), physics, outputs."""
+        for kind, a, b in self.schedule.due(self.sim.time):
+            if kind == "joint":
+                self._apply_joint_targets(a, b)  # type: ignore[arg-type]
+            else:
+                self._apply_track_speeds(a, b)  # type: ignore[arg-type]
         wrench = self.gate.for_period(self.sim.time + self.period_s)
         if wrench is not None:
             self.sim.apply_bucket_wrench(*wrench)
@@ -434,6 +484,11 @@ class SimNode(Node):
             "wrench_applied_periods": self.gate.applied_periods,
             "wrench_stale_periods": self.gate.stale_periods,
             "max_wrench_age_ms": f"{1e3 * self.gate.max_age_s:g}",
+            "commands_held": self.schedule.held,
+            "commands_pending": self.schedule.pending,
+            "commands_past_stamp": self.schedule.past_stamp,
+            "command_late_ms_max": f"{1e3 * self.schedule.max_late_s:.2f}",
+            "commands_beyond_lead": self.unschedulable,
         }
 
     def report_divergence(self) -> None:
