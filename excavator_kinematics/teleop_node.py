@@ -192,12 +192,14 @@ class TeleopNode(Node):
 
     def on_joy(self, msg: Joy) -> None:
         self.joy, self.joy_time = msg, time.monotonic()
-        self._mode_toggle(msg)
+        scheduled = self.command_delay_s > 0.0 and _seconds(msg.header.stamp) > 0.0
+        if not scheduled or self.core.mode == "impedance":
+            self._mode_toggle(msg)  # scheduled: at the Joy's stamp, in _answer_pending
         if self.values["travel.enabled"] and not self.values["travel.separate_device"]:
             self.travel_joy, self.travel_time = msg, self.joy_time
             self._travel()
         if self.core.mode != "impedance":
-            if self.command_delay_s > 0.0 and _seconds(msg.header.stamp) > 0.0:
+            if scheduled:
                 self.pending_joys.append((_seconds(msg.header.stamp), msg))
                 self._answer_pending()
             else:
@@ -272,6 +274,7 @@ class TeleopNode(Node):
             if stamp > newest + 1e-9:
                 return  # the states of its stamp are still coming
             self.pending_joys.popleft()
+            self._mode_toggle(joy)
             k = bisect.bisect_right([t for t, _ in history], stamp + 1e-9) - 1
             self._sticks(joy, history[max(k, 0)][1], stamp + self.command_delay_s)
 
