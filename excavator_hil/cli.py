@@ -86,7 +86,7 @@ def _cmd_bag_play(args: argparse.Namespace) -> int:
     from excavator_hil.bags.player import play
 
     return play(args.bag, args.topics, args.rate, args.loop, args.clock, args.wait_for_subscribers,
-                args.follow_clock, args.lead)
+                args.follow_clock, args.lead, args.remap)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -151,6 +151,9 @@ def build_parser() -> argparse.ArgumentParser:
                           "fresh simulation: reproducible whatever the machine's speed)")
     ply.add_argument("--lead", type=float, default=0.0, metavar="SECONDS",
                      help="with --follow-clock: publish this long before the bag time [s]")
+    ply.add_argument("--remap", action="append", default=[], metavar="FROM:=TO",
+                     help="publish a recorded topic under another name (repeatable), e.g. "
+                          "/teleop/joy_applied:=/joy")
     ply.set_defaults(func=_cmd_bag_play)
     return parser
 

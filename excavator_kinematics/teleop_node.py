@@ -22,7 +22,11 @@ same motion: each Joy is answered with the ``joint_states`` of its stamp (the la
 before it, from a short history; a Joy ahead of the states waits for them), the
 ``joint_command`` is stamped Joy stamp + ``command_delay_s`` and ``sim_node`` applies it at that
 simulated time; the control-rate timer then only sends the holds (every Joy is answered, the
-joy driver's autorepeat keeps the targets moving). See docs/teleoperation.md, "Replay".
+joy driver's autorepeat keeps the targets moving). A Joy that arrives more than half the delay
+behind the newest joint_states acts from the newest state instead (re-stamped, counted as
+``joys_restamped``). Every Joy answered is published on ``teleop/joy_applied`` (sensor_msgs/Joy)
+with the stamp it acted at: record that topic and play it back onto ``joy`` to replay the
+session. See docs/teleoperation.md, "Replay".
 """
 
 from __future__ import annotations
@@ -104,6 +108,9 @@ class TeleopNode(Node):
         self.cmd_pub = self.create_publisher(JointState, "joint_command", 10)
         self.track_pub = self.create_publisher(JointState, "track_command", 10)
         self.valve_pub = self.create_publisher(JointState, "teleop/valve_command", 10)
+        # scheduled mode: each Joy as answered, stamped with the time it acted at (record this)
+        self.joy_applied_pub = self.create_publisher(Joy, "teleop/joy_applied", 10)
+        self.joys_restamped = 0
         self.feedback_pub = self.create_publisher(WrenchStamped, "teleop/force_feedback", 10)
         self.create_subscription(Joy, "joy", self.on_joy, 10)
         if values["travel.enabled"] and values["travel.separate_device"]:
@@ -274,6 +281,15 @@ class TeleopNode(Node):
             if stamp > newest + 1e-9:
                 return  # the states of its stamp are still coming
             self.pending_joys.popleft()
+            if newest - stamp > 0.5 * self.command_delay_s:
+                # Arrived too late for its command to reach sim_node by stamp + delay: it acts
+                # from the newest state instead, and teleop/joy_applied says so.
+                stamp = newest
+                joy = Joy(header=joy.header, axes=joy.axes, buttons=joy.buttons)
+                ns = round(stamp * 1e9)
+                joy.header.stamp.sec, joy.header.stamp.nanosec = divmod(ns, 1_000_000_000)
+                self.joys_restamped += 1
+            self.joy_applied_pub.publish(joy)
             self._mode_toggle(joy)
             k = bisect.bisect_right([t for t, _ in history], stamp + 1e-9) - 1
             self._sticks(joy, history[max(k, 0)][1], stamp + self.command_delay_s)
@@ -405,7 +421,8 @@ class TeleopNode(Node):
 
     def _counters(self) -> dict[str, Any]:
         return {"mode": self.core.mode, "pattern": self.core.settings.pattern,
-                "commands": self.sent, "holds": self.holds, **self.last_info}
+                "commands": self.sent, "holds": self.holds,
+                "joys_restamped": self.joys_restamped, **self.last_info}
 
     def publish_status(self) -> None:
         if self.state is None or not self._state_ok():

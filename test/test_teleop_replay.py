@@ -1,9 +1,10 @@
 """Replay of an operator's session (issue 16 item 4), end to end over DDS: a scripted joystick
 dig (sensor_msgs/Joy stamped in simulated time) drives teleop_node -> sim_node <-> soil_node,
 each in its own process, while our recorder (``excavator-hil bag record --use-sim-time``) writes
-the Joy stream to a rosbag2 bag. The bag is then played (``excavator-hil bag play
---follow-clock``) into a fresh stack, and the replay must reproduce the dig: trench volume within
-5 %, and the joint trajectories.
+the Joys as teleop_node answered them (``teleop/joy_applied``) to a rosbag2 bag. The bag is then
+played (``excavator-hil bag play --follow-clock --remap teleop/joy_applied:=/joy``) into a fresh
+stack, and the replay must reproduce the dig: trench volume within 5 %, and the joint
+trajectories.
 
 Reproducible by construction, not by a fast machine: teleop_node runs with ``command_delay_s``
 (each command is computed from the joint_states of its Joy's stamp and stamped Joy stamp +
@@ -36,7 +37,10 @@ JOINTS = ("swing", "boom", "arm", "bucket")
 DELAY_S = 0.2  # teleop_node command_delay_s [s of sim time]
 JOY_PERIOD_S = 0.05  # the joy driver's 20 Hz [s of sim time]
 LEAD_S = 0.1  # the player publishes this far ahead of the bag time [s of sim time]
-START_AFTER_S = 3.0  # the session starts at least this far into the simulation [s]
+START_AFTER_S = 3.0
+# What to record: the Joys as teleop_node answered them, each stamped with the simulated time it
+# acted at (a Joy that reached it late is re-stamped there), played back onto /joy.
+APPLIED = "/teleop/joy_applied"  # the session starts at least this far into the simulation [s]
 
 
 def sim_node(logs: Path) -> NodeProcess:
@@ -123,13 +127,15 @@ def runs(tmp_path_factory: pytest.TempPathFactory):
     # --- the live session, recorded ------------------------------------------------------
     sim = sim_node(logs)
     others = other_nodes(logs)
-    recorder = NodeProcess("excavator_hil.cli", ["bag", "record", "joy", "-o", str(bag),
+    recorder = NodeProcess("excavator_hil.cli", ["bag", "record", APPLIED, "-o", str(bag),
                                                  "--use-sim-time"], log_dir=logs)
     live = Observer("replay_live_probe")
     try:
         joy = live.probe.node.create_publisher(Joy, "joy", 10)
         everyone = (sim, *others, recorder)
-        wait_for(lambda: live.states and live.clock and joy.get_subscription_count() >= 2, 60.0,
+        applied = live.probe.node.count_subscribers
+        wait_for(lambda: live.states and live.clock and joy.get_subscription_count() >= 1
+                 and applied(APPLIED) >= 1, 60.0,
                  lambda: "the nodes and the recorder:\n" + "".join(p.log() for p in everyone))
         time.sleep(1.0)  # the recorder's /clock subscription
         live.wait_sim(START_AFTER_S, "sim time")
@@ -155,10 +161,10 @@ def runs(tmp_path_factory: pytest.TempPathFactory):
         stop_all(sim, *others)
 
     # --- the replay into a fresh stack -------------------------------------------------
-    recorded = read_bag(bag, ["/joy"])
+    recorded = read_bag(bag, [APPLIED])
     others = other_nodes(logs)
     player = NodeProcess("excavator_hil.cli", ["bag", "play", str(bag), "--follow-clock",
-                                               "--lead", str(LEAD_S),
+                                               "--lead", str(LEAD_S), "--remap", f"{APPLIED}:=/joy",
                                                "--wait-for-subscribers", "60"], log_dir=logs)
     replay = Observer("replay_probe")
     sim = None

@@ -32,7 +32,8 @@ class BagPlayer(Node):
 
     def __init__(self, contents: BagContents, rate: float = 1.0, loop: bool = False,
                  clock: bool = False, clock_hz: float = 100.0, wait_for_subscribers_s: float = 0.0,
-                 follow_clock: bool = False, lead_s: float = 0.0) -> None:
+                 follow_clock: bool = False, lead_s: float = 0.0,
+                 remap: dict[str, str] | None = None) -> None:
         super().__init__("bag_player")
         if follow_clock and (clock or loop):
             raise ValueError("follow_clock paces by the graph's /clock: it cannot publish /clock"
@@ -63,7 +64,8 @@ class BagPlayer(Node):
             except (ImportError, AttributeError, ValueError) as exc:
                 self.get_logger().error(f"skipping {topic}: type {msgtype} not importable ({exc})")
                 continue
-            self._topic_publishers[topic] = self.create_publisher(cls, topic, profile)
+            self._topic_publishers[topic] = self.create_publisher(
+                cls, (remap or {}).get(topic, topic), profile)
         self._clock_pub = self.create_publisher(Clock, "/clock", 10) if clock else None
         self._clock_period = 1.0 / clock_hz
         self._wait_s = wait_for_subscribers_s
@@ -140,8 +142,13 @@ class BagPlayer(Node):
         self._clock_pub.publish(msg)  # type: ignore[union-attr]
 
 
+def _absolute(topic: str) -> str:
+    return topic if topic.startswith("/") else f"/{topic}"
+
+
 def play(bag: str, topics: Sequence[str] | None, rate: float, loop: bool, clock: bool,
-         wait_for_subscribers_s: float, follow_clock: bool = False, lead_s: float = 0.0) -> int:
+         wait_for_subscribers_s: float, follow_clock: bool = False, lead_s: float = 0.0,
+         remap: Sequence[str] = ()) -> int:
     import rclpy
 
     from excavator_common.ros_runtime import shutdown_quietly
@@ -153,6 +160,13 @@ def play(bag: str, topics: Sequence[str] | None, rate: float, loop: bool, clock:
     except BagError as exc:
         print(f"error: {exc}")
         return 2
+    renames = {}
+    for rule in remap:
+        old, sep, new = rule.partition(":=")
+        if not sep or not old or not new:
+            print(f"error: --remap {rule!r}: write FROM:=TO, e.g. /teleop/joy_applied:=/joy")
+            return 2
+        renames[_absolute(old)] = _absolute(new)
     if follow_clock and (clock or loop or rate != 1.0):
         print("error: --follow-clock paces by the simulation's /clock: drop --clock, --loop "
               "and --rate")
@@ -160,7 +174,7 @@ def play(bag: str, topics: Sequence[str] | None, rate: float, loop: bool, clock:
     rclpy.init()
     node = BagPlayer(contents, rate=rate, loop=loop, clock=clock,
                      wait_for_subscribers_s=wait_for_subscribers_s, follow_clock=follow_clock,
-                     lead_s=lead_s)
+                     lead_s=lead_s, remap=renames)
     pace = (f"following /clock (lead {lead_s:g} s)" if follow_clock else f"at rate {rate}")
     node.get_logger().info(f"playing {bag}: {len(contents.messages)} messages on "
                            f"{len(contents.topics)} topics, {contents.duration_ns / 1e9:.2f} s "
