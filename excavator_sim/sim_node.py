@@ -264,10 +264,13 @@ class SimNode(Node):
             return self.schedule.offer(stamp, command, self.sim.time)
         except StampTooFarAheadError as exc:
             # Most likely a wall-clock stamp from a node without use_sim_time: applied on
-            # arrival as before the schedule existed, said once.
+            # arrival as before the schedule existed, said once (a warning only when this node
+            # runs on sim time, where a wall-clock stamp is a mistake).
             self.unschedulable += 1
             if self.unschedulable == 1:
-                self.get_logger().warning(f"{exc}; applying such commands on arrival")
+                log = (self.get_logger().warning if self.publishes_clock
+                       else self.get_logger().info)
+                log(f"{exc}; applying such commands on arrival")
             return False
 
     def _apply_joint_targets(self, positions: dict[str, float],

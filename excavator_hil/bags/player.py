@@ -154,11 +154,13 @@ def play(bag: str, topics: Sequence[str] | None, rate: float, loop: bool, clock:
     from excavator_common.ros_runtime import shutdown_quietly
     from excavator_hil.errors import BagError
 
-    try:
-        contents = read_bag(bag, [t if t.startswith("/") else f"/{t}" for t in topics]
-                            if topics else None)
-    except BagError as exc:
-        print(f"error: {exc}")
+    if follow_clock and (clock or loop or rate != 1.0):
+        print("error: --follow-clock paces by the simulation's /clock: drop --clock, --loop "
+              "and --rate")
+        return 2
+    if not 0.0 <= lead_s <= 60.0:
+        print(f"error: --lead {lead_s:.6g} s outside 0..60 s: how long before its bag time a "
+              "message is published with --follow-clock")
         return 2
     renames = {}
     for rule in remap:
@@ -167,9 +169,11 @@ def play(bag: str, topics: Sequence[str] | None, rate: float, loop: bool, clock:
             print(f"error: --remap {rule!r}: write FROM:=TO, e.g. /teleop/joy_applied:=/joy")
             return 2
         renames[_absolute(old)] = _absolute(new)
-    if follow_clock and (clock or loop or rate != 1.0):
-        print("error: --follow-clock paces by the simulation's /clock: drop --clock, --loop "
-              "and --rate")
+    try:
+        contents = read_bag(bag, [t if t.startswith("/") else f"/{t}" for t in topics]
+                            if topics else None)
+    except BagError as exc:
+        print(f"error: {exc}")
         return 2
     rclpy.init()
     node = BagPlayer(contents, rate=rate, loop=loop, clock=clock,
