@@ -36,7 +36,7 @@ CELL = 0.05
 JOINTS = ("swing", "boom", "arm", "bucket")
 DELAY_S = 0.2  # teleop_node command_delay_s [s of sim time]
 JOY_PERIOD_S = 0.05  # the joy driver's 20 Hz [s of sim time]
-LEAD_S = 0.1  # the player publishes this far ahead of the bag time [s of sim time]
+LEAD_S = 0.5  # the player publishes this far ahead of the bag time [s of sim time]
 START_AFTER_S = 3.0
 # What to record: the Joys as teleop_node answered them, each stamped with the simulated time it
 # acted at (a Joy that reached it late is re-stamped there), played back onto /joy.
@@ -101,11 +101,18 @@ class Observer:
         return out
 
     def sim_values(self) -> dict[str, str]:
+        """sim_node's latest status values, with teleop_node's joys_restamped added."""
+        values: dict[str, str] = {}
         for array in reversed(self.diagnostics):
             for s in array.status:
+                kv = {kv.key: kv.value for kv in s.values}
                 if s.name.startswith("sim_node") and s.message.startswith("running"):
-                    return {kv.key: kv.value for kv in s.values}
-        return {}
+                    values = {**kv, **values}
+                if s.name.startswith("teleop_node") and "joys_restamped" in kv:
+                    values.setdefault("joys_restamped", kv["joys_restamped"])
+            if "commands_held" in values and "joys_restamped" in values:
+                break
+        return values
 
     def close(self) -> None:
         self.probe.close()
@@ -200,7 +207,9 @@ def test_the_replay_reproduces_the_trench_within_5_percent(runs) -> None:
     print(f"trench live {live_m3:.4f} m^3 (min {live_min:.3f} m), replay {replay_m3:.4f} m^3 "
           f"(min {replay_min:.3f} m), {100 * (replay_m3 / live_m3 - 1):+.2f} %; commands held "
           f"{live_sim.get('commands_held')}/{replay_sim.get('commands_held')}, past their stamp "
-          f"{live_sim.get('commands_past_stamp')}/{replay_sim.get('commands_past_stamp')}")
+          f"{live_sim.get('commands_past_stamp')}/{replay_sim.get('commands_past_stamp')}, "
+          f"Joys re-stamped {live_sim.get('joys_restamped')}/"
+          f"{replay_sim.get('joys_restamped')}")
     assert live_m3 > 0.05 and live_min < -0.15, live_sim  # a real dig
     assert abs(replay_m3 - live_m3) <= 0.05 * live_m3
     # the commands went through the schedule in both runs
@@ -217,3 +226,37 @@ def test_the_replay_follows_the_recorded_joint_trajectories(runs) -> None:
           f"range moved {moved.round(3).tolist()} rad")
     assert np.all(moved[1:] > 0.2)  # boom, arm and bucket really moved
     assert diff.max() < 0.02  # rad
+
+
+def test_scheduled_teleop_restamps_a_late_joy_and_refuses_a_wall_clock_one(
+        tmp_path: Path) -> None:
+    """command_delay_s: a Joy stamped far behind the machine's state acts from the newest state
+    and says so on teleop/joy_applied (what a recording keeps); a Joy stamped in wall time while
+    the machine runs in simulated time is refused with the fix."""
+    sim = sim_node(tmp_path)
+    teleop = other_nodes(tmp_path)[1]
+    obs = Observer("restamp_probe")
+    try:
+        applied: list[Joy] = obs.probe.collect(Joy, APPLIED, 100)
+        joy = obs.probe.node.create_publisher(Joy, "joy", 10)
+        wait_for(lambda: obs.states and obs.clock and joy.get_subscription_count() > 0, 60.0,
+                 lambda: sim.log() + teleop.log())
+        obs.wait_sim(START_AFTER_S, "sim time")
+        msg = Joy()
+        msg.axes, msg.buttons = [0.0, -0.6, 0.0, 0.0, 0.0, 0.0], [0] * 8  # arm in
+        msg.header.stamp.sec = int(obs.now()) - 2  # 2 s behind
+        joy.publish(msg)
+        wait_for(lambda: applied, 30.0, teleop.log)
+        late = applied[0].header.stamp
+        newest = obs.now()
+        wall = Joy()
+        wall.axes, wall.buttons = [0.0, 0.6, 0.0, 0.0, 0.0, 0.0], [0] * 8
+        wall.header.stamp.sec = int(time.time())
+        joy.publish(wall)
+        wait_for(lambda: "ahead of joint_states" in teleop.log(), 30.0, teleop.log)
+    finally:
+        obs.close()
+        stop_all(sim, teleop)
+    assert len(applied) == 1  # the wall-clock Joy was not answered
+    assert newest - 1.0 < late.sec + late.nanosec * 1e-9 <= newest  # re-stamped to its state
+    assert "stamp the Joy in simulated time" in teleop.log()
