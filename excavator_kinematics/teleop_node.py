@@ -102,17 +102,20 @@ class TeleopNode(Node):
             "joint_states of the Joy's stamp, so a recorded session replays to the same motion;"
             " 0 = stamp when sent, applied on arrival", low=0.0, high=1.0, unit="s")
         self.state_history: deque[tuple[float, MachineState]] = deque(maxlen=_HISTORY)
-        self.pending_joys: deque[tuple[float, Joy]] = deque()
+        self.pending_joys: deque[tuple[float, Joy]] = deque(maxlen=_HISTORY)  # bounded
         self.last_command_stamp = 0.0  # [s] of the latest scheduled joint_command
 
-        self.cmd_pub = self.create_publisher(JointState, "joint_command", 10)
+        # Scheduled, every Joy and command counts (a lost one is a different session): deeper
+        # queues; otherwise only the latest matters.
+        depth = 100 if self.command_delay_s > 0.0 else 10
+        self.cmd_pub = self.create_publisher(JointState, "joint_command", depth)
         self.track_pub = self.create_publisher(JointState, "track_command", 10)
         self.valve_pub = self.create_publisher(JointState, "teleop/valve_command", 10)
         # scheduled mode: each Joy as answered, stamped with the time it acted at (record this)
-        self.joy_applied_pub = self.create_publisher(Joy, "teleop/joy_applied", 10)
+        self.joy_applied_pub = self.create_publisher(Joy, "teleop/joy_applied", depth)
         self.joys_restamped = 0
         self.feedback_pub = self.create_publisher(WrenchStamped, "teleop/force_feedback", 10)
-        self.create_subscription(Joy, "joy", self.on_joy, 10)
+        self.create_subscription(Joy, "joy", self.on_joy, depth)
         if values["travel.enabled"] and values["travel.separate_device"]:
             self.create_subscription(Joy, "joy_travel", self.on_joy_travel, 10)
         self.create_subscription(JointState, "joint_states", self.on_joint_states, 10)

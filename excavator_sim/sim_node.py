@@ -181,9 +181,10 @@ class SimNode(Node):
             self.description_pub = self.create_publisher(String, "robot_description", latched)
             self.description_pub.publish(String(data=urdf_from_model(self.sim.model,
                                                                      frame_prefix=frame_prefix)))
-        self.create_subscription(JointState, "joint_command", self.on_joint_command, 10)
+        # Deep enough that a burst of stamped commands after a stall is applied, none lost.
+        self.create_subscription(JointState, "joint_command", self.on_joint_command, 100)
         self.create_subscription(WrenchStamped, "soil/wrench", self.on_wrench, 10)
-        self.create_subscription(JointState, "track_command", self.on_track_command, 10)
+        self.create_subscription(JointState, "track_command", self.on_track_command, 100)
         self.create_subscription(Float64MultiArray, "soil/terrain_patch", self.on_terrain_patch,
                                  10)
         self.terrain_patches = 0

@@ -34,7 +34,7 @@ from excavator_sim.heightfield import flat_to_patch
 NX = NY = 320  # config/soil.yaml terrain: 16 m x 16 m at 0.05 m centred at (4, 0)
 CELL = 0.05
 JOINTS = ("swing", "boom", "arm", "bucket")
-DELAY_S = 0.2  # teleop_node command_delay_s [s of sim time]
+DELAY_S = 0.5  # teleop_node command_delay_s [s of sim time]: 1 s of wall time at RTF 0.5
 JOY_PERIOD_S = 0.05  # the joy driver's 20 Hz [s of sim time]
 LEAD_S = 0.5  # the player publishes this far ahead of the bag time [s of sim time]
 START_AFTER_S = 3.0

@@ -53,7 +53,8 @@ class BagPlayer(Node):
         self._topic_publishers: dict[str, Any] = {}
         for topic, (msgtype, qos) in contents.topics.items():
             profile = QoSProfile(
-                depth=max(qos.depth, 10),
+                # following the clock, a stalled subscriber must not lose messages: deeper
+                depth=max(qos.depth, 100 if follow_clock else 10),
                 reliability=(ReliabilityPolicy.RELIABLE if qos.reliable
                              else ReliabilityPolicy.BEST_EFFORT),
                 durability=(DurabilityPolicy.TRANSIENT_LOCAL if qos.transient_local
