@@ -19,7 +19,8 @@ The node is silent while no operator input is live: another commander (ik_node) 
 With ``command_delay_s`` > 0 (rate modes; needs ``use_sim_time`` and Joy stamped in simulated
 time) the commands are a function of the stamps alone, so a recorded session replays to the
 same motion: each Joy is answered with the ``joint_states`` of its stamp (the latest at or
-before it, from a short history; a Joy ahead of the states waits for them), the
+before it, from a short history; a Joy ahead of the states waits for them), extrapolated by the
+delay (q + q_dot x delay: where the machine will be when the command acts), the
 ``joint_command`` is stamped Joy stamp + ``command_delay_s`` and ``sim_node`` applies it at that
 simulated time; the control-rate timer then only sends the holds (every Joy is answered, the
 joy driver's autorepeat keeps the targets moving). A Joy that arrives more than half the delay
@@ -295,7 +296,13 @@ class TeleopNode(Node):
             self.joy_applied_pub.publish(joy)
             self._mode_toggle(joy)
             k = bisect.bisect_right([t for t, _ in history], stamp + 1e-9) - 1
-            self._sticks(joy, history[max(k, 0)][1], stamp + self.command_delay_s)
+            measured = history[max(k, 0)][1]
+            # The command acts command_delay_s later, the machine moving on meanwhile under the
+            # commands already sent: computed from the pose then (q + q_dot x delay), so a
+            # moving joint's target still leads it and a released joint is held where it stops.
+            ahead = dataclasses.replace(measured,
+                                        q=measured.q + measured.qd * self.command_delay_s)
+            self._sticks(joy, ahead, stamp + self.command_delay_s)
 
     def _sticks(self, joy: Joy | None = None, state: MachineState | None = None,
                 stamp: float | None = None) -> None:
