@@ -50,14 +50,17 @@ def sim_node(logs: Path) -> NodeProcess:
                         "-p", "real_time_factor:=0.5", "-p", "marker_rate:=0.0"], log_dir=logs)
 
 
+def teleop_node(logs: Path) -> NodeProcess:
+    return NodeProcess("excavator_kinematics.teleop_node",
+                       ["--ros-args", "--params-file", str(REPO / "config" / "teleop.yaml"),
+                        "-p", "use_sim_time:=true", "-p", f"command_delay_s:={DELAY_S}",
+                        "-p", "joy_timeout:=5.0", "-p", "state_timeout:=5.0"], log_dir=logs)
+
+
 def other_nodes(logs: Path) -> list[NodeProcess]:
     return [NodeProcess("excavator_sim.soil.soil_node",
                         ["--ros-args", "--params-file", str(REPO / "config" / "soil.yaml")],
-                        log_dir=logs),
-            NodeProcess("excavator_kinematics.teleop_node",
-                        ["--ros-args", "--params-file", str(REPO / "config" / "teleop.yaml"),
-                         "-p", "use_sim_time:=true", "-p", f"command_delay_s:={DELAY_S}",
-                         "-p", "joy_timeout:=5.0", "-p", "state_timeout:=5.0"], log_dir=logs)]
+                        log_dir=logs), teleop_node(logs)]
 
 
 class Observer:
@@ -234,7 +237,7 @@ def test_scheduled_teleop_restamps_a_late_joy_and_refuses_a_wall_clock_one(
     and says so on teleop/joy_applied (what a recording keeps); a Joy stamped in wall time while
     the machine runs in simulated time is refused with the fix."""
     sim = sim_node(tmp_path)
-    teleop = other_nodes(tmp_path)[1]
+    teleop = teleop_node(tmp_path)
     obs = Observer("restamp_probe")
     try:
         applied: list[Joy] = obs.probe.collect(Joy, APPLIED, 100)
