@@ -119,7 +119,8 @@ class TeleopNode(Node):
         self.create_subscription(Joy, "joy", self.on_joy, depth)
         if values["travel.enabled"] and values["travel.separate_device"]:
             self.create_subscription(Joy, "joy_travel", self.on_joy_travel, 10)
-        self.create_subscription(JointState, "joint_states", self.on_joint_states, 10)
+        # scheduled: every state may be the one a Joy's stamp needs (none may be dropped)
+        self.create_subscription(JointState, "joint_states", self.on_joint_states, depth)
         self.create_subscription(PoseStamped, "hand_pose", self.on_hand_pose, 10)
         self.create_subscription(WrenchStamped, "soil/wrench", self.on_wrench, 10)
         self.diagnostics = Diagnostics(self, f"{self.get_name()}: teleoperation")

@@ -35,6 +35,9 @@ NX = NY = 320  # config/soil.yaml terrain: 16 m x 16 m at 0.05 m centred at (4, 
 CELL = 0.05
 JOINTS = ("swing", "boom", "arm", "bucket")
 DELAY_S = 0.5  # teleop_node command_delay_s [s of sim time]: 1 s of wall time at RTF 0.5
+# Loose sand: in hard soil the bucket stalls, and where a stall ends depends on when the soil's
+# wrench arrives over DDS (not reproducible, docs/teleoperation.md "Replay"); in sand it cuts.
+SOIL = "loose_sand"
 JOY_PERIOD_S = 0.05  # the joy driver's 20 Hz [s of sim time]
 LEAD_S = 0.5  # the player publishes this far ahead of the bag time [s of sim time]
 START_AFTER_S = 3.0
@@ -59,8 +62,8 @@ def teleop_node(logs: Path) -> NodeProcess:
 
 def other_nodes(logs: Path) -> list[NodeProcess]:
     return [NodeProcess("excavator_sim.soil.soil_node",
-                        ["--ros-args", "--params-file", str(REPO / "config" / "soil.yaml")],
-                        log_dir=logs), teleop_node(logs)]
+                        ["--ros-args", "--params-file", str(REPO / "config" / "soil.yaml"),
+                         "-p", f"preset:={SOIL}"], log_dir=logs), teleop_node(logs)]
 
 
 class Observer:
