@@ -32,11 +32,9 @@ session. See docs/teleoperation.md, "Replay".
 
 from __future__ import annotations
 
-import bisect
 import dataclasses
 import math
 import time
-from collections import deque
 from typing import Any
 
 import numpy as np
@@ -68,12 +66,10 @@ from excavator_kinematics.teleop.controller import (
 )
 from excavator_kinematics.teleop.impedance import hand_coordinates, soil_force_in_task
 from excavator_kinematics.teleop.joystick import button
+from excavator_kinematics.teleop.schedule import Answer, Refused, StampedAnswers
 from excavator_kinematics.teleop.valves import FlowLimits
 
 VALVE_NAMES = ["boom_cylinder", "arm_cylinder", "bucket_cylinder", "swing"]
-_HISTORY = 512  # joint_states kept for answering Joys at their stamp (5 s at 100 Hz)
-# A Joy stamped further ahead of the newest joint_states is refused (a wall-clock stamp) [s].
-_JOY_AHEAD_LIMIT_S = 1.0
 # Changeable at run time (validated, then applied); every other parameter is read at start-up.
 RUNTIME = frozenset({"mode", "pattern", "shaping.dead_band", "shaping.expo",
                      "feedback.force_scale", "feedback.torque_scale", "feedback.max_force_n",
@@ -102,8 +98,8 @@ class TeleopNode(Node):
             "Joy's stamp + this (sim_node applies it then) and computes it from the "
             "joint_states of the Joy's stamp, so a recorded session replays to the same motion;"
             " 0 = stamp when sent, applied on arrival", low=0.0, high=1.0, unit="s")
-        self.state_history: deque[tuple[float, MachineState]] = deque(maxlen=_HISTORY)
-        self.pending_joys: deque[tuple[float, Joy]] = deque(maxlen=_HISTORY)  # bounded
+        self.answers: StampedAnswers[Joy] | None = (
+            StampedAnswers(self.command_delay_s) if self.command_delay_s > 0.0 else None)
         self.last_command_stamp = 0.0  # [s] of the latest scheduled joint_command
 
         # Scheduled, every Joy and command counts (a lost one is a different session): deeper
@@ -114,7 +110,6 @@ class TeleopNode(Node):
         self.valve_pub = self.create_publisher(JointState, "teleop/valve_command", 10)
         # scheduled mode: each Joy as answered, stamped with the time it acted at (record this)
         self.joy_applied_pub = self.create_publisher(Joy, "teleop/joy_applied", depth)
-        self.joys_restamped = 0
         self.feedback_pub = self.create_publisher(WrenchStamped, "teleop/force_feedback", 10)
         self.create_subscription(Joy, "joy", self.on_joy, depth)
         if values["travel.enabled"] and values["travel.separate_device"]:
@@ -195,12 +190,8 @@ class TeleopNode(Node):
                                   float(pos.get("base_yaw", 0.0)))
         self.base_xy = np.array([pos.get("base_x", 0.0), pos.get("base_y", 0.0)])
         self.state_time = time.monotonic()
-        if self.command_delay_s > 0.0:
-            stamp = _seconds(msg.header.stamp)
-            if self.state_history and stamp < self.state_history[-1][0]:
-                self.state_history.clear()  # the clock went back (a new simulation)
-            self.state_history.append((stamp, self.state))
-            self._answer_pending()
+        if self.answers is not None:
+            self._answer(self.answers.add_state(_seconds(msg.header.stamp), self.state))
 
     def on_joy(self, msg: Joy) -> None:
         self.joy, self.joy_time = msg, time.monotonic()
@@ -211,9 +202,8 @@ class TeleopNode(Node):
             self.travel_joy, self.travel_time = msg, self.joy_time
             self._travel()
         if self.core.mode != "impedance":
-            if scheduled:
-                self.pending_joys.append((_seconds(msg.header.stamp), msg))
-                self._answer_pending()
+            if scheduled and self.answers is not None:
+                self._answer(self.answers.add_input(_seconds(msg.header.stamp), msg))
             else:
                 self._sticks()  # answer at once: latency Joy -> command is one callback
 
@@ -268,42 +258,21 @@ class TeleopNode(Node):
             self.get_logger().info(f"mode: {new}")
         self.toggle_was_down = down
 
-    def _answer_pending(self) -> None:
-        """Scheduled mode: answer the queued Joys (stamp order) whose stamp the joint_states
-        have reached, each with the state of its stamp."""
-        history = self.state_history
-        while self.pending_joys and history:
-            stamp, joy = self.pending_joys[0]
-            newest = history[-1][0]
-            if stamp > newest + _JOY_AHEAD_LIMIT_S:
-                self.pending_joys.popleft()
-                self.rejections.reject(
-                    f"Joy stamped {stamp:.6g} s, {stamp - newest:.6g} s ahead of joint_states "
-                    f"(limit {_JOY_AHEAD_LIMIT_S:g} s) with command_delay_s "
-                    f"{self.command_delay_s:g} s: stamp the Joy in simulated time (joy driver "
-                    "with use_sim_time:=true) or set command_delay_s 0", self._counters())
+    def _answer(self, answers: list[Answer[Joy] | Refused[Joy]]) -> None:
+        """Scheduled mode: publish what each Joy answered acted at (teleop/joy_applied), then
+        its command, stamped for when it acts (``excavator_kinematics.teleop.schedule``)."""
+        for a in answers:
+            if isinstance(a, Refused):
+                self.rejections.reject(a.reason, self._counters())
                 continue
-            if stamp > newest + 1e-9:
-                return  # the states of its stamp are still coming
-            self.pending_joys.popleft()
-            if newest - stamp > 0.5 * self.command_delay_s:
-                # Arrived too late for its command to reach sim_node by stamp + delay: it acts
-                # from the newest state instead, and teleop/joy_applied says so.
-                stamp = newest
+            joy = a.payload
+            if a.restamped:
                 joy = Joy(header=joy.header, axes=joy.axes, buttons=joy.buttons)
-                ns = round(stamp * 1e9)
+                ns = round(a.acted_at_s * 1e9)
                 joy.header.stamp.sec, joy.header.stamp.nanosec = divmod(ns, 1_000_000_000)
-                self.joys_restamped += 1
             self.joy_applied_pub.publish(joy)
             self._mode_toggle(joy)
-            k = bisect.bisect_right([t for t, _ in history], stamp + 1e-9) - 1
-            measured = history[max(k, 0)][1]
-            # The command acts command_delay_s later, the machine moving on meanwhile under the
-            # commands already sent: computed from the pose then (q + q_dot x delay), so a
-            # moving joint's target still leads it and a released joint is held where it stops.
-            ahead = dataclasses.replace(measured,
-                                        q=measured.q + measured.qd * self.command_delay_s)
-            self._sticks(joy, ahead, stamp + self.command_delay_s)
+            self._sticks(joy, a.state, a.command_stamp_s)
 
     def _sticks(self, joy: Joy | None = None, state: MachineState | None = None,
                 stamp: float | None = None) -> None:
@@ -433,7 +402,8 @@ class TeleopNode(Node):
     def _counters(self) -> dict[str, Any]:
         return {"mode": self.core.mode, "pattern": self.core.settings.pattern,
                 "commands": self.sent, "holds": self.holds,
-                "joys_restamped": self.joys_restamped, **self.last_info}
+                "joys_restamped": self.answers.restamped if self.answers else 0,
+                **self.last_info}
 
     def publish_status(self) -> None:
         if self.state is None or not self._state_ok():
