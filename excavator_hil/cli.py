@@ -85,7 +85,8 @@ def _cmd_bag_record(args: argparse.Namespace) -> int:
 def _cmd_bag_play(args: argparse.Namespace) -> int:
     from excavator_hil.bags.player import play
 
-    return play(args.bag, args.topics, args.rate, args.loop, args.clock, args.wait_for_subscribers)
+    return play(args.bag, args.topics, args.rate, args.loop, args.clock, args.wait_for_subscribers,
+                args.follow_clock, args.lead, args.remap)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -144,6 +145,15 @@ def build_parser() -> argparse.ArgumentParser:
                      help="publish /clock with the bag's time (for use_sim_time nodes)")
     ply.add_argument("--wait-for-subscribers", type=float, default=0.0, metavar="SECONDS",
                      help="wait up to this long for every topic to have a subscriber [s]")
+    ply.add_argument("--follow-clock", action="store_true",
+                     help="publish each message when the running simulation's /clock reaches "
+                          "its bag time (a bag recorded with --use-sim-time, replayed into a "
+                          "fresh simulation: reproducible whatever the machine's speed)")
+    ply.add_argument("--lead", type=float, default=0.0, metavar="SECONDS",
+                     help="with --follow-clock: publish this long before the bag time [s]")
+    ply.add_argument("--remap", action="append", default=[], metavar="FROM:=TO",
+                     help="publish a recorded topic under another name (repeatable), e.g. "
+                          "/teleop/joy_applied:=/joy")
     ply.set_defaults(func=_cmd_bag_play)
     return parser
 

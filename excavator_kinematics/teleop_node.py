@@ -15,6 +15,19 @@ speed [m/s] or swing rate [rad/s]; header stamp = the stamp of the Joy it answer
 
 The node is silent while no operator input is live: another commander (ik_node) can share
 ``joint_command``. When the input stops (timeout, deadman released) it sends one hold command.
+
+With ``command_delay_s`` > 0 (rate modes; needs ``use_sim_time`` and Joy stamped in simulated
+time) the commands are a function of the stamps alone, so a recorded session replays to the
+same motion: each Joy is answered with the ``joint_states`` of its stamp (the latest at or
+before it, from a short history; a Joy ahead of the states waits for them), extrapolated by the
+delay (q + q_dot x delay: where the machine will be when the command acts), the
+``joint_command`` is stamped Joy stamp + ``command_delay_s`` and ``sim_node`` applies it at that
+simulated time; the control-rate timer then only sends the holds (every Joy is answered, the
+joy driver's autorepeat keeps the targets moving). A Joy that arrives more than half the delay
+behind the newest joint_states acts from the newest state instead (re-stamped, counted as
+``joys_restamped``). Every Joy answered is published on ``teleop/joy_applied`` (sensor_msgs/Joy)
+with the stamp it acted at: record that topic and play it back onto ``joy`` to replay the
+session. See docs/teleoperation.md, "Replay".
 """
 
 from __future__ import annotations
@@ -50,6 +63,7 @@ from excavator_kinematics.teleop.controller import (
 )
 from excavator_kinematics.teleop.impedance import hand_coordinates, soil_force_in_task
 from excavator_kinematics.teleop.joystick import button
+from excavator_kinematics.teleop.schedule import Answer, Refused, StampedAnswers
 from excavator_kinematics.teleop.valves import FlowLimits
 
 VALVE_NAMES = ["boom_cylinder", "arm_cylinder", "bucket_cylinder", "swing"]
@@ -72,15 +86,26 @@ class TeleopNode(Node):
         self.core = TeleopCore(geometry, limits, settings)
         self.fk = ForwardKinematics(geometry, self.core.linkage)
         self.period = 1.0 / values["control_rate_hz"]
+        # Sim-time commands (replay): each command answers its Joy at the Joy's stamp + this.
+        self.command_delay_s = float(values["command_delay_s"])
+        self.answers: StampedAnswers[Joy] | None = (
+            StampedAnswers(self.command_delay_s) if self.command_delay_s > 0.0 else None)
+        self.last_command_stamp = 0.0  # [s] of the latest scheduled joint_command
 
-        self.cmd_pub = self.create_publisher(JointState, "joint_command", 10)
+        # Scheduled, every Joy and command counts (a lost one is a different session): deeper
+        # queues; otherwise only the latest matters.
+        depth = 100 if self.command_delay_s > 0.0 else 10
+        self.cmd_pub = self.create_publisher(JointState, "joint_command", depth)
         self.track_pub = self.create_publisher(JointState, "track_command", 10)
         self.valve_pub = self.create_publisher(JointState, "teleop/valve_command", 10)
+        # scheduled mode: each Joy as answered, stamped with the time it acted at (record this)
+        self.joy_applied_pub = self.create_publisher(Joy, "teleop/joy_applied", depth)
         self.feedback_pub = self.create_publisher(WrenchStamped, "teleop/force_feedback", 10)
-        self.create_subscription(Joy, "joy", self.on_joy, 10)
+        self.create_subscription(Joy, "joy", self.on_joy, depth)
         if values["travel.enabled"] and values["travel.separate_device"]:
             self.create_subscription(Joy, "joy_travel", self.on_joy_travel, 10)
-        self.create_subscription(JointState, "joint_states", self.on_joint_states, 10)
+        # scheduled: every state may be the one a Joy's stamp needs (none may be dropped)
+        self.create_subscription(JointState, "joint_states", self.on_joint_states, depth)
         self.create_subscription(PoseStamped, "hand_pose", self.on_hand_pose, 10)
         self.create_subscription(WrenchStamped, "soil/wrench", self.on_wrench, 10)
         self.diagnostics = Diagnostics(self, f"{self.get_name()}: teleoperation")
@@ -137,15 +162,22 @@ class TeleopNode(Node):
                                   float(pos.get("base_yaw", 0.0)))
         self.base_xy = np.array([pos.get("base_x", 0.0), pos.get("base_y", 0.0)])
         self.state_time = time.monotonic()
+        if self.answers is not None:
+            self._answer(self.answers.add_state(_seconds(msg.header.stamp), self.state))
 
     def on_joy(self, msg: Joy) -> None:
         self.joy, self.joy_time = msg, time.monotonic()
-        self._mode_toggle(msg)
+        scheduled = self.command_delay_s > 0.0 and _seconds(msg.header.stamp) > 0.0
+        if not scheduled or self.core.mode == "impedance":
+            self._mode_toggle(msg)  # scheduled: at the Joy's stamp, in _answer_pending
         if self.values["travel.enabled"] and not self.values["travel.separate_device"]:
             self.travel_joy, self.travel_time = msg, self.joy_time
             self._travel()
         if self.core.mode != "impedance":
-            self._sticks()  # answer at once: latency Joy -> command is one callback
+            if scheduled and self.answers is not None:
+                self._answer(self.answers.add_input(_seconds(msg.header.stamp), msg))
+            else:
+                self._sticks()  # answer at once: latency Joy -> command is one callback
 
     def on_joy_travel(self, msg: Joy) -> None:
         self.travel_joy, self.travel_time = msg, time.monotonic()
@@ -198,18 +230,41 @@ class TeleopNode(Node):
             self.get_logger().info(f"mode: {new}")
         self.toggle_was_down = down
 
-    def _sticks(self) -> None:
-        joy = self.joy
+    def _answer(self, answers: list[Answer[Joy] | Refused[Joy]]) -> None:
+        """Scheduled mode: publish what each Joy answered acted at (teleop/joy_applied), then
+        its command, stamped for when it acts (``excavator_kinematics.teleop.schedule``)."""
+        for a in answers:
+            if isinstance(a, Refused):
+                self.rejections.reject(a.reason, self._counters())
+                continue
+            joy = a.payload
+            if a.restamped:
+                joy = Joy(header=joy.header, axes=joy.axes, buttons=joy.buttons)
+                ns = round(a.acted_at_s * 1e9)
+                joy.header.stamp.sec, joy.header.stamp.nanosec = divmod(ns, 1_000_000_000)
+            self.joy_applied_pub.publish(joy)
+            self._mode_toggle(joy)
+            self._sticks(joy, a.state, a.command_stamp_s)
+
+    def _sticks(self, joy: Joy | None = None, state: MachineState | None = None,
+                stamp: float | None = None) -> None:
+        """Answer a Joy (default: the latest, with the latest state; scheduled mode passes the
+        state of the Joy's stamp and the command's stamp [s]); a hold when the input stopped."""
+        joy = joy or self.joy
         if joy is None or not self._state_ok():
             return
-        assert self.state is not None
+        state = state or self.state
+        assert state is not None
         live = time.monotonic() - self.joy_time <= self.values["joy_timeout_s"]
+        scheduled = self.command_delay_s > 0.0 and _seconds(joy.header.stamp) > 0.0
+        if live and scheduled and stamp is None:
+            return  # scheduled: every Joy is answered at its stamp, the timer only holds
         try:
             enabled = (self.values["buttons.enable"] < 0
                        or button(joy.buttons, self.values["buttons.enable"], "buttons.enable"))
             if live and enabled:
-                cmd = self.core.stick_command(joy.axes, self.state)
-                self._send(cmd, joy)
+                cmd = self.core.stick_command(joy.axes, state)
+                self._send(cmd, joy, stamp)
                 self.commanding = True
                 return
             reason = "deadman released" if live else "joystick silent"
@@ -217,7 +272,10 @@ class TeleopNode(Node):
             self.rejections.reject(str(exc), self._counters())
             reason = "bad joystick input"
         if self.commanding:  # one hold, then silence
-            self._send(self.core.hold_command(self.state, reason), joy)
+            if stamp is None and scheduled:
+                # after every scheduled command (equal stamps apply in arrival order)
+                stamp = max(_seconds(self.get_clock().now().to_msg()), self.last_command_stamp)
+            self._send(self.core.hold_command(state, reason), joy, stamp)
             self.core.release_holds()  # while silent, another commander may move the machine
             self.commanding = False
             self.holds += 1
@@ -279,10 +337,16 @@ class TeleopNode(Node):
         self.travelling = moving
 
     # --- outputs -------------------------------------------------------------------------
-    def _send(self, cmd: JointCommand, joy: Joy | None) -> None:
+    def _send(self, cmd: JointCommand, joy: Joy | None, at_s: float | None = None) -> None:
+        """Publish a command; ``at_s`` [s]: the stamp (when sim_node applies it), default now."""
         stamp = self.get_clock().now().to_msg()
         msg = JointState()
-        msg.header.stamp = stamp
+        if at_s is not None:
+            ns = round(at_s * 1e9)
+            msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(ns, 1_000_000_000)
+            self.last_command_stamp = max(self.last_command_stamp, at_s)
+        else:
+            msg.header.stamp = stamp
         msg.header.frame_id = "base_link"
         msg.name = list(FUNCTIONS)
         msg.position = [float(cmd.positions[n]) for n in FUNCTIONS]
@@ -309,7 +373,9 @@ class TeleopNode(Node):
 
     def _counters(self) -> dict[str, Any]:
         return {"mode": self.core.mode, "pattern": self.core.settings.pattern,
-                "commands": self.sent, "holds": self.holds, **self.last_info}
+                "commands": self.sent, "holds": self.holds,
+                "joys_restamped": self.answers.restamped if self.answers else 0,
+                **self.last_info}
 
     def publish_status(self) -> None:
         if self.state is None or not self._state_ok():
@@ -317,6 +383,10 @@ class TeleopNode(Node):
             return
         self.diagnostics.publish(OK, "commanding" if self.commanding else "idle",
                                  self._counters())
+
+
+def _seconds(stamp: Any) -> float:
+    return float(stamp.sec + 1e-9 * stamp.nanosec)
 
 
 def _factory() -> TeleopNode:

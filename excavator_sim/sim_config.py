@@ -142,6 +142,10 @@ NODE_PARAMETERS: tuple[ParameterSpec, ...] = (
     ParameterSpec("track_command_timeout_s", 0.2, "the tracks stop when no track_command "
                   "arrived for this long (simulated time: 10 periods of the bridge's 50 Hz "
                   "plc/wheel_states); 0 = hold the last one", "s", 0.0, 60.0, dynamic=True),
+    ParameterSpec("max_command_lead_s", 1.0, "joint_command / track_command stamped ahead of "
+                  "the simulated time are applied at their stamp (teleop replay); further ahead "
+                  "than this: applied on arrival, counted; 0 = apply every command on arrival",
+                  "s", 0.0, 60.0),
     ParameterSpec("follow_clock", False, "step to the time on /clock (the fleet's clock owner) "
                   "instead of pacing by the wall clock; publishes no /clock"),
     ParameterSpec("soil_in_process", False, "run the soil model (soil_node's core: terrain, "

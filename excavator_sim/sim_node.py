@@ -22,6 +22,16 @@ Subscribes
   few late or lost samples on a loaded host or a LAN do not jerk the base); then the tracks stop
   (:mod:`excavator_sim.command_timeout`), WARN on ``/diagnostics`` until a fresh command
   arrives. 0 holds the last command until replaced.
+- Both command topics are applied **at their header stamp** in simulated time when it lies
+  ahead (``excavator_sim.command_schedule``): held in a time-ordered buffer and applied at the
+  first publish period starting at or after the stamp, so the motion depends on the stamps,
+  not on when the messages arrived (teleop_node's ``command_delay_s``; replay). A stamp at or
+  behind the simulated time (late, or stamped when sent, as ik_node does) or zero applies on
+  arrival; late ones are counted on ``/diagnostics`` (``commands_past_stamp``,
+  ``command_late_ms_max``). A stamp more than ``max_command_lead_s`` ahead (a wall-clock
+  stamp from a node without ``use_sim_time``) applies on arrival too, counted
+  (``commands_beyond_lead``) and logged once; ``max_command_lead_s`` 0 applies every command on
+  arrival.
 - ``soil/terrain_patch`` (std_msgs/Float64MultiArray): a changed rectangle of the terrain,
   written into MuJoCo's height field (format: :mod:`excavator_sim.heightfield`, dims ``i``,
   ``j``, data ``[i0, j0, heights...]`` [m]); the grids must match (``terrain.*`` parameters).
@@ -96,6 +106,7 @@ from excavator_common.ros_runtime import (
 )
 from excavator_kinematics.geometry import ExcavatorGeometry, default_geometry
 from excavator_sim.clock_follower import ClockFollower
+from excavator_sim.command_schedule import CommandSchedule, StampTooFarAheadError
 from excavator_sim.command_timeout import CommandTimeout
 from excavator_sim.errors import CommandError, HeightFieldError, SimConfigError
 from excavator_sim.heightfield import flat_to_patch
@@ -164,6 +175,10 @@ class SimNode(Node):
         soil_in_process = bool(values["soil_in_process"])
         soil_params_file = str(values["soil_params_file"])
         soil_config = load_soil_config(soil_params_file or None) if soil_in_process else None
+        # Commands stamped ahead of the simulated time wait for it (teleop replay).
+        self.schedule: CommandSchedule[tuple[str, object, object]] = CommandSchedule(
+            max_lead_s=float(values["max_command_lead_s"]))
+        self.unschedulable = 0  # commands stamped beyond max_command_lead_s (applied at once)
         geometry = (ExcavatorGeometry.from_yaml(geometry_file) if geometry_file
                     else default_geometry())
         if preset is not None:
@@ -198,8 +213,9 @@ class SimNode(Node):
             self.description_pub = self.create_publisher(String, "robot_description", latched)
             self.description_pub.publish(String(data=urdf_from_model(self.sim.model,
                                                                      frame_prefix=frame_prefix)))
-        self.create_subscription(JointState, "joint_command", self.on_joint_command, 10)
-        self.create_subscription(JointState, "track_command", self.on_track_command, 10)
+        # Deep enough that a burst of stamped commands after a stall is applied, none lost.
+        self.create_subscription(JointState, "joint_command", self.on_joint_command, 100)
+        self.create_subscription(JointState, "track_command", self.on_track_command, 100)
         self.terrain_patches = 0
         self.soil: InProcessSoil | None = None
         if soil_config is not None:   # the soil is computed here: its topics are outputs
@@ -332,10 +348,43 @@ class SimNode(Node):
             positions[name] = msg.position[k]
             if msg.velocity:
                 velocities[name] = msg.velocity[k]
+        if not self._scheduled(msg, ("joint", positions, velocities or None)):
+            self._apply_joint_targets(positions, velocities or None)
+
+    def _scheduled(self, msg: JointState, command: tuple[str, object, object]) -> bool:
+        """True when the command is held for its stamp (or rejected); False: apply it now."""
+        stamp = msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
+        if self.schedule.max_lead_s <= 0.0 or stamp == 0.0:
+            return False
         try:
-            self.sim.set_joint_targets(positions, velocities or None)
+            return self.schedule.offer(stamp, command, self.sim.time)
+        except StampTooFarAheadError as exc:
+            # Most likely a wall-clock stamp from a node without use_sim_time: applied on
+            # arrival as before the schedule existed, said once (a warning only when this node
+            # runs on sim time, where a wall-clock stamp is a mistake).
+            self.unschedulable += 1
+            if self.unschedulable == 1:
+                log = (self.get_logger().warning if self.publishes_clock
+                       else self.get_logger().info)
+                log(f"{exc}; applying such commands on arrival")
+            return False
+
+    def _apply_joint_targets(self, positions: dict[str, float],
+                             velocities: dict[str, float] | None) -> None:
+        try:
+            self.sim.set_joint_targets(positions, velocities)
         except CommandError as exc:
             self._reject(str(exc))
+
+    def _apply_track_speeds(self, left: float, right: float) -> None:
+        try:
+            self.sim.set_track_speeds(left, right)
+        except CommandError as exc:
+            self._reject(str(exc))
+            return
+        self._track_speeds = (left, right)
+        self._tracks_stopped_by_timeout = False
+        self.track_timeout.received(self.sim.time)
 
     def on_wrench(self, msg: WrenchStamped) -> None:
         if msg.header.frame_id not in ("", WORLD):
@@ -365,14 +414,10 @@ class SimNode(Node):
             return
         left = speeds.get("track_left", 0.0)
         right = speeds.get("track_right", 0.0)
-        try:
-            self.sim.set_track_speeds(left, right)
-        except CommandError as exc:
-            self._reject(str(exc))
-            return
-        self._track_speeds = (left, right)
-        self._tracks_stopped_by_timeout = False
-        self.track_timeout.received(self.sim.time)
+        if not self._scheduled(msg, ("track", left, right)):
+            self._apply_track_speeds(left, right)   # counts as received when it is valid
+        elif math.isfinite(left) and math.isfinite(right):
+            self.track_timeout.received(self.sim.time)  # held for its stamp: the link is alive
 
     def on_terrain_patch(self, msg: Float64MultiArray) -> None:
         dims = [(d.label, d.size) for d in msg.layout.dim]
@@ -439,8 +484,13 @@ class SimNode(Node):
                 self._lag_since_status = max(self._lag_since_status, lag)
 
     def step_period(self) -> None:
-        """One publish period: the soil wrench if fresh (else none), the track command if
-        fresh (else stop), physics, outputs."""
+        """One publish period: the commands due by their stamp, the soil wrench if fresh (else
+        none), the track command if fresh (else stop), physics, outputs."""
+        for kind, a, b in self.schedule.due(self.sim.time):
+            if kind == "joint":
+                self._apply_joint_targets(a, b)  # type: ignore[arg-type]
+            else:
+                self._apply_track_speeds(a, b)  # type: ignore[arg-type]
         if not self._commands_checked:
             # once per burst: the periods of one burst run without the executor delivering
             # commands in between, so a command's age grows by the burst (a late simulation
@@ -630,6 +680,11 @@ class SimNode(Node):
             "wrench_applied_periods": self.gate.applied_periods,
             "wrench_stale_periods": self.gate.stale_periods,
             "max_wrench_age_ms": f"{1e3 * self.gate.max_age_s:g}",
+            "commands_held": self.schedule.held,
+            "commands_pending": self.schedule.pending,
+            "commands_past_stamp": self.schedule.past_stamp,
+            "command_late_ms_max": f"{1e3 * self.schedule.max_late_s:.2f}",
+            "commands_beyond_lead": self.unschedulable,
         }
 
     def _follow_slipped(self) -> float:

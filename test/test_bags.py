@@ -149,6 +149,12 @@ def test_bad_inputs_are_named(tmp_path: Path) -> None:
                           str(tmp_path), "--rate", "-2"], capture_output=True, text=True,
                          check=False)
     assert out.returncode == 2 and "must be a finite number > 0" in out.stderr
+    for args, message in ((["--remap", "joy"], "write FROM:=TO"),
+                          (["--follow-clock", "--clock"], "drop --clock"),
+                          (["--follow-clock", "--lead", "-1"], "--lead -1 s outside 0..60 s")):
+        out = subprocess.run([sys.executable, "-m", "excavator_hil.cli", "bag", "play",
+                              str(tmp_path), *args], capture_output=True, text=True, check=False)
+        assert out.returncode == 2 and message in out.stdout, (args, out.stdout, out.stderr)
 
 
 def test_playback_offsets_scale_with_rate() -> None:

@@ -4,6 +4,12 @@ Publishes the bag's raw CDR bytes with the original timing (scaled by ``rate``),
 loop, for chosen topics, with the QoS the topics were recorded with, and optionally a ``/clock``
 carrying the bag's time (for nodes with ``use_sim_time``). Plays bags written by this tool and by
 ``ros2 bag record`` (mcap or sqlite3).
+
+``follow_clock`` replays into a running simulation instead: each message is published when the
+graph's ``/clock`` (the simulation's) reaches the message's bag time less ``lead_s``, whatever
+the wall clock does. A bag recorded with ``--use-sim-time`` replayed into a fresh simulation
+(which starts at the same simulated time) then meets the machine in the same state at every
+message: a slow machine stretches the run, not the session (docs/teleoperation.md, "Replay").
 """
 
 from __future__ import annotations
@@ -25,9 +31,19 @@ class BagPlayer(Node):
     """Publishes a bag's messages on schedule from a worker thread (publishing needs no spin)."""
 
     def __init__(self, contents: BagContents, rate: float = 1.0, loop: bool = False,
-                 clock: bool = False, clock_hz: float = 100.0, wait_for_subscribers_s: float = 0.0
-                 ) -> None:
+                 clock: bool = False, clock_hz: float = 100.0, wait_for_subscribers_s: float = 0.0,
+                 follow_clock: bool = False, lead_s: float = 0.0,
+                 remap: dict[str, str] | None = None) -> None:
         super().__init__("bag_player")
+        if follow_clock and (clock or loop):
+            raise ValueError("follow_clock paces by the graph's /clock: it cannot publish /clock"
+                             " itself or loop")
+        self.follow_clock = follow_clock
+        self._lead_ns = round(lead_s * 1e9)
+        self._graph_ns = -1  # the latest /clock seen [ns] (follow_clock)
+        self._clock_seen = threading.Condition()
+        if follow_clock:
+            self.create_subscription(Clock, "/clock", self._on_clock, 10)
         self.contents = contents
         self.rate = rate
         self.loop = loop
@@ -37,7 +53,8 @@ class BagPlayer(Node):
         self._topic_publishers: dict[str, Any] = {}
         for topic, (msgtype, qos) in contents.topics.items():
             profile = QoSProfile(
-                depth=max(qos.depth, 10),
+                # following the clock, a stalled subscriber must not lose messages: deeper
+                depth=max(qos.depth, 100 if follow_clock else 10),
                 reliability=(ReliabilityPolicy.RELIABLE if qos.reliable
                              else ReliabilityPolicy.BEST_EFFORT),
                 durability=(DurabilityPolicy.TRANSIENT_LOCAL if qos.transient_local
@@ -48,7 +65,8 @@ class BagPlayer(Node):
             except (ImportError, AttributeError, ValueError) as exc:
                 self.get_logger().error(f"skipping {topic}: type {msgtype} not importable ({exc})")
                 continue
-            self._topic_publishers[topic] = self.create_publisher(cls, topic, profile)
+            self._topic_publishers[topic] = self.create_publisher(
+                cls, (remap or {}).get(topic, topic), profile)
         self._clock_pub = self.create_publisher(Clock, "/clock", 10) if clock else None
         self._clock_period = 1.0 / clock_hz
         self._wait_s = wait_for_subscribers_s
@@ -69,8 +87,30 @@ class BagPlayer(Node):
                 return
             time.sleep(0.01)
 
+    def _on_clock(self, msg: Clock) -> None:
+        with self._clock_seen:
+            self._graph_ns = msg.clock.sec * 1_000_000_000 + msg.clock.nanosec
+            self._clock_seen.notify_all()
+
+    def _play_following(self) -> None:
+        for msg in self.contents.messages:
+            due = msg.timestamp_ns - self._lead_ns
+            with self._clock_seen:
+                while self._graph_ns < due and not self._stop.is_set():
+                    self._clock_seen.wait(0.1)
+            if self._stop.is_set():
+                break
+            pub = self._topic_publishers.get(msg.topic)
+            if pub is not None:
+                pub.publish(msg.data)
+                self.published += 1
+        self.finished.set()
+
     def _play(self) -> None:
         self._wait_for_subscribers()
+        if self.follow_clock:
+            self._play_following()
+            return
         start = time.perf_counter()
         # /clock ticks between messages, in integer bag nanoseconds so they never run backwards
         # or pass the next message's stamp; a new loop lap restarts them.
@@ -103,13 +143,33 @@ class BagPlayer(Node):
         self._clock_pub.publish(msg)  # type: ignore[union-attr]
 
 
+def _absolute(topic: str) -> str:
+    return topic if topic.startswith("/") else f"/{topic}"
+
+
 def play(bag: str, topics: Sequence[str] | None, rate: float, loop: bool, clock: bool,
-         wait_for_subscribers_s: float) -> int:
+         wait_for_subscribers_s: float, follow_clock: bool = False, lead_s: float = 0.0,
+         remap: Sequence[str] = ()) -> int:
     import rclpy
 
     from excavator_common.ros_runtime import shutdown_quietly
     from excavator_hil.errors import BagError
 
+    if follow_clock and (clock or loop or rate != 1.0):
+        print("error: --follow-clock paces by the simulation's /clock: drop --clock, --loop "
+              "and --rate")
+        return 2
+    if not 0.0 <= lead_s <= 60.0:
+        print(f"error: --lead {lead_s:.6g} s outside 0..60 s: how long before its bag time a "
+              "message is published with --follow-clock")
+        return 2
+    renames = {}
+    for rule in remap:
+        old, sep, new = rule.partition(":=")
+        if not sep or not old or not new:
+            print(f"error: --remap {rule!r}: write FROM:=TO, e.g. /teleop/joy_applied:=/joy")
+            return 2
+        renames[_absolute(old)] = _absolute(new)
     try:
         contents = read_bag(bag, [t if t.startswith("/") else f"/{t}" for t in topics]
                             if topics else None)
@@ -118,10 +178,12 @@ def play(bag: str, topics: Sequence[str] | None, rate: float, loop: bool, clock:
         return 2
     rclpy.init()
     node = BagPlayer(contents, rate=rate, loop=loop, clock=clock,
-                     wait_for_subscribers_s=wait_for_subscribers_s)
+                     wait_for_subscribers_s=wait_for_subscribers_s, follow_clock=follow_clock,
+                     lead_s=lead_s, remap=renames)
+    pace = (f"following /clock (lead {lead_s:g} s)" if follow_clock else f"at rate {rate}")
     node.get_logger().info(f"playing {bag}: {len(contents.messages)} messages on "
                            f"{len(contents.topics)} topics, {contents.duration_ns / 1e9:.2f} s "
-                           f"at rate {rate}" + (" in a loop" if loop else ""))
+                           f"{pace}" + (" in a loop" if loop else ""))
     node.start()
     try:
         while rclpy.ok() and not node.finished.is_set():

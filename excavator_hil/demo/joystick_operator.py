@@ -1,19 +1,18 @@
 """The demo's operator with two joysticks instead of IK targets (``excavator-hil demo
 --joystick``): the same drive through Redis, then a scripted joystick session (ISO pattern,
 ``excavator_kinematics.teleop.joy_script.dig_script``) published as ``sensor_msgs/Joy`` for
-``teleop_node``, paced by the simulation's ``/clock`` like the IK dig cycle."""
+``teleop_node``, paced by the simulation's ``/clock`` in the dig loop the IK operator uses
+(``DemoOperator._play_session``). Each Joy is stamped with the simulated time, as the joy driver
+does with ``use_sim_time``: a recording of the session replays (docs/teleoperation.md)."""
 
 from __future__ import annotations
 
-import math
-import time
 from collections.abc import Callable
 
 from sensor_msgs.msg import Joy
 
-from excavator_hil.demo.operator import STILL_FOR_S, TARGET_PERIOD_S, DemoOperator
+from excavator_hil.demo.operator import DemoOperator
 from excavator_hil.demo.options import DemoOptions
-from excavator_hil.demo.progress import Progress
 from excavator_kinematics.teleop.joy_script import dig_script
 
 SETTLE_S = 3.0  # neutral sticks after the script until the machine is still [s of sim time]
@@ -32,29 +31,16 @@ class JoystickDemoOperator(DemoOperator):
 
     def _dig(self, check_alive: Callable[[], None]) -> None:
         script = dig_script("iso", dump=True)
-        progress = Progress(script.duration + SETTLE_S)
-        t0 = self.sim_time
-        phase = ""
-        still_since = math.inf
-        while True:
-            check_alive()
-            t = self.sim_time - t0
-            still_since = min(still_since, t) if self._still() else math.inf
-            if t > script.duration and (t - still_since >= STILL_FOR_S
-                                        or t > script.duration + SETTLE_S):
-                break
-            segment = script.segment_at(t)
-            label = segment.label if segment is not None else "release"
-            if label != phase:
-                phase = label
-                self._phase = phase
-                self.phase_marks.append((self.sim_time, phase))
-            axes, buttons = script.sample(t)
+
+        def command(t: float) -> str:
+            axes, buttons = script.sample(t)  # neutral after the end
             msg = Joy()
-            msg.header.stamp = self.get_clock().now().to_msg()
+            ns = round(self.sim_time * 1e9)
+            msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(ns, 1_000_000_000)
             msg.axes, msg.buttons = axes, buttons
             self.joy_pub.publish(msg)
-            load = self.loads[-1][1] if self.loads else 0.0
-            progress.update(t, phase, f"bucket {load:.3f} m^3")
-            time.sleep(TARGET_PERIOD_S)
-        progress.done()
+            segment = script.segment_at(t)
+            return segment.label if segment is not None else "release"
+
+        self._play_session(script.duration, command, check_alive, settle_min_s=0.0,
+                           settle_max_s=SETTLE_S)

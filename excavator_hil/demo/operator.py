@@ -214,27 +214,40 @@ class DemoOperator(Node):
         with self._lock:
             q0 = np.array([self.joints[n] for n in ACTIVE_JOINTS])
         plan: DigCyclePlan = default_dig_cycle(self.ik, q0, time_scale=o.time_scale)
-        settle = 1.5
-        progress = Progress(plan.duration_s + settle, label=self.machine)
+
+        def command(t: float) -> str:
+            sample = plan.sample(min(t, plan.duration_s))  # then hold the final target
+            self._publish_target(sample.tip, sample.pitch)
+            return sample.phase
+
+        self._play_session(plan.duration_s, command, check_alive, settle_min_s=1.5,
+                           settle_max_s=SETTLE_TIMEOUT_S)
+
+    def _play_session(self, duration_s: float, command: Callable[[float], str],
+                      check_alive: Callable[[], None], settle_min_s: float,
+                      settle_max_s: float) -> None:
+        """The dig loop of every operator (IK targets, joysticks): every ``TARGET_PERIOD_S``
+        ``command(t)`` publishes the input for ``t`` [s of sim time since the start] and names
+        its phase (marked in :attr:`phase_marks` when it changes). After ``duration_s +
+        settle_min_s`` it ends once the machine has been still for ``STILL_FOR_S`` (a single
+        slow sample may be an overshoot's turning point), so the final pose recorded is a
+        settled one; at the latest at ``duration_s + settle_max_s``."""
+        progress = Progress(duration_s + max(settle_min_s, STILL_FOR_S), label=self.machine)
         t0 = self.sim_time
         phase = ""
         still_since = math.inf
         while True:
             check_alive()
             t = self.sim_time - t0
-            # After the last leg, hold the final target until the machine has been still for
-            # STILL_FOR_S (a single slow sample may be an overshoot's turning point), so the
-            # recorded final pose is a settled one; bounded by SETTLE_TIMEOUT_S.
             still_since = min(still_since, t) if self._still() else math.inf
-            if t > plan.duration_s + settle and (t - still_since >= STILL_FOR_S
-                                                 or t > plan.duration_s + SETTLE_TIMEOUT_S):
+            if t > duration_s + settle_min_s and (t - still_since >= STILL_FOR_S
+                                                  or t > duration_s + settle_max_s):
                 break
-            sample = plan.sample(min(t, plan.duration_s))
-            if sample.phase != phase:
-                phase = sample.phase
+            label = command(t)
+            if label != phase:
+                phase = label
                 self._phase = phase
                 self.phase_marks.append((self.sim_time, phase))
-            self._publish_target(sample.tip, sample.pitch)
             load = self.loads[-1][1] if self.loads else 0.0
             progress.update(t, phase, f"bucket {load:.3f} m^3")
             time.sleep(TARGET_PERIOD_S)

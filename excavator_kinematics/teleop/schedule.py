@@ -1,0 +1,103 @@
+"""Operator input answered in simulated time (no ROS; the core of teleop_node's
+``command_delay_s`` mode, docs/teleoperation.md "Replay").
+
+Each input (a Joy) is answered with the machine state of its stamp, extrapolated by the delay to
+when its command acts, and the command is stamped stamp + delay: the answer depends on the
+stamps alone, not on when the messages arrived, so a recorded session replays to the same
+commands. An input ahead of the states waits for them; one that arrives more than half the delay
+behind the newest state could not reach the simulation in time and is answered from the newest
+state instead (re-stamped: the stamp it acted at is part of the answer, to be recorded).
+"""
+
+from __future__ import annotations
+
+import bisect
+import dataclasses
+from collections import deque
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+from excavator_kinematics.teleop.controller import MachineState
+
+T = TypeVar("T")
+
+HISTORY = 512  # states kept (5 s at 100 Hz) and inputs queued at most
+AHEAD_LIMIT_S = 1.0  # an input stamped further ahead of the newest state is refused [s]
+_EPS_S = 1e-9
+
+
+@dataclass(frozen=True)
+class Answer(Generic[T]):
+    """What to do for one input: compute the command from ``state`` and stamp it
+    ``command_stamp_s``; ``acted_at_s`` is the input's stamp, or the newest state's when it was
+    re-stamped (``restamped``)."""
+
+    payload: T
+    acted_at_s: float
+    state: MachineState
+    command_stamp_s: float
+    restamped: bool
+
+
+@dataclass(frozen=True)
+class Refused(Generic[T]):
+    payload: T
+    reason: str
+
+
+class StampedAnswers(Generic[T]):
+    """Inputs (any payload) answered at their stamp [s] from a history of machine states."""
+
+    def __init__(self, delay_s: float) -> None:
+        if not delay_s > 0.0:
+            raise ValueError(f"delay_s {delay_s:.6g} must be > 0 [s]")
+        self.delay_s = delay_s
+        self._stamps: deque[float] = deque(maxlen=HISTORY)
+        self._states: deque[MachineState] = deque(maxlen=HISTORY)
+        self._pending: deque[tuple[float, T]] = deque(maxlen=HISTORY)
+        self.restamped = 0
+
+    def add_state(self, stamp_s: float, state: MachineState) -> list[Answer[T] | Refused[T]]:
+        """A measured state at ``stamp_s``; returns the inputs it lets be answered."""
+        if self._stamps and stamp_s < self._stamps[-1]:
+            self._stamps.clear()  # the clock went back: a new simulation
+            self._states.clear()
+        self._stamps.append(stamp_s)
+        self._states.append(state)
+        return self._answer()
+
+    def add_input(self, stamp_s: float, payload: T) -> list[Answer[T] | Refused[T]]:
+        """An input stamped ``stamp_s``; returns the inputs now answerable (in arrival order)."""
+        self._pending.append((stamp_s, payload))
+        return self._answer()
+
+    @property
+    def pending(self) -> int:
+        return len(self._pending)
+
+    def _answer(self) -> list[Answer[T] | Refused[T]]:
+        out: list[Answer[T] | Refused[T]] = []
+        while self._pending and self._stamps:
+            stamp, payload = self._pending[0]
+            newest = self._stamps[-1]
+            if stamp > newest + AHEAD_LIMIT_S:
+                self._pending.popleft()
+                out.append(Refused(payload, (
+                    f"Joy stamped {stamp:.6g} s, {stamp - newest:.6g} s ahead of joint_states "
+                    f"(limit {AHEAD_LIMIT_S:g} s) with command_delay_s {self.delay_s:g} s: stamp "
+                    "the Joy in simulated time (joy driver with use_sim_time:=true) or set "
+                    "command_delay_s 0")))
+                continue
+            if stamp > newest + _EPS_S:
+                break  # the states of its stamp are still coming
+            self._pending.popleft()
+            restamped = newest - stamp > 0.5 * self.delay_s
+            if restamped:
+                stamp = newest
+                self.restamped += 1
+            k = max(bisect.bisect_right(self._stamps, stamp + _EPS_S) - 1, 0)
+            measured = self._states[k]
+            # the machine moves on under the commands already sent until this one acts
+            ahead = dataclasses.replace(measured, q=measured.q + measured.qd * self.delay_s)
+            out.append(Answer(payload, stamp, ahead, stamp + self.delay_s, restamped))
+        return out

@@ -1,0 +1,273 @@
+"""Replay of an operator's session (issue 16 item 4), end to end over DDS: a scripted joystick
+dig (sensor_msgs/Joy stamped in simulated time) drives teleop_node -> sim_node <-> soil_node,
+each in its own process, while our recorder (``excavator-hil bag record --use-sim-time``) writes
+the Joys as teleop_node answered them (``teleop/joy_applied``) to a rosbag2 bag. The bag is then
+played (``excavator-hil bag play --follow-clock --remap teleop/joy_applied:=/joy``) into a fresh
+stack, and the replay must reproduce the dig: trench volume within 5 %, and the joint
+trajectories.
+
+Reproducible by construction, not by a fast machine: teleop_node runs with ``command_delay_s``
+(each command is computed from the joint_states of its Joy's stamp and stamped Joy stamp +
+delay), sim_node applies commands at their stamp, and the player publishes each Joy when the
+fresh simulation's /clock is ``LEAD_S`` short of its bag time (teleop_node holds a Joy until
+the joint_states of its stamp arrive, so early is harmless). In the replay the other nodes and
+the player are up before sim_node starts, so no message meets a simulation already past it.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from diagnostic_msgs.msg import DiagnosticArray
+from helpers import REPO, NodeProcess, RosTestNode, wait_for
+from rosgraph_msgs.msg import Clock
+from sensor_msgs.msg import JointState, Joy
+from std_msgs.msg import Float64MultiArray
+
+from excavator_hil.bags.io import read_bag
+from excavator_kinematics.teleop.joy_script import dig_script
+from excavator_sim.heightfield import flat_to_patch
+
+NX = NY = 320  # config/soil.yaml terrain: 16 m x 16 m at 0.05 m centred at (4, 0)
+CELL = 0.05
+JOINTS = ("swing", "boom", "arm", "bucket")
+DELAY_S = 0.5  # teleop_node command_delay_s [s of sim time]: 1 s of wall time at RTF 0.5
+# Loose sand: in hard soil the bucket stalls, and where a stall ends depends on when the soil's
+# wrench arrives over DDS (not reproducible, docs/teleoperation.md "Replay"); in sand it cuts.
+SOIL = "loose_sand"
+JOY_PERIOD_S = 0.05  # the joy driver's 20 Hz [s of sim time]
+LEAD_S = 0.5  # the player publishes this far ahead of the bag time [s of sim time]
+START_AFTER_S = 3.0
+# What to record: the Joys as teleop_node answered them, each stamped with the simulated time it
+# acted at (a Joy that reached it late is re-stamped there), played back onto /joy.
+APPLIED = "/teleop/joy_applied"  # the session starts at least this far into the simulation [s]
+
+
+def sim_node(logs: Path) -> NodeProcess:
+    return NodeProcess("excavator_sim.sim_node",
+                       ["--ros-args", "--params-file", str(REPO / "config" / "sim.yaml"),
+                        "-p", "terrain.contact:=false", "-p", "use_sim_time:=true",
+                        "-p", "real_time_factor:=0.5", "-p", "marker_rate:=0.0"], log_dir=logs)
+
+
+def teleop_node(logs: Path) -> NodeProcess:
+    return NodeProcess("excavator_kinematics.teleop_node",
+                       ["--ros-args", "--params-file", str(REPO / "config" / "teleop.yaml"),
+                        "-p", "use_sim_time:=true", "-p", f"command_delay_s:={DELAY_S}",
+                        "-p", "joy_timeout:=5.0", "-p", "state_timeout:=5.0"], log_dir=logs)
+
+
+def other_nodes(logs: Path) -> list[NodeProcess]:
+    return [NodeProcess("excavator_sim.soil.soil_node",
+                        ["--ros-args", "--params-file", str(REPO / "config" / "soil.yaml"),
+                         "-p", f"preset:={SOIL}"], log_dir=logs), teleop_node(logs)]
+
+
+class Observer:
+    """What a run did: joint_states (by stamp), terrain patches, sim_node's diagnostics."""
+
+    def __init__(self, name: str) -> None:
+        self.probe = RosTestNode(name)
+        self.states: list[JointState] = self.probe.collect(JointState, "joint_states", 1000)
+        self.clock: list[Clock] = self.probe.collect(Clock, "/clock", 100)
+        self.patches: list[Float64MultiArray] = self.probe.collect(
+            Float64MultiArray, "soil/terrain_patch", 5000)
+        self.diagnostics: list[DiagnosticArray] = self.probe.collect(
+            DiagnosticArray, "/diagnostics", 100)
+
+    def now(self) -> float:
+        c = self.clock[-1].clock
+        return c.sec + c.nanosec * 1e-9
+
+    def wait_sim(self, t: float, what: str, logs: str = "") -> None:
+        wait_for(lambda: self.clock and self.now() >= t, 300.0, lambda: f"{what}\n{logs}")
+
+    def trench_m3(self) -> tuple[float, float]:
+        """(removed volume [m^3], deepest point [m]) of the trench in front of the machine."""
+        grid = np.zeros((NX, NY))
+        for p in self.patches:
+            i0, j0, h = flat_to_patch(p.layout.dim[0].size, p.layout.dim[1].size, p.data)
+            grid[i0:i0 + h.shape[0], j0:j0 + h.shape[1]] = h
+        xs = -4.0 + (np.arange(NX) + 0.5) * CELL
+        ys = -8.0 + (np.arange(NY) + 0.5) * CELL
+        trench = grid[(xs > 3.5) & (xs < 7.0)][:, np.abs(ys) < 1.0]
+        return float(np.clip(-trench, 0.0, None).sum() * CELL * CELL), float(trench.min())
+
+    def trajectory(self, t0: float, t1: float) -> dict[int, np.ndarray]:
+        """Stamp [ns] -> (swing, boom, arm, bucket) [rad] for stamps in t0..t1 [s]."""
+        out = {}
+        for m in self.states:
+            ns = m.header.stamp.sec * 1_000_000_000 + m.header.stamp.nanosec
+            if t0 <= ns * 1e-9 <= t1:
+                pos = dict(zip(m.name, m.position, strict=False))
+                out[ns] = np.array([pos[n] for n in JOINTS])
+        return out
+
+    def sim_values(self) -> dict[str, str]:
+        """sim_node's latest status values, with teleop_node's joys_restamped added."""
+        values: dict[str, str] = {}
+        for array in reversed(self.diagnostics):
+            for s in array.status:
+                kv = {kv.key: kv.value for kv in s.values}
+                if s.name.startswith("sim_node") and s.message.startswith("running"):
+                    values = {**kv, **values}
+                if s.name.startswith("teleop_node") and "joys_restamped" in kv:
+                    values.setdefault("joys_restamped", kv["joys_restamped"])
+            if "commands_held" in values and "joys_restamped" in values:
+                break
+        return values
+
+    def close(self) -> None:
+        self.probe.close()
+
+
+def stop_all(*procs: NodeProcess) -> str:
+    logs = "".join(p.log() for p in procs)
+    codes = [p.stop() for p in procs]
+    assert codes == [0] * len(codes), logs
+    return logs
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory):
+    logs = tmp_path_factory.mktemp("teleop_replay")
+    bag = logs / "session"
+    script = dig_script("iso")
+
+    # --- the live session, recorded ------------------------------------------------------
+    sim = sim_node(logs)
+    others = other_nodes(logs)
+    recorder = NodeProcess("excavator_hil.cli", ["bag", "record", APPLIED, "-o", str(bag),
+                                                 "--use-sim-time"], log_dir=logs)
+    live = Observer("replay_live_probe")
+    try:
+        joy = live.probe.node.create_publisher(Joy, "joy", 10)
+        everyone = (sim, *others, recorder)
+        applied = live.probe.node.count_subscribers
+        wait_for(lambda: live.states and live.clock and joy.get_subscription_count() >= 1
+                 and applied(APPLIED) >= 1, 60.0,
+                 lambda: "the nodes and the recorder:\n" + "".join(p.log() for p in everyone))
+        time.sleep(1.0)  # the recorder's /clock subscription
+        live.wait_sim(START_AFTER_S, "sim time")
+        t0 = live.now()
+        k = sent = 0
+        while (t := live.now()) < t0 + script.duration + 0.5:
+            if t >= t0 + k * JOY_PERIOD_S:  # 20 Hz of simulated time, stamped with it
+                axes, buttons = script.sample(t - t0)
+                msg = Joy()
+                msg.header.stamp = live.clock[-1].clock
+                msg.axes, msg.buttons = axes, buttons
+                joy.publish(msg)
+                sent += 1
+                k = int((t - t0) / JOY_PERIOD_S) + 1
+            time.sleep(0.002)
+        t_end = t0 + script.duration + 2.0
+        live.wait_sim(t_end, "the session's end")
+        time.sleep(1.0)  # the last terrain patches
+        assert recorder.stop() == 0, recorder.log()
+        live_result = (live.trench_m3(), live.trajectory(t0, t_end), live.sim_values(), sent)
+    finally:
+        live.close()
+        stop_all(sim, *others)
+
+    # --- the replay into a fresh stack -------------------------------------------------
+    recorded = read_bag(bag, [APPLIED])
+    others = other_nodes(logs)
+    player = NodeProcess("excavator_hil.cli", ["bag", "play", str(bag), "--follow-clock",
+                                               "--lead", str(LEAD_S), "--remap", f"{APPLIED}:=/joy",
+                                               "--wait-for-subscribers", "60"], log_dir=logs)
+    replay = Observer("replay_probe")
+    sim = None
+    try:
+        # soil_node, teleop_node and the player before the simulation's first step
+        node = replay.probe.node
+        wait_for(lambda: node.count_subscribers("bucket_pose") > 0
+                 and node.count_subscribers("joy") >= 1 and node.count_publishers("joy") >= 1
+                 and node.count_subscribers("/clock") >= 3, 60.0,
+                 lambda: "soil_node, teleop_node and the player:\n"
+                 + "".join(p.log() for p in (*others, player)))
+        time.sleep(1.0)
+        sim = sim_node(logs)
+        replay.wait_sim(t_end, "the replay's end", sim.log() + player.log())
+        time.sleep(1.0)
+        replay_result = (replay.trench_m3(), replay.trajectory(t0, t_end), replay.sim_values())
+        assert player.stop() == 0, player.log()
+    finally:
+        replay.close()
+        stop_all(*([sim] if sim else []), *others)
+    return live_result, replay_result, recorded, (t0, t_end)
+
+
+def test_the_bag_holds_the_operators_session(runs) -> None:
+    (_, _, _, sent), _, recorded, (t0, t_end) = runs
+    assert len(recorded.messages) == sent  # every Joy, none twice
+    stamps = [m.timestamp_ns * 1e-9 for m in recorded.messages]
+    assert t0 <= stamps[0] < t0 + 0.1 and stamps[-1] < t_end  # simulated time
+
+
+def test_the_replay_reproduces_the_trench_within_5_percent(runs) -> None:
+    ((live_m3, live_min), _, live_sim, _), ((replay_m3, replay_min), _, replay_sim), _, _ = runs
+    print(f"trench live {live_m3:.4f} m^3 (min {live_min:.3f} m), replay {replay_m3:.4f} m^3 "
+          f"(min {replay_min:.3f} m), {100 * (replay_m3 / live_m3 - 1):+.2f} %; commands held "
+          f"{live_sim.get('commands_held')}/{replay_sim.get('commands_held')}, past their stamp "
+          f"{live_sim.get('commands_past_stamp')}/{replay_sim.get('commands_past_stamp')}, "
+          f"Joys re-stamped {live_sim.get('joys_restamped')}/"
+          f"{replay_sim.get('joys_restamped')}")
+    assert live_m3 > 0.05 and live_min < -0.15, live_sim  # a real dig
+    assert abs(replay_m3 - live_m3) <= 0.05 * live_m3
+    # the commands went through the schedule in both runs
+    assert int(live_sim["commands_held"]) > 100 and int(replay_sim["commands_held"]) > 100
+
+
+def test_the_replay_follows_the_recorded_joint_trajectories(runs) -> None:
+    (_, live, _, _), (_, replay, _), _, _ = runs
+    common = sorted(set(live) & set(replay))
+    assert len(common) > 0.8 * len(live)  # the same simulated instants seen in both
+    diff = np.array([np.abs(live[t] - replay[t]) for t in common])
+    moved = np.ptp(np.array([live[t] for t in common]), axis=0)
+    print(f"joint paths: largest difference {diff.max(axis=0).round(4).tolist()} rad, "
+          f"mean {diff.mean(axis=0).round(5).tolist()} rad, range moved "
+          f"{moved.round(3).tolist()} rad")
+    assert np.all(moved[1:] > 0.2)  # boom, arm and bucket really moved
+    # The commands are the same by construction; what remains is the soil coupling over DDS
+    # (when a wrench arrives decides the period it acts in): a few 0.01 rad at the worst
+    # instant while cutting, 1e-3 rad on average (docs/teleoperation.md, "Replay").
+    assert diff.max() < 0.05  # rad
+    assert diff.mean() < 0.005  # rad
+
+
+def test_scheduled_teleop_restamps_a_late_joy_and_refuses_a_wall_clock_one(
+        tmp_path: Path) -> None:
+    """command_delay_s: a Joy stamped far behind the machine's state acts from the newest state
+    and says so on teleop/joy_applied (what a recording keeps); a Joy stamped in wall time while
+    the machine runs in simulated time is refused with the fix."""
+    sim = sim_node(tmp_path)
+    teleop = teleop_node(tmp_path)
+    obs = Observer("restamp_probe")
+    try:
+        applied: list[Joy] = obs.probe.collect(Joy, APPLIED, 100)
+        joy = obs.probe.node.create_publisher(Joy, "joy", 10)
+        wait_for(lambda: obs.states and obs.clock and joy.get_subscription_count() > 0, 60.0,
+                 lambda: sim.log() + teleop.log())
+        obs.wait_sim(START_AFTER_S, "sim time")
+        msg = Joy()
+        msg.axes, msg.buttons = [0.0, -0.6, 0.0, 0.0, 0.0, 0.0], [0] * 8  # arm in
+        msg.header.stamp.sec = int(obs.now()) - 2  # 2 s behind
+        joy.publish(msg)
+        wait_for(lambda: applied, 30.0, teleop.log)
+        late = applied[0].header.stamp
+        newest = obs.now()
+        wall = Joy()
+        wall.axes, wall.buttons = [0.0, 0.6, 0.0, 0.0, 0.0, 0.0], [0] * 8
+        wall.header.stamp.sec = int(time.time())
+        joy.publish(wall)
+        wait_for(lambda: "ahead of joint_states" in teleop.log(), 30.0, teleop.log)
+    finally:
+        obs.close()
+        stop_all(sim, teleop)
+    assert len(applied) == 1  # the wall-clock Joy was not answered
+    assert newest - 1.0 < late.sec + late.nanosec * 1e-9 <= newest  # re-stamped to its state
+    assert "stamp the Joy in simulated time" in teleop.log()

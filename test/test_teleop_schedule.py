@@ -1,0 +1,85 @@
+"""teleop_node's command_delay_s core without ROS (``excavator_kinematics.teleop.schedule``):
+each input is answered from the state of its stamp, extrapolated by the delay, whatever the
+order in which inputs and states arrive."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from excavator_kinematics.teleop.controller import MachineState
+from excavator_kinematics.teleop.schedule import Answer, Refused, StampedAnswers
+
+PERIOD = 0.01  # joint_states every 10 ms
+DELAY = 0.2
+
+
+def state(t: float) -> MachineState:
+    """A machine whose boom angle is its time stamp (easy to check which state was used)."""
+    return MachineState(np.array([0.0, t, 0.0, 0.0]), np.array([0.0, 1.0, 0.0, 0.0]))
+
+
+@given(st.lists(st.integers(0, 99), min_size=1, max_size=20, unique=True), st.data())
+def test_every_input_gets_the_state_of_its_stamp_whenever_it_arrives(
+        ticks: list[int], data: st.DataObject) -> None:
+    """Inputs stamped on (or between) state stamps, arriving before their states or up to
+    half the delay after: each is answered once, in arrival order, from the latest state at or
+    before its stamp, extrapolated by the delay; the command is stamped stamp + delay."""
+    answers: StampedAnswers[int] = StampedAnswers(DELAY)
+    stamps = sorted(k * PERIOD + data.draw(st.sampled_from([0.0, 0.004])) for k in ticks)
+    # the arrival of each input: after the state of this index has arrived (not too late)
+    arrive_after = [data.draw(st.integers(max(0, int(t / PERIOD) - 20 + 1) - 1,
+                                          int(t / PERIOD) + 5)) for t in stamps]
+    arrive_after = np.maximum.accumulate(arrive_after)  # inputs keep their order
+    out: list[Answer[int] | Refused[int]] = []
+    j = 0
+    for n in range(-1, 110):
+        if n >= 0:
+            out += answers.add_state(n * PERIOD, state(n * PERIOD))
+        while j < len(stamps) and arrive_after[j] <= n:
+            out += answers.add_input(stamps[j], j)
+            j += 1
+    assert [a.payload for a in out] == list(range(len(stamps)))
+    for a in out:
+        assert isinstance(a, Answer) and not a.restamped
+        t = stamps[a.payload]
+        used = round(np.floor(t / PERIOD + 1e-6) * PERIOD, 6)
+        assert a.state.q[1] == pytest.approx(used + DELAY)  # q + q_dot x delay
+        assert a.command_stamp_s == pytest.approx(t + DELAY)
+    assert answers.pending == 0 and answers.restamped == 0
+
+
+def test_an_input_too_late_acts_from_the_newest_state_and_says_so() -> None:
+    answers: StampedAnswers[str] = StampedAnswers(DELAY)
+    for n in range(50):
+        answers.add_state(n * PERIOD, state(n * PERIOD))
+    (a,) = answers.add_input(0.1, "late")  # newest 0.49: 0.39 s behind > DELAY / 2
+    assert isinstance(a, Answer) and a.restamped and answers.restamped == 1
+    assert a.acted_at_s == pytest.approx(0.49)
+    assert a.command_stamp_s == pytest.approx(0.49 + DELAY)
+    assert a.state.q[1] == pytest.approx(0.49 + DELAY)
+
+
+def test_a_wall_clock_stamp_is_refused_with_the_fix() -> None:
+    answers: StampedAnswers[str] = StampedAnswers(DELAY)
+    answers.add_state(12.0, state(12.0))
+    (r,) = answers.add_input(1.79e9, "wall")
+    assert isinstance(r, Refused) and "use_sim_time:=true" in r.reason
+    assert "command_delay_s 0" in r.reason and answers.pending == 0
+
+
+def test_a_new_simulation_starts_a_new_history() -> None:
+    answers: StampedAnswers[str] = StampedAnswers(DELAY)
+    for n in range(10):
+        answers.add_state(5.0 + n * PERIOD, state(5.0 + n * PERIOD))
+    answers.add_state(0.0, state(0.0))  # the clock went back
+    (a,) = answers.add_input(0.0, "x")  # from the new history, not re-stamped to 5.09 s
+    assert isinstance(a, Answer) and not a.restamped
+    assert a.state.q[1] == pytest.approx(0.0 + DELAY)
+
+
+def test_the_delay_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="delay_s 0 must be > 0"):
+        StampedAnswers(0.0)
