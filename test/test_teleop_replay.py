@@ -57,7 +57,7 @@ def teleop_node(logs: Path) -> NodeProcess:
     return NodeProcess("excavator_kinematics.teleop_node",
                        ["--ros-args", "--params-file", str(REPO / "config" / "teleop.yaml"),
                         "-p", "use_sim_time:=true", "-p", f"command_delay_s:={DELAY_S}",
-                        "-p", "joy_timeout:=5.0", "-p", "state_timeout:=5.0"], log_dir=logs)
+                        "-p", "joy_timeout_s:=5.0", "-p", "state_timeout_s:=5.0"], log_dir=logs)
 
 
 def other_nodes(logs: Path) -> list[NodeProcess]:
