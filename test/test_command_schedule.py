@@ -62,7 +62,7 @@ def test_sim_node_applies_a_command_stamped_ahead_at_its_stamp(tmp_path: Path) -
     clocks: list[Clock] = probe.collect(Clock, "/clock", 100)
     sim = NodeProcess("excavator_sim.sim_node",
                       ["--ros-args", "--params-file", str(REPO / "config" / "sim.yaml"),
-                       "-p", "use_sim_time:=true", "-p", "marker_rate:=0.0",
+                       "-p", "use_sim_time:=true", "-p", "marker_rate_hz:=0.0",
                        "-p", "terrain.nx:=41", "-p", "terrain.ny:=41",
                        "-p", "terrain.cell_size_m:=0.4"], log_dir=tmp_path)
     try:

@@ -55,7 +55,7 @@ def test_base_stops_when_track_commands_stop_and_moves_on_a_fresh_one(tmp_path: 
     sim = NodeProcess("excavator_sim.sim_node",
                       ["--ros-args", "--params-file", str(REPO / "config" / "sim.yaml"),
                        "-p", "real_time_factor:=1.0", "-p", "use_sim_time:=false",
-                       "-p", "marker_rate:=0.0", "-p", "track_command_timeout_s:=0.3",
+                       "-p", "marker_rate_hz:=0.0", "-p", "track_command_timeout_s:=0.3",
                        "-p", "terrain.nx:=41", "-p", "terrain.ny:=41",
                        "-p", "terrain.cell_size_m:=0.4"], log_dir=tmp_path)
     sending = threading.Event()

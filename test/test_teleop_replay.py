@@ -50,7 +50,7 @@ def sim_node(logs: Path) -> NodeProcess:
     return NodeProcess("excavator_sim.sim_node",
                        ["--ros-args", "--params-file", str(REPO / "config" / "sim.yaml"),
                         "-p", "terrain.contact:=false", "-p", "use_sim_time:=true",
-                        "-p", "real_time_factor:=0.5", "-p", "marker_rate:=0.0"], log_dir=logs)
+                        "-p", "real_time_factor:=0.5", "-p", "marker_rate_hz:=0.0"], log_dir=logs)
 
 
 def teleop_node(logs: Path) -> NodeProcess:
