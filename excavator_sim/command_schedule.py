@@ -22,13 +22,15 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
+from excavator_sim.errors import CommandError
+
 T = TypeVar("T")
 
 # A stamp within this much of a period boundary counts as on it [s] (float stamps of the grid).
 _EPS_S = 1e-9
 
 
-class StampTooFarAheadError(ValueError):
+class StampTooFarAheadError(CommandError):
     """A command stamped beyond the schedule's reach (``max_lead_s``)."""
 
 

@@ -188,8 +188,9 @@ def test_height_field_rejects_bad_regions(built, i0, heights, match) -> None:
 def test_sim_config_loads_and_names_bad_parameters() -> None:
     cfg = load_sim_config()
     assert cfg.timestep == 0.001
-    from excavator_sim.sim_config import read_parameter_file
-    flat = read_parameter_file()
+    from excavator_common.parameter_files import read_parameter_file
+    from excavator_common.paths import config_file
+    flat = read_parameter_file(config_file("sim.yaml"), "sim_node")
     boom = cfg.hydraulics.cylinders["boom_cylinder"]
     assert (boom.bore_m, boom.count) == (flat["hydraulics.boom_cylinder.bore_m"],
                                          flat["hydraulics.boom_cylinder.count"])
