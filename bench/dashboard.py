@@ -53,17 +53,10 @@ CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-back
 
 # --- CPU and bytes -------------------------------------------------------------------------
 def _tree(pid: int) -> list[int]:
-    out, todo = [pid], [pid]
-    while todo:
-        p = todo.pop()
-        for task in Path(f"/proc/{p}/task").glob("*"):
-            try:
-                kids = [int(k) for k in (task / "children").read_text().split()]
-            except OSError:
-                continue
-            out += kids
-            todo += kids
-    return out
+    """``pid`` and every descendant (bench/system.py's /proc walk)."""
+    from system import _children  # bench/ is this script's sys.path[0]
+
+    return [pid, *_children(pid)]
 
 
 def _cpu_s(pids: list[int]) -> dict[int, float]:
