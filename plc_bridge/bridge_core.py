@@ -48,7 +48,6 @@ import dataclasses
 import gc
 import logging
 import math
-import os
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -239,8 +238,8 @@ class BridgeCore:
     def _run(self) -> None:
         realtime.name_thread("plc-bridge-loop")   # ps -L, top -H, chrt -p, perf sched show it
         if self.config.rt_priority > 0:
-            try:   # SCHED_FIFO for this thread only (Linux: pid 0 = the calling thread)
-                os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(self.config.rt_priority))
+            try:   # SCHED_FIFO for this thread (Linux: pid 0 = the calling thread)
+                realtime.fifo(self.config.rt_priority)
             except (OSError, AttributeError) as e:
                 self.log.warning("plc_bridge: rt_priority %d not applied (%s); running with "
                                  "normal scheduling", self.config.rt_priority, e)

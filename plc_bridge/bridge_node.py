@@ -51,6 +51,7 @@ from rclpy.subscription import Subscription
 from rclpy.timer import Timer
 from sensor_msgs.msg import JointState
 
+from excavator_common import realtime
 from excavator_common.frames import check_frame_prefix
 from excavator_common.parameter_files import read_parameter_file
 from excavator_common.parameter_node import NodeParameters
@@ -184,6 +185,8 @@ class PlcBridgeNode(LifecycleNode):
             if not self.autostart:   # with autostart, run_node prints it once and exits 2
                 self.get_logger().fatal(f"invalid configuration: {e}")
             return TransitionCallbackReturn.FAILURE
+        if self.config.rt_priority > 0:
+            self._executor_realtime(max(1, self.config.rt_priority - 1))
         self.core.set_enabled(False, "inactive")
         self.core.start()
         self._pose, self._last_stamp = Pose2D(), None   # odometry starts anew at each configure
@@ -201,6 +204,18 @@ class PlcBridgeNode(LifecycleNode):
             f"{self.config.plc_port} rack {self.config.rack} slot {self.config.slot}, "
             f"{self.config.cycle_hz:g} Hz")
         return TransitionCallbackReturn.SUCCESS
+
+    def _executor_realtime(self, priority: int) -> None:
+        """SCHED_FIFO one step below the loop for this thread (rclpy's executor: on_configure
+        runs in it), before the loop starts. It holds the GIL while it publishes odometry; an
+        ordinary thread pre-empted while holding it would hold up the real-time loop with it
+        (the GIL does not inherit priority; ``excavator_common.realtime.fifo``)."""
+        try:
+            realtime.fifo(priority)
+        except (OSError, AttributeError) as e:
+            self.get_logger().warning(
+                f"rt_priority: the executor thread stays at normal scheduling ({e}); the loop "
+                "may wait for the GIL behind it")
 
     def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
         assert self.core is not None

@@ -122,8 +122,9 @@ _LOOP = (
           old="heartbeat_timeout"),
     _spec("plc_alive_timeout_s", 0.5, "controlled stop when the PLC's alive counter has not "
           "changed for this long", "s", 0.05, 10.0, dynamic=True, old="plc_alive_timeout"),
-    _spec("rt_priority", 0, "SCHED_FIFO priority of the bridge's loop thread (Linux, needs "
-          "CAP_SYS_NICE); 0 = normal scheduling", "", 0, 99),
+    _spec("rt_priority", 0, "SCHED_FIFO priority of the bridge's loop thread, the node's "
+          "executor thread one step below it (Linux, needs CAP_SYS_NICE); 0 = normal "
+          "scheduling", "", 0, 99),
     _spec("lateral_positive", "left", "sign of the Redis lateral velocity, for control and "
           "monitor keys alike: left = + left (REP-103, ARTOF docs), right = + right (ARTOF "
           "simulator)", choices=("left", "right")),

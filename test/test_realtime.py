@@ -237,3 +237,43 @@ def test_soil_warm_up_runs_a_whole_cycle_whatever_the_users_grid() -> None:
     small = dataclasses.replace(config.terrain, size_x_m=8.0, size_y_m=6.0, centre_x_m=4.0,
                                 centre_y_m=0.0)
     assert warm_up(small, config.dimaio, BucketPrism.from_geometry(default_geometry())) > 0.0
+
+
+def _can_use_fifo() -> bool:
+    """CAP_SYS_NICE here (root in CI): a child may switch itself to SCHED_FIFO."""
+    code = "import os; os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1))"
+    return subprocess.run([sys.executable, "-c", code], check=False,
+                          capture_output=True).returncode == 0
+
+
+def _thread_scheduling(pid: int) -> dict[str, tuple[int, int]]:
+    """OS name of each thread of ``pid`` (``tid`` for the main one) -> (policy, priority)."""
+    out: dict[str, tuple[int, int]] = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        tid = int(task.name)
+        with contextlib.suppress(OSError):
+            name = "main" if tid == pid else (task / "comm").read_text().strip()
+            out.setdefault(name, (os.sched_getscheduler(tid),
+                                  os.sched_getparam(tid).sched_priority))
+    return out
+
+
+@pytest.mark.skipif(not _can_use_fifo(), reason="needs CAP_SYS_NICE for SCHED_FIFO")
+def test_bridge_rt_priority_covers_the_executor_thread(tmp_path: Path, node_processes) -> None:
+    """rt_priority 20: the loop thread under SCHED_FIFO 20 and rclpy's executor (the main
+    thread, which holds the GIL while it publishes) at 19, so no ordinary task pre-empts a GIL
+    holder the loop waits for. Nothing needs to be reachable: the loop runs (and retries)
+    without Redis and PLC."""
+    from helpers import free_port
+
+    bridge = NodeProcess("plc_bridge.bridge_node", [
+        "--ros-args", "--params-file", "config/plc.yaml", "-p", "autostart:=true",
+        "-p", f"redis_url:=redis://127.0.0.1:{free_port()}/0",
+        "-p", f"plc_port:={free_port()}", "-p", "rt_priority:=20"], log_dir=tmp_path)
+    node_processes.append(bridge)
+    pid = bridge.proc.pid
+    sched = wait_for(lambda: (s := _thread_scheduling(pid)).get("plc-bridge-loop") and s, 60.0,
+                     "the bridge's loop thread")
+    assert sched["plc-bridge-loop"] == (os.SCHED_FIFO, 20), sched
+    wait_for(lambda: _thread_scheduling(pid)["main"] == (os.SCHED_FIFO, 19), 10.0,
+             lambda: f"the executor thread under SCHED_FIFO 19: {_thread_scheduling(pid)}")

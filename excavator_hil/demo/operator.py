@@ -168,13 +168,25 @@ class DemoOperator(Node):
         self._drive(check_alive)
         self._dig(check_alive)
 
-    def _command(self, longitudinal: float) -> None:
-        self.redis.mset({keys.LONGITUDINAL: f"{longitudinal:.10g}", keys.LATERAL: "0",
-                         keys.ANGULAR: "0"})
+    def _command(self, longitudinal: float) -> float:
+        """Write a velocity command; returns when Redis set it, as ``time.monotonic()`` [s].
+
+        The time is Redis's own (``TIME`` in the same MULTI/EXEC, so taken right after the MSET
+        and before any other client's command), not this process's clock before the write: the
+        operator runs at a lower priority than the bridge and may wait for a CPU between its
+        clock reading and the write, which is not the bridge's latency."""
+        pipe = self.redis.pipeline(transaction=True)
+        pipe.mset({keys.LONGITUDINAL: f"{longitudinal:.10g}", keys.LATERAL: "0",
+                   keys.ANGULAR: "0"})
+        pipe.time()
+        _, (seconds, microseconds) = pipe.execute()
+        # CLOCK_REALTIME -> CLOCK_MONOTONIC (the PLC logs its writes with the latter)
+        return seconds + microseconds * 1e-6 - (time.time() - time.monotonic())
 
     def _drive(self, check_alive: Callable[[], None]) -> None:
         """Drive forward through Redis; every 0.2 s a slightly different speed is written and
-        its arrival in the PLC's control DB timed (the bridge latency)."""
+        its arrival in the PLC's control DB timed from the moment Redis held it (the bridge's
+        Redis -> PLC latency)."""
         o = self.options
         self._phase = "drive"
         self.phase_marks.append((self.sim_time, "drive"))
@@ -192,8 +204,7 @@ class DemoOperator(Node):
                     f"{o.drive_distance_m} m in time: is plc/wheel_states reaching sim_node? "
                     f"bridge status: {self.redis.get(keys.BRIDGE_STATUS)!r}")
             speed = o.drive_speed_m_s + 0.001 * (k % 10)
-            sent.append((time.monotonic(), speed))
-            self._command(speed)
+            sent.append((self._command(speed), speed))
             k += 1
             progress.update(self.track_distance - start, "drive",
                             f"{self.track_distance - start:.2f} m")

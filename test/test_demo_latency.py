@@ -1,0 +1,36 @@
+"""The demo's bridge latency is timed from when Redis held the command (real redis-server)."""
+
+from __future__ import annotations
+
+import time
+from types import SimpleNamespace
+
+import redis
+
+from excavator_hil.demo.operator import DemoOperator, _latencies
+from plc_bridge import redis_keys as keys
+
+
+def test_command_time_is_redis_set_time(redis_server) -> None:
+    client = redis.Redis.from_url(redis_server.url, decode_responses=True)
+    operator = SimpleNamespace(redis=client)   # _command needs only the Redis client
+    for speed in (0.25, 0.5, -0.125):
+        before = time.monotonic()
+        t_set = DemoOperator._command(operator, speed)   # type: ignore[arg-type]
+        after = time.monotonic()
+        # Redis's clock, mapped to CLOCK_MONOTONIC: inside the round trip (1 ms of slack for
+        # the two clocks' readings and Redis's microsecond resolution)
+        assert before - 1e-3 <= t_set <= after + 1e-3, (before, t_set, after)
+        assert float(client.get(keys.LONGITUDINAL)) == speed
+        assert client.get(keys.LATERAL) == "0" and client.get(keys.ANGULAR) == "0"
+    client.close()
+
+
+def test_latencies_pair_each_command_with_the_first_write_carrying_it() -> None:
+    sent = [(10.0, 0.3), (10.2, 0.301)]
+    writes = [{"t": 9.99, "values": {"speed_left": 0.3, "speed_right": 0.3}},   # before: no
+              {"t": 10.0012, "values": {"speed_left": 0.3, "speed_right": 0.3}},
+              {"t": 10.2008, "values": {"speed_left": 0.3, "speed_right": 0.3}},  # old value
+              {"t": 10.2021, "values": {"speed_left": 0.301, "speed_right": 0.301}}]
+    got = _latencies(sent, writes)
+    assert [round(x, 1) for x in got] == [1.2, 2.1]
