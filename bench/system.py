@@ -447,7 +447,9 @@ def _print_full(label: str, full: dict[str, object]) -> None:
           f"{s.get('wrench_stale_periods')}, poses superseded {s.get('poses_superseded')}")
     cycles = s.get("bridge_cycles", 0) or 0
     print(f"    [{label}] demo bridge: Redis->PLC p50 {s['bridge_latency_p50_ms']:.2f} p99 "
-          f"{s['bridge_latency_p99_ms']:.2f} ms (drive phase), {s['bridge_overruns']} overruns "
+          f"{s['bridge_latency_p99_ms']:.2f} max {s.get('bridge_latency_max_ms', math.nan):.2f} "
+          f"ms ({len(s.get('bridge_latencies', []))} commands of the drive phase), "
+          f"{s['bridge_overruns']} overruns "
           f"of {cycles} cycles; side bridge: {full['side_bridge']}")
     print(f"    [{label}] soil moved {s['soil_moved_m3']:.3f} m^3 (peak load "
           f"{s['peak_bucket_load_m3']:.3f} m^3)")
@@ -480,7 +482,9 @@ def _figures(full: dict[str, object]) -> dict[str, object]:
         "wrench_applied_periods": s.get("wrench_applied_periods"),
         "poses_superseded": s.get("poses_superseded"),
         "bridge_latency_ms": {"p50": s["bridge_latency_p50_ms"],
-                              "p99": s["bridge_latency_p99_ms"]},
+                              "p99": s["bridge_latency_p99_ms"],
+                              "max": s.get("bridge_latency_max_ms"),
+                              "n": len(s.get("bridge_latencies", []))},
         "bridge_cycles": cycles, "bridge_overruns": s["bridge_overruns"],
         "bridge_overrun_pct": 100.0 * s["bridge_overruns"] / cycles if cycles else None,
         "side_bridge": full["side_bridge"],

@@ -72,6 +72,7 @@ class DemoOperator(Node):
         self.soil_status: dict[str, str] = {}
         self.lag_warnings = 0
         self.latencies_ms: list[float] = []
+        self.latency_samples: list[tuple[float, float]] = []
         self._dump_load = (0.0, math.inf)  # (load entering the dump, least load after it)
         self._phase = ""
         self.target_pub = self.create_publisher(PoseStamped, "target_pose", 10)
@@ -180,8 +181,7 @@ class DemoOperator(Node):
                    keys.ANGULAR: "0"})
         pipe.time()
         _, (seconds, microseconds) = pipe.execute()
-        # CLOCK_REALTIME -> CLOCK_MONOTONIC (the PLC logs its writes with the latter)
-        return seconds + microseconds * 1e-6 - (time.time() - time.monotonic())
+        return seconds + microseconds * 1e-6 - _realtime_minus_monotonic()
 
     def _drive(self, check_alive: Callable[[], None]) -> None:
         """Drive forward through Redis; every 0.2 s a slightly different speed is written and
@@ -217,7 +217,10 @@ class DemoOperator(Node):
                 break
             time.sleep(0.05)
         progress.done()
-        self.latencies_ms = _latencies(sent, plc.writes(sent[0][0] if sent else 0.0))
+        writes = plc.writes(sent[0][0] if sent else 0.0)
+        self.latencies_ms = _latencies(sent, writes)
+        self.latency_samples = [(round(t - sent[0][0], 4), round(ms, 3))
+                                for t, ms in _latency_samples(sent, writes)]
         plc.close()
 
     def _dig(self, check_alive: Callable[[], None]) -> None:
@@ -294,6 +297,8 @@ class DemoOperator(Node):
         if self.latencies_ms:
             s.bridge_latency_p50_ms = float(np.percentile(self.latencies_ms, 50))
             s.bridge_latency_p99_ms = float(np.percentile(self.latencies_ms, 99))
+            s.bridge_latency_max_ms = float(max(self.latencies_ms))
+            s.bridge_latencies = self.latency_samples
         try:
             s.bridge_cycles = int(self.redis.get(keys.counter_key("cycles")) or 0)
             s.bridge_overruns = int(self.redis.get(keys.counter_key("overruns")) or 0)
@@ -379,8 +384,28 @@ class DemoOperator(Node):
         self.redis.close()
 
 
+def _realtime_minus_monotonic() -> float:
+    """CLOCK_REALTIME - CLOCK_MONOTONIC [s] (the PLC logs its writes with the latter): the
+    reading bracketed most tightly of five, so a pre-emption between two clock reads (this
+    process runs niced) does not shift it."""
+    best = (math.inf, 0.0)
+    for _ in range(5):
+        m0 = time.monotonic()
+        wall = time.time()
+        m1 = time.monotonic()
+        best = min(best, (m1 - m0, wall - 0.5 * (m0 + m1)))
+    return best[1]
+
+
 def _latencies(sent: list[tuple[float, float]], writes: list[dict[str, Any]]) -> list[float]:
     """For each commanded speed, the time until a control-DB write carried it [ms]."""
+    return [ms for _, ms in _latency_samples(sent, writes)]
+
+
+def _latency_samples(sent: list[tuple[float, float]], writes: list[dict[str, Any]]
+                     ) -> list[tuple[float, float]]:
+    """(command time [s], time until a control-DB write carried it [ms]) per commanded speed
+    that a write carried."""
     out = []
     for t_sent, speed in sent:
         for w in writes:
@@ -389,7 +414,7 @@ def _latencies(sent: list[tuple[float, float]], writes: list[dict[str, Any]]) ->
             values = [v for k, v in w.get("values", w).items()
                       if isinstance(v, float) and "speed" in k]
             if values and all(abs(v - speed) < 1e-5 for v in values):
-                out.append((w["t"] - t_sent) * 1000.0)
+                out.append((t_sent, (w["t"] - t_sent) * 1000.0))
                 break
     return out
 

@@ -18,6 +18,10 @@ class DemoSummary:
     real_time_factor: float = 0.0
     bridge_latency_p50_ms: float = math.nan
     bridge_latency_p99_ms: float = math.nan
+    bridge_latency_max_ms: float = math.nan
+    # (Redis time of the command relative to the drive's first [s], latency [ms]) per command:
+    # with a few dozen commands the p99 is the worst one, so each is kept for its diagnosis
+    bridge_latencies: list[tuple[float, float]] = field(default_factory=list)
     bridge_cycles: int = 0
     bridge_overruns: int = 0
     rejected_targets: int = 0
@@ -53,7 +57,8 @@ class DemoSummary:
             f"{self.wrench_stale_periods} periods without soil force (stale), "
             f"{self.poses_superseded} poses superseded",
             f"  bridge latency Redis->PLC  p50 {self.bridge_latency_p50_ms:.2f} ms, "
-            f"p99 {self.bridge_latency_p99_ms:.2f} ms ({self.bridge_cycles} cycles, "
+            f"p99 {self.bridge_latency_p99_ms:.2f} ms, max {self.bridge_latency_max_ms:.2f} ms "
+            f"({len(self.bridge_latencies)} commands; {self.bridge_cycles} cycles, "
             f"{self.bridge_overruns} overruns)",
             f"  rejected IK targets     {self.rejected_targets:8d}",
         ]
