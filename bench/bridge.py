@@ -4,8 +4,10 @@ Setup: a real redis-server and the virtual PLC (skid-steer) in their own process
 in this process. An operational-layer thread writes a new longitudinal velocity once per cycle
 at a random phase and toggles the heartbeat every 500 ms.
 
-- Redis -> PLC: from just before the SET to the first control-DB write whose setpoint carries
-  that value (time stamped inside the virtual PLC when the write arrives; both processes use
+- Redis -> PLC: from the moment Redis set the value (its own TIME in the same MULTI/EXEC,
+  ``hil_harness.timed_mset``; until session 5: the writer's clock just before the SET, which
+  added the writer's own wait for a CPU) to the first control-DB write whose setpoint carries
+  that value (time stamped inside the virtual PLC when the write arrives; both mapped to
   CLOCK_MONOTONIC).
 - PLC -> Redis: from the monitor-DB read that carried a given PLC alive value (stamped by the
   virtual PLC as the bytes leave) to the keyspace notification of ``plc.monitor.state.plc_alive``
@@ -47,7 +49,7 @@ import numpy as np
 import redis
 import snap7
 
-from excavator_hil.hil_harness import Heartbeat, free_port, wait_until
+from excavator_hil.hil_harness import Heartbeat, free_port, timed_mset, wait_until
 from excavator_kinematics.vehicle import BodyTwist, make_vehicle_model
 from plc_bridge import redis_keys as keys
 from plc_bridge.bridge_core import BridgeCore
@@ -230,9 +232,9 @@ def drive(url: str, cycles: int, hz: float, seed: int) -> list[tuple[float, floa
         if delay > 0:
             time.sleep(delay)
         value = 0.1 + 0.001 * (i % 997)          # differs from the previous one every time
-        t = time.monotonic()
-        r.set(keys.LONGITUDINAL, f"{value:.10g}")
-        sent.append((t, value))
+        # timed from when Redis held it (its TIME), not from before the SET: the writer's own
+        # scheduling is not the bridge's latency
+        sent.append((timed_mset(r, {keys.LONGITUDINAL: f"{value:.10g}"}), value))
     return sent
 
 

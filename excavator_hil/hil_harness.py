@@ -27,6 +27,31 @@ def wait_until(predicate: Callable[[], Any], timeout_s: float, what: str) -> Any
     return wait_for(predicate, timeout_s, what, period=0.002)
 
 
+def timed_mset(client: redis.Redis, mapping: Mapping[str, str]) -> float:
+    """MSET ``mapping``; returns the moment Redis set it, as ``time.monotonic()`` [s]: Redis's
+    own ``TIME`` in the same MULTI/EXEC (right after the MSET, before any other client's
+    command), mapped from CLOCK_REALTIME to CLOCK_MONOTONIC (the virtual PLC logs its writes
+    with the latter). A latency from it to the PLC write is the bridge's alone: a writer's
+    clock read before its write would add the writer's own wait for a CPU."""
+    pipe = client.pipeline(transaction=True)
+    pipe.mset(dict(mapping))
+    pipe.time()
+    _, (seconds, microseconds) = pipe.execute()
+    return float(seconds) + float(microseconds) * 1e-6 - realtime_minus_monotonic()
+
+
+def realtime_minus_monotonic() -> float:
+    """CLOCK_REALTIME - CLOCK_MONOTONIC [s], the reading bracketed most tightly of five, so a
+    pre-emption between two clock reads (a niced writer) does not shift it."""
+    best = (float("inf"), 0.0)
+    for _ in range(5):
+        m0 = time.monotonic()
+        wall = time.time()
+        m1 = time.monotonic()
+        best = min(best, (m1 - m0, wall - 0.5 * (m0 + m1)))
+    return best[1]
+
+
 class Heartbeat:
     """Toggles ``plc.control.navigation.heartbeat`` every ``period_s`` like ARTOF does."""
 

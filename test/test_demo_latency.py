@@ -8,6 +8,7 @@ from types import SimpleNamespace
 import redis
 
 from excavator_hil.demo.operator import DemoOperator, _latencies
+from excavator_hil.hil_harness import realtime_minus_monotonic
 from plc_bridge import redis_keys as keys
 
 
@@ -34,3 +35,10 @@ def test_latencies_pair_each_command_with_the_first_write_carrying_it() -> None:
               {"t": 10.2021, "values": {"speed_left": 0.301, "speed_right": 0.301}}]
     got = _latencies(sent, writes)
     assert [round(x, 1) for x in got] == [1.2, 2.1]
+
+
+def test_clock_offset_is_stable() -> None:
+    """Two readings of CLOCK_REALTIME - CLOCK_MONOTONIC agree (no step between them here)."""
+    a, b = realtime_minus_monotonic(), realtime_minus_monotonic()
+    assert abs(a - b) < 1e-3
+    assert abs(a - (time.time() - time.monotonic())) < 0.5

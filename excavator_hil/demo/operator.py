@@ -28,7 +28,7 @@ from excavator_hil.demo.dig_cycle import DigCyclePlan, default_dig_cycle
 from excavator_hil.demo.options import DemoOptions
 from excavator_hil.demo.progress import Progress
 from excavator_hil.demo.summary import DemoSummary
-from excavator_hil.hil_harness import Heartbeat
+from excavator_hil.hil_harness import Heartbeat, timed_mset
 from excavator_kinematics.bucket_orientation import bucket_quaternion
 from excavator_kinematics.geometry import default_geometry
 from excavator_kinematics.inverse_kinematics import ACTIVE_JOINTS, InverseKinematics
@@ -176,12 +176,8 @@ class DemoOperator(Node):
         and before any other client's command), not this process's clock before the write: the
         operator runs at a lower priority than the bridge and may wait for a CPU between its
         clock reading and the write, which is not the bridge's latency."""
-        pipe = self.redis.pipeline(transaction=True)
-        pipe.mset({keys.LONGITUDINAL: f"{longitudinal:.10g}", keys.LATERAL: "0",
-                   keys.ANGULAR: "0"})
-        pipe.time()
-        _, (seconds, microseconds) = pipe.execute()
-        return seconds + microseconds * 1e-6 - _realtime_minus_monotonic()
+        return timed_mset(self.redis, {keys.LONGITUDINAL: f"{longitudinal:.10g}",
+                                       keys.LATERAL: "0", keys.ANGULAR: "0"})
 
     def _drive(self, check_alive: Callable[[], None]) -> None:
         """Drive forward through Redis; every 0.2 s a slightly different speed is written and
@@ -382,19 +378,6 @@ class DemoOperator(Node):
             self._command(0.0)
         self.heartbeat.stop()
         self.redis.close()
-
-
-def _realtime_minus_monotonic() -> float:
-    """CLOCK_REALTIME - CLOCK_MONOTONIC [s] (the PLC logs its writes with the latter): the
-    reading bracketed most tightly of five, so a pre-emption between two clock reads (this
-    process runs niced) does not shift it."""
-    best = (math.inf, 0.0)
-    for _ in range(5):
-        m0 = time.monotonic()
-        wall = time.time()
-        m1 = time.monotonic()
-        best = min(best, (m1 - m0, wall - 0.5 * (m0 + m1)))
-    return best[1]
 
 
 def _latencies(sent: list[tuple[float, float]], writes: list[dict[str, Any]]) -> list[float]:
