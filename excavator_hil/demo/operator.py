@@ -35,6 +35,10 @@ from excavator_kinematics.inverse_kinematics import ACTIVE_JOINTS, InverseKinema
 from plc_bridge import redis_keys as keys
 from plc_bridge.virtual_plc_control import ControlClient
 
+# Drive-phase command period [s]: 20 Hz, so the few seconds of driving time a few dozen
+# commands' Redis -> PLC latency (at 5 Hz there were 11: their p99 was only their worst)
+DRIVE_COMMAND_PERIOD_S = 0.05
+
 TARGET_PERIOD_S = 0.05  # IK targets at 20 Hz
 STILL_RAD_S = 2e-4  # joints slower than this count as settled [rad/s] ...
 STILL_FOR_S = 0.5  # ... for this long [s of sim time]
@@ -180,9 +184,9 @@ class DemoOperator(Node):
                                        keys.LATERAL: "0", keys.ANGULAR: "0"})
 
     def _drive(self, check_alive: Callable[[], None]) -> None:
-        """Drive forward through Redis; every 0.2 s a slightly different speed is written and
-        its arrival in the PLC's control DB timed from the moment Redis held it (the bridge's
-        Redis -> PLC latency)."""
+        """Drive forward through Redis; every ``DRIVE_COMMAND_PERIOD_S`` a slightly different
+        speed is written and its arrival in the PLC's control DB timed from the moment Redis
+        held it (the bridge's Redis -> PLC latency)."""
         o = self.options
         self._phase = "drive"
         self.phase_marks.append((self.sim_time, "drive"))
@@ -204,7 +208,7 @@ class DemoOperator(Node):
             k += 1
             progress.update(self.track_distance - start, "drive",
                             f"{self.track_distance - start:.2f} m")
-            time.sleep(0.2)
+            time.sleep(DRIVE_COMMAND_PERIOD_S)
         self._command(0.0)
         wait_until_still = time.monotonic() + 10.0
         while time.monotonic() < wait_until_still:
