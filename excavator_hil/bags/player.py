@@ -26,6 +26,8 @@ from rosgraph_msgs.msg import Clock
 from excavator_hil.bags.io import BagContents, iter_schedule, read_bag, sleep_until
 from excavator_hil.bags.recorder import message_class
 
+# after the publishers see their subscribers, time for the subscribers to match them [s]
+DISCOVERY_SETTLE_S = 0.5
 
 class BagPlayer(Node):
     """Publishes a bag's messages on schedule from a worker thread (publishing needs no spin)."""
@@ -81,9 +83,14 @@ class BagPlayer(Node):
         self._thread.join(2.0)
 
     def _wait_for_subscribers(self) -> None:
+        """Up to ``wait_for_subscribers_s`` for a subscriber on every topic, then
+        ``DISCOVERY_SETTLE_S`` more: DDS matching is one-sided, this publisher may see the
+        subscriber before the subscriber has matched it, and a volatile subscriber drops what
+        arrives before (a fresh-clone run lost the first of 120 replayed messages)."""
         deadline = time.monotonic() + self._wait_s
         while time.monotonic() < deadline and not self._stop.is_set():
             if all(p.get_subscription_count() > 0 for p in self._topic_publishers.values()):
+                self._stop.wait(DISCOVERY_SETTLE_S)
                 return
             time.sleep(0.01)
 
