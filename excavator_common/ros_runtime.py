@@ -10,6 +10,7 @@ import os
 import re
 import signal
 import sys
+import threading
 import traceback
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
@@ -112,15 +113,22 @@ def run_node(factory: Callable[[], N], args: Sequence[str] | None = None,
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
     except Exception:
-        if rclpy.ok():
+        if rclpy.ok() and not _INTERRUPTED.is_set():
             raise
-        # Ctrl-C shut the context down while a callback ran (its publish failed): no error.
+        # Ctrl-C shut the context down while a callback ran (its publish failed), or landed
+        # inside rclpy's C++ while it converted an argument (pybind11 turns the
+        # KeyboardInterrupt into "RuntimeError: Unable to convert call argument"; seen in a
+        # fresh-clone CI run): an interrupted node, not an error.
     finally:
         shutdown_quietly(node, (lambda: cleanup(node)) if cleanup and node else None)
     return code
 
 
+_INTERRUPTED = threading.Event()   # set by the first SIGINT
+
+
 def _interrupt_once(signum: int, frame: object) -> None:
+    _INTERRUPTED.set()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     raise KeyboardInterrupt
 
