@@ -75,7 +75,7 @@ class DemoOperator(Node):
         self.sim_status: dict[str, str] = {}
         self.soil_status: dict[str, str] = {}
         self.lag_warnings = 0
-        self.latencies_ms: list[float] = []
+        # (command time [s, monotonic], Redis -> PLC latency [ms]) of the drive phase
         self.latency_samples: list[tuple[float, float]] = []
         self._dump_load = (0.0, math.inf)  # (load entering the dump, least load after it)
         self._phase = ""
@@ -218,9 +218,7 @@ class DemoOperator(Node):
             time.sleep(0.05)
         progress.done()
         writes = plc.writes(sent[0][0] if sent else 0.0)
-        self.latencies_ms = _latencies(sent, writes)
-        self.latency_samples = [(round(t - sent[0][0], 4), round(ms, 3))
-                                for t, ms in _latency_samples(sent, writes)]
+        self.latency_samples = _latency_samples(sent, writes)
         plc.close()
 
     def _dig(self, check_alive: Callable[[], None]) -> None:
@@ -294,11 +292,14 @@ class DemoOperator(Node):
         s.track_distance_m = self.track_distance
         first = self.phase_marks[0][0] if self.phase_marks else self.sim_time
         s.sim_time_s = self.sim_time - first
-        if self.latencies_ms:
-            s.bridge_latency_p50_ms = float(np.percentile(self.latencies_ms, 50))
-            s.bridge_latency_p99_ms = float(np.percentile(self.latencies_ms, 99))
-            s.bridge_latency_max_ms = float(max(self.latencies_ms))
-            s.bridge_latencies = self.latency_samples
+        if self.latency_samples:
+            t0 = self.latency_samples[0][0]
+            latencies_ms = [ms for _, ms in self.latency_samples]
+            s.bridge_latency_p50_ms = float(np.percentile(latencies_ms, 50))
+            s.bridge_latency_p99_ms = float(np.percentile(latencies_ms, 99))
+            s.bridge_latency_max_ms = float(max(latencies_ms))
+            s.bridge_latencies = [(round(t - t0, 4), round(ms, 3))
+                                  for t, ms in self.latency_samples]
         try:
             s.bridge_cycles = int(self.redis.get(keys.counter_key("cycles")) or 0)
             s.bridge_overruns = int(self.redis.get(keys.counter_key("overruns")) or 0)
