@@ -113,8 +113,15 @@ def test_zero_command_holds_steering(redis_server, spawn):
         rig.wait_status("running", 15.0)
         wait_until(lambda: np.allclose(rig.plc.status()["angles"], math.pi / 2, atol=1e-6),
                    3.0, "the wheels to turn to +90 deg")
-        t0 = rig.command(0.0, 0.0, 0.0)
         cfg = rig.config
+        # the bridge holds the angles it last *read* from the monitor DB: wait until its own
+        # reading (published to Redis from the same read) is there too, or a loaded host's
+        # zero command lands on a reading a cycle or two older (seen in CI: 1.5698 rad held)
+        angle_keys = [keys.wheel_angle_key(s) for s in cfg.steering]
+        wait_until(lambda: all(v is not None and abs(float(v) - math.pi / 2) <= 1e-6
+                               for v in rig.redis.mget(angle_keys)),
+                   5.0, "the bridge's monitor reading of +90 deg")
+        t0 = rig.command(0.0, 0.0, 0.0)
         # the zero command reached the PLC (a loaded host may take a few cycles); a few cycles
         # later the held steering is the last measured one
         wait_until(lambda: any(w["enable"] and all(w[n] == 0.0 for n in cfg.speed_sp_fields())
