@@ -19,7 +19,7 @@ import rclpy
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor
 from rclpy.exceptions import ParameterException
-from rclpy.executors import ExternalShutdownException
+from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy_impl
 from rclpy.node import Node
 
@@ -109,7 +109,11 @@ def run_node(factory: Callable[[], N], args: Sequence[str] | None = None,
                 # waking for a deadline waits for the GIL 0.5 ms at most (realtime.py)
                 realtime.quiet_gc()
                 realtime.short_gil_slices()
-                rclpy.spin(node)
+                executor = _Executor()
+                try:
+                    rclpy.spin(node, executor)
+                finally:
+                    executor.shutdown()
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
     except Exception:
@@ -125,6 +129,16 @@ def run_node(factory: Callable[[], N], args: Sequence[str] | None = None,
 
 
 _INTERRUPTED = threading.Event()   # set by the first SIGINT
+
+
+class _Executor(SingleThreadedExecutor):
+    """rclpy's single-threaded executor, safe to half-build. A Ctrl-C that lands while it is
+    built makes rclpy's signal handler shut the context down; the constructor then fails
+    (RCLError, "the given context is not valid") before it set ``_sigint_gc``, and the
+    half-built object's ``__del__`` printed "Exception ignored ... no attribute '_sigint_gc'"
+    (seen once in CI). The class default makes that ``__del__`` a no-op."""
+
+    _sigint_gc = None
 
 
 def _interrupt_once(signum: int, frame: object) -> None:
