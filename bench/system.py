@@ -395,6 +395,8 @@ def full_stack(quick: bool, warmup: float, side_bridge_cycles: int, rt_priority:
         background_nice = 0 if setup == "old" else -1
     if background_nice >= 0:
         args += ["--background-nice", str(background_nice)]
+    if setup == "old":   # nor the short fair-scheduler slice of the Redis -> PLC path
+        args += ["--bridge-slice-ms", "0"]
     if pin_cpus:
         args.append("--pin-cpus")
     if soil_in_process:

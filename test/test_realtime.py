@@ -20,7 +20,7 @@ from helpers import NodeProcess
 from excavator_common import realtime
 from excavator_hil.demo.options import DemoOptions
 from excavator_hil.demo.run import process_layout
-from excavator_hil.local_services import ManagedProcess, wait_for
+from excavator_hil.local_services import LocalRedisServer, ManagedProcess, wait_for
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "bench"))
@@ -103,10 +103,63 @@ def test_a_prefixed_process_runs_every_thread_at_the_lower_priority(tmp_path: Pa
         proc.stop()
 
 
+def _needs_fair_slices() -> None:
+    """Skip where the kernel has no settable fair-scheduler slice (Linux < 6.12, not Linux)."""
+    probe = subprocess.run([sys.executable, "-c", "from excavator_common import realtime; "
+                            "print(realtime.fair_slice(0.0002))"],
+                           capture_output=True, text=True, check=True, cwd=REPO)
+    if probe.stdout.strip() != "0.0002":
+        pytest.skip(f"this kernel ({os.uname().release}) keeps its own fair-scheduler slice")
+
+
+def _thread_slices(pid: int) -> set[float | None]:
+    slices = set()
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        slices.add(realtime.current_fair_slice(int(task.name)))
+    return slices - {None} if len(slices) > 1 else slices   # None: a thread that just ended
+
+
+def test_the_demo_runs_the_redis_to_plc_path_with_a_short_fair_slice(tmp_path: Path) -> None:
+    """process_layout's prefix (``python -m excavator_common.realtime --fair-slice-ms 0.1``)
+    reaches every thread of the virtual PLC (the S7 server's too) and redis-server, under
+    normal scheduling; the simulation and the background keep the kernel's default."""
+    _needs_fair_slices()
+    layout = process_layout(DemoOptions(bridge_slice_ms=0.1, background_nice=10))
+    assert layout["sim"] == [] and layout["background"] == ["nice", "-n", "10"]
+    default = realtime.current_fair_slice()
+    assert default is not None and default > 0.0001
+    plc = ManagedProcess("plc_bridge.virtual_plc_cli",
+                         ["--port", "0", "--control-port", "-1", "--model", "skid_steer"],
+                         log_dir=tmp_path, cwd=REPO, prefix=layout["bridge"])
+    redis_server = LocalRedisServer(tmp_path / "redis", prefix=layout["redis"])
+    try:
+        wait_for(lambda: "VIRTUAL_PLC READY" in plc.log(), 60, plc.log)
+        redis_server.start()
+        assert len(list(Path(f"/proc/{plc.proc.pid}/task").glob("*"))) > 1
+        assert _thread_slices(plc.proc.pid) == {0.0001}
+        assert redis_server.proc is not None
+        assert _thread_slices(redis_server.proc.pid) == {0.0001}
+        assert os.sched_getscheduler(plc.proc.pid) == os.SCHED_OTHER   # still normal
+    finally:
+        plc.stop()
+        redis_server.stop()
+
+
+def test_bad_fair_slice_is_one_message_and_exit_2() -> None:
+    for args in (["excavator_hil.cli", "demo", "--bridge-slice-ms", "0.01"],
+                 ["excavator_common.realtime", "--fair-slice-ms", "500", "--", "true"]):
+        out = subprocess.run([sys.executable, "-m", *args], check=False, cwd=REPO,
+                             capture_output=True, text=True, timeout=60)
+        assert out.returncode == 2, out.stderr
+        assert "is outside 0.1..100 ms" in out.stderr
+        assert "Traceback" not in out.stderr
+
+
 def test_the_demo_layout_nices_the_background_and_pins_on_request() -> None:
-    plain = process_layout(DemoOptions(background_nice=0))
+    plain = process_layout(DemoOptions(background_nice=0, bridge_slice_ms=0))
     assert plain == {"bridge": [], "redis": [], "sim": [], "background": []}
-    layout = process_layout(DemoOptions(background_nice=10, rt_priority=20, pin_cpus=True))
+    layout = process_layout(DemoOptions(background_nice=10, rt_priority=20, pin_cpus=True,
+                                        bridge_slice_ms=0))
     assert layout["background"] == ["nice", "-n", "10"]
     assert layout["redis"][-3:] == ["chrt", "-f", "20"]   # the path's third process
     cpus = sorted(os.sched_getaffinity(0))

@@ -19,6 +19,9 @@ class DemoOptions:
     # nice value for the processes off the real-time paths: the bag recorder and this process
     # (the operator); 0 = the same priority as the rest (issue 12; docs/plc_bridge.md)
     background_nice: int = 10
+    # the fair scheduler's time slice for the bridge, the virtual PLC and redis-server [ms]
+    # (Linux >= 6.12, normal scheduling, no privilege; 0 = the kernel's default slice)
+    bridge_slice_ms: float = 0.1
     # pin the bridge, the virtual PLC and redis-server to the last CPU, sim/soil/ik to the rest
     pin_cpus: bool = False
     # the soil model inside sim_node (exact coupling) instead of soil_node (issue 12 item 3)

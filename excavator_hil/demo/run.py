@@ -27,6 +27,7 @@ import contextlib
 import json
 import os
 import shutil
+import sys
 import threading
 import time
 from collections.abc import Sequence
@@ -86,6 +87,9 @@ def process_layout(options: DemoOptions) -> dict[str, list[str]]:
 
     - ``background_nice`` > 0: the background runs under ``nice -n``: CFS gives the real-time
       paths the CPU first when both wake (the recorder and the operator are not on them);
+    - ``bridge_slice_ms`` > 0: the bridge, the virtual PLC and redis-server with that
+      fair-scheduler slice (``excavator_common.realtime.fair_slice``): under normal
+      scheduling each wakes on the Redis -> PLC path and pre-empts the simulation at once;
     - ``rt_priority`` > 0: redis-server under ``chrt -f`` too (the bridge loop and the virtual
       PLC set SCHED_FIFO themselves), as the Redis -> PLC path wakes it twice a command;
     - ``pin_cpus`` on a host with >= 2 CPUs: the bridge, the virtual PLC and redis-server on the
@@ -102,6 +106,10 @@ def process_layout(options: DemoOptions) -> dict[str, list[str]]:
         layout["sim"] += ["taskset", "-c", others]
     if options.background_nice > 0 and shutil.which("nice"):
         layout["background"] += ["nice", "-n", str(options.background_nice)]
+    if options.bridge_slice_ms > 0:
+        for group in ("bridge", "redis"):
+            layout[group] += [sys.executable, "-m", "excavator_common.realtime",
+                              "--fair-slice-ms", f"{options.bridge_slice_ms:g}", "--"]
     return layout
 
 
@@ -369,6 +377,11 @@ def main(argv: list[str] | None = None) -> int:
                         metavar="N", help="nice value 0..19 for the processes off the real-time "
                         "paths (the recorder, the operator but with --joystick); 0 = same "
                         f"priority as the rest (default {DemoOptions.background_nice})")
+    parser.add_argument("--bridge-slice-ms", type=float, default=DemoOptions.bridge_slice_ms,
+                        metavar="MS", help="fair-scheduler time slice 0.1..100 ms of the "
+                        "bridge, the virtual PLC and redis-server (Linux >= 6.12; no privilege "
+                        "needed); 0 = the kernel's default (default "
+                        f"{DemoOptions.bridge_slice_ms:g})")
     parser.add_argument("--soil-in-process", action="store_true",
                         help="run the soil model inside sim_node (exact, zero-latency "
                              "coupling) instead of soil_node (one machine)")
@@ -385,6 +398,9 @@ def main(argv: list[str] | None = None) -> int:
     if not 0 <= args.background_nice <= 19:
         parser.error(f"--background-nice {args.background_nice} is outside 0..19: 0 keeps the "
                      "recorder and the operator at normal priority, 10 lowers them")
+    if args.bridge_slice_ms != 0 and not 0.1 <= args.bridge_slice_ms <= 100.0:
+        parser.error(f"--bridge-slice-ms {args.bridge_slice_ms:g} is outside 0.1..100 ms (the "
+                     "kernel's range); 0 leaves the kernel's default slice")
     if not 1 <= args.machines <= MAX_DEMO_MACHINES:
         parser.error(f"--machines {args.machines} is outside 1..{MAX_DEMO_MACHINES}: each "
                      "machine is a whole stack (about a core at real time)")
@@ -403,6 +419,7 @@ def main(argv: list[str] | None = None) -> int:
                      "SCHED_FIFO or 0 for normal scheduling")
     options = DemoOptions(output_dir=args.output, quick=args.quick, joystick=args.joystick,
                           rt_priority=args.rt_priority, background_nice=args.background_nice,
+                          bridge_slice_ms=args.bridge_slice_ms,
                           pin_cpus=args.pin_cpus, soil_in_process=args.soil_in_process,
                           machines=args.machines, spacing_m=args.spacing)
     if args.quick:
