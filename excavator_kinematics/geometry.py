@@ -66,7 +66,12 @@ class Cylinder:
 @dataclass(frozen=True)
 class CylinderFlow:
     """One hydraulic function's piston areas and flow: ``count`` identical cylinders of
-    ``bore_m`` / ``rod_diameter_m`` [m] in parallel on one valve, fed with ``flow_lpm`` [L/min].
+    ``bore_m`` / ``rod_diameter_m`` [m] in parallel on one valve, fed with ``flow_lpm`` [L/min]
+    when extending (bore side) and ``retract_flow_lpm`` [L/min] when retracting (rod side;
+    None: ``flow_lpm``). Two flows because a machine's valve meters each direction on its own
+    (spool lands, pump summation for boom up and arm in only): published full-stroke test
+    times of a direction are set by its own flow, and the rod side's smaller area would
+    otherwise make every retraction much faster than the machine's (docs/simulation.md).
 
     The one place the hydraulic areas and the flow-limited rod speeds are computed: the
     simulation's actuators (``excavator_sim.hydraulics.CylinderHydraulics``) and the teleop
@@ -77,6 +82,7 @@ class CylinderFlow:
     rod_diameter_m: float
     count: int
     flow_lpm: float
+    retract_flow_lpm: float | None = None
 
     @property
     def bore_area_m2(self) -> float:
@@ -90,17 +96,24 @@ class CylinderFlow:
 
     @property
     def flow_m3_s(self) -> float:
+        """Flow when extending [m^3/s]."""
         return self.flow_lpm * LPM_TO_M3S
 
     @property
+    def retract_flow_m3_s(self) -> float:
+        """Flow when retracting [m^3/s]."""
+        flow = self.flow_lpm if self.retract_flow_lpm is None else self.retract_flow_lpm
+        return flow * LPM_TO_M3S
+
+    @property
     def extend_speed_m_s(self) -> float:
-        """Fastest extension [m/s]: the pump flow filling the bore side."""
+        """Fastest extension [m/s]: the extending flow filling the bore side."""
         return self.flow_m3_s / self.bore_area_m2
 
     @property
     def retract_speed_m_s(self) -> float:
-        """Fastest retraction [m/s]: the pump flow filling the rod side."""
-        return self.flow_m3_s / self.annulus_area_m2
+        """Fastest retraction [m/s]: the retracting flow filling the rod side."""
+        return self.retract_flow_m3_s / self.annulus_area_m2
 
     def speed(self, spool: float) -> float:
         """Rod speed [m/s] (+ = extend) for a spool opening in -1..1."""

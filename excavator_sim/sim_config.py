@@ -27,10 +27,10 @@ from excavator_sim.hydraulics import CylinderHydraulics, Hydraulics, SwingDrive,
 from excavator_sim.machines import MachinePreset, load_machine
 from excavator_sim.model_builder import InitialPose
 
-_CYL_DEFAULTS = {
-    "boom_cylinder": (0.110, 0.065, 1, 150.0, 2.0e6, 250.0),
-    "arm_cylinder": (0.095, 0.060, 1, 150.0, 1.5e6, 250.0),
-    "bucket_cylinder": (0.085, 0.055, 1, 75.0, 1.0e6, 120.0),
+_CYL_DEFAULTS = {   # bore, rod [m], count, flow out / in [L/min], damping [N s/m], armature [kg]
+    "boom_cylinder": (0.110, 0.065, 1, 105.0, 72.0, 2.0e6, 250.0),
+    "arm_cylinder": (0.095, 0.060, 1, 98.0, 76.0, 1.5e6, 250.0),
+    "bucket_cylinder": (0.085, 0.055, 1, 66.0, 59.0, 1.0e6, 120.0),
 }
 
 
@@ -70,12 +70,16 @@ CORE_PARAMETERS: tuple[ParameterSpec, ...] = (
        "hose + end volume per cylinder chamber"),
     _p("hydraulics.position_gain_1_s", 12.0, 0.1, 50.0, "1/s",
        "outer loop: valve speed = gain x position error"),
-    *(p for name, (bore, rod, count, flow, damp, armature) in _CYL_DEFAULTS.items() for p in (
+    *(p for name, (bore, rod, count, flow, flow_in, damp, armature) in _CYL_DEFAULTS.items()
+      for p in (
         _p(f"hydraulics.{name}.bore_m", bore, 0.02, 0.5, "m", f"{name} bore diameter"),
         _p(f"hydraulics.{name}.rod_diameter_m", rod, 0.01, 0.45, "m",
            f"{name} rod diameter", constraint="< bore_m"),
         _p(f"hydraulics.{name}.count", count, 1, 4, "count", f"{name}s in parallel"),
-        _p(f"hydraulics.{name}.flow_lpm", flow, 1.0, 2000.0, "L/min", f"pump flow to the {name}"),
+        _p(f"hydraulics.{name}.flow_lpm", flow, 1.0, 2000.0, "L/min",
+           f"flow to the {name} when extending (bore side)"),
+        _p(f"hydraulics.{name}.retract_flow_lpm", flow_in, 1.0, 2000.0, "L/min",
+           f"flow to the {name} when retracting (rod side)"),
         _p(f"hydraulics.{name}.damping_n_s_per_m", damp, 1e2, 1e9, "N s/m",
            f"{name} valve damping on the rod speed relative to the commanded one"),
         _p(f"hydraulics.{name}.armature_kg", armature, 0.0, 1e5, "kg",
@@ -205,6 +209,7 @@ def config_from_flat(values: Mapping[str, Any], source: str = "parameters") -> S
         cylinders[name] = CylinderHydraulics(
             name=name, bore_m=v[k + "bore_m"], rod_diameter_m=v[k + "rod_diameter_m"],
             count=int(v[k + "count"]), flow_lpm=v[k + "flow_lpm"],
+            retract_flow_lpm=v[k + "retract_flow_lpm"],
             damping_n_s_per_m=v[k + "damping_n_s_per_m"], armature_kg=v[k + "armature_kg"])
     hyd = Hydraulics(
         pressure_pa=v["hydraulics.pressure_pa"], bulk_modulus_pa=v["hydraulics.bulk_modulus_pa"],

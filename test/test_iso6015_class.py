@@ -108,3 +108,25 @@ def test_the_cli_prints_the_validation_table_that_the_docs_show(capsys) -> None:
     table = out[out.index("| figure |"):].strip()
     docs = (REPO / "docs" / "simulation.md").read_text()
     assert table in docs, "docs/simulation.md's validation table is not the command's output"
+
+
+def test_each_direction_strokes_at_its_own_flow() -> None:
+    """flow_lpm sets the extending times, retract_flow_lpm the retracting ones (a machine's
+    valve meters each direction on its own); without a retract flow both use flow_lpm."""
+    from dataclasses import replace
+
+    from excavator_kinematics.geometry import CylinderFlow
+
+    hyd = load_sim_config().hydraulics
+    base = machine_figures(default_geometry(), hyd)
+    slow_in = replace(hyd, cylinders={n: replace(c, retract_flow_lpm=c.retract_flow_lpm / 2)
+                                      for n, c in hyd.cylinders.items()})
+    fig = machine_figures(default_geometry(), slow_in)
+    assert fig.boom_lower_s == pytest.approx(2 * base.boom_lower_s)
+    assert fig.arm_out_s == pytest.approx(2 * base.arm_out_s)
+    assert fig.bucket_dump_s == pytest.approx(2 * base.bucket_dump_s)
+    assert (fig.boom_raise_s, fig.arm_in_s, fig.bucket_curl_s) == pytest.approx(
+        (base.boom_raise_s, base.arm_in_s, base.bucket_curl_s))
+    one_flow = CylinderFlow(0.1, 0.06, 1, 60.0)
+    assert one_flow.retract_speed_m_s == pytest.approx(
+        one_flow.extend_speed_m_s * one_flow.bore_area_m2 / one_flow.annulus_area_m2)

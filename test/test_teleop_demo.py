@@ -20,3 +20,6 @@ def test_the_demo_digs_and_dumps_with_a_scripted_joystick(tmp_path: Path) -> Non
     assert summary.soil_moved_m3 > 0.05  # carried out of the trench and dumped
     assert summary.track_distance_m > 0.25
     assert (tmp_path / "out" / "summary.json").is_file()
+    # the bucket ends curled to its stroke's end: the final pose still renders (it was lost
+    # when the measured angle sat 1e-4 rad past the limit)
+    assert (tmp_path / "out" / "final_pose.png").is_file(), summary.outputs

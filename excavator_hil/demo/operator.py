@@ -358,12 +358,21 @@ class DemoOperator(Node):
         """Render the machine in its last reported pose on the dug terrain (a MuJoCo model built
         in this process from the same geometry, the soil node's terrain patches applied)."""
         from excavator_hil.render import render_png
+        from excavator_kinematics.geometry import default_geometry
+        from excavator_kinematics.linkage import Linkage
         from excavator_sim.heightfield import flat_to_patch
         from excavator_sim.sim_config import load_sim_config
         from excavator_sim.simulation import ExcavatorSimulation
 
         with self._lock:
             joints = dict(self.joints)
+        # a measured pose may sit a hair past a stroke's end (the oil column's compliance at
+        # the end stop, e.g. a bucket curled full: 144.6 deg + 1e-4): clamp it into the range
+        # an initial pose must keep, or the picture of a good run is lost
+        limits = Linkage(default_geometry()).joint_limits
+        for name, (lo, hi) in limits.items():
+            if name in joints:
+                joints[name] = min(max(joints[name], lo), hi)
         overrides: dict[str, Any] = {**self.sim_overrides,
                                      **{f"initial.{n}_rad": joints[n] for n in ACTIVE_JOINTS}}
         for joint, key in (("base_x", "base_x_m"), ("base_y", "base_y_m"),

@@ -80,18 +80,19 @@ def dig_script(pattern: str = "iso", dump: bool = False) -> JoyScript:
     boom, arm = ("right_y", "left_y") if pattern == "iso" else ("left_y", "right_y")
     segments = [
         Segment(0.5, {}, label="approach"),
-        # timed for the default 8.2 t machine's speeds (boom down 0.40 m/s, bucket curl
-        # 0.22 m/s at full flow; docs/simulation.md)
-        Segment(0.7, {boom: 0.7, "right_x": -0.4}, label="dig"),
-        Segment(3.0, {arm: -0.6, boom: -0.3}, label="drag"),
-        Segment(2.0, {"right_x": 0.9}, label="curl"),
-        Segment(2.0, {boom: -0.8}, label="lift"),
+        # timed for the default 8.2 t machine's rod speeds at full flow (docs/simulation.md):
+        # boom 0.18 up / 0.19 m/s down, arm 0.23 in / 0.30 m/s out, bucket 0.19 curl / 0.30
+        # m/s dump
+        Segment(1.45, {boom: 0.7, "right_x": -0.25}, label="dig"),
+        Segment(4.6, {arm: -0.6, boom: -0.3}, label="drag"),
+        Segment(2.3, {"right_x": 0.9}, label="curl"),
+        Segment(2.9, {boom: -0.8}, label="lift"),
     ]
     if dump:
         segments += [
             Segment(2.4, {"left_x": 0.8}, label="swing"),
             Segment(0.3, {}, label="swing"),
-            Segment(2.0, {"right_x": -1.0, arm: 0.5}, label="dump"),
+            Segment(2.0, {"right_x": -1.0, arm: 1.0}, label="dump"),
             Segment(2.4, {"left_x": -0.8}, label="return"),
         ]
     segments.append(Segment(0.5, {}, label="release"))

@@ -59,7 +59,9 @@ class FlowLimits:
         cylinders = {n: CylinderFlow(get(f"hydraulics.{n}.bore_m"),
                                      get(f"hydraulics.{n}.rod_diameter_m"),
                                      int(get(f"hydraulics.{n}.count")),
-                                     get(f"hydraulics.{n}.flow_lpm")) for n in CYLINDER_NAMES}
+                                     get(f"hydraulics.{n}.flow_lpm"),
+                                     get(f"hydraulics.{n}.retract_flow_lpm"))
+                     for n in CYLINDER_NAMES}
         for n, c in cylinders.items():
             if c.rod_diameter_m >= c.bore_m:
                 raise ConfigError(f"{source}: hydraulics.{n}.rod_diameter_m "
