@@ -40,6 +40,9 @@ from plc_bridge.virtual_plc_control import ControlClient
 DRIVE_COMMAND_PERIOD_S = 0.05
 
 TARGET_PERIOD_S = 0.05  # IK targets at 20 Hz
+# The operator starts once the soil loop is closed: a wrench answering a pose at most this old
+# [s of sim time] (soil_node's first answers after start-up can be ~0.3 s late on a loaded host)
+SOIL_LIVE_AGE_S = 0.05
 STILL_RAD_S = 2e-4  # joints slower than this count as settled [rad/s] ...
 STILL_FOR_S = 0.5  # ... for this long [s of sim time]
 SETTLE_TIMEOUT_S = 8.0  # longest hold of the final target after the last leg [s of sim time]
@@ -67,6 +70,7 @@ class DemoOperator(Node):
         self._last_js_t = math.nan
         # Time series for the plot: (sim time, fx, fy, fz) and (sim time, load).
         self.wrenches: list[tuple[float, float, float, float]] = []
+        self.soil_live = False   # a wrench answered a recent pose: the soil loop is closed
         self.loads: list[tuple[float, float]] = []
         self.phase_marks: list[tuple[float, str]] = []
         self.rejected_targets = 0
@@ -110,6 +114,8 @@ class DemoOperator(Node):
         f = msg.wrench.force
         t = msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9
         self.wrenches.append((t, f.x, f.y, f.z))
+        if math.isfinite(self.sim_time) and self.sim_time - t <= SOIL_LIVE_AGE_S:
+            self.soil_live = True
 
     def _on_load(self, msg: Float64) -> None:
         t = self.sim_time if math.isfinite(self.sim_time) else 0.0
@@ -155,6 +161,9 @@ class DemoOperator(Node):
             missing.append("joint_states from sim_node")
         if self.target_pub.get_subscription_count() == 0:
             missing.append("ik_node subscribed to target_pose")
+        if not self.soil_live:
+            missing.append(f"a soil/wrench answering a pose at most {SOIL_LIVE_AGE_S:g} s old "
+                           "(the soil coupling live)")
         try:
             if self.redis.get(keys.BRIDGE_STATUS) is None:
                 missing.append("plc_bridge status in Redis")
