@@ -148,7 +148,7 @@ def current_fair_slice(tid: int = 0) -> float | None:
     got = _sched_attr(tid)
     if got is None or got[2].sched_policy not in _FAIR_POLICIES:
         return None
-    return got[2].sched_runtime / 1e9
+    return float(got[2].sched_runtime) / 1e9
 
 
 def fair_slice(slice_s: float, tid: int = 0) -> float | None:
@@ -182,7 +182,7 @@ def main(argv: list[str] | None = None) -> None:
     import argparse
 
     parser = argparse.ArgumentParser(prog="python -m excavator_common.realtime",
-                                     description=main.__doc__.splitlines()[0])
+                                     description="Run COMMAND with a fair-scheduler slice.")
     parser.add_argument("--fair-slice-ms", type=float, required=True, metavar="MS",
                         help="time slice 0.1..100 ms (Linux >= 6.12; elsewhere no change)")
     parser.add_argument("command", nargs=argparse.REMAINDER)
