@@ -24,8 +24,8 @@ file, or a systemd unit) sets from outside:
   scheduling, no privilege needed, but a waking thread of theirs pre-empts a running one at
   once instead of after its slice (1.4 ms on a 2-CPU host). ``python -m excavator_common.realtime
   --fair-slice-ms 0.1 -- COMMAND`` runs a command with it (like ``chrt``). Measured in the demo
-  (session 6, normal scheduling, 11 and 6 runs): Redis->PLC above 3 ms in 12 of 521 commands
-  with the default slice, 2 of 258 with 0.1 ms (docs/benchmarks.md, session 6).
+  (session 6, normal scheduling, 11 and 8 runs): Redis->PLC above 3 ms in 12 of 521 commands
+  with the default slice, 3 of 345 with 0.1 ms (docs/benchmarks.md, session 6).
 - :func:`fifo`: ``SCHED_FIFO`` for the calling thread (the bridge loop; at one step less, every
   other Python thread of the bridge process). The GIL does not inherit priority: a real-time
   thread that needs it waits for whichever thread holds it, and if that one is an ordinary
