@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import functools
 import gc
 import os
 import sys
@@ -107,13 +108,20 @@ def fifo(priority: int) -> None:
     os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(priority))
 
 
-def name_thread(name: str) -> None:
-    """Set the calling thread's OS name (Linux, at most 15 bytes; elsewhere nothing)."""
+@functools.cache
+def _libc() -> ctypes.CDLL | None:
+    """The C library (Linux only: prctl, and the system calls glibc does not wrap)."""
     libc_name = ctypes.util.find_library("c")
     if not sys.platform.startswith("linux") or libc_name is None:
-        return
-    libc = ctypes.CDLL(libc_name, use_errno=True)
-    libc.prctl(_PR_SET_NAME, ctypes.c_char_p(name.encode()[:15]), 0, 0, 0)
+        return None
+    return ctypes.CDLL(libc_name, use_errno=True)
+
+
+def name_thread(name: str) -> None:
+    """Set the calling thread's OS name (Linux, at most 15 bytes; elsewhere nothing)."""
+    libc = _libc()
+    if libc is not None:
+        libc.prctl(_PR_SET_NAME, ctypes.c_char_p(name.encode()[:15]), 0, 0, 0)
 
 
 class _SchedAttr(ctypes.Structure):
@@ -129,13 +137,14 @@ class _SchedAttr(ctypes.Structure):
 # (sched_setattr, sched_getattr) system call numbers; glibc has no wrapper for either
 _SCHED_ATTR_SYSCALLS = {"x86_64": (314, 315), "aarch64": (274, 275)}
 _FAIR_POLICIES = (os.SCHED_OTHER, getattr(os, "SCHED_BATCH", 3))
+FAIR_SLICE_MS_RANGE = (0.1, 100.0)   # what the kernel accepts (it clamps to it) [ms]
 
 
 def _sched_attr(tid: int) -> tuple[ctypes.CDLL, tuple[int, int], _SchedAttr] | None:
     calls = _SCHED_ATTR_SYSCALLS.get(os.uname().machine)
-    if not sys.platform.startswith("linux") or calls is None:
+    libc = _libc()
+    if libc is None or calls is None:
         return None
-    libc = ctypes.CDLL(None, use_errno=True)
     attr = _SchedAttr()
     if libc.syscall(calls[1], tid, ctypes.byref(attr), ctypes.sizeof(attr), 0) != 0:
         return None
@@ -183,16 +192,18 @@ def main(argv: list[str] | None = None) -> None:
 
     parser = argparse.ArgumentParser(prog="python -m excavator_common.realtime",
                                      description="Run COMMAND with a fair-scheduler slice.")
+    lo, hi = FAIR_SLICE_MS_RANGE
     parser.add_argument("--fair-slice-ms", type=float, required=True, metavar="MS",
-                        help="time slice 0.1..100 ms (Linux >= 6.12; elsewhere no change)")
+                        help=f"time slice {lo:g}..{hi:g} ms (Linux >= 6.12; elsewhere no "
+                        "change)")
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         parser.error("no COMMAND given: put it after --")
-    if not 0.1 <= args.fair_slice_ms <= 100.0:
-        parser.error(f"--fair-slice-ms {args.fair_slice_ms:g} is outside 0.1..100 ms (the "
-                     "kernel's range)")
+    if not lo <= args.fair_slice_ms <= hi:
+        parser.error(f"--fair-slice-ms {args.fair_slice_ms:g} is outside {lo:g}..{hi:g} ms "
+                     "(the kernel's range)")
     fair_slice(args.fair_slice_ms / 1e3)
     os.execvp(command[0], command)
 

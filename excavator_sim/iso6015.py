@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from excavator_kinematics.forward_kinematics import ForwardKinematics
-from excavator_kinematics.geometry import LPM_TO_M3S, ExcavatorGeometry
+from excavator_kinematics.geometry import ExcavatorGeometry
 from excavator_kinematics.linkage import Linkage
 from excavator_sim.hydraulics import Hydraulics
 
@@ -57,7 +57,6 @@ class MachineFigures:
     bucket_dump_s: float
     swing_torque_nm: float
     relief_pressure_pa: float
-    pump_flow_lpm: float = math.nan
     max_reach_m: float = math.nan
     dig_depth_m: float = math.nan
     heaped_capacity_m3: float = math.nan
@@ -126,8 +125,6 @@ def machine_figures(geometry: ExcavatorGeometry, hydraulics: Hydraulics,
         bucket_curl_s=stroke("bucket_cylinder") / cyl["bucket_cylinder"].extend_speed_m_s,
         bucket_dump_s=stroke("bucket_cylinder") / cyl["bucket_cylinder"].retract_speed_m_s,
         swing_torque_nm=hydraulics.swing.torque_limit_nm, relief_pressure_pa=p,
-        pump_flow_lpm=max(max(c.flow_lpm, c.retract_flow_m3_s / LPM_TO_M3S)
-                          for c in cyl.values()),
         max_reach_m=reach, dig_depth_m=depth, heaped_capacity_m3=heaped_capacity_m3(geometry),
     )
 

@@ -112,11 +112,11 @@ def _needs_fair_slices() -> None:
         pytest.skip(f"this kernel ({os.uname().release}) keeps its own fair-scheduler slice")
 
 
-def _thread_slices(pid: int) -> set[float | None]:
-    slices = set()
-    for task in Path(f"/proc/{pid}/task").glob("*"):
-        slices.add(realtime.current_fair_slice(int(task.name)))
-    return slices - {None} if len(slices) > 1 else slices   # None: a thread that just ended
+def _thread_slices(pid: int) -> set[float]:
+    """The slices of a process's threads (None, a thread that just ended, left out)."""
+    slices = {realtime.current_fair_slice(int(task.name))
+              for task in Path(f"/proc/{pid}/task").glob("*")}
+    return {s for s in slices if s is not None}
 
 
 def test_the_demo_runs_the_redis_to_plc_path_with_a_short_fair_slice(tmp_path: Path) -> None:

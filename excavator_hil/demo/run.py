@@ -398,9 +398,12 @@ def main(argv: list[str] | None = None) -> int:
     if not 0 <= args.background_nice <= 19:
         parser.error(f"--background-nice {args.background_nice} is outside 0..19: 0 keeps the "
                      "recorder and the operator at normal priority, 10 lowers them")
-    if args.bridge_slice_ms != 0 and not 0.1 <= args.bridge_slice_ms <= 100.0:
-        parser.error(f"--bridge-slice-ms {args.bridge_slice_ms:g} is outside 0.1..100 ms (the "
-                     "kernel's range); 0 leaves the kernel's default slice")
+    from excavator_common.realtime import FAIR_SLICE_MS_RANGE
+
+    lo, hi = FAIR_SLICE_MS_RANGE
+    if args.bridge_slice_ms != 0 and not lo <= args.bridge_slice_ms <= hi:
+        parser.error(f"--bridge-slice-ms {args.bridge_slice_ms:g} is outside {lo:g}..{hi:g} ms "
+                     "(the kernel's range); 0 leaves the kernel's default slice")
     if not 1 <= args.machines <= MAX_DEMO_MACHINES:
         parser.error(f"--machines {args.machines} is outside 1..{MAX_DEMO_MACHINES}: each "
                      "machine is a whole stack (about a core at real time)")
