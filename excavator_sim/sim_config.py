@@ -158,6 +158,10 @@ NODE_PARAMETERS: tuple[ParameterSpec, ...] = (
                   "soil/terrain_patch, soil/heightmap as soil_node would (run one or the other)"),
     ParameterSpec("soil_params_file", "", "with soil_in_process: the soil parameter file; "
                   "empty = the package's config/soil.yaml", "path"),
+    ParameterSpec("soil_lockstep_timeout_s", 0.0, "lockstep with soil_node: step a period only "
+                  "once the soil/wrench answering the latest bucket_pose arrived, waiting at "
+                  "most this long (wall time; then on without waiting until it answers again); "
+                  "reproducible soil coupling over DDS; 0 = never wait", "s", 0.0, 10.0),
 )
 
 
@@ -166,6 +170,13 @@ def _check(v: Mapping[str, Any]) -> None:
     if v["control_period_s"] < v["timestep_s"]:
         raise SimConfigError(f"parameter control_period_s = {v['control_period_s']:.6g} s must "
                              f"be >= timestep_s = {v['timestep_s']:.6g} s")
+    if v["soil_lockstep_timeout_s"] > 0.0 and (v["follow_clock"] or v["soil_in_process"]):
+        other = "follow_clock" if v["follow_clock"] else "soil_in_process"
+        why = ("a follower steps to the owner's /clock and cannot hold it for its soil"
+               if v["follow_clock"] else "the in-process soil answers every pose already")
+        raise SimConfigError(f"parameter soil_lockstep_timeout_s = "
+                             f"{v['soil_lockstep_timeout_s']:.6g} s needs {other} false: {why}; "
+                             "set soil_lockstep_timeout_s to 0")
     for name in _CYL_DEFAULTS:
         k = f"hydraulics.{name}."
         if v[k + "rod_diameter_m"] >= v[k + "bore_m"]:
@@ -200,6 +211,13 @@ def config_from_flat(values: Mapping[str, Any], source: str = "parameters") -> S
     :class:`SimConfig`."""
     v = SIM_PARAMETERS.validate(values, source)
     cylinders = {}
+    if v["soil_lockstep_timeout_s"] > 0.0 and (v["follow_clock"] or v["soil_in_process"]):
+        other = "follow_clock" if v["follow_clock"] else "soil_in_process"
+        why = ("a follower steps to the owner's /clock and cannot hold it for its soil"
+               if v["follow_clock"] else "the in-process soil answers every pose already")
+        raise SimConfigError(f"parameter soil_lockstep_timeout_s = "
+                             f"{v['soil_lockstep_timeout_s']:.6g} s needs {other} false: {why}; "
+                             "set soil_lockstep_timeout_s to 0")
     for name in _CYL_DEFAULTS:
         k = f"hydraulics.{name}."
         if v[k + "rod_diameter_m"] >= v[k + "bore_m"]:

@@ -118,6 +118,7 @@ from excavator_sim.simulation import TRACK_JOINTS, ExcavatorSimulation
 from excavator_sim.soil.bucket_prism import BucketPrism
 from excavator_sim.soil.config import load_soil_config
 from excavator_sim.soil.in_process import InProcessSoil
+from excavator_sim.soil_lockstep import SoilLockstep
 from excavator_sim.urdf import urdf_from_model
 
 WORLD = "world"
@@ -186,6 +187,10 @@ class SimNode(Node):
         self.sim = ExcavatorSimulation(config, geometry)
         self.config = config
         self.gate = WrenchGate(max_age_s=max_wrench_age)
+        # over DDS only: the in-process soil answers within the step (the parameter check
+        # refuses both together, and follow_clock)
+        self.lockstep = SoilLockstep(float(values["soil_lockstep_timeout_s"])
+                                     if not soil_in_process else 0.0)
         self.timer: Timer | None = None
         self.follower: ClockFollower | None = None
         self._clock_wall: float | None = None  # wall time the latest /clock arrived [s]
@@ -387,6 +392,13 @@ class SimNode(Node):
         self.track_timeout.received(self.sim.time)
 
     def on_wrench(self, msg: WrenchStamped) -> None:
+        self._on_wrench(msg)
+        if self.lockstep.waiting:  # the period held back for this answer steps now
+            self.tick()
+
+    def _on_wrench(self, msg: WrenchStamped) -> None:
+        # valid or not, the soil answered the pose of this stamp (lockstep)
+        self.lockstep.answered(msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec)
         if msg.header.frame_id not in ("", WORLD):
             self._reject(f"soil/wrench in frame {msg.header.frame_id!r}: send it in 'world'")
             return
@@ -466,15 +478,18 @@ class SimNode(Node):
         self._commands_checked = False
         if self.pacer is None:
             deadline = time.monotonic() + _FREE_RUN_SLICE_S
-            while True:
+            while self.lockstep.may_step(time.monotonic()):
                 self.step_period()
                 if time.monotonic() >= deadline:
                     return
+            return
         now = time.monotonic()
         if self._paced_since is None:
             self._paced_since = now
         due = self.pacer.due(now, self.sim.time)
         for _ in range(min(due, _MAX_BURST)):
+            if not self.lockstep.may_step(time.monotonic()):
+                break  # the soil's answer steps it (on_wrench), or the next tick
             self.step_period()
         if due:
             now = time.monotonic()
@@ -567,6 +582,7 @@ class SimNode(Node):
         o = pose.pose.orientation
         o.w, o.x, o.y, o.z = quat.tolist()
         self.pose_pub.publish(pose)
+        self.lockstep.published(stamp.sec + 1e-9 * stamp.nanosec)
 
     def stop_tracks(self) -> None:
         """The latest track command timed out: stop the tracks (WARN while they were moving)."""
@@ -685,6 +701,7 @@ class SimNode(Node):
             "commands_past_stamp": self.schedule.past_stamp,
             "command_late_ms_max": f"{1e3 * self.schedule.max_late_s:.2f}",
             "commands_beyond_lead": self.unschedulable,
+            **self.lockstep.values(),
         }
 
     def _follow_slipped(self) -> float:
@@ -727,6 +744,10 @@ class SimNode(Node):
                                           or time.monotonic() - self._clock_wall > 1.0):
             problems.append("waiting for /clock (follow_clock: the fleet's clock owner, a "
                             "sim_node with use_sim_time true, steps this one)")
+        if self.lockstep.detached:
+            problems.append(f"soil lockstep: no soil/wrench for the latest bucket_pose within "
+                            f"{self.lockstep.timeout_s:g} s (soil_lockstep_timeout_s); stepping "
+                            "without waiting until soil_node answers again")
         if stale:
             problems.append(f"soil wrench late: {stale} periods without soil force (older "
                             f"than {1e3 * self.gate.max_age_s:g} ms)")

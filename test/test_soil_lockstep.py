@@ -1,0 +1,147 @@
+"""sim_node in lockstep with the soil over DDS (``soil_lockstep_timeout_s``): the pure rule, then
+sim_node in its own process with this test answering its poses as soil_node would: the
+simulated time stops at a pose nobody answered, moves on by one period per answer, runs on alone
+after the timeout (WARN) and locks again when answers come back."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from diagnostic_msgs.msg import DiagnosticArray
+from geometry_msgs.msg import PoseStamped, WrenchStamped
+from helpers import REPO, NodeProcess, RosTestNode, wait_for
+from rosgraph_msgs.msg import Clock
+
+from excavator_sim.errors import SimConfigError
+from excavator_sim.sim_config import SIM_PARAMETERS
+from excavator_sim.soil_lockstep import SoilLockstep
+
+PERIOD_S = 0.01  # config/sim.yaml publish_rate_hz 100
+TIMEOUT_S = 3.0
+
+
+# --- the rule ------------------------------------------------------------------------------
+def test_a_period_waits_for_the_answer_to_the_latest_pose() -> None:
+    lock = SoilLockstep(timeout_s=0.5)
+    assert lock.may_step(100.0)  # nothing published yet: nothing to wait for
+    lock.published(0.01)
+    assert not lock.may_step(100.0) and lock.waiting and lock.waits == 1
+    assert not lock.may_step(100.3)
+    lock.answered(0.0)  # an older pose's answer does not release it
+    assert not lock.may_step(100.4)
+    lock.answered(0.01)
+    assert lock.may_step(100.45) and not lock.waiting
+    assert lock.may_step(100.46)  # still answered: the next period needs the next pose first
+    assert lock.waits == 1 and lock.timeouts == 0
+    assert lock.wait_s.percentiles()[2] == pytest.approx(0.45)
+
+
+def test_no_answer_costs_one_timeout_then_the_answers_lock_it_again() -> None:
+    lock = SoilLockstep(timeout_s=0.5)
+    lock.published(0.01)
+    assert not lock.may_step(10.0)
+    assert lock.may_step(10.5) and lock.detached and lock.timeouts == 1
+    for k in range(2, 50):  # the soil is gone: the simulation runs on without waiting
+        lock.published(0.01 * k)
+        assert lock.may_step(10.5)
+    assert lock.values()["soil_lockstep"] == "detached"
+    lock.answered(0.20)  # it answers again (an old pose: it was behind)
+    assert not lock.detached and not lock.may_step(11.0)  # waits for the latest pose again
+    lock.answered(0.49)
+    assert lock.may_step(11.01) and lock.timeouts == 1
+    assert lock.values()["soil_lockstep"] == "on"
+
+
+def test_off_never_waits() -> None:
+    lock = SoilLockstep(timeout_s=0.0)
+    lock.published(5.0)
+    assert lock.may_step(0.0) and lock.waits == 0
+    assert lock.values() == {"soil_lockstep": "off"}
+
+
+@pytest.mark.parametrize("other", ["follow_clock", "soil_in_process"])
+def test_lockstep_with_a_follower_or_the_in_process_soil_is_refused(other: str) -> None:
+    with pytest.raises(SimConfigError) as err:
+        SIM_PARAMETERS.validate({"soil_lockstep_timeout_s": 1.0, other: True})
+    assert "soil_lockstep_timeout_s = 1 s" in str(err.value) and other in str(err.value)
+    assert "set soil_lockstep_timeout_s to 0" in str(err.value)
+
+
+# --- sim_node over DDS -------------------------------------------------------------------
+def _now(clock: list[Clock]) -> float:
+    c = clock[-1].clock
+    return c.sec + 1e-9 * c.nanosec
+
+
+def _status(diagnostics: list[DiagnosticArray]) -> tuple[str, dict[str, str]] | None:
+    for array in reversed(list(diagnostics)):
+        for st in array.status:
+            if st.name.startswith("sim_node") and st.message.startswith("running"):
+                return st.message, {kv.key: kv.value for kv in st.values}
+    return None
+
+
+def test_sim_node_steps_only_on_the_soils_answer(tmp_path) -> None:
+    proc = NodeProcess("excavator_sim.sim_node",
+                       ["--ros-args", "--params-file", str(REPO / "config" / "sim.yaml"),
+                        "-p", "use_sim_time:=true", "-p", "real_time_factor:=1.0",
+                        "-p", "marker_rate_hz:=0.0", "-p", "terrain.nx:=41",
+                        "-p", "terrain.ny:=41", "-p", "terrain.cell_size_m:=0.4",
+                        "-p", f"soil_lockstep_timeout_s:={TIMEOUT_S}"], log_dir=tmp_path)
+    probe = RosTestNode("lockstep_probe")
+    clock: list[Clock] = probe.collect(Clock, "/clock", 100)
+    diagnostics: list[DiagnosticArray] = probe.collect(DiagnosticArray, "/diagnostics")
+    poses: list[PoseStamped] = []
+    wrench = probe.node.create_publisher(WrenchStamped, "soil/wrench", 10)
+    answering = [True]
+
+    def answer(pose: PoseStamped) -> None:
+        poses.append(pose)
+        if answering[0]:
+            msg = WrenchStamped()
+            msg.header.stamp, msg.header.frame_id = pose.header.stamp, "world"
+            wrench.publish(msg)
+
+    probe.node.create_subscription(PoseStamped, "bucket_pose", answer, 10)
+    try:
+        # sim_node starts before the probe answers: one timeout, then it locks on the answers
+        wait_for(lambda: clock and _now(clock) > 1.0, 60.0, proc.log)
+        _, on = wait_for(lambda: (s := _status(diagnostics)) and s[1]["soil_lockstep"] == "on"
+                         and s, 30.0, lambda: f"lockstep on: {_status(diagnostics)}\n{proc.log()}")
+
+        answering[0] = False  # the soil falls silent: time stops at the last pose
+        time.sleep(0.3)
+        held = _now(clock)
+        time.sleep(1.0)  # well inside the timeout
+        assert _now(clock) == held, "the simulation stepped past a pose nobody answered"
+        last = poses[-1]
+        assert abs(last.header.stamp.sec + 1e-9 * last.header.stamp.nanosec - held) < 1e-9
+
+        for k in range(1, 4):  # each answer releases exactly one period
+            msg = WrenchStamped()
+            msg.header.stamp, msg.header.frame_id = poses[-1].header.stamp, "world"
+            wrench.publish(msg)
+            wait_for(lambda k=k: _now(clock) >= held + k * PERIOD_S - 1e-9, 10.0,
+                     "a period after the answer")
+            time.sleep(0.3)
+            assert _now(clock) == pytest.approx(held + k * PERIOD_S, abs=1e-9)
+
+        # no answer for the timeout: it runs on alone, and says so
+        t_silent = _now(clock)
+        wait_for(lambda: _now(clock) > t_silent + 1.0, TIMEOUT_S + 30.0, "stepping alone")
+        message, values = wait_for(
+            lambda: (s := _status(diagnostics)) and "soil lockstep" in s[0] and s, 10.0,
+            lambda: f"the lockstep warning: {_status(diagnostics)}")
+        assert values["soil_lockstep"] == "detached"
+        assert int(values["soil_lockstep_timeouts"]) == int(on["soil_lockstep_timeouts"]) + 1
+        assert "soil_lockstep_timeout_s" in message
+
+        answering[0] = True  # the soil is back: locked again
+        wait_for(lambda: (s := _status(diagnostics)) and s[1]["soil_lockstep"] == "on"
+                 and "soil lockstep" not in s[0], 30.0,
+                 lambda: f"locked again: {_status(diagnostics)}")
+    finally:
+        probe.close()
+        code = proc.stop()
+    assert code == 0, proc.log()
