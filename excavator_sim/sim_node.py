@@ -15,7 +15,10 @@ Subscribes
   machine's plausible wrench (``excavator_sim.plausibility``: 3 x its maximum digging force) a
   wrench is rejected on arrival and the last valid one is kept (still only while fresh). A
   physics step that diverges anyway is undone by the core (last good state, wrench dropped,
-  clock running) and reported as ERROR on ``/diagnostics``.
+  clock running) and reported as ERROR on ``/diagnostics``. With ``soil_lockstep_timeout_s``
+  > 0 a period steps only once the wrench answering the latest ``bucket_pose`` arrived (at
+  most that long a wait, then on alone until soil_node answers again:
+  :mod:`excavator_sim.soil_lockstep`): the soil coupling then depends on simulated time only.
 - ``track_command`` (sensor_msgs/JointState): ``velocity`` [m/s] of ``track_left`` /
   ``track_right``. Held for ``track_command_timeout_s`` of simulated time (default 0.2 s: ten
   periods of the bridge's 50 Hz ``plc/wheel_states`` and of teleop_node's 50 Hz commands, so a

@@ -90,4 +90,5 @@ class SoilLockstep:
         _, p99, worst = (1e3 * v for v in self.wait_s.percentiles())
         return {"soil_lockstep": "detached" if self.detached else "on",
                 "soil_lockstep_waits": self.waits, "soil_lockstep_timeouts": self.timeouts,
-                "soil_lockstep_wait_ms_p99": f"{p99:.2f}", "soil_lockstep_wait_ms_max": f"{worst:.2f}"}
+                "soil_lockstep_wait_ms_p99": f"{p99:.2f}",
+                "soil_lockstep_wait_ms_max": f"{worst:.2f}"}
