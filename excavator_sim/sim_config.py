@@ -211,13 +211,6 @@ def config_from_flat(values: Mapping[str, Any], source: str = "parameters") -> S
     :class:`SimConfig`."""
     v = SIM_PARAMETERS.validate(values, source)
     cylinders = {}
-    if v["soil_lockstep_timeout_s"] > 0.0 and (v["follow_clock"] or v["soil_in_process"]):
-        other = "follow_clock" if v["follow_clock"] else "soil_in_process"
-        why = ("a follower steps to the owner's /clock and cannot hold it for its soil"
-               if v["follow_clock"] else "the in-process soil answers every pose already")
-        raise SimConfigError(f"parameter soil_lockstep_timeout_s = "
-                             f"{v['soil_lockstep_timeout_s']:.6g} s needs {other} false: {why}; "
-                             "set soil_lockstep_timeout_s to 0")
     for name in _CYL_DEFAULTS:
         k = f"hydraulics.{name}."
         if v[k + "rod_diameter_m"] >= v[k + "bore_m"]:

@@ -145,3 +145,14 @@ def test_sim_node_steps_only_on_the_soils_answer(tmp_path) -> None:
         probe.close()
         code = proc.stop()
     assert code == 0, proc.log()
+
+
+def test_sim_node_refuses_lockstep_as_a_follower_at_start_up(tmp_path) -> None:
+    proc = NodeProcess("excavator_sim.sim_node",
+                       ["--ros-args", "-p", "soil_lockstep_timeout_s:=2.0",
+                        "-p", "follow_clock:=true"], log_dir=tmp_path)
+    code = proc.proc.wait(60)
+    log = proc.log()
+    assert code == 2, log
+    assert "Traceback" not in log
+    assert "soil_lockstep_timeout_s = 2 s needs follow_clock false" in log, log
