@@ -76,6 +76,28 @@ class RosTestNode:
         self.node.create_subscription(msg_type, topic, box.append, qos)
         return box
 
+    def endpoints(self, kind: str, topic: str) -> list[tuple[str, str]]:
+        """(namespace, node name) of every ``kind`` ("publishers" or "subscriptions") of
+        ``topic``, sorted."""
+        get = (self.node.get_publishers_info_by_topic if kind == "publishers"
+               else self.node.get_subscriptions_info_by_topic)
+        return sorted((i.node_namespace, i.node_name) for i in get(topic))
+
+    def wait_endpoints(self, kind: str, topic: str, expected: list[tuple[str, str]],
+                       timeout: float = 30.0) -> list[tuple[str, str]]:
+        """Wait until ``topic``'s ``kind`` are exactly ``expected`` (any order). An endpoint can
+        show up in the graph before the node that owns it does (DDS learns the two from
+        different messages): it reads _NODE_NAME_UNKNOWN_ until then."""
+        want = sorted(expected)
+        seen: list[list[tuple[str, str]]] = [[]]
+
+        def settled() -> bool:
+            seen[0] = self.endpoints(kind, topic)
+            return seen[0] == want
+
+        wait_for(settled, timeout, lambda: f"{kind} of {topic}: {want}, seen {seen[0]}", 0.05)
+        return seen[0]
+
     def close(self) -> None:
         self._stop.set()
         self._thread.join(2.0)

@@ -91,8 +91,7 @@ def test_two_machines_stamp_with_the_one_clock(tmp_path: Path) -> None:
         follower = _sim("m2", ["-p", "use_sim_time:=true", "-p", "follow_clock:=true"], tmp_path)
         wait_for(lambda: len(states["m2"]) > 300, LIMIT_S,
                  lambda: f"300 joint_states of machine 2\n{follower.log()}")
-        pubs = probe.node.get_publishers_info_by_topic("/clock")
-        assert [(p.node_namespace, p.node_name) for p in pubs] == [("/m1", "sim_node")]
+        probe.wait_endpoints("publishers", "/clock", [("/m1", "sim_node")])
         clock_ns = {_ns(m.clock) for m in list(clocks)}
         for ns in ("m1", "m2"):
             stamps = [_ns(m.header.stamp) for m in list(states[ns])[-200:]]

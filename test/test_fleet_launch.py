@@ -127,8 +127,7 @@ def test_two_machines_under_ros2_launch(fleet, redis_server, ros_node, tmp_path)
 
         # one /clock for the fleet: machine 1's sim_node; machine 2's sim steps to it, so both
         # machines stamp with times the clock showed
-        pubs = node.get_publishers_info_by_topic("/clock")
-        assert [(p.node_namespace, p.node_name) for p in pubs] == [("/exc1", "sim_node")]
+        ros_node.wait_endpoints("publishers", "/clock", [("/exc1", "sim_node")])
         wait_for(lambda: all(len(j) > 150 for j in joints.values()), LIMIT_S,
                  "150 joint_states of each machine", 0.1)
         shown = {m.clock.sec * 10**9 + m.clock.nanosec for m in list(clocks)}
@@ -139,13 +138,10 @@ def test_two_machines_under_ros2_launch(fleet, redis_server, ros_node, tmp_path)
         # the one soil_node serves both machines: each machine's sim subscribes to the one
         # terrain patch topic and gets its own wrench topic
         for ns in ("exc1", "exc2"):
-            subs = node.get_subscriptions_info_by_topic(f"/{ns}/bucket_pose")
-            assert [(p.node_namespace, p.node_name) for p in subs] == [("/", "soil_node")], ns
-            pubs = node.get_publishers_info_by_topic(f"/{ns}/soil/wrench")
-            assert [(p.node_namespace, p.node_name) for p in pubs] == [("/", "soil_node")], ns
-        patch_subs = {(p.node_namespace, p.node_name)
-                      for p in node.get_subscriptions_info_by_topic("/soil/terrain_patch")}
-        assert patch_subs == {("/exc1", "sim_node"), ("/exc2", "sim_node")}
+            ros_node.wait_endpoints("subscriptions", f"/{ns}/bucket_pose", [("/", "soil_node")])
+            ros_node.wait_endpoints("publishers", f"/{ns}/soil/wrench", [("/", "soil_node")])
+        ros_node.wait_endpoints("subscriptions", "/soil/terrain_patch",
+                                [("/exc1", "sim_node"), ("/exc2", "sim_node")])
         # machine 2's odometry in its own frames
         odom = ros_node.collect(Odometry, "/exc2/odom")
         wait_for(lambda: odom, LIMIT_S, "/exc2/odom", 0.1)
