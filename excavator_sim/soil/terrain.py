@@ -307,14 +307,14 @@ class Terrain:
     # --- the update ---------------------------------------------------------------------
     def _box_around(self, corners: np.ndarray, margin: int) -> Box:
         c = self.config
-        xmin, ymin = corners[:, 0].min(), corners[:, 1].min()
-        xmax, ymax = corners[:, 0].max(), corners[:, 1].max()
+        # Python floats: a huge coordinate divides to inf without numpy's overflow warning (and
+        # without np.errstate's cost on this per-pose path)
+        xmin, ymin = float(corners[:, 0].min()), float(corners[:, 1].min())
+        xmax, ymax = float(corners[:, 0].max()), float(corners[:, 1].max())
         # Compared as floats before any int conversion: a huge (finite) coordinate would
-        # overflow math.floor, and NaN fails every comparison (so does the inf a huge one
-        # divides to: no warning needed).
-        with np.errstate(over="ignore", invalid="ignore"):
-            fi0, fi1 = (xmin - c.x0) / c.cell_xy_m, (xmax - c.x0) / c.cell_xy_m
-            fj0, fj1 = (ymin - c.y0) / c.cell_xy_m, (ymax - c.y0) / c.cell_xy_m
+        # overflow math.floor, and NaN and inf fail every comparison.
+        fi0, fi1 = (xmin - c.x0) / c.cell_xy_m, (xmax - c.x0) / c.cell_xy_m
+        fj0, fj1 = (ymin - c.y0) / c.cell_xy_m, (ymax - c.y0) / c.cell_xy_m
         if not (fi0 >= 0.0 and fi1 < c.nx and fj0 >= 0.0 and fj1 < c.ny):
             raise OutsideGridError(
                 f"bucket footprint x in [{xmin:.6g}, {xmax:.6g}] m, y in [{ymin:.6g}, "
