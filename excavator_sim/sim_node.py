@@ -395,13 +395,14 @@ class SimNode(Node):
         self.track_timeout.received(self.sim.time)
 
     def on_wrench(self, msg: WrenchStamped) -> None:
-        self._on_wrench(msg)
+        # valid or not, the soil answered the pose of this stamp (lockstep)
+        self.lockstep.answered(msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec)
+        self._take_wrench(msg)
         if self.lockstep.waiting:  # the period held back for this answer steps now
             self.tick()
 
-    def _on_wrench(self, msg: WrenchStamped) -> None:
-        # valid or not, the soil answered the pose of this stamp (lockstep)
-        self.lockstep.answered(msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec)
+    def _take_wrench(self, msg: WrenchStamped) -> None:
+        """Check the wrench and offer it to the gate (rejected: logged, the last one kept)."""
         if msg.header.frame_id not in ("", WORLD):
             self._reject(f"soil/wrench in frame {msg.header.frame_id!r}: send it in 'world'")
             return
