@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import os
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -127,6 +128,33 @@ def send_bucket_state(pose_pub: Any, twist_pub: Any, pose: Any, vel: Any, t: flo
     pose_pub.publish(msg)
 
 
+def call_service(probe: RosTestNode, srv_type: Any, name: str, request: Any,
+                 timeout: float = 30.0, resend_s: float = 3.0) -> Any:
+    """One *idempotent* service call over DDS; its response. ``wait_for_service`` only says the
+    server was discovered: a request that reaches it before it has matched this client's reply
+    reader is answered into the void (seen in CI on a loaded host: 30 s without an answer), so
+    the request is sent again every ``resend_s`` until ``timeout``. Not for calls that must
+    act once (lifecycle transitions)."""
+    client = probe.node.create_client(srv_type, name)
+    try:
+        assert client.wait_for_service(timeout_sec=timeout), f"service {name} not found"
+        deadline = time.monotonic() + timeout
+        sent = 0
+        while True:
+            future = client.call_async(request)
+            sent += 1
+            resend_at = min(time.monotonic() + resend_s, deadline)
+            while time.monotonic() < resend_at:
+                if future.done():
+                    return future.result()
+                time.sleep(0.01)
+            client.remove_pending_request(future)
+            if time.monotonic() >= deadline:
+                raise AssertionError(f"no answer from {name} in {timeout:g} s ({sent} requests)")
+    finally:
+        probe.node.destroy_client(client)
+
+
 def set_parameters(probe: RosTestNode, node: str, values: dict[str, Any],
                    timeout: float = 30.0) -> list[tuple[bool, str]]:
     """``ros2 param set`` over DDS: one SetParameters call to ``node`` (its full name, e.g.
@@ -134,15 +162,10 @@ def set_parameters(probe: RosTestNode, node: str, values: dict[str, Any],
     from rcl_interfaces.srv import SetParameters
     from rclpy.parameter import Parameter
 
-    client = probe.node.create_client(SetParameters, f"{node}/set_parameters")
-    try:
-        assert client.wait_for_service(timeout_sec=timeout), f"{node}'s parameter service"
-        future = client.call_async(SetParameters.Request(parameters=[
-            Parameter(name, value=value).to_parameter_msg() for name, value in values.items()]))
-        wait_for(future.done, timeout, f"set {sorted(values)} on {node}")
-        return [(r.successful, r.reason) for r in future.result().results]
-    finally:
-        probe.node.destroy_client(client)
+    request = SetParameters.Request(parameters=[
+        Parameter(name, value=value).to_parameter_msg() for name, value in values.items()])
+    result = call_service(probe, SetParameters, f"{node}/set_parameters", request, timeout)
+    return [(r.successful, r.reason) for r in result.results]
 
 
 def describe_parameters(probe: RosTestNode, node: str, names: list[str],
@@ -150,14 +173,9 @@ def describe_parameters(probe: RosTestNode, node: str, names: list[str],
     """``ros2 param describe`` over DDS: name -> rcl_interfaces/ParameterDescriptor."""
     from rcl_interfaces.srv import DescribeParameters
 
-    client = probe.node.create_client(DescribeParameters, f"{node}/describe_parameters")
-    try:
-        assert client.wait_for_service(timeout_sec=timeout), f"{node}'s parameter service"
-        future = client.call_async(DescribeParameters.Request(names=names))
-        wait_for(future.done, timeout, f"describe {names} of {node}")
-        return {d.name: d for d in future.result().descriptors}
-    finally:
-        probe.node.destroy_client(client)
+    result = call_service(probe, DescribeParameters, f"{node}/describe_parameters",
+                          DescribeParameters.Request(names=names), timeout)
+    return {d.name: d for d in result.descriptors}
 
 
 def get_parameters(probe: RosTestNode, node: str, names: list[str],
@@ -166,12 +184,6 @@ def get_parameters(probe: RosTestNode, node: str, names: list[str],
     from rcl_interfaces.srv import GetParameters
     from rclpy.parameter import parameter_value_to_python
 
-    client = probe.node.create_client(GetParameters, f"{node}/get_parameters")
-    try:
-        assert client.wait_for_service(timeout_sec=timeout), f"{node}'s parameter service"
-        future = client.call_async(GetParameters.Request(names=names))
-        wait_for(future.done, timeout, f"get {names} of {node}")
-        return {n: parameter_value_to_python(v)
-                for n, v in zip(names, future.result().values, strict=True)}
-    finally:
-        probe.node.destroy_client(client)
+    result = call_service(probe, GetParameters, f"{node}/get_parameters",
+                          GetParameters.Request(names=names), timeout)
+    return {n: parameter_value_to_python(v) for n, v in zip(names, result.values, strict=True)}

@@ -7,7 +7,7 @@ import itertools
 import time
 
 import pytest
-from helpers import NodeProcess, free_port, wait_for
+from helpers import NodeProcess, call_service, free_port, wait_for
 
 from plc_bridge import redis_keys as keys
 from plc_bridge.config import load_config
@@ -265,21 +265,13 @@ def test_configure_cleanup_cycles_leak_nothing(redis_server, node_processes, ros
         r.close()
 
 
-def _call(ros_node, srv_type, name: str, request, timeout: float = 30.0):
-    client = ros_node.node.create_client(srv_type, name)
-    assert client.wait_for_service(timeout_sec=timeout), name
-    future = client.call_async(request)
-    wait_for(future.done, timeout, f"{name} answered")
-    return future.result()
-
-
 def _set(ros_node, name: str, value):
     from rcl_interfaces.srv import SetParameters
     from rclpy.parameter import Parameter
 
     req = SetParameters.Request()
     req.parameters = [Parameter(name, value=value).to_parameter_msg()]
-    return _call(ros_node, SetParameters, "plc_bridge/set_parameters", req).results[0]
+    return call_service(ros_node, SetParameters, "plc_bridge/set_parameters", req).results[0]
 
 
 @pytest.mark.slow
@@ -327,14 +319,14 @@ def test_parameters_over_dds_describe_set_refuse_and_deprecated_names(
         assert "rename it 'publish_rate_hz'" in bridge.log()
         req = GetParameters.Request()
         req.names = ["publish_rate_hz", "heartbeat_timeout_s"]
-        values = _call(ros_node, GetParameters, "plc_bridge/get_parameters", req).values
+        values = call_service(ros_node, GetParameters, "plc_bridge/get_parameters", req).values
         assert [values[0].double_value, values[1].double_value] == [40.0, 0.75]
 
         # describe: description with unit, range, read_only from the spec
         req = DescribeParameters.Request()
         req.names = ["heartbeat_timeout_s", "cycle_hz", "plc_port", "redis_url",
                      "layout.control_header"]
-        hb, cycle, plc_port, url, layout = _call(
+        hb, cycle, plc_port, url, layout = call_service(
             ros_node, DescribeParameters, "plc_bridge/describe_parameters", req).descriptors
         assert "heartbeat" in hb.description and "[s]" in hb.description
         assert "see config" not in hb.description
@@ -397,7 +389,7 @@ def test_a_key_missing_from_the_file_takes_the_documented_default(node_processes
     req = GetParameters.Request()
     req.names = ["cycle_hz", "heartbeat_timeout_s", "plc_alive_timeout_s", "pdu_size_bytes",
                  "vehicle.skid_steer.track_width_m"]
-    values = _call(ros_node, GetParameters, "plc_bridge/get_parameters", req, 30.0).values
+    values = call_service(ros_node, GetParameters, "plc_bridge/get_parameters", req, 30.0).values
     got = [v.integer_value if v.type == 2 else v.double_value for v in values]
     assert got == [BRIDGE[n].default for n in req.names] == [100.0, 0.75, 0.5, 240, 2.6]
     assert node.alive(), node.log()
@@ -420,5 +412,5 @@ def test_a_run_time_change_breaking_a_rule_between_parameters_is_refused_with_it
     assert _set(ros_node, "monitor_ttl_s", 0.25).successful
     req = GetParameters.Request()
     req.names = ["monitor_ttl_s"]
-    values = _call(ros_node, GetParameters, "plc_bridge/get_parameters", req).values
+    values = call_service(ros_node, GetParameters, "plc_bridge/get_parameters", req).values
     assert values[0].double_value == 0.25

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import PoseStamped, WrenchStamped
-from helpers import REPO, NodeProcess, RosTestNode, wait_for
+from helpers import REPO, NodeProcess, RosTestNode, set_parameters, wait_for
 from sensor_msgs.msg import JointState, Joy
 
 ENABLE = 5  # deadman button index of the teleop_node under test
@@ -255,19 +255,7 @@ def test_impedance_mode_follows_the_hand_and_feeds_the_soil_back(
 
 
 def _set_parameter(operator: Operator, name: str, value: object) -> tuple[bool, str]:
-    from rcl_interfaces.srv import SetParameters
-    from rclpy.parameter import Parameter
-
-    client = operator.probe.node.create_client(SetParameters, "/teleop_node/set_parameters")
-    try:
-        assert client.wait_for_service(timeout_sec=20.0), "teleop_node's parameter service"
-        future = client.call_async(SetParameters.Request(
-            parameters=[Parameter(name, value=value).to_parameter_msg()]))
-        wait_for(future.done, 20.0, f"set {name}")
-        result = future.result().results[0]
-        return result.successful, result.reason
-    finally:
-        operator.probe.node.destroy_client(client)
+    return set_parameters(operator.probe, "/teleop_node", {name: value}, 20.0)[0]
 
 
 def test_pattern_changes_at_run_time_and_fixed_parameters_refuse(operator: Operator) -> None:
