@@ -68,15 +68,19 @@ class LocalRedisServer:
         auth = f":{self.password}@" if self.password else ""
         return f"redis://{auth}127.0.0.1:{self.port}/0"
 
+    def server_args(self) -> list[str]:
+        """redis-server's options: loopback, this port and folder, no persistence."""
+        args = ["--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+                "--appendonly", "no", "--dir", str(self.workdir)]
+        if self.password:
+            args += ["--requirepass", self.password]
+        return args
+
     def start(self, timeout: float = 10.0) -> None:
         import redis
 
         self.workdir.mkdir(parents=True, exist_ok=True)
-        args = [*self.prefix, redis_server_binary(), "--port", str(self.port),
-                "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-                "--dir", str(self.workdir)]
-        if self.password:
-            args += ["--requirepass", self.password]
+        args = [*self.prefix, redis_server_binary(), *self.server_args()]
         self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         client = redis.Redis.from_url(self.url, socket_timeout=0.5)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+import shutil
 import threading
 import time
 from collections.abc import Callable
@@ -40,7 +41,68 @@ def wait_for(predicate: Callable[[], Any], timeout: float, what: str | Callable[
 
 
 class RedisServer(LocalRedisServer):
-    """A real redis-server on 127.0.0.1, restartable on the same port (for outage tests)."""
+    """A real redis-server on 127.0.0.1, restartable on the same port (for outage tests).
+
+    With ``record_writes`` set before ``start()``, the server keeps an append-only file: every
+    write it applied, in its order, read back by ``values_written``. A poll of a key misses a
+    value overwritten before the next poll; the file does not."""
+
+    record_writes = False
+    AOF = "appendonly.aof"
+
+    def server_args(self) -> list[str]:
+        args = super().server_args()
+        if self.record_writes:
+            # a fresh, empty database every start: the old file would be loaded otherwise
+            (self.workdir / self.AOF).unlink(missing_ok=True)                  # Redis 6
+            shutil.rmtree(self.workdir / "appendonlydir", ignore_errors=True)  # Redis >= 7
+            args[args.index("--appendonly") + 1] = "yes"
+            args += ["--appendfilename", self.AOF]
+        return args
+
+    def commands_written(self) -> list[list[bytes]]:
+        """Every write command the server applied since ``start()``, in order (RESP arrays)."""
+        files = sorted((self.workdir / "appendonlydir").glob("*.incr.aof")) or \
+            [self.workdir / self.AOF]
+        out: list[list[bytes]] = []
+        for f in files:
+            out += _resp_arrays(f.read_bytes() if f.exists() else b"")
+        return out
+
+    def values_written(self, key: str) -> list[str]:
+        """Every value SET or MSET to ``key`` since ``start()``, in the order written."""
+        name, values = key.encode(), []
+        for cmd in self.commands_written():
+            verb = cmd[0].upper()
+            if verb == b"SET" and cmd[1] == name:
+                values.append(cmd[2].decode())
+            elif verb == b"MSET":
+                pairs = zip(cmd[1::2], cmd[2::2], strict=True)
+                values += [v.decode() for k, v in pairs if k == name]
+        return values
+
+
+def _resp_arrays(data: bytes) -> list[list[bytes]]:
+    """The complete ``*<n>`` arrays of bulk strings in ``data`` (the AOF format); a command the
+    server is still writing at the end is left out."""
+    out: list[list[bytes]] = []
+    i = 0
+    try:
+        while i < len(data):
+            j = data.index(b"\r\n", i)
+            count, i = int(data[i + 1:j]), j + 2        # "*<count>"
+            cmd = []
+            for _ in range(count):
+                j = data.index(b"\r\n", i)
+                size, i = int(data[i + 1:j]), j + 2     # "$<size>"
+                if i + size + 2 > len(data):
+                    return out
+                cmd.append(data[i:i + size])
+                i += size + 2
+            out.append(cmd)
+    except ValueError:                                   # cut inside a header
+        pass
+    return out
 
 
 class NodeProcess(ManagedProcess):

@@ -353,14 +353,16 @@ def test_redis_killed_and_restarted(tmp_path, shared):
         assert len({w["alive"] for w in writes}) == 1, "alive counter frozen without Redis"
         assert rig.core.status == "stopped:redis_lost"
 
+        server.record_writes = True
         server.start()                    # same port, empty database
-        probe = rig.redis
         # the first status the bridge writes on the new connection is the stop with its cause
-        # (never a stale "running", never nothing until a cycle publishes)
-        first = wait_until(lambda: _get(probe, keys.BRIDGE_STATUS), 10.0,
-                           "the bridge's status key")
-        assert first == "stopped:redis_lost"
-        assert "Redis" in (_get(probe, keys.BRIDGE_DETAIL) or "")
+        # (never a stale "running", never nothing until a cycle publishes); read from the
+        # server's own record of writes: the bridge overwrites it with waiting_heartbeat a
+        # cycle later, which a poll of the key may see first
+        statuses = wait_until(lambda: server.values_written(keys.BRIDGE_STATUS), 10.0,
+                              "the bridge's status key")
+        assert statuses[0] == "stopped:redis_lost", statuses
+        assert "Redis" in server.values_written(keys.BRIDGE_DETAIL)[0]
         wait_until(lambda: rig.get(keys.counter_key("redis_reconnects")) == "1", 1.0,
                    "the reconnect counted")
         assert_no_motion(rig, stop["t"])
@@ -370,14 +372,6 @@ def test_redis_killed_and_restarted(tmp_path, shared):
             rig.close()
         finally:
             server.stop()
-
-
-def _get(client, key: str) -> str | None:
-    try:
-        v = client.get(key)
-    except Exception:  # noqa: BLE001 - the probe's own connection may need a retry
-        return None
-    return None if v is None else v.decode()
 
 
 def _exists(client, key: str) -> bool:
