@@ -33,10 +33,19 @@ def timed_mset(client: redis.Redis, mapping: Mapping[str, str]) -> float:
     command), mapped from CLOCK_REALTIME to CLOCK_MONOTONIC (the virtual PLC logs its writes
     with the latter). A latency from it to the PLC write is the bridge's alone: a writer's
     clock read before its write would add the writer's own wait for a CPU."""
+    return _timed(client, lambda pipe: pipe.mset(dict(mapping)))
+
+
+def timed_delete(client: redis.Redis, *names: str) -> float:
+    """DEL ``names``; returns the moment Redis deleted them, as ``timed_mset`` does."""
+    return _timed(client, lambda pipe: pipe.delete(*names))
+
+
+def _timed(client: redis.Redis, write: Callable[[Any], Any]) -> float:
     pipe = client.pipeline(transaction=True)
-    pipe.mset(dict(mapping))
+    write(pipe)
     pipe.time()
-    _, (seconds, microseconds) = pipe.execute()
+    *_, (seconds, microseconds) = pipe.execute()
     return float(seconds) + float(microseconds) * 1e-6 - realtime_minus_monotonic()
 
 
@@ -64,7 +73,7 @@ class Heartbeat:
         self._toggle_lock = threading.Lock()
         self.level = False
         self.toggles = 0
-        self.last_toggle_s = 0.0   # monotonic time the last toggle was in Redis (after SET)
+        self.last_toggle_s = 0.0   # monotonic time Redis applied the last toggle (its TIME)
 
     def start(self) -> Heartbeat:
         self._run.set()
@@ -98,9 +107,10 @@ class Heartbeat:
                 try:
                     client = client or redis.Redis.from_url(self.redis_url, socket_timeout=0.2,
                                                             socket_connect_timeout=0.2)
-                    client.set(keys.HEARTBEAT, "false" if self.level else "true")
+                    # Redis's own time of the toggle: this thread may get the CPU late
+                    t = timed_mset(client, {keys.HEARTBEAT: "false" if self.level else "true"})
                     self.level = not self.level
-                    self.last_toggle_s = time.monotonic()
+                    self.last_toggle_s = t
                     self.toggles += 1
                 except (redis.RedisError, OSError):
                     client = None

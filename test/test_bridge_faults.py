@@ -10,6 +10,7 @@ fresh heartbeat edge is seen.
 
 from __future__ import annotations
 
+import itertools
 import signal
 import time
 from collections.abc import Iterator
@@ -18,7 +19,7 @@ from pathlib import Path
 import pytest
 from helpers import NodeProcess, RedisServer
 
-from excavator_hil.hil_harness import HilRig, free_port, wait_until
+from excavator_hil.hil_harness import HilRig, free_port, timed_delete, timed_mset, wait_until
 from excavator_kinematics.vehicle import BodyTwist
 from plc_bridge import redis_keys as keys
 from plc_bridge.plc_link import PlcLink, WriteNotAllowedError
@@ -78,10 +79,9 @@ def is_stop(w: dict, rig: HilRig) -> bool:
 
 def running(rig: HilRig, timeout_s: float = 15.0) -> None:
     """Back to normal (whatever an earlier test left behind): PLC healthy and reachable, valid
-    command, heartbeat toggling, bridge enabled and forwarding; returns once a driving command
-    has reached the PLC (so a stop the bridge writes before a fresh command, as it does after a
-    tripped watchdog, lies behind the caller's next fault)."""
-    t_start = time.monotonic()
+    command, heartbeat toggling, bridge enabled and forwarding; returns once driving steadily
+    (the stops the bridge writes before fresh commands while the PLC's watchdog is still
+    tripped, at start-up or after a fault, then lie behind the caller's next fault)."""
     if rig.plc is None:
         rig.start_plc()
     rig.plc.faults(fault=False, estop=False, freeze_alive=False, ready=True, auto=True,
@@ -91,8 +91,19 @@ def running(rig: HilRig, timeout_s: float = 15.0) -> None:
     rig.command(*COMMAND)
     rig.heartbeat.resume()
     rig.wait_status("running", timeout_s)
-    wait_until(lambda: any(not is_stop(w, rig) for w in rig.plc.writes(t_start)), timeout_s,
-               "a driving command at the PLC")
+    driving_steadily(rig, timeout_s)
+
+
+def driving_steadily(rig: HilRig, timeout_s: float) -> None:
+    """Returns once the PLC's watchdog is clear and two driving commands in a row have reached
+    the PLC: past the stop + command pairs the bridge writes while the watchdog is tripped."""
+    wait_until(lambda: rig.plc.status()["watchdog_ok"], timeout_s, "the PLC's watchdog to clear")
+    t_ok = time.monotonic()
+
+    def steady() -> bool:
+        w = [is_stop(x, rig) for x in rig.plc.writes(t_ok)]
+        return any(not a and not b for a, b in itertools.pairwise(w))
+    wait_until(steady, timeout_s, "two driving commands in a row at the PLC")
 
 
 def first_stop_after(rig: HilRig, t0: float, timeout_s: float = 2.0) -> dict:
@@ -127,6 +138,14 @@ def assert_no_motion(rig: HilRig, t_from: float, t_to: float | None = None) -> i
     return len(writes)
 
 
+def writes_since(rig: HilRig, t0: float, n: int) -> list[dict]:
+    """The PLC's logged writes since ``t0``, once there are ``n`` (the bridge keeps writing)."""
+    def enough() -> list[dict] | None:
+        writes = rig.plc.writes(t0)
+        return writes if len(writes) >= n else None
+    return wait_until(enough, SANITY_S, f"{n} writes to the PLC")
+
+
 def counter(rig: HilRig, name: str) -> int:
     return rig.core.counters[name]
 
@@ -136,8 +155,7 @@ def counter(rig: HilRig, name: str) -> int:
 def test_invalid_velocity_stops_within_one_cycle(rig, bad):
     running(rig)
     rejected = counter(rig, "rejected_inputs")
-    t0 = time.monotonic()
-    rig.redis.set(keys.LONGITUDINAL, bad)
+    t0 = timed_mset(rig.redis, {keys.LONGITUDINAL: bad})   # when Redis applied it
     stop = assert_stop_within_one_cycle(rig, t0)
     rig.core.wait_cycles(5, 1.0)
     assert rig.core.status == "stopped:invalid_input"
@@ -153,8 +171,7 @@ def test_deleted_velocity_key_stops_within_one_cycle(rig, key):
     skid steer would otherwise spin on the spot."""
     running(rig)
     rejected = counter(rig, "rejected_inputs")
-    t0 = time.monotonic()
-    rig.redis.delete(key)
+    t0 = timed_delete(rig.redis, key)
     stop = assert_stop_within_one_cycle(rig, t0)
     rig.core.wait_cycles(5, 1.0)
     assert rig.core.status == "stopped:invalid_input"
@@ -167,16 +184,14 @@ def test_garbage_heartbeat_and_infeasible_lateral_are_rejected(rig):
     running(rig)
     rejected = counter(rig, "rejected_inputs")
     rig.heartbeat.pause()
-    t0 = time.monotonic()
-    rig.redis.set(keys.HEARTBEAT, "maybe")
+    t0 = timed_mset(rig.redis, {keys.HEARTBEAT: "maybe"})
     stop = assert_stop_within_one_cycle(rig, t0)
     rig.core.wait_cycles(3, 1.0)
     assert rig.core.status == "stopped:invalid_input"
     assert counter(rig, "rejected_inputs") == rejected + 1
     running(rig)
     # lateral velocity on tracks is infeasible: stop and count, never drive a guess
-    t1 = time.monotonic()
-    rig.redis.set(keys.LATERAL, "0.2")
+    t1 = timed_mset(rig.redis, {keys.LATERAL: "0.2"})
     stop = assert_stop_within_one_cycle(rig, t1)
     rig.core.wait_cycles(3, 1.0)
     assert rig.core.status == "stopped:infeasible_command"
@@ -187,14 +202,23 @@ def test_garbage_heartbeat_and_infeasible_lateral_are_rejected(rig):
 
 def test_recovery_needs_a_fresh_heartbeat_edge(rig):
     running(rig)
-    rig.redis.set(keys.ANGULAR, "nan")
-    first_stop_after(rig, time.monotonic())
-    rig.heartbeat.pause()
-    t0 = time.monotonic()
-    rig.command(*COMMAND)                 # input valid again, but no new edge yet
-    time.sleep(0.3)
-    assert rig.core.status == "stopped:waiting_heartbeat_edge"
-    assert_no_motion(rig, t0)
+    timeout = rig.config.heartbeat_timeout_s
+    # the window below must not run into the heartbeat timeout, which would change the reason
+    # to heartbeat_stale however long this (test) process waits for a CPU
+    rig.core.update_parameters({"heartbeat_timeout_s": 10.0})
+    try:
+        t_bad = timed_mset(rig.redis, {keys.ANGULAR: "nan"})
+        first_stop_after(rig, t_bad)
+        rig.heartbeat.pause()
+        # a toggle set just before the pause is read while the input is still invalid: it
+        # is not the fresh edge the recovery needs
+        assert rig.core.wait_cycles(2, 1.0)
+        t0 = rig.command(*COMMAND)        # input valid again, but no new edge yet
+        assert rig.core.wait_cycles(30, 5.0)
+        assert rig.core.status == "stopped:waiting_heartbeat_edge"
+        assert_no_motion(rig, t0)
+    finally:
+        rig.core.update_parameters({"heartbeat_timeout_s": timeout})
     rig.heartbeat.resume()                # the next toggle re-arms
     rig.wait_status("running", 15.0)
 
@@ -251,6 +275,7 @@ def test_plc_status_bits_stop(rig, flag, bad, status):
     assert rig.get(keys.BRIDGE_STATUS) == status
     assert_no_motion(rig, stop["t"])
     rig.heartbeat.pause()                 # no heartbeat edge may come in the window below
+    assert rig.core.wait_cycles(2, 1.0)   # (a toggle set before the pause is read first)
     rig.plc.faults(**{flag: not bad})
     t1 = time.monotonic()
     time.sleep(0.05)
@@ -265,9 +290,18 @@ def test_frozen_plc_alive_counter_stops(rig):
     t_frozen = visible_since(rig, "freeze_alive", before)
     limit = rig.config.plc_alive_timeout_s
     stop = first_stop_after(rig, t_frozen)
-    assert stop["t"] >= t_frozen + limit - rig.config.period_s - 0.01, "stopped too early"
-    # stale from t_frozen + limit; the bridge read the last change up to one cycle late
-    assert_stop_within_one_cycle(rig, t_frozen + limit, in_flight=2)
+    # When the bridge saw the last change, from the PLC's log of monitor reads (t, alive): the
+    # cycle whose read first carried the frozen value started after the read before it (the
+    # PLC's own scan times and this process's wait for a CPU play no part)
+    reads = rig.plc.reads(t_frozen - 1.0)
+    final = reads[-1][1]
+    first = next(i for i, (_, alive) in enumerate(reads) if alive == final)
+    assert first > 0, "the alive counter did not change in the second before the freeze"
+    t_prev, t_seen = reads[first - 1][0], reads[first][0]
+    assert stop["t"] >= t_prev + limit, "stopped too early"
+    # stale from t_seen + limit at the latest; the one read the PLC may log with the value of
+    # the scan just after it makes that up to one cycle later
+    assert_stop_within_one_cycle(rig, t_seen + limit, in_flight=2)
     rig.core.wait_cycles(3, 1.0)
     assert rig.core.status == "stopped:plc_alive_stale"
     assert_no_motion(rig, stop["t"])
@@ -336,19 +370,16 @@ def test_redis_killed_and_restarted(tmp_path, shared):
     rig = HilRig("skid_steer", server.url, spawner)
     try:
         rig.command(*COMMAND)
-        t_start = time.monotonic()
         rig.start()
         rig.wait_status("running", 15.0)
-        # the command is in effect at the PLC (past the start-up stop + first command pair), so
+        # the command is in effect at the PLC (past the start-up stop + command pairs), so
         # every stop after the kill is the bridge's answer to the lost Redis
-        wait_until(lambda: any(not is_stop(w, rig) for w in rig.plc.writes(t_start)), 10.0,
-                   "the first command at the PLC")
+        driving_steadily(rig, 15.0)
         t0 = time.monotonic()
         server.kill()
         stop = assert_stop_within_one_cycle(rig, t0)
-        time.sleep(0.2)
-        writes = rig.plc.writes(stop["t"])
-        assert len(writes) >= 10, "the bridge keeps writing (stops) to the PLC without Redis"
+        # the bridge keeps writing (stops) to the PLC without Redis
+        writes = writes_since(rig, stop["t"], 10)
         assert_no_motion(rig, stop["t"])
         assert len({w["alive"] for w in writes}) == 1, "alive counter frozen without Redis"
         assert rig.core.status == "stopped:redis_lost"
@@ -394,8 +425,8 @@ def test_stale_keys_at_startup_do_not_move_the_machine(tmp_path, shared):
         t0 = time.monotonic()
         rig.core.start()                  # no heartbeat toggling: the keys are leftovers
         time.sleep(1.2)
-        n = assert_no_motion(rig, t0)
-        assert n >= 50
+        writes_since(rig, t0, 50)
+        assert_no_motion(rig, t0)
         assert rig.core.status == "stopped:waiting_heartbeat"
         assert rig.plc.status()["speeds"] == [0.0, 0.0]
         r.set(keys.HEARTBEAT, "false")    # a fresh edge: now the command is forwarded
@@ -497,10 +528,10 @@ def test_internal_error_stops_and_ends_the_loop(tmp_path, shared):
     from excavator_kinematics.vehicle import SkidSteerModel
 
     class BrokenModel(SkidSteerModel):
-        broken = False
+        broken_from = float("inf")       # monotonic time from which it raises [s]
 
         def inverse(self, twist, held_angles=None):
-            if self.broken:
+            if time.monotonic() >= self.broken_from:
                 raise RuntimeError("simulated bug")
             return super().inverse(twist, held_angles)
 
@@ -515,8 +546,9 @@ def test_internal_error_stops_and_ends_the_loop(tmp_path, shared):
         rig.command(*COMMAND)
         rig.start()
         rig.wait_status("running", 15.0)
-        t0 = time.monotonic()
-        rig.core.model.broken = True
+        # the bug appears at t0 as the loop's own clock reads it, however late this thread is
+        t0 = time.monotonic() + 0.05
+        rig.core.model.broken_from = t0
         stop = assert_stop_within_one_cycle(rig, t0)
         wait_until(lambda: not rig.core.loop_alive, 1.0, "the loop to end")
         assert rig.core.status == "stopped:internal_error"
