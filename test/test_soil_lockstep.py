@@ -126,9 +126,17 @@ def test_sim_node_steps_only_on_the_soils_answer(tmp_path) -> None:
         last = poses[-1]
         assert abs(last.header.stamp.sec + 1e-9 * last.header.stamp.nanosec - held) < 1e-9
 
+        def stamp_s(pose: PoseStamped) -> float:
+            return pose.header.stamp.sec + 1e-9 * pose.header.stamp.nanosec
+
         for k in range(1, 4):  # each answer releases exactly one period
+            # the pose the last step published (it may still be on its way)
+            want = held + (k - 1) * PERIOD_S
+            pose = wait_for(lambda w=want: next((p for p in reversed(poses)
+                                                 if abs(stamp_s(p) - w) < 1e-9), None),
+                            10.0, f"the bucket_pose at t={want:.3f} s")
             msg = WrenchStamped()
-            msg.header.stamp, msg.header.frame_id = poses[-1].header.stamp, "world"
+            msg.header.stamp, msg.header.frame_id = pose.header.stamp, "world"
             wrench.publish(msg)
             wait_for(lambda k=k: _now(clock) >= held + k * PERIOD_S - 1e-9, 10.0,
                      "a period after the answer")

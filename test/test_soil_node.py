@@ -218,6 +218,8 @@ def test_bad_poses_are_rejected_on_diagnostics(channel: Channel) -> None:
     wait_for(lambda: any("leaves the terrain grid" in e for e in channel.errors()), 10.0,
              "a diagnostics error for the bucket outside the grid")
     wait_for(lambda: len(channel.wrenches) == n + 1, 10.0, "the no-ground wrench")
+    # its load comes after it, on its own topic (one per wrench)
+    wait_for(lambda: len(channel.loads) == len(channel.wrenches), 10.0, "its bucket_load")
     f = channel.wrenches[-1].wrench.force
     load = channel.loads[-1].data
     assert (f.x, f.y) == (0.0, 0.0) and f.z == pytest.approx(-1800.0 * 9.81 * load)

@@ -90,6 +90,8 @@ class Machine:
             send_bucket_state(self.pose, self.twist, pose, vel, t0 + t)
             wait_for(lambda t=t: self.wrenches and _seconds(self.wrenches[-1].header.stamp)
                      >= t0 + t - 1e-9, 30.0, f"the wrench for t={t0 + t:.3f} s")
+        # each wrench's load comes after it, on its own topic
+        wait_for(lambda: len(self.loads) == len(self.wrenches), 10.0, "the last bucket_load")
 
 
 def _grid(patches: list[Float64MultiArray], nx: int, ny: int) -> np.ndarray:

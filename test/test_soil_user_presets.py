@@ -120,6 +120,8 @@ def test_soil_node_runs_on_a_preset_defined_only_in_the_params_file(tmp_path: Pa
         # outside the 8 m grid, within the machine's reach (40 m is implausible input now)
         ch.send(BucketPose(10.0, 0.0, 0.0, 0.0, 0.0), np.array([-0.5, 0.0, 0.0]), 502.0)
         wait_for(lambda: len(ch.wrenches) == sent + 1, 10.0, "the off-grid wrench")
+        # its load comes after it, on its own topic
+        wait_for(lambda: len(ch.loads) == sent + 1, 10.0, "the off-grid bucket_load")
         load = ch.loads[-1].data
         assert load > 0.05
         f = ch.wrenches[-1].wrench.force
