@@ -114,8 +114,10 @@ def test_status_bits_and_stop_bit(plc):
     control.faults(fault=False, estop=False, auto=True)
     values = {"alive": 0, "enable": True, "stop": True, "seq": 0, "speed_sp_rl": 0.5,
               "speed_sp_rr": 0.5, "angle_sp_fl": 0.0, "angle_sp_fr": 0.0}
-    for i in range(1, 30):                       # alive, but the stop bit is set
-        values.update(alive=i, seq=i)
+    # two plain stops clear the latched watchdog the PLC starts with (so a drive command would
+    # drive), then enable with the stop bit set: alive and newer, but the stop bit wins
+    for i in range(1, 30):
+        values.update(alive=i, seq=i, enable=i > 2)
         client.db_write(cfg.control_db, 0, bytearray(cfg.control.encode(values)))
         time.sleep(0.01)
     assert control.status()["speeds"] == [0.0, 0.0]
