@@ -2,10 +2,11 @@
 status bits, and the watchdog stopping the machine when the bridge process dies.
 
 The test process plays the bridge here, and a loaded host may stall it for longer than the
-PLC's 0.25 s watchdog. So no assertion rests on the test's own clock: the watchdog's timing is
-judged on the PLC's timestamps (its write log, ``drove_at``, ``changed_at``), the stand-in bridge
-re-arms a tripped watchdog as the real one does, and the tests not about the watchdog give the
-PLC a 10 s one (``steady_plc``)."""
+PLC's 0.25 s watchdog, or the PLC's own scan. So nothing is timed on the test's clock: the
+watchdog's timing is judged on the PLC's timestamps (its write log, ``drove_at``,
+``changed_at``), the stand-in bridge re-arms a tripped watchdog as the real one does, the tests
+not about the watchdog give the PLC a 10 s one (``steady_plc``), and a state the PLC publishes
+is waited for, not assumed after a sleep."""
 
 from __future__ import annotations
 
