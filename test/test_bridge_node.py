@@ -74,8 +74,12 @@ def test_node_publishes_and_deactivate_stops(redis_server, node_processes, ros_n
         b = load_config().vehicle_params["track_width_m"]   # skid-steer: v -+ w * b / 2
         assert js.velocity[0] == pytest.approx(0.6 - 0.2 * b / 2, abs=0.01)
         assert js.velocity[1] == pytest.approx(0.6 + 0.2 * b / 2, abs=0.01)
-        wait_for(lambda: any(s.name == "plc_bridge" and s.message == "running"
-                             for d in diags for s in d.status), 3.0, "diagnostics OK")
+
+        def diagnosed_running() -> bool:
+            pub.publish(cmd)   # running lasts only ~1.25 s past the last cmd_vel: keep driving
+            return any(s.name == "plc_bridge" and s.message == "running"
+                       for d in list(diags) for s in d.status)
+        wait_for(diagnosed_running, 10.0, "diagnostics OK", 0.05)
 
         client = ros_node.node.create_client(ChangeState, "plc_bridge/change_state")
         assert client.wait_for_service(timeout_sec=5.0)
@@ -363,12 +367,21 @@ def test_parameters_over_dds_describe_set_refuse_and_deprecated_names(
         assert _set(ros_node, "max_longitudinal_m_s", 1.0).successful
         wait_for(status_after_driving(b"running"), 15.0, "running again", 0.05)
 
-        # publish_rate_hz: odom follows the new rate (a timer never fires early)
+        # publish_rate_hz: odom follows the new rate (a timer never fires early). The odom
+        # published after the change, told by its stamp (the node's system clock, as this
+        # process's time.time()), not by its place in the list: 40 Hz odom published before it
+        # can still be on its way to a loaded test process. The first after the set may be the
+        # publish timer's call still due at the old period (rcl keeps the next call time).
         assert _set(ros_node, "publish_rate_hz", 4.0).successful
-        time.sleep(0.5)
-        n = len(odom)
-        wait_for(lambda: len(odom) >= n + 6, 20.0, "odom at 4 Hz")
-        stamps = [m.header.stamp.sec + m.header.stamp.nanosec * 1e-9 for m in odom[n:n + 6]]
+        t_set = time.time()
+
+        def stamp(m) -> float:
+            return m.header.stamp.sec + m.header.stamp.nanosec * 1e-9
+
+        def after_the_change() -> list[float]:
+            return [stamp(m) for m in list(odom) if stamp(m) > t_set][1:]
+        stamps = wait_for(lambda: (s := after_the_change()) and len(s) >= 6 and s[:6], 20.0,
+                          "odom at 4 Hz")
         gaps = sorted(b - a for a, b in itertools.pairwise(stamps))
         assert gaps[len(gaps) // 2] >= 0.2, gaps   # 4 Hz: 0.25 s; 40 Hz would be 0.025 s
     finally:
