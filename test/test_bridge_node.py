@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import time
+from collections.abc import Callable
 
 import pytest
 from helpers import NodeProcess, call_service, free_port, wait_for
@@ -21,11 +22,42 @@ def _control(port: int) -> ControlClient | None:
         return None
 
 
+def _change_state(ros_node, client, transition_id: int, goal_id: int,
+                  what: str | Callable[[], str], timeout: float = 30.0) -> None:
+    """One lifecycle transition of plc_bridge through ``client`` (ChangeState), sent once (it
+    is not idempotent), that must end in state ``goal_id``. ``wait_for_service`` only says the
+    server was discovered: its answer can go missing (a server that has not matched this
+    client's reply reader yet; helpers.call_service), so without an answer after a while the
+    node's state is asked (GetState, idempotent): the goal state is the transition done. An
+    answer is checked for success; a failed or never made transition fails here."""
+    from lifecycle_msgs.srv import ChangeState, GetState
+
+    req = ChangeState.Request()
+    req.transition.id = transition_id
+    future = client.call_async(req)
+    deadline = time.monotonic() + timeout
+    ask_at = time.monotonic() + 3.0
+    while time.monotonic() < deadline:
+        if future.done():
+            assert future.result().success, what() if callable(what) else what
+            return
+        if time.monotonic() >= ask_at:
+            state = call_service(ros_node, GetState, "plc_bridge/get_state",
+                                 GetState.Request(), max(1.0, deadline - time.monotonic()))
+            if state.current_state.id == goal_id:
+                client.remove_pending_request(future)
+                return
+            ask_at = time.monotonic() + 3.0
+        time.sleep(0.01)
+    raise AssertionError(f"timed out after {timeout:g} s waiting for "
+                         f"{what() if callable(what) else what}")
+
+
 @pytest.mark.slow
 def test_node_publishes_and_deactivate_stops(redis_server, node_processes, ros_node, tmp_path):
     from diagnostic_msgs.msg import DiagnosticArray
     from geometry_msgs.msg import Twist
-    from lifecycle_msgs.msg import Transition
+    from lifecycle_msgs.msg import State, Transition
     from lifecycle_msgs.srv import ChangeState
     from nav_msgs.msg import Odometry
     from sensor_msgs.msg import JointState
@@ -82,13 +114,10 @@ def test_node_publishes_and_deactivate_stops(redis_server, node_processes, ros_n
         wait_for(diagnosed_running, 10.0, "diagnostics OK", 0.05)
 
         client = ros_node.node.create_client(ChangeState, "plc_bridge/change_state")
-        assert client.wait_for_service(timeout_sec=5.0)
+        assert client.wait_for_service(timeout_sec=30.0)
         t0 = time.monotonic()
-        req = ChangeState.Request()
-        req.transition.id = Transition.TRANSITION_DEACTIVATE
-        future = client.call_async(req)
-        wait_for(future.done, 5.0, "deactivate")
-        assert future.result().success
+        _change_state(ros_node, client, Transition.TRANSITION_DEACTIVATE,
+                      State.PRIMARY_STATE_INACTIVE, "deactivate")
         writes = plc.writes(t0)
         assert writes and not writes[-1]["enable"] and writes[-1]["stop"]
         assert writes[-1]["speed_sp_left"] == 0.0 and writes[-1]["speed_sp_right"] == 0.0
@@ -195,7 +224,7 @@ def test_configure_cleanup_cycles_leak_nothing(redis_server, node_processes, ros
     subscription in the ROS graph, and its open file descriptors and sockets do not grow
     (the old node kept every cmd_vel subscription and timer)."""
     from geometry_msgs.msg import Twist
-    from lifecycle_msgs.msg import Transition
+    from lifecycle_msgs.msg import State, Transition
     from lifecycle_msgs.srv import ChangeState
 
     port, cport = free_port(), free_port()
@@ -215,12 +244,14 @@ def test_configure_cleanup_cycles_leak_nothing(redis_server, node_processes, ros
     client = node.create_client(ChangeState, "plc_bridge/change_state")
     assert client.wait_for_service(timeout_sec=30.0), bridge.log()[-2000:]
 
+    goals = {Transition.TRANSITION_CONFIGURE: State.PRIMARY_STATE_INACTIVE,
+             Transition.TRANSITION_CLEANUP: State.PRIMARY_STATE_UNCONFIGURED,
+             Transition.TRANSITION_ACTIVATE: State.PRIMARY_STATE_ACTIVE,
+             Transition.TRANSITION_ACTIVE_SHUTDOWN: State.PRIMARY_STATE_FINALIZED}
+
     def transition(tid: int, what: str) -> None:
-        req = ChangeState.Request()
-        req.transition.id = tid
-        future = client.call_async(req)
-        wait_for(future.done, 30.0, lambda: f"{what} (log: {bridge.log()[-1500:]})")
-        assert future.result().success, bridge.log()[-2000:]
+        _change_state(ros_node, client, tid, goals[tid],
+                      lambda: f"{what} (log: {bridge.log()[-1500:]})")
 
     def graph() -> tuple[int, int, int]:
         return (node.count_publishers("odom"), node.count_publishers("plc/wheel_states"),
