@@ -291,6 +291,10 @@ def test_configure_cleanup_cycles_leak_nothing(redis_server, node_processes, ros
         assert bridge.alive()
         # shutdown from active releases the same, after a last stop to the PLC
         transition(Transition.TRANSITION_CONFIGURE, "configure before shutdown")
+        # the loop has reached the PLC (its connect runs in the background; a loaded host
+        # took longer than the shutdown below, which then had no link to write the stop on)
+        wait_for(lambda: r.get(keys.BRIDGE_STATUS) == b"stopped:inactive", 30.0,
+                 lambda: f"bridge loop up before shutdown: {r.get(keys.BRIDGE_STATUS)!r}")
         transition(Transition.TRANSITION_ACTIVATE, "activate before shutdown")
         wait_for(lambda: graph() == (1, 1, 1), 30.0, lambda: f"configured: {graph()}")
         t0 = time.monotonic()
