@@ -95,13 +95,13 @@ def test_node_publishes_and_deactivate_stops(redis_server, node_processes, ros_n
             t = odom[-1].twist.twist
             return odom[-1] if abs(t.linear.x - 0.6) < 0.006 and abs(t.angular.z - 0.2) < 0.002 \
                 else None
-        at = wait_for(settled, 5.0, "odom at the commanded twist (1 %)", 0.05)
+        at = wait_for(settled, 20.0, "odom at the commanded twist (1 %)", 0.05)
         assert at.header.frame_id == "odom" and at.child_frame_id == "base_link"
         assert at.pose.pose.position.x > 0.0      # dead reckoning moved forward
         # the wheel speeds of that same PLC reading (one stamp for both topics; the latest
         # wheel_states can be a reading older or newer than the odom that settled)
         js = wait_for(lambda: next((w for w in list(wheels) if w.header.stamp == at.header.stamp),
-                                   None), 5.0, "the wheel_states of the settled odom's reading")
+                                   None), 20.0, "the wheel_states of the settled odom's reading")
         assert list(js.name) == ["track_left", "track_right"]
         b = load_config().vehicle_params["track_width_m"]   # skid-steer: v -+ w * b / 2
         assert js.velocity[0] == pytest.approx(0.6 - 0.2 * b / 2, abs=0.01)
