@@ -10,6 +10,7 @@ import contextlib
 import itertools
 import logging
 import math
+import select
 import threading
 import time
 
@@ -55,8 +56,8 @@ def test_redis_to_plc_and_back(redis_server, spawn, model, lateral, cmd):
                   and np.array_equal(got_a, expected.angles.astype(np.float32))
                   and last["enable"] and not last["stop"])
             return ok and last
-        last = wait_until(setpoints_match, 2.0, "the inverse-model setpoints in the control DB")
-        core.wait_cycles(5, 1.0)
+        last = wait_until(setpoints_match, 10.0, "the inverse-model setpoints in the control DB")
+        assert core.wait_cycles(5, 10.0)   # (a loaded host: not 5 cycles' worth of writes yet)
         alive = [w["alive"] for w in rig.plc.writes(last["t"]) if w["enable"]]
         assert len(alive) >= 5
         assert all((b - a) % 65536 >= 1 for a, b in itertools.pairwise(alive)), \
@@ -69,14 +70,16 @@ def test_redis_to_plc_and_back(redis_server, spawn, model, lateral, cmd):
                                 atol=1e-9)
                     and np.allclose(st["angles"], expected.angles.astype(np.float32), rtol=0.0,
                                     atol=1e-9))
-        wait_until(settled, 4.0, "the plant to settle (float32 steady state)")
+        wait_until(settled, 10.0, "the plant to settle (float32 steady state)")
         client = snap7.Client()
         client.connect("127.0.0.1", 0, 1, rig.plc_port)
         mon = cfg.monitor.decode(client.db_read(cfg.monitor_db, 0, cfg.monitor.size))
         client.disconnect()
         db_speeds = np.array([mon[n] for n in cfg.speed_fields()])
         db_angles = np.array([mon[n] for n in cfg.angle_fields()])
-        core.wait_cycles(3, 1.0)
+        # Redis then holds a reading made after ours (a cycle's MSET is acknowledged with the
+        # next cycle's MGET): on a timed-out wait it could be one from before the plant settled
+        assert core.wait_cycles(3, 10.0)
         names = [keys.MON_LONGITUDINAL, keys.MON_LATERAL, keys.MON_ANGULAR,
                  *(keys.wheel_speed_key(w) for w in cfg.wheels),
                  *(keys.wheel_angle_key(s) for s in cfg.steering), keys.STATE_VALID]
@@ -112,7 +115,7 @@ def test_zero_command_holds_steering(redis_server, spawn):
         rig.start()
         rig.wait_status("running", 15.0)
         wait_until(lambda: np.allclose(rig.plc.status()["angles"], math.pi / 2, atol=1e-6),
-                   3.0, "the wheels to turn to +90 deg")
+                   10.0, "the wheels to turn to +90 deg")
         cfg = rig.config
         # the bridge holds the angles it last *read* from the monitor DB: wait until its own
         # reading (published to Redis from the same read) is there too, or a loaded host's
@@ -120,7 +123,7 @@ def test_zero_command_holds_steering(redis_server, spawn):
         angle_keys = [keys.wheel_angle_key(s) for s in cfg.steering]
         wait_until(lambda: all(v is not None and abs(float(v) - math.pi / 2) <= 1e-6
                                for v in rig.redis.mget(angle_keys)),
-                   5.0, "the bridge's monitor reading of +90 deg")
+                   10.0, "the bridge's monitor reading of +90 deg")
         t0 = rig.command(0.0, 0.0, 0.0)
         # the zero command reached the PLC (a loaded host may take a few cycles); a few cycles
         # later the held steering is the last measured one
@@ -203,7 +206,7 @@ def test_tls_redis_url(redis_server, spawn, tmp_path):
         rig.command(0.5, 0.0, 0.0)
         rig.start()
         rig.wait_status("running", 15.0)
-        wait_until(lambda: rig.plc.status()["speeds"][0] > 0.4, 3.0, "tracks moving over TLS")
+        wait_until(lambda: rig.plc.status()["speeds"][0] > 0.4, 10.0, "tracks moving over TLS")
         assert proxy.sessions >= 3   # the bridge's command and wake-up connections, the rig's
     finally:
         rig.close()
@@ -211,9 +214,9 @@ def test_tls_redis_url(redis_server, spawn, tmp_path):
 
 
 @contextlib.contextmanager
-def running_skid_steer(redis_url: str, spawn, cycle_hz: float):
-    """A skid-steer rig forwarding 0.5 m/s at ``cycle_hz``."""
-    rig = HilRig("skid_steer", redis_url, spawn, {"cycle_hz": cycle_hz})
+def running_skid_steer(redis_url: str, spawn, cycle_hz: float, **overrides):
+    """A skid-steer rig forwarding 0.5 m/s at ``cycle_hz`` (and bridge ``overrides``)."""
+    rig = HilRig("skid_steer", redis_url, spawn, {"cycle_hz": cycle_hz, **overrides})
     try:
         rig.command(0.5, 0.0, 0.0)
         rig.start()
@@ -244,39 +247,80 @@ def hook_next_write(core, before=None, after=None) -> threading.Event:
     return armed
 
 
-@pytest.mark.parametrize(("cycle_hz", "first"), [(5.0, True), (50.0, False)])
-def test_change_during_a_cycle_is_written_before_the_monitor_read(redis_server, spawn,
+def _slow_plc_spawn(spawn, tmp_path, watchdog_timeout_s: float):
+    """``spawn`` for a ``HilRig`` whose virtual PLC's watchdog time is ``watchdog_timeout_s``
+    (its --plant-config), set against a slow bridge cycle as on a real PLC."""
+    plant = tmp_path / "virtual_plc_slow.yaml"
+    plant.write_text(f"/**:\n  ros__parameters:\n    watchdog_timeout_s: {watchdog_timeout_s}\n")
+
+    def _spawn(module: str, args: list[str]):
+        if module == "plc_bridge.virtual_plc_cli":
+            args = [*args, "--plant-config", str(plant)]
+        return spawn(module, args)
+    return _spawn
+
+
+@pytest.mark.parametrize(("cycle_hz", "first"), [(1.0, True), (50.0, False)])
+def test_change_during_a_cycle_is_written_before_the_monitor_read(redis_server, spawn, tmp_path,
                                                                    cycle_hz, first):
     """A control key that changes while the command half runs is forwarded in the same cycle
     (a second command half), before the monitor-DB read: the Redis -> PLC path comes first.
     Not when the cycle has already used a quarter period (here 10 ms of a 20 ms period): it
-    then finishes, and the next cycle writes the change."""
-    writer = redis.Redis.from_url(redis_server.url)
+    then finishes, and the next cycle writes the change.
 
-    def change() -> None:   # between the write and the read
-        writer.set(keys.LONGITUDINAL, "0.7")
-        time.sleep(0.01)    # the keyspace notification reaches the bridge's socket
+    The change lands after the cycle's write, its keyspace notification at the bridge's
+    subscription socket before the write returns, so the quarter-period rule alone decides.
+    The first case runs at 1 Hz: its quarter period (250 ms) leaves room for a loaded host's
+    stalls of the loop thread before that decision (at 5 Hz, 50 ms did not); the PLC's
+    watchdog time and the bridge's timeouts are set against that cycle, as a user would."""
+    writer = redis.Redis.from_url(redis_server.url)
+    overrides: dict[str, float] = {}
+    if first:
+        spawn = _slow_plc_spawn(spawn, tmp_path, 2.5)
+        overrides = {"monitor_ttl_s": 2.0, "plc_alive_timeout_s": 2.5}
+    notified: list[bool] = []   # the notification had reached the bridge before the decision
+    passes: list[int] = []      # core.priority_passes at the hooked write, at the 0.7 one
 
     try:
-        with running_skid_steer(redis_server.url, spawn, cycle_hz) as rig:
+        with running_skid_steer(redis_server.url, spawn, cycle_hz, **overrides) as rig:
             core = rig.core
+            expected = np.float32(core.model.inverse(BodyTwist(0.7, 0.0, 0.0)).speeds[0])
+            plain_write = core.plc.write
+
+            def write(db: int, data: bytes) -> bool:
+                # the count when the changed setpoint goes out: a pass in another cycle (a
+                # heartbeat toggle during a command half) is not this cycle's
+                if len(passes) == 1 and np.float32(
+                        core.config.control.decode(data)["speed_sp_left"]) == expected:
+                    passes.append(core.priority_passes)
+                return plain_write(db, data)
+            core.plc.write = write
+
+            def change() -> None:   # in the loop thread, between the write and the read
+                passes.append(core.priority_passes)
+                writer.set(keys.LONGITUDINAL, "0.7")
+                time.sleep(0.01)   # the slow case: past its quarter period (5 ms)
+                # the keyspace notification at the bridge's socket (peeked, not consumed)
+                sock = core.waker._sock
+                notified.append(sock is not None and bool(select.select([sock], [], [], 10.0)[0]))
+
             armed = hook_next_write(core, after=change)
-            passes = core.priority_passes
             t0 = time.monotonic()
             armed.set()
-            expected = np.float32(core.model.inverse(BodyTwist(0.7, 0.0, 0.0)).speeds[0])
             new = wait_until(lambda: next((w for w in rig.plc.writes(t0)
                                            if w["speed_sp_left"] == expected), None),
-                             2.0, "the 0.7 m/s setpoint in the control DB")
+                             10.0, "the 0.7 m/s setpoint in the control DB")
+            assert notified == [True], "the keyspace notification never reached the bridge"
+            assert len(passes) == 2, passes
             old = [w for w in rig.plc.writes(t0) if w["t"] < new["t"]]
             assert old and old[-1]["speed_sp_left"] != expected
             reads_between = [t for t, _ in rig.plc.reads(old[-1]["t"]) if t < new["t"]]
             if first:
                 assert reads_between == [], "the monitor read ran before the changed command"
-                assert core.priority_passes == passes + 1
+                assert passes[1] == passes[0] + 1, passes
             else:
                 assert len(reads_between) == 1, "the slow cycle should finish with its read"
-                assert core.priority_passes == passes
+                assert passes[1] == passes[0], passes
                 # at once, not at a later tick (a sanity bound: a loaded machine's wake-ups
                 # stretch; the figure is bench/bridge.py's)
                 assert new["t"] - reads_between[0] < 0.25, "the next cycle should start at once"
@@ -294,14 +338,14 @@ def test_an_overrun_is_counted_kept_and_logged(redis_server, spawn, caplog):
         before = core.counters["overruns"]
         with caplog.at_level(logging.WARNING, logger="plc_bridge"):
             slow.set()
-            wait_until(lambda: core.counters["overruns"] > before, 2.0, "an overrun")
-            core.wait_cycles(2, 1.0)
+            wait_until(lambda: core.counters["overruns"] > before, 10.0, "an overrun")
+            assert core.wait_cycles(2, 10.0)
         # (>=: a loaded CI machine may add an overrun of its own)
         assert core.counters["overruns"] >= before + 1
         last = max(core.overruns, key=lambda o: o.end_s - o.start_s)
         assert last.end_s - last.tick_s >= 0.01
         assert last.end_s - last.start_s >= 0.025
         assert any("ran past the next 100 Hz tick" in r.getMessage() for r in caplog.records)
-        wait_until(lambda: int(rig.get(keys.counter_key("overruns")) or 0) >= before + 1, 2.0,
+        wait_until(lambda: int(rig.get(keys.counter_key("overruns")) or 0) >= before + 1, 10.0,
                    "the overrun counter in Redis")
         assert core.status == "running"

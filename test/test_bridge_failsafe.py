@@ -67,12 +67,24 @@ def _plc_still(rig: HilRig, since: float, hold_s: float = 0.5) -> None:
         time.sleep(0.02)
 
 
+def _status_logged(caplog: pytest.LogCaptureFixture, status: str, since: int) -> bool:
+    """The bridge logged a change to ``status`` in ``caplog.records[since:]``. It logs every
+    change of its status once, as it happens: a status that lasts a few ms (a link lost and
+    at once reconnected) is there, where a poll of ``core.status`` from a starved test thread
+    can miss it."""
+    text = f"plc_bridge {status}"
+    return any(r.name == "plc_bridge" and (r.getMessage() == text
+                                           or r.getMessage().startswith(f"{text} ("))
+               for r in caplog.records[since:])
+
+
 @pytest.mark.parametrize("reconnect", ["at_once", "after_the_outage"])
 def test_write_held_in_the_network_is_not_obeyed_after_the_outage(redis_server, spawn,
-                                                                   reconnect):
+                                                                   reconnect, caplog):
     """Issue 13 item 1: the proxy keeps what the bridge sent during a 2 s stall and delivers it
     afterwards. The bridge aborts its socket, the PLC's latched watchdog and the seq refuse the
     old write; the plant stays still until a fresh command follows a stop."""
+    caplog.set_level("INFO", logger="plc_bridge")   # the status changes (see _status_logged)
     rig, proxy = _rig_via_proxy(redis_server.url, spawn)
     try:
         rig.command(*COMMAND)
@@ -82,10 +94,13 @@ def test_write_held_in_the_network_is_not_obeyed_after_the_outage(redis_server, 
             rig.wait_status("running", 10.0)
             wait_for(lambda: rig.plc.status()["speeds"][0] > 0.3, 10.0, "tracks at speed")
             proxy.block_new = reconnect == "after_the_outage"
+            logged = len(caplog.records)
             proxy.stall()
             rig.heartbeat.pause()          # no fresh commands: only the held write could drive
             t_stall = time.monotonic()
-            wait_for(lambda: rig.core.status == "stopped:plc_link_lost", 10.0, "link loss seen")
+            # at_once: the bridge reconnects within ~10 ms, so the status moves on at once
+            wait_for(lambda n=logged: _status_logged(caplog, "stopped:plc_link_lost", n), 10.0,
+                     "link loss seen")
             wait_for(lambda: max(abs(v) for v in rig.plc.status()["speeds"]) < 1e-3, 10.0,
                      "the PLC's watchdog to stop the plant")
             held = proxy.held()
@@ -161,18 +176,33 @@ def test_liveness_keys_expire_after_the_bridge_is_killed(redis_server, spawn, tm
                                              str(rig.plc_port), "--model", "skid_steer",
                                              "--monitor-ttl", "0.4"])
     r = redis.Redis.from_url(redis_server.url)
+    live = (keys.BRIDGE_LIVE, keys.BRIDGE_STATUS, keys.STATE_VALID)
+
+    def liveness() -> list:
+        """[status, valid, PTTL of each of ``live`` in ms], read at one instant (MULTI/EXEC):
+        separate reads by a test thread that a loaded host holds back would each see a
+        different moment, one of them after an expiry."""
+        pipe = r.pipeline(transaction=True)
+        pipe.get(keys.BRIDGE_STATUS)
+        pipe.get(keys.STATE_VALID)
+        for k in live:
+            pipe.pttl(k)
+        return pipe.execute()
+
     try:
         rig.command(*COMMAND)
         rig.heartbeat.start()
-        wait_for(lambda: r.get(keys.BRIDGE_STATUS) == b"running", 20.0, "bridge running")
-        assert r.get(keys.STATE_VALID) == b"true" and r.exists(keys.BRIDGE_LIVE)
+        _, valid, *ttls = wait_for(lambda: (v := liveness())[0] == b"running" and v, 20.0,
+                                   "bridge running")
+        assert valid == b"true"
+        # each carries an expiry of at most monitor_ttl_s from its last refresh (-2: missing)
+        assert all(0 < t <= 400 for t in ttls), dict(zip(live, ttls, strict=True))
         bridge.proc.send_signal(signal.SIGKILL)
         bridge.proc.wait(5)
-        live = (keys.BRIDGE_LIVE, keys.BRIDGE_STATUS, keys.STATE_VALID)
-        ttls = [r.pttl(k) for k in live]
-        # each carries an expiry of at most monitor_ttl_s from its last refresh: gone within
-        # 0.4 s of the death, whatever the machine's load
-        assert all(0 < t <= 400 for t in ttls), dict(zip(live, ttls, strict=True))
+        # ... so after the death each is gone (-2) or still expiring, never kept for good (-1)
+        # and never given a longer life: gone within 0.4 s, whatever the machine's load
+        _, _, *ttls = liveness()
+        assert all(t == -2 or 0 < t <= 400 for t in ttls), dict(zip(live, ttls, strict=True))
         wait_for(lambda: not any(r.exists(k) for k in live), 10.0, "the liveness keys to expire")
         # what a consumer sees then: no bridge, no valid state
         assert r.get(keys.BRIDGE_STATUS) is None and r.get(keys.STATE_VALID) is None
