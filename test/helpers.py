@@ -196,7 +196,7 @@ def call_service(probe: RosTestNode, srv_type: Any, name: str, request: Any,
     server was discovered: a request that reaches it before it has matched this client's reply
     reader is answered into the void (seen in CI on a loaded host: 30 s without an answer), so
     the request is sent again every ``resend_s`` until ``timeout``. Not for calls that must
-    act once (lifecycle transitions)."""
+    act once (lifecycle transitions: ``change_state``)."""
     client = probe.node.create_client(srv_type, name)
     try:
         assert client.wait_for_service(timeout_sec=timeout), f"service {name} not found"
@@ -205,16 +205,58 @@ def call_service(probe: RosTestNode, srv_type: Any, name: str, request: Any,
         while True:
             future = client.call_async(request)
             sent += 1
-            resend_at = min(time.monotonic() + resend_s, deadline)
-            while time.monotonic() < resend_at:
-                if future.done():
-                    return future.result()
-                time.sleep(0.01)
+            if _answered(future, min(time.monotonic() + resend_s, deadline)):
+                return future.result()
             client.remove_pending_request(future)
             if time.monotonic() >= deadline:
                 raise AssertionError(f"no answer from {name} in {timeout:g} s ({sent} requests)")
     finally:
         probe.node.destroy_client(client)
+
+
+def change_state(probe: RosTestNode, client: Any, transition_id: int, goal_id: int,
+                 what: str | Callable[[], str], timeout: float = 30.0,
+                 ask_s: float = 3.0) -> None:
+    """One lifecycle transition through ``client`` (a ChangeState client), sent once (it is not
+    idempotent), that must end in state ``goal_id``. Its answer can go missing as
+    ``call_service``'s can, so without one for ``ask_s`` the node's state is asked (GetState,
+    idempotent): the goal state is the transition done. An answer must say success."""
+    from lifecycle_msgs.srv import ChangeState, GetState
+
+    get_state = client.srv_name.removesuffix("change_state") + "get_state"
+    request = ChangeState.Request()
+    request.transition.id = transition_id
+    future = client.call_async(request)
+    deadline = time.monotonic() + timeout
+    while True:
+        if _answered(future, min(time.monotonic() + ask_s, deadline)):
+            assert future.result().success, what() if callable(what) else what
+            return
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"timed out after {timeout:g} s waiting for "
+                                 f"{what() if callable(what) else what}")
+        state = call_service(probe, GetState, get_state, GetState.Request(),
+                             max(1.0, deadline - time.monotonic()))
+        if state.current_state.id == goal_id:
+            client.remove_pending_request(future)
+            return
+
+
+def _answered(future: Any, until: float) -> bool:
+    """Wait for a service ``future`` until the monotonic time ``until``; True once done."""
+    while time.monotonic() < until:
+        if future.done():
+            return True
+        time.sleep(0.01)
+    return bool(future.done())
+
+
+def ros_parameters_file(path: Path, values: dict[str, Any]) -> Path:
+    """A parameter file at ``path`` giving every node (``/**``) ``values``."""
+    import yaml
+
+    path.write_text(yaml.safe_dump({"/**": {"ros__parameters": values}}))
+    return path
 
 
 def set_parameters(probe: RosTestNode, node: str, values: dict[str, Any],

@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 import redis
 import snap7
+from helpers import ros_parameters_file
 
 from excavator_hil.hil_harness import HilRig, wait_until
 from excavator_kinematics.vehicle import BodyTwist, twist_from_artof
@@ -250,8 +251,8 @@ def hook_next_write(core, before=None, after=None) -> threading.Event:
 def _slow_plc_spawn(spawn, tmp_path, watchdog_timeout_s: float):
     """``spawn`` for a ``HilRig`` whose virtual PLC's watchdog time is ``watchdog_timeout_s``
     (its --plant-config), set against a slow bridge cycle as on a real PLC."""
-    plant = tmp_path / "virtual_plc_slow.yaml"
-    plant.write_text(f"/**:\n  ros__parameters:\n    watchdog_timeout_s: {watchdog_timeout_s}\n")
+    plant = ros_parameters_file(tmp_path / "virtual_plc_slow.yaml",
+                                {"watchdog_timeout_s": watchdog_timeout_s})
 
     def _spawn(module: str, args: list[str]):
         if module == "plc_bridge.virtual_plc_cli":

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Callable
 
 import pytest
-from helpers import NodeProcess, call_service, free_port, wait_for
+from helpers import NodeProcess, call_service, change_state, free_port, wait_for
 
 from plc_bridge import redis_keys as keys
 from plc_bridge.config import load_config
@@ -20,37 +19,6 @@ def _control(port: int) -> ControlClient | None:
         return ControlClient(port)
     except OSError:
         return None
-
-
-def _change_state(ros_node, client, transition_id: int, goal_id: int,
-                  what: str | Callable[[], str], timeout: float = 30.0) -> None:
-    """One lifecycle transition of plc_bridge through ``client`` (ChangeState), sent once (it
-    is not idempotent), that must end in state ``goal_id``. ``wait_for_service`` only says the
-    server was discovered: its answer can go missing (a server that has not matched this
-    client's reply reader yet; helpers.call_service), so without an answer after a while the
-    node's state is asked (GetState, idempotent): the goal state is the transition done. An
-    answer is checked for success; a failed or never made transition fails here."""
-    from lifecycle_msgs.srv import ChangeState, GetState
-
-    req = ChangeState.Request()
-    req.transition.id = transition_id
-    future = client.call_async(req)
-    deadline = time.monotonic() + timeout
-    ask_at = time.monotonic() + 3.0
-    while time.monotonic() < deadline:
-        if future.done():
-            assert future.result().success, what() if callable(what) else what
-            return
-        if time.monotonic() >= ask_at:
-            state = call_service(ros_node, GetState, "plc_bridge/get_state",
-                                 GetState.Request(), max(1.0, deadline - time.monotonic()))
-            if state.current_state.id == goal_id:
-                client.remove_pending_request(future)
-                return
-            ask_at = time.monotonic() + 3.0
-        time.sleep(0.01)
-    raise AssertionError(f"timed out after {timeout:g} s waiting for "
-                         f"{what() if callable(what) else what}")
 
 
 @pytest.mark.slow
@@ -116,7 +84,7 @@ def test_node_publishes_and_deactivate_stops(redis_server, node_processes, ros_n
         client = ros_node.node.create_client(ChangeState, "plc_bridge/change_state")
         assert client.wait_for_service(timeout_sec=30.0)
         t0 = time.monotonic()
-        _change_state(ros_node, client, Transition.TRANSITION_DEACTIVATE,
+        change_state(ros_node, client, Transition.TRANSITION_DEACTIVATE,
                       State.PRIMARY_STATE_INACTIVE, "deactivate")
         writes = plc.writes(t0)
         assert writes and not writes[-1]["enable"] and writes[-1]["stop"]
@@ -250,7 +218,7 @@ def test_configure_cleanup_cycles_leak_nothing(redis_server, node_processes, ros
              Transition.TRANSITION_ACTIVE_SHUTDOWN: State.PRIMARY_STATE_FINALIZED}
 
     def transition(tid: int, what: str) -> None:
-        _change_state(ros_node, client, tid, goals[tid],
+        change_state(ros_node, client, tid, goals[tid],
                       lambda: f"{what} (log: {bridge.log()[-1500:]})")
 
     def graph() -> tuple[int, int, int]:

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import pytest
 import snap7
-from helpers import NodeProcess, free_port, wait_for
+from helpers import NodeProcess, free_port, ros_parameters_file, wait_for
 
 from excavator_hil.hil_harness import HilRig
 from plc_bridge import redis_keys as keys
@@ -55,8 +55,8 @@ def plc(node_processes, tmp_path):
 def steady_plc(node_processes, tmp_path):
     """The virtual PLC with a 10 s watchdog, for tests not about the watchdog: their stand-in
     bridge (this process) may stall longer than 0.25 s on a loaded host."""
-    path = tmp_path / "virtual_plc_patient.yaml"
-    path.write_text(f"/**:\n  ros__parameters:\n    watchdog_timeout_s: {PATIENT_WATCHDOG_S}\n")
+    path = ros_parameters_file(tmp_path / "virtual_plc_patient.yaml",
+                               {"watchdog_timeout_s": PATIENT_WATCHDOG_S})
     yield from _serve(node_processes, tmp_path, ["--plant-config", str(path)])
 
 
