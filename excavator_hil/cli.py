@@ -86,7 +86,7 @@ def _cmd_bag_play(args: argparse.Namespace) -> int:
     from excavator_hil.bags.player import play
 
     return play(args.bag, args.topics, args.rate, args.loop, args.clock, args.wait_for_subscribers,
-                args.follow_clock, args.lead, args.remap)
+                args.follow_clock, args.lead, args.remap, args.pacing_report)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -154,6 +154,9 @@ def build_parser() -> argparse.ArgumentParser:
     ply.add_argument("--remap", action="append", default=[], metavar="FROM:=TO",
                      help="publish a recorded topic under another name (repeatable), e.g. "
                           "/teleop/joy_applied:=/joy")
+    ply.add_argument("--pacing-report", metavar="FILE",
+                     help="write the player's pacing record as CSV: per message its bag stamp, "
+                          "when it was due and when it was sent [s from the start]")
     ply.set_defaults(func=_cmd_bag_play)
     return parser
 

@@ -7,7 +7,9 @@ import math
 import numpy as np
 import pytest
 
+from excavator_hil.demo import operator as operator_module
 from excavator_hil.demo.dig_cycle import DigCyclePlan, Waypoint, default_dig_cycle
+from excavator_hil.demo.operator import DemoOperator
 from excavator_hil.errors import DemoError
 from excavator_kinematics.geometry import default_geometry
 from excavator_kinematics.inverse_kinematics import InverseKinematics
@@ -74,3 +76,54 @@ def test_bad_duration_is_rejected() -> None:
             Waypoint("next", (5.6, 0.0, 0.6), 0.44, 0.0)]
     with pytest.raises(ValueError, match=r"duration 0\.0 s must be > 0"):
         DigCyclePlan(legs, IK)
+
+
+class _StarvedOperator:
+    """The operator's dig loop (``DemoOperator._play_session``, the real method) on a host
+    where the simulation runs on while the operator waits for the CPU: every look at the clock
+    finds it ``jump_s`` later. No ROS, no processes: the loop's own logic."""
+
+    _play_session = DemoOperator._play_session
+    _mark_phase = DemoOperator._mark_phase
+
+    def __init__(self, jump_s: float) -> None:
+        self.machine = "test"
+        self.loads: list[tuple[float, float]] = []
+        self.phase_marks: list[tuple[float, str]] = []
+        self._phase = ""
+        self._t = 0.0
+        self._jump_s = jump_s
+
+    @property
+    def sim_time(self) -> float:
+        self._t += self._jump_s
+        return self._t
+
+    def _still(self) -> bool:
+        return True
+
+
+@pytest.mark.parametrize("jump_s", [0.05, 1.7, 3.1])
+def test_a_starved_operator_still_passes_every_waypoint_and_names_every_phase(
+        jump_s: float, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A phase shorter than the simulated time between two of the operator's looks (a slow
+    host; the CI fleet demo lost `dig` and `return` this way) still gets its input published
+    at its boundary, in order, and its mark at the plan's time."""
+    monkeypatch.setattr(operator_module.time, "sleep", lambda _s: None)
+    plan = default_dig_cycle(IK, START, time_scale=0.3)
+    published: list[float] = []
+
+    def command(t: float) -> str:
+        published.append(t)
+        return plan.sample(min(t, plan.duration_s)).phase
+
+    op = _StarvedOperator(jump_s)
+    op._play_session(plan.duration_s, command, lambda: None, settle_min_s=0.0,
+                     settle_max_s=1.0, phase_starts=plan.phase_starts_s)
+    names = [w.name for w in plan.waypoints[1:]]
+    assert [name for _, name in op.phase_marks] == names
+    assert published == sorted(published)
+    for start in plan.phase_starts_s[1:]:
+        assert start in published, f"the boundary at {start:.3f} s was stepped over"
+    marks = dict((name, t) for t, name in op.phase_marks)
+    assert [marks[n] for n in names] == sorted(marks[n] for n in names)

@@ -10,15 +10,25 @@ graph's ``/clock`` (the simulation's) reaches the message's bag time less ``lead
 the wall clock does. A bag recorded with ``--use-sim-time`` replayed into a fresh simulation
 (which starts at the same simulated time) then meets the machine in the same state at every
 message: a slow machine stretches the run, not the session (docs/teleoperation.md, "Replay").
+
+The player keeps a record of its pacing (:class:`PacingRecord`): per message the time it was due
+and the time it was handed to DDS, both from the player's start. ``--pacing-report FILE`` writes
+it as CSV and the log ends with its summary (how late, never early). That record, not an arrival
+time measured elsewhere, is what a test can hold the player to on a loaded host: a message is
+never sent before it is due, and the due times are the bag's intervals scaled by the rate.
 """
 
 from __future__ import annotations
 
+import csv
 import threading
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+import numpy as np
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from rosgraph_msgs.msg import Clock
@@ -28,6 +38,67 @@ from excavator_hil.bags.recorder import message_class
 
 # after the publishers see their subscribers, time for the subscribers to match them [s]
 DISCOVERY_SETTLE_S = 0.5
+
+@dataclass
+class PacingRecord:
+    """What the player decided and did, per published message, in the order published.
+
+    ``due_s``: when the schedule said to publish it, from the player's start [s] (the bag's
+    interval scaled by ``rate``; the graph's /clock decides with ``follow_clock``, then NaN);
+    ``sent_s``: when it was handed to DDS, from the same start [s], on ``time.perf_counter``.
+    """
+
+    # a looping player runs for days: the record keeps its first rows only
+    max_rows: int = 100_000
+    stamps_ns: list[int] = field(default_factory=list)
+    topics: list[str] = field(default_factory=list)
+    due_s: list[float] = field(default_factory=list)
+    sent_s: list[float] = field(default_factory=list)
+    dropped: int = 0  # rows past max_rows, not kept
+
+    def add(self, stamp_ns: int, topic: str, due_s: float, sent_s: float) -> None:
+        if len(self.sent_s) >= self.max_rows:
+            self.dropped += 1
+            return
+        self.stamps_ns.append(stamp_ns)
+        self.topics.append(topic)
+        self.due_s.append(due_s)
+        self.sent_s.append(sent_s)
+
+    def lateness_s(self) -> np.ndarray:
+        """sent - due per message [s] (never negative for a player that paces)."""
+        late: np.ndarray = np.asarray(self.sent_s, dtype=float) - np.asarray(self.due_s,
+                                                                             dtype=float)
+        return late
+
+    def summary(self) -> str:
+        late = self.lateness_s()
+        late = late[np.isfinite(late)]
+        kept = f" (the first {len(self.sent_s)} kept)" if self.dropped else ""
+        if late.size == 0:
+            return f"{len(self.sent_s) + self.dropped} messages published{kept}"
+        return (f"{len(self.sent_s) + self.dropped} messages published{kept}; lateness "
+                f"p50 {np.median(late) * 1e3:.2f} ms, "
+                f"p99 {np.percentile(late, 99) * 1e3:.2f} ms, max {late.max() * 1e3:.2f} ms, "
+                f"earliest {late.min() * 1e3:+.3f} ms")
+
+    def write_csv(self, path: str | Path) -> None:
+        with Path(path).open("w", newline="") as f:
+            out = csv.writer(f)
+            out.writerow(["bag_stamp_ns", "topic", "due_s", "sent_s"])
+            for row in zip(self.stamps_ns, self.topics, self.due_s, self.sent_s, strict=True):
+                out.writerow([row[0], row[1], repr(row[2]), repr(row[3])])
+
+
+def read_pacing_csv(path: str | Path) -> PacingRecord:
+    """A ``--pacing-report`` file read back."""
+    record = PacingRecord()
+    with Path(path).open(newline="") as f:
+        for row in csv.DictReader(f):
+            record.add(int(row["bag_stamp_ns"]), row["topic"], float(row["due_s"]),
+                       float(row["sent_s"]))
+    return record
+
 
 class BagPlayer(Node):
     """Publishes a bag's messages on schedule from a worker thread (publishing needs no spin)."""
@@ -50,6 +121,7 @@ class BagPlayer(Node):
         self.rate = rate
         self.loop = loop
         self.published = 0
+        self.pacing = PacingRecord()
         self.finished = threading.Event()
         self._stop = threading.Event()
         self._topic_publishers: dict[str, Any] = {}
@@ -100,6 +172,7 @@ class BagPlayer(Node):
             self._clock_seen.notify_all()
 
     def _play_following(self) -> None:
+        start = time.perf_counter()
         for msg in self.contents.messages:
             due = msg.timestamp_ns - self._lead_ns
             with self._clock_seen:
@@ -109,7 +182,9 @@ class BagPlayer(Node):
                 break
             pub = self._topic_publishers.get(msg.topic)
             if pub is not None:
+                sent = time.perf_counter() - start
                 pub.publish(msg.data)
+                self.pacing.add(msg.timestamp_ns, msg.topic, float("nan"), sent)
                 self.published += 1
         self.finished.set()
 
@@ -140,7 +215,9 @@ class BagPlayer(Node):
                 if self._clock_pub is not None and tick_ns <= stamp_ns:
                     self._publish_clock(stamp_ns)
                     tick_ns = stamp_ns + step_ns
+                sent = time.perf_counter() - start
                 pub.publish(msg.data)
+                self.pacing.add(stamp_ns, msg.topic, due, sent)
                 self.published += 1
         self.finished.set()
 
@@ -156,7 +233,7 @@ def _absolute(topic: str) -> str:
 
 def play(bag: str, topics: Sequence[str] | None, rate: float, loop: bool, clock: bool,
          wait_for_subscribers_s: float, follow_clock: bool = False, lead_s: float = 0.0,
-         remap: Sequence[str] = ()) -> int:
+         remap: Sequence[str] = (), pacing_report: str | None = None) -> int:
     import rclpy
 
     from excavator_common.ros_runtime import shutdown_quietly
@@ -200,4 +277,7 @@ def play(bag: str, topics: Sequence[str] | None, rate: float, loop: bool, clock:
         pass
     finally:
         shutdown_quietly(node, node.stop)
+    print(f"bag play: {node.pacing.summary()}")
+    if pacing_report:
+        node.pacing.write_csv(pacing_report)
     return 0

@@ -79,6 +79,11 @@ class DigCyclePlan:
     def duration_s(self) -> float:
         return float(self._times[-1])
 
+    @property
+    def phase_starts_s(self) -> list[float]:
+        """When each leg (phase) begins [s from the start]."""
+        return [float(t) for t in self._times[:-1]]
+
     def phase_at(self, t: float) -> int:
         """Index of the waypoint being approached at time ``t`` [s] (0 before the start)."""
         return int(np.clip(np.searchsorted(self._times, t, side="right"), 1,

@@ -43,4 +43,5 @@ class JoystickDemoOperator(DemoOperator):
             return segment.label if segment is not None else "release"
 
         self._play_session(script.duration, command, check_alive, settle_min_s=0.0,
+                           phase_starts=script.segment_starts_s,
                            settle_max_s=SETTLE_S)

@@ -11,7 +11,7 @@ import contextlib
 import math
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -242,37 +242,47 @@ class DemoOperator(Node):
             return sample.phase
 
         self._play_session(plan.duration_s, command, check_alive, settle_min_s=1.5,
-                           settle_max_s=SETTLE_TIMEOUT_S)
+                           settle_max_s=SETTLE_TIMEOUT_S, phase_starts=plan.phase_starts_s)
 
     def _play_session(self, duration_s: float, command: Callable[[float], str],
                       check_alive: Callable[[], None], settle_min_s: float,
-                      settle_max_s: float) -> None:
+                      settle_max_s: float, phase_starts: Sequence[float] = ()) -> None:
         """The dig loop of every operator (IK targets, joysticks): every ``TARGET_PERIOD_S``
         ``command(t)`` publishes the input for ``t`` [s of sim time since the start] and names
         its phase (marked in :attr:`phase_marks` when it changes). After ``duration_s +
         settle_min_s`` it ends once the machine has been still for ``STILL_FOR_S`` (a single
         slow sample may be an overshoot's turning point), so the final pose recorded is a
-        settled one; at the latest at ``duration_s + settle_max_s``."""
+        settled one; at the latest at ``duration_s + settle_max_s``.
+
+        ``phase_starts`` [s from the start]: where the plan's phases begin. An operator starved
+        of CPU while the simulation runs on can step over a short phase between two samples;
+        the input at every boundary it stepped over is still published, in order, and the
+        phase marked at the plan's time, so the path passes every waypoint and the record
+        names every phase on any host."""
         progress = Progress(duration_s + max(settle_min_s, STILL_FOR_S), label=self.machine)
         t0 = self.sim_time
-        phase = ""
+        prev_t = -math.inf
         still_since = math.inf
         while True:
             check_alive()
             t = self.sim_time - t0
+            for t_b in (b for b in phase_starts if prev_t < b < t):
+                self._mark_phase(command(t_b), t0 + t_b)
             still_since = min(still_since, t) if self._still() else math.inf
             if t > duration_s + settle_min_s and (t - still_since >= STILL_FOR_S
                                                   or t > duration_s + settle_max_s):
                 break
-            label = command(t)
-            if label != phase:
-                phase = label
-                self._phase = phase
-                self.phase_marks.append((self.sim_time, phase))
+            self._mark_phase(command(t), self.sim_time)
+            prev_t = t
             load = self.loads[-1][1] if self.loads else 0.0
-            progress.update(t, phase, f"bucket {load:.3f} m^3")
+            progress.update(t, self._phase, f"bucket {load:.3f} m^3")
             time.sleep(TARGET_PERIOD_S)
         progress.done()
+
+    def _mark_phase(self, label: str, sim_time_s: float) -> None:
+        if label != self._phase:
+            self._phase = label
+            self.phase_marks.append((sim_time_s, label))
 
     def _still(self) -> bool:
         """Every active joint slower than STILL_RAD_S."""

@@ -49,6 +49,15 @@ class JoyScript:
     def duration(self) -> float:
         return float(sum(s.seconds for s in self.segments))
 
+    @property
+    def segment_starts_s(self) -> list[float]:
+        """When each segment begins [s from the start]."""
+        starts, t = [], 0.0
+        for s in self.segments:
+            starts.append(t)
+            t += s.seconds
+        return starts
+
     def segment_at(self, t: float) -> Segment | None:
         """The segment active at ``t`` [s] from the start; None after the end."""
         end = 0.0
