@@ -73,6 +73,23 @@ def constant(expr: ast.expr | None) -> object:
     return expr.value if isinstance(expr, ast.Constant) else None
 
 
+def started_nodes(tree: ast.AST) -> list[tuple[object, object]]:
+    """(package, executable) of every node a launch file starts: ``supervised_node(context,
+    plan, name=..., [package=...], [executable=...])`` and the files' local ``node("name",
+    ...)`` helpers around it."""
+    out = []
+    for call in calls(tree, "supervised_node"):
+        name = constant(_kw(call, "name"))
+        if name is None:   # the local helper's own call: node(name) -> supervised_node(...)
+            continue
+        out.append((constant(_kw(call, "package")),
+                    constant(_kw(call, "executable")) or name))
+    for call in calls(tree, "node"):
+        if call.args and isinstance(call.args[0], ast.Constant):
+            out.append((constant(_kw(call, "package")), call.args[0].value))
+    return out
+
+
 def test_there_are_the_three_launch_files() -> None:
     assert {p.name for p in LAUNCH_FILES} >= {"sim.launch.py", "bridge.launch.py",
                                                "excavator.launch.py"}
@@ -87,9 +104,12 @@ def test_launch_file(path: Path) -> None:
                for n in tree.body)
 
     scripts, depends = console_scripts(), exec_depends()
-    nodes = calls(tree, "Node")
-    for node in nodes:
-        package, executable = constant(_kw(node, "package")), constant(_kw(node, "executable"))
+    # every node goes through launch_support.supervised_node (required, respawn, real-time
+    # set-up): no bare launch_ros Node
+    assert not calls(tree, "Node"), f"{path.name}: start nodes with supervised_node"
+    started = started_nodes(tree)
+    assert started or calls(tree, "IncludeLaunchDescription"), f"{path.name} starts no node"
+    for package, executable in started:
         if package in ("excavator_hil", None):  # None: the PACKAGE constant
             assert executable in scripts, f"{path.name}: {executable} is no console script"
         else:
@@ -208,7 +228,7 @@ def test_sim_node_gets_use_sim_time_so_it_publishes_the_clock() -> None:
     """sim_node publishes /clock only with use_sim_time true: sim.launch.py passes the
     argument to it (the ``common`` parameters every node gets)."""
     tree = ast.parse((REPO / "launch" / "sim.launch.py").read_text())
-    sim = next(n for n in calls(tree, "Node") if constant(_kw(n, "executable")) == "sim_node")
+    sim = next(n for n in calls(tree, "node") if n.args and constant(n.args[0]) == "sim_node")
     params = _kw(sim, "parameters")
     assert any(isinstance(p, ast.Name) and p.id == "common" for p in params.elts)
     common = next(n.value for n in ast.walk(tree) if isinstance(n, ast.Assign)
