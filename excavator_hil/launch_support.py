@@ -205,8 +205,8 @@ class Supervision:
         node.quick_deaths = node.quick_deaths + 1 if ran_s <= policy.window_s else 0
         if node.quick_deaths > policy.limit:
             return self._fail(
-                f"{head}, {node.quick_deaths} times in a row within {policy.window_s:g} s of "
-                "its start",
+                f"{head}: its death #{node.quick_deaths} in a row within {policy.window_s:g} s "
+                "of its start, not respawned again",
                 f"{head} {ran_s:.1f} s after its start, the {node.quick_deaths}th time in a "
                 f"row within respawn_window_s ({policy.window_s:g} s) of a start: not "
                 f"respawned again (respawn_limit {policy.limit}); stopping the other nodes "
