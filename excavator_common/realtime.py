@@ -317,9 +317,9 @@ def host_support(rt_priority: int = 0, slice_ms: float = 0.1) -> HostSupport:
     return HostSupport(fair, fair_why, rt_priority, fifo, fifo_why, cpus, pin_why)
 
 
-def main(argv: list[str] | None = None) -> None:
-    """``python -m excavator_common.realtime --fair-slice-ms MS -- COMMAND...``: exec COMMAND
-    (it keeps this process's scheduling attributes) with the fair-scheduler slice MS."""
+def parse_command(argv: list[str] | None = None) -> tuple[float, list[str]]:
+    """``--fair-slice-ms MS -- COMMAND...`` -> (slice [s], COMMAND); a bad one exits 2 with
+    argparse's message naming it (also what the systemd units' check parses)."""
     import argparse
 
     parser = argparse.ArgumentParser(prog="python -m excavator_common.realtime",
@@ -336,7 +336,14 @@ def main(argv: list[str] | None = None) -> None:
     if not lo <= args.fair_slice_ms <= hi:
         parser.error(f"--fair-slice-ms {args.fair_slice_ms:g} is outside {lo:g}..{hi:g} ms "
                      "(the kernel's range)")
-    fair_slice(args.fair_slice_ms / 1e3)
+    return args.fair_slice_ms / 1e3, command
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m excavator_common.realtime --fair-slice-ms MS -- COMMAND...``: exec COMMAND
+    (it keeps this process's scheduling attributes) with the fair-scheduler slice MS."""
+    slice_s, command = parse_command(argv)
+    fair_slice(slice_s)
     os.execvp(command[0], command)
 
 
