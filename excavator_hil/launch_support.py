@@ -1,7 +1,11 @@
-"""What the launch files in launch/ share: required nodes, the RViz default, and one table of
-launch arguments (:data:`ARGUMENTS`, :data:`LAUNCH_FILES`): every launch file declares its
-arguments from it (:func:`declare_arguments`), so an argument two files share is written once
-and the checks (test/test_launch_files.py, test/test_docs_config.py) read the same table.
+"""What the launch files in launch/ share: one table of launch arguments (:data:`ARGUMENTS`,
+:data:`LAUNCH_FILES`): every launch file declares its arguments from it
+(:func:`declare_arguments`), so an argument two files share is written once and the checks
+(test/test_launch_files.py, test/test_docs_config.py) read the same table; the supervision of
+required nodes (:class:`Supervision`: the launch's exit code 1 naming a node that died, respawn
+with a start limit, :class:`RespawnPolicy`); the real-time set-up of each node
+(:func:`realtime_plan`, the demo's rules from ``excavator_common.realtime``); every node is
+started through :func:`supervised_node`; and the RViz default.
 
 Imported by the launch files under ``ros2 launch`` (``launch`` is imported inside the functions,
 so this module imports without ROS launch installed).
@@ -136,12 +140,6 @@ class RespawnPolicy:
                                 "is respawned")),
             number_argument("respawn_window_s", window_s, float, RESPAWN_WINDOW_RANGE_S,
                             "a death this soon after a start counts as failing to start [s]"))
-
-    def describe(self) -> str:
-        if not self.enabled:
-            return "off"
-        return (f"after {self.delay_s:g} s; at most {self.limit} in a row for deaths within "
-                f"{self.window_s:g} s of a start")
 
 
 @dataclass(frozen=True)

@@ -48,7 +48,7 @@ class RosLaunch:
     ``wrapper``: a command it runs under (e.g. ``setpriv`` dropping a capability)."""
 
     def __init__(self, prefix: Path, tmp: Path, file: str, *args: str,
-                 wrapper: tuple[str, ...] = ()):
+                 wrapper: tuple[str, ...] = (), options: tuple[str, ...] = ()):
         self.log_path = tmp / f"{file}.log"
         env = dict(os.environ)
         env["AMENT_PREFIX_PATH"] = os.pathsep.join(
@@ -57,8 +57,8 @@ class RosLaunch:
         env["TMPDIR"] = str(tmp)  # launch_ros writes launch_params_* files there
         env["PYTHONUNBUFFERED"] = "1"
         self._log = self.log_path.open("w")
-        self.proc = subprocess.Popen([*wrapper, ROS2, "launch", "excavator_hil", file, *args],
-                                     env=env,
+        self.proc = subprocess.Popen([*wrapper, ROS2, "launch", *options, "excavator_hil", file,
+                                      *args], env=env,
                                      cwd=tmp, stdout=self._log, stderr=subprocess.STDOUT,
                                      start_new_session=True)
         self.returncode: int | None = None
@@ -474,10 +474,11 @@ def _setup_lines(log: str, node: str) -> list[str]:
 
 
 def _bridge_launch(ament_prefix: Path, tmp_path: Path, *args: str,
-                   wrapper: tuple[str, ...] = ()) -> RosLaunch:
+                   wrapper: tuple[str, ...] = (), options: tuple[str, ...] = ()) -> RosLaunch:
     return RosLaunch(ament_prefix, tmp_path, "bridge.launch.py", "virtual_plc:=true",
                      f"virtual_plc_port:={free_port()}",
-                     f"redis_url:=redis://127.0.0.1:{free_port()}/0", *args, wrapper=wrapper)
+                     f"redis_url:=redis://127.0.0.1:{free_port()}/0", *args, wrapper=wrapper,
+                     options=options)
 
 
 def test_realtime_auto_runs_the_path_to_the_plc_with_the_demos_fair_slice(
@@ -485,12 +486,13 @@ def test_realtime_auto_runs_the_path_to_the_plc_with_the_demos_fair_slice(
         probe: RosTestNode) -> None:
     """realtime:=auto (the default): every thread of the bridge and the virtual PLC runs with
     the demo's 0.1 ms fair-scheduler slice, still under normal scheduling; one log line per
-    node says what was applied."""
+    node says what was applied; a user's --launch-prefix still applies after it."""
     from excavator_common import realtime
 
     if not realtime.host_support().fair_slice:
         pytest.skip(f"this kernel ({os.uname().release}) keeps its own fair-scheduler slice")
-    launch = _bridge_launch(ament_prefix, tmp_path)
+    seen = "EXCAVATOR_HIL_TEST_LAUNCH_PREFIX=1"
+    launch = _bridge_launch(ament_prefix, tmp_path, options=("--launch-prefix", f"env {seen}"))
     launches.append(launch)
     wait_for_nodes(probe, launch, {"/plc_bridge"})
     for exe in ("plc_bridge", "virtual_plc"):
@@ -499,6 +501,7 @@ def test_realtime_auto_runs_the_path_to_the_plc_with_the_demos_fair_slice(
         assert _thread_policies(pid) == {os.SCHED_OTHER}
         lines = _setup_lines(launch.log(), exe)
         assert len(lines) == 1 and "fair-scheduler slice 0.1 ms" in lines[0], launch.log()
+        assert seen.encode() in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
     assert launch.ctrl_c() == 0, launch.log()
 
 
