@@ -24,6 +24,8 @@ setup(
         (f"share/{PACKAGE}/config", glob("config/*.xml")),   # Fast DDS profiles
         (f"share/{PACKAGE}/config/machines", glob("config/machines/*.yaml")),  # machine presets
         (f"share/{PACKAGE}/rviz", glob("rviz/*.rviz")),
+        # systemd units and their environment file for a HIL host (docs/plc_bridge.md)
+        (f"share/{PACKAGE}/systemd", glob("deploy/systemd/*")),
     ],
     # Versions are pinned in requirements.txt only; a ROS 2 install resolves package.xml instead.
     install_requires=["setuptools", "numpy", "scipy", "pyyaml"],

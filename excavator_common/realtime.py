@@ -35,6 +35,11 @@ file, or a systemd unit) sets from outside:
   for the GIL held by rclpy's executor thread while that thread waited for a CPU.
 - :func:`name_thread`: the OS name of the calling thread (``top -H``, ``ps -L``, ``perf sched``,
   ``chrt -p`` show it), e.g. ``plc-bridge-loop``.
+
+Who applies what from outside, with one set of rules (:func:`command_prefixes`): the demo
+(``excavator_hil/demo/run.py``), the launch files (``excavator_hil/launch_support.py``, which
+first asks :func:`host_support` what this host allows and leaves out the rest, saying why) and
+the systemd units of ``deploy/systemd/`` (docs/plc_bridge.md, "HIL host set-up").
 """
 
 from __future__ import annotations
@@ -44,8 +49,12 @@ import ctypes.util
 import functools
 import gc
 import os
+import shutil
 import sys
-from collections.abc import Iterable
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import TypeVar
 
 # ``EXCAVATOR_HIL_RT_SETUP=off`` turns quiet_gc and short_gil_slices into no-ops in every
 # process: the set-up before issue 12, for measuring what they do (bench/system.py --compare).
@@ -185,9 +194,132 @@ def fair_slice(slice_s: float, tid: int = 0) -> float | None:
     return current_fair_slice(tid)
 
 
-def main(argv: list[str] | None = None) -> None:
-    """``python -m excavator_common.realtime --fair-slice-ms MS -- COMMAND...``: exec COMMAND
-    (it keeps this process's scheduling attributes) with the fair-scheduler slice MS."""
+# --- the set-up of a whole stack, applied from outside (demo, launch files, systemd) ---------
+# Process groups: the Redis -> PLC path (the bridge, the virtual PLC), redis-server, the
+# simulation (sim_node, soil_node, ik_node, teleop_node, robot_state_publisher) and the
+# background (what is only watched or recorded: the recorder, the demo's operator, the
+# dashboard, RViz).
+GROUPS = ("bridge", "redis", "sim", "background")
+
+
+@dataclass(frozen=True)
+class ProcessSetup:
+    """What the processes of a stack are started with (docs/plc_bridge.md, "HIL host set-up").
+
+    ``rt_priority``: SCHED_FIFO priority of the Redis -> PLC path (the bridge loop and the
+    virtual PLC set it themselves; redis-server is started under ``chrt -f``), 0 = normal
+    scheduling. ``background_nice``: nice value of the background, 0 = unchanged.
+    ``bridge_slice_ms``: fair-scheduler slice of the bridge, the virtual PLC and redis-server,
+    0 = the kernel's. ``pin_cpus``: the Redis -> PLC path on the last CPU, the simulation on
+    the others (hosts with >= 2 CPUs)."""
+
+    rt_priority: int = 0
+    background_nice: int = 10
+    bridge_slice_ms: float = 0.1
+    pin_cpus: bool = False
+
+
+def command_prefixes(setup: ProcessSetup, python: str = sys.executable
+                     ) -> dict[str, list[str]]:
+    """The command prefix of each of :data:`GROUPS` for ``setup`` (a tool missing from this
+    host leaves its part out; see :func:`host_support` for what the kernel allows):
+
+    - ``background_nice`` > 0: the background under ``nice -n``: the fair scheduler gives the
+      real-time paths the CPU first when both wake;
+    - ``bridge_slice_ms`` > 0: the bridge, the virtual PLC and redis-server with that
+      fair-scheduler slice (``python -m excavator_common.realtime``, :func:`fair_slice`): under
+      normal scheduling each wakes on the Redis -> PLC path and pre-empts the simulation;
+    - ``rt_priority`` > 0: redis-server under ``chrt -f`` (the bridge loop and the virtual PLC
+      set SCHED_FIFO themselves), as the Redis -> PLC path wakes it twice a command;
+    - ``pin_cpus`` on a host with >= 2 CPUs: the bridge, the virtual PLC and redis-server on the
+      last CPU, the simulation on the others (the background is not pinned).
+    """
+    layout: dict[str, list[str]] = {g: [] for g in GROUPS}
+    if setup.rt_priority > 0 and shutil.which("chrt"):
+        layout["redis"] += ["chrt", "-f", str(setup.rt_priority)]
+    cpus = sorted(os.sched_getaffinity(0))
+    if setup.pin_cpus and len(cpus) >= 2 and shutil.which("taskset"):
+        rt_cpu, others = str(cpus[-1]), ",".join(str(c) for c in cpus[:-1])
+        layout["bridge"] += ["taskset", "-c", rt_cpu]
+        layout["redis"] = ["taskset", "-c", rt_cpu, *layout["redis"]]
+        layout["sim"] += ["taskset", "-c", others]
+    if setup.background_nice > 0 and shutil.which("nice"):
+        layout["background"] += ["nice", "-n", str(setup.background_nice)]
+    if setup.bridge_slice_ms > 0:
+        for group in ("bridge", "redis"):
+            layout[group] += [python, "-m", "excavator_common.realtime",
+                              "--fair-slice-ms", f"{setup.bridge_slice_ms:g}", "--"]
+    return layout
+
+
+@dataclass(frozen=True)
+class HostSupport:
+    """What this host lets the stack's processes do; each ``*_why`` says why not (empty when
+    it does)."""
+
+    fair_slice: bool
+    fair_slice_why: str
+    fifo_priority: int            # the SCHED_FIFO priority asked about (0: not asked)
+    fifo: bool
+    fifo_why: str
+    cpus: list[int] = field(default_factory=list)
+    pin_why: str = ""
+
+
+_T = TypeVar("_T")
+
+
+def _on_throwaway_thread(probe: Callable[[int], _T]) -> _T:
+    """``probe(tid)`` run on a thread that ends right after: what it changes (a scheduling
+    policy, a slice) dies with the thread, the calling process keeps its own."""
+    box: list[_T] = []
+    thread = threading.Thread(target=lambda: box.append(probe(threading.get_native_id())),
+                              name="rt-probe", daemon=True)
+    thread.start()
+    thread.join()
+    return box[0]
+
+
+def host_support(rt_priority: int = 0, slice_ms: float = 0.1) -> HostSupport:
+    """Ask the kernel, on a throwaway thread, whether it honours a fair-scheduler slice of
+    ``slice_ms`` and (``rt_priority`` > 0) lets this user run SCHED_FIFO at ``rt_priority``;
+    and whether there are CPUs to pin to. Nothing of this process changes."""
+    slice_s = slice_ms / 1e3
+    got = _on_throwaway_thread(lambda tid: fair_slice(slice_s, tid))
+    fair = got is not None and abs(got - slice_s) < 1e-9
+    if fair:
+        fair_why = ""
+    elif _libc() is None or os.uname().machine not in _SCHED_ATTR_SYSCALLS:
+        fair_why = (f"no sched_setattr on this system ({sys.platform}, {os.uname().machine})")
+    else:
+        fair_why = (f"this kernel ({os.uname().release}) keeps its own fair-scheduler slice "
+                    "(Linux >= 6.12 sets one per task)")
+    fifo, fifo_why = False, ""
+    if rt_priority > 0:
+        def try_fifo(tid: int) -> str:
+            try:
+                os.sched_setscheduler(tid, os.SCHED_FIFO, os.sched_param(rt_priority))
+            except (OSError, AttributeError) as e:
+                return str(e) or type(e).__name__
+            return ""
+        fifo_why = _on_throwaway_thread(try_fifo)
+        fifo = not fifo_why
+        if not fifo:
+            fifo_why = (f"SCHED_FIFO {rt_priority} not permitted here ({fifo_why}): it needs "
+                        f"CAP_SYS_NICE or an RLIMIT_RTPRIO of at least {rt_priority} "
+                        "(systemd: LimitRTPRIO=; a login: rtprio in /etc/security/limits.conf)")
+    cpus = sorted(os.sched_getaffinity(0))
+    pin_why = ""
+    if len(cpus) < 2:
+        pin_why = f"{len(cpus)} CPU here, nothing to separate"
+    elif not shutil.which("taskset"):
+        pin_why = "no taskset (util-linux) here"
+    return HostSupport(fair, fair_why, rt_priority, fifo, fifo_why, cpus, pin_why)
+
+
+def parse_command(argv: list[str] | None = None) -> tuple[float, list[str]]:
+    """``--fair-slice-ms MS -- COMMAND...`` -> (slice [s], COMMAND); a bad one exits 2 with
+    argparse's message naming it (also what the systemd units' check parses)."""
     import argparse
 
     parser = argparse.ArgumentParser(prog="python -m excavator_common.realtime",
@@ -204,7 +336,14 @@ def main(argv: list[str] | None = None) -> None:
     if not lo <= args.fair_slice_ms <= hi:
         parser.error(f"--fair-slice-ms {args.fair_slice_ms:g} is outside {lo:g}..{hi:g} ms "
                      "(the kernel's range)")
-    fair_slice(args.fair_slice_ms / 1e3)
+    return args.fair_slice_ms / 1e3, command
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m excavator_common.realtime --fair-slice-ms MS -- COMMAND...``: exec COMMAND
+    (it keeps this process's scheduling attributes) with the fair-scheduler slice MS."""
+    slice_s, command = parse_command(argv)
+    fair_slice(slice_s)
     os.execvp(command[0], command)
 
 

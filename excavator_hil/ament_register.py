@@ -38,6 +38,7 @@ SHARE_LAYOUT: dict[str, tuple[str, ...]] = {
     "config": ("config/*.yaml", "config/*.xml"),
     "config/machines": ("config/machines/*.yaml",),
     "rviz": ("rviz/*.rviz",),
+    "systemd": ("deploy/systemd/*",),
 }
 MARKER = Path("share/ament_index/resource_index/packages") / PACKAGE
 

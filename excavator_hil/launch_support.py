@@ -1,7 +1,11 @@
-"""What the launch files in launch/ share: required nodes, the RViz default, and one table of
-launch arguments (:data:`ARGUMENTS`, :data:`LAUNCH_FILES`): every launch file declares its
-arguments from it (:func:`declare_arguments`), so an argument two files share is written once
-and the checks (test/test_launch_files.py, test/test_docs_config.py) read the same table.
+"""What the launch files in launch/ share: one table of launch arguments (:data:`ARGUMENTS`,
+:data:`LAUNCH_FILES`): every launch file declares its arguments from it
+(:func:`declare_arguments`), so an argument two files share is written once and the checks
+(test/test_launch_files.py, test/test_docs_config.py) read the same table; the supervision of
+required nodes (:class:`Supervision`: the launch's exit code 1 naming a node that died, respawn
+with a start limit, :class:`RespawnPolicy`); the real-time set-up of each node
+(:func:`realtime_plan`, the demo's rules from ``excavator_common.realtime``); every node is
+started through :func:`supervised_node`; and the RViz default.
 
 Imported by the launch files under ``ros2 launch`` (``launch`` is imported inside the functions,
 so this module imports without ROS launch installed).
@@ -10,10 +14,15 @@ so this module imports without ROS launch installed).
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+import re
+import shlex
+import signal
+import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
+
+from excavator_hil.errors import HilConfigError, HilError
 
 RVIZ_HINT = ("rviz2 is not installed here (on a ROS 2 install: sudo apt install "
              "ros-kilted-rviz2); start with rviz:=false, or open RViz elsewhere with "
@@ -39,35 +48,414 @@ def rviz_default() -> str:
     return "true" if rviz_installed() else "false"
 
 
+# --- supervision: required nodes, respawn, the launch's exit code ----------------------------
+# ``ros2 launch`` returns what ``LaunchService.run()`` returns: 0 after a ``Shutdown`` action
+# (whatever its reason), 1 when an exception reached the launch loop (it logs "Caught exception
+# in launch ...: <message>" and shuts everything down). So a required node's death is handled
+# in two steps: its exit stops the other nodes (``Shutdown``), and when the last process of the
+# launch has ended the failure is raised as :class:`RequiredNodeError`: the launch's last log
+# line names the node and how it ended, and ``ros2 launch`` exits 1. A Ctrl-C (or any shutdown
+# not caused by a failure) still ends with 0.
+RESPAWN_DELAY_RANGE_S = (0.1, 600.0)
+RESPAWN_LIMIT_RANGE = (1, 1000)
+RESPAWN_WINDOW_RANGE_S = (1.0, 86400.0)
+SUPERVISION_KEY = "excavator_hil_supervision"   # in the launch context's globals
+
+
+class LaunchArgumentError(HilConfigError, ValueError):
+    """A launch argument with a value the launch cannot use (names the value, range, fix)."""
+
+
+class RequiredNodeError(HilError, RuntimeError):
+    """Raised into the launch loop once every process has ended after a required node failed:
+    launch logs it as its last line and ``ros2 launch`` exits 1."""
+
+
+def describe_exit(returncode: int | None) -> str:
+    """How a node ended, in words: "was killed by signal 9 (SIGKILL)", "failed with exit code
+    1 ...", "refused its configuration (code 2 ...)"."""
+    if returncode == 0:
+        return "exited (code 0) although nothing asked it to"
+    if returncode == 2:
+        return "refused its configuration (code 2; its [FATAL] message above names the value)"
+    if returncode is not None and returncode < 0:
+        try:
+            name = f" ({signal.Signals(-returncode).name})"
+        except ValueError:
+            name = ""
+        return f"was killed by signal {-returncode}{name}"
+    return f"failed with exit code {returncode} (its messages above say why)"
+
+
 def exit_reason(name: str, returncode: int | None) -> str:
     """Why a node's exit ends the launch, in one line."""
-    if returncode == 0:
-        why = "exited (code 0) although nothing asked it to"
-    elif returncode == 2:
-        why = "refused its configuration (code 2; its [FATAL] message above names the value)"
-    elif returncode is not None and returncode < 0:
-        why = f"was killed by signal {-returncode}"
-    else:
-        why = f"failed with exit code {returncode} (its messages above say why)"
-    return f"required node {name} {why}"
+    return f"required node {name} {describe_exit(returncode)}"
 
 
-def required(name: str) -> Callable[[Any, Any], list[Any] | None]:
-    """``on_exit`` for a node the system cannot run without: when it ends while the launch is
-    not shutting down, log why (as an error) and shut the whole launch down, so no node is left
-    running without it."""
+def number_argument(name: str, text: str, kind: type[float] | type[int],
+                    bounds: tuple[float, float], fix: str) -> float:
+    """Launch argument ``name``'s value ``text`` as a number within ``bounds``, else a
+    :class:`LaunchArgumentError` naming the value, the range and ``fix``."""
+    try:
+        value = kind(text)
+    except ValueError:
+        what = "a whole number" if kind is int else "a number"
+        raise LaunchArgumentError(f"{name}:={text!r} is not {what}; {fix}") from None
+    if not bounds[0] <= value <= bounds[1]:
+        raise LaunchArgumentError(f"{name}:={text} is outside {bounds[0]:g}..{bounds[1]:g}; "
+                                  f"{fix}")
+    return value
 
-    def on_exit(event: Any, context: Any) -> list[Any] | None:
-        from launch.actions import Shutdown
-        from launch.logging import get_logger
 
-        if context.is_shutdown:
+@dataclass(frozen=True)
+class RespawnPolicy:
+    """What happens when a required node ends by itself (launch arguments ``respawn``,
+    ``respawn_delay_s``, ``respawn_limit``, ``respawn_window_s``).
+
+    Off: the launch stops the other nodes and exits 1. On: the node is started again after
+    ``delay_s``. A death within ``window_s`` of the node's start counts as failing to start;
+    after ``limit`` respawns that each failed so, in a row, the next such death is not
+    respawned: the launch stops the other nodes and exits 1. A node that ran longer than
+    ``window_s`` before dying is respawned and its count starts afresh. A node that refused its
+    configuration (exit code 2) is never respawned: the same configuration would be refused
+    again."""
+
+    enabled: bool = False
+    delay_s: float = 2.0
+    limit: int = 5
+    window_s: float = 60.0
+
+    @classmethod
+    def parse(cls, respawn: str, delay_s: str, limit: str, window_s: str) -> RespawnPolicy:
+        """From the launch arguments' strings; :class:`LaunchArgumentError` names a bad one."""
+        if respawn not in BOOL:
+            raise LaunchArgumentError(f"respawn:={respawn!r} must be true or false")
+        return cls(
+            respawn == "true",
+            number_argument("respawn_delay_s", delay_s, float, RESPAWN_DELAY_RANGE_S,
+                            "the wait before a dead node is started again [s] (launch needs a "
+                            "pause to tell a respawn from a shutdown)"),
+            int(number_argument("respawn_limit", limit, int, RESPAWN_LIMIT_RANGE,
+                                "how many times in a row a node that dies soon after its start "
+                                "is respawned")),
+            number_argument("respawn_window_s", window_s, float, RESPAWN_WINDOW_RANGE_S,
+                            "a death this soon after a start counts as failing to start [s]"))
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What the launch does about a supervised node's exit, and the line it logs."""
+
+    respawn: bool
+    message: str
+
+
+@dataclass
+class _Supervised:
+    name: str
+    policy: RespawnPolicy
+    action: Any                     # the launch action (kept: its id is the key)
+    started_s: float | None = None
+    quick_deaths: int = 0           # deaths in a row within policy.window_s of their start
+    respawns: int = 0
+
+
+class Supervision:
+    """The launch's bookkeeping, without ROS launch (the tests drive it directly): the
+    processes running, the required nodes and their respawns, and the failure the launch ends
+    with. One per ``ros2 launch`` (the first launch file that starts a node creates it; files
+    it includes share it)."""
+
+    def __init__(self) -> None:
+        self.running = 0
+        self.failure: str | None = None
+        self._nodes: dict[int, _Supervised] = {}
+
+    def add(self, action: Any, name: str, policy: RespawnPolicy) -> None:
+        """``action`` (a launch ``Node``) is a required node called ``name``."""
+        self._nodes[id(action)] = _Supervised(name, policy, action)
+
+    def started(self, action: Any, now_s: float) -> None:
+        """A process (any, supervised or not) started at ``now_s`` [s, monotonic]."""
+        self.running += 1
+        node = self._nodes.get(id(action))
+        if node is not None:
+            node.started_s = now_s
+
+    def exited(self, action: Any, returncode: int | None, now_s: float,
+               shutting_down: bool) -> Decision | None:
+        """A process ended. None: nothing to do (not supervised, or the launch is shutting
+        down anyway); else respawn (launch does it, the node was created with ``respawn``) or
+        stop the launch (:attr:`failure` is set)."""
+        self.running = max(0, self.running - 1)
+        node = self._nodes.get(id(action))
+        if node is None or shutting_down or self.failure is not None:
             return None
-        reason = exit_reason(name, event.returncode)
-        get_logger("excavator_hil").error(f"{reason}: stopping the other nodes of this launch")
-        return [Shutdown(reason=reason)]
+        head = exit_reason(node.name, returncode)
+        ran_s = now_s - node.started_s if node.started_s is not None else 0.0
+        policy = node.policy
+        if not policy.enabled:
+            return self._fail(head, f"{head}: stopping the other nodes of this launch "
+                                    "(respawn:=true starts it again instead)")
+        if returncode == 2:
+            return self._fail(head, f"{head}: not respawned (the same configuration would be "
+                                    "refused again); stopping the other nodes of this launch")
+        node.quick_deaths = node.quick_deaths + 1 if ran_s <= policy.window_s else 0
+        if node.quick_deaths > policy.limit:
+            return self._fail(
+                f"{head}: its death #{node.quick_deaths} in a row within {policy.window_s:g} s "
+                "of its start, not respawned again",
+                f"{head} {ran_s:.1f} s after its start, the {node.quick_deaths}th time in a "
+                f"row within respawn_window_s ({policy.window_s:g} s) of a start: not "
+                f"respawned again (respawn_limit {policy.limit}); stopping the other nodes "
+                "of this launch")
+        node.respawns += 1
+        in_a_row = (f"{node.quick_deaths} of {policy.limit} deaths in a row within "
+                    f"{policy.window_s:g} s of a start" if node.quick_deaths else
+                    f"it ran longer than {policy.window_s:g} s: count reset")
+        return Decision(True, f"{head} {ran_s:.1f} s after its start: respawning it in "
+                              f"{policy.delay_s:g} s (respawn #{node.respawns}; {in_a_row})")
 
-    return on_exit
+    def _fail(self, summary: str, message: str) -> Decision:
+        self.failure = summary
+        return Decision(False, message)
+
+    def verdict(self) -> str | None:
+        """The failure to end the launch with, once no process of it runs any more."""
+        if self.failure is None or self.running > 0:
+            return None
+        return (f"{self.failure}; the launch stopped its other nodes and exits with code 1")
+
+
+def supervision(context: Any) -> Supervision:
+    """This launch's :class:`Supervision`; the first call registers its event handlers (for
+    every process of the launch, started by whichever launch file)."""
+    found = context.get_locals_as_dict().get(SUPERVISION_KEY)
+    if isinstance(found, Supervision):
+        return found
+    from launch.actions import Shutdown
+    from launch.event_handlers import OnProcessExit, OnProcessStart
+    from launch.logging import get_logger
+
+    sup = Supervision()
+    logger = get_logger("excavator_hil")
+
+    def on_start(event: Any, _context: Any) -> None:
+        sup.started(event.action, time.monotonic())
+
+    def on_exit(event: Any, ctx: Any) -> list[Any] | None:
+        decision = sup.exited(event.action, event.returncode, time.monotonic(), ctx.is_shutdown)
+        out: list[Any] = []
+        if decision is not None:
+            if decision.respawn:
+                logger.warning(decision.message)
+            else:
+                logger.error(decision.message)
+                out.append(Shutdown(reason=decision.message))
+        verdict = sup.verdict()
+        if verdict is not None:
+            raise RequiredNodeError(verdict)
+        return out
+
+    context.register_event_handler(OnProcessStart(on_start=on_start))
+    context.register_event_handler(OnProcessExit(on_exit=on_exit))
+    context.extend_globals({SUPERVISION_KEY: sup})
+    return sup
+
+
+def respawn_policy(context: Any) -> RespawnPolicy:
+    """The policy the launch arguments ``respawn*`` ask for (defaults where a file does not
+    declare them)."""
+    def arg(name: str, default: str) -> str:
+        return str(context.launch_configurations.get(name, default))
+
+    d = RespawnPolicy()
+    return RespawnPolicy.parse(arg("respawn", "false"), arg("respawn_delay_s", f"{d.delay_s}"),
+                               arg("respawn_limit", f"{d.limit}"),
+                               arg("respawn_window_s", f"{d.window_s}"))
+
+
+# --- the real-time set-up of each node (excavator_common.realtime: the demo's rules) ---------
+REALTIME_MODES = ("auto", "off")
+FAIR_SLICE_MS = 0.1   # the demo's default (--bridge-slice-ms), measured: docs/benchmarks.md
+BACKGROUND_NICE = 10  # the demo's default (--background-nice)
+# what the nodes started through excavator_common.ros_runtime.run_node (and the virtual PLC) do
+# themselves once started
+IN_NODE = "gc frozen after start-up, GIL handed over after 0.5 ms (in the node)"
+SETS_UP_ITSELF = frozenset({"sim_node", "soil_node", "ik_node", "teleop_node", "plc_bridge",
+                            "virtual_plc"})
+# the process group of each node (excavator_common.realtime.GROUPS)
+NODE_GROUPS = {"plc_bridge": "bridge", "virtual_plc": "bridge", "sim_node": "sim",
+               "soil_node": "sim", "ik_node": "sim", "teleop_node": "sim",
+               "robot_state_publisher": "sim", "dashboard": "background", "rviz2": "background"}
+
+
+@dataclass(frozen=True)
+class RealtimePlan:
+    """What the launch applies to each group of nodes, decided once per launch: the command
+    prefixes (``excavator_common.realtime.command_prefixes``, leaving out what this host does
+    not support), the SCHED_FIFO priority for the bridge and the virtual PLC (None: the bridge
+    keeps ``plc_params``' ``rt_priority``), the niceness of the background and, per group, the
+    measures in words (applied, and not applied with why)."""
+
+    mode: str
+    prefixes: dict[str, list[str]]
+    rt_priority: int | None
+    plc_rt_priority: int
+    background_nice: int
+    notes: dict[str, list[str]]
+
+    @property
+    def env(self) -> dict[str, str]:
+        """Environment of every node: off also turns off what the nodes do themselves."""
+        from excavator_common.realtime import ENV
+
+        return {ENV: "off"} if self.mode == "off" else {}
+
+    def line(self, name: str, label: str | None = None) -> str:
+        """The one log line of node ``name``'s set-up (``label``: its full name)."""
+        notes = list(self.notes[NODE_GROUPS.get(name, "sim")])
+        if self.plc_rt_priority and name == "plc_bridge":
+            notes.insert(1, f"SCHED_FIFO {self.plc_rt_priority} for its loop, "
+                            f"{max(1, self.plc_rt_priority - 1)} for its executor thread")
+        elif self.plc_rt_priority and name == "virtual_plc":
+            notes.insert(1, f"SCHED_FIFO {self.plc_rt_priority} (the whole process)")
+        if name in SETS_UP_ITSELF and self.mode != "off":
+            notes.append(IN_NODE)
+        return f"real-time set-up of {label or name}: " + "; ".join(notes or ["unchanged"])
+
+
+def _file_rt_priority(plc_params: str) -> int:
+    """``rt_priority`` of the bridge's parameter file (0 when the file says nothing or cannot be
+    read: the bridge then reports the file itself)."""
+    from excavator_common.parameter_files import read_parameter_file
+
+    try:
+        value = read_parameter_file(plc_params, "plc_bridge").get("rt_priority", 0)
+    except Exception:  # noqa: BLE001 - the bridge names a broken file at its start
+        return 0
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def realtime_plan(mode: str, rt_priority: str, pin_cpus: str, plc_params: str,
+                  support: Any = None) -> RealtimePlan:
+    """The plan for ``realtime:=<mode>`` (auto: every measure this host supports; off: none),
+    ``rt_priority`` ("" = plc_params' value) and ``pin_cpus``. ``support``: an
+    ``excavator_common.realtime.HostSupport`` (default: asked of this host)."""
+    from excavator_common import realtime
+
+    if mode not in REALTIME_MODES:
+        raise LaunchArgumentError(f"realtime:={mode!r} must be one of {', '.join(REALTIME_MODES)}"
+                                  " (auto: every measure this host supports; off: none)")
+    if pin_cpus not in BOOL:
+        raise LaunchArgumentError(f"pin_cpus:={pin_cpus!r} must be true or false")
+    asked = None
+    if rt_priority.strip():
+        asked = int(number_argument(
+            "rt_priority", rt_priority, int, (0, 99), "SCHED_FIFO priority 1..99 of the bridge "
+            "loop and the virtual PLC, 0 = normal scheduling, empty = plc_params' rt_priority"))
+    rt = asked if asked is not None else _file_rt_priority(plc_params)
+    if mode == "off":
+        off = "off (realtime:=off): normal scheduling, the kernel's slice, default gc and GIL"
+        notes = {g: [off] for g in realtime.GROUPS}
+        if rt > 0:
+            notes["bridge"].append(f"rt_priority {rt} not applied")
+        return RealtimePlan(mode, {g: [] for g in realtime.GROUPS}, 0 if rt > 0 else asked, 0,
+                            0, notes)
+    if support is None:
+        support = realtime.host_support(rt, FAIR_SLICE_MS)
+    notes = {g: [] for g in realtime.GROUPS}
+    slice_ms = FAIR_SLICE_MS if support.fair_slice else 0.0
+    if support.fair_slice:
+        notes["bridge"].append(f"fair-scheduler slice {FAIR_SLICE_MS:g} ms (python -m "
+                               "excavator_common.realtime)")
+    else:
+        notes["bridge"].append(f"no fair-scheduler slice: {support.fair_slice_why}")
+    fifo = rt > 0 and support.fifo   # SCHED_FIFO: said per node (RealtimePlan.line)
+    if rt > 0 and not fifo:
+        notes["bridge"].append(f"rt_priority {rt} not applied, normal scheduling: "
+                               f"{support.fifo_why}")
+    elif rt == 0:
+        notes["bridge"].append("normal scheduling (rt_priority 0)")
+    pin = pin_cpus == "true" and not support.pin_why
+    if pin_cpus == "true" and support.pin_why:
+        for g in ("bridge", "sim"):
+            notes[g].append(f"not pinned: {support.pin_why}")
+    prefixes = realtime.command_prefixes(realtime.ProcessSetup(
+        rt_priority=0, background_nice=BACKGROUND_NICE, bridge_slice_ms=slice_ms,
+        pin_cpus=pin))
+    if pin:
+        cpus = support.cpus
+        notes["bridge"].append(f"pinned to CPU {cpus[-1]}")
+        notes["sim"].append(f"pinned to CPUs {','.join(map(str, cpus[:-1]))}")
+    notes["background"].append(f"nice {BACKGROUND_NICE}")
+    if not notes["sim"]:
+        notes["sim"].append("normal scheduling")
+    # the bridge: 0 where SCHED_FIFO is not permitted (said above, once), else what was asked
+    # (None: plc_params' value stands)
+    bridge_rt = 0 if rt > 0 and not fifo else asked
+    return RealtimePlan(mode, prefixes, bridge_rt, rt if fifo else 0, BACKGROUND_NICE, notes)
+
+
+def _launch_prefix(context: Any, executable: str) -> list[str]:
+    """The user's ``--launch-prefix`` (``launch-prefix`` configuration) for ``executable``,
+    honouring ``--launch-prefix-filter``: a node given its own prefix would lose it."""
+    prefix = str(context.launch_configurations.get("launch-prefix", "")).strip()
+    pattern = str(context.launch_configurations.get("launch-prefix-filter", ""))
+    if not prefix or (pattern and re.match(pattern, executable) is None):
+        return []
+    return shlex.split(prefix)
+
+
+def supervised_node(context: Any, plan: RealtimePlan, *, name: str, required: bool = True,
+                    package: str = "excavator_hil", executable: str | None = None,
+                    log_namespace: str | None = None, **kwargs: Any) -> list[Any]:
+    """A launch_ros ``Node`` with this launch's supervision and real-time set-up, and the one
+    log line of that set-up: ``required`` nodes end the launch (exit code 1) or are respawned
+    (:class:`RespawnPolicy`); the node's group prefix (fair slice, CPUs, nice) goes before the
+    user's ``--launch-prefix``; ``realtime:=off`` reaches the node's own set-up through its
+    environment. ``log_namespace``: the namespace to name the node by in that line, where the
+    group pushes it after this call (default: the namespace pushed so far)."""
+    from launch.actions import LogInfo
+    from launch_ros.actions import Node
+
+    exe = executable or name
+    group = NODE_GROUPS.get(name, "sim")
+    prefix = plan.prefixes.get(group, [])
+    if prefix:
+        kwargs["prefix"] = shlex.join([*prefix, *_launch_prefix(context, exe)])
+    if plan.env:
+        kwargs["additional_env"] = {**kwargs.get("additional_env", {}), **plan.env}
+    policy = respawn_policy(context) if required else RespawnPolicy()
+    # exec_name: the label of its log lines ([plc_bridge-2]), else the prefix's first word
+    node = Node(package=package, executable=exe, name=name, exec_name=exe, output="screen",
+                respawn=policy.enabled, respawn_delay=policy.delay_s, **kwargs)
+    sup = supervision(context)
+    if required:
+        sup.add(node, name, policy)
+    ns = log_namespace
+    if ns is None:
+        ns = str(context.launch_configurations.get("ros_namespace", "") or "")
+    ns = ns.strip("/")
+    label = f"/{ns}/{name}" if ns else name
+    return [LogInfo(msg=plan.line(name, label)), node]
+
+
+def plan_from_arguments(context: Any) -> RealtimePlan:
+    """This launch's :class:`RealtimePlan` from its arguments (one per launch: the first file
+    that asks decides; included files get the same arguments)."""
+    key = "excavator_hil_realtime_plan"
+    found = context.get_locals_as_dict().get(key)
+    if isinstance(found, RealtimePlan):
+        return found
+
+    def arg(name: str, default: str = "") -> str:
+        return str(context.launch_configurations.get(name, default))
+
+    plan = realtime_plan(arg("realtime", "auto"), arg("rt_priority"), arg("pin_cpus", "false"),
+                         arg("plc_params"))
+    context.extend_globals({key: plan})
+    return plan
 
 
 # --- the launch arguments: one table for every launch file -----------------------------------
@@ -141,6 +529,25 @@ ARGUMENTS: dict[str, LaunchArgument] = {a.name: a for a in (
     LaunchArgument("shared_terrain", "one soil_node and one terrain for every machine (true), "
                    "or a soil_node and terrain per machine", "true", BOOL),
     LaunchArgument("db_base", "Redis database of the first machine", "0"),
+    LaunchArgument("respawn", "start a required node again when it ends by itself, instead of "
+                   "stopping the launch (exit code 1)", "false", BOOL),
+    LaunchArgument("respawn_delay_s", "wait before a dead node is started again [s], "
+                   f"{RESPAWN_DELAY_RANGE_S[0]:g}..{RESPAWN_DELAY_RANGE_S[1]:g}",
+                   f"{RespawnPolicy.delay_s:g}"),
+    LaunchArgument("respawn_limit", "respawns in a row of a node that dies within "
+                   "respawn_window_s of its start; the next such death stops the launch "
+                   "(exit code 1)", f"{RespawnPolicy.limit}"),
+    LaunchArgument("respawn_window_s", "a death this soon after a start counts as failing to "
+                   "start [s]; a node that ran longer is respawned with its count reset",
+                   f"{RespawnPolicy.window_s:g}"),
+    LaunchArgument("realtime", "real-time set-up of the nodes (docs/plc_bridge.md, HIL host "
+                   "set-up): auto = every measure this host supports, each node's in the log; "
+                   "off = none", "auto", REALTIME_MODES),
+    LaunchArgument("rt_priority", "SCHED_FIFO priority 1..99 of the bridge loop and the "
+                   "virtual PLC (needs CAP_SYS_NICE or RLIMIT_RTPRIO); 0 = normal scheduling; "
+                   "empty = plc_params' rt_priority"),
+    LaunchArgument("pin_cpus", "pin the bridge and the virtual PLC to the last CPU, the "
+                   "simulation nodes to the others (hosts with >= 2 CPUs)", "false", BOOL),
 )}
 
 _A = ARGUMENTS
@@ -148,15 +555,18 @@ _SIM = ("namespace", "use_sim_time", "rviz", "soil", "track_command", "sim_param
         "soil_params", "ik_params", "teleop", "teleop_params")
 _BRIDGE = ("namespace", "use_sim_time", "plc_params", "plc_host", "redis_url", "model",
            "virtual_plc", "virtual_plc_port")
+# every launch file that starts required nodes: supervision and real-time set-up
+_SUPERVISION = ("respawn", "respawn_delay_s", "respawn_limit", "respawn_window_s", "realtime")
+_REALTIME = ("rt_priority", "pin_cpus")
 
 # Per launch file, in order: the arguments it declares (a name: the table's entry as it is).
 LAUNCH_FILES: dict[str, tuple[str | LaunchArgument, ...]] = {
-    "sim.launch.py": _SIM,
+    "sim.launch.py": (*_SIM, *_SUPERVISION, *_REALTIME),
     "bridge.launch.py": (
         _A["namespace"].but(description="ROS namespace of the bridge's node and topics"),
         _A["use_sim_time"].but(default="false", description="use /clock (true needs sim_node "
                                "with use_sim_time true, or bag play --clock)"),
-        *_BRIDGE[2:]),
+        *_BRIDGE[2:], *_SUPERVISION, *_REALTIME),
     # everything of sim.launch.py and bridge.launch.py (forwarded to both), and the dashboard
     "excavator.launch.py": (
         *_SIM[:4],
@@ -170,14 +580,14 @@ LAUNCH_FILES: dict[str, tuple[str | LaunchArgument, ...]] = {
         "redis_url", "model",
         _A["virtual_plc"].but(default="true", description="use the virtual PLC instead of real "
                               "hardware"),
-        "virtual_plc_port", "dashboard"),
+        "virtual_plc_port", "dashboard", *_SUPERVISION, *_REALTIME),
     "dashboard.launch.py": (
         _A["namespace"].but(description="ROS namespace of the excavator to show and drive"),
         "host", "port", "token",
         _A["redis_url"].but(description="Redis of the PLC bridge"),
         _A["plc_params"].but(description="plc_bridge parameter file (model, command envelope, "
                              "key layout)"),
-        "refresh_hz"),
+        "refresh_hz", *_SUPERVISION),
     "fleet.launch.py": (
         "count", "namespaces", "spacing", "soil", "shared_terrain",
         _A["redis_url"].but(default="redis://127.0.0.1:6379", description="the shared Redis "
@@ -186,7 +596,8 @@ LAUNCH_FILES: dict[str, tuple[str | LaunchArgument, ...]] = {
         _A["virtual_plc_port"].but(description="S7 port of the first machine's virtual PLC; "
                                    "machine k uses this + k"),
         "model", "sim_params", "soil_params", "ik_params",
-        _A["plc_params"].but(description="plc_bridge parameter file")),
+        _A["plc_params"].but(description="plc_bridge parameter file"),
+        *_SUPERVISION, *_REALTIME),
 }
 
 

@@ -2,53 +2,73 @@
 
     ros2 launch excavator_hil bridge.launch.py plc_host:=192.168.0.10 redis_url:=redis://host:6379/0
     ros2 launch excavator_hil bridge.launch.py virtual_plc:=true     # HIL without hardware
+    ros2 launch excavator_hil bridge.launch.py respawn:=true rt_priority:=20
 
-Both are required: when one ends, the launch says which and why and stops the other. The
+Both are required: when one ends by itself, the launch says which and why, stops the other and
+exits with code 1 (its last line names the node); ``respawn:=true`` starts it again instead. The
 bridge's parameters (plc_bridge/parameters.py, docs/configuration.md) come from ``plc_params``
 with the four arguments below on top; those marked "run time" there can be changed while it
 runs (``ros2 param set /plc_bridge heartbeat_timeout_s 1.0``), the others are read only.
+``realtime:=auto`` starts both with the demo's real-time set-up where this host supports it
+(a 0.1 ms fair-scheduler slice; SCHED_FIFO with ``rt_priority``), one log line per node.
 """
 
-from launch import LaunchDescription
-from launch.actions import GroupAction
-from launch.conditions import IfCondition
-from launch.substitutions import LaunchConfiguration, PythonExpression
-from launch_ros.actions import Node, PushRosNamespace
+from typing import Any
 
-from excavator_hil.launch_support import declare_arguments, required
+from launch import Action, LaunchContext, LaunchDescription
+from launch.actions import GroupAction, OpaqueFunction
+from launch.substitutions import LaunchConfiguration
+from launch_ros.actions import PushRosNamespace
+
+from excavator_hil.launch_support import (
+    declare_arguments,
+    number_argument,
+    plan_from_arguments,
+    supervised_node,
+)
 
 PACKAGE = "excavator_hil"
 
 
 def generate_launch_description() -> LaunchDescription:
-    virtual = LaunchConfiguration("virtual_plc")
-    # With the virtual PLC the bridge talks to it on loopback, whatever plc_host says.
-    plc_host = PythonExpression(["'127.0.0.1' if '", virtual, "' == 'true' else '",
-                                 LaunchConfiguration("plc_host"), "'"])
-    plc_port = PythonExpression(["", LaunchConfiguration("virtual_plc_port"), " if '", virtual,
-                                 "' == 'true' else 102"])
     return LaunchDescription([
         *declare_arguments("bridge.launch.py"),
         # Scoped: the namespace ends with the group (nothing after it, here or in an including
         # file, inherits it).
         GroupAction(scoped=True, actions=[
             PushRosNamespace(LaunchConfiguration("namespace")),
-            Node(package=PACKAGE, executable="virtual_plc", name="virtual_plc", output="screen",
-                 arguments=["--port", LaunchConfiguration("virtual_plc_port"),
-                            "--model", LaunchConfiguration("model"),
-                            "--config", LaunchConfiguration("plc_params")],
-                 condition=IfCondition(virtual), on_exit=required("virtual_plc")),
-            Node(package=PACKAGE, executable="plc_bridge", name="plc_bridge", output="screen",
-                 parameters=[LaunchConfiguration("plc_params"), {
-                     # The data-block layouts and vehicle geometry come from the same file.
-                     "config_file": LaunchConfiguration("plc_params"),
-                     "plc_host": plc_host,
-                     "plc_port": plc_port,
-                     "redis_url": LaunchConfiguration("redis_url"),
-                     "model": LaunchConfiguration("model"),
-                     "autostart": True,
-                     "use_sim_time": PythonExpression(["'", LaunchConfiguration("use_sim_time"),
-                                                       "' == 'true'"]),
-                 }], on_exit=required("plc_bridge")),
+            OpaqueFunction(function=_nodes),
         ]),
     ])
+
+
+def _nodes(context: LaunchContext) -> list[Action]:
+    def arg(name: str) -> str:
+        return LaunchConfiguration(name).perform(context)
+
+    plan = plan_from_arguments(context)
+    virtual = arg("virtual_plc") == "true"
+    params = arg("plc_params")
+    port = int(number_argument("virtual_plc_port", arg("virtual_plc_port"), int, (1, 65535),
+                               "the TCP port of the virtual PLC's S7 server"))
+    nodes: list[Action] = []
+    if virtual:
+        nodes += supervised_node(
+            context, plan, name="virtual_plc",
+            arguments=["--port", str(port), "--model", arg("model"),
+                       "--config", params, "--rt-priority", str(plan.plc_rt_priority)])
+    bridge: dict[str, Any] = {
+        # The data-block layouts and vehicle geometry come from the same file.
+        "config_file": params,
+        # With the virtual PLC the bridge talks to it on loopback, whatever plc_host says.
+        "plc_host": "127.0.0.1" if virtual else arg("plc_host"),
+        "plc_port": port if virtual else 102,
+        "redis_url": arg("redis_url"),
+        "model": arg("model"),
+        "autostart": True,
+        "use_sim_time": arg("use_sim_time") == "true",
+    }
+    if plan.rt_priority is not None:   # else plc_params' rt_priority stands
+        bridge["rt_priority"] = plan.rt_priority
+    nodes += supervised_node(context, plan, name="plc_bridge", parameters=[params, bridge])
+    return nodes

@@ -5,29 +5,34 @@
     ros2 launch excavator_hil dashboard.launch.py host:=0.0.0.0 token:=<16+ characters>
 
 Any interface other than loopback needs a token (the node exits with a message otherwise).
+The dashboard is required: when it ends by itself the launch exits with code 1 naming it
+(``respawn:=true`` starts it again). ``realtime:=auto`` runs it at nice 10 (it is only watched).
 """
 
-from launch import LaunchDescription
-from launch.actions import GroupAction
+from launch import Action, LaunchContext, LaunchDescription
+from launch.actions import GroupAction, OpaqueFunction
 from launch.substitutions import LaunchConfiguration
-from launch_ros.actions import Node, PushRosNamespace
+from launch_ros.actions import PushRosNamespace
 
-from excavator_hil.launch_support import declare_arguments
-
-PACKAGE = "excavator_hil"
+from excavator_hil.launch_support import declare_arguments, plan_from_arguments, supervised_node
 
 
 def generate_launch_description() -> LaunchDescription:
     return LaunchDescription([
         *declare_arguments("dashboard.launch.py"),
-        GroupAction([
+        GroupAction(scoped=True, actions=[
             PushRosNamespace(LaunchConfiguration("namespace")),
-            Node(package=PACKAGE, executable="dashboard", name="dashboard", output="screen",
-                 arguments=["--host", LaunchConfiguration("host"),
-                            "--port", LaunchConfiguration("port"),
-                            "--token", LaunchConfiguration("token"),
-                            "--redis-url", LaunchConfiguration("redis_url"),
-                            "--plc-config", LaunchConfiguration("plc_params"),
-                            "--refresh-hz", LaunchConfiguration("refresh_hz")]),
+            OpaqueFunction(function=_nodes),
         ]),
     ])
+
+
+def _nodes(context: LaunchContext) -> list[Action]:
+    def arg(name: str) -> str:
+        return LaunchConfiguration(name).perform(context)
+
+    plan = plan_from_arguments(context)
+    return supervised_node(context, plan, name="dashboard", arguments=[
+        "--host", arg("host"), "--port", arg("port"), "--token", arg("token"),
+        "--redis-url", arg("redis_url"), "--plc-config", arg("plc_params"),
+        "--refresh-hz", arg("refresh_hz"), "--nice", str(plan.background_nice)])

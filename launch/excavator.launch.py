@@ -9,6 +9,11 @@ moves the simulated machine (argument ``track_command``).
 ``dashboard:=true`` adds the browser dashboard (dashboard.launch.py) for this namespace, Redis
 and PLC parameter file.
 
+Every node but RViz is required: when one ends by itself, the launch stops the others and exits
+with code 1, its last line naming the node and how it ended; ``respawn:=true`` starts it again
+instead (docs/configuration.md, "Launch files"). ``realtime:=auto`` (the default) applies the
+demo's real-time set-up where the host supports it, one log line per node.
+
 Every argument of the two included files is declared here too and forwarded (each file uses the
 ones it declares): the arguments come from one table (excavator_hil.launch_support), and
 test/test_launch_files.py checks that none is left out.
@@ -30,6 +35,11 @@ FORWARDED = tuple(dict.fromkeys(a.name for f in ("sim.launch.py", "bridge.launch
                                 for a in arguments_of(f)))
 
 
+# what the dashboard takes from this file (its other arguments keep their defaults)
+DASHBOARD_FORWARDED = ("namespace", "redis_url", "plc_params", "respawn", "respawn_delay_s",
+                       "respawn_limit", "respawn_window_s", "realtime")
+
+
 def generate_launch_description() -> LaunchDescription:
     share = FindPackageShare(PACKAGE)
     args = declare_arguments("excavator.launch.py")
@@ -47,7 +57,7 @@ def generate_launch_description() -> LaunchDescription:
         PythonLaunchDescriptionSource(PathJoinSubstitution([share, "launch",
                                                             "dashboard.launch.py"])),
         launch_arguments={k: LaunchConfiguration(k)
-                          for k in ("namespace", "redis_url", "plc_params")}.items(),
+                          for k in DASHBOARD_FORWARDED}.items(),
     )])
     return LaunchDescription([*args, include("sim.launch.py"), include("bridge.launch.py"),
                               dashboard])

@@ -24,19 +24,24 @@ One clock: machine 0's sim_node owns ``/clock`` (``use_sim_time`` true, which ma
 the other sims run ``follow_clock`` (no second /clock): each steps its own model to the owner's
 time, so every machine's stamps are times on /clock; every other node follows /clock. See
 docs/deployment.md.
+
+Every node is required: when one ends by itself the launch stops the others and exits with
+code 1 naming it; ``respawn:=true`` starts it again instead. ``realtime:=auto`` applies the
+demo's real-time set-up where the host supports it, one log line per node.
 """
 
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from launch import Action, LaunchContext, LaunchDescription
 from launch.actions import GroupAction, OpaqueFunction
 from launch.substitutions import LaunchConfiguration
-from launch_ros.actions import Node, PushRosNamespace
+from launch_ros.actions import PushRosNamespace
 
 from excavator_hil.fleet import fleet_namespaces, shared_soil_grid, sim_grid_parameters
-from excavator_hil.launch_support import declare_arguments
+from excavator_hil.launch_support import declare_arguments, plan_from_arguments, supervised_node
 
 PACKAGE = "excavator_hil"
 
@@ -72,6 +77,12 @@ def _machines(context: LaunchContext) -> list[Action]:
     sim_terrain = load_sim_config(arg("sim_params")).terrain
     soil_grid = load_soil_config(arg("soil_params")).terrain if soil else None
     soil_centre_y = soil_grid.centre_y_m if soil_grid is not None else 0.0
+    plan = plan_from_arguments(context)
+
+    def node(name: str, ns: str = "", **kwargs: Any) -> list[Action]:
+        # ns: only for the log line (the node's namespace is the group's PushRosNamespace)
+        return supervised_node(context, plan, name=name, log_namespace=ns, **kwargs)
+
     actions: list[Action] = []
     grid_params: dict[str, float | int] = {}
     if shared and soil_grid is not None:
@@ -79,11 +90,9 @@ def _machines(context: LaunchContext) -> list[Action]:
         # on its cells, fed by its one soil/terrain_patch
         grid = shared_soil_grid(soil_grid, len(names), spacing)
         grid_params = sim_grid_parameters(grid)
-        actions.append(Node(package=PACKAGE, executable="soil_node", name="soil_node",
-                            output="screen", parameters=[arg("soil_params"), {
-                                "machines": ",".join(names),
-                                "terrain.centre_y_m": grid.centre_y_m,
-                                "terrain.size_y_m": grid.size_y_m, "use_sim_time": True}]))
+        actions += node("soil_node", parameters=[arg("soil_params"), {
+            "machines": ",".join(names), "terrain.centre_y_m": grid.centre_y_m,
+            "terrain.size_y_m": grid.size_y_m, "use_sim_time": True}])
     for k, ns in enumerate(names):
         y = k * spacing
         owner = k == 0                       # the one /clock publisher
@@ -100,31 +109,30 @@ def _machines(context: LaunchContext) -> list[Action]:
             "follow_clock": not owner,
         }
         follow = {"use_sim_time": True}
+        bridge: dict[str, object] = {
+            "config_file": arg("plc_params"), "plc_host": "127.0.0.1",
+            "plc_port": plc_port + k, "redis_url": f"{redis_base}/{db_base + k}",
+            "model": arg("model"), "autostart": True, "frame_prefix": prefix}
+        if plan.rt_priority is not None:   # else plc_params' rt_priority stands
+            bridge["rt_priority"] = plan.rt_priority
         nodes: list[Action] = [
             PushRosNamespace(ns),
-            Node(package=PACKAGE, executable="sim_node", name="sim_node", output="screen",
-                 parameters=[arg("sim_params"), sim_params],
-                 remappings=[("track_command", "plc/wheel_states"),
-                             *([("soil/terrain_patch", "/soil/terrain_patch")] if shared
-                               else [])]),
-            Node(package=PACKAGE, executable="ik_node", name="ik_node", output="screen",
-                 parameters=[arg("ik_params"), {"frame_prefix": prefix}, follow]),
-            Node(package="robot_state_publisher", executable="robot_state_publisher",
-                 name="robot_state_publisher", output="screen",
-                 parameters=[{"robot_description": generate_urdf(frame_prefix=prefix)}, follow]),
-            Node(package=PACKAGE, executable="virtual_plc", name="virtual_plc", output="screen",
-                 arguments=["--port", str(plc_port + k), "--model", arg("model"),
-                            "--config", arg("plc_params")]),
-            Node(package=PACKAGE, executable="plc_bridge", name="plc_bridge", output="screen",
-                 parameters=[arg("plc_params"), {
-                     "config_file": arg("plc_params"), "plc_host": "127.0.0.1",
-                     "plc_port": plc_port + k, "redis_url": f"{redis_base}/{db_base + k}",
-                     "model": arg("model"), "autostart": True, "frame_prefix": prefix}]),
+            *node("sim_node", ns, parameters=[arg("sim_params"), sim_params],
+                  remappings=[("track_command", "plc/wheel_states"),
+                              *([("soil/terrain_patch", "/soil/terrain_patch")] if shared
+                                else [])]),
+            *node("ik_node", ns, parameters=[arg("ik_params"), {"frame_prefix": prefix}, follow]),
+            *node("robot_state_publisher", ns, package="robot_state_publisher",
+                  parameters=[{"robot_description": generate_urdf(frame_prefix=prefix)},
+                              follow]),
+            *node("virtual_plc", ns, arguments=[
+                "--port", str(plc_port + k), "--model", arg("model"),
+                "--config", arg("plc_params"), "--rt-priority", str(plan.plc_rt_priority)]),
+            *node("plc_bridge", ns, parameters=[arg("plc_params"), bridge]),
         ]
         if soil and not shared:
-            nodes.append(Node(package=PACKAGE, executable="soil_node", name="soil_node",
-                              output="screen", parameters=[arg("soil_params"), {
-                                  "terrain.centre_y_m": soil_centre_y + y}, follow]))
+            nodes += node("soil_node", ns, parameters=[arg("soil_params"), {
+                "terrain.centre_y_m": soil_centre_y + y}, follow])
         actions.append(GroupAction(nodes, scoped=True))
     return actions
 

@@ -73,6 +73,23 @@ def constant(expr: ast.expr | None) -> object:
     return expr.value if isinstance(expr, ast.Constant) else None
 
 
+def started_nodes(tree: ast.AST) -> list[tuple[object, object]]:
+    """(package, executable) of every node a launch file starts: ``supervised_node(context,
+    plan, name=..., [package=...], [executable=...])`` and the files' local ``node("name",
+    ...)`` helpers around it."""
+    out = []
+    for call in calls(tree, "supervised_node"):
+        name = constant(_kw(call, "name"))
+        if name is None:   # the local helper's own call: node(name) -> supervised_node(...)
+            continue
+        out.append((constant(_kw(call, "package")),
+                    constant(_kw(call, "executable")) or name))
+    for call in calls(tree, "node"):
+        if call.args and isinstance(call.args[0], ast.Constant):
+            out.append((constant(_kw(call, "package")), call.args[0].value))
+    return out
+
+
 def test_there_are_the_three_launch_files() -> None:
     assert {p.name for p in LAUNCH_FILES} >= {"sim.launch.py", "bridge.launch.py",
                                                "excavator.launch.py"}
@@ -87,9 +104,12 @@ def test_launch_file(path: Path) -> None:
                for n in tree.body)
 
     scripts, depends = console_scripts(), exec_depends()
-    nodes = calls(tree, "Node")
-    for node in nodes:
-        package, executable = constant(_kw(node, "package")), constant(_kw(node, "executable"))
+    # every node goes through launch_support.supervised_node (required, respawn, real-time
+    # set-up): no bare launch_ros Node
+    assert not calls(tree, "Node"), f"{path.name}: start nodes with supervised_node"
+    started = started_nodes(tree)
+    assert started or calls(tree, "IncludeLaunchDescription"), f"{path.name} starts no node"
+    for package, executable in started:
         if package in ("excavator_hil", None):  # None: the PACKAGE constant
             assert executable in scripts, f"{path.name}: {executable} is no console script"
         else:
@@ -208,7 +228,7 @@ def test_sim_node_gets_use_sim_time_so_it_publishes_the_clock() -> None:
     """sim_node publishes /clock only with use_sim_time true: sim.launch.py passes the
     argument to it (the ``common`` parameters every node gets)."""
     tree = ast.parse((REPO / "launch" / "sim.launch.py").read_text())
-    sim = next(n for n in calls(tree, "Node") if constant(_kw(n, "executable")) == "sim_node")
+    sim = next(n for n in calls(tree, "node") if n.args and constant(n.args[0]) == "sim_node")
     params = _kw(sim, "parameters")
     assert any(isinstance(p, ast.Name) and p.id == "common" for p in params.elts)
     common = next(n.value for n in ast.walk(tree) if isinstance(n, ast.Assign)
@@ -362,3 +382,199 @@ def test_node_executable_ends_quietly_on_a_double_sigint_while_starting(
     text = out.decode(errors="replace")
     assert proc.returncode == 0, text
     assert "Traceback" not in text and "KeyboardInterrupt" not in text, text
+
+
+# --- supervision: which exits end the launch, which respawn, the exit code ---------------------
+# launch_support.Supervision is the bookkeeping behind the launch's event handlers; here it is
+# driven as launch drives it (start and exit events of processes, the launch's shutdown flag).
+# test_launch_real.py checks the same under the real ros2 launch.
+def _supervised(policy: launch_support.RespawnPolicy, *names: str
+                ) -> tuple[launch_support.Supervision, dict[str, object]]:
+    sup = launch_support.Supervision()
+    actions = {name: object() for name in names}
+    for name, action in actions.items():
+        sup.add(action, name, policy)
+        sup.started(action, 0.0)
+    return sup, actions
+
+
+def test_a_required_node_killed_stops_the_launch_and_its_last_line_names_it() -> None:
+    sup, a = _supervised(launch_support.RespawnPolicy(), "ik_node", "sim_node")
+    rviz = object()                              # not supervised, still a process of the launch
+    sup.started(rviz, 0.0)
+    decision = sup.exited(a["ik_node"], -9, 12.0, shutting_down=False)
+    assert decision is not None and not decision.respawn
+    assert decision.message.startswith("required node ik_node was killed by signal 9 (SIGKILL): "
+                                       "stopping the other nodes")
+    assert sup.verdict() is None                 # sim_node and RViz still being stopped
+    assert sup.exited(a["sim_node"], 0, 12.5, shutting_down=True) is None
+    assert sup.verdict() is None
+    sup.exited(rviz, 0, 12.6, shutting_down=True)
+    assert sup.verdict() == ("required node ik_node was killed by signal 9 (SIGKILL); the "
+                             "launch stopped its other nodes and exits with code 1")
+
+
+def test_ctrl_c_is_no_failure_whatever_the_nodes_return() -> None:
+    sup, a = _supervised(launch_support.RespawnPolicy(enabled=True), "ik_node", "sim_node")
+    assert sup.exited(a["ik_node"], 0, 5.0, shutting_down=True) is None
+    assert sup.exited(a["sim_node"], -15, 5.0, shutting_down=True) is None
+    assert sup.running == 0 and sup.verdict() is None
+
+
+@pytest.mark.parametrize("code,why", [
+    (2, "refused its configuration (code 2"), (1, "failed with exit code 1"),
+    (0, "exited (code 0) although nothing asked it to"),
+    (-11, "was killed by signal 11 (SIGSEGV)")])
+def test_every_way_a_node_ends_by_itself_is_named(code: int, why: str) -> None:
+    sup, a = _supervised(launch_support.RespawnPolicy(), "plc_bridge")
+    decision = sup.exited(a["plc_bridge"], code, 1.0, shutting_down=False)
+    assert decision is not None and f"required node plc_bridge {why}" in decision.message
+    assert sup.verdict() is not None and f"plc_bridge {why}" in str(sup.verdict())
+
+
+def test_respawn_gives_up_after_the_limit_of_deaths_soon_after_start() -> None:
+    policy = launch_support.RespawnPolicy(enabled=True, delay_s=1.0, limit=3, window_s=60.0)
+    sup, a = _supervised(policy, "virtual_plc", "plc_bridge")
+    plc, t = a["virtual_plc"], 0.0
+    for k in (1, 2, 3):                          # three quick deaths: respawned, counted
+        t += 5.0
+        decision = sup.exited(plc, -9, t, shutting_down=False)
+        assert decision is not None and decision.respawn, decision
+        assert f"respawning it in 1 s (respawn #{k}; {k} of 3 deaths in a row" in decision.message
+        assert sup.failure is None
+        sup.started(plc, t + 1.0)
+    t += 5.0
+    decision = sup.exited(plc, 1, t, shutting_down=False)   # the fourth: given up
+    assert decision is not None and not decision.respawn
+    assert "the 4th time in a row within respawn_window_s (60 s) of a start: not respawned " \
+           "again (respawn_limit 3)" in decision.message
+    assert sup.verdict() is None                 # the bridge is still being stopped
+    sup.exited(a["plc_bridge"], 0, t + 0.5, shutting_down=True)
+    assert sup.verdict() == (
+        "required node virtual_plc failed with exit code 1 (its messages above say why): its "
+        "death #4 in a row within 60 s of its start, not respawned again; the launch stopped "
+        "its other nodes and exits with code 1")
+
+
+def test_a_node_that_ran_longer_than_the_window_starts_its_count_afresh() -> None:
+    policy = launch_support.RespawnPolicy(enabled=True, limit=1, window_s=10.0)
+    sup, a = _supervised(policy, "ik_node")
+    ik = a["ik_node"]
+    first = sup.exited(ik, -9, 5.0, shutting_down=False)       # quick death 1 of 1
+    assert first is not None and first.respawn
+    sup.started(ik, 7.0)
+    later = sup.exited(ik, -9, 7.0 + 3600.0, shutting_down=False)   # ran an hour
+    assert later is not None and later.respawn and "count reset" in later.message
+    sup.started(ik, 3610.0)
+    again = sup.exited(ik, -9, 3612.0, shutting_down=False)    # quick 1 of 1 again: respawned
+    assert again is not None and again.respawn
+    sup.started(ik, 3614.0)
+    last = sup.exited(ik, -9, 3615.0, shutting_down=False)     # quick 2 > 1: given up
+    assert last is not None and not last.respawn and sup.failure is not None
+
+
+def test_a_refused_configuration_is_not_respawned() -> None:
+    sup, a = _supervised(launch_support.RespawnPolicy(enabled=True), "ik_node")
+    decision = sup.exited(a["ik_node"], 2, 3.0, shutting_down=False)
+    assert decision is not None and not decision.respawn
+    assert "not respawned (the same configuration would be refused again)" in decision.message
+    assert "refused its configuration (code 2" in str(sup.verdict())
+
+
+def test_after_a_failure_later_exits_change_nothing() -> None:
+    sup, a = _supervised(launch_support.RespawnPolicy(enabled=True), "ik_node", "sim_node")
+    sup.exited(a["ik_node"], 2, 3.0, shutting_down=False)
+    assert sup.exited(a["sim_node"], -9, 3.1, shutting_down=False) is None
+    assert "ik_node refused" in str(sup.verdict())
+
+
+@pytest.mark.parametrize("args,message", [
+    (("yes", "2", "5", "60"), "respawn:='yes' must be true or false"),
+    (("true", "0", "5", "60"), "respawn_delay_s:=0 is outside 0.1..600"),
+    (("true", "2", "2.5", "60"), "respawn_limit:='2.5' is not a whole number"),
+    (("true", "2", "5", "0.5"), "respawn_window_s:=0.5 is outside 1..86400"),
+])
+def test_bad_respawn_arguments_are_named_with_their_range(args: tuple[str, ...],
+                                                          message: str) -> None:
+    with pytest.raises(launch_support.LaunchArgumentError) as err:
+        launch_support.RespawnPolicy.parse(*args)
+    assert str(err.value).startswith(message), err.value
+
+
+# --- the real-time plan: the demo's rules, minus what the host does not support ---------------
+def _host(**changes: object) -> object:
+    from excavator_common.realtime import HostSupport
+
+    values: dict[str, object] = {"fair_slice": True, "fair_slice_why": "", "fifo_priority": 20,
+                                 "fifo": True, "fifo_why": "", "cpus": [0, 1], "pin_why": ""}
+    return HostSupport(**{**values, **changes})  # type: ignore[arg-type]
+
+
+def test_realtime_auto_gives_the_path_to_the_plc_the_demos_slice_and_fifo() -> None:
+    from excavator_common.realtime import ProcessSetup, command_prefixes
+
+    plan = launch_support.realtime_plan("auto", "20", "false", "", support=_host())
+    demo = command_prefixes(ProcessSetup(rt_priority=0, background_nice=10,
+                                         bridge_slice_ms=0.1))
+    assert plan.prefixes["bridge"] == demo["bridge"]     # the demo's fair-slice prefix
+    assert plan.prefixes["sim"] == [] and plan.prefixes["background"] == ["nice", "-n", "10"]
+    assert (plan.rt_priority, plan.plc_rt_priority, plan.env) == (20, 20, {})
+    assert "SCHED_FIFO 20 for its loop, 19 for its executor" in plan.line("plc_bridge")
+    assert "SCHED_FIFO 20 (the whole process)" in plan.line("virtual_plc")
+    assert "fair-scheduler slice 0.1 ms" in plan.line("virtual_plc")
+    assert "gc frozen after start-up" in plan.line("sim_node")
+    assert "gc frozen" not in plan.line("robot_state_publisher")   # not ours
+
+
+def test_realtime_auto_leaves_out_and_names_what_the_host_does_not_support() -> None:
+    host = _host(fair_slice=False, fair_slice_why="this kernel (6.1.0) keeps its own",
+                 fifo=False, fifo_why="SCHED_FIFO 20 not permitted here (EPERM)",
+                 cpus=[0], pin_why="1 CPU here, nothing to separate")
+    plan = launch_support.realtime_plan("auto", "20", "true", "", support=host)
+    assert plan.prefixes["bridge"] == [] and plan.prefixes["sim"] == []
+    assert (plan.rt_priority, plan.plc_rt_priority) == (0, 0)   # not tried again by the nodes
+    line = plan.line("plc_bridge")
+    assert "no fair-scheduler slice: this kernel (6.1.0) keeps its own" in line
+    assert "rt_priority 20 not applied, normal scheduling: SCHED_FIFO 20 not permitted" in line
+    assert "not pinned: 1 CPU here" in line
+    assert "SCHED_FIFO" not in plan.line("virtual_plc").split("not applied")[0]
+
+
+def test_realtime_off_applies_nothing_and_turns_off_what_the_nodes_do_themselves() -> None:
+    from excavator_common.realtime import ENV
+
+    plan = launch_support.realtime_plan("off", "20", "true", "", support=_host())
+    assert all(p == [] for p in plan.prefixes.values())
+    assert (plan.rt_priority, plan.plc_rt_priority, plan.background_nice) == (0, 0, 0)
+    assert plan.env == {ENV: "off"}
+    assert plan.line("plc_bridge").startswith("real-time set-up of plc_bridge: off "
+                                              "(realtime:=off)")
+
+
+def test_rt_priority_left_empty_keeps_the_parameter_files(tmp_path: Path) -> None:
+    params = tmp_path / "plc.yaml"
+    params.write_text("/**:\n  ros__parameters:\n    rt_priority: 30\n")
+    plan = launch_support.realtime_plan("auto", "", "false", str(params),
+                                        support=_host(fifo_priority=30))
+    assert plan.rt_priority is None              # the bridge keeps the file's value
+    assert plan.plc_rt_priority == 30            # and the virtual PLC follows it
+    shipped = launch_support.realtime_plan("auto", "", "false", str(REPO / "config/plc.yaml"),
+                                           support=_host())
+    assert (shipped.rt_priority, shipped.plc_rt_priority) == (None, 0)
+    with pytest.raises(launch_support.LaunchArgumentError, match=r"rt_priority:=120 is outside"):
+        launch_support.realtime_plan("auto", "120", "false", "", support=_host())
+    with pytest.raises(launch_support.LaunchArgumentError, match=r"realtime:='on' must be one"):
+        launch_support.realtime_plan("on", "", "false", "", support=_host())
+
+
+def test_host_support_asks_without_changing_this_process() -> None:
+    import os
+
+    from excavator_common import realtime
+
+    before = (os.sched_getscheduler(0), realtime.current_fair_slice())
+    support = realtime.host_support(rt_priority=20)
+    assert (os.sched_getscheduler(0), realtime.current_fair_slice()) == before
+    assert support.fifo_priority == 20
+    assert support.fifo or "SCHED_FIFO 20 not permitted" in support.fifo_why
+    assert support.fair_slice or "slice" in support.fair_slice_why

@@ -44,9 +44,11 @@ def ament_prefix(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 class RosLaunch:
-    """``ros2 launch excavator_hil <file> <args>`` in its own session (a terminal's job)."""
+    """``ros2 launch excavator_hil <file> <args>`` in its own session (a terminal's job);
+    ``wrapper``: a command it runs under (e.g. ``setpriv`` dropping a capability)."""
 
-    def __init__(self, prefix: Path, tmp: Path, file: str, *args: str):
+    def __init__(self, prefix: Path, tmp: Path, file: str, *args: str,
+                 wrapper: tuple[str, ...] = (), options: tuple[str, ...] = ()):
         self.log_path = tmp / f"{file}.log"
         env = dict(os.environ)
         env["AMENT_PREFIX_PATH"] = os.pathsep.join(
@@ -55,7 +57,8 @@ class RosLaunch:
         env["TMPDIR"] = str(tmp)  # launch_ros writes launch_params_* files there
         env["PYTHONUNBUFFERED"] = "1"
         self._log = self.log_path.open("w")
-        self.proc = subprocess.Popen([ROS2, "launch", "excavator_hil", file, *args], env=env,
+        self.proc = subprocess.Popen([*wrapper, ROS2, "launch", *options, "excavator_hil", file,
+                                      *args], env=env,
                                      cwd=tmp, stdout=self._log, stderr=subprocess.STDOUT,
                                      start_new_session=True)
         self.returncode: int | None = None
@@ -70,14 +73,26 @@ class RosLaunch:
         except psutil.NoSuchProcess:
             return []
 
-    def node_pid(self, executable: str) -> int:
+    def node_pids(self, executable: str) -> list[int]:
+        """Pids of the running ``executable`` processes under the launch (after the real-time
+        prefix, if any, has exec'd it)."""
+        pids = []
         for p in self.processes():
             try:
                 if any(Path(a).name == executable for a in p.cmdline()[:2]):
-                    return p.pid
+                    pids.append(p.pid)
             except psutil.NoSuchProcess:
                 continue
-        raise AssertionError(f"no {executable} process under ros2 launch; log:\n{self.log()}")
+        return pids
+
+    def node_pid(self, executable: str) -> int:
+        pids = self.node_pids(executable)
+        assert pids, f"no {executable} process under ros2 launch; log:\n{self.log()}"
+        return pids[0]
+
+    def last_line(self) -> str:
+        lines = [line for line in self.log().splitlines() if line.strip()]
+        return lines[-1] if lines else ""
 
     def ctrl_c(self, timeout: float = 60.0) -> int:
         """SIGINT to the process group (a terminal's Ctrl-C); wait for the launch to end and
@@ -261,22 +276,105 @@ def test_a_required_node_that_dies_ends_the_launch_and_says_why(
     launches.append(launch)
     wait_for_nodes(probe, launch, {"/ik_node", "/sim_node"})
     os.kill(launch.node_pid("ik_node"), signal.SIGKILL)
-    launch.wait(60.0)  # ends by itself, nothing left behind
+    code = launch.wait(60.0)  # ends by itself, nothing left behind
     log = launch.log()
-    assert "required node ik_node was killed by signal 9" in log, log
+    # a supervisor (systemd, CI) tells a crash from a clean stop: exit code 1, and the last
+    # line, after the other nodes ended, says which node and how
+    assert code == 1, log
+    assert "required node ik_node was killed by signal 9 (SIGKILL): stopping the other" in log
+    assert "required node ik_node was killed by signal 9 (SIGKILL); the launch stopped its " \
+           "other nodes and exits with code 1" in launch.last_line(), log
+    assert "sim_node-1]: process has finished cleanly" in log, log   # stopped, not killed
     assert "SIGTERM" not in log, log
 
 
+@pytest.mark.parametrize("respawn", ["false", "true"])
 def test_a_node_refusing_its_configuration_ends_the_launch(
-        ament_prefix: Path, tmp_path: Path, launches: list[RosLaunch]) -> None:
+        respawn: str, ament_prefix: Path, tmp_path: Path, launches: list[RosLaunch]) -> None:
+    """Exit code 2 (a refused configuration) ends the launch with code 1 naming the node, with
+    respawn too: the same configuration would be refused again."""
     bad = tmp_path / "ik_bad.yaml"
     bad.write_text("/**:\n  ros__parameters:\n    bucket_pitch: .nan\n")
     launch = RosLaunch(ament_prefix, tmp_path, "sim.launch.py", "soil:=false",
-                       f"ik_params:={bad}")
+                       f"ik_params:={bad}", f"respawn:={respawn}", "respawn_delay_s:=0.5")
     launches.append(launch)
-    launch.wait(90.0)
+    code = launch.wait(90.0)
     log = launch.log()
-    assert "required node ik_node refused its configuration (code 2" in log, log
+    assert code == 1, log
+    assert "required node ik_node refused its configuration (code 2" in launch.last_line(), log
+    assert log.count("[ik_node-2]: process started") == 1, log
+    if respawn == "true":
+        assert "not respawned (the same configuration would be refused again)" in log, log
+
+
+def _started(log: str, label: str) -> int:
+    return log.count(f"[{label}]: process started")
+
+
+def test_respawn_brings_a_killed_node_back_and_the_launch_keeps_running(
+        ament_prefix: Path, tmp_path: Path, launches: list[RosLaunch], probe: RosTestNode,
+        redis_server: object) -> None:
+    """respawn:=true: plc_bridge killed by SIGKILL comes back (a new process, a new endpoint in
+    the graph), so does the virtual PLC; each respawn is logged; Ctrl-C still ends it all with
+    code 0."""
+    launch = RosLaunch(ament_prefix, tmp_path, "bridge.launch.py", "virtual_plc:=true",
+                       f"virtual_plc_port:={free_port()}", "respawn:=true",
+                       "respawn_delay_s:=0.5",
+                       f"redis_url:={redis_server.url}")  # type: ignore[attr-defined]
+    launches.append(launch)
+    wait_for_nodes(probe, launch, {"/plc_bridge"})
+
+    def gids() -> set[bytes]:
+        return {bytes(i.endpoint_gid)
+                for i in probe.node.get_publishers_info_by_topic("/plc/wheel_states")}
+
+    before = wait_for(gids, 60.0, lambda: f"plc_bridge's plc/wheel_states; log:\n{launch.log()}")
+    for exe in ("plc_bridge", "virtual_plc"):
+        old = launch.node_pid(exe)
+        os.kill(old, signal.SIGKILL)
+
+        def respawned(exe: str = exe, old: int = old) -> list[int]:
+            return [p for p in launch.node_pids(exe) if p != old]
+
+        wait_for(respawned, 60.0, lambda: f"a new process after the kill; log:\n{launch.log()}")
+        assert launch.proc.poll() is None, launch.log()
+    # the new bridge's publisher joins the graph (the dead one's may linger until its lease ends)
+    wait_for(lambda: gids() - before, 60.0, lambda: f"a new plc/wheel_states publisher; log:\n"
+             f"{launch.log()}")
+    log = launch.log()
+    for name in ("plc_bridge", "virtual_plc"):
+        assert (f"required node {name} was killed by signal 9 (SIGKILL)" in log
+                and "respawning it in 0.5 s (respawn #1; 1 of 5 deaths in a row" in log), log
+    assert _started(log, "plc_bridge-2") == 2 and _started(log, "virtual_plc-1") == 2, log
+    code = launch.ctrl_c()
+    assert code == 0, launch.log()
+    assert "exits with code 1" not in launch.log()
+
+
+def test_a_node_that_keeps_dying_is_respawned_respawn_limit_times_then_the_launch_ends(
+        ament_prefix: Path, tmp_path: Path, launches: list[RosLaunch]) -> None:
+    """respawn_limit:=2: the virtual PLC killed right after each start is respawned twice; the
+    third death within respawn_window_s of a start ends the launch with code 1, its last line
+    saying so."""
+    launch = RosLaunch(ament_prefix, tmp_path, "bridge.launch.py", "virtual_plc:=true",
+                       f"virtual_plc_port:={free_port()}", "respawn:=true",
+                       "respawn_delay_s:=0.2", "respawn_limit:=2",
+                       f"redis_url:=redis://127.0.0.1:{free_port()}/0")
+    launches.append(launch)
+    seen: list[int] = []
+    for _ in range(3):
+        pid = wait_for(lambda: [p for p in launch.node_pids("virtual_plc") if p not in seen],
+                       60.0, lambda: f"a new virtual_plc; log:\n{launch.log()}")[0]
+        seen.append(pid)
+        os.kill(pid, signal.SIGKILL)
+    code = launch.wait(60.0)
+    log = launch.log()
+    assert code == 1, log
+    assert _started(log, "virtual_plc-1") == 3, log
+    assert "respawn #2; 2 of 2 deaths in a row" in log, log
+    assert ("required node virtual_plc was killed by signal 9 (SIGKILL): its death #3 in a row "
+            "within 60 s of its start, not respawned again; the launch stopped its other nodes "
+            "and exits with code 1") in launch.last_line(), log
 
 
 def rviz_installed(prefix: Path) -> bool:
@@ -347,3 +445,141 @@ def test_teleop_and_dashboard_join_excavator_launch_in_its_namespace(
 
     wait_for(page, 60.0, lambda: f"the dashboard page on 127.0.0.1:8080; log:\n{launch.log()}")
     assert_clean_exit(launch, launch.ctrl_c())
+
+
+# --- the real-time set-up (excavator_common.realtime, as the demo applies it) -----------------
+def _thread_slices(pid: int) -> set[float | None]:
+    """The fair-scheduler slice of every thread of ``pid`` [s] (None: not under a fair
+    policy)."""
+    from excavator_common import realtime
+
+    out = set()
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        out.add(realtime.current_fair_slice(int(task.name)))
+    return out
+
+
+def _thread_policies(pid: int) -> set[int]:
+    out = set()
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            out.add(os.sched_getscheduler(int(task.name)))
+        except OSError:   # a thread that ended meanwhile
+            continue
+    return out
+
+
+def _setup_lines(log: str, node: str) -> list[str]:
+    return [line for line in log.splitlines() if f"real-time set-up of {node}:" in line]
+
+
+def _bridge_launch(ament_prefix: Path, tmp_path: Path, *args: str,
+                   wrapper: tuple[str, ...] = (), options: tuple[str, ...] = ()) -> RosLaunch:
+    return RosLaunch(ament_prefix, tmp_path, "bridge.launch.py", "virtual_plc:=true",
+                     f"virtual_plc_port:={free_port()}",
+                     f"redis_url:=redis://127.0.0.1:{free_port()}/0", *args, wrapper=wrapper,
+                     options=options)
+
+
+def test_realtime_auto_runs_the_path_to_the_plc_with_the_demos_fair_slice(
+        ament_prefix: Path, tmp_path: Path, launches: list[RosLaunch],
+        probe: RosTestNode) -> None:
+    """realtime:=auto (the default): every thread of the bridge and the virtual PLC runs with
+    the demo's 0.1 ms fair-scheduler slice, still under normal scheduling; one log line per
+    node says what was applied; a user's --launch-prefix still applies after it."""
+    from excavator_common import realtime
+
+    if not realtime.host_support().fair_slice:
+        pytest.skip(f"this kernel ({os.uname().release}) keeps its own fair-scheduler slice")
+    seen = "EXCAVATOR_HIL_TEST_LAUNCH_PREFIX=1"
+    launch = _bridge_launch(ament_prefix, tmp_path, options=("--launch-prefix", f"env {seen}"))
+    launches.append(launch)
+    wait_for_nodes(probe, launch, {"/plc_bridge"})
+    for exe in ("plc_bridge", "virtual_plc"):
+        pid = launch.node_pid(exe)
+        assert _thread_slices(pid) == {0.0001}, (exe, _thread_slices(pid))
+        assert _thread_policies(pid) == {os.SCHED_OTHER}
+        lines = _setup_lines(launch.log(), exe)
+        assert len(lines) == 1 and "fair-scheduler slice 0.1 ms" in lines[0], launch.log()
+        assert seen.encode() in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    assert launch.ctrl_c() == 0, launch.log()
+
+
+def test_realtime_off_leaves_the_kernels_defaults_and_says_so(
+        ament_prefix: Path, tmp_path: Path, launches: list[RosLaunch],
+        probe: RosTestNode) -> None:
+    from excavator_common import realtime
+
+    launch = _bridge_launch(ament_prefix, tmp_path, "realtime:=off")
+    launches.append(launch)
+    wait_for_nodes(probe, launch, {"/plc_bridge"})
+    default = realtime.current_fair_slice()
+    for exe in ("plc_bridge", "virtual_plc"):
+        pid = launch.node_pid(exe)
+        assert _thread_slices(pid) == {default}, (exe, _thread_slices(pid))
+        environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        assert f"{realtime.ENV}=off".encode() in environ   # nor the node's own gc / GIL set-up
+        (line,) = _setup_lines(launch.log(), exe)
+        assert "off (realtime:=off)" in line
+    assert launch.ctrl_c() == 0, launch.log()
+
+
+def _cannot_drop_sys_nice() -> str:
+    """Why a process without CAP_SYS_NICE cannot be made here ('' when it can)."""
+    import shutil
+
+    if shutil.which("setpriv") is None:
+        return "no setpriv (util-linux) here"
+    probe = subprocess.run(["setpriv", "--inh-caps=-sys_nice", "--bounding-set=-sys_nice",
+                            sys.executable, "-c", "import os; os.sched_setscheduler(0, "
+                            "os.SCHED_FIFO, os.sched_param(20))"], capture_output=True,
+                           check=False)
+    return "" if probe.returncode != 0 else "SCHED_FIFO stays permitted without CAP_SYS_NICE"
+
+
+@pytest.mark.parametrize("permitted", [True, False], ids=["fifo", "no-cap-sys-nice"])
+def test_rt_priority_is_applied_where_permitted_and_else_named_once_per_node(
+        permitted: bool, ament_prefix: Path, tmp_path: Path, launches: list[RosLaunch],
+        probe: RosTestNode) -> None:
+    """rt_priority:=20: with the privilege, the bridge's loop thread and every thread of the
+    virtual PLC run under SCHED_FIFO 20; without it (CAP_SYS_NICE dropped), nothing does, the
+    launch says why in one line per node and the nodes do not try again."""
+    from excavator_common import realtime
+
+    wrapper: tuple[str, ...] = ()
+    if permitted:
+        if not realtime.host_support(20).fifo:
+            pytest.skip(realtime.host_support(20).fifo_why)
+    else:
+        why = _cannot_drop_sys_nice() if realtime.host_support(20).fifo else ""
+        if why:
+            pytest.skip(why)
+        if realtime.host_support(20).fifo:
+            wrapper = ("setpriv", "--inh-caps=-sys_nice", "--bounding-set=-sys_nice")
+    launch = _bridge_launch(ament_prefix, tmp_path, "rt_priority:=20", wrapper=wrapper)
+    launches.append(launch)
+    wait_for_nodes(probe, launch, {"/plc_bridge"})
+    bridge, plc = launch.node_pid("plc_bridge"), launch.node_pid("virtual_plc")
+    if permitted:
+        def loop_fifo() -> bool:
+            return any(os.sched_getscheduler(int(t.name)) == os.SCHED_FIFO
+                       and (t / "comm").read_text().strip() == "plc-bridge-loop"
+                       for t in Path(f"/proc/{bridge}/task").glob("*"))
+        wait_for(loop_fifo, 60.0, lambda: f"the bridge loop under SCHED_FIFO; log:\n"
+                 f"{launch.log()}")
+        # the virtual PLC switches itself before its server starts (an idle thread numpy's BLAS
+        # made at import may stay normal)
+        assert os.sched_getscheduler(plc) == os.SCHED_FIFO
+        assert os.sched_getparam(plc).sched_priority == 20
+        assert "SCHED_FIFO 20 for its loop" in _setup_lines(launch.log(), "plc_bridge")[0]
+    else:
+        wait_for(lambda: "configured:" in launch.log(), 60.0, launch.log)
+        assert _thread_policies(bridge) == _thread_policies(plc) == {os.SCHED_OTHER}
+        for exe in ("plc_bridge", "virtual_plc"):
+            (line,) = _setup_lines(launch.log(), exe)
+            assert "rt_priority 20 not applied, normal scheduling: SCHED_FIFO 20 not " \
+                   "permitted here" in line, line
+            assert "CAP_SYS_NICE" in line and "LimitRTPRIO" in line
+        assert "not applied" not in "\n".join(   # the nodes were told 0: no second warning
+            line for line in launch.log().splitlines() if "real-time set-up" not in line)
+    assert launch.ctrl_c() == 0, launch.log()

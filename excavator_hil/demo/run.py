@@ -26,8 +26,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shutil
-import sys
 import threading
 import time
 from collections.abc import Sequence
@@ -83,34 +81,13 @@ def process_layout(options: DemoOptions) -> dict[str, list[str]]:
     """The command prefix of each group of processes (the HIL host set-up of
     docs/plc_bridge.md): ``bridge`` (virtual PLC, plc_bridge), ``redis``, ``sim`` (sim_node,
     soil_node, ik_node, teleop_node) and ``background`` (the recorder; the operator, this
-    process, lowers its own priority in :func:`run_demo`).
+    process, lowers its own priority in :func:`run_demo`). The rules are
+    ``excavator_common.realtime.command_prefixes``, the same the launch files apply."""
+    from excavator_common.realtime import ProcessSetup, command_prefixes
 
-    - ``background_nice`` > 0: the background runs under ``nice -n``: CFS gives the real-time
-      paths the CPU first when both wake (the recorder and the operator are not on them);
-    - ``bridge_slice_ms`` > 0: the bridge, the virtual PLC and redis-server with that
-      fair-scheduler slice (``excavator_common.realtime.fair_slice``): under normal
-      scheduling each wakes on the Redis -> PLC path and pre-empts the simulation at once;
-    - ``rt_priority`` > 0: redis-server under ``chrt -f`` too (the bridge loop and the virtual
-      PLC set SCHED_FIFO themselves), as the Redis -> PLC path wakes it twice a command;
-    - ``pin_cpus`` on a host with >= 2 CPUs: the bridge, the virtual PLC and redis-server on the
-      last CPU, the simulation processes on the others (the background is not pinned).
-    """
-    layout: dict[str, list[str]] = {"bridge": [], "redis": [], "sim": [], "background": []}
-    if options.rt_priority > 0 and shutil.which("chrt"):
-        layout["redis"] += ["chrt", "-f", str(options.rt_priority)]
-    cpus = sorted(os.sched_getaffinity(0))
-    if options.pin_cpus and len(cpus) >= 2 and shutil.which("taskset"):
-        rt_cpu, others = str(cpus[-1]), ",".join(str(c) for c in cpus[:-1])
-        layout["bridge"] += ["taskset", "-c", rt_cpu]
-        layout["redis"] = ["taskset", "-c", rt_cpu, *layout["redis"]]
-        layout["sim"] += ["taskset", "-c", others]
-    if options.background_nice > 0 and shutil.which("nice"):
-        layout["background"] += ["nice", "-n", str(options.background_nice)]
-    if options.bridge_slice_ms > 0:
-        for group in ("bridge", "redis"):
-            layout[group] += [sys.executable, "-m", "excavator_common.realtime",
-                              "--fair-slice-ms", f"{options.bridge_slice_ms:g}", "--"]
-    return layout
+    return command_prefixes(ProcessSetup(
+        rt_priority=options.rt_priority, background_nice=options.background_nice,
+        bridge_slice_ms=options.bridge_slice_ms, pin_cpus=options.pin_cpus))
 
 
 class DemoStack:
