@@ -34,9 +34,10 @@ Fail-safe behaviour (design note plc_bridge.md):
   a host clock stepped back across a restart changes nothing.
 - the PLC's verdicts: a monitor read whose ``refused`` count went up, or whose ``seq_accepted``
   is newer than anything this bridge sent (another writer), stops the bridge as
-  ``stopped:plc_refused`` with the PLC's cause (``refused_reason``) until the PLC takes this
-  bridge's writes again; refused as stale while another writer's ``seq_accepted`` stands still
-  for ``command_seq.RESYNC_AFTER_S``, the bridge starts a new sequence session (a stop first).
+  ``stopped:plc_refused`` with the PLC's cause (``refused_reason``) until the PLC has refused
+  nothing for ``command_seq.QUIET_S`` and took this bridge's writes again; refused as stale
+  while another writer's ``seq_accepted`` stands still for ``QUIET_S``, the bridge starts a new
+  sequence session (a stop first).
 - liveness in Redis: ``plc.bridge.live``, ``plc.bridge.status`` and ``plc.monitor.state.valid``
   are written every cycle with a TTL of ``monitor_ttl_s``: within that time of the bridge's death
   (even SIGKILL) they are gone, so no consumer takes the last values for live ones. After a
@@ -163,8 +164,8 @@ class BridgeCore:
                 f"{list(self.model.wheel_names)} / steer_names {list(self.model.steer_names)}")
         self.clock = clock
         self.log = logger or _LOG
-        self.plc = PlcLink(config)
-        self.redis = RedisLink(config)
+        self.plc = PlcLink(config, clock)
+        self.redis = RedisLink(config, clock)
         self.gate = CommandGate(config.heartbeat_timeout_s)
         self.waker = Waker(config, enabled=config.wake_on_change)
         self.envelope = Envelope(config.max_longitudinal_m_s, config.max_lateral_m_s,

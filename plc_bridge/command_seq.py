@@ -23,12 +23,14 @@ How the bridge reads the PLC's verdicts (``RefusalWatch``), from each monitor-DB
 
 - the ``refused`` count went up, or the PLC accepted a ``seq`` newer than any this bridge sent
   (another writer on the control DB): the PLC is refusing; the bridge stops, reports
-  ``stopped:plc_refused`` and the cause, until a read shows no new refusal and that the PLC
-  took one of this session's writes since the last refusal;
+  ``stopped:plc_refused`` and the cause, until the PLC has refused nothing for ``QUIET_S`` and
+  took one of this session's writes since the last refusal (then, as after every stop, a fresh
+  heartbeat edge re-arms it). Refusals of someone else's writes count too: two writers on one
+  control DB stop the bridge;
 - refused as stale while the PLC's ``seq_accepted`` is not this bridge's and has not moved for
-  ``RESYNC_AFTER_S`` (the other writer went quiet): a new session (``resync_due``), whose first
-  write is a stop. While another writer keeps being obeyed, its ``seq_accepted`` keeps moving
-  and the bridge stays stopped: one bridge per PLC.
+  ``QUIET_S`` (the other writer went quiet): a new session (``resync_due``), whose first write
+  is a stop. While another writer keeps being obeyed, its ``seq_accepted`` keeps moving and the
+  bridge stays stopped: one bridge per PLC.
 """
 
 from __future__ import annotations
@@ -39,7 +41,9 @@ from dataclasses import dataclass
 SEQ_MODULUS = 1 << 32
 HALF = SEQ_MODULUS // 2
 SEQ_MARGIN = 1 << 16     # [ms of seq] a session starts this far beyond the PLC's seq_accepted
-RESYNC_AFTER_S = 1.0     # [s] the PLC's seq_accepted unchanged this long: the other writer quit
+# [s] a refusal ends after this long without one; another writer's seq_accepted unchanged this
+# long: it has quit
+QUIET_S = 1.0
 # refused_reason codes in the monitor DB: 0 none, then these, in this order (1, 2, 3, 4)
 REFUSAL_REASONS: tuple[str, ...] = ("stale_seq", "watchdog_tripped", "setpoint_fault",
                                     "bad_setpoint")
@@ -160,17 +164,18 @@ class RefusalWatch:
     ``new_session()`` at a connect (the next read sets the baseline of the PLC's count),
     ``update(...)`` with every read; ``refusal`` is set while the PLC refuses (None: it takes
     this bridge's writes), ``seen`` counts the refusals seen since start, ``resync_due(now)``
-    says when a new session should start."""
+    says when a new session should start. Times [s] on the bridge's monotonic clock."""
 
-    def __init__(self, control_db: int, resync_after_s: float = RESYNC_AFTER_S) -> None:
+    def __init__(self, control_db: int, quiet_s: float = QUIET_S) -> None:
         self.control_db = control_db
-        self.resync_after_s = resync_after_s
+        self.quiet_s = quiet_s
         self.refusal: Refusal | None = None
         self.seen = 0
         self._count: int | None = None
         self._accepted: int | None = None
         self._accepted_since = 0.0
         self._accepted_at_refusal: int | None = None
+        self._refused_at_s = 0.0
         self._foreign = False
 
     def new_session(self) -> None:
@@ -195,18 +200,19 @@ class RefusalWatch:
         ours = acc is not None and seq.ours(acc)
         if new or self._foreign:
             self.refusal = self._describe(reason_code, ours)
-            self._accepted_at_refusal = acc
-        elif self.refusal is not None and ours and acc != self._accepted_at_refusal:
-            self.refusal = None    # the PLC took a write of this session since, refused none
+            self._accepted_at_refusal, self._refused_at_s = acc, now_s
+        elif self.refusal is not None and ours and acc != self._accepted_at_refusal \
+                and now_s - self._refused_at_s >= self.quiet_s:
+            self.refusal = None    # it took a write of this session since, refused none for a while
 
     def resync_due(self, now_s: float, seq: CommandSequence) -> bool:
         """Refused as stale, the PLC's ``seq_accepted`` is not this session's and has not moved
-        for ``resync_after_s``: whoever wrote it has stopped; start a new session."""
+        for ``quiet_s``: whoever wrote it has stopped; start a new session."""
         acc = self._accepted
         if self.refusal is None or not self.refusal.stale or acc is None or seq.ours(acc) \
-                or now_s - self._accepted_since < self.resync_after_s:
+                or now_s - self._accepted_since < self.quiet_s:
             return False
-        self._accepted_since = now_s   # at most one new session per resync_after_s
+        self._accepted_since = now_s   # at most one new session per quiet_s
         return True
 
     def _describe(self, reason_code: int | None, ours: bool) -> Refusal:
@@ -215,7 +221,7 @@ class RefusalWatch:
             return Refusal("stale_seq", (
                 f"the PLC refuses this bridge's writes as stale (stale_seq): it accepted a seq "
                 f"this bridge never sent, so another writer is on {db}; run one bridge per PLC "
-                f"(this one re-synchronises {self.resync_after_s:g} s after that writer stops)"),
+                f"(this one re-synchronises {self.quiet_s:g} s after that writer stops)"),
                 stale=True)
         reason = refusal_name(reason_code) if reason_code is not None else "unknown"
         if reason == "stale_seq":
@@ -227,7 +233,7 @@ class RefusalWatch:
             return Refusal(reason, (
                 f"the PLC refuses this bridge's writes as stale (stale_seq): its last accepted "
                 f"seq is not one of this bridge's (plc.monitor.state.seq_accepted, "
-                f"plc.bridge.seq); this bridge re-synchronises {self.resync_after_s:g} s after "
+                f"plc.bridge.seq); this bridge re-synchronises {self.quiet_s:g} s after "
                 f"it last moved"), stale=True)
         texts = {
             "watchdog_tripped": "its watchdog on the bridge's alive counter is tripped (the "

@@ -205,7 +205,7 @@ def _watch() -> tuple[RefusalWatch, CommandSequence, Clock]:
     clock = Clock()
     seq = CommandSequence(clock)
     seq.start_session(5000)
-    return RefusalWatch(100, resync_after_s=1.0), seq, clock
+    return RefusalWatch(100, quiet_s=1.0), seq, clock
 
 
 def test_a_rising_refused_count_is_a_refusal_until_the_plc_takes_this_sessions_writes() -> None:
@@ -218,9 +218,13 @@ def test_a_rising_refused_count_is_a_refusal_until_the_plc_takes_this_sessions_w
     assert watch.refusal is not None and watch.refusal.reason == "watchdog_tripped"
     assert "watchdog" in watch.refusal.detail and watch.seen == 1
     watch.update(clock(), s1, 8, refusal_code("watchdog_tripped"), seq)
-    assert watch.refusal is not None                          # its write not taken yet
+    assert watch.refusal is not None                          # no write taken since
+    clock.t += 0.5
     watch.update(clock(), s2, 8, refusal_code("watchdog_tripped"), seq)
-    assert watch.refusal is None                              # took ours, refused none new
+    assert watch.refusal is not None                          # taken, but refusals are recent
+    clock.t += 0.5
+    watch.update(clock(), s2, 8, refusal_code("watchdog_tripped"), seq)
+    assert watch.refusal is None                              # took ours, none refused for 1 s
     watch.update(clock(), s2, 2, 0, seq)                      # the PLC restarted its count
     assert watch.refusal is None and watch.seen == 1
 
@@ -245,7 +249,7 @@ def test_another_writer_is_named_and_a_new_session_waits_until_it_is_quiet() -> 
         assert not watch.resync_due(clock(), seq)
     clock.t += 0.1
     assert watch.resync_due(clock(), seq)
-    assert not watch.resync_due(clock(), seq)                 # once per resync_after_s
+    assert not watch.resync_due(clock(), seq)                 # once per quiet_s
     first = seq.start_session(to_dint(other + 29))
     assert seq_newer(first % SEQ_MODULUS, other + 29)
 
