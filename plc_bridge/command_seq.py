@@ -23,10 +23,11 @@ How the bridge reads the PLC's verdicts (``RefusalWatch``), from each monitor-DB
 
 - the ``refused`` count went up, or the PLC accepted a ``seq`` newer than any this bridge sent
   (another writer on the control DB): the PLC is refusing; the bridge stops, reports
-  ``stopped:plc_refused`` and the cause, until the PLC has refused nothing for ``QUIET_S`` and
-  took one of this session's writes since the last refusal (then, as after every stop, a fresh
-  heartbeat edge re-arms it). Refusals of someone else's writes count too: two writers on one
-  control DB stop the bridge;
+  ``stopped:plc_refused`` and the cause, until the PLC took one of this session's writes since
+  the last refusal and, unless the cause was its watchdog (a stall of this bridge or its link,
+  cleared by the bridge's own stop), has refused nothing for ``QUIET_S``; then, as after every
+  stop, a fresh heartbeat edge re-arms it. Refusals of someone else's writes count too: two
+  writers on one control DB stop the bridge;
 - refused as stale while the PLC's ``seq_accepted`` is not this bridge's and has not moved for
   ``QUIET_S`` (the other writer went quiet): a new session (``resync_due``), whose first write
   is a stop. While another writer keeps being obeyed, its ``seq_accepted`` keeps moving and the
@@ -151,11 +152,13 @@ class CommandSequence:
 @dataclass(frozen=True)
 class Refusal:
     """The PLC refuses writes: ``reason`` (a ``REFUSAL_REASONS`` name or ``unknown``) and the
-    cause in words; ``stale``: the PLC's seq is ahead of this bridge's (a new session helps)."""
+    cause in words; ``stale``: the PLC's seq is ahead of this bridge's (a new session helps).
+    ``hold``: another writer may be behind it, so it ends only after ``QUIET_S`` without one."""
 
     reason: str
     detail: str
     stale: bool
+    hold: bool = True
 
 
 class RefusalWatch:
@@ -202,7 +205,7 @@ class RefusalWatch:
             self.refusal = self._describe(reason_code, ours)
             self._accepted_at_refusal, self._refused_at_s = acc, now_s
         elif self.refusal is not None and ours and acc != self._accepted_at_refusal \
-                and now_s - self._refused_at_s >= self.quiet_s:
+                and (not self.refusal.hold or now_s - self._refused_at_s >= self.quiet_s):
             self.refusal = None    # it took a write of this session since, refused none for a while
 
     def resync_due(self, now_s: float, seq: CommandSequence) -> bool:
@@ -247,4 +250,5 @@ class RefusalWatch:
         }
         text = texts.get(reason, f"refused_reason code {reason_code} is not one of the "
                                  f"documented codes 0-{len(REFUSAL_REASONS)}")
-        return Refusal(reason, f"the PLC refuses writes: {reason} ({text})", stale=False)
+        return Refusal(reason, f"the PLC refuses writes: {reason} ({text})", stale=False,
+                       hold=reason != "watchdog_tripped")

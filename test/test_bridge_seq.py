@@ -48,16 +48,19 @@ def _moving_since(rig: HilRig, t0: float) -> None:
              f"(PLC: {rig.plc.status()['speeds']}, refused {rig.plc.status()['refused']})")
 
 
-def _taken(writes: list[dict]) -> list[dict]:
-    refused = [w for w in writes if w["refused"] is not None]
-    assert not refused, f"{len(refused)} of {len(writes)} writes refused, e.g. {refused[:2]}"
+def _none_stale(writes: list[dict]) -> list[dict]:
+    """No write refused as stale. (A command may meet the PLC's watchdog tripped by the pause
+    between the two runs, in the cycle between the read that showed it clear and the write:
+    that refusal is the watchdog's, and the bridge's stop clears it.)"""
+    stale = [w for w in writes if w["refused"] == "stale_seq"]
+    assert not stale, f"{len(stale)} of {len(writes)} writes refused as stale: {stale[:2]}"
     return writes
 
 
 def test_a_bridge_restarted_with_its_clock_an_hour_back_drives_at_once(redis_server, spawn):
     """Two runs of the core against one (still running) virtual PLC; the second one's clock,
-    its only time source, reads an hour less. Every write of the second run is taken and the
-    machine moves, with no wait for the clock to catch up."""
+    its only time source, reads an hour less. No write of the second run is refused as stale
+    and the machine moves, with no wait for the clock to catch up."""
     rig = HilRig("skid_steer", redis_server.url, spawn)
     try:
         rig.command(*COMMAND)
@@ -71,7 +74,7 @@ def test_a_bridge_restarted_with_its_clock_an_hour_back_drives_at_once(redis_ser
         rig.core.start()
         rig.wait_status("running", 20.0)
         _moving_since(rig, t2)
-        writes = _taken(rig.plc.writes(t2))
+        writes = _none_stale(rig.plc.writes(t2))
         seqs = [from_dint(w["seq"]) for w in writes]
         assert seq_newer(seqs[0], first_run) and 0 not in seqs
         assert all(seq_newer(b, a) for a, b in itertools.pairwise(seqs))
@@ -87,7 +90,8 @@ def test_the_bridge_process_restarted_an_hour_back_under_libfaketime_drives_at_o
         redis_server, spawn, tmp_path):
     """The real ``plc_bridge`` process, stopped and started again with its wall clock an hour
     back (libfaketime: CLOCK_REALTIME only, as an NTP step or a wrong RTC does), against the
-    same virtual PLC: the second process's writes are all taken and the machine moves."""
+    same virtual PLC: none of the second process's writes is refused as stale and the machine
+    moves."""
     rig = HilRig("skid_steer", redis_server.url, spawn)
     args = ["--redis-url", redis_server.url, "--plc-port", str(rig.plc_port), "--model",
             "skid_steer"]
@@ -105,19 +109,19 @@ def test_the_bridge_process_restarted_an_hour_back_under_libfaketime_drives_at_o
         t2 = time.monotonic()
         second = NodeProcess("plc_bridge.bridge_cli", args, log_dir=tmp_path, env=fake)
         try:
-            wait_for(lambda: "continue at seq" in second.log(), 30.0,
-                     lambda: f"the second bridge connected: {second.log()[-1500:]}")
-            assert f"the PLC's last accepted seq is {first_run}," in second.log()
-            # its wall clock really is an hour back: the log's own time stamps
-            stamps = re.findall(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),\d+ ", second.log(), re.M)
-            assert stamps, second.log()[-1500:]
-            behind = time.time() - datetime.strptime(stamps[-1], "%Y-%m-%d %H:%M:%S").timestamp()
-            assert HOUR_S - 120.0 < behind < HOUR_S + 120.0, (stamps[-1], behind)
+            # its wall clock really is an hour back: the time stamps of its log
+            stamp = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),\d+ ", re.M)
+            found = wait_for(lambda: stamp.search(second.log()), 30.0,
+                             lambda: f"the second bridge's log: {second.log()[-1500:]}")
+            behind = time.time() - datetime.strptime(found.group(1),
+                                                      "%Y-%m-%d %H:%M:%S").timestamp()
+            assert HOUR_S - 120.0 < behind < HOUR_S + 120.0, (found.group(1), behind)
             wait_for(lambda: rig.get(keys.BRIDGE_STATUS) == "running", 30.0,
                      lambda: f"the second bridge running: {second.log()[-1500:]}")
             _moving_since(rig, t2)
-            writes = _taken(rig.plc.writes(t2))
+            writes = _none_stale(rig.plc.writes(t2))
             assert seq_newer(from_dint(writes[0]["seq"]), first_run)
+            assert f"the PLC's last accepted seq is {first_run}," in second.log()
         finally:
             second.stop()
     finally:
@@ -209,8 +213,9 @@ def test_a_refusing_plc_is_never_reported_running_and_says_why(recorded_redis, s
                         if from_dint(w["seq"]) not in rogue.seqs and w["refused"]]
             wait_for(lambda: len(bridge_refused()) >= 50, 20.0, "50 refused bridge writes")
             assert {w["refused"] for w in bridge_refused()} == {"stale_seq"}
-            assert int(rig.get(keys.STATE_REFUSED) or 0) >= 50
-            assert int(rig.get(keys.counter_key("plc_refusals")) or 0) >= 50
+            wait_for(lambda: int(rig.get(keys.STATE_REFUSED) or 0) >= 50
+                     and int(rig.get(keys.counter_key("plc_refusals")) or 0) >= 50, 10.0,
+                     "the PLC's count of refusals on Redis, and the bridge's")
             assert rig.core.status == "stopped:plc_refused"
         # the rogue is quiet: a new session beyond its seq, a stop, then driving again
         t1 = time.monotonic()

@@ -219,14 +219,20 @@ def test_a_rising_refused_count_is_a_refusal_until_the_plc_takes_this_sessions_w
     assert "watchdog" in watch.refusal.detail and watch.seen == 1
     watch.update(clock(), s1, 8, refusal_code("watchdog_tripped"), seq)
     assert watch.refusal is not None                          # no write taken since
-    clock.t += 0.5
     watch.update(clock(), s2, 8, refusal_code("watchdog_tripped"), seq)
-    assert watch.refusal is not None                          # taken, but refusals are recent
-    clock.t += 0.5
-    watch.update(clock(), s2, 8, refusal_code("watchdog_tripped"), seq)
-    assert watch.refusal is None                              # took ours, none refused for 1 s
+    assert watch.refusal is None                              # its stop taken: cleared
     watch.update(clock(), s2, 2, 0, seq)                      # the PLC restarted its count
     assert watch.refusal is None and watch.seen == 1
+    # a cause another writer may be behind ends only after quiet_s without a refusal
+    s3 = seq.next()
+    watch.update(clock(), s2, 3, refusal_code("bad_setpoint"), seq)
+    assert watch.refusal is not None and watch.refusal.reason == "bad_setpoint"
+    clock.t += 0.5
+    watch.update(clock(), s3, 3, refusal_code("bad_setpoint"), seq)
+    assert watch.refusal is not None                          # taken, but refused recently
+    clock.t += 0.5
+    watch.update(clock(), s3, 3, refusal_code("bad_setpoint"), seq)
+    assert watch.refusal is None                              # none refused for 1 s
 
 
 def test_another_writer_is_named_and_a_new_session_waits_until_it_is_quiet() -> None:
