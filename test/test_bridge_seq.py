@@ -17,7 +17,6 @@ import dataclasses
 import itertools
 import re
 import signal
-import threading
 import time
 from collections.abc import Iterator
 from datetime import datetime
@@ -25,13 +24,12 @@ from pathlib import Path
 
 import pytest
 import redis
-import snap7
-from helpers import NodeProcess, RedisServer, wait_for
+from helpers import NodeProcess, RedisServer, RogueWriter, wait_for
 
-from excavator_hil.hil_harness import HilRig
+from excavator_hil.hil_harness import Heartbeat, HilRig
 from plc_bridge import redis_keys as keys
 from plc_bridge.bridge_core import BridgeCore
-from plc_bridge.command_seq import QUIET_S, from_dint, seq_newer, to_dint
+from plc_bridge.command_seq import QUIET_S, from_dint, seq_newer
 
 COMMAND = (0.8, 0.0, 0.3)   # skid steer: tracks at 0.41 and 1.19 m/s
 HOUR_S = 3600.0
@@ -129,40 +127,6 @@ def test_the_bridge_process_restarted_an_hour_back_under_libfaketime_drives_at_o
         rig.plc.close()
 
 
-class Rogue:
-    """Another writer on the control DB (a snap7 client in this process): explicit stops with
-    a live alive counter and a seq far ahead of the bridge's, one every ``period_s``."""
-
-    def __init__(self, rig: HilRig, seq: int, period_s: float = 0.01) -> None:
-        self.rig, self.seq, self.period_s = rig, seq, period_s
-        self.client = snap7.Client()
-        self.client.connect("127.0.0.1", 0, 1, rig.plc_port)
-        self.seqs: set[int] = set()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        cfg = self.rig.config
-        alive = 0
-        while not self._stop.is_set():
-            alive = (alive + 7) & 0xFFFF
-            self.seq += 1
-            self.seqs.add(self.seq % 2**32)
-            values = {**cfg.control.zero_values(), "alive": alive, "stop": True,
-                      "seq": to_dint(self.seq)}
-            self.client.db_write(cfg.control_db, 0, bytearray(cfg.control.encode(values)))
-            self._stop.wait(self.period_s)
-
-    def __enter__(self) -> Rogue:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(5.0)
-        self.client.disconnect()
-
-
 def _cycles(server: RedisServer) -> list[tuple[str, int | None]]:
     """From redis-server's record of writes, one entry per bridge cycle, in order: (the status
     it wrote, the PLC's refused count it published in the same cycle). The cycle's MSET (the
@@ -200,7 +164,8 @@ def test_a_refusing_plc_is_never_reported_running_and_says_why(recorded_redis, s
         rig.wait_status("running", 20.0)
         _moving_since(rig, 0.0)
         t0 = time.monotonic()
-        with Rogue(rig, rig.plc.status()["seq_accepted"] + 2**30) as rogue:
+        with RogueWriter(rig.config, rig.plc_port,
+                         rig.plc.status()["seq_accepted"] + 2**30) as rogue:
             wait_for(lambda: rig.get(keys.BRIDGE_STATUS) == "stopped:plc_refused", 10.0,
                      lambda: f"stopped:plc_refused (now {rig.get(keys.BRIDGE_STATUS)})")
             detail = rig.get(keys.BRIDGE_DETAIL) or ""
@@ -251,8 +216,6 @@ def test_two_bridges_on_one_plc_both_stop_and_the_one_left_drives_again(tmp_path
         _moving_since(a, 0.0)
         b = redis.Redis.from_url(servers[1].url)
         b.mset({keys.LONGITUDINAL: "0.8", keys.LATERAL: "0", keys.ANGULAR: "-0.3"})
-        from excavator_hil.hil_harness import Heartbeat
-
         hb = Heartbeat(servers[1].url, 0.25).start()
         b_core = BridgeCore(dataclasses.replace(a.config, redis_url=servers[1].url))
         b_core.start()
