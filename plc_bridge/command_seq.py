@@ -42,6 +42,7 @@ from dataclasses import dataclass
 SEQ_MODULUS = 1 << 32
 HALF = SEQ_MODULUS // 2
 SEQ_MARGIN = 1 << 16     # [ms of seq] a session starts this far beyond the PLC's seq_accepted
+MAX_STEP = 1 << 30       # [ms of seq] the most one write advances (a clock that leapt ahead)
 # [s] a refusal ends after this long without one; another writer's seq_accepted unchanged this
 # long: it has quit
 QUIET_S = 1.0
@@ -129,8 +130,9 @@ class CommandSequence:
             self.start_session(None)
         elapsed_ms = int((self._clock() - self._t0) * 1000.0)
         seq = self._base + max(0, elapsed_ms)
-        if self.last is not None and seq <= self.last:
-            seq = self.last + 1
+        if self.last is not None:
+            # strictly increasing, and never so far ahead that the PLC would take it as older
+            seq = min(max(seq, self.last + 1), self.last + MAX_STEP)
         if seq % SEQ_MODULUS == 0:
             seq += 1
         self.last = seq

@@ -110,6 +110,9 @@ def test_a_fresh_bridge_and_a_fresh_plc_start_at_the_margin_and_advance_with_the
     assert seq.next() == SEQ_MARGIN + 250         # +1 per ms of the monotonic clock
     clock.t -= 10.0                               # a clock that went back: still newer
     assert seq.next() == SEQ_MARGIN + 251
+    clock.t += 40 * 86400.0                       # one that leapt 40 days (> 2^31 ms) ahead
+    leap = seq.next()
+    assert seq_newer(leap % SEQ_MODULUS, (SEQ_MARGIN + 251) % SEQ_MODULUS)
 
 
 def test_a_session_starts_beyond_both_the_plc_and_this_process() -> None:
