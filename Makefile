@@ -12,7 +12,7 @@ export MUJOCO_GL ?= egl
 ROS2_LAUNCH ?= $(firstword $(wildcard ../shared/ros2-launch ../../shared/ros2-launch))
 LAUNCH_STAMP := $(VENV)/.ros2-launch
 
-.PHONY: demo test lint bench browser clean-venv snap7-c
+.PHONY: demo test lint bench browser faketime clean-venv snap7-c
 
 $(STAMP): requirements.txt setup.py
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -38,6 +38,17 @@ browser:
 	else echo "make browser: no chromium/chromedriver and not root with apt-get:" \
 	  "test/test_dashboard_e2e.py will skip"; fi
 
+# Debian's libfaketime: test/test_bridge_seq.py restarts the plc_bridge process with its wall
+# clock an hour back. Installed only as root with apt; elsewhere that test skips and says why.
+faketime:
+	@if [ -e /usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1 ] || \
+	   [ -e /usr/lib/aarch64-linux-gnu/faketime/libfaketimeMT.so.1 ]; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	    faketime libfaketime >/dev/null; \
+	else echo "make faketime: no libfaketime and not root with apt-get:" \
+	  "the libfaketime test of test/test_bridge_seq.py will skip"; fi
+
 # The original C snap7 library (its S7 server is the tests' second, independent PLC
 # implementation): python-snap7 1.3's wheel bundles libsnap7.so. Optional: without it (offline)
 # those tests skip and say so.
@@ -57,7 +68,7 @@ ifneq ($(ROS2_LAUNCH),)
 endif
 	@touch $@
 
-test: lint browser $(LAUNCH_STAMP)
+test: lint browser faketime $(LAUNCH_STAMP)
 	-$(MAKE) --no-print-directory snap7-c
 	$(PY) -m pytest $(PYTEST_ARGS)
 

@@ -53,6 +53,7 @@ from excavator_hil.hil_harness import Heartbeat, free_port, timed_mset, wait_unt
 from excavator_kinematics.vehicle import BodyTwist, make_vehicle_model
 from plc_bridge import redis_keys as keys
 from plc_bridge.bridge_core import BridgeCore
+from plc_bridge.command_seq import SEQ_MARGIN, from_dint, to_dint
 from plc_bridge.config import BridgeConfig, load_config
 from plc_bridge.virtual_plc_control import ControlClient
 
@@ -110,9 +111,10 @@ _SEQ = [0]
 
 
 def _seq() -> int:
-    """The control DB's seq: command time in Unix ms, strictly increasing, as a DINT."""
-    _SEQ[0] = max(_SEQ[0] + 1, time.time_ns() // 1_000_000)
-    return (_SEQ[0] + 2**31) % 2**32 - 2**31
+    """The control DB's seq: +1 per write from beyond the PLC's seq_accepted at connect (the
+    rule of plc_bridge.command_seq, without its clock), as a DINT."""
+    _SEQ[0] += 1
+    return to_dint(_SEQ[0])
 
 class NaiveBridge:
     """A GET/SET per key and an S7 request per variable, on a sleep-based timer."""
@@ -123,6 +125,9 @@ class NaiveBridge:
         self.redis = redis.Redis.from_url(config.redis_url)
         self.plc = snap7.Client()
         self.plc.connect(config.plc_host, config.rack, config.slot, config.plc_port)
+        accepted = self.plc.db_read(config.monitor_db,
+                                    config.monitor.field("seq_accepted").byte_offset, 4)
+        _SEQ[0] = from_dint(int.from_bytes(accepted, "big", signed=True)) + SEQ_MARGIN
         self.overruns = 0
         self.overrun_times: list[tuple[float, float]] = []
         self.cycles = 0

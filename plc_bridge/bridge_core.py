@@ -26,9 +26,18 @@ Fail-safe behaviour (design note plc_bridge.md):
   the lost socket aborted (RST: nothing queued is delivered late), monitor keys set to ``nan``
   and ``plc.monitor.state.valid = false`` at once, reconnect in the background with capped
   back-off + jitter, the first write after a reconnect is a stop.
-- every write carries ``seq``, the command time in Unix ms (mod 2^32, strictly increasing, also
-  across a bridge restart): the PLC refuses a drive command that is not newer than the last one
-  it accepted, so an old write delivered late is never obeyed (docs/plc_setup.md section 4).
+- every write carries ``seq`` (``command_seq``): the PLC refuses a drive command that is not
+  newer than the last one it accepted, so an old write delivered late is never obeyed
+  (docs/plc_setup.md section 4). At every connect the bridge reads the PLC's last accepted
+  ``seq`` (``seq_accepted``) and starts beyond it and beyond everything it sent before; within
+  a connection ``seq`` advances with the bridge's monotonic clock. The wall clock is never read:
+  a host clock stepped back across a restart changes nothing.
+- the PLC's verdicts: a monitor read whose ``refused`` count went up, or whose ``seq_accepted``
+  is newer than anything this bridge sent (another writer), stops the bridge as
+  ``stopped:plc_refused`` with the PLC's cause (``refused_reason``) until the PLC has refused
+  nothing for ``command_seq.QUIET_S`` and took this bridge's writes again; refused as stale
+  while another writer's ``seq_accepted`` stands still for ``QUIET_S``, the bridge starts a new
+  sequence session (a stop first).
 - liveness in Redis: ``plc.bridge.live``, ``plc.bridge.status`` and ``plc.monitor.state.valid``
   are written every cycle with a TTL of ``monitor_ttl_s``: within that time of the bridge's death
   (even SIGKILL) they are gone, so no consumer takes the last values for live ones. After a
@@ -67,6 +76,14 @@ from excavator_kinematics.vehicle import (
 )
 from plc_bridge import redis_keys as keys
 from plc_bridge.command_gate import CommandGate
+from plc_bridge.command_seq import (
+    SEQ_MODULUS,
+    CommandSequence,
+    RefusalWatch,
+    from_dint,
+    refusal_name,
+    to_dint,
+)
 from plc_bridge.config import BRIDGE, BridgeConfig
 from plc_bridge.errors import BridgeConfigError, InputRejectedError
 from plc_bridge.input_validation import (
@@ -122,10 +139,14 @@ class BridgeSnapshot:
     wheel_speeds: dict[str, float] = field(default_factory=dict)   # [m/s]
     wheel_angles: dict[str, float] = field(default_factory=dict)   # [rad]
     plc_state: dict[str, Any] = field(default_factory=dict)
+    seq: int | None = None          # the seq of the last write (unsigned 32 bit)
 
 
 class BridgeCore:
-    """Redis <-> S7 bridge for one vehicle model. ``start()`` runs the loop in a thread."""
+    """Redis <-> S7 bridge for one vehicle model. ``start()`` runs the loop in a thread.
+
+    ``clock`` is the bridge's only time source (monotonic seconds; only differences count): the
+    loop's ticks, the heartbeat and PLC alive ages, and the advance of ``seq``."""
 
     def __init__(self, config: BridgeConfig, model: VehicleModel | None = None,
                  clock: Callable[[], float] = time.monotonic,
@@ -143,8 +164,8 @@ class BridgeCore:
                 f"{list(self.model.wheel_names)} / steer_names {list(self.model.steer_names)}")
         self.clock = clock
         self.log = logger or _LOG
-        self.plc = PlcLink(config)
-        self.redis = RedisLink(config)
+        self.plc = PlcLink(config, clock)
+        self.redis = RedisLink(config, clock)
         self.gate = CommandGate(config.heartbeat_timeout_s)
         self.waker = Waker(config, enabled=config.wake_on_change)
         self.envelope = Envelope(config.max_longitudinal_m_s, config.max_lateral_m_s,
@@ -156,7 +177,8 @@ class BridgeCore:
         self._angle_mon = config.angle_fields()
         self._measured_keys = keys.measured_keys(config.wheels, config.steering)
         self._alive = 0
-        self._seq_abs = 0   # last seq sent, unbounded (the DB holds it mod 2^32)
+        self.seq = CommandSequence(clock)   # seq of the writes: restart-safe, no wall clock
+        self.refusals = RefusalWatch(config.control_db)   # the PLC's verdicts on them
         # velocity keys seen since the Redis connection: one missing after that vanished
         self._keys_seen = [False, False, False]
         self._held = np.zeros(len(config.steering))
@@ -452,15 +474,25 @@ class BridgeCore:
         if not plc_up:
             return None, reason, detail, False
         if self.plc.just_connected:
-            # learn the PLC's state and steering first, then a zero command
+            # learn the PLC's state, steering and last accepted seq first, then a zero command
+            # that starts a new seq session beyond it
             self.plc.just_connected = False
             self._plc_alive_change_s = now
             self._plc_alive = None
             data = self.plc.read(cfg.monitor_db, cfg.monitor.size)
-            if data is not None:
-                self._apply_monitor(data, now)
+            if data is None:
+                self._plc_state = None
+                return None, "plc_link_lost", f"PLC read failed: {self.plc.last_error}", True
+            self.refusals.new_session()
+            self._apply_monitor(data, now)
+            self._start_session("connected")
             self.plc.write(cfg.control_db, self._encode(None))
             return None, reason, detail, True
+        if self.refusals.resync_due(now, self.seq):
+            # refused as stale, and whoever the PLC obeyed has been silent for a while: a new
+            # session beyond its seq (the gate is disarmed: this cycle writes a stop)
+            self.counters["seq_resyncs"] += 1
+            self._start_session("re-synchronised (the other writer went quiet)")
         st = self._plc_state
         if command is not None and not armed_before:
             self._watchdog_since = None   # judge the PLC's watchdog afresh from this start
@@ -506,6 +538,9 @@ class BridgeCore:
                                   ("fault", "plc_fault", "PLC reports a fault")):
             if st[bit]:
                 return reason, text
+        refusal = self.refusals.refusal
+        if refusal is not None:
+            return "plc_refused", refusal.detail
         if st.get("setpoint_fault"):
             return "plc_setpoint_fault", ("PLC refused a setpoint (NaN/inf/out of range): "
                                           "setpoint_fault set; a stop clears it")
@@ -522,15 +557,22 @@ class BridgeCore:
         if self._watchdog_since is not None and self.gate.armed and \
                 now - self._watchdog_since > self.config.plc_alive_timeout_s:
             # the PLC's latched watchdog does not clear although every command goes out after
-            # a stop (its watchdog time shorter than the bridge's cycle?): stop, say so
+            # a stop, and the PLC reports no refusal: stop, say so
             return "plc_watchdog", (f"the PLC's watchdog on the bridge's alive counter stays "
                                     f"tripped for more than {self.config.plc_alive_timeout_s:g} "
-                                    f"s although the bridge writes every cycle; check the "
-                                    f"PLC's watchdog time against cycle_hz")
+                                    f"s although the bridge writes a stop before every command "
+                                    f"and the PLC reports no refused write; check the PLC's "
+                                    f"watchdog time against cycle_hz and that its program "
+                                    f"clears the trip on a newer stop")
         return None, ""
 
     def _apply_monitor(self, data: bytearray, now: float) -> None:
         st = self.config.monitor.decode(data)
+        self.refusals.update(now, from_dint(int(st["seq_accepted"])),
+                             int(st["refused"]) if "refused" in st else None,
+                             int(st["refused_reason"]) if "refused_reason" in st else None,
+                             self.seq)
+        self.counters["plc_refusals"] = self.refusals.seen
         if not st.get("watchdog"):
             self._watchdog_since = None
         elif self._watchdog_since is None:
@@ -546,16 +588,18 @@ class BridgeCore:
                 self._held = angles
         self._plc_state = st
 
-    def _next_seq(self) -> int:
-        """The command time in Unix ms, strictly increasing, as the DINT the DB holds (the
-        32-bit value mod 2^32, two's complement)."""
-        self._seq_abs = max(self._seq_abs + 1, time.time_ns() // 1_000_000)
-        v = self._seq_abs % (1 << 32)
-        return v - (1 << 32) if v >= (1 << 31) else v
+    def _start_session(self, why: str) -> None:
+        """A new seq session beyond the PLC's last accepted seq (the last monitor read)."""
+        st = self._plc_state
+        accepted = from_dint(int(st["seq_accepted"])) if st is not None else 0
+        first = self.seq.start_session(accepted)
+        self.refusals.refusal = None   # judged afresh from the session's first write on
+        self.log.info("plc_bridge: %s; the PLC's last accepted seq is %s, this bridge's writes "
+                      "continue at seq %d", why, accepted or "none (0)", first % SEQ_MODULUS)
 
     def _encode(self, command: WheelCommand | None) -> bytes:
         values: dict[str, Any] = {"alive": self._alive, "enable": command is not None,
-                                  "stop": command is None, "seq": self._next_seq()}
+                                  "stop": command is None, "seq": to_dint(self.seq.next())}
         # "+ 0.0" turns -0.0 into 0.0: the PLC never sees a negative zero
         if command is None:
             for n in self._speed_sp:
@@ -626,6 +670,11 @@ class BridgeCore:
                 if bit in st:
                     mapping[keys.state_key(bit)] = _bool(bool(st[bit]))
             mapping[keys.STATE_PLC_ALIVE] = str(st["alive"])
+            mapping[keys.STATE_SEQ_ACCEPTED] = str(from_dint(int(st["seq_accepted"])))
+            if "refused" in st:
+                mapping[keys.STATE_REFUSED] = str(st["refused"])
+            if "refused_reason" in st:
+                mapping[keys.STATE_REFUSED_REASON] = refusal_name(int(st["refused_reason"]))
             mapping[keys.STATE_VALID] = "true"
         else:
             mapping.update(dict.fromkeys(self._measured_keys, keys.INVALID))
@@ -634,6 +683,9 @@ class BridgeCore:
                 keys.BRIDGE_LIVE: str(self._alive)}
         mapping[keys.BRIDGE_DETAIL] = detail
         mapping[keys.BRIDGE_ALIVE] = str(self._alive)
+        seq = None if self.seq.last is None else self.seq.last % SEQ_MODULUS
+        if seq is not None:
+            mapping[keys.BRIDGE_SEQ] = str(seq)
         for name, value in self.counters.items():
             mapping[keys.counter_key(name)] = str(value)
         if self.redis.connected:
@@ -655,6 +707,6 @@ class BridgeCore:
             plc_connected=self.plc.connected, redis_connected=self.redis.connected,
             monitor_valid=measured is not None, measured=measured,
             commanded=command.achieved if command is not None else BodyTwist(),
-            wheel_speeds=speeds, wheel_angles=angles, plc_state=dict(st or {}))
+            wheel_speeds=speeds, wheel_angles=angles, plc_state=dict(st or {}), seq=seq)
         with self._lock:
             self._snapshot = snap

@@ -67,6 +67,7 @@ from excavator_common.ros_runtime import (
 from excavator_kinematics.vehicle import BodyTwist, artof_from_twist
 from plc_bridge import redis_keys as keys
 from plc_bridge.bridge_core import DYNAMIC, BridgeCore
+from plc_bridge.command_seq import from_dint, refusal_name
 from plc_bridge.config import BRIDGE, BridgeConfig, build_config, default_config_path
 from plc_bridge.errors import BridgeConfigError
 from plc_bridge.odometry import Pose2D, integrate
@@ -315,6 +316,16 @@ class PlcBridgeNode(LifecycleNode):
                                   "redis_connected": snap.redis_connected,
                                   "monitor_valid": snap.monitor_valid, "active": self._active}
         values.update({f"counter.{k}": v for k, v in snap.counters.items()})
+        # the PLC's verdicts on the bridge's writes (monitor DB) and the bridge's seq
+        st = snap.plc_state
+        if "refused" in st:
+            values["plc.refused"] = st["refused"]
+        if "refused_reason" in st:
+            values["plc.refused_reason"] = refusal_name(int(st["refused_reason"]))
+        if "seq_accepted" in st:
+            values["plc.seq_accepted"] = from_dint(int(st["seq_accepted"]))
+        if snap.seq is not None:
+            values["seq"] = snap.seq
         self.diagnostics.publish(level, snap.status + (f": {snap.detail}" if snap.detail else ""),
                                  values)
 

@@ -273,15 +273,20 @@ def _layouts(params: Mapping[str, Any], model: str, control_db: int, monitor_db:
     required = {
         control: ["alive", "enable", "stop", "seq", *(f"speed_sp_{w}" for w in wheels),
                   *(f"angle_sp_{a}" for a in steering)],
-        monitor: ["alive", "ready", "fault", "estop", "auto",
+        monitor: ["alive", "ready", "fault", "estop", "auto", "seq_accepted",
                   *(f"speed_{w}" for w in wheels), *(f"angle_{a}" for a in steering)],
     }
     for block, names in required.items():
         for name in names:
             if not block.has(name):
+                why = ("the PLC's last accepted seq: the bridge continues beyond it at each "
+                       "connect (docs/plc_setup.md section 4)") if name == "seq_accepted" else \
+                    f"required by model {model!r}"
                 raise BridgeConfigError(f"parameter 'layout': data block {block.name!r} lacks "
-                                        f"field {name!r} required by model {model!r}; declare it")
-    for block, name, s7_type in ((control, "seq", "DINT"), (monitor, "refused", "DINT")):
+                                        f"field {name!r} ({why}); declare it")
+    for block, name, s7_type in ((control, "seq", "DINT"), (monitor, "refused", "DINT"),
+                                 (monitor, "seq_accepted", "DINT"),
+                                 (monitor, "refused_reason", "INT")):
         if block.has(name) and block.field(name).s7_type != s7_type:
             raise BridgeConfigError(f"parameter 'layout': field {name!r} of {block.name!r} is "
                                     f"{block.field(name).s7_type}; it must be {s7_type}")

@@ -149,7 +149,8 @@ _LAYOUT: dict[str, list[str]] = {
         "alive | UINT | 1 | bridge alive counter, +1 each cycle while commands are fresh",
         "enable | BOOL | 1 | drive enable: forward the setpoints",
         "stop | BOOL | 1 | controlled stop requested by the bridge",
-        "seq | DINT | ms | command time: Unix ms mod 2^32, strictly increasing; the PLC drives "
+        "seq | DINT | 1 | command sequence number, newer with every write (serial order mod "
+        "2^32, never 0); starts beyond the PLC's seq_accepted at each connect; the PLC drives "
         "only on a seq newer than the last accepted one"],
     "monitor_header": [
         "alive | UINT | 1 | PLC alive counter, +1 each PLC cycle",
@@ -162,7 +163,11 @@ _LAYOUT: dict[str, list[str]] = {
         "setpoint_fault | BOOL | 1 | a setpoint was NaN/inf/out of range: outputs stopped, "
         "latched until an explicit stop",
         "refused | DINT | 1 | count of refused control writes (stale seq, watchdog tripped, bad "
-        "setpoint)"],
+        "setpoint)",
+        "seq_accepted | DINT | 1 | the last seq the PLC accepted (0: none since the PLC started); "
+        "the bridge continues beyond it when it connects",
+        "refused_reason | INT | 1 | cause of the last refused write: 0 none, 1 stale_seq, 2 "
+        "watchdog_tripped, 3 setpoint_fault, 4 bad_setpoint"],
 }
 ACTUATORS: dict[str, dict[str, list[str]]] = {
     "skid_steer": {"wheels": ["left", "right"]},
@@ -233,7 +238,8 @@ _DATA_BLOCKS = (
              "UINT WORD DINT REAL): alive counter, enable, stop, seq (DINT, required)"),
     _strings("layout.monitor_header", _LAYOUT["monitor_header"],
              "first fields of the monitor DB: PLC alive counter, status bits, count of refused "
-             "writes"),
+             "writes, last accepted seq (seq_accepted, DINT, required), cause of the last "
+             "refusal"),
     *(_strings(f"layout.{m}.{block}", _MODEL_LAYOUT[m][block],
                f"the {m} model's {'setpoints' if block == 'control' else 'measurements'} "
                f"[m/s, rad] after the {block} header: "

@@ -17,6 +17,10 @@ from numbers import Integral, Real
 
 import numpy as np
 
+from plc_bridge.command_seq import REFUSAL_REASONS, SEQ_MODULUS, refusal_code, seq_newer
+
+__all__ = ["SEQ_MODULUS", "AliveWatchdog", "CommandGuard", "VehiclePlant", "seq_newer"]
+
 U16_MODULUS = 1 << 16
 
 
@@ -163,18 +167,6 @@ class AliveWatchdog:
         self._last_counter = self._last_change_s = self._last_now_s = None
 
 
-SEQ_MODULUS = 1 << 32
-
-
-def seq_newer(seq: int, last: int | None) -> bool:
-    """Serial-number order on 32 bits (RFC 1982): ``seq`` is newer than ``last`` when it is
-    ahead by 1 .. 2^31 - 1 modulo 2^32 (so the wrap of the ms counter after 49.7 days is
-    harmless). Anything is newer than no value at all."""
-    if last is None:
-        return True
-    return 0 < (int(seq) - int(last)) % SEQ_MODULUS < SEQ_MODULUS // 2
-
-
 class CommandGuard:
     """What the PLC program does with each write of the control DB (docs/plc_setup.md section 4,
     and the generated SCL ``PlcBridge_Guard``); pure, time passed in.
@@ -188,17 +180,21 @@ class CommandGuard:
       explicit stop (``stop`` set or ``enable`` clear) that is newer than the last accepted
       command and carries a changed alive counter. The PLC starts tripped.
     - sequence: a drive command is taken only when its ``seq`` is newer than the last accepted
-      one; an older or repeated write is refused (a stop is still obeyed, it is always safe, but
-      an old stop neither re-synchronises ``seq`` nor clears a latch).
+      one (``seq_newer``: serial-number order on 32 bits); an older or repeated write is refused
+      (a stop is still obeyed, it is always safe, but an old stop neither re-synchronises
+      ``seq`` nor clears a latch). The last accepted one is reported (``seq_accepted``, 0: none
+      since start): a bridge continues from it when it connects (``command_seq``).
     - setpoints: a drive command with a NaN/inf setpoint, a speed beyond ``speed_limit_m_s`` or an
       angle beyond ``steer_limit_rad`` (plus ``tolerance`` for REAL rounding) is a setpoint
       fault: outputs to 0, latched until an explicit stop.
 
     ``command()`` is what the outputs do this scan: ``(drive, speeds, angles)``; ``drive``
-    False means speeds to 0 and steering held. ``refused`` counts refused writes per reason.
+    False means speeds to 0 and steering held. ``refused`` counts refused writes per reason,
+    ``last_refusal`` is the reason of the last one ('' before any; ``refused_reason`` its code
+    for the monitor DB).
     """
 
-    REASONS = ("stale_seq", "watchdog_tripped", "setpoint_fault", "bad_setpoint")
+    REASONS = REFUSAL_REASONS
 
     def __init__(self, n_wheels: int, n_steer: int, watchdog_timeout_s: float,
                  speed_limit_m_s: float, steer_limit_rad: float, tolerance: float = 1e-4
@@ -220,10 +216,26 @@ class CommandGuard:
         self._speeds = np.zeros(self.n_wheels)
         self._angles = np.zeros(self.n_steer)
         self.refused: dict[str, int] = dict.fromkeys(self.REASONS, 0)
+        self.last_refusal = ""
 
     @property
     def refused_total(self) -> int:
         return sum(self.refused.values())
+
+    @property
+    def refused_reason(self) -> int:
+        """The monitor DB's ``refused_reason``: the code of the last refusal (0: none yet)."""
+        return refusal_code(self.last_refusal)
+
+    @property
+    def seq_accepted(self) -> int:
+        """The monitor DB's ``seq_accepted`` (unsigned): the last accepted seq, 0 for none."""
+        return 0 if self.last_seq is None else self.last_seq % SEQ_MODULUS
+
+    def _refuse(self, reason: str) -> str:
+        self.refused[reason] += 1
+        self.last_refusal = reason
+        return reason
 
     def scan(self, now_s: float) -> None:
         """Trip (and latch) the watchdog when the alive counter is stale."""
@@ -256,8 +268,7 @@ class CommandGuard:
         if stop or not enable:
             self._drive = False   # a stop is always obeyed
             if not newer:
-                self.refused["stale_seq"] += 1
-                return "stale_seq"
+                return self._refuse("stale_seq")
             self.last_seq = int(seq)
             if changed:
                 self.tripped = False
@@ -265,16 +276,13 @@ class CommandGuard:
             self.fault_text = ""
             return None
         if not newer:
-            self.refused["stale_seq"] += 1   # the command in force stays as it is
-            return "stale_seq"
+            return self._refuse("stale_seq")   # the command in force stays as it is
         if self.tripped:
             self._drive = False
-            self.refused["watchdog_tripped"] += 1
-            return "watchdog_tripped"
+            return self._refuse("watchdog_tripped")
         if self.setpoint_fault:
             self._drive = False
-            self.refused["setpoint_fault"] += 1
-            return "setpoint_fault"
+            return self._refuse("setpoint_fault")
         sp = np.asarray(speeds, dtype=float).reshape(-1)
         an = np.asarray(angles, dtype=float).reshape(-1)
         if sp.shape != (self.n_wheels,) or an.shape != (self.n_steer,):
@@ -285,8 +293,7 @@ class CommandGuard:
             self._drive = False
             self.setpoint_fault = True
             self.fault_text = error
-            self.refused["bad_setpoint"] += 1
-            return "bad_setpoint"
+            return self._refuse("bad_setpoint")
         self.last_seq = int(seq)
         self._drive = True
         self._speeds, self._angles = sp, an

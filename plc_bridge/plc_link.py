@@ -39,6 +39,7 @@ import math
 import socket
 import struct
 import time
+from collections.abc import Callable
 from typing import Any
 
 import snap7
@@ -65,8 +66,10 @@ def abort_socket(sock: socket.socket | None) -> None:
 class PlcLink:
     """Connection state, non-blocking reconnect, guarded DB access."""
 
-    def __init__(self, config: BridgeConfig):
+    def __init__(self, config: BridgeConfig, clock: Callable[[], float] = time.monotonic):
+        """``clock``: the bridge's monotonic time [s] (the one passed to ``poll``)."""
         self.config = config
+        self._clock = clock
         self._allowed = frozenset(config.write_allow_list)
         self.client: snap7.Client | None = None
         self.reconnects = 0
@@ -79,7 +82,7 @@ class PlcLink:
         self._connected_since: float | None = None
         self._reconnector: Reconnector[snap7.Client] = Reconnector(
             self._connect, Backoff(config.reconnect_min_s, config.reconnect_max_s,
-                                   config.reconnect_jitter), "plc")
+                                   config.reconnect_jitter), "plc", clock)
 
     @property
     def connected(self) -> bool:
@@ -97,11 +100,11 @@ class PlcLink:
             probe_timeout = max(1.0, 10.0 * cfg.plc_timeout_s)
             conn.timeout = probe_timeout
             conn.socket.settimeout(probe_timeout)
-            t0 = time.monotonic()
+            t0 = self._clock()
             reply = self._request(client, client.protocol.build_read_request(
                 S7Area.DB, cfg.monitor_db, 0, S7WordLen.BYTE, cfg.monitor.size))
             client.protocol.extract_read_data(reply, S7WordLen.BYTE, cfg.monitor.size)
-            reply_s = time.monotonic() - t0
+            reply_s = self._clock() - t0
             where = f"the PLC at {cfg.plc_host}:{cfg.plc_port}"
             if reply_s > cfg.plc_timeout_s:
                 raise LinkRefusedError(
@@ -175,7 +178,7 @@ class PlcLink:
         """Drop the connection after a failed request; reconnecting starts at the next poll."""
         self.last_error = str(error)
         if self._connected_since is not None:   # failed soon after connecting
-            self._reconnector.flapped(time.monotonic())
+            self._reconnector.flapped(self._clock())
         self._connected_since = None
         client, self.client = self.client, None
         if client is not None:

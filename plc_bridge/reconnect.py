@@ -3,6 +3,7 @@ exponential back-off with jitter, so the bridge loop never waits for a TCP or TL
 
 from __future__ import annotations
 
+import math
 import random
 import threading
 import time
@@ -44,17 +45,20 @@ class Reconnector(Generic[T]):
     the reason for the status key. The back-off is *not* reset by a successful connect: the
     owner calls ``healthy()`` once the resource has worked for a while, so a peer that accepts
     connections and then fails every request is retried less and less often (no reconnect
-    storm). ``pending`` is True while the first attempt has not ended yet.
+    storm). ``pending`` is True while the first attempt has not ended yet. ``clock``: the
+    owner's monotonic time [s], the one it passes to ``poll`` and ``flapped``.
     """
 
-    def __init__(self, connect: Callable[[], T], backoff: Backoff, name: str):
+    def __init__(self, connect: Callable[[], T], backoff: Backoff, name: str,
+                 clock: Callable[[], float] = time.monotonic):
         self._connect = connect
+        self._clock = clock
         self._backoff = backoff
         self._name = name
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._result: T | None = None
-        self._next_attempt_s = 0.0
+        self._next_attempt_s = -math.inf
         self._flap_s = 0.0
         self.last_error = ""
         self.attempts = 0
@@ -76,7 +80,7 @@ class Reconnector(Generic[T]):
         """The resource has worked for a while: the next failure retries after ``min_s``."""
         self._backoff.reset()
         self._flap_s = 0.0
-        self._next_attempt_s = 0.0
+        self._next_attempt_s = -math.inf
 
     def flapped(self, now_s: float) -> None:
         """The resource failed soon after connecting: wait longer each time (doubling up to
@@ -98,8 +102,8 @@ class Reconnector(Generic[T]):
             self.last_error = f"{type(e).__name__}: {e}"
             delay = REFUSED_RETRY_S if isinstance(e, LinkRefusedError) else \
                 self._backoff.next_delay()
-            self._next_attempt_s = time.monotonic() + delay
+            self._next_attempt_s = self._clock() + delay
             return
         with self._lock:
             self._result = resource
-        self._next_attempt_s = 0.0   # a later loss reconnects at once (unless it flapped)
+        self._next_attempt_s = -math.inf   # a later loss reconnects at once (unless it flapped)

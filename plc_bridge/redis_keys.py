@@ -6,8 +6,9 @@ Control (operational layer -> bridge), read with one MGET per cycle:
 
 Monitor (bridge -> Redis), written with one MSET per cycle:
 ``plc.monitor.navigation.velocity.*`` (direct model), ``plc.monitor.wheel_<name>.speed`` [m/s]
-and ``.angle`` [rad], ``plc.monitor.state.*`` (PLC status bits, ``valid``), the bridge's
-``plc.bridge.status`` / ``plc.bridge.detail`` and ``plc.bridge.counters.*``.
+and ``.angle`` [rad], ``plc.monitor.state.*`` (PLC status bits, ``valid``, the PLC's refusals
+and last accepted seq), the bridge's ``plc.bridge.status`` / ``plc.bridge.detail`` /
+``plc.bridge.seq`` and ``plc.bridge.counters.*``.
 """
 
 from __future__ import annotations
@@ -26,16 +27,23 @@ STATE_PREFIX = "plc.monitor.state."
 STATE_VALID = "plc.monitor.state.valid"          # "true" while the monitor values are live
 STATE_BITS: tuple[str, ...] = ("ready", "fault", "estop", "auto", "watchdog", "setpoint_fault")
 STATE_PLC_ALIVE = "plc.monitor.state.plc_alive"  # the PLC's u16 alive counter
+# the PLC's verdicts on the bridge's writes (monitor DB): its count of refused writes, the cause
+# of the last one (none, stale_seq, watchdog_tripped, setpoint_fault, bad_setpoint) and the last
+# seq it accepted (unsigned 32 bit)
+STATE_REFUSED = "plc.monitor.state.refused"
+STATE_REFUSED_REASON = "plc.monitor.state.refused_reason"
+STATE_SEQ_ACCEPTED = "plc.monitor.state.seq_accepted"
 
 BRIDGE_STATUS = "plc.bridge.status"              # "running" or "stopped:<reason>"
 BRIDGE_DETAIL = "plc.bridge.detail"              # human-readable cause of the last stop
 BRIDGE_ALIVE = "plc.bridge.alive"                # the bridge's u16 alive counter sent to the PLC
+BRIDGE_SEQ = "plc.bridge.seq"                    # the seq of its last write (unsigned 32 bit)
 # present only while a bridge runs: written every cycle with a TTL of monitor_ttl_s (as are
 # BRIDGE_STATUS and STATE_VALID); missing = no bridge, every plc.monitor.* value is stale
 BRIDGE_LIVE = "plc.bridge.live"
 COUNTER_PREFIX = "plc.bridge.counters."
 COUNTERS: tuple[str, ...] = ("cycles", "overruns", "rejected_inputs", "plc_reconnects",
-                             "redis_reconnects", "stops")
+                             "redis_reconnects", "stops", "plc_refusals", "seq_resyncs")
 
 INVALID = "nan"   # value of every measured key while the PLC link is down (never left frozen)
 

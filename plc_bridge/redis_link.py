@@ -84,8 +84,10 @@ def enable_keyspace_events(client: redis.Redis) -> bool:
 class RedisLink:
     """The loop's Redis connection with non-blocking reconnect."""
 
-    def __init__(self, config: BridgeConfig):
+    def __init__(self, config: BridgeConfig, clock: Callable[[], float] = time.monotonic):
+        """``clock``: the bridge's monotonic time [s] (the one passed to ``poll``)."""
         self.config = config
+        self._clock = clock
         self.client: redis.Redis | None = None
         self._conn: AbstractConnection | None = None   # the loop's own connection of client
         self._packed: dict[tuple[str, ...], list[bytes]] = {}   # MGET commands, packed once
@@ -100,7 +102,7 @@ class RedisLink:
         self.on_connect: Callable[[redis.Redis], None] | None = None
         self._reconnector: Reconnector[tuple[redis.Redis, AbstractConnection]] = Reconnector(
             self._connect, Backoff(config.reconnect_min_s, config.reconnect_max_s,
-                                   config.reconnect_jitter), "redis")
+                                   config.reconnect_jitter), "redis", clock)
 
     @property
     def connected(self) -> bool:
@@ -158,13 +160,13 @@ class RedisLink:
         self.last_error = describe_error(error, self.config) if isinstance(
             error, BaseException) else str(error)
         if self._connected_since is not None:   # failed soon after connecting
-            self._reconnector.flapped(time.monotonic())
+            self._reconnector.flapped(self._clock())
         self._connected_since = None
         client, self.client = self.client, None
         conn, self._conn = self._conn, None
         self._unread = 0
         if self.lost_since_s is None:
-            self.lost_since_s = time.monotonic()
+            self.lost_since_s = self._clock()
         with contextlib.suppress(Exception):  # already broken
             if conn is not None:
                 conn.disconnect()

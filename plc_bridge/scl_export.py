@@ -1,7 +1,8 @@
 """TIA Portal source generated from config/plc.yaml: the two data blocks (SCL ``DATA_BLOCK``)
 and ``PlcBridge_Guard``, a function block with the checks docs/plc_setup.md section 4 asks of
-the PLC program (latched watchdog, newer seq, setpoint ranges), the same rules as the virtual
-PLC's ``plant.CommandGuard``.
+the PLC program (latched watchdog, newer seq, setpoint ranges; the last accepted seq and the
+cause of the last refusal for the monitor DB), the same rules as the virtual PLC's
+``plant.CommandGuard``.
 
 The PLC programmer imports the file (Project tree > External source files > Add new external
 file, then "Generate blocks from source"), so the PLC's DBs have exactly the bridge's layout.
@@ -62,7 +63,10 @@ def guard_source(config: BridgeConfig, speed_limit_m_s: float, steer_limit_rad: 
     ``seq`` is newer than the last accepted one clears the trip when ``alive`` changed, and the
     setpoint fault; a drive command is taken only if its ``seq`` is newer, the watchdog is not
     tripped, there is no setpoint fault, and every setpoint is finite and within its limit
-    (a NaN fails every comparison, so the range test catches it too)."""
+    (a NaN fails every comparison, so the range test catches it too). Each refused write is
+    counted with its cause (``RefusedReason``: 1 stale_seq, 2 watchdog_tripped, 3
+    setpoint_fault, 4 bad_setpoint); ``SeqAccepted`` is the last accepted seq (0: none since
+    the CPU started), from which a bridge continues when it connects."""
     ctl = block_name(config.control)
     speeds, angles = config.speed_sp_fields(), config.angle_sp_fields()
     out_decl = [f"      {n} : Real;   // [m/s] setpoint to use this scan (0 unless Drive)"
@@ -89,6 +93,8 @@ def guard_source(config: BridgeConfig, speed_limit_m_s: float, steer_limit_rad: 
         "      Watchdog : Bool;     // -> monitor DB 'watchdog' (latched trip)",
         "      SetpointFault : Bool; // -> monitor DB 'setpoint_fault' (latched)",
         "      Refused : DInt;      // -> monitor DB 'refused' (writes not taken)",
+        "      RefusedReason : Int; // -> monitor DB 'refused_reason' (cause of the last one)",
+        "      SeqAccepted : DInt;  // -> monitor DB 'seq_accepted' (last accepted seq; 0: none)",
         "   END_VAR",
         "   VAR",
         "      WdTimer : TON;",
@@ -119,7 +125,7 @@ def guard_source(config: BridgeConfig, speed_limit_m_s: float, steer_limit_rad: 
         f'   #NewWrite := NOT #HaveSeen OR ("{ctl}".seq <> #SeenSeq);',
         f'   #SeenSeq := "{ctl}".seq;',
         "   #HaveSeen := TRUE;",
-        "   // newer than the last accepted: ahead by 1 .. 2^31 - 1 modulo 2^32 (ms: 49 days)",
+        "   // newer than the last accepted: ahead by 1 .. 2^31 - 1 modulo 2^32 (RFC 1982)",
         "   // (through DWord: the bit pattern is kept; UDInt subtraction wraps modulo 2^32)",
         f'   #Diff := DWORD_TO_UDINT(DINT_TO_DWORD("{ctl}".seq))',
         "            - DWORD_TO_UDINT(DINT_TO_DWORD(#LastSeq));",
@@ -134,14 +140,21 @@ def guard_source(config: BridgeConfig, speed_limit_m_s: float, steer_limit_rad: 
         "               #Tripped := FALSE;   // explicit stop from a live bridge",
         "            END_IF;",
         "            #SetpointFault := FALSE;",
-        "         ELSE",
+        "         ELSE   // an old stop: obeyed, but it moves nothing",
         "            #Refused := #Refused + 1;",
+        "            #RefusedReason := 1;   // stale_seq",
         "         END_IF;",
-        "      ELSIF NOT #Newer OR #Tripped OR #SetpointFault THEN",
-        "         #Refused := #Refused + 1;   // old, or not after an explicit stop",
-        "         IF #Newer THEN",
-        "            #Accepted := FALSE;",
-        "         END_IF;",
+        "      ELSIF NOT #Newer THEN   // old: the command in force stays as it is",
+        "         #Refused := #Refused + 1;",
+        "         #RefusedReason := 1;   // stale_seq",
+        "      ELSIF #Tripped THEN   // newer, but not after an explicit stop",
+        "         #Refused := #Refused + 1;",
+        "         #RefusedReason := 2;   // watchdog_tripped",
+        "         #Accepted := FALSE;",
+        "      ELSIF #SetpointFault THEN",
+        "         #Refused := #Refused + 1;",
+        "         #RefusedReason := 3;   // setpoint_fault",
+        "         #Accepted := FALSE;",
         "      ELSIF " + "\n            AND ".join(checks) + " THEN",
         *take,
         f'         #LastSeq := "{ctl}".seq;',
@@ -151,7 +164,14 @@ def guard_source(config: BridgeConfig, speed_limit_m_s: float, steer_limit_rad: 
         "         #SetpointFault := TRUE;",
         "         #Accepted := FALSE;",
         "         #Refused := #Refused + 1;",
+        "         #RefusedReason := 4;   // bad_setpoint",
         "      END_IF;",
+        "   END_IF;",
+        "   // the last accepted seq for the monitor DB: a bridge continues beyond it at connect",
+        "   IF #HaveSeq THEN",
+        "      #SeqAccepted := #LastSeq;",
+        "   ELSE",
+        "      #SeqAccepted := 0;",
         "   END_IF;",
         "   #Drive := #Accepted AND NOT #Tripped AND NOT #SetpointFault;",
         "   IF NOT #Drive THEN   // speeds to 0, steering held where the last command left it",

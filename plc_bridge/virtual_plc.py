@@ -15,7 +15,9 @@ in a thread at ``virtual_plc.plant_hz``:
    only when the guard has an accepted drive command, ready, automatic, no fault and no e-stop;
    otherwise the speed setpoints are 0 and the steering is held;
 4. write the monitor DB: alive counter (+1 per cycle), status bits (``watchdog``,
-   ``setpoint_fault``), the count of refused writes, measured speeds and angles.
+   ``setpoint_fault``), the count of refused writes and the cause of the last one
+   (``refused_reason``), the last accepted ``seq`` (``seq_accepted``, 0: none since start; a
+   bridge continues from it when it connects), measured speeds and angles.
 
 An unexpected error in a cycle is logged, stops the outputs and sets ``fault``; the cycle goes
 on (a PLC does not stop scanning because of one bad value).
@@ -24,10 +26,11 @@ Fault injection (tests, demo): ``set_faults(fault=, estop=, freeze_alive=, ready
 stall=, nan_feedback=)``, ``link_down()`` / ``link_up()`` (stop/restart the S7 server:
 connections drop).
 ``stall`` makes the server stop answering (a pulled cable): requests hang until it is cleared.
-Every write of the control DB is logged with its monotonic time [s] and decoded values
-(``writes(since)``), every read of the monitor DB with the alive value it carried
-(``reads(since)``), so a test in another process can check what reached the PLC and when
-(``time.monotonic`` is the system-wide CLOCK_MONOTONIC on Linux).
+Every write of the control DB is logged with its monotonic time [s], decoded values and the
+guard's verdict (``refused``: the reason, or None when taken; ``writes(since)``), every read
+of the monitor DB with the alive value it carried (``reads(since)``), so a test in another
+process can check what reached the PLC and when (``time.monotonic`` is the system-wide
+CLOCK_MONOTONIC on Linux).
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ import numpy as np
 from snap7.server import EVC_DATA_READ, EVC_DATA_WRITE, Server
 from snap7.type import SrvArea, SrvEvent
 
+from plc_bridge.command_seq import to_dint
 from plc_bridge.config import BridgeConfig
 from plc_bridge.plant import CommandGuard, VehiclePlant
 
@@ -92,16 +96,15 @@ class VirtualPlc:
         self._lock = threading.Lock()           # faults, counters and snapshots
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        # control-DB writes as (monotonic t, raw bytes): decoded only when asked for, so the
-        # S7 handler answers the write without paying for the log
-        self._writes: collections.deque[tuple[float, bytes]] = collections.deque(
+        # control-DB writes as (monotonic t, raw bytes, refusal reason or None): decoded only
+        # when asked for, so the S7 handler answers the write without paying for the log
+        self._writes: collections.deque[tuple[float, bytes, str | None]] = collections.deque(
             maxlen=write_log_size)
         # reads of the monitor DB that include its alive counter: (monotonic t, alive value)
         self._reads: collections.deque[tuple[float, int]] = collections.deque(
             maxlen=write_log_size)
         self._alive = 0
         self._watchdog_ok = False
-        self._last_refusal = ""
         self._last_control: dict[str, Any] = config.control.zero_values()
         self._speed_sp_names = config.speed_sp_fields()
         self._angle_sp_names = config.angle_sp_fields()
@@ -164,8 +167,7 @@ class VirtualPlc:
                     raw = bytes(self._control_buf)
                 finally:
                     server.unlock_area(SrvArea.DB, self.config.control_db)
-                self._writes.append((now, raw))
-                self._judge(now, raw)
+                self._writes.append((now, raw, self._judge(now, raw)))
         elif (event.EvtCode == EVC_DATA_READ and event.EvtParam2 == self.config.monitor_db
               and event.EvtParam3 == 0):
             # the bytes just left the PLC: remember which alive value they carried
@@ -190,9 +192,11 @@ class VirtualPlc:
             else:
                 next_t = time.monotonic()   # overrun: resynchronise rather than burst
 
-    def _judge(self, now: float, raw: bytes) -> None:
-        """A control-DB write just arrived: the guard takes or refuses it (S7 handler thread)."""
+    def _judge(self, now: float, raw: bytes) -> str | None:
+        """A control-DB write just arrived: the guard takes or refuses it (S7 handler thread);
+        returns the refusal reason, None when taken."""
         cfg = self.config
+        why: str | None = None
         try:
             ctrl = cfg.control.decode(raw)
             with self._lock:
@@ -202,11 +206,10 @@ class VirtualPlc:
                     [float(ctrl[n]) for n in self._speed_sp_names],
                     [float(ctrl[n]) for n in self._angle_sp_names])
                 self._last_control = ctrl
-                if why is not None:
-                    self._last_refusal = why
         except Exception as e:  # noqa: BLE001 - a bad write must not end the S7 handler
             _LOG.exception("virtual PLC: control write not judged")
             self.internal_error = f"{type(e).__name__}: {e}"
+        return why
 
     def cycle(self, now: float, dt: float) -> None:
         """One PLC scan: guard, plant, monitor DB. Never raises: an unexpected error stops the
@@ -229,6 +232,8 @@ class VirtualPlc:
             tripped = self.guard.tripped
             sp_fault = self.guard.setpoint_fault
             refused = self.guard.refused_total
+            refused_reason = self.guard.refused_reason
+            seq_accepted = self.guard.seq_accepted
         fault = f.fault or bool(self.internal_error)
         drive = ok_drive and f.ready and f.auto and not fault and not f.estop
         dt = min(max(dt, 0.0), 1.0)   # a paused process (SIGSTOP) resumes with one long step
@@ -249,6 +254,9 @@ class VirtualPlc:
             values["setpoint_fault"] = sp_fault
         if cfg.monitor.has("refused"):
             values["refused"] = min(refused, 2**31 - 1)
+        if cfg.monitor.has("refused_reason"):
+            values["refused_reason"] = refused_reason
+        values["seq_accepted"] = to_dint(seq_accepted)
         for name, v in zip(cfg.speed_fields(), self.plant.speeds, strict=True):
             values[name] = float(v)
         for name, v in zip(cfg.angle_fields(), self.plant.angles, strict=True):
@@ -292,6 +300,8 @@ class VirtualPlc:
                 "faults": asdict(self.faults), "watchdog_ok": self._watchdog_ok,
                 "setpoint_fault": self.guard.setpoint_fault, "fault_text": self.guard.fault_text,
                 "refused": dict(self.guard.refused), "last_seq": self.guard.last_seq,
+                "last_refusal": self.guard.last_refusal,
+                "seq_accepted": self.guard.seq_accepted,
                 "internal_error": self.internal_error, "port": self.port,
                 "drove_at": self.drove_at,
                 "control": dict(self._last_control), "alive": self._alive,
@@ -307,6 +317,8 @@ class VirtualPlc:
         return [r for r in list(self._reads) if r[0] >= since]
 
     def writes(self, since: float = 0.0) -> list[dict[str, Any]]:
-        """Logged control-DB writes with ``t >= since`` (monotonic seconds), decoded."""
+        """Logged control-DB writes with ``t >= since`` (monotonic seconds), decoded, with the
+        guard's verdict (``refused``: the reason, or None when the write was taken)."""
         decode = self.config.control.decode
-        return [{**decode(raw), "t": t} for t, raw in list(self._writes) if t >= since]
+        return [{**decode(raw), "t": t, "refused": why}
+                for t, raw, why in list(self._writes) if t >= since]

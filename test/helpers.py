@@ -22,8 +22,8 @@ from excavator_hil.local_services import wait_for as _wait_for
 REPO = Path(__file__).resolve().parents[1]
 
 # One implementation of process management, shared with the demo (excavator_hil.local_services).
-__all__ = ["REPO", "NodeProcess", "RedisServer", "RosTestNode", "free_port", "private_domain_id",
-           "redis_server_binary", "wait_for"]
+__all__ = ["REPO", "NodeProcess", "RedisServer", "RogueWriter", "RosTestNode", "free_port",
+           "private_domain_id", "redis_server_binary", "wait_for"]
 
 
 def private_domain_id() -> int:
@@ -291,3 +291,41 @@ def get_parameters(probe: RosTestNode, node: str, names: list[str],
     result = call_service(probe, GetParameters, f"{node}/get_parameters",
                           GetParameters.Request(names=names), timeout)
     return {n: parameter_value_to_python(v) for n, v in zip(names, result.values, strict=True)}
+
+
+class RogueWriter:
+    """Another writer on a PLC's control DB (a snap7 client in this process), for the bridge's
+    one-writer rule: explicit stops with a live alive counter and a ``seq`` counting up from
+    ``seq``, one every ``period_s``, from ``with`` to its end. ``seqs``: every seq it wrote
+    (unsigned 32 bit), to tell its writes from the bridge's in the PLC's log."""
+
+    def __init__(self, config: Any, port: int, seq: int, period_s: float = 0.01) -> None:
+        import snap7
+
+        self.config, self.seq, self.period_s = config, seq, period_s
+        self.client = snap7.Client()
+        self.client.connect("127.0.0.1", 0, 1, port)
+        self.seqs: set[int] = set()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        cfg = self.config
+        alive = 0
+        while not self._stop.is_set():
+            alive = (alive + 7) & 0xFFFF
+            self.seq += 1
+            self.seqs.add(self.seq % 2**32)
+            values = {**cfg.control.zero_values(), "alive": alive, "stop": True,
+                      "seq": (self.seq + 2**31) % 2**32 - 2**31}   # the DINT
+            self.client.db_write(cfg.control_db, 0, bytearray(cfg.control.encode(values)))
+            self._stop.wait(self.period_s)
+
+    def __enter__(self) -> RogueWriter:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(5.0)
+        self.client.disconnect()

@@ -168,6 +168,51 @@ def test_diagnostics_name_a_redis_auth_failure_at_once(node_processes, ros_node,
         server.stop()
 
 
+def test_a_refusing_plc_and_its_cause_are_on_diagnostics(redis_server, node_processes,
+                                                         ros_node, tmp_path):
+    """Another writer drives the PLC's seq ahead: every write of the bridge is refused as
+    stale. /diagnostics says stopped:plc_refused at level ERROR with the PLC's cause and count
+    (and Redis the same)."""
+    from diagnostic_msgs.msg import DiagnosticArray
+    from helpers import RogueWriter
+
+    port, cport = free_port(), free_port()
+    node_processes.append(NodeProcess("plc_bridge.virtual_plc_cli", [
+        "--port", str(port), "--control-port", str(cport), "--model", "skid_steer"],
+        log_dir=tmp_path))
+    plc = wait_for(lambda: _control(cport), 20.0, "virtual PLC")
+    diags = ros_node.collect(DiagnosticArray, "/diagnostics")
+    bridge = NodeProcess("plc_bridge.bridge_node", [
+        "--ros-args", "--params-file", "config/plc.yaml", "-p", f"redis_url:={redis_server.url}",
+        "-p", f"plc_port:={port}", "-p", "autostart:=true"], log_dir=tmp_path)
+    node_processes.append(bridge)
+    import redis
+
+    r = redis.Redis.from_url(redis_server.url)
+    try:
+        wait_for(lambda: plc.status()["seq_accepted"] != 0, 30.0,
+                 lambda: f"the bridge's first stop at the PLC: {bridge.log()[-800:]}")
+        config = load_config(None, {"model": "skid_steer"})
+        with RogueWriter(config, port, plc.status()["seq_accepted"] + 2**30):
+            def diagnosed() -> dict[str, str] | None:
+                for s in (s for d in list(diags) for s in d.status if s.name == "plc_bridge"):
+                    values = {kv.key: kv.value for kv in s.values}
+                    if s.message.startswith("stopped:plc_refused: ") and s.level == b"\x02" \
+                            and values.get("plc.refused_reason") == "stale_seq":
+                        return {"message": s.message, **values}
+                return None
+            found = wait_for(diagnosed, 30.0, lambda: f"plc_refused on /diagnostics: "
+                             f"{bridge.log()[-800:]}")
+            assert "stale_seq" in found["message"] and "another writer" in found["message"]
+            assert int(found["plc.refused"]) > 0 and int(found["counter.plc_refusals"]) > 0
+            assert int(found["plc.seq_accepted"]) > 2**30 and "seq" in found
+            assert r.get(keys.BRIDGE_STATUS) == b"stopped:plc_refused"
+            assert r.get(keys.STATE_REFUSED_REASON) == b"stale_seq"
+    finally:
+        plc.close()
+        r.close()
+
+
 def _fd_counts(pid: int) -> tuple[int, int]:
     """(open file descriptors, of which sockets) of process ``pid`` (/proc/<pid>/fd)."""
     import os

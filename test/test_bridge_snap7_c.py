@@ -3,7 +3,8 @@
 documented C API (``Srv_Create``, ``Srv_SetParam``, ``Srv_RegisterArea``, ``Srv_StartTo``,
 ``Srv_LockArea``...). It serves the bridge's two DBs on a loopback port and negotiates a PDU of
 240 bytes, as an S7-1200 does; a small "PLC program" thread here plays OB1 (alive counter,
-status bits, speeds follow the setpoints while enabled).
+status bits, speeds follow the setpoints while enabled, the last seq taken reported in
+``seq_accepted``, starting from an earlier bridge's).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from helpers import REPO, free_port, wait_for
 from excavator_hil.hil_harness import Heartbeat
 from plc_bridge import redis_keys as keys
 from plc_bridge.bridge_core import BridgeCore
+from plc_bridge.command_seq import from_dint, seq_newer
 from plc_bridge.config import BridgeConfig, default_config_path, load_config
 
 LIB = Path(os.environ.get("SNAP7_C_LIB", REPO / ".venv" / "snap7-c" / "libsnap7.so"))
@@ -30,13 +32,15 @@ SRV_AREA_DB = 5          # srvAreaDB
 P_U16_LOCAL_PORT = 1     # p_u16_LocalPort
 P_I32_PDU_REQUEST = 10   # p_i32_PDURequest
 COMMAND = (0.8, 0.0, 0.3)
+EARLIER_SEQ = 2**31 - 10   # the seq an earlier bridge left in the PLC (DINT; wraps next)
 
 
 class CSnap7Server:
     """The C library's S7 server with two DBs and a minimal PLC program."""
 
-    def __init__(self, config: BridgeConfig, pdu: int = 240) -> None:
+    def __init__(self, config: BridgeConfig, pdu: int = 240, seq_accepted: int = 0) -> None:
         self.config = config
+        self.seq_accepted = seq_accepted   # DINT: the last seq taken (0: none)
         self.lib = ctypes.CDLL(str(LIB))
         self.lib.Srv_Create.restype = ctypes.c_void_p
         for name in ("Srv_SetParam", "Srv_RegisterArea", "Srv_StartTo", "Srv_Stop",
@@ -73,10 +77,14 @@ class CSnap7Server:
             self.lib.Srv_UnlockArea(self.handle, SRV_AREA_DB, ctypes.c_uint16(cfg.control_db))
             ctrl = cfg.control.decode(raw)
             self.controls.append(ctrl)
+            seq = from_dint(int(ctrl["seq"]))
+            if seq and seq_newer(seq, from_dint(self.seq_accepted) or None):
+                self.seq_accepted = int(ctrl["seq"])
             drive = ctrl["enable"] and not ctrl["stop"]
             self.speeds = [float(ctrl[n]) if drive else 0.0 for n in cfg.speed_sp_fields()]
             alive = (alive + 1) & 0xFFFF
-            values = {**cfg.monitor.zero_values(), "alive": alive, "ready": True, "auto": True}
+            values = {**cfg.monitor.zero_values(), "alive": alive, "ready": True, "auto": True,
+                      "seq_accepted": self.seq_accepted}
             values.update(zip(cfg.speed_fields(), self.speeds, strict=True))
             data = cfg.monitor.encode(values)
             self.lib.Srv_LockArea(self.handle, SRV_AREA_DB, ctypes.c_uint16(cfg.monitor_db))
@@ -102,7 +110,7 @@ def c_server_available() -> None:
 def bridge_and_server(c_server_available, redis_server) -> Iterator[tuple[BridgeCore,
                                                                           CSnap7Server]]:
     base = load_config(None, {"model": "skid_steer"})
-    server = CSnap7Server(base)
+    server = CSnap7Server(base, seq_accepted=EARLIER_SEQ)
     config = load_config(None, {"model": "skid_steer", "redis_url": redis_server.url,
                                 "plc_port": server.port, "pdu_size_bytes": 240})
     core = BridgeCore(config)
@@ -131,6 +139,10 @@ def test_bridge_runs_against_the_c_snap7_server_at_pdu_240(bridge_and_server, re
         seqs = [k for k, _ in itertools.groupby(c["seq"] for c in server.controls[-40:]
                                                 if c["enable"])]
         assert seqs and all(b > a for a, b in itertools.pairwise(seqs))   # strictly newer
+        # the bridge continued beyond the earlier bridge's seq (and wrapped the DINT doing so)
+        written = [from_dint(c["seq"]) for c in server.controls if c["seq"]]
+        assert written and all(seq_newer(s, from_dint(EARLIER_SEQ)) for s in written)
+        assert all(c["seq"] < 0 for c in server.controls if c["seq"])
         wait_for(lambda: r.get(keys.STATE_VALID) == b"true", 5.0, "valid monitor keys")
         wait_for(lambda: abs(float(r.get(keys.MON_LONGITUDINAL)) - 0.8) < 1e-5, 5.0,
                  "the measured twist in Redis")

@@ -99,16 +99,18 @@ def test_pdu_limits():
 def test_config_layouts_fit_s7_1200_and_export_scl(model):
     cfg = load_config(None, {"model": model})
     assert cfg.control.size <= 205 and cfg.monitor.size <= 222
-    # every setpoint/measurement field is a REAL on a 4-byte boundary after the 8-byte header
-    # (alive, command/status bits, and the DINT seq / refused count)
+    # every setpoint/measurement field is a REAL, packed right after the header: control 8 B
+    # (alive, command bits, the DINT seq), monitor 14 B (alive, status bits, the DINT refused
+    # count, the DINT seq_accepted, the INT refused_reason)
     assert cfg.control.field("seq").byte_offset == 4 and cfg.control.field("seq").s7_type == \
         "DINT"
     assert cfg.monitor.field("refused").byte_offset == 4
+    assert cfg.monitor.field("seq_accepted").byte_offset == 8
+    assert cfg.monitor.field("refused_reason").address == "12"
     assert cfg.monitor.field("setpoint_fault").address == "2.5"
-    for lay in (cfg.control, cfg.monitor):
+    for lay, header in ((cfg.control, 8), (cfg.monitor, 14)):
         reals = [f for f in lay.fields if f.s7_type == "REAL"]
-        assert reals[0].byte_offset == 8
-        assert [f.byte_offset for f in reals] == list(range(8, 8 + 4 * len(reals), 4))
+        assert [f.byte_offset for f in reals] == list(range(header, header + 4 * len(reals), 4))
     text = config_source(cfg)
     assert text.count("{ S7_Optimized_Access := 'FALSE' }") == 2
     assert text.count("END_DATA_BLOCK") == 2
@@ -182,6 +184,15 @@ def test_config_errors_name_the_parameter(tmp_path):
     many = [*params["layout.skid_steer.control"], *(f"r{k} | REAL" for k in range(60))]
     with pytest.raises(BridgeConfigError, match="pdu_size_bytes"):
         load_config(write(layout__skid_steer__control=many))
+    # a monitor DB without the PLC's last accepted seq: the bridge could not continue from it
+    header = [f for f in params["layout.monitor_header"] if not f.startswith("seq_accepted")]
+    with pytest.raises(BridgeConfigError, match=r"lacks field 'seq_accepted' \(the PLC's last "
+                       r"accepted seq: the bridge continues beyond it"):
+        load_config(write(layout__monitor_header=header))
+    header = [f.replace("refused_reason | INT", "refused_reason | REAL")
+              for f in params["layout.monitor_header"]]
+    with pytest.raises(BridgeConfigError, match=r"'refused_reason' .* is REAL; it must be INT"):
+        load_config(write(layout__monitor_header=header))
 
 
 def test_a_missing_key_takes_the_spec_default_not_the_low_end_of_its_range(tmp_path):
@@ -249,6 +260,11 @@ def test_generated_guard_block_has_the_plc_side_checks(model):
     assert f"DWORD_TO_UDINT(DINT_TO_DWORD({ctl}.seq))" in guard
     assert "- DWORD_TO_UDINT(DINT_TO_DWORD(#LastSeq))" in guard
     assert "#Diff < 16#8000_0000" in guard                   # serial-number order
+    # the monitor DB's verdicts: each refusal's cause, the last accepted seq (0: none)
+    for code in range(1, 5):
+        assert f"#RefusedReason := {code};" in guard
+    assert guard.count("#Refused := #Refused + 1;") == 5
+    assert "#SeqAccepted := #LastSeq;" in guard and "#SeqAccepted := 0;" in guard
     for n in cfg.speed_sp_fields():
         assert f"ABS({ctl}.{n}) <= #SpeedLimit" in guard
     for n in cfg.angle_sp_fields():

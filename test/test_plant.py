@@ -247,6 +247,23 @@ def test_an_old_stop_neither_resyncs_seq_nor_unlatches():
     assert g.on_write(t + 0.03, 5, True, False, 11, [1, 1], [0]) == "stale_seq"
 
 
+def test_the_monitor_db_reports_the_last_accepted_seq_and_the_last_refusals_cause():
+    g = _guard()
+    assert (g.seq_accepted, g.refused_reason, g.last_refusal) == (0, 0, "")   # none yet
+    assert g.on_write(0.0, 1, True, False, 7, [1, 1], [0]) == "watchdog_tripped"
+    assert (g.seq_accepted, g.refused_reason) == (0, 2)   # a refused write is not accepted
+    t = _live(g, 0.01)
+    assert g.seq_accepted == 11 and g.refused_reason == 2   # the cause stays: the last one
+    assert g.on_write(t + 0.01, 3, True, False, SEQ_MODULUS - 1, [1, 1], [0]) == "stale_seq"
+    assert g.refused_reason == 1 and g.seq_accepted == 11
+    assert g.on_write(t + 0.02, 4, True, False, 12, [9, 1], [0]) == "bad_setpoint"
+    assert g.refused_reason == 4
+    assert g.on_write(t + 0.03, 5, True, False, 13, [1, 1], [0]) == "setpoint_fault"
+    assert g.refused_reason == 3 and g.refused_total == 4
+    assert g.on_write(t + 0.04, 6, False, True, 14, [0, 0], [0]) is None
+    assert g.seq_accepted == 14 and g.refused_reason == 3
+
+
 @given(st.floats(allow_nan=True, allow_infinity=True))
 def test_any_setpoint_outside_the_range_is_a_latched_fault(v):
     g = _guard()

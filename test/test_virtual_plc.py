@@ -256,8 +256,9 @@ def test_watchdog_trip_latches_until_an_explicit_stop(plc):
     wait_for(lambda: max(abs(v) for v in control.status()["speeds"]) < 1e-3, 10.0,
              "the outputs at 0")
     total = sum(st["refused"].values())
-    wait_for(lambda: (m := w.monitor())["watchdog"] and m["refused"] == total, 5.0,
-             "the refusals counted in the monitor DB")
+    wait_for(lambda: (m := w.monitor())["watchdog"] and m["refused"] == total
+             and m["refused_reason"] == 2, 5.0,
+             "the refusals counted in the monitor DB, with their cause (2: watchdog_tripped)")
     w.stop_until_clear()                         # the explicit stop clears it
     assert not w.settle(control, (0.5, 0.5))["watchdog"]
 
@@ -276,12 +277,18 @@ def test_a_write_not_newer_than_the_last_accepted_is_refused(steady_plc):
     assert st["refused"] == {**refused, "stale_seq": refused["stale_seq"] + 30}
     assert st["speeds"][0] == pytest.approx(0.5, abs=1e-3)
     assert st["last_seq"] == last
+    # the monitor DB says so: the cause (1: stale_seq) and the last seq taken, for a bridge
+    # that connects to continue from
+    wait_for(lambda: (m := w.monitor())["refused_reason"] == 1 and m["seq_accepted"] == last,
+             5.0, "refused_reason 1 and seq_accepted in the monitor DB")
     # wrap-around of the 32-bit ms counter is newer, not older
     w.seq = 2**31 - 3
     w.run(5, enable=False)                       # seq passes 2^31 - 1 and wraps negative
     mon = w.settle(control, (0.8, 0.8))
     assert w.seq > 2**31 and control.status()["last_seq"] == w.seq % 2**32
     assert mon["speed_rl"] == pytest.approx(0.8, abs=1e-3)
+    wait_for(lambda: w.monitor()["seq_accepted"] == w.seq - 2**32, 5.0,
+             "seq_accepted: the DINT of the wrapped value")
 
 
 @pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf"), 3.0e38, 5.0])
@@ -296,6 +303,7 @@ def test_bad_setpoint_is_a_latched_fault_and_the_cycle_keeps_running(steady_plc,
     alive = mon["alive"]
     st = control.status()
     assert st["refused"]["bad_setpoint"] == 1 and "speed setpoint 0" in st["fault_text"]
+    assert mon["refused_reason"] == 4 and st["last_refusal"] == "bad_setpoint"
     before = st["refused"]
     w.run(20, enable=True, speeds=(0.5, 0.5))    # valid, but no stop yet: still refused
     st = control.status()
