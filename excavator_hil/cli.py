@@ -208,6 +208,16 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     return tuple(errors)
 
 
+def _refuse_an_option_for_a_command(parser: argparse.ArgumentParser, argv: list[str]) -> None:
+    """An unknown option where a (sub-)command belongs (``excavator-hil --bogus``,
+    ``excavator-hil bag --bogus``): argparse would only say that the command is missing."""
+    if "-h" in argv or "--help" in argv:
+        return
+    at = 1 if argv[:1] == ["bag"] else 0
+    if len(argv) > at and argv[at].startswith("-"):
+        parser.error(f"unrecognized arguments: {argv[at]}")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run a sub-command. A bad file or value (missing, not YAML, out of range) ends with one
     ``excavator-hil: error: ...`` line and exit code 2, never a traceback."""
@@ -216,7 +226,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         # argparse's REMAINDER does not capture leading options: hand these over directly.
         if argv and argv[0] in PASS_THROUGH:
             return int(PASS_THROUGH[argv[0]](argparse.Namespace(rest=argv[1:])))
-        args = build_parser().parse_args(argv)
+        parser = build_parser()
+        _refuse_an_option_for_a_command(parser, argv)
+        args = parser.parse_args(argv)
         return int(args.func(args))
     except KeyboardInterrupt:
         return 130

@@ -21,6 +21,7 @@ from rclpy.node import Node
 from sensor_msgs.msg import JointState
 
 from excavator_common.frames import check_frame_prefix
+from excavator_common.node_args import NodeUsage
 from excavator_common.parameter_node import NodeParameters
 from excavator_common.ros_runtime import (
     OK,
@@ -137,8 +138,16 @@ class IKNode(Node):
         self.diagnostics.publish(OK, "running", self._counters())
 
 
+USAGE = NodeUsage(
+    "ik_node", "Bucket-tip targets in, joint commands out (the closed-form IK); a target it "
+    "cannot reach, or in another frame, is refused with the reason on /diagnostics.",
+    subscribes=("target (geometry_msgs/PointStamped)", "target_pose (geometry_msgs/PoseStamped)"),
+    publishes=("joint_command (sensor_msgs/JointState)", "/diagnostics"),
+    params_file="ik.yaml", docs="docs/kinematics.md")
+
+
 def main(args: list[str] | None = None) -> int:
-    return run_node(IKNode, args)
+    return run_node(IKNode, args, usage=USAGE)
 
 
 if __name__ == "__main__":

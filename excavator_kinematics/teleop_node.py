@@ -42,6 +42,7 @@ from geometry_msgs.msg import PoseStamped, WrenchStamped
 from rclpy.node import Node
 from sensor_msgs.msg import JointState, Joy
 
+from excavator_common.node_args import NodeUsage
 from excavator_common.parameter_node import NodeParameters
 from excavator_common.ros_runtime import (
     OK,
@@ -396,8 +397,20 @@ def _factory() -> TeleopNode:
         raise ConfigError(str(exc)) from None
 
 
+USAGE = NodeUsage(
+    "teleop_node", "An operator drives the machine: joysticks (ISO/SAE patterns), coordinated "
+    "bucket control or impedance teleoperation with force feedback, to joint and track commands.",
+    subscribes=("joy, joy_travel (sensor_msgs/Joy)", "joint_states (sensor_msgs/JointState)",
+                "hand_pose (geometry_msgs/PoseStamped)",
+                "soil/wrench (geometry_msgs/WrenchStamped)"),
+    publishes=("joint_command, track_command, teleop/valve_command (sensor_msgs/JointState)",
+               "teleop/force_feedback (geometry_msgs/WrenchStamped)",
+               "teleop/joy_applied (sensor_msgs/Joy)", "/diagnostics"),
+    params_file="teleop.yaml", docs="docs/teleoperation.md")
+
+
 def main(args: list[str] | None = None) -> int:
-    return run_node(_factory, args)
+    return run_node(_factory, args, usage=USAGE)
 
 
 if __name__ == "__main__":

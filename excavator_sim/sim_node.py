@@ -98,6 +98,7 @@ from visualization_msgs.msg import Marker, MarkerArray
 
 from excavator_common import realtime
 from excavator_common.frames import check_frame_prefix
+from excavator_common.node_args import NodeUsage
 from excavator_common.parameter_node import NodeParameters, parameter_overrides
 from excavator_common.ros_runtime import (
     ERROR,
@@ -783,9 +784,23 @@ def _clock_mode(publishes: bool, follows: bool) -> str:
     return "/clock on (use_sim_time)" if publishes else "/clock off (use_sim_time false)"
 
 
+USAGE = NodeUsage(
+    "sim_node", "The MuJoCo excavator: applies joint and track commands, takes the soil's "
+    "force, publishes the joint states, the bucket's pose and twist, the clock and the URDF.",
+    subscribes=("joint_command, track_command (sensor_msgs/JointState)",
+                "soil/wrench (geometry_msgs/WrenchStamped)",
+                "soil/terrain_patch (std_msgs/Float64MultiArray)",
+                "/clock (with follow_clock)"),
+    publishes=("joint_states (sensor_msgs/JointState)", "bucket_pose (geometry_msgs/PoseStamped)",
+               "bucket_twist (geometry_msgs/TwistStamped)",
+               "markers (visualization_msgs/MarkerArray)", "robot_description (std_msgs/String)",
+               "/clock (with use_sim_time)", "/diagnostics"),
+    params_file="sim.yaml", docs="docs/simulation.md")
+
+
 def main(args: list[str] | None = None) -> int:
     """Console entry point (``ros2 run excavator_hil sim_node``)."""
-    return run_node(SimNode, args)
+    return run_node(SimNode, args, usage=USAGE)
 
 
 if __name__ == "__main__":

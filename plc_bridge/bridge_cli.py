@@ -16,6 +16,7 @@ import signal
 import sys
 import threading
 
+from excavator_common.node_args import split_ros_args
 from plc_bridge.bridge_core import BridgeCore
 from plc_bridge.config import MODELS, load_config
 from plc_bridge.errors import BridgeConfigError
@@ -46,9 +47,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if "--ros-args" in argv:   # started by ros2 run: ROS arguments are not ours
-        argv = argv[:argv.index("--ros-args")]
-    args = vars(build_parser().parse_args(argv))
+    # started by ros2 run: the ROS arguments are not ours
+    args = vars(build_parser().parse_args(split_ros_args(argv)[0]))
     path = args.pop("config")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     try:

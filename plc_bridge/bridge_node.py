@@ -53,6 +53,7 @@ from sensor_msgs.msg import JointState
 
 from excavator_common import realtime
 from excavator_common.frames import check_frame_prefix
+from excavator_common.node_args import NodeUsage
 from excavator_common.parameter_files import read_parameter_file
 from excavator_common.parameter_node import NodeParameters
 from excavator_common.parameters import Value
@@ -353,6 +354,17 @@ class PlcBridgeNode(LifecycleNode):
             self._cmd_client.set(keys.HEARTBEAT, "true" if self._hb_level else "false")
 
 
+USAGE = NodeUsage(
+    "plc_bridge", "The Redis <-> Siemens S7 PLC bridge (python-snap7) through the vehicle "
+    "model, failing safe; a lifecycle node: configure and activate it (ros2 lifecycle set "
+    "/plc_bridge configure, then activate) or start it with -p autostart:=true.",
+    subscribes=("cmd_vel (geometry_msgs/Twist, with cmd_vel_to_redis)",
+                "Redis plc.control.navigation.* (velocities, heartbeat)"),
+    publishes=("odom (nav_msgs/Odometry)", "plc/wheel_states (sensor_msgs/JointState)",
+               "/diagnostics", "Redis plc.monitor.*, plc.bridge.*"),
+    params_file="plc.yaml", docs="docs/plc_bridge.md")
+
+
 def main(args: list[str] | None = None) -> int:
     made: list[PlcBridgeNode] = []
 
@@ -360,7 +372,7 @@ def main(args: list[str] | None = None) -> int:
         made.append(PlcBridgeNode())
         return made[-1]
 
-    code = run_node(factory, args, cleanup=lambda n: n.stop_core())
+    code = run_node(factory, args, cleanup=lambda n: n.stop_core(), usage=USAGE)
     return code or (made[-1].exit_code if made else 0)
 
 

@@ -19,6 +19,7 @@ import threading
 from collections.abc import Callable
 
 from excavator_common import realtime, stall_probe
+from excavator_common.node_args import split_ros_args
 from plc_bridge.config import MODELS, load_config
 from plc_bridge.errors import BridgeConfigError
 from plc_bridge.virtual_plc import VirtualPlc
@@ -39,7 +40,11 @@ def _port(low: int) -> Callable[[str], int]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="virtual_plc", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(
+        prog="virtual_plc", description=__doc__.splitlines()[0],
+        epilog="It is no ROS node: ROS arguments (--ros-args ... [--], what ros2 launch and "
+               "ros2 run add) are accepted and ignored; options after the closing -- count. "
+               "The PLC's data blocks and watchdog: docs/plc_bridge.md.")
     p.add_argument("--host", default="127.0.0.1", help="S7 listen address (default 127.0.0.1)")
     p.add_argument("--port", type=_port(0), default=1102,
                    help="S7 (ISO-on-TCP) port; 102 needs root, default 1102")
@@ -60,9 +65,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if "--ros-args" in argv:   # started by ros2 launch / ros2 run: ROS arguments are not ours
-        argv = argv[:argv.index("--ros-args")]
-    args = build_parser().parse_args(argv)
+    # started by ros2 launch / ros2 run: the ROS arguments are not ours
+    args = build_parser().parse_args(split_ros_args(argv)[0])
     try:
         config = load_config(args.config, {"model": args.model}, args.plant_config)
     except BridgeConfigError as e:

@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from excavator_hil.dashboard.core import (
@@ -18,6 +18,7 @@ from excavator_hil.dashboard.core import (
     TerrainGrid,
     flat_profile,
     joint_readout,
+    read_number,
     readout_table,
     zero_command,
 )
@@ -274,3 +275,68 @@ def test_drive_limits_by_model_and_envelope():
         skid.redis_values(float("nan"), 0.0, 0.0)
     assert set(zero_command()) == {keys.LONGITUDINAL, keys.LATERAL, keys.ANGULAR}
     assert set(zero_command().values()) == {"0"}
+
+
+# --- the page's fields as a client sends them (issue 31, holes 7 and 8) --------------------------
+
+FIELDS = CHECKER.fields()
+IN_RANGE = st.fixed_dictionaries({
+    n: st.floats(f.low, f.high, allow_nan=False) for n, f in FIELDS.items()})
+
+
+@settings(max_examples=300, deadline=None)
+@given(IN_RANGE, st.sampled_from([lambda v: v, str, lambda v: f" {v!r} "]))
+def test_fields_in_range_get_the_iks_own_verdict(values, as_sent):
+    """Numbers (or the strings a number input sends) within the fields' ranges: the verdict is
+    the IK's on the target in SI units, and carries that target."""
+    r = CHECKER.verdict({n: as_sent(v) for n, v in values.items()})
+    si = (values["x"], values["y"], values["z"], math.radians(values["pitch"]))
+    expected = CHECKER.check(*si)
+    assert (r.ok, r.status, r.message) == (expected.ok, expected.status, expected.message)
+    np.testing.assert_allclose(r.target, si)
+    assert r.headline == ("reachable" if r.ok else f"unreachable: {r.status} ({r.limit})")
+
+
+@settings(max_examples=200, deadline=None)
+@given(IN_RANGE, st.sampled_from(list(FIELDS)),
+       st.sampled_from([math.nan, math.inf, -math.inf, "nan", "-inf", "1e999", 10**400]))
+def test_nan_or_inf_in_any_field_is_the_iks_refusal(values, field, bad):
+    r = CHECKER.verdict({**values, field: bad})
+    assert not r.ok and r.status == "NOT_FINITE" and r.target is None
+    assert r.headline == "refused: NOT_FINITE (input (NaN/inf))"
+    assert "must be finite numbers" in r.message   # the IK's own words
+    assert CHECKER.field_problem(field, bad).status == "NOT_FINITE"
+
+
+@settings(max_examples=200, deadline=None)
+@given(IN_RANGE, st.sampled_from(list(FIELDS)), st.floats(1e-6, 1e308), st.booleans())
+def test_a_number_outside_its_fields_range_is_refused_naming_it(values, field, beyond, high):
+    f = FIELDS[field]
+    value = f.high + beyond if high else f.low - beyond
+    assume(math.isfinite(value))
+    r = CHECKER.verdict({**values, field: value})
+    assert not r.ok and r.status == "OUT_OF_RANGE" and r.target is None
+    assert r.limit == f"{field} range {f.range_text}"
+    assert f"is outside the field's range {f.range_text}: refused, not clamped" in r.message
+    assert r.headline.startswith("refused: OUT_OF_RANGE")
+
+
+@pytest.mark.parametrize("value, shown_as", [
+    (None, "x is empty"), ("", "x is empty"), ("abc", "x = 'abc' is not a number"),
+    ([6.0], "x = [6.0] is not a number"), (True, "x = True is not a number"),
+    ({"v": 1}, "x = {'v': 1} is not a number"), ("6,5", "x = '6,5' is not a number"),
+    ("9" * 500, "x = " + repr("9" * 500)[:37] + "..."),
+])
+def test_a_field_without_a_number_is_refused_naming_the_value(value, shown_as):
+    r = CHECKER.verdict({"x": value, "y": 0.0, "z": 0.5, "pitch": 30.0})
+    assert not r.ok and r.status == "NOT_A_NUMBER" and r.limit == "x: a number"
+    assert r.message.startswith(shown_as) and "type a number in -7.00..7.00 m" in r.message
+    assert r.headline == "refused: NOT_A_NUMBER (x: a number)"
+
+
+def test_read_number_reads_what_a_number_input_does():
+    assert read_number("6.5") == 6.5 and read_number(" 7 ") == 7.0 and read_number(3) == 3.0
+    assert math.isnan(read_number("nan")) and read_number("1e999") == math.inf
+    assert read_number(10**400) == math.inf and read_number(-(10**400)) == -math.inf
+    for bad in (None, "", "abc", True, False, [1.0], {}, "0x10"):
+        assert read_number(bad) is None, bad

@@ -385,6 +385,18 @@ def test_dashboard_drives_and_stops_the_rig(stack, browser, probe, tmp_path):
     assert browser.find_element(By.CSS_SELECTOR, ".dash-send").get_attribute("disabled")
     browser.save_screenshot(str(shots / "dashboard_unreachable.png"))
 
+    # --- a value typed out of a field's range: refused naming the range, not clamped ---------
+    _type_number(browser, "x", 25.0)   # (and Tab: NiceGUI clamped into min..max on blur)
+    wait_for(lambda: _text(browser, ".dash-verdict").startswith("refused: OUT_OF_RANGE"), 10.0,
+             lambda: f"an out-of-range verdict: {_text(browser, '.dash-verdict')}")
+    assert _number(browser, "x") == 25.0, "the field keeps what was typed"
+    assert "outside the field's range -7.00..7.00 m" in _text(browser, ".dash-number-x")
+    assert "x = 25.00 m is outside" in _text(browser, ".dash-verdict-detail")
+    assert browser.find_element(By.CSS_SELECTOR, ".dash-send").get_attribute("disabled")
+    _type_number(browser, "x", 6.9)
+    wait_for(lambda: _text(browser, ".dash-verdict").startswith("unreachable"), 10.0,
+             "the unreachable verdict again")
+
     # --- drive the tracks through Redis from the page ----------------------------------------
     drive = browser.find_element(By.CSS_SELECTOR, ".dash-drive")
     browser.execute_script("arguments[0].scrollIntoView({block: 'center'});", drive)

@@ -280,8 +280,9 @@ def rosdep_keys() -> dict[str, str]:
 
 def test_every_package_xml_dependency_has_a_rosdep_rule() -> None:
     """What ``rosdep install --from-paths .`` resolves: each key is a system rule of rosdistro's
-    rosdep/base.yaml or python.yaml, or a package of the Kilted distribution (checked against
-    ../shared/rosdep-offline, a copy of ros/rosdistro)."""
+    rosdep/base.yaml or python.yaml, a package of the Kilted distribution (checked against
+    ../shared/rosdep-offline, a copy of ros/rosdistro), or a rule of the package's own
+    rosdep.yaml (README: added to rosdep's sources) that rosdistro does not have."""
     offline = _shared("rosdep-offline")
     if offline is None:
         pytest.skip("../shared/rosdep-offline (rosdistro's rosdep rules) is not here")
@@ -293,10 +294,16 @@ def test_every_package_xml_dependency_has_a_rosdep_rule() -> None:
     for name, repo in distro["repositories"].items():
         if "release" in repo:  # a repository's packages, or the one named like it
             ros_packages |= set(repo["release"].get("packages") or [name])
-    missing = sorted(k for k in rosdep_keys() if k not in rules and k not in ros_packages)
+    own = yaml.safe_load((REPO / "rosdep.yaml").read_text())
+    assert not set(own) & (set(rules) | ros_packages), "rosdistro has these now: drop them"
+    for key, rule in own.items():   # rosdistro's form of a PyPI key, on every OS
+        assert key.endswith("-pip") and rule["*"]["pip"]["packages"], key
+    missing = sorted(k for k in rosdep_keys()
+                     if k not in rules and k not in ros_packages and k not in own)
     assert missing == [], f"no rosdep rule for {missing}"
     assert "ament_python" not in rosdep_keys()
-    for pip_only in ("python3-mujoco-pip", "python3-python-snap7-pip", "python3-rosbags-pip"):
+    for pip_only in ("python3-mujoco-pip", "python3-python-snap7-pip", "python3-rosbags-pip",
+                     "python3-nicegui-pip"):
         assert pip_only in rosdep_keys()
 
 

@@ -41,7 +41,7 @@ NODE = textwrap.dedent("""
             # what pybind11 raises after swallowing the interrupt (or a real error)
             raise RuntimeError("Unable to convert call argument '0' to Python object")
 
-    sys.exit(run_node(Node))
+    sys.exit(run_node(Node, ["interrupt_probe"]))   # its own argv[1] is no node option
 """)
 
 

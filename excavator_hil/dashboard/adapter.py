@@ -165,7 +165,12 @@ class RosLink:
 
     # --- commands (any thread) ---------------------------------------------------------------
     def send_target(self, x: float, y: float, z: float, pitch: float) -> None:
-        """Publish ``target_pose``: tip (x, y, z) [m] in ``base_link``, bucket pitch [rad]."""
+        """Publish ``target_pose``: tip (x, y, z) [m] in ``base_link``, bucket pitch [rad]. A
+        target the IK refuses (NaN, inf, out of reach) raises ValueError with its reason and
+        nothing is published: the page checks first, this is the last gate before the topic."""
+        verdict = self.checker.check(x, y, z, pitch)
+        if not verdict.ok:
+            raise ValueError(verdict.message)
         (px, py, pz), (qx, qy, qz, qw) = self.checker.pose(x, y, z, pitch)
         msg = self._PoseStamped()
         msg.header.frame_id = "base_link"

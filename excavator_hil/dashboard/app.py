@@ -21,15 +21,20 @@ import threading
 import time
 from collections.abc import Sequence
 
+from excavator_common.node_args import ArgumentParser, split_ros_args
+
 TOKEN_ENV = "EXCAVATOR_HIL_DASHBOARD_TOKEN"
 MIN_TOKEN_CHARS = 16
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="excavator-hil dashboard",
-                                description="browser dashboard: targets, machine, soil, PLC bridge",
-                                formatter_class=argparse.RawDescriptionHelpFormatter,
-                                epilog=__doc__.split("\n\n", 1)[1])
+def build_parser(prog: str = "excavator-hil dashboard") -> argparse.ArgumentParser:
+    p = ArgumentParser(prog=prog,
+                       description="browser dashboard: targets, machine, soil, PLC bridge; "
+                                   "docs/dashboard.md",
+                       formatter_class=argparse.RawDescriptionHelpFormatter,
+                       epilog=__doc__.split("\n\n", 1)[1] + "\nROS arguments (the machine's "
+                       "namespace, remaps, --log-level) follow --ros-args,\nup to an optional "
+                       "--:\n  " + prog + " --ros-args -r __ns:=/exc1 --log-level warn\n")
     p.add_argument("--host", default="127.0.0.1",
                    help="interface to bind (default 127.0.0.1; any other needs --token)")
     p.add_argument("--port", type=int, default=8080, help="TCP port (default 8080)")
@@ -70,12 +75,11 @@ def _is_loopback(host: str) -> bool:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # the `dashboard` executable (ros2 run) or `excavator-hil dashboard` (argv handed over)
+    prog = "dashboard" if argv is None else "excavator-hil dashboard"
     argv = list(sys.argv[1:] if argv is None else argv)
-    ros_args: list[str] = []
-    if "--ros-args" in argv:
-        i = argv.index("--ros-args")
-        argv, ros_args = argv[:i], argv[i + 1:]
-    args = build_parser().parse_args(argv)
+    own, ros_args = split_ros_args(argv)
+    args = build_parser(prog).parse_args(own)
 
     if not 1 <= args.port <= 65535:
         return _fail(f"--port {args.port} outside 1..65535")

@@ -1,7 +1,9 @@
 """The dashboard's pure core: the view model, tested without ROS, Redis or a browser.
 
 - ``TargetChecker``: a bucket-tip target + pitch -> the IK's own verdict (``solve_batch`` status
-  and message: the limit it hits) before anything is sent, and the ``target_pose`` to send.
+  and message: the limit it hits) before anything is sent, and the ``target_pose`` to send;
+  ``verdict`` takes the page's fields as a client sent them (any JSON value: strings, NaN, a
+  list...) and refuses what is no number or outside a field's range, naming the range.
 - ``JointReadout``: ``joint_states`` names/positions -> joint angles, cylinder extensions, the
   base pose in ``world``, and the tip/pitch by forward kinematics.
 - ``SideView``: the linkage drawn in the boom plane (FK points of ``Linkage.points``).
@@ -17,6 +19,7 @@ Units: SI (m, rad, s, m/s, rad/s, N, m^3) everywhere; degrees only in text for p
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import threading
 from collections import deque
@@ -26,6 +29,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from excavator_kinematics.bucket_orientation import bucket_quaternion
+from excavator_kinematics.errors import fmt_number
 from excavator_kinematics.geometry import CYLINDER_NAMES, ExcavatorGeometry
 from excavator_kinematics.inverse_kinematics import ACTIVE_JOINTS, IKStatus, InverseKinematics
 from plc_bridge import redis_keys as keys
@@ -44,16 +48,84 @@ LIMIT_NAMES: dict[IKStatus, str] = {
 }
 
 
+# Verdicts on the input itself, before any reach: shown as "refused", not "unreachable".
+NOT_A_NUMBER = "NOT_A_NUMBER"    # a field holds no number (empty, text, a list, true...)
+OUT_OF_RANGE = "OUT_OF_RANGE"    # a number outside its field's range (never clamped into it)
+INPUT_STATUSES = (NOT_A_NUMBER, OUT_OF_RANGE, IKStatus.NOT_FINITE.name)
+
+
 @dataclass(frozen=True)
 class Reachability:
-    """The IK's verdict on one target, before it is sent."""
+    """The verdict on one target, before it is sent: the input's own (a field that holds no
+    number or one outside its range) or else the IK's."""
 
     ok: bool
-    status: str                 # IKStatus name: OK, OUT_OF_REACH, ARM_LIMIT, ...
+    status: str                 # IKStatus name (OK, OUT_OF_REACH, ...), NOT_A_NUMBER, OUT_OF_RANGE
     limit: str                  # the limit it hits ("" when reachable)
     message: str                # the IK's own explanation (value and limit), or a summary
     q: tuple[float, ...] | None = None            # swing, boom, arm, bucket [rad]
     extensions: tuple[float, ...] | None = None   # boom, arm, bucket cylinder [m]
+    # x, y, z [m], pitch [rad] of the fields, when each is a finite number within its range
+    target: tuple[float, float, float, float] | None = None
+
+    @property
+    def headline(self) -> str:
+        """The page's one-line verdict."""
+        if self.ok:
+            return "reachable"
+        kind = "refused" if self.status in INPUT_STATUSES else "unreachable"
+        return f"{kind}: {self.status} ({self.limit})"
+
+    @property
+    def detail(self) -> str:
+        """The line under it: the IK's message (and the cylinders it would command), or why
+        the input is refused."""
+        if not self.ok:
+            return self.message
+        return f"{self.message}; cylinders {', '.join(f'{v:.3f}' for v in self.extensions or ())} m"
+
+
+@dataclass(frozen=True)
+class TargetField:
+    """One of the page's target fields: its range in the unit it is typed in."""
+
+    name: str           # x, y, z, pitch
+    unit: str           # m or deg
+    low: float
+    high: float
+    si_per_unit: float = 1.0   # the field's unit in SI (deg -> rad)
+
+    @property
+    def range_text(self) -> str:
+        return f"{self.low:.2f}..{self.high:.2f} {self.unit}"
+
+
+def read_number(value: object) -> float | None:
+    """The number a field's value holds, as the number input reads it: an int or float (not a
+    bool), or a string that ``float`` reads ("6.5", " 7", "1e999", "nan"); None for anything
+    else (None, "", "abc", a list, an object). NaN and inf come through: the IK refuses them."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        try:
+            return float(value)
+        except OverflowError:   # an int beyond the float range: as "1e999" reads
+            return math.inf if value > 0 else -math.inf
+    if isinstance(value, str) and len(value) <= 400:   # a longer one is no typed number
+        try:
+            return float(value)
+        except ValueError:
+            return None
+    return None
+
+
+def shown(value: object) -> str:
+    """A field's value in a message: numbers short (never 309 digits), the rest repr'd and cut."""
+    number = read_number(value) if isinstance(value, int | float) else None
+    if number is not None:
+        return fmt_number(number, ".2f")
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 @dataclass(frozen=True)
@@ -91,6 +163,57 @@ class TargetChecker:
         bucket frame is the swing towards the target, then the pitch about -y."""
         swing = math.atan2(y, x) if math.hypot(x, y) > 1e-9 else 0.0
         return (x, y, z), bucket_quaternion(swing, pitch)
+
+    def fields(self) -> dict[str, TargetField]:
+        """The page's target fields: x, y, z [m] over the reach, pitch [deg] over a turn."""
+        rng = self.ranges()
+        return {"x": TargetField("x", "m", *rng.x), "y": TargetField("y", "m", *rng.y),
+                "z": TargetField("z", "m", *rng.z),
+                "pitch": TargetField("pitch", "deg", -180.0, 180.0, math.pi / 180.0)}
+
+    def field_problem(self, name: str, value: object) -> Reachability | None:
+        """The refusal of one field's value on its own (no number, NaN or inf, outside the
+        field's range), or None: the message the field shows under itself."""
+        f = self.fields()[name]
+        number = read_number(value)
+        if number is None:
+            what = "is empty" if value in (None, "") else f"= {shown(value)} is not a number"
+            return Reachability(False, NOT_A_NUMBER, f"{name}: a number",
+                                f"{name} {what}: type a number in {f.range_text}")
+        if not math.isfinite(number):
+            return Reachability(False, IKStatus.NOT_FINITE.name, LIMIT_NAMES[IKStatus.NOT_FINITE],
+                                f"{name} = {shown(number)} is not a finite number: type a "
+                                f"number in {f.range_text}")
+        if not f.low <= number <= f.high:
+            return Reachability(
+                False, OUT_OF_RANGE, f"{name} range {f.range_text}",
+                f"{name} = {fmt_number(number, '.2f')} {f.unit} is outside the field's range "
+                f"{f.range_text}: refused, not clamped; type a value within the range")
+        return None
+
+    def verdict(self, values: Mapping[str, object]) -> Reachability:
+        """The verdict on the page's fields as a client sent them (any JSON value): a field
+        that holds no number is refused (NOT_A_NUMBER), then NaN or inf in any field is the
+        IK's own refusal (NOT_FINITE, with its message), then a number outside its field's
+        range is refused naming the range (OUT_OF_RANGE: never clamped into it), then the IK's
+        verdict (``check``) on the target in SI units, which it carries as ``target``."""
+        fields = self.fields()
+        numbers: dict[str, float] = {}
+        for name in fields:
+            number = read_number(values.get(name))
+            if number is None:
+                problem = self.field_problem(name, values.get(name))
+                assert problem is not None
+                return problem
+            numbers[name] = number
+        x, y, z, pitch = (numbers[n] * f.si_per_unit for n, f in fields.items())
+        if not all(math.isfinite(v) for v in (x, y, z, pitch)):
+            return self.check(x, y, z, pitch)   # the IK's own refusal of NaN and inf
+        for name in fields:
+            problem = self.field_problem(name, numbers[name])
+            if problem is not None:
+                return problem
+        return dataclasses.replace(self.check(x, y, z, pitch), target=(x, y, z, pitch))
 
     def ranges(self) -> TargetRange:
         g = self.geometry

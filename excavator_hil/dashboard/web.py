@@ -7,9 +7,11 @@ state (the adapters' latest values), so a second viewer costs the control path n
 
 from __future__ import annotations
 
+import functools
 import hmac
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from http.cookies import SimpleCookie
 from typing import Any
@@ -17,15 +19,19 @@ from urllib.parse import parse_qs
 
 import numpy as np
 from nicegui import ui
+from nicegui.events import GenericEventArguments
 
 from excavator_hil.dashboard.adapter import RedisLink, RosLink
 from excavator_hil.dashboard.core import (
     JointReadout,
+    Reachability,
     SideView,
     TargetChecker,
     flat_profile,
     fmt,
+    read_number,
     readout_table,
+    shown,
 )
 from plc_bridge import redis_keys as keys
 
@@ -40,6 +46,7 @@ SCENE_IDLE_FPS = 1        # ... and while nothing changed for SCENE_IDLE_S (thre
 SCENE_IDLE_S = 2.0        # continuously at its fps: this is its "redraw only on change")
 TERRAIN_3D_NODES = 32     # the 3D terrain: at most 32 x 32 points ...
 TERRAIN_3D_PERIOD_S = 2.0  # ... re-sent at most every 2 s, and only when the grid changed
+TWIST = ("longitudinal", "lateral", "angular")   # the drive sliders, in set_command's order
 PART_COLOURS = {"undercarriage": "#555555", "chassis": "#e0a000", "boom": "#d08000",
                 "arm": "#d08000", "bucket": "#804000", "boom_cylinder": "#3070c0",
                 "arm_cylinder": "#3070c0", "bucket_cylinder": "#3070c0", "links": "#888888"}
@@ -144,6 +151,47 @@ class SideView2D(ui.element, component="side_view.js"):
         return True
 
 
+class FieldNumber(ui.number):
+    """A target field's number input that takes every value a client sends as it is and hands
+    it to ``on_input`` (the page judges it: ``TargetChecker.verdict``, the IK's own checks).
+    NiceGUI's number input converts with ``float()`` (on "abc" or a list an exception, the
+    field and the verdict left as they were) and clamps to its min/max on blur (a target typed
+    at 25 m became 7.00 m and was judged as that): here nothing is converted or clamped; a
+    value out of the field's range is refused and the field says why (``validation``)."""
+
+    def __init__(self, on_input: Callable[[Any], object], **kwargs: Any) -> None:
+        self._on_input = on_input
+        super().__init__(**kwargs)
+
+    def _event_args_to_value(self, e: GenericEventArguments) -> Any:
+        self._on_input(e.args)   # every event, also one that repeats the field's value
+        return e.args
+
+    def sanitize(self) -> None:
+        """No clamping into min..max: the verdict refuses the value, naming the range."""
+
+    def _value_to_model_value(self, value: Any) -> Any:
+        if isinstance(value, str):
+            return value   # what the client typed, shown as typed
+        number = read_number(value)
+        if number is None:
+            return None if value is None else ""
+        return self.format % number if self.format and math.isfinite(number) else str(number)
+
+
+class FieldSlider(ui.slider):
+    """A target field's slider: every value a client sends goes to ``on_input``, which returns
+    the position the slider keeps (a valid number; a refused value leaves it where it was:
+    Quasar would draw an out-of-range value at its end, a value the field does not hold)."""
+
+    def __init__(self, on_input: Callable[[Any], float], **kwargs: Any) -> None:
+        self._on_input = on_input
+        super().__init__(**kwargs)
+
+    def _event_args_to_value(self, e: GenericEventArguments) -> float:
+        return self._on_input(e.args)
+
+
 def _soil_chart_options() -> dict[str, Any]:
     return {
         "animation": False,
@@ -173,13 +221,59 @@ def build_page(dash: Dashboard) -> None:
     """The widgets of one browser tab and their timers."""
     from nicegui import context, ui
 
-    rng = dash.checker.ranges()
     client = context.client
     peer = client.request.client.host if client.request and client.request.client else "?"
     print(f"dashboard: page opened from {peer} (client {client.id})", flush=True)
     state: dict[str, Any] = {"terrain_version": -1, "scene": None}
     query = client.request.query_params if client.request else {}
     open_3d = query.get("view3d", "0").lower() in ("1", "true", "on", "yes")
+
+    def _field_message(name: str, _value: Any) -> str | None:
+        """What a target field shows under itself: why what it holds is refused (``raw``: the
+        value as sent; the input's own value can differ from it by type alone, True vs 1)."""
+        problem = dash.checker.field_problem(name, raw[name])
+        return None if problem is None else problem.message
+
+    # what each target field holds, as the client sent it (any JSON value); the sliders'
+    # positions (the last valid number of each field)
+    raw: dict[str, Any] = {}
+    slider_at: dict[str, float] = {}
+
+    def _take(name: str, source: str, value: Any) -> float:
+        """A target field takes ``value`` (typed, dragged, copied from the machine, or whatever
+        a client sent): it holds it as sent, the number input shows it, the slider follows a
+        valid number, the verdict is redone. Returns the slider's position."""
+        raw[name] = value
+        if source != "number":
+            numbers[name].value = value
+        number = read_number(value)
+        if number is not None and dash.checker.field_problem(name, value) is None:
+            slider_at[name] = number
+            if source != "slider":
+                sliders[name].value = number
+        numbers[name].validate(return_result=False)
+        _check()
+        return slider_at[name]
+
+    def _twist_input(name: str, value: Any) -> float:
+        """A drive slider took ``value`` (dragged, or whatever a client sent): with this tab's
+        other two sliders it is the twist commanded, through the envelope's checks
+        (``DriveLimits.redis_values``: finite, within max_*). A refused value (NaN, text, beyond
+        the envelope) is shown with the reason and the slider stays where it was: the sliders
+        never show a twist that is not commanded. Returns the slider's position."""
+        command = {n: float(twist[n].value) for n in TWIST}
+        number = read_number(value)
+        try:
+            if number is None:
+                raise ValueError(f"{name} = {shown(value)} is not a number")
+            command[name] = number
+            dash.bridge.set_command(*command.values())
+        except ValueError as exc:
+            drive_error.set_text(f"refused: {exc}; still commanded: " + ", ".join(
+                f"{n} {v:.3f}" for n, v in zip(TWIST, dash.bridge.command, strict=True)))
+            return float(twist[name].value)
+        drive_error.set_text("")
+        return number
 
     ui.page_title("excavator_hil dashboard")
     with ui.header().classes("items-center bg-grey-9 q-py-xs"):
@@ -197,20 +291,27 @@ def build_page(dash: Dashboard) -> None:
         with ui.column().classes("w-1/4 min-w-[320px]"):
             with ui.card().classes("w-full"):
                 ui.label("Bucket-tip target (base_link)").classes("text-subtitle1 text-bold")
-                fields: dict[str, Any] = {}
-                for name, unit, (lo, hi), step, value in (
-                    ("x", "m", rng.x, 0.05, 6.0), ("y", "m", rng.y, 0.05, 0.0),
-                    ("z", "m", rng.z, 0.05, 0.5),
-                    ("pitch", "deg", (-180.0, 180.0), 1.0, 30.0),
-                ):
-                    with ui.row().classes("w-full items-center no-wrap"):
-                        ui.label(f"{name} [{unit}]").classes("w-16")
-                        slider = ui.slider(min=lo, max=hi, step=step, value=value).classes(
+                # Each field is a slider and a number input kept in step by ``_take`` (a
+                # two-way binding of the two looped on NaN, never equal to itself, until a
+                # RecursionError, and the page kept its previous verdict).
+                specs = dash.checker.fields()
+                sliders: dict[str, FieldSlider] = {}
+                numbers: dict[str, FieldNumber] = {}
+                for name, step, value in (("x", 0.05, 6.0), ("y", 0.05, 0.0), ("z", 0.05, 0.5),
+                                          ("pitch", 1.0, 30.0)):
+                    f = specs[name]
+                    raw[name], slider_at[name] = value, value
+                    with ui.row().classes("w-full items-start no-wrap"):
+                        ui.label(f"{name} [{f.unit}]").classes("w-16 q-pt-sm")
+                        sliders[name] = FieldSlider(
+                            functools.partial(_take, name, "slider"), min=f.low, max=f.high,
+                            step=step, value=value).classes(
                             f"dash-slider-{name} grow").props("label")
-                        number = ui.number(value=value, min=lo, max=hi, step=step,
-                                           format="%.2f").classes(f"dash-number-{name} w-20")
-                        number.bind_value(slider)
-                    fields[name] = slider
+                        numbers[name] = FieldNumber(
+                            functools.partial(_take, name, "number"),
+                            value=value, min=f.low, max=f.high, step=step, format="%.2f",
+                            validation=functools.partial(_field_message, name)).classes(
+                            f"dash-number-{name} w-28").props("dense hide-bottom-space")
                 verdict = ui.label("").classes("dash-verdict text-bold")
                 verdict_detail = ui.label("").classes("dash-verdict-detail text-caption")
                 with ui.row():
@@ -264,61 +365,40 @@ def build_page(dash: Dashboard) -> None:
             drive_switch = ui.switch("Drive (heartbeat on)", on_change=lambda e: _drive(
                 e.value)).classes("dash-drive")
             lim = dash.bridge.limits
-            twist: dict[str, Any] = {}
+            twist: dict[str, FieldSlider] = {}
             for name, limit, unit in (("longitudinal", lim.max_longitudinal, "m/s"),
                                       ("lateral", lim.max_lateral, "m/s"),
                                       ("angular", lim.max_angular, "rad/s")):
                 with ui.row().classes("w-full items-center no-wrap"):
                     ui.label(f"{name} [{unit}]").classes("w-32 text-caption")
-                    s = ui.slider(min=-limit, max=limit, step=limit / 50 if limit else 0.1,
-                                  value=0.0, on_change=lambda _e: _twist()).classes(
-                        f"dash-twist-{name} grow").props("label")
+                    s = FieldSlider(functools.partial(_twist_input, name), min=-limit,
+                                    max=limit, step=limit / 50 if limit else 0.1,
+                                    value=0.0).classes(f"dash-twist-{name} grow").props("label")
                     if limit <= 0.0:
                         s.disable()
                 twist[name] = s
             zero_btn = ui.button("zero twist").props("flat")
-            drive_error = ui.label("").classes("text-negative text-caption")
+            drive_error = ui.label("").classes("dash-drive-error text-negative text-caption")
 
     # ---------------------------------------------------------------- actions
-    def _target() -> tuple[float, float, float, float] | None:
-        """The target in SI units; None while a field is empty (being typed into)."""
-        values = [fields[n].value for n in ("x", "y", "z", "pitch")]
-        if any(v is None for v in values):
-            return None
-        x, y, z, p = (float(v) for v in values)
-        return x, y, z, math.radians(p)
+    def _verdict() -> Reachability:
+        """The verdict on what the fields hold now (TargetChecker.verdict: the IK's checks)."""
+        return dash.checker.verdict(raw)
 
     def _check() -> None:
-        target = _target()
-        if target is None:
-            verdict.set_text("enter a number in every field")
-            verdict.classes(replace="dash-verdict text-bold text-negative")
-            send_btn.disable()
-            return
-        r = dash.checker.check(*target)
-        if r.ok:
-            verdict.set_text("reachable")
-            verdict.classes(replace="dash-verdict text-bold text-positive")
-            ext = ", ".join(f"{v:.3f}" for v in r.extensions or ())
-            verdict_detail.set_text(f"{r.message}; cylinders {ext} m")
-            send_btn.enable()
-        else:
-            verdict.set_text(f"unreachable: {r.status} ({r.limit})")
-            verdict.classes(replace="dash-verdict text-bold text-negative")
-            verdict_detail.set_text(r.message)
-            send_btn.disable()
-
-    for f in fields.values():
-        f.on_value_change(lambda _e: _check())
-    _check()
+        r = state["verdict"] = _verdict()
+        verdict.set_text(r.headline)
+        _set_classes(verdict, "dash-verdict text-bold " + (
+            "text-positive" if r.ok else "text-negative"))
+        verdict_detail.set_text(r.detail)
+        send_btn.set_enabled(r.ok)
 
     def _send() -> None:
-        target = _target()
-        if target is None:
+        r = _verdict()   # judged again: a click can come from a client that ignores "disabled"
+        if not r.ok or r.target is None:
+            _check()
             return
-        x, y, z, pitch = target
-        if not dash.checker.check(x, y, z, pitch).ok:
-            return
+        x, y, z, pitch = r.target
         dash.ros.send_target(x, y, z, pitch)
         sent.set_text(f"sent target_pose ({x:.2f}, {y:.2f}, {z:.2f}) m, pitch "
                       f"{math.degrees(pitch):.1f} deg at {time.strftime('%H:%M:%S')}")
@@ -327,9 +407,9 @@ def build_page(dash: Dashboard) -> None:
         j = dash.ros.joints
         if j is None:
             return
-        for name, v in zip(("x", "y", "z"), j.tip, strict=True):
-            fields[name].value = round(v, 2)
-        fields["pitch"].value = round(math.degrees(j.pitch), 1)
+        for name, v in (*zip(("x", "y", "z"), j.tip, strict=True),
+                        ("pitch", math.degrees(j.pitch))):
+            _take(name, "machine", round(v, 2))
 
     def _stop() -> None:
         state["stopping"] = True
@@ -340,30 +420,28 @@ def build_page(dash: Dashboard) -> None:
         state["stopping"] = False
         ui.notify("STOP: velocity keys 0, heartbeat stopped", type="negative")
 
-    def _drive(on: bool) -> None:
-        if state.get("stopping"):
+    def _drive(on: Any) -> None:
+        if state.get("stopping") or state.get("syncing"):
+            return
+        if not isinstance(on, bool):   # a client sent "false" (truthy) or 1: refused, shown
+            drive_error.set_text(f"refused: Drive = {shown(on)} is not true or false")
+            state["syncing"] = True
+            drive_switch.value = dash.bridge.driving
+            state["syncing"] = False
             return
         if on:
             state["driver"] = client.id
-            _twist()                      # this tab's sliders are the twist to drive with
+            # this tab's sliders (valid numbers only) are the twist to drive with
+            dash.bridge.set_command(*(float(twist[n].value) for n in TWIST))
             dash.bridge.start_driving()
         else:
             dash.bridge.stop()
 
-    def _twist() -> None:
-        if state.get("stopping"):
-            return
-        try:
-            dash.bridge.set_command(float(twist["longitudinal"].value),
-                                    float(twist["lateral"].value),
-                                    float(twist["angular"].value))
-            drive_error.set_text("")
-        except ValueError as exc:
-            drive_error.set_text(str(exc))
-
     def _zero_twist() -> None:
         for s in twist.values():
             s.value = 0.0
+        dash.bridge.set_command(0.0, 0.0, 0.0)
+        drive_error.set_text("")
 
     def _on_disconnect() -> None:
         # a closed tab must not keep the machine driving: its heartbeat stops with it
@@ -381,7 +459,7 @@ def build_page(dash: Dashboard) -> None:
         state["hidden"] = hidden
         side.props["paused"] = hidden   # (the last update before the pause; read by the test)
 
-    ui.on("dash_visibility", lambda e: _on_visibility(bool(e.args)))
+    ui.on("dash_visibility", lambda e: _on_visibility(e.args is True))
     ui.add_body_html("<script>document.addEventListener('visibilitychange', () => "
                      "window.emitEvent && emitEvent('dash_visibility', document.hidden));"
                      "</script>")
@@ -426,7 +504,13 @@ def build_page(dash: Dashboard) -> None:
         if j is not None:
             _update_3d(j)
 
-    view3d.on_value_change(lambda e: _show_3d(bool(e.value)))
+    def _on_view3d(value: Any) -> None:
+        if not isinstance(value, bool):   # what a client sent, not a switch's true/false
+            view3d.value = False          # (this change calls back with False)
+            return
+        _show_3d(value)
+
+    view3d.on_value_change(lambda e: _on_view3d(e.value))
 
     def _scene_handled() -> None:
         state["scene_active_s"] = time.monotonic()
@@ -505,7 +589,7 @@ def build_page(dash: Dashboard) -> None:
                     heading[:2], heading[2], SIDE_PROFILE_R))
             if state["scene"] is not None:
                 _update_3d(j)
-        target = _target()
+        target = state["verdict"].target
         side.draw(lines, terrain, [] if target is None else
                   [round(math.hypot(*target[:2]), 3), round(target[2], 3)])
         _scene_fps()
@@ -593,6 +677,7 @@ def build_page(dash: Dashboard) -> None:
         series[0]["data"], series[1]["data"] = loads, forces
         soil.update()
 
+    _check()
     _show_3d(open_3d)
     # One timer: the panels' updates leave in the same websocket message as a side-view frame,
     # so the browser builds at most refresh_hz frames a second (each costs it a composite).

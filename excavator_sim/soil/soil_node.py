@@ -78,6 +78,7 @@ from std_msgs.msg import Float64, Float64MultiArray, MultiArrayDimension
 from visualization_msgs.msg import Marker
 
 from excavator_common import realtime
+from excavator_common.node_args import NodeUsage
 from excavator_common.parameter_node import NodeParameters
 from excavator_common.ros_runtime import (
     OK,
@@ -448,8 +449,20 @@ def _no_ground(x: np.ndarray | float, _y: np.ndarray | float) -> np.ndarray:
     return np.full(np.shape(x), -np.inf)
 
 
+USAGE = NodeUsage(
+    "soil_node", "Deformable terrain and the bucket-soil force: each bucket pose cuts, carries "
+    "and dumps soil (its mass kept exactly) and answers with the wrench on the bucket.",
+    subscribes=("bucket_pose (geometry_msgs/PoseStamped)",
+                "bucket_twist (geometry_msgs/TwistStamped)"),
+    publishes=("soil/wrench (geometry_msgs/WrenchStamped)", "soil/bucket_load (std_msgs/Float64)",
+               "soil/terrain_patch (std_msgs/Float64MultiArray)",
+               "soil/heightmap (sensor_msgs/PointCloud2)",
+               "soil/bucket_soil (visualization_msgs/Marker)", "/diagnostics"),
+    params_file="soil.yaml", docs="docs/soil.md")
+
+
 def main(args: list[str] | None = None) -> int:
-    return run_node(SoilNode, args)
+    return run_node(SoilNode, args, usage=USAGE)
 
 
 if __name__ == "__main__":
