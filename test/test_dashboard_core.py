@@ -10,6 +10,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from excavator_hil.dashboard.core import (
+    REASONS,
     BridgeWatch,
     DriveLimits,
     RollingSeries,
@@ -340,3 +341,15 @@ def test_read_number_reads_what_a_number_input_does():
     assert read_number(10**400) == math.inf and read_number(-(10**400)) == -math.inf
     for bad in (None, "", "abc", True, False, [1.0], {}, "0x10"):
         assert read_number(bad) is None, bad
+
+
+def test_every_stop_reason_the_bridge_documents_has_an_operator_text() -> None:
+    """The page names every `stopped:<reason>` of docs/plc_bridge.md in words (a new reason
+    added to the bridge and its docs but not here would show as a bare key)."""
+    import re
+    from pathlib import Path
+
+    doc = (Path(__file__).parents[1] / "docs" / "plc_bridge.md").read_text()
+    documented = set(re.findall(r"stopped:([a-z_]+)", doc))
+    assert documented >= {"plc_refused", "heartbeat_stale", "plc_link_lost"}
+    assert documented <= set(REASONS), sorted(documented - set(REASONS))

@@ -488,11 +488,16 @@ def bridge_keys(wheels: Sequence[str], steering: Sequence[str]) -> list[str]:
 
 # Fault reasons of the bridge status, in words (docs/plc_bridge.md, fail-safe table).
 REASONS: dict[str, str] = {
+    "starting": "bridge starting",
     "waiting_heartbeat": "waiting for a heartbeat toggle (press Drive)",
+    "waiting_heartbeat_edge": "waiting for a fresh heartbeat toggle after a stop (press Drive)",
     "heartbeat_stale": "heartbeat not toggled within heartbeat_timeout",
     "invalid_input": "a control value was invalid (see detail)",
     "infeasible_command": "the vehicle model cannot do the command",
     "plc_fault": "PLC fault bit set",
+    "plc_refused": "the PLC refuses the bridge's commands (its reason in the detail)",
+    "plc_setpoint_fault": "the PLC refused a setpoint (NaN/inf/out of range)",
+    "plc_watchdog": "the PLC's watchdog tripped (the bridge or its link stalled)",
     "plc_estop": "PLC emergency stop",
     "plc_not_ready": "PLC not ready",
     "plc_manual": "PLC not in auto mode",
