@@ -123,7 +123,7 @@ def test_bridge_runs_against_the_c_snap7_server_at_pdu_240(bridge_and_server, re
         wait_for(lambda: core.status == "running", 20.0,
                  lambda: f"running (now {core.status}: {core.snapshot().detail})")
         assert core.plc.client is not None and core.plc.client.pdu_length == 240
-        wait_for(lambda: server.speeds[0] > 0.3, 5.0, "the setpoints in the C server's DB")
+        wait_for(lambda: server.speeds[0] > 0.3, 20.0, "the setpoints in the C server's DB")
         cfg = core.config
         expected = core.model.inverse(core.snapshot().commanded).speeds
         assert server.speeds == pytest.approx(list(expected), abs=1e-6)
@@ -131,8 +131,8 @@ def test_bridge_runs_against_the_c_snap7_server_at_pdu_240(bridge_and_server, re
         seqs = [k for k, _ in itertools.groupby(c["seq"] for c in server.controls[-40:]
                                                 if c["enable"])]
         assert seqs and all(b > a for a, b in itertools.pairwise(seqs))   # strictly newer
-        wait_for(lambda: r.get(keys.STATE_VALID) == b"true", 5.0, "valid monitor keys")
-        wait_for(lambda: abs(float(r.get(keys.MON_LONGITUDINAL)) - 0.8) < 1e-5, 5.0,
+        wait_for(lambda: r.get(keys.STATE_VALID) == b"true", 20.0, "valid monitor keys")
+        wait_for(lambda: abs(float(r.get(keys.MON_LONGITUDINAL)) - 0.8) < 1e-5, 20.0,
                  "the measured twist in Redis")
         assert r.get(keys.wheel_speed_key(cfg.wheels[0])) is not None
     finally:
