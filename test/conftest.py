@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 sys.path.insert(0, str(Path(__file__).parent))
 
@@ -26,6 +27,13 @@ os.environ["ROS_DOMAIN_ID"] = os.environ.get("EXCAVATOR_HIL_TEST_DOMAIN_ID") or 
     private_domain_id())
 os.environ.setdefault("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp")
 os.environ.setdefault("MUJOCO_GL", "egl")
+
+# No hypothesis deadline anywhere: its default (200 ms per example, timed on this process's
+# clock) fails a pure test whose example a loaded host held back for a moment ("Unreliable test
+# timings"). With it off, HealthCheck.too_slow also allows 30 s of generation instead of 1 s.
+# A test's own @settings keeps this unless it names a deadline itself.
+settings.register_profile("excavator_hil", deadline=None)
+settings.load_profile("excavator_hil")
 
 
 @pytest.fixture

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import bisect
 import math
 import os
 import shutil
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,8 @@ REPO = Path(__file__).resolve().parents[1]
 
 # One implementation of process management, shared with the demo (excavator_hil.local_services).
 __all__ = ["REPO", "NodeProcess", "RedisServer", "RogueWriter", "RosTestNode", "free_port",
-           "private_domain_id", "redis_server_binary", "wait_for"]
+           "not_shown", "private_domain_id", "reach_in_turn", "redis_server_binary", "stamp_ns",
+           "wait_for"]
 
 
 def private_domain_id() -> int:
@@ -38,6 +40,26 @@ def wait_for(predicate: Callable[[], Any], timeout: float, what: str | Callable[
         return _wait_for(predicate, timeout, what, period)
     except TimeoutError as exc:
         raise AssertionError(str(exc)) from None
+
+
+def not_shown(stamps: Iterable[int], shown: Iterable[int], period: int) -> list[int]:
+    """The ``stamps`` [ns] a stream passed over: not among ``shown`` (the stamps of a stream,
+    one every ``period`` [ns], as one subscriber received it) although it has no gap there.
+
+    A subscriber that a loaded host holds back misses messages (a KEEP_LAST writer drops what
+    it has not acknowledged), so "every stamp is one the clock showed" cannot ask for each stamp
+    in ``shown``. A stamp in a gap of ``shown`` (a missed message), before its first or after
+    its last (not there yet) proves nothing; one between two received stamps a period apart
+    is a time the stream never showed."""
+    ref = sorted(set(shown))
+    out = []
+    for s in stamps:
+        i = bisect.bisect_left(ref, s)
+        if i < len(ref) and ref[i] == s:
+            continue
+        if 0 < i < len(ref) and ref[i] - ref[i - 1] < 1.5 * period:
+            out.append(s)
+    return out
 
 
 class RedisServer(LocalRedisServer):
@@ -188,6 +210,34 @@ def send_bucket_state(pose_pub: Any, twist_pub: Any, pose: Any, vel: Any, t: flo
     o = msg.pose.orientation
     o.x, o.y, o.z, o.w = pose.quaternion()
     pose_pub.publish(msg)
+
+
+def stamp_ns(msg: Any) -> int:
+    """A stamped message's ``header.stamp`` [ns]."""
+    return int(msg.header.stamp.sec) * 1_000_000_000 + int(msg.header.stamp.nanosec)
+
+
+def reach_in_turn(publish: Callable[[list[float]], None], states: list[Any], names: list[str],
+                  targets: list[list[float]], tol: float, timeout: float,
+                  what: Callable[[int], str]) -> list[tuple[int, int]]:
+    """Command each joint target (``publish``) once the machine is at the one before, as its
+    ``joint_states`` (the live list of a ``collect``) show; per target (sent, reached): the
+    stamp [ns] of the newest state when it was sent and of the first state at it (all of
+    ``names`` within ``tol``). The windows are the machine's own time: a test thread that a
+    loaded host lets notice an arrival late neither stretches nor shifts them."""
+    windows = []
+    for k, q in enumerate(targets):
+        def at(s: Any, q: list[float] = q) -> bool:
+            order = list(s.name)
+            return all(abs(s.position[order.index(n)] - v) < tol
+                       for n, v in zip(names, q, strict=True))
+        n = len(states)
+        sent = stamp_ns(states[-1]) if states else 0
+        publish(q)
+        wait_for(lambda at=at: bool(states) and at(states[-1]), timeout, lambda k=k: what(k))
+        reached = next(stamp_ns(s) for s in list(states)[max(n - 1, 0):] if at(s))
+        windows.append((sent, reached))
+    return windows
 
 
 def call_service(probe: RosTestNode, srv_type: Any, name: str, request: Any,

@@ -233,13 +233,11 @@ def test_redis_auth_failure_names_the_cause(tmp_path, spawn, user, password, tex
         url = f"redis://{user}:{password}@127.0.0.1:{server.port}/0"
         rig = HilRig("skid_steer", server.url, spawn, overrides={"redis_url": url})
         try:
-            t0 = time.monotonic()
             rig.core.start()
             wait_for(lambda: text in rig.core.snapshot().detail, 10.0,
                      lambda: f"the cause in the detail (now {rig.core.snapshot().detail!r})")
             assert rig.core.status == "stopped:redis_lost"
             assert password not in rig.core.snapshot().detail   # the URL is redacted
-            assert time.monotonic() - t0 < 10.0
         finally:
             rig.close()
         # the same through the CLI: the log names it at the first failure, once
@@ -313,7 +311,7 @@ def test_negative_zero_is_never_written(redis_server, spawn):
         rig.start()
         rig.wait_status("running", 10.0)
         t0 = time.monotonic()
-        rig.core.wait_cycles(5, 5.0)
+        assert rig.core.wait_cycles(5, 10.0)
         writes = [w for w in rig.plc.writes(t0) if w["enable"]]
         assert writes
         for w in writes:

@@ -131,7 +131,7 @@ def test_bridge_runs_against_the_c_snap7_server_at_pdu_240(bridge_and_server, re
         wait_for(lambda: core.status == "running", 20.0,
                  lambda: f"running (now {core.status}: {core.snapshot().detail})")
         assert core.plc.client is not None and core.plc.client.pdu_length == 240
-        wait_for(lambda: server.speeds[0] > 0.3, 5.0, "the setpoints in the C server's DB")
+        wait_for(lambda: server.speeds[0] > 0.3, 20.0, "the setpoints in the C server's DB")
         cfg = core.config
         expected = core.model.inverse(core.snapshot().commanded).speeds
         assert server.speeds == pytest.approx(list(expected), abs=1e-6)
@@ -143,8 +143,8 @@ def test_bridge_runs_against_the_c_snap7_server_at_pdu_240(bridge_and_server, re
         written = [from_dint(c["seq"]) for c in server.controls if c["seq"]]
         assert written and all(seq_newer(s, from_dint(EARLIER_SEQ)) for s in written)
         assert all(c["seq"] < 0 for c in server.controls if c["seq"])
-        wait_for(lambda: r.get(keys.STATE_VALID) == b"true", 5.0, "valid monitor keys")
-        wait_for(lambda: abs(float(r.get(keys.MON_LONGITUDINAL)) - 0.8) < 1e-5, 5.0,
+        wait_for(lambda: r.get(keys.STATE_VALID) == b"true", 20.0, "valid monitor keys")
+        wait_for(lambda: abs(float(r.get(keys.MON_LONGITUDINAL)) - 0.8) < 1e-5, 20.0,
                  "the measured twist in Redis")
         assert r.get(keys.wheel_speed_key(cfg.wheels[0])) is not None
     finally:

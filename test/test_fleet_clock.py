@@ -7,11 +7,10 @@ from __future__ import annotations
 
 import math
 import signal
-import time
 from pathlib import Path
 
 from diagnostic_msgs.msg import DiagnosticArray
-from helpers import REPO, NodeProcess, RosTestNode, wait_for
+from helpers import REPO, NodeProcess, RosTestNode, not_shown, wait_for
 from hypothesis import given
 from hypothesis import strategies as st
 from rosgraph_msgs.msg import Clock
@@ -95,8 +94,9 @@ def test_two_machines_stamp_with_the_one_clock(tmp_path: Path) -> None:
         clock_ns = {_ns(m.clock) for m in list(clocks)}
         for ns in ("m1", "m2"):
             stamps = [_ns(m.header.stamp) for m in list(states[ns])[-200:]]
-            # every stamp is a time the clock showed (the last few may not have arrived yet)
-            foreign = [s for s in stamps[:-20] if s not in clock_ns]
+            # every stamp is a time the clock showed (where this probe missed a /clock, a
+            # loaded host's dropped sample, or has not got it yet, nothing is judged)
+            foreign = not_shown(stamps, clock_ns, round(PERIOD * 1e9))
             assert not foreign, (ns, foreign[:5], sorted(clock_ns)[-5:])
             assert stamps == sorted(stamps)
         t2 = _seconds(states["m2"][-1].header.stamp)
@@ -108,8 +108,6 @@ def test_two_machines_stamp_with_the_one_clock(tmp_path: Path) -> None:
         # the owner dies: the follower stops stepping (no time of its own) and says why
         owner.proc.send_signal(signal.SIGKILL)
         owner.proc.wait(10)
-        time.sleep(0.5)
-        n = len(states["m2"])
         diagnostics.clear()
 
         def waiting() -> bool:
@@ -117,7 +115,12 @@ def test_two_machines_stamp_with_the_one_clock(tmp_path: Path) -> None:
                        for d in list(diagnostics) for s in d.status)
         wait_for(waiting, LIMIT_S, lambda: f"'waiting for /clock' from machine 2\n"
                  f"{follower.log()}")
-        assert len(states["m2"]) <= n + 2, "machine 2 kept stepping without the clock"
+        # judged by the stamps, not by how many arrived in a while: none is later than the
+        # owner's last /clock (this probe may have missed its last one or two)
+        last_clock = max(_ns(m.clock) for m in list(clocks))
+        beyond = [s for s in (_ns(m.header.stamp) for m in list(states["m2"]))
+                  if s > last_clock + round(2 * PERIOD * 1e9)]
+        assert not beyond, ("machine 2 kept stepping without the clock", beyond[:5], last_clock)
     finally:
         probe.close()
         owner.stop()

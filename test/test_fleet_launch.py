@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import REPO, free_port, wait_for
+from helpers import REPO, free_port, not_shown, wait_for
 
 LIMIT_S = 90.0      # start-up of 12 processes on a loaded 2-core machine
 
@@ -130,11 +130,14 @@ def test_two_machines_under_ros2_launch(fleet, redis_server, ros_node, tmp_path)
         ros_node.wait_endpoints("publishers", "/clock", [("/exc1", "sim_node")])
         wait_for(lambda: all(len(j) > 150 for j in joints.values()), LIMIT_S,
                  "150 joint_states of each machine", 0.1)
+        # (config/sim.yaml: a /clock every 10 ms; where this probe missed one, a loaded host's
+        # dropped sample, nothing is judged)
         shown = {m.clock.sec * 10**9 + m.clock.nanosec for m in list(clocks)}
         for ns, states in joints.items():
             stamps = [m.header.stamp.sec * 10**9 + m.header.stamp.nanosec
-                      for m in list(states)[-120:-20]]
-            assert all(t in shown for t in stamps), (ns, stamps[:3], sorted(shown)[-3:])
+                      for m in list(states)[-120:]]
+            foreign = not_shown(stamps, shown, 10_000_000)
+            assert not foreign, (ns, foreign[:3], sorted(shown)[-3:])
         # the one soil_node serves both machines: each machine's sim subscribes to the one
         # terrain patch topic and gets its own wrench topic
         for ns in ("exc1", "exc2"):

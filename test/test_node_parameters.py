@@ -86,11 +86,17 @@ def _periods(states: list[JointState], n: int, timeout: float = 60.0) -> list[fl
     return list(np.diff(stamps))
 
 
-def _rate_over(states: list[JointState], wall_s: float) -> float:
-    """joint_states received per second of wall time over ``wall_s``."""
-    n0 = len(states)
-    time.sleep(wall_s)
-    return (len(states) - n0) / wall_s
+def _sim_per_wall(timed: list[tuple[float, float]], after: float, span_s: float = 2.0) -> float:
+    """Simulated time per second of sim_node's wall clock over ``span_s`` of the latter: from
+    ``timed`` ((stamp, source time) of joint_states, both sim_node's: the header's simulated
+    time and the time it published, CLOCK_REALTIME), those published after ``after``
+    [s, time.time()]. Nothing of this process's clock or of its delivery delays enters."""
+    def window() -> list[tuple[float, float]]:
+        return [m for m in list(timed) if m[1] > after]
+    got = wait_for(lambda: (w := window()) and w[-1][1] - w[0][1] >= span_s and w, 60.0,
+                   f"{span_s} s of joint_states published after the change")
+    (s0, w0), (s1, w1) = got[0], got[-1]
+    return (s1 - s0) / (w1 - w0)
 
 
 def test_sim_node_describes_its_parameters_from_the_spec(sim: NodeProcess,
@@ -127,15 +133,14 @@ def test_publish_rate_hz_changes_the_joint_states_rate_at_run_time(sim: NodeProc
     states: list[JointState] = probe.collect(JointState, _topic(SIM, "joint_states"), 1000)
     # 20 Hz from the start-up value (given under its former name): 0.05 s of simulated time
     # between messages, exactly (the stamps are simulated time: no machine speed involved)
+    # (messages per second of wall time, a loaded host's figure, are not counted: at a paced
+    # real time factor the simulated period is the rate)
     assert statistics.median(_periods(states, 10)) == pytest.approx(0.05, abs=1e-9)
-    slow = _rate_over(states, 2.0)
     assert set_parameters(probe, SIM, {"publish_rate_hz": 100.0}) == [(True, "")]
     try:
         wait_for(lambda: len(states) >= 2 and _seconds(states[-1].header.stamp)
                  - _seconds(states[-2].header.stamp) < 0.02, 30.0, "the new rate")
         assert statistics.median(_periods(states, 20)) == pytest.approx(0.01, abs=1e-9)
-        fast = _rate_over(states, 2.0)
-        assert fast > 2.0 * slow, (slow, fast)  # 5x expected; only a clear factor is asserted
         assert get_parameters(probe, SIM, ["publish_rate_hz"]) == \
             {"publish_rate_hz": 100.0}
     finally:
@@ -162,27 +167,30 @@ def test_sim_node_markers_and_pacing_change_at_run_time(sim: NodeProcess,
     real_time_factor 0 switches the pacing to free run (simulated time outruns the wall clock)
     and back."""
     markers: list[MarkerArray] = probe.collect(MarkerArray, _topic(SIM, "markers"), 10)
-    states: list[JointState] = probe.collect(JointState, _topic(SIM, "joint_states"), 1000)
+    timed: list[tuple[float, float]] = []
+    probe.node.create_subscription(
+        JointState, _topic(SIM, "joint_states"),
+        lambda m, info: timed.append((_seconds(m.header.stamp),
+                                      info["source_timestamp"] * 1e-9)), 1000)
     time.sleep(1.0)
     assert not markers
     assert set_parameters(probe, SIM, {"marker_rate_hz": 5.0}) == [(True, "")]
     wait_for(lambda: len(markers) >= 2, 30.0, "markers after marker_rate_hz 5")
 
-    def sim_per_wall(wall_s: float) -> float:
-        wait_for(lambda: len(states) > 0, 30.0, "joint_states")
-        t0, w0 = _seconds(states[-1].header.stamp), time.monotonic()
-        time.sleep(wall_s)
-        return (_seconds(states[-1].header.stamp) - t0) / (time.monotonic() - w0)
-
+    # the rate of simulated time on sim_node's own clock (stamp and publication time), over the
+    # joint_states published after the set was answered (it is applied before): a backlog of
+    # free-run messages still on its way to this process is not counted
     try:
         assert set_parameters(probe, SIM, {"real_time_factor": 0.0}) == [(True, "")]
-        free = sim_per_wall(2.0)
+        free = _sim_per_wall(timed, time.time())
         assert free > 1.5, free  # as fast as it can: many times real time on any machine
     finally:
         assert set_parameters(probe, SIM, {"real_time_factor": 1.0,
                                                    "marker_rate_hz": 0.0}) == [(True, "")] * 2
-    paced = sim_per_wall(2.0)
-    assert paced < 1.3, paced  # paced again: never ahead of the wall clock (plus the catch-up)
+    paced = _sim_per_wall(timed, time.time())
+    # paced again: never ahead of the wall clock; over 2 s at most the pacer's 0.5 s catch-up
+    # (max_behind_s) and a period more: < 1.26
+    assert paced < 1.3, paced
 
 
 # --- soil_node ---------------------------------------------------------------------------------
@@ -197,11 +205,13 @@ def soil(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NodeProcess]:
 
 
 def _skipped_in_between(probe: RosTestNode, wrenches: list[WrenchStamped], t0: float,
-                        trials: int = 5) -> int:
+                        expect_update: bool, trials: int = 5) -> int:
     """How many of ``trials`` poses stamped 10 ms (simulated time) after an answered pose got
     a wrench: each trial sends a pose at t (resent until answered), one at t + 0.01 s, then
     one at t + 0.06 s (resent until answered). At update_rate_hz 100 the middle pose is an
-    update, at 20 Hz it is skipped (faster than the rate in the poses' own time)."""
+    update (``expect_update``: its wrench is waited for before the next pose, which would
+    otherwise supersede it on a node a loaded host holds back), at 20 Hz it is skipped
+    (faster than the rate in the poses' own time)."""
     bucket = BucketPrism.from_geometry(default_geometry())
     pose = pose_for_tip(bucket, np.array([5.0, 0.0, 1.0]),
                         pitch_for_attack(bucket, math.radians(30.0)), 0.0)
@@ -223,7 +233,10 @@ def _skipped_in_between(probe: RosTestNode, wrenches: list[WrenchStamped], t0: f
             t = t0 + k
             until_answered(t)
             send_bucket_state(pose_pub, twist_pub, pose, np.zeros(3), t + 0.01)
-            time.sleep(0.3)  # the node keeps only the latest pose: let it take this one
+            if expect_update:   # the node keeps only the latest pose: it takes this one first
+                wait_for(lambda t=t: answered(t + 0.01), 30.0, f"the wrench at {t + 0.01} s")
+            else:               # (its absence cannot be waited for: a window to answer in)
+                time.sleep(0.3)
             until_answered(t + 0.06)
             count += answered(t + 0.01)
         return count
@@ -243,11 +256,11 @@ def test_soil_node_update_rate_hz_applies_at_run_time(soil: NodeProcess,
     wrenches: list[WrenchStamped] = probe.collect(WrenchStamped, _topic(SOIL, "soil/wrench"),
                                                   1000)
     # 100 Hz (the default): a pose 10 ms after the last update is an update
-    at_100 = _skipped_in_between(probe, wrenches, 100.0)
+    at_100 = _skipped_in_between(probe, wrenches, 100.0, expect_update=True)
     assert set_parameters(probe, SOIL, {"update_rate_hz": 20.0}) == [(True, "")]
     # 20 Hz: it is skipped (no wrench), the one 60 ms after is an update
-    at_20 = _skipped_in_between(probe, wrenches, 200.0)
-    assert at_100 >= 3, (at_100, soil.log())  # 5 expected; a stall could supersede one
+    at_20 = _skipped_in_between(probe, wrenches, 200.0, expect_update=False)
+    assert at_100 == 5, (at_100, soil.log())
     assert at_20 == 0, at_20
     [(ok, reason)] = set_parameters(probe, SOIL, {"update_rate_hz": 0.5})
     assert not ok and "out of range" in reason

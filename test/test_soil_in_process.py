@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import PoseStamped, WrenchStamped
-from helpers import REPO, NodeProcess, RosTestNode, wait_for
+from helpers import REPO, NodeProcess, RosTestNode, not_shown, reach_in_turn, stamp_ns, wait_for
 from rclpy.qos import DurabilityPolicy, QoSProfile
 from sensor_msgs.msg import JointState, PointCloud2
 from std_msgs.msg import Float64
@@ -32,9 +32,6 @@ def sim(tmp_path_factory: pytest.TempPathFactory):
     yield node
     assert node.stop() == 0, node.log()
 
-
-def _ns(stamp: object) -> int:
-    return int(stamp.sec) * 1_000_000_000 + int(stamp.nanosec)  # type: ignore[attr-defined]
 
 
 def _sim_values(diagnostics: list[DiagnosticArray]) -> dict[str, str]:
@@ -61,20 +58,15 @@ def test_sim_node_digs_a_scoop_with_the_soil_in_process(sim: NodeProcess) -> Non
         wait_for(lambda: states and wrenches and command.get_subscription_count() > 0, 60.0,
                  lambda: f"sim_node up with its soil; log:\n{sim.log()}")
         ik = InverseKinematics(default_geometry())
-        marks = []
-        for target, pitch in DIG:
-            q = [float(v) for v in ik.solve(np.array(target), pitch).q]
+
+        def send(q: list[float]) -> None:
             msg = JointState()
             msg.name, msg.position = JOINTS, q
             command.publish(msg)
-
-            def reached(q: list[float] = q) -> bool:
-                s = states[-1]
-                return all(abs(s.position[list(s.name).index(n)] - v) < 0.01
-                           for n, v in zip(JOINTS, q, strict=True))
-
-            wait_for(reached, 40.0, lambda t=target: f"the bucket tip at {t}:\n{sim.log()}")
-            marks.append(len(wrenches))
+        targets = [[float(v) for v in ik.solve(np.array(target), pitch).q]
+                   for target, pitch in DIG]
+        windows = reach_in_turn(send, states, JOINTS, targets, 0.01, 40.0,
+                                lambda k: f"the bucket tip at {DIG[k][0]}:\n{sim.log()}")
         n_status = len(diagnostics)
         wait_for(lambda: len(diagnostics) > n_status, 10.0, "a status after the scoop")
         wait_for(lambda: clouds, 10.0, "the heightmap cloud")
@@ -83,16 +75,19 @@ def test_sim_node_digs_a_scoop_with_the_soil_in_process(sim: NodeProcess) -> Non
 
     # the soil worked: load carried out of the ground, force while dragging
     assert max(m.data for m in loads) > 0.03
+    # (the drag from the 2nd waypoint to the 3rd told by the wrenches' stamps, not by when
+    # this thread saw the waypoints reached)
+    start, end = windows[2]
     drag = np.array([[w.wrench.force.x, w.wrench.force.y, w.wrench.force.z]
-                     for w in wrenches[marks[1]:marks[2]]])
+                     for w in wrenches if start <= stamp_ns(w) <= end])
     assert np.mean(np.linalg.norm(drag, axis=1)) > 500.0
     # exact coupling: each wrench carries the stamp of a pose sim_node published (the state
-    # it was computed from), and none was too old to act
-    pose_stamps = {_ns(p.header.stamp) for p in poses}
-    answered = [_ns(w.header.stamp) for w in wrenches
-                if poses and _ns(w.header.stamp) >= _ns(poses[0].header.stamp)
-                and _ns(w.header.stamp) <= _ns(poses[-1].header.stamp)]
-    assert answered and all(s in pose_stamps for s in answered)
+    # it was computed from), and none was too old to act (a pose this probe missed, a loaded
+    # host's dropped sample, leaves its wrench unjudged; config/sim.yaml: a pose every 10 ms)
+    pose_stamps = {stamp_ns(p) for p in poses}
+    answered = [stamp_ns(w) for w in wrenches
+                if poses and stamp_ns(poses[0]) <= stamp_ns(w) <= stamp_ns(poses[-1])]
+    assert answered and not not_shown(answered, pose_stamps, 10_000_000)
     values = _sim_values(diagnostics)
     assert values["soil_in_process"] == "true"
     assert int(values["soil_updates"]) > 100

@@ -128,13 +128,14 @@ def test_a_scoop_fills_the_bucket_pushes_back_and_leaves_a_trench(channel: Chann
     loads = np.array([m.data for m in channel.loads[-sent:]])
     assert loads[0] == 0.0 and loads.max() > 0.05  # m^3 in the bucket
     assert all(w.header.frame_id == "world" for w in channel.wrenches)
-    # the terrain is lower where the bucket passed (rebuilt from the data topic)
+    # the terrain is lower where the bucket passed (rebuilt from the data topic, whose patches
+    # follow the wrenches and loads on their own topic: the last may still be on the way)
     wait_for(lambda: channel.meshes, 10.0, "a heightmap mesh")
-    grid = _terrain_from_patches(channel.patches, 160, 120)
     x0, cell = 0.0, 0.05  # terrain.centre_x_m 4 +- 4 m
     i = int((4.8 - x0) / cell)
     j = int((0.0 + 3.0) / cell)
-    assert grid[i, j] < -0.2
+    (grid,) = wait_for(lambda: (g := _terrain_from_patches(list(channel.patches), 160, 120))[
+        i, j] < -0.2 and [g], 10.0, lambda: "the trench in soil/terrain_patch")
     assert grid.max() > 0.0  # the spill / pushed soil lies somewhere
     # the heightmap cloud for RViz: x, y, z float32 points over the grid, the trench in it
     wait_for(lambda: _cloud_min_z(channel.meshes[-1]) < -0.1, 10.0, "the trench in the cloud")
@@ -158,6 +159,13 @@ def test_a_scoop_fills_the_bucket_pushes_back_and_leaves_a_trench(channel: Chann
              lambda: f"a soil/bucket_soil marker of the {loads[-1]:.3f} m^3 load")
     tris = last_mesh()
     assert np.linalg.norm(tris.mean(axis=0)[:2] - tips[-1][:2]) < 1.5  # at the bucket
+
+
+def _is_full_grid(msg: Float64MultiArray, nx: int, ny: int) -> bool:
+    from excavator_sim.heightfield import flat_to_patch
+
+    i0, j0, heights = flat_to_patch(msg.layout.dim[0].size, msg.layout.dim[1].size, msg.data)
+    return (i0, j0, heights.shape) == (0, 0, (nx, ny))
 
 
 def _cloud_min_z(cloud: PointCloud2) -> float:
@@ -211,7 +219,12 @@ def test_bad_poses_are_rejected_on_diagnostics(channel: Channel) -> None:
     time.sleep(0.2)
     assert len(channel.wrenches) == n  # nothing published for malformed input
     # outside the grid: an error, the terrain untouched, but a current wrench (load weight only)
-    time.sleep(0.5)  # let a pending periodic full-grid patch (5 Hz) go out first
+    # First the terrain at rest: the last patch received is a full grid. After a change the
+    # node sends its patch, then (heightmap_rate_hz) the full grid, on one publisher, in order:
+    # nothing of the earlier digging is still on its way (a sleep, on a loaded host, let that
+    # full grid arrive after the count below)
+    wait_for(lambda: _is_full_grid(channel.patches[-1], 160, 120), 10.0,
+             "the full grid after the last change")
     patches = len(channel.patches)
     # 10 m: past the 8 m grid, within the machine's reach of it (farther is implausible)
     channel.send(BucketPose(10.0, 0.0, 0.0, 0.0, 0.0), np.array([-0.5, 0.0, 0.0]), 502.0)

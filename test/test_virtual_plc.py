@@ -246,7 +246,7 @@ def test_watchdog_trip_latches_until_an_explicit_stop(plc):
     w.run(5, enable=False)
     w.settle(control, (0.5, 0.5))
     time.sleep(w.cfg.virtual_plc.watchdog_timeout_s + 0.2)    # the bridge stalls: trip
-    wait_for(lambda: w.monitor()["watchdog"], 5.0, "the watchdog bit")
+    wait_for(lambda: w.monitor()["watchdog"], 20.0, "the watchdog bit")
     t_resume = time.monotonic()
     before = control.status()["refused"]
     w.run(20, enable=True, speeds=(0.5, 0.5))   # alive +1, newer seq: still refused
@@ -257,7 +257,7 @@ def test_watchdog_trip_latches_until_an_explicit_stop(plc):
              "the outputs at 0")
     total = sum(st["refused"].values())
     wait_for(lambda: (m := w.monitor())["watchdog"] and m["refused"] == total
-             and m["refused_reason"] == 2, 5.0,
+             and m["refused_reason"] == 2, 20.0,
              "the refusals counted in the monitor DB, with their cause (2: watchdog_tripped)")
     w.stop_until_clear()                         # the explicit stop clears it
     assert not w.settle(control, (0.5, 0.5))["watchdog"]
@@ -280,14 +280,14 @@ def test_a_write_not_newer_than_the_last_accepted_is_refused(steady_plc):
     # the monitor DB says so: the cause (1: stale_seq) and the last seq taken, for a bridge
     # that connects to continue from
     wait_for(lambda: (m := w.monitor())["refused_reason"] == 1 and m["seq_accepted"] == last,
-             5.0, "refused_reason 1 and seq_accepted in the monitor DB")
+             20.0, "refused_reason 1 and seq_accepted in the monitor DB")
     # wrap-around of the 32-bit ms counter is newer, not older
     w.seq = 2**31 - 3
     w.run(5, enable=False)                       # seq passes 2^31 - 1 and wraps negative
     mon = w.settle(control, (0.8, 0.8))
     assert w.seq > 2**31 and control.status()["last_seq"] == w.seq % 2**32
     assert mon["speed_rl"] == pytest.approx(0.8, abs=1e-3)
-    wait_for(lambda: w.monitor()["seq_accepted"] == w.seq - 2**32, 5.0,
+    wait_for(lambda: w.monitor()["seq_accepted"] == w.seq - 2**32, 20.0,
              "seq_accepted: the DINT of the wrapped value")
 
 
@@ -299,7 +299,7 @@ def test_bad_setpoint_is_a_latched_fault_and_the_cycle_keeps_running(steady_plc,
     w.run(20, enable=True, speeds=(0.5, 0.5))
     w.raw(True, [bad, 0.5, 0.0, 0.0])
     t_fault = time.monotonic()                   # the write was judged before its reply
-    mon = wait_for(lambda: (m := w.monitor())["setpoint_fault"] and m, 5.0, "setpoint_fault")
+    mon = wait_for(lambda: (m := w.monitor())["setpoint_fault"] and m, 20.0, "setpoint_fault")
     alive = mon["alive"]
     st = control.status()
     assert st["refused"]["bad_setpoint"] == 1 and "speed setpoint 0" in st["fault_text"]
@@ -309,8 +309,8 @@ def test_bad_setpoint_is_a_latched_fault_and_the_cycle_keeps_running(steady_plc,
     st = control.status()
     assert st["drove_at"] < t_fault
     assert st["refused"] == {**before, "setpoint_fault": before["setpoint_fault"] + 20}
-    wait_for(lambda: max(abs(v) for v in control.status()["speeds"]) < 1e-3, 5.0, "outputs 0")
-    wait_for(lambda: w.monitor()["alive"] != alive, 5.0,
+    wait_for(lambda: max(abs(v) for v in control.status()["speeds"]) < 1e-3, 20.0, "outputs 0")
+    wait_for(lambda: w.monitor()["alive"] != alive, 20.0,
              "the PLC cycle to keep running (its alive counter)")
     w.run(2, enable=False)                        # a stop clears it
     assert not w.settle(control, (0.5, 0.6))["setpoint_fault"]
