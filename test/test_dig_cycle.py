@@ -127,3 +127,20 @@ def test_a_starved_operator_still_passes_every_waypoint_and_names_every_phase(
         assert start in published, f"the boundary at {start:.3f} s was stepped over"
     marks = dict((name, t) for t, name in op.phase_marks)
     assert [marks[n] for n in names] == sorted(marks[n] for n in names)
+
+
+def test_soil_moved_is_judged_on_simulated_times_not_on_the_phase_a_load_arrived_in() -> None:
+    """The dump's result from the loads' and the phases' simulated times: a starved operator
+    that takes the loads of lift, swing and dump in one burst after the dump (the CI demo
+    reported 0 m^3 moved that way, with a peak load of 0.275) still reports what was moved."""
+    from types import SimpleNamespace
+
+    marks = [(0.0, "approach"), (1.0, "dig"), (2.0, "drag"), (3.0, "curl"), (4.0, "lift"),
+             (5.0, "swing"), (6.0, "dump"), (7.0, "return")]
+    loads = [(3.5, 0.30), (4.5, 0.28), (5.5, 0.27), (6.2, 0.10), (6.6, 0.02), (7.5, 0.02)]
+    op = SimpleNamespace(phase_marks=marks, loads=loads)
+    assert DemoOperator.soil_moved_m3(op) == pytest.approx(0.25)  # type: ignore[arg-type]
+    # no dump, or no load before it: nothing moved (never a negative or made-up figure)
+    assert DemoOperator.soil_moved_m3(SimpleNamespace(phase_marks=marks[:6], loads=loads)) == 0.0
+    assert DemoOperator.soil_moved_m3(SimpleNamespace(phase_marks=marks,
+                                                      loads=loads[3:])) == 0.0

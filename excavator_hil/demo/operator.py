@@ -81,7 +81,6 @@ class DemoOperator(Node):
         self.lag_warnings = 0
         # (command time [s, monotonic], Redis -> PLC latency [ms]) of the drive phase
         self.latency_samples: list[tuple[float, float]] = []
-        self._dump_load = (0.0, math.inf)  # (load entering the dump, least load after it)
         self._phase = ""
         self.target_pub = self.create_publisher(PoseStamped, "target_pose", 10)
         self.create_subscription(Clock, "/clock", self._on_clock, 10)
@@ -120,13 +119,23 @@ class DemoOperator(Node):
     def _on_load(self, msg: Float64) -> None:
         t = self.sim_time if math.isfinite(self.sim_time) else 0.0
         self.loads.append((t, msg.data))
-        if self._phase == "dump":
-            entering, least = self._dump_load
-            self._dump_load = (entering, min(least, msg.data))
-        elif self._phase in ("lift", "swing"):
-            # the load as it enters the dump (the latest): not the peak, since a heap that
-            # falls over the lip while lifting (issue 14.7) lands by the trench, not on the pile
-            self._dump_load = (msg.data, math.inf)
+
+    def soil_moved_m3(self) -> float:
+        """Soil the dump moved [m^3]: the load as it entered the dump (the latest before the
+        dump phase began, after the lift began: not the peak, since a heap that falls over the
+        lip while lifting (issue 14.7) lands by the trench, not on the pile) less the least
+        load from the dump on. Judged on the loads' and the phases' simulated times once the
+        session is over, not on the phase current when a load arrived: a starved operator
+        takes a burst of queued loads in whatever phase it is in by then."""
+        starts = {name: t for t, name in self.phase_marks}
+        if "dump" not in starts:
+            return 0.0
+        t_dump, t_lift = starts["dump"], starts.get("lift", -math.inf)
+        entering = [v for t, v in self.loads if t_lift <= t < t_dump]
+        after = [v for t, v in self.loads if t >= t_dump]
+        if not entering or not after:
+            return 0.0
+        return max(0.0, entering[-1] - min(after))
 
     def _on_patch(self, msg: Float64MultiArray) -> None:
         dims = msg.layout.dim
@@ -303,8 +312,7 @@ class DemoOperator(Node):
     # --- results -------------------------------------------------------------------------
     def summary(self) -> DemoSummary:
         s = DemoSummary()
-        entering, least = self._dump_load
-        s.soil_moved_m3 = max(0.0, entering - (least if math.isfinite(least) else entering))
+        s.soil_moved_m3 = self.soil_moved_m3()
         s.peak_bucket_load_m3 = max((v for _, v in self.loads), default=0.0)
         s.peak_soil_force_n = max((math.sqrt(x * x + y * y + z * z)
                                    for _, x, y, z in self.wrenches), default=0.0)
