@@ -502,10 +502,14 @@ class BridgeCore:
         if not plc_up or st is None:
             return "plc_link_lost", f"PLC {self.config.plc_host}:{self.config.plc_port} " \
                                     f"unreachable: {self.plc.last_error}"
-        for bit, reason, text in (("estop", "plc_estop", "PLC reports emergency stop"),
-                                  ("fault", "plc_fault", "PLC reports a fault")):
-            if st[bit]:
-                return reason, text
+        if st["estop"]:
+            return "plc_estop", "PLC reports emergency stop"
+        if st.get("plant_lost"):   # before fault, which the PLC sets with it: name the cause
+            return "plc_plant_lost", ("PLC reports plant_lost: the simulation's alive counter "
+                                      "in plant_in stopped (simulation frozen or ended, or the "
+                                      "plant link down); drives in their safe state")
+        if st["fault"]:
+            return "plc_fault", "PLC reports a fault"
         if st.get("setpoint_fault"):
             return "plc_setpoint_fault", ("PLC refused a setpoint (NaN/inf/out of range): "
                                           "setpoint_fault set; a stop clears it")

@@ -101,6 +101,12 @@ class BridgeConfig:
     monitor: DbLayout
     wheels: tuple[str, ...]
     steering: tuple[str, ...]
+    # HIL plant blocks (docs/plc_setup.md): the bridge never touches them; the plant link and
+    # a PLC in HIL mode (the virtual PLC's plant_mode external) do
+    plant_in_db: int
+    plant_out_db: int
+    plant_in: DbLayout
+    plant_out: DbLayout
     vehicle_params: dict[str, Any] = field(default_factory=dict)
     virtual_plc: VirtualPlcParams = field(default_factory=VirtualPlcParams)
     source: str = ""
@@ -122,6 +128,18 @@ class BridgeConfig:
 
     def angle_fields(self) -> tuple[str, ...]:
         return tuple(f"angle_{s}" for s in self.steering)
+
+    def torque_fields(self) -> tuple[str, ...]:
+        """plant_in: measured drive torques [N m]."""
+        return tuple(f"torque_{w}" for w in self.wheels)
+
+    def torque_sp_fields(self) -> tuple[str, ...]:
+        """plant_out: drive torque set-points [N m]."""
+        return tuple(f"torque_sp_{w}" for w in self.wheels)
+
+    def steer_rate_sp_fields(self) -> tuple[str, ...]:
+        """plant_out: steering rate commands [rad/s]."""
+        return tuple(f"steer_rate_sp_{s}" for s in self.steering)
 
 
 def default_config_path() -> Path:
@@ -207,14 +225,24 @@ def build_config(values: Mapping[str, Any], virtual_plc: VirtualPlcParams | None
         raise BridgeConfigError(f"parameter 'control_db' = {v['control_db']} is not in "
                                 f"'write_allow_list' = {allow}; add it, the bridge writes only "
                                 f"there")
-    if v["monitor_db"] == v["control_db"]:
-        raise BridgeConfigError(f"parameters 'control_db' and 'monitor_db' are both "
-                                f"{v['control_db']}; use two data blocks")
-    control, monitor, wheels, steering = _layouts(v, model, int(v["control_db"]),
-                                                  int(v["monitor_db"]))
+    dbs = ("control_db", "monitor_db", "plant_in_db", "plant_out_db")
+    for i, a in enumerate(dbs):
+        for b in dbs[i + 1:]:
+            if v[a] == v[b]:
+                raise BridgeConfigError(f"parameters {a!r} and {b!r} are both {v[a]}; each "
+                                        f"block needs its own data block number")
+    for name in ("plant_in_db", "plant_out_db"):
+        if v[name] in allow:
+            raise BridgeConfigError(
+                f"parameter {name!r} = {v[name]} is in 'write_allow_list' = {allow}: the bridge "
+                f"never writes the plant blocks (the plant link writes plant_in, the PLC "
+                f"plant_out); remove it")
+    control, monitor, plant_in, plant_out, wheels, steering = _layouts(v, model)
     try:
         control.check_pdu(int(v["pdu_size_bytes"]), "write")
         monitor.check_pdu(int(v["pdu_size_bytes"]), "read")
+        plant_in.check_pdu(int(v["pdu_size_bytes"]), "write")
+        plant_out.check_pdu(int(v["pdu_size_bytes"]), "read")
     except LayoutError as e:
         raise BridgeConfigError(f"parameter 'pdu_size_bytes': {e}") from e
     prefix = f"vehicle.{model}."
@@ -227,8 +255,8 @@ def build_config(values: Mapping[str, Any], virtual_plc: VirtualPlcParams | None
               if name in v and name not in ("write_allow_list", "plc_host")}
     return BridgeConfig(
         **fields, plc_host=check_host("plc_host", v["plc_host"]),
-        write_allow_list=tuple(allow), control=control, monitor=monitor, wheels=wheels,
-        steering=steering, vehicle_params=vehicle,
+        write_allow_list=tuple(allow), control=control, monitor=monitor, plant_in=plant_in,
+        plant_out=plant_out, wheels=wheels, steering=steering, vehicle_params=vehicle,
         virtual_plc=virtual_plc or VirtualPlcParams(), source=source,
         parameters={k: val for k, val in v.items() if k in BRIDGE.names})
 
@@ -254,35 +282,44 @@ def check_monitor_ttl(monitor_ttl_s: float, cycle_hz: float) -> None:
                                 f"{2.0 / cycle_hz:.3g} s")
 
 
-def _layouts(params: Mapping[str, Any], model: str, control_db: int, monitor_db: int
-             ) -> tuple[DbLayout, DbLayout, tuple[str, ...], tuple[str, ...]]:
+def _layouts(params: Mapping[str, Any], model: str
+             ) -> tuple[DbLayout, DbLayout, DbLayout, DbLayout, tuple[str, ...], tuple[str, ...]]:
+    """The control, monitor, plant_in and plant_out blocks of ``model``, each checked for the
+    fields the bridge, the plant link and the PLC program rely on."""
     wheels = tuple(str(w) for w in params[f"actuators.{model}.wheels"])
     steering = tuple(str(w) for w in params.get(f"actuators.{model}.steering") or ())
 
-    def build(block: str, header_key: str, db: int) -> DbLayout:
-        lines = list(params[f"layout.{header_key}"]) + list(params[f"layout.{model}.{block}"])
-        where = f"layout.{header_key} + layout.{model}.{block}"
+    def build(block: str) -> DbLayout:
+        lines = list(params[f"layout.{block}_header"]) + list(params[f"layout.{model}.{block}"])
+        where = f"layout.{block}_header + layout.{model}.{block}"
         try:
             specs = [parse_field_spec(line, where) for line in lines]
-            return DbLayout(f"{block}_{model}", db, specs)
+            return DbLayout(f"{block}_{model}", int(params[f"{block}_db"]), specs)
         except LayoutError as e:
             raise BridgeConfigError(f"parameter {where!r}: {e}") from e
 
-    control = build("control", "control_header", control_db)
-    monitor = build("monitor", "monitor_header", monitor_db)
+    control, monitor, plant_in, plant_out = (build(b) for b in ("control", "monitor",
+                                                                "plant_in", "plant_out"))
     required = {
         control: ["alive", "enable", "stop", "seq", *(f"speed_sp_{w}" for w in wheels),
                   *(f"angle_sp_{a}" for a in steering)],
         monitor: ["alive", "ready", "fault", "estop", "auto",
                   *(f"speed_{w}" for w in wheels), *(f"angle_{a}" for a in steering)],
+        plant_in: ["alive", "sim_time", *(f"speed_{w}" for w in wheels),
+                   *(f"angle_{a}" for a in steering)],
+        plant_out: ["alive", "enable", "brake", "seq", *(f"torque_sp_{w}" for w in wheels),
+                    *(f"steer_rate_sp_{a}" for a in steering)],
     }
     for block, names in required.items():
         for name in names:
             if not block.has(name):
                 raise BridgeConfigError(f"parameter 'layout': data block {block.name!r} lacks "
                                         f"field {name!r} required by model {model!r}; declare it")
-    for block, name, s7_type in ((control, "seq", "DINT"), (monitor, "refused", "DINT")):
+    for block, name, s7_type in ((control, "seq", "DINT"), (monitor, "refused", "DINT"),
+                                 (plant_out, "seq", "DINT"), (plant_in, "alive", "UINT"),
+                                 (plant_in, "sim_time", "DINT"),
+                                 (plant_in, "actuation_seq", "DINT")):
         if block.has(name) and block.field(name).s7_type != s7_type:
             raise BridgeConfigError(f"parameter 'layout': field {name!r} of {block.name!r} is "
                                     f"{block.field(name).s7_type}; it must be {s7_type}")
-    return control, monitor, wheels, steering
+    return control, monitor, plant_in, plant_out, wheels, steering

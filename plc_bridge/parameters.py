@@ -161,8 +161,35 @@ _LAYOUT: dict[str, list[str]] = {
         "outputs stopped by the PLC",
         "setpoint_fault | BOOL | 1 | a setpoint was NaN/inf/out of range: outputs stopped, "
         "latched until an explicit stop",
+        "plant_lost | BOOL | 1 | HIL: the simulation's alive counter in plant_in stopped: drives "
+        "in their safe state (torque 0, brakes on), latched until the plant is alive and a stop "
+        "was taken",
+        "drive_saturated | BOOL | 1 | HIL: a drive speed loop is at its torque limit (the "
+        "set-point is not held: slope, soil, obstacle)",
         "refused | DINT | 1 | count of refused control writes (stale seq, watchdog tripped, bad "
         "setpoint)"],
+    "plant_in_header": [
+        "alive | UINT | 1 | simulation alive counter: +1 with each plant_in that carries a newer "
+        "simulated time; it stops when the simulation stops",
+        "drive_ready | BOOL | 1 | the simulated drives are powered and fault-free (they accept "
+        "torque when enabled)",
+        "drive_fault | BOOL | 1 | the simulation refused an actuation (NaN/inf/out of range): "
+        "drives braked until a valid one",
+        "brake | BOOL | 1 | the holding brakes hold (measured)",
+        "sim_time | DINT | ms | simulated time of these measurements, ms mod 2^32",
+        "yaw_rate | REAL | rad/s | IMU yaw rate of base_link, + counter-clockwise seen from above",
+        "pitch | REAL | rad | IMU pitch of base_link (REP-103: + nose down)",
+        "roll | REAL | rad | IMU roll of base_link (REP-103: + right side down)",
+        "ground_speed | REAL | m/s | speed over ground along base_link x (radar/GNSS sensor): "
+        "slip = 1 - ground speed / track speed",
+        "actuation_seq | DINT | 1 | seq of the last plant_out the plant link forwarded to the "
+        "simulation"],
+    "plant_out_header": [
+        "alive | UINT | 1 | PLC plant-program alive counter, +1 each PLC scan",
+        "enable | BOOL | 1 | drive enable: the drives may produce torque",
+        "brake | BOOL | 1 | apply the holding brakes",
+        "seq | DINT | 1 | actuation sequence: strictly increasing, written last; the plant link "
+        "forwards an actuation only when its seq is newer than the last one forwarded"],
 }
 ACTUATORS: dict[str, dict[str, list[str]]] = {
     "skid_steer": {"wheels": ["left", "right"]},
@@ -181,6 +208,16 @@ _MODEL_LAYOUT: dict[str, dict[str, list[str]]] = {
             "speed_left | REAL | m/s | left track measured speed",
             "speed_right | REAL | m/s | right track measured speed",
         ],
+        "plant_in": [
+            "speed_left | REAL | m/s | left track measured speed, + forward",
+            "speed_right | REAL | m/s | right track measured speed, + forward",
+            "torque_left | REAL | N m | left track measured drive torque, + forward",
+            "torque_right | REAL | N m | right track measured drive torque, + forward",
+        ],
+        "plant_out": [
+            "torque_sp_left | REAL | N m | left track torque set-point (sprocket), + forward",
+            "torque_sp_right | REAL | N m | right track torque set-point (sprocket), + forward",
+        ],
     },
     "ackermann": {
         "control": [
@@ -194,6 +231,20 @@ _MODEL_LAYOUT: dict[str, dict[str, list[str]]] = {
             "speed_rr | REAL | m/s | rear-right wheel measured speed",
             "angle_fl | REAL | rad | front-left measured steering angle",
             "angle_fr | REAL | rad | front-right measured steering angle",
+        ],
+        "plant_in": [
+            "speed_rl | REAL | m/s | rear-left wheel measured speed, + forward",
+            "speed_rr | REAL | m/s | rear-right wheel measured speed, + forward",
+            "torque_rl | REAL | N m | rear-left wheel measured drive torque, + forward",
+            "torque_rr | REAL | N m | rear-right wheel measured drive torque, + forward",
+            "angle_fl | REAL | rad | front-left measured steering angle, + CCW",
+            "angle_fr | REAL | rad | front-right measured steering angle, + CCW",
+        ],
+        "plant_out": [
+            "torque_sp_rl | REAL | N m | rear-left wheel torque set-point, + forward",
+            "torque_sp_rr | REAL | N m | rear-right wheel torque set-point, + forward",
+            "steer_rate_sp_fl | REAL | rad/s | front-left steering rate command (valve), + CCW",
+            "steer_rate_sp_fr | REAL | rad/s | front-right steering rate command (valve), + CCW",
         ],
     },
     "4wd4ws": {
@@ -217,9 +268,41 @@ _MODEL_LAYOUT: dict[str, dict[str, list[str]]] = {
             "angle_rl | REAL | rad | rear-left measured steering angle",
             "angle_rr | REAL | rad | rear-right measured steering angle",
         ],
+        "plant_in": [
+            "speed_fl | REAL | m/s | front-left wheel measured speed, + forward",
+            "speed_fr | REAL | m/s | front-right wheel measured speed, + forward",
+            "speed_rl | REAL | m/s | rear-left wheel measured speed, + forward",
+            "speed_rr | REAL | m/s | rear-right wheel measured speed, + forward",
+            "torque_fl | REAL | N m | front-left wheel measured drive torque, + forward",
+            "torque_fr | REAL | N m | front-right wheel measured drive torque, + forward",
+            "torque_rl | REAL | N m | rear-left wheel measured drive torque, + forward",
+            "torque_rr | REAL | N m | rear-right wheel measured drive torque, + forward",
+            "angle_fl | REAL | rad | front-left measured steering angle, + CCW",
+            "angle_fr | REAL | rad | front-right measured steering angle, + CCW",
+            "angle_rl | REAL | rad | rear-left measured steering angle, + CCW",
+            "angle_rr | REAL | rad | rear-right measured steering angle, + CCW",
+        ],
+        "plant_out": [
+            "torque_sp_fl | REAL | N m | front-left wheel torque set-point, + forward",
+            "torque_sp_fr | REAL | N m | front-right wheel torque set-point, + forward",
+            "torque_sp_rl | REAL | N m | rear-left wheel torque set-point, + forward",
+            "torque_sp_rr | REAL | N m | rear-right wheel torque set-point, + forward",
+            "steer_rate_sp_fl | REAL | rad/s | front-left steering rate command (valve), + CCW",
+            "steer_rate_sp_fr | REAL | rad/s | front-right steering rate command (valve), + CCW",
+            "steer_rate_sp_rl | REAL | rad/s | rear-left steering rate command (valve), + CCW",
+            "steer_rate_sp_rr | REAL | rad/s | rear-right steering rate command (valve), + CCW",
+        ],
     },
 }
 
+
+_BLOCK_TEXT = {
+    "control": "setpoints [m/s, rad]: speed_sp_<wheel>, angle_sp_<steer>",
+    "monitor": "measurements [m/s, rad]: speed_<wheel>, angle_<steer>",
+    "plant_in": "simulated sensors [m/s, N m, rad]: speed_<wheel>, torque_<wheel>, "
+                "angle_<steer>",
+    "plant_out": "actuator set-points [N m, rad/s]: torque_sp_<wheel>, steer_rate_sp_<steer>",
+}
 
 _DATA_BLOCKS = (
     _spec("control_db", 100, "DB number bridge -> PLC, the only block the bridge writes",
@@ -227,18 +310,29 @@ _DATA_BLOCKS = (
     _spec("monitor_db", 101, "DB number PLC -> bridge (read only)", "", 1, 65535,
           constraint="not control_db"),
     ListSpec("write_allow_list", [100], "DB numbers the bridge may write; control_db must be "
-             "one of them", low=1, high=65535, type=ParamType.INTEGER_ARRAY),
+             "one of them, the plant blocks must not", low=1, high=65535,
+             type=ParamType.INTEGER_ARRAY),
+    _spec("plant_in_db", 102, "HIL: DB number simulation -> PLC (measured speeds, torques, "
+          "IMU, the simulation's alive counter), written by the plant link only", "", 1, 65535,
+          constraint="not in write_allow_list"),
+    _spec("plant_out_db", 103, "HIL: DB number PLC -> simulation (torque and steering-rate "
+          "set-points, enable, brake, seq), read by the plant link", "", 1, 65535,
+          constraint="not in write_allow_list"),
     _strings("layout.control_header", _LAYOUT["control_header"],
              "first fields of the control DB, 'name | TYPE | unit | comment' (TYPE: BOOL INT "
              "UINT WORD DINT REAL): alive counter, enable, stop, seq (DINT, required)"),
     _strings("layout.monitor_header", _LAYOUT["monitor_header"],
              "first fields of the monitor DB: PLC alive counter, status bits, count of refused "
              "writes"),
+    _strings("layout.plant_in_header", _LAYOUT["plant_in_header"],
+             "first fields of the plant_in DB (HIL, simulation -> PLC): simulation alive "
+             "counter, drive status bits, simulated time, IMU, ground speed, last forwarded seq"),
+    _strings("layout.plant_out_header", _LAYOUT["plant_out_header"],
+             "first fields of the plant_out DB (HIL, PLC -> simulation): PLC alive counter, "
+             "enable, brake, seq (DINT, required)"),
     *(_strings(f"layout.{m}.{block}", _MODEL_LAYOUT[m][block],
-               f"the {m} model's {'setpoints' if block == 'control' else 'measurements'} "
-               f"[m/s, rad] after the {block} header: "
-               f"{'speed_sp_<wheel>, angle_sp_<steer>' if block == 'control' else 'speed_<wheel>, angle_<steer>'}")  # noqa: E501
-      for m in MODELS for block in ("control", "monitor")),
+               f"the {m} model's {_BLOCK_TEXT[block]} after the {block} header")
+      for m in MODELS for block in ("control", "monitor", "plant_in", "plant_out")),
     *(_strings(f"actuators.{m}.{kind}", names,
                f"{'driven wheels or tracks' if kind == 'wheels' else 'steered wheels'} of the "
                f"{m} model, in its {'wheel' if kind == 'wheels' else 'steer'}_names order: they "

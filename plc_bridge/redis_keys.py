@@ -24,7 +24,9 @@ MON_LATERAL = "plc.monitor.navigation.velocity.lateral"
 MON_ANGULAR = "plc.monitor.navigation.velocity.angular"
 STATE_PREFIX = "plc.monitor.state."
 STATE_VALID = "plc.monitor.state.valid"          # "true" while the monitor values are live
-STATE_BITS: tuple[str, ...] = ("ready", "fault", "estop", "auto", "watchdog", "setpoint_fault")
+# PLC status bits, published when the monitor DB has them (plant_lost, drive_saturated: HIL)
+STATE_BITS: tuple[str, ...] = ("ready", "fault", "estop", "auto", "watchdog", "setpoint_fault",
+                               "plant_lost", "drive_saturated")
 STATE_PLC_ALIVE = "plc.monitor.state.plc_alive"  # the PLC's u16 alive counter
 
 BRIDGE_STATUS = "plc.bridge.status"              # "running" or "stopped:<reason>"

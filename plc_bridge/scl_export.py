@@ -1,7 +1,8 @@
 """TIA Portal source generated from config/plc.yaml: the two data blocks (SCL ``DATA_BLOCK``)
 and ``PlcBridge_Guard``, a function block with the checks docs/plc_setup.md section 4 asks of
 the PLC program (latched watchdog, newer seq, setpoint ranges), the same rules as the virtual
-PLC's ``plant.CommandGuard``.
+PLC's ``plant.CommandGuard``. With ``--hil`` also the two plant blocks of hardware in the loop
+(``plant_in``, ``plant_out``: docs/plc_setup.md section 7).
 
 The PLC programmer imports the file (Project tree > External source files > Add new external
 file, then "Generate blocks from source"), so the PLC's DBs have exactly the bridge's layout.
@@ -9,7 +10,7 @@ file, then "Generate blocks from source"), so the PLC's DBs have exactly the bri
 each line's comment repeats the offset the bridge expects, to compare with the DB editor's
 "Offset" column after compiling. TIA assigns the DB number in the block properties.
 
-CLI: ``python -m plc_bridge.scl_export [--config plc.yaml] [--model M] [--out FILE]``.
+CLI: ``python -m plc_bridge.scl_export [--config plc.yaml] [--model M] [--hil] [--out FILE]``.
 """
 
 from __future__ import annotations
@@ -177,11 +178,25 @@ def config_source(config: BridgeConfig) -> str:
         data_block_source(config.monitor, "PLC -> bridge measurements") + "\n" + guard
 
 
+def hil_source(config: BridgeConfig) -> str:
+    """The two HIL plant blocks of the configured model (docs/plc_setup.md section 7):
+    ``plant_in`` (simulation -> PLC, written by the plant link) and ``plant_out`` (PLC ->
+    simulation, read by it)."""
+    header = (f"// HIL plant blocks for model '{config.model}' "
+              f"(plant_in DB{config.plant_in_db}: simulation -> PLC, "
+              f"plant_out DB{config.plant_out_db}: PLC -> simulation)\n")
+    return header + data_block_source(config.plant_in, "simulation -> PLC sensors") + "\n" + \
+        data_block_source(config.plant_out, "PLC -> simulation actuators")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", default=None, help="parameter file (default config/plc.yaml)")
     parser.add_argument("--model", choices=MODELS, default=None, help="vehicle model")
     parser.add_argument("--out", default=None, help="output .db file (default: stdout)")
+    parser.add_argument("--hil", action="store_true",
+                        help="also the HIL plant blocks (plant_in, plant_out: "
+                             "docs/plc_setup.md section 7)")
     args = parser.parse_args(argv)
     try:
         config = load_config(args.config, {"model": args.model})
@@ -189,6 +204,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"plc_db_source: {e}", file=sys.stderr)
         return 2
     text = config_source(config)
+    if args.hil:
+        text += "\n" + hil_source(config)
     if args.out:
         Path(args.out).write_text(text)
     else:

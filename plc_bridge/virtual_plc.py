@@ -247,6 +247,9 @@ class VirtualPlc:
             values["watchdog"] = tripped
         if cfg.monitor.has("setpoint_fault"):
             values["setpoint_fault"] = sp_fault
+        for name in ("plant_lost", "drive_saturated"):   # HIL bits: no plant to lose here
+            if cfg.monitor.has(name):
+                values[name] = False
         if cfg.monitor.has("refused"):
             values["refused"] = min(refused, 2**31 - 1)
         for name, v in zip(cfg.speed_fields(), self.plant.speeds, strict=True):

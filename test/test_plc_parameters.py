@@ -19,7 +19,8 @@ REPO = Path(__file__).resolve().parents[1]
 # identifiers, counts, flags, ratios, names and paths: no unit to carry
 UNITLESS = {"redis_url", "plc_host", "plc_port", "rack", "slot", "reconnect_jitter", "model",
             "rt_priority", "lateral_positive", "wake_on_change", "configure_keyspace_events",
-            "notify_channel", "control_db", "monitor_db", "write_allow_list", "config_file",
+            "notify_channel", "control_db", "monitor_db", "plant_in_db", "plant_out_db",
+            "write_allow_list", "config_file",
             "autostart", "cmd_vel_to_redis", "slip_factor", "steer_feedback", "frame_prefix"}
 _SUFFIX = re.compile(r"_(s|hz|m|m_s|rad|rad_s|bytes)$")
 
