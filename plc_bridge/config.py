@@ -30,16 +30,26 @@ __all__ = ["BRIDGE", "MODELS", "BridgeConfig", "VirtualPlcParams", "build_config
            "default_config_path", "default_virtual_plc_path", "load_config", "redact_url"]
 
 
+def _vp(name: str) -> float:
+    return float(VIRTUAL_PLC[name].default)  # type: ignore[arg-type]  # a number spec's default
+
+
 @dataclass(frozen=True)
 class VirtualPlcParams:
-    """The simulated plant and watchdog of the virtual PLC (``plc_bridge.parameters.
-    VIRTUAL_PLC``: units and ranges there)."""
+    """The simulated plant, watchdog and (``plant_mode`` external) speed loops of the virtual
+    PLC (``plc_bridge.parameters.VIRTUAL_PLC``: units and ranges there)."""
 
-    plant_hz: float = float(VIRTUAL_PLC["plant_hz"].default)  # type: ignore[arg-type]
-    speed_time_constant_s: float = float(
-        VIRTUAL_PLC["speed_time_constant_s"].default)  # type: ignore[arg-type]
-    steer_rate_rad_s: float = float(VIRTUAL_PLC["steer_rate_rad_s"].default)  # type: ignore[arg-type]
-    watchdog_timeout_s: float = float(VIRTUAL_PLC["watchdog_timeout_s"].default)  # type: ignore[arg-type]
+    plant_hz: float = _vp("plant_hz")
+    speed_time_constant_s: float = _vp("speed_time_constant_s")
+    steer_rate_rad_s: float = _vp("steer_rate_rad_s")
+    watchdog_timeout_s: float = _vp("watchdog_timeout_s")
+    plant_mode: str = str(VIRTUAL_PLC["plant_mode"].default)
+    plant_watchdog_timeout_s: float = _vp("plant_watchdog_timeout_s")
+    speed_kp_nm_s_per_m: float = _vp("speed_kp_nm_s_per_m")
+    speed_ki_nm_per_m: float = _vp("speed_ki_nm_per_m")
+    speed_sp_weight: float = _vp("speed_sp_weight")
+    torque_limit_nm: float = _vp("torque_limit_nm")
+    steer_kp_1_s: float = _vp("steer_kp_1_s")
 
 
 _HOSTNAME = re.compile(r"(?=.{1,253}$)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
@@ -168,7 +178,8 @@ def load_virtual_plc(path: str | Path | None = None, warn: Warn | None = None
                      ) -> VirtualPlcParams:
     """The virtual PLC's plant and watchdog (default config/virtual_plc.yaml)."""
     values = load_parameters(VIRTUAL_PLC, path or default_virtual_plc_path(), warn=warn)
-    return VirtualPlcParams(**{k: float(v) for k, v in values.items() if k != "use_sim_time"})
+    numbers = {k: float(v) for k, v in values.items() if k not in ("use_sim_time", "plant_mode")}
+    return VirtualPlcParams(plant_mode=str(values["plant_mode"]), **numbers)
 
 
 def load_config(path: str | Path | None = None, overrides: Mapping[str, Any] | None = None,

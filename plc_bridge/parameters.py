@@ -44,6 +44,7 @@ from excavator_kinematics.vehicle.ackermann import STEER_FEEDBACK
 from plc_bridge.errors import BridgeConfigError
 
 MODELS: tuple[str, ...] = ("skid_steer", "ackermann", "4wd4ws")
+PLANT_MODES: tuple[str, ...] = ("internal", "external")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -425,6 +426,29 @@ VIRTUAL_PLC = ParameterTable("virtual_plc", (
     _spec("watchdog_timeout_s", 0.25, "the watchdog trips when the bridge's alive counter has "
           "not changed for this long; the trip latches until an explicit stop "
           "(docs/plc_setup.md section 4)", "s", 0.005, 10.0),
+    _spec("plant_mode", "internal", "internal: the built-in first-order plant (standalone, no "
+          "simulation); external: hardware in the loop, the simulated machine is the plant "
+          "(plant_in / plant_out blocks, PI speed loops; docs/plc_setup.md section 7)",
+          choices=PLANT_MODES),
+    _spec("plant_watchdog_timeout_s", 0.25, "external: plant_lost (torque 0, brakes on, drive "
+          "enable off, fault) when the simulation's alive counter in plant_in has not changed "
+          "for this long; latched until the plant is alive again and a stop was taken", "s",
+          0.005, 10.0),
+    _spec("speed_kp_nm_s_per_m", 4000.0, "external: proportional gain of each drive's PI speed "
+          "loop (torque per speed error; 3.3 rad/s crossover on a 4.1 t track side at 0.30 m "
+          "sprocket radius)", "N m s/m", 1.0, 1.0e6),
+    _spec("speed_ki_nm_per_m", 3000.0, "external: integral gain of the speed loops (clamping "
+          "anti-windup: the integrator holds while the output is at the torque limit)",
+          "N m/m", 0.0, 1.0e7),
+    _spec("speed_sp_weight", 0.5, "external: proportional set-point weight b of the speed "
+          "loops (PID_Compact's b; 1 = plain PI, which overshoots set-point steps on a drive "
+          "that integrates torque)", "-", 0.0, 1.0),
+    _spec("torque_limit_nm", 8550.0, "external: torque limit of each drive, the speed loops' "
+          "output limit: 57 kN drawbar pull of an 8 t excavator (Cat 308C CR spec sheet) / 2 "
+          "tracks x 0.30 m sprocket radius (assumed); keep it at or below the simulated "
+          "drive's relief torque", "N m", 1.0, 1.0e6),
+    _spec("steer_kp_1_s", 5.0, "external: steering angle loops (wheeled models): rate command "
+          "= gain x angle error, limited to steer_rate_rad_s", "1/s", 0.01, 100.0),
 ), error=BridgeConfigError)
 
 

@@ -21,8 +21,9 @@ UNITLESS = {"redis_url", "plc_host", "plc_port", "rack", "slot", "reconnect_jitt
             "rt_priority", "lateral_positive", "wake_on_change", "configure_keyspace_events",
             "notify_channel", "control_db", "monitor_db", "plant_in_db", "plant_out_db",
             "write_allow_list", "config_file",
-            "autostart", "cmd_vel_to_redis", "slip_factor", "steer_feedback", "frame_prefix"}
-_SUFFIX = re.compile(r"_(s|hz|m|m_s|rad|rad_s|bytes)$")
+            "autostart", "cmd_vel_to_redis", "slip_factor", "steer_feedback", "frame_prefix",
+            "plant_mode", "speed_sp_weight"}
+_SUFFIX = re.compile(r"_(s|hz|m|m_s|rad|rad_s|bytes|nm|nm_s_per_m|nm_per_m|1_s)$")
 
 
 def test_the_doc_tables_cover_every_parameter_once() -> None:
