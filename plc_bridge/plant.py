@@ -225,6 +225,12 @@ class CommandGuard:
     def refused_total(self) -> int:
         return sum(self.refused.values())
 
+    @property
+    def drive_command(self) -> bool:
+        """The last command taken is a drive command (not a stop), whatever the watchdog says:
+        a latch elsewhere (HIL's plant_lost) clears only once a stop was taken."""
+        return self._drive
+
     def scan(self, now_s: float) -> None:
         """Trip (and latch) the watchdog when the alive counter is stale."""
         if not self.tripped and (self._last_change_s is None

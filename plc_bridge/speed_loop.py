@@ -9,11 +9,12 @@ a drive with a torque input integrates torque into speed, and a plain PI (``b`` 
 a plant overshoots every set-point step by 20-40 %; ``b`` = 0.5 takes the zero out of the
 set-point path (no overshoot) and leaves the answer to a load (a slope, the bucket) as it is.
 
-Anti-windup: **clamping** (conditional integration). While the output is at its limit and the
-error would push it further out, the integrator holds its value; it integrates again as soon
-as the error turns back (or the output leaves the limit), and its own value is kept within the
-torque limit. Chosen over back-calculation because it has no tracking gain to tune (one
-parameter fewer for the commissioning engineer), recovers at once when the load drops (the
+Anti-windup: **clamping** (conditional integration). The integrator follows the error only
+until the output reaches the limit the error pushes towards; there it holds its value, and it
+integrates again as soon as the error turns back (or the output leaves the limit); its own
+value is kept within the torque limit too. ``saturated`` says the output is at its limit.
+Chosen over back-calculation because it has no tracking gain to tune (one parameter fewer for
+the commissioning engineer), recovers at once when the load drops (the
 integrator never ran away, so there is nothing to unwind), and is what the PLC programmer
 knows from Siemens' own blocks (CONT_C's ``INT_HOLD`` at the limits, PID_Compact's integral
 stop at the output limits), so the virtual PLC behaves like the program it stands for.
@@ -127,15 +128,17 @@ class PiSpeedLoop:
             return self.torque
         error = sp - meas
         p = self.kp * (self.sp_weight * sp - meas)
-        candidate = np.clip(self._integral + self.ki * error * dt, -self.limit, self.limit)
-        unlimited = p + candidate
-        # clamping: hold the integrator where the output is beyond its limit and the error
-        # pushes it further out; integrate everywhere else
-        hold = (np.abs(unlimited) > self.limit) & (np.sign(error) == np.sign(unlimited))
-        self._integral = np.where(hold, self._integral, candidate)
+        i = self._integral
+        candidate = np.clip(i + self.ki * error * dt, -self.limit, self.limit)
+        # clamping: the integrator follows the error only until the output reaches the limit
+        # the error pushes towards (it fills up to exactly the limit, so the output gets
+        # there); beyond it, it holds. It never moves against the error (no unwinding).
+        up = np.minimum(candidate, np.maximum(i, self.limit - p))
+        down = np.maximum(candidate, np.minimum(i, -self.limit - p))
+        self._integral = np.where(error > 0.0, up, np.where(error < 0.0, down, i))
         raw = p + self._integral
         self._torque = np.clip(raw, -self.limit, self.limit)
-        self._saturated = np.abs(raw) >= self.limit
+        self._saturated = np.abs(raw) >= self.limit * (1.0 - 1e-9)
         return self.torque
 
     def _non_finite(self, values: np.ndarray, what: str) -> str:

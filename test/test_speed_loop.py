@@ -114,6 +114,22 @@ def test_saturation_is_reported_and_recovery_has_no_windup_overshoot():
     assert not rows[rows[:, 0] > 25.0, 3].any()
 
 
+def test_a_lasting_error_takes_the_output_exactly_to_its_limit_and_says_so():
+    """A measurement stuck below the set-point (a stalled track): the integrator fills the
+    output up to the limit, not to just below it (a clamp that only holds would stop one step
+    short and never report the saturation), then holds."""
+    loop = shipped(2)
+    for _ in range(4000):   # 20 s of scans
+        out = loop.step(DT_S, [1.0, -1.0], [0.4000000059604645, -0.4], True)
+    assert list(out) == [LIMIT, -LIMIT] and loop.saturated.all()
+    held = loop.integral
+    loop.step(DT_S, [1.0, -1.0], [0.4000000059604645, -0.4], True)
+    assert np.array_equal(loop.integral, held)
+    # the error turns: off the limit at once
+    assert abs(loop.step(DT_S, [1.0, -1.0], [1.2, -1.2], True)[0]) < LIMIT
+    assert not loop.saturated[0]
+
+
 class _NoAntiWindup(PiSpeedLoop):
     """The shipped loop with its integrator always integrating (within the limit): what the
     clamping is measured against."""
