@@ -452,6 +452,45 @@ VIRTUAL_PLC = ParameterTable("virtual_plc", (
 ), error=BridgeConfigError)
 
 
+# The plant link (plc_bridge.plant_link, config/plant_link.yaml): HIL exchange between the
+# simulation's ROS topics and the PLC's plant blocks. The PLC connection, the model and the
+# data blocks are the bridge's (plc_config_file); these are its own.
+PLANT_LINK = ParameterTable("plant_link", (
+    _spec("plc_config_file", "", "the bridge's parameter file the PLC connection (plc_host, "
+          "plc_port, rack, slot, pdu_size_bytes, plc_timeout_s, reconnect_*), the model and "
+          "the plant_in / plant_out blocks come from ('' = the package's config/plc.yaml)",
+          "path"),
+    _spec("plc_host", "", "the PLC's address, overriding plc_config_file's ('' = take it from "
+          "there): the virtual PLC's or the real one's", constraint="'' or IP address or host "
+          "name"),
+    _spec("plc_port", 0, "ISO-on-TCP port, overriding plc_config_file's (0 = take it from "
+          "there)", "", 0, 65535),
+    _spec("model", "", "vehicle model, overriding plc_config_file's ('' = take it from there); "
+          "must be the bridge's", choices=("", *MODELS)),
+    _spec("exchange_hz", 100.0, "rate of the exchange: per period one read of plant_out and "
+          "one write of plant_in (the simulation's control rate)", "Hz", 1.0, 1000.0),
+    ListSpec("write_allow_list", [102], "DB numbers the plant link may write: plant_in_db must "
+             "be one of them, the bridge's control and monitor blocks and plant_out must not",
+             low=1, high=65535, type=ParamType.INTEGER_ARRAY),
+    _spec("rt_priority", 0, "SCHED_FIFO priority of the exchange thread (Linux, needs "
+          "CAP_SYS_NICE); 0 = normal scheduling", "", 0, 99),
+    _spec("config_file", "", "node only: the parameter file every parameter not given to the "
+          "node takes its value from ('' = the package's config/plant_link.yaml)", "path"),
+), error=BridgeConfigError)
+
+
+PLANT_LINK_NODE_ONLY = frozenset({"config_file"})
+
+
+def markdown_plant_link(node_only: bool = False) -> str:
+    """The plant_link tables of docs/configuration.md: the keys of config/plant_link.yaml, or
+    (``node_only``) the node's own parameters."""
+    from excavator_common.parameters import markdown_table
+
+    specs = [s for s in PLANT_LINK.parameters if (s.name in PLANT_LINK_NODE_ONLY) == node_only]
+    return markdown_table(specs, "node parameter" if node_only else "key")
+
+
 def _row(spec: ParameterSpec, key_header: str) -> str:
     """One row of ``markdown_table``; a field list's default is summarised (its entries hold
     ``|`` and are listed in config/plc.yaml and docs/plc_setup.md)."""
