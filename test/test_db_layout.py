@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import struct
 
 import numpy as np
@@ -332,3 +333,34 @@ def test_plc_setup_doc_tables_match_the_layouts():
             for addr, name, s7_type, _unit, comment in lay.describe():
                 assert f"| {addr} | `{name}` | {s7_type} |" in doc, (model, name)
                 assert comment in doc
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_generated_hil_io_block_maps_the_io_behind_the_interlock(model):
+    """PlcBridge_HilIo (docs/plc_setup.md section 7): HIL only with the hardware interlock and
+    changed at standstill; in HIL the real outputs are safe and every sensor comes from
+    plant_in, every actuator goes to plant_out; a watchdog on plant_in.alive; seq written
+    last."""
+    cfg = load_config(None, {"model": model})
+    text = hil_source(cfg)
+    fb = text[text.index('FUNCTION_BLOCK "PlcBridge_HilIo"'):]
+    pin, pout = f'"PlcBridge_plant_in_{model}"', f'"PlcBridge_plant_out_{model}"'
+    body = fb[fb.index("BEGIN"):]
+    start = body.index("   IF #Active THEN\n      // sensors")
+    active = body[start:body.index("   ELSE\n      // the real")]
+    assert "   IF NOT #Enable THEN\n      #Active := #HilRequest AND #DrivesDisconnected;" in body
+    assert "   IF NOT #DrivesDisconnected THEN\n      #Active := FALSE;" in body
+    assert "#Io_Enable := FALSE;" in active and "#Io_Brake := TRUE;" in active
+    for n in (*cfg.speed_fields(), *cfg.torque_fields(), *cfg.angle_fields()):
+        assert f"#{n} := {pin}.{n};" in active, n
+    for n in (*cfg.torque_sp_fields(), *cfg.steer_rate_sp_fields()):
+        assert f"#Io_{n} := 0.0;" in active and f"{pout}.{n} := #{n};" in active, n
+    assert f"#WdTimer(IN := #Active AND ({pin}.alive = #LastAlive)" in body
+    ms = round(cfg.virtual_plc.plant_watchdog_timeout_s * 1000)
+    assert f"PlantWatchdogTime : Time := T#{ms}MS;" in fb
+    # leaving HIL, the real outputs wait for the program's Enable to drop
+    assert "#Io_Enable := #Enable AND #RealOk;" in body
+    statements = [ln.strip() for ln in body.splitlines() if ln.strip().endswith(";")]
+    assert statements[-1] == f"{pout}.seq := #Seq;"             # written last
+    opened = re.findall(r"(?<![A-Z_])IF ", body)                # IF, not ELSIF / END_IF
+    assert len(opened) == body.count("END_IF;")                 # balanced IF / END_IF
