@@ -62,6 +62,7 @@ setup(
             "soil_node = excavator_hil.node_entry:soil_node",
             "plc_bridge = excavator_hil.node_entry:plc_bridge",
             "virtual_plc = excavator_hil.node_entry:virtual_plc",
+            "plant_link = excavator_hil.node_entry:plant_link",
             "dashboard = excavator_hil.dashboard.app:main",
             "excavator-hil = excavator_hil.cli:main",
         ],

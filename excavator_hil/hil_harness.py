@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import redis
@@ -122,8 +122,10 @@ class HilRig:
 
     def __init__(self, model: str, redis_url: str, spawn: Callable[[str, list[str]], Any],
                  overrides: Mapping[str, Any] | None = None, config_path: str | None = None,
-                 heartbeat_period_s: float = 0.25):
+                 heartbeat_period_s: float = 0.25, plc_args: Sequence[str] = ()):
+        """``plc_args``: more options of the virtual PLC (e.g. ``--plant-mode external``)."""
         self.model = model
+        self.plc_args = list(plc_args)
         self.redis_url = redis_url
         self._spawn = spawn
         self.plc_port = free_port()
@@ -147,7 +149,7 @@ class HilRig:
                 "--model", self.model]
         if self.config_path:
             args += ["--config", self.config_path]
-        self.plc_proc = self._spawn("plc_bridge.virtual_plc_cli", args)
+        self.plc_proc = self._spawn("plc_bridge.virtual_plc_cli", [*args, *self.plc_args])
         self.plc = wait_until(self._try_control, 20.0, "the virtual PLC's control channel")
 
     def _try_control(self) -> ControlClient | None:

@@ -63,3 +63,7 @@ def plc_bridge() -> NoReturn:
 
 def virtual_plc() -> NoReturn:
     _run("plc_bridge.virtual_plc_cli")
+
+
+def plant_link() -> NoReturn:
+    _run("plc_bridge.plant_link.node")

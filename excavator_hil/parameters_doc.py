@@ -69,6 +69,14 @@ def _virtual_plc() -> str:
     return markdown_virtual_plc()
 
 
+def _plant_link(node_only: bool) -> Callable[[], str]:
+    def table() -> str:
+        from plc_bridge.parameters import markdown_plant_link
+
+        return markdown_plant_link(node_only)
+    return table
+
+
 # block name -> its table (imports inside: each block needs only its own package)
 BLOCKS: dict[str, Callable[[], str]] = {
     "ik_node": _ik,
@@ -81,6 +89,8 @@ BLOCKS: dict[str, Callable[[], str]] = {
                                             "plc_bridge data blocks", "plc_bridge vehicle",
                                             "plc_bridge (node only)")},
     "virtual_plc": _virtual_plc,
+    "plant_link": _plant_link(False),
+    "plant_link (node only)": _plant_link(True),
 }
 
 _BLOCK = re.compile(r"(<!-- parameters: (?P<name>[^>]+?) -->\n)(?P<body>.*?)(<!-- /parameters -->)",

@@ -164,7 +164,7 @@ class BridgeCore:
                 f"{list(self.model.wheel_names)} / steer_names {list(self.model.steer_names)}")
         self.clock = clock
         self.log = logger or _LOG
-        self.plc = PlcLink(config, clock)
+        self.plc = PlcLink(config, clock=clock)
         self.redis = RedisLink(config, clock)
         self.gate = CommandGate(config.heartbeat_timeout_s)
         self.waker = Waker(config, enabled=config.wake_on_change)
@@ -534,10 +534,14 @@ class BridgeCore:
         if not plc_up or st is None:
             return "plc_link_lost", f"PLC {self.config.plc_host}:{self.config.plc_port} " \
                                     f"unreachable: {self.plc.last_error}"
-        for bit, reason, text in (("estop", "plc_estop", "PLC reports emergency stop"),
-                                  ("fault", "plc_fault", "PLC reports a fault")):
-            if st[bit]:
-                return reason, text
+        if st["estop"]:
+            return "plc_estop", "PLC reports emergency stop"
+        if st.get("plant_lost"):   # before fault, which the PLC sets with it: name the cause
+            return "plc_plant_lost", ("PLC reports plant_lost: the simulation's alive counter "
+                                      "in plant_in stopped (simulation frozen or ended, or the "
+                                      "plant link down); drives in their safe state")
+        if st["fault"]:
+            return "plc_fault", "PLC reports a fault"
         refusal = self.refusals.refusal
         if refusal is not None:
             return "plc_refused", refusal.detail

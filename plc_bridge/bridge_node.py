@@ -316,6 +316,9 @@ class PlcBridgeNode(LifecycleNode):
                                   "plc_connected": snap.plc_connected,
                                   "redis_connected": snap.redis_connected,
                                   "monitor_valid": snap.monitor_valid, "active": self._active}
+        # the PLC's status bits as last read (HIL: plant_lost, drive_saturated among them)
+        values.update({f"plc.{b}": bool(snap.plc_state[b]) for b in keys.STATE_BITS
+                       if b in snap.plc_state})
         values.update({f"counter.{k}": v for k, v in snap.counters.items()})
         # the PLC's verdicts on the bridge's writes (monitor DB) and the bridge's seq
         st = snap.plc_state

@@ -30,16 +30,26 @@ __all__ = ["BRIDGE", "MODELS", "BridgeConfig", "VirtualPlcParams", "build_config
            "default_config_path", "default_virtual_plc_path", "load_config", "redact_url"]
 
 
+def _vp(name: str) -> float:
+    return float(VIRTUAL_PLC[name].default)  # type: ignore[arg-type]  # a number spec's default
+
+
 @dataclass(frozen=True)
 class VirtualPlcParams:
-    """The simulated plant and watchdog of the virtual PLC (``plc_bridge.parameters.
-    VIRTUAL_PLC``: units and ranges there)."""
+    """The simulated plant, watchdog and (``plant_mode`` external) speed loops of the virtual
+    PLC (``plc_bridge.parameters.VIRTUAL_PLC``: units and ranges there)."""
 
-    plant_hz: float = float(VIRTUAL_PLC["plant_hz"].default)  # type: ignore[arg-type]
-    speed_time_constant_s: float = float(
-        VIRTUAL_PLC["speed_time_constant_s"].default)  # type: ignore[arg-type]
-    steer_rate_rad_s: float = float(VIRTUAL_PLC["steer_rate_rad_s"].default)  # type: ignore[arg-type]
-    watchdog_timeout_s: float = float(VIRTUAL_PLC["watchdog_timeout_s"].default)  # type: ignore[arg-type]
+    plant_hz: float = _vp("plant_hz")
+    speed_time_constant_s: float = _vp("speed_time_constant_s")
+    steer_rate_rad_s: float = _vp("steer_rate_rad_s")
+    watchdog_timeout_s: float = _vp("watchdog_timeout_s")
+    plant_mode: str = str(VIRTUAL_PLC["plant_mode"].default)
+    plant_watchdog_timeout_s: float = _vp("plant_watchdog_timeout_s")
+    speed_kp_nm_s_per_m: float = _vp("speed_kp_nm_s_per_m")
+    speed_ki_nm_per_m: float = _vp("speed_ki_nm_per_m")
+    speed_sp_weight: float = _vp("speed_sp_weight")
+    torque_limit_nm: float = _vp("torque_limit_nm")
+    steer_kp_1_s: float = _vp("steer_kp_1_s")
 
 
 _HOSTNAME = re.compile(r"(?=.{1,253}$)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
@@ -101,6 +111,12 @@ class BridgeConfig:
     monitor: DbLayout
     wheels: tuple[str, ...]
     steering: tuple[str, ...]
+    # HIL plant blocks (docs/plc_setup.md): the bridge never touches them; the plant link and
+    # a PLC in HIL mode (the virtual PLC's plant_mode external) do
+    plant_in_db: int
+    plant_out_db: int
+    plant_in: DbLayout
+    plant_out: DbLayout
     vehicle_params: dict[str, Any] = field(default_factory=dict)
     virtual_plc: VirtualPlcParams = field(default_factory=VirtualPlcParams)
     source: str = ""
@@ -122,6 +138,18 @@ class BridgeConfig:
 
     def angle_fields(self) -> tuple[str, ...]:
         return tuple(f"angle_{s}" for s in self.steering)
+
+    def torque_fields(self) -> tuple[str, ...]:
+        """plant_in: measured drive torques [N m]."""
+        return tuple(f"torque_{w}" for w in self.wheels)
+
+    def torque_sp_fields(self) -> tuple[str, ...]:
+        """plant_out: drive torque set-points [N m]."""
+        return tuple(f"torque_sp_{w}" for w in self.wheels)
+
+    def steer_rate_sp_fields(self) -> tuple[str, ...]:
+        """plant_out: steering rate commands [rad/s]."""
+        return tuple(f"steer_rate_sp_{s}" for s in self.steering)
 
 
 def default_config_path() -> Path:
@@ -150,7 +178,8 @@ def load_virtual_plc(path: str | Path | None = None, warn: Warn | None = None
                      ) -> VirtualPlcParams:
     """The virtual PLC's plant and watchdog (default config/virtual_plc.yaml)."""
     values = load_parameters(VIRTUAL_PLC, path or default_virtual_plc_path(), warn=warn)
-    return VirtualPlcParams(**{k: float(v) for k, v in values.items() if k != "use_sim_time"})
+    numbers = {k: float(v) for k, v in values.items() if k not in ("use_sim_time", "plant_mode")}
+    return VirtualPlcParams(plant_mode=str(values["plant_mode"]), **numbers)
 
 
 def load_config(path: str | Path | None = None, overrides: Mapping[str, Any] | None = None,
@@ -207,14 +236,24 @@ def build_config(values: Mapping[str, Any], virtual_plc: VirtualPlcParams | None
         raise BridgeConfigError(f"parameter 'control_db' = {v['control_db']} is not in "
                                 f"'write_allow_list' = {allow}; add it, the bridge writes only "
                                 f"there")
-    if v["monitor_db"] == v["control_db"]:
-        raise BridgeConfigError(f"parameters 'control_db' and 'monitor_db' are both "
-                                f"{v['control_db']}; use two data blocks")
-    control, monitor, wheels, steering = _layouts(v, model, int(v["control_db"]),
-                                                  int(v["monitor_db"]))
+    dbs = ("control_db", "monitor_db", "plant_in_db", "plant_out_db")
+    for i, a in enumerate(dbs):
+        for b in dbs[i + 1:]:
+            if v[a] == v[b]:
+                raise BridgeConfigError(f"parameters {a!r} and {b!r} are both {v[a]}; each "
+                                        f"block needs its own data block number")
+    for name in ("plant_in_db", "plant_out_db"):
+        if v[name] in allow:
+            raise BridgeConfigError(
+                f"parameter {name!r} = {v[name]} is in 'write_allow_list' = {allow}: the bridge "
+                f"never writes the plant blocks (the plant link writes plant_in, the PLC "
+                f"plant_out); remove it")
+    control, monitor, plant_in, plant_out, wheels, steering = _layouts(v, model)
     try:
         control.check_pdu(int(v["pdu_size_bytes"]), "write")
         monitor.check_pdu(int(v["pdu_size_bytes"]), "read")
+        plant_in.check_pdu(int(v["pdu_size_bytes"]), "write")
+        plant_out.check_pdu(int(v["pdu_size_bytes"]), "read")
     except LayoutError as e:
         raise BridgeConfigError(f"parameter 'pdu_size_bytes': {e}") from e
     prefix = f"vehicle.{model}."
@@ -227,8 +266,8 @@ def build_config(values: Mapping[str, Any], virtual_plc: VirtualPlcParams | None
               if name in v and name not in ("write_allow_list", "plc_host")}
     return BridgeConfig(
         **fields, plc_host=check_host("plc_host", v["plc_host"]),
-        write_allow_list=tuple(allow), control=control, monitor=monitor, wheels=wheels,
-        steering=steering, vehicle_params=vehicle,
+        write_allow_list=tuple(allow), control=control, monitor=monitor, plant_in=plant_in,
+        plant_out=plant_out, wheels=wheels, steering=steering, vehicle_params=vehicle,
         virtual_plc=virtual_plc or VirtualPlcParams(), source=source,
         parameters={k: val for k, val in v.items() if k in BRIDGE.names})
 
@@ -254,27 +293,33 @@ def check_monitor_ttl(monitor_ttl_s: float, cycle_hz: float) -> None:
                                 f"{2.0 / cycle_hz:.3g} s")
 
 
-def _layouts(params: Mapping[str, Any], model: str, control_db: int, monitor_db: int
-             ) -> tuple[DbLayout, DbLayout, tuple[str, ...], tuple[str, ...]]:
+def _layouts(params: Mapping[str, Any], model: str
+             ) -> tuple[DbLayout, DbLayout, DbLayout, DbLayout, tuple[str, ...], tuple[str, ...]]:
+    """The control, monitor, plant_in and plant_out blocks of ``model``, each checked for the
+    fields the bridge, the plant link and the PLC program rely on."""
     wheels = tuple(str(w) for w in params[f"actuators.{model}.wheels"])
     steering = tuple(str(w) for w in params.get(f"actuators.{model}.steering") or ())
 
-    def build(block: str, header_key: str, db: int) -> DbLayout:
-        lines = list(params[f"layout.{header_key}"]) + list(params[f"layout.{model}.{block}"])
-        where = f"layout.{header_key} + layout.{model}.{block}"
+    def build(block: str) -> DbLayout:
+        lines = list(params[f"layout.{block}_header"]) + list(params[f"layout.{model}.{block}"])
+        where = f"layout.{block}_header + layout.{model}.{block}"
         try:
             specs = [parse_field_spec(line, where) for line in lines]
-            return DbLayout(f"{block}_{model}", db, specs)
+            return DbLayout(f"{block}_{model}", int(params[f"{block}_db"]), specs)
         except LayoutError as e:
             raise BridgeConfigError(f"parameter {where!r}: {e}") from e
 
-    control = build("control", "control_header", control_db)
-    monitor = build("monitor", "monitor_header", monitor_db)
+    control, monitor, plant_in, plant_out = (build(b) for b in ("control", "monitor",
+                                                                "plant_in", "plant_out"))
     required = {
         control: ["alive", "enable", "stop", "seq", *(f"speed_sp_{w}" for w in wheels),
                   *(f"angle_sp_{a}" for a in steering)],
         monitor: ["alive", "ready", "fault", "estop", "auto", "seq_accepted",
                   *(f"speed_{w}" for w in wheels), *(f"angle_{a}" for a in steering)],
+        plant_in: ["alive", "sim_time", *(f"speed_{w}" for w in wheels),
+                   *(f"angle_{a}" for a in steering)],
+        plant_out: ["alive", "enable", "brake", "seq", *(f"torque_sp_{w}" for w in wheels),
+                    *(f"steer_rate_sp_{a}" for a in steering)],
     }
     for block, names in required.items():
         for name in names:
@@ -286,8 +331,11 @@ def _layouts(params: Mapping[str, Any], model: str, control_db: int, monitor_db:
                                         f"field {name!r} ({why}); declare it")
     for block, name, s7_type in ((control, "seq", "DINT"), (monitor, "refused", "DINT"),
                                  (monitor, "seq_accepted", "DINT"),
-                                 (monitor, "refused_reason", "INT")):
+                                 (monitor, "refused_reason", "INT"),
+                                 (plant_out, "seq", "DINT"), (plant_in, "alive", "UINT"),
+                                 (plant_in, "sim_time", "DINT"),
+                                 (plant_in, "actuation_seq", "DINT")):
         if block.has(name) and block.field(name).s7_type != s7_type:
             raise BridgeConfigError(f"parameter 'layout': field {name!r} of {block.name!r} is "
                                     f"{block.field(name).s7_type}; it must be {s7_type}")
-    return control, monitor, wheels, steering
+    return control, monitor, plant_in, plant_out, wheels, steering

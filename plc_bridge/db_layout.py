@@ -164,9 +164,12 @@ class DbLayout:
     def zero_values(self) -> dict[str, float | int | bool]:
         return {f.name: (False if f.s7_type == "BOOL" else 0) for f in self.fields}
 
-    def encode(self, values: Mapping[str, float | int | bool]) -> bytes:
+    def encode(self, values: Mapping[str, float | int | bool], *,
+               nonfinite_ok: bool = False) -> bytes:
         """The whole block as big-endian bytes. Every field must be given; a value outside its
-        type's range (or a non-finite REAL) raises ``LayoutError`` naming the field."""
+        type's range (or a non-finite REAL) raises ``LayoutError`` naming the field.
+        ``nonfinite_ok``: NaN and +-inf REALs are packed as they are (a measurement passed on
+        as the sensor gave it, for the reader to judge), finite ones are still range-checked."""
         args: list[float | int] = []
         for kind, item in self._slots:
             if kind == "bools":
@@ -178,7 +181,11 @@ class DbLayout:
                 args.append(byte)
                 continue
             assert isinstance(item, Field)
-            args.append(self._checked(item, self._get(values, item)))
+            value = self._get(values, item)
+            if nonfinite_ok and item.s7_type == "REAL" and not math.isfinite(float(value)):
+                args.append(float(value))
+                continue
+            args.append(self._checked(item, value))
         return self._struct.pack(*args)
 
     def decode(self, data: bytes | bytearray) -> dict[str, float | int | bool]:

@@ -44,6 +44,7 @@ from excavator_kinematics.vehicle.ackermann import STEER_FEEDBACK
 from plc_bridge.errors import BridgeConfigError
 
 MODELS: tuple[str, ...] = ("skid_steer", "ackermann", "4wd4ws")
+PLANT_MODES: tuple[str, ...] = ("internal", "external")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -162,12 +163,39 @@ _LAYOUT: dict[str, list[str]] = {
         "outputs stopped by the PLC",
         "setpoint_fault | BOOL | 1 | a setpoint was NaN/inf/out of range: outputs stopped, "
         "latched until an explicit stop",
+        "plant_lost | BOOL | 1 | HIL: the simulation's alive counter in plant_in stopped: drives "
+        "in their safe state (torque 0, brakes on), latched until the plant is alive and a stop "
+        "was taken",
+        "drive_saturated | BOOL | 1 | HIL: a drive speed loop is at its torque limit (the "
+        "set-point is not held: slope, soil, obstacle)",
         "refused | DINT | 1 | count of refused control writes (stale seq, watchdog tripped, bad "
         "setpoint)",
         "seq_accepted | DINT | 1 | the last seq the PLC accepted (0: none since the PLC started); "
         "the bridge continues beyond it when it connects",
         "refused_reason | INT | 1 | cause of the last refused write: 0 none, 1 stale_seq, 2 "
         "watchdog_tripped, 3 setpoint_fault, 4 bad_setpoint"],
+    "plant_in_header": [
+        "alive | UINT | 1 | simulation alive counter: +1 with each plant_in that carries a newer "
+        "simulated time; it stops when the simulation stops",
+        "drive_ready | BOOL | 1 | the simulated drives are powered and fault-free (they accept "
+        "torque when enabled)",
+        "drive_fault | BOOL | 1 | the simulation refused an actuation (NaN/inf/out of range): "
+        "drives braked until a valid one",
+        "brake | BOOL | 1 | the holding brakes hold (measured)",
+        "sim_time | DINT | ms | simulated time of these measurements, ms mod 2^32",
+        "yaw_rate | REAL | rad/s | IMU yaw rate of base_link, + counter-clockwise seen from above",
+        "pitch | REAL | rad | IMU pitch of base_link (REP-103: + nose down)",
+        "roll | REAL | rad | IMU roll of base_link (REP-103: + right side down)",
+        "ground_speed | REAL | m/s | speed over ground along base_link x (radar/GNSS sensor): "
+        "slip = 1 - ground speed / track speed",
+        "actuation_seq | DINT | 1 | seq of the last plant_out the plant link forwarded to the "
+        "simulation"],
+    "plant_out_header": [
+        "alive | UINT | 1 | PLC plant-program alive counter, +1 each PLC scan",
+        "enable | BOOL | 1 | drive enable: the drives may produce torque",
+        "brake | BOOL | 1 | apply the holding brakes",
+        "seq | DINT | 1 | actuation sequence: strictly increasing, written last; the plant link "
+        "forwards an actuation only when its seq is newer than the last one forwarded"],
 }
 ACTUATORS: dict[str, dict[str, list[str]]] = {
     "skid_steer": {"wheels": ["left", "right"]},
@@ -186,6 +214,16 @@ _MODEL_LAYOUT: dict[str, dict[str, list[str]]] = {
             "speed_left | REAL | m/s | left track measured speed",
             "speed_right | REAL | m/s | right track measured speed",
         ],
+        "plant_in": [
+            "speed_left | REAL | m/s | left track measured speed, + forward",
+            "speed_right | REAL | m/s | right track measured speed, + forward",
+            "torque_left | REAL | N m | left track measured drive torque, + forward",
+            "torque_right | REAL | N m | right track measured drive torque, + forward",
+        ],
+        "plant_out": [
+            "torque_sp_left | REAL | N m | left track torque set-point (sprocket), + forward",
+            "torque_sp_right | REAL | N m | right track torque set-point (sprocket), + forward",
+        ],
     },
     "ackermann": {
         "control": [
@@ -199,6 +237,20 @@ _MODEL_LAYOUT: dict[str, dict[str, list[str]]] = {
             "speed_rr | REAL | m/s | rear-right wheel measured speed",
             "angle_fl | REAL | rad | front-left measured steering angle",
             "angle_fr | REAL | rad | front-right measured steering angle",
+        ],
+        "plant_in": [
+            "speed_rl | REAL | m/s | rear-left wheel measured speed, + forward",
+            "speed_rr | REAL | m/s | rear-right wheel measured speed, + forward",
+            "torque_rl | REAL | N m | rear-left wheel measured drive torque, + forward",
+            "torque_rr | REAL | N m | rear-right wheel measured drive torque, + forward",
+            "angle_fl | REAL | rad | front-left measured steering angle, + CCW",
+            "angle_fr | REAL | rad | front-right measured steering angle, + CCW",
+        ],
+        "plant_out": [
+            "torque_sp_rl | REAL | N m | rear-left wheel torque set-point, + forward",
+            "torque_sp_rr | REAL | N m | rear-right wheel torque set-point, + forward",
+            "steer_rate_sp_fl | REAL | rad/s | front-left steering rate command (valve), + CCW",
+            "steer_rate_sp_fr | REAL | rad/s | front-right steering rate command (valve), + CCW",
         ],
     },
     "4wd4ws": {
@@ -222,9 +274,41 @@ _MODEL_LAYOUT: dict[str, dict[str, list[str]]] = {
             "angle_rl | REAL | rad | rear-left measured steering angle",
             "angle_rr | REAL | rad | rear-right measured steering angle",
         ],
+        "plant_in": [
+            "speed_fl | REAL | m/s | front-left wheel measured speed, + forward",
+            "speed_fr | REAL | m/s | front-right wheel measured speed, + forward",
+            "speed_rl | REAL | m/s | rear-left wheel measured speed, + forward",
+            "speed_rr | REAL | m/s | rear-right wheel measured speed, + forward",
+            "torque_fl | REAL | N m | front-left wheel measured drive torque, + forward",
+            "torque_fr | REAL | N m | front-right wheel measured drive torque, + forward",
+            "torque_rl | REAL | N m | rear-left wheel measured drive torque, + forward",
+            "torque_rr | REAL | N m | rear-right wheel measured drive torque, + forward",
+            "angle_fl | REAL | rad | front-left measured steering angle, + CCW",
+            "angle_fr | REAL | rad | front-right measured steering angle, + CCW",
+            "angle_rl | REAL | rad | rear-left measured steering angle, + CCW",
+            "angle_rr | REAL | rad | rear-right measured steering angle, + CCW",
+        ],
+        "plant_out": [
+            "torque_sp_fl | REAL | N m | front-left wheel torque set-point, + forward",
+            "torque_sp_fr | REAL | N m | front-right wheel torque set-point, + forward",
+            "torque_sp_rl | REAL | N m | rear-left wheel torque set-point, + forward",
+            "torque_sp_rr | REAL | N m | rear-right wheel torque set-point, + forward",
+            "steer_rate_sp_fl | REAL | rad/s | front-left steering rate command (valve), + CCW",
+            "steer_rate_sp_fr | REAL | rad/s | front-right steering rate command (valve), + CCW",
+            "steer_rate_sp_rl | REAL | rad/s | rear-left steering rate command (valve), + CCW",
+            "steer_rate_sp_rr | REAL | rad/s | rear-right steering rate command (valve), + CCW",
+        ],
     },
 }
 
+
+_BLOCK_TEXT = {
+    "control": "setpoints [m/s, rad]: speed_sp_<wheel>, angle_sp_<steer>",
+    "monitor": "measurements [m/s, rad]: speed_<wheel>, angle_<steer>",
+    "plant_in": "simulated sensors [m/s, N m, rad]: speed_<wheel>, torque_<wheel>, "
+                "angle_<steer>",
+    "plant_out": "actuator set-points [N m, rad/s]: torque_sp_<wheel>, steer_rate_sp_<steer>",
+}
 
 _DATA_BLOCKS = (
     _spec("control_db", 100, "DB number bridge -> PLC, the only block the bridge writes",
@@ -232,7 +316,14 @@ _DATA_BLOCKS = (
     _spec("monitor_db", 101, "DB number PLC -> bridge (read only)", "", 1, 65535,
           constraint="not control_db"),
     ListSpec("write_allow_list", [100], "DB numbers the bridge may write; control_db must be "
-             "one of them", low=1, high=65535, type=ParamType.INTEGER_ARRAY),
+             "one of them, the plant blocks must not", low=1, high=65535,
+             type=ParamType.INTEGER_ARRAY),
+    _spec("plant_in_db", 102, "HIL: DB number simulation -> PLC (measured speeds, torques, "
+          "IMU, the simulation's alive counter), written by the plant link only", "", 1, 65535,
+          constraint="not in write_allow_list"),
+    _spec("plant_out_db", 103, "HIL: DB number PLC -> simulation (torque and steering-rate "
+          "set-points, enable, brake, seq), read by the plant link", "", 1, 65535,
+          constraint="not in write_allow_list"),
     _strings("layout.control_header", _LAYOUT["control_header"],
              "first fields of the control DB, 'name | TYPE | unit | comment' (TYPE: BOOL INT "
              "UINT WORD DINT REAL): alive counter, enable, stop, seq (DINT, required)"),
@@ -240,11 +331,15 @@ _DATA_BLOCKS = (
              "first fields of the monitor DB: PLC alive counter, status bits, count of refused "
              "writes, last accepted seq (seq_accepted, DINT, required), cause of the last "
              "refusal"),
+    _strings("layout.plant_in_header", _LAYOUT["plant_in_header"],
+             "first fields of the plant_in DB (HIL, simulation -> PLC): simulation alive "
+             "counter, drive status bits, simulated time, IMU, ground speed, last forwarded seq"),
+    _strings("layout.plant_out_header", _LAYOUT["plant_out_header"],
+             "first fields of the plant_out DB (HIL, PLC -> simulation): PLC alive counter, "
+             "enable, brake, seq (DINT, required)"),
     *(_strings(f"layout.{m}.{block}", _MODEL_LAYOUT[m][block],
-               f"the {m} model's {'setpoints' if block == 'control' else 'measurements'} "
-               f"[m/s, rad] after the {block} header: "
-               f"{'speed_sp_<wheel>, angle_sp_<steer>' if block == 'control' else 'speed_<wheel>, angle_<steer>'}")  # noqa: E501
-      for m in MODELS for block in ("control", "monitor")),
+               f"the {m} model's {_BLOCK_TEXT[block]} after the {block} header")
+      for m in MODELS for block in ("control", "monitor", "plant_in", "plant_out")),
     *(_strings(f"actuators.{m}.{kind}", names,
                f"{'driven wheels or tracks' if kind == 'wheels' else 'steered wheels'} of the "
                f"{m} model, in its {'wheel' if kind == 'wheels' else 'steer'}_names order: they "
@@ -337,7 +432,69 @@ VIRTUAL_PLC = ParameterTable("virtual_plc", (
     _spec("watchdog_timeout_s", 0.25, "the watchdog trips when the bridge's alive counter has "
           "not changed for this long; the trip latches until an explicit stop "
           "(docs/plc_setup.md section 4)", "s", 0.005, 10.0),
+    _spec("plant_mode", "internal", "internal: the built-in first-order plant (standalone, no "
+          "simulation); external: hardware in the loop, the simulated machine is the plant "
+          "(plant_in / plant_out blocks, PI speed loops; docs/plc_setup.md section 7)",
+          choices=PLANT_MODES),
+    _spec("plant_watchdog_timeout_s", 0.25, "external: plant_lost (torque 0, brakes on, drive "
+          "enable off, fault) when the simulation's alive counter in plant_in has not changed "
+          "for this long; latched until the plant is alive again and a stop was taken", "s",
+          0.005, 10.0),
+    _spec("speed_kp_nm_s_per_m", 4000.0, "external: proportional gain of each drive's PI speed "
+          "loop (torque per speed error; 3.3 rad/s crossover on a 4.1 t track side at 0.30 m "
+          "sprocket radius)", "N m s/m", 1.0, 1.0e6),
+    _spec("speed_ki_nm_per_m", 3000.0, "external: integral gain of the speed loops (clamping "
+          "anti-windup: the integrator holds while the output is at the torque limit)",
+          "N m/m", 0.0, 1.0e7),
+    _spec("speed_sp_weight", 0.5, "external: proportional set-point weight b of the speed "
+          "loops (PID_Compact's b; 1 = plain PI, which overshoots set-point steps on a drive "
+          "that integrates torque)", "-", 0.0, 1.0),
+    _spec("torque_limit_nm", 8550.0, "external: torque limit of each drive, the speed loops' "
+          "output limit: 57 kN drawbar pull of an 8 t excavator (Cat 308C CR spec sheet) / 2 "
+          "tracks x 0.30 m sprocket radius (assumed); keep it at or below the simulated "
+          "drive's relief torque", "N m", 1.0, 1.0e6),
+    _spec("steer_kp_1_s", 5.0, "external: steering angle loops (wheeled models): rate command "
+          "= gain x angle error, limited to steer_rate_rad_s", "1/s", 0.01, 100.0),
 ), error=BridgeConfigError)
+
+
+# The plant link (plc_bridge.plant_link, config/plant_link.yaml): HIL exchange between the
+# simulation's ROS topics and the PLC's plant blocks. The PLC connection, the model and the
+# data blocks are the bridge's (plc_config_file); these are its own.
+PLANT_LINK = ParameterTable("plant_link", (
+    _spec("plc_config_file", "", "the bridge's parameter file the PLC connection (plc_host, "
+          "plc_port, rack, slot, pdu_size_bytes, plc_timeout_s, reconnect_*), the model and "
+          "the plant_in / plant_out blocks come from ('' = the package's config/plc.yaml)",
+          "path"),
+    _spec("plc_host", "", "the PLC's address, overriding plc_config_file's ('' = take it from "
+          "there): the virtual PLC's or the real one's", constraint="'' or IP address or host "
+          "name"),
+    _spec("plc_port", 0, "ISO-on-TCP port, overriding plc_config_file's (0 = take it from "
+          "there)", "", 0, 65535),
+    _spec("model", "", "vehicle model, overriding plc_config_file's ('' = take it from there); "
+          "must be the bridge's", choices=("", *MODELS)),
+    _spec("exchange_hz", 100.0, "rate of the exchange: per period one read of plant_out and "
+          "one write of plant_in (the simulation's control rate)", "Hz", 1.0, 1000.0),
+    ListSpec("write_allow_list", [102], "DB numbers the plant link may write: plant_in_db must "
+             "be one of them, the bridge's control and monitor blocks and plant_out must not",
+             low=1, high=65535, type=ParamType.INTEGER_ARRAY),
+    _spec("rt_priority", 0, "SCHED_FIFO priority of the exchange thread (Linux, needs "
+          "CAP_SYS_NICE); 0 = normal scheduling", "", 0, 99),
+    _spec("config_file", "", "node only: the parameter file every parameter not given to the "
+          "node takes its value from ('' = the package's config/plant_link.yaml)", "path"),
+), error=BridgeConfigError)
+
+
+PLANT_LINK_NODE_ONLY = frozenset({"config_file"})
+
+
+def markdown_plant_link(node_only: bool = False) -> str:
+    """The plant_link tables of docs/configuration.md: the keys of config/plant_link.yaml, or
+    (``node_only``) the node's own parameters."""
+    from excavator_common.parameters import markdown_table
+
+    specs = [s for s in PLANT_LINK.parameters if (s.name in PLANT_LINK_NODE_ONLY) == node_only]
+    return markdown_table(specs, "node parameter" if node_only else "key")
 
 
 def _row(spec: ParameterSpec, key_header: str) -> str:

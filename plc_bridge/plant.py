@@ -158,6 +158,11 @@ class AliveWatchdog:
         self._last_counter = counter
         return self.alive(now_s)
 
+    @property
+    def last_change_s(self) -> float | None:
+        """When the last change was seen [s, the caller's clock]; None before the first."""
+        return self._last_change_s
+
     def alive(self, now_s: float) -> bool:
         """True when the last change is at most ``timeout_s`` before ``now_s``."""
         return self._last_change_s is not None and now_s - self._last_change_s <= self.timeout_s
@@ -236,6 +241,12 @@ class CommandGuard:
         self.refused[reason] += 1
         self.last_refusal = reason
         return reason
+
+    @property
+    def drive_command(self) -> bool:
+        """The last command taken is a drive command (not a stop), whatever the watchdog says:
+        a latch elsewhere (HIL's plant_lost) clears only once a stop was taken."""
+        return self._drive
 
     def scan(self, now_s: float) -> None:
         """Trip (and latch) the watchdog when the alive counter is stale."""

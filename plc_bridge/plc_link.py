@@ -30,6 +30,11 @@ queued and sends RST), so a control-DB write sent before the loss can never be d
 it by this bridge's TCP stack.
 
 Writes go only to data blocks in ``write_allow_list``: checked here, on every write, in code.
+
+The same link serves the plant link (``plc_bridge.plant_link``: it reads ``plant_out`` and
+writes ``plant_in``, with its own allow-list and rate): ``PlcLink(config, read_block=...,
+write_block=..., allow_list=..., rate_hz=..., rate_parameter=...)``; the defaults are the
+bridge's (monitor read, control write, ``write_allow_list``, ``cycle_hz``).
 """
 
 from __future__ import annotations
@@ -46,7 +51,7 @@ import snap7
 from snap7.datatypes import S7Area, S7WordLen
 
 from plc_bridge.config import BridgeConfig
-from plc_bridge.db_layout import max_payload
+from plc_bridge.db_layout import DbLayout, max_payload
 from plc_bridge.errors import LinkRefusedError, WriteNotAllowedError
 from plc_bridge.reconnect import Backoff, Reconnector
 
@@ -64,13 +69,27 @@ def abort_socket(sock: socket.socket | None) -> None:
 
 
 class PlcLink:
-    """Connection state, non-blocking reconnect, guarded DB access."""
+    """Connection state, non-blocking reconnect, guarded DB access.
 
-    def __init__(self, config: BridgeConfig, clock: Callable[[], float] = time.monotonic):
-        """``clock``: the bridge's monotonic time [s] (the one passed to ``poll``)."""
+    ``read_block`` / ``write_block``: the blocks of a cycle (checked against the negotiated
+    PDU; the read one also times the PLC at connect); ``allow_list``: the only DB numbers
+    ``write`` accepts; ``rate_hz``: the cycle rate a slow PLC is judged against, named as
+    ``rate_parameter`` in the warning; ``clock``: the owner's monotonic time [s] (the one
+    passed to ``poll``). Defaults: the bridge's."""
+
+    def __init__(self, config: BridgeConfig, *, read_block: DbLayout | None = None,
+                 write_block: DbLayout | None = None, allow_list: tuple[int, ...] | None = None,
+                 rate_hz: float | None = None, rate_parameter: str = "cycle_hz",
+                 name: str = "plc", who: str = "the bridge",
+                 clock: Callable[[], float] = time.monotonic):
         self.config = config
         self._clock = clock
-        self._allowed = frozenset(config.write_allow_list)
+        self.read_block = read_block or config.monitor
+        self.write_block = write_block or config.control
+        self.rate_hz = float(rate_hz or config.cycle_hz)
+        self._rate_parameter = rate_parameter
+        self._who = who
+        self._allowed = frozenset(config.write_allow_list if allow_list is None else allow_list)
         self.client: snap7.Client | None = None
         self.reconnects = 0
         self.just_connected = False    # True until the first cycle after a (re)connect ran
@@ -82,7 +101,7 @@ class PlcLink:
         self._connected_since: float | None = None
         self._reconnector: Reconnector[snap7.Client] = Reconnector(
             self._connect, Backoff(config.reconnect_min_s, config.reconnect_max_s,
-                                   config.reconnect_jitter), "plc", clock)
+                                   config.reconnect_jitter), name, clock)
 
     @property
     def connected(self) -> bool:
@@ -101,32 +120,35 @@ class PlcLink:
             conn.timeout = probe_timeout
             conn.socket.settimeout(probe_timeout)
             t0 = self._clock()
+            probe = self.read_block
             reply = self._request(client, client.protocol.build_read_request(
-                S7Area.DB, cfg.monitor_db, 0, S7WordLen.BYTE, cfg.monitor.size))
-            client.protocol.extract_read_data(reply, S7WordLen.BYTE, cfg.monitor.size)
+                S7Area.DB, probe.db_number, 0, S7WordLen.BYTE, probe.size))
+            client.protocol.extract_read_data(reply, S7WordLen.BYTE, probe.size)
             reply_s = self._clock() - t0
             where = f"the PLC at {cfg.plc_host}:{cfg.plc_port}"
+            rate, rate_name = self.rate_hz, self._rate_parameter
             if reply_s > cfg.plc_timeout_s:
                 raise LinkRefusedError(
-                    f"{where} answered a read of DB{cfg.monitor_db} in {reply_s * 1e3:.1f} ms, "
+                    f"{where} answered a read of DB{probe.db_number} in {reply_s * 1e3:.1f} ms, "
                     f"more than plc_timeout_s = {cfg.plc_timeout_s * 1e3:.0f} ms; raise "
                     f"plc_timeout_s to at least {min(2.0, 2.0 * reply_s):.3g} s (--plc-timeout) "
-                    f"and lower cycle_hz to {min(cfg.cycle_hz, 0.5 / reply_s):.3g} Hz or less, "
+                    f"and lower {rate_name} to {min(rate, 0.5 / reply_s):.3g} Hz or less, "
                     f"or check the PLC's cycle time and network")
             conn.timeout = cfg.plc_timeout_s
             conn.socket.settimeout(cfg.plc_timeout_s)
             self.reply_s = reply_s
-            rate = 1.0 / (2.0 * reply_s) if reply_s > 0 else math.inf
+            allows = 1.0 / (2.0 * reply_s) if reply_s > 0 else math.inf
             # said once; again only when a reconnect finds the rate changed by more than 25 %
-            if rate < cfg.cycle_hz and self._warned_rate is not None and \
-                    abs(rate - self._warned_rate) <= 0.25 * self._warned_rate:
+            if allows < rate and self._warned_rate is not None and \
+                    abs(allows - self._warned_rate) <= 0.25 * self._warned_rate:
                 return client
-            self._warned_rate = rate if rate < cfg.cycle_hz else None
-            self.slow_warning = "" if rate >= cfg.cycle_hz else (
+            self._warned_rate = allows if allows < rate else None
+            self.slow_warning = "" if allows >= rate else (
                 f"{where} answers in {reply_s * 1e3:.1f} ms: a cycle (one write, one read) "
-                f"takes ~{2 * reply_s * 1e3:.0f} ms, so the bridge runs at ~{rate:.3g} Hz "
-                f"instead of cycle_hz = {cfg.cycle_hz:g} Hz (each late cycle counts as an "
-                f"overrun); set cycle_hz <= {rate:.3g} or speed up the PLC link")
+                f"takes ~{2 * reply_s * 1e3:.0f} ms, so {self._who} runs "
+                f"at ~{allows:.3g} Hz instead of {rate_name} = {rate:g} Hz (each late cycle "
+                f"counts as an overrun); set {rate_name} <= {allows:.3g} or speed up the PLC "
+                f"link")
         except BaseException:
             abort_socket(client.connection.socket if client.connection else None)
             with contextlib.suppress(Exception):
@@ -135,9 +157,9 @@ class PlcLink:
         return client
 
     def _check_pdu(self, pdu: int) -> None:
-        cfg = self.config
-        for name, size, direction in (("control", cfg.control.size, "write"),
-                                      ("monitor", cfg.monitor.size, "read")):
+        model = f"_{self.config.model}"
+        for block, direction in ((self.write_block, "write"), (self.read_block, "read")):
+            name, size = block.name.removesuffix(model), block.size
             if size > max_payload(pdu, direction):
                 raise LinkRefusedError(
                     f"the PLC negotiated a PDU of {pdu} B; the {name} DB ({size} B) needs more "

@@ -25,7 +25,9 @@ MON_LATERAL = "plc.monitor.navigation.velocity.lateral"
 MON_ANGULAR = "plc.monitor.navigation.velocity.angular"
 STATE_PREFIX = "plc.monitor.state."
 STATE_VALID = "plc.monitor.state.valid"          # "true" while the monitor values are live
-STATE_BITS: tuple[str, ...] = ("ready", "fault", "estop", "auto", "watchdog", "setpoint_fault")
+# PLC status bits, published when the monitor DB has them (plant_lost, drive_saturated: HIL)
+STATE_BITS: tuple[str, ...] = ("ready", "fault", "estop", "auto", "watchdog", "setpoint_fault",
+                               "plant_lost", "drive_saturated")
 STATE_PLC_ALIVE = "plc.monitor.state.plc_alive"  # the PLC's u16 alive counter
 # the PLC's verdicts on the bridge's writes (monitor DB): its count of refused writes, the cause
 # of the last one (none, stale_seq, watchdog_tripped, setpoint_fault, bad_setpoint) and the last

@@ -22,15 +22,30 @@ in a thread at ``virtual_plc.plant_hz``:
 An unexpected error in a cycle is logged, stops the outputs and sets ``fault``; the cycle goes
 on (a PLC does not stop scanning because of one bad value).
 
+``plant_mode: external`` (config/virtual_plc.yaml; hardware in the loop, docs/plc_setup.md
+section 7): the simulated machine is the plant instead of steps 3-4's first-order lag. The
+server also holds the ``plant_in`` DB (written by the plant link: the simulation's sensors)
+and the ``plant_out`` DB (read by it: the actuators); the guard, the watchdog, the stop bit
+and the status bits are as above. Each scan ``hil_program.HilProgram`` closes the per-drive
+PI speed loops (and the steering angle loops) on ``plant_in``'s measured values, watches its
+alive counter (``plant_lost``, the safe state), and ``plant_out`` is written whole, in one
+locked copy, its ``seq`` strictly increasing; the monitor DB reports what ``plant_in``
+measured (so the bridge's direct model shows the simulated machine's motion), with
+``plant_lost`` and ``drive_saturated``. ``internal`` (the default) registers neither block
+and is unchanged.
+
 Fault injection (tests, demo): ``set_faults(fault=, estop=, freeze_alive=, ready=, auto=,
-stall=, nan_feedback=)``, ``link_down()`` / ``link_up()`` (stop/restart the S7 server:
-connections drop).
+stall=, nan_feedback=, freeze_plant_out=)``, ``link_down()`` / ``link_up()`` (stop/restart the
+S7 server: connections drop). ``freeze_plant_out``: the plant program stops writing
+``plant_out`` while the communication still answers (a CPU in STOP answers PUT/GET).
 ``stall`` makes the server stop answering (a pulled cable): requests hang until it is cleared.
 Every write of the control DB is logged with its monotonic time [s], decoded values and the
 guard's verdict (``refused``: the reason, or None when taken; ``writes(since)``), every read
 of the monitor DB with the alive value it carried (``reads(since)``), so a test in another
 process can check what reached the PLC and when (``time.monotonic`` is the system-wide
-CLOCK_MONOTONIC on Linux).
+CLOCK_MONOTONIC on Linux). In external mode the ``plant_in`` writes are logged too
+(``plant_writes(since)``) and the ``plant_out`` reads with the seq they carried
+(``plant_reads(since)``).
 """
 
 from __future__ import annotations
@@ -52,6 +67,7 @@ from snap7.type import SrvArea, SrvEvent
 
 from plc_bridge.command_seq import to_dint
 from plc_bridge.config import BridgeConfig
+from plc_bridge.hil_program import HilProgram
 from plc_bridge.plant import CommandGuard, VehiclePlant
 
 _LOG = logging.getLogger("virtual_plc")
@@ -68,6 +84,7 @@ class Faults:
     auto: bool = True
     stall: bool = False
     nan_feedback: bool = False   # a broken sensor: NaN in the first measured speed
+    freeze_plant_out: bool = False   # HIL: plant_out no longer written (CPU in STOP)
 
 
 class VirtualPlc:
@@ -113,6 +130,19 @@ class VirtualPlc:
         self.changed_at: dict[str, float] = {}
         self._published_faults = asdict(self.faults)
         self.cycles = 0
+        # HIL (plant_mode external): the simulated machine is the plant
+        self.external = vp.plant_mode == "external"
+        self.program: HilProgram | None = None
+        self._plant_in_buf = bytearray(config.plant_in.size)
+        self._plant_out_buf = bytearray(config.plant_out.size)
+        self._plant_writes: collections.deque[tuple[float, bytes]] = collections.deque(
+            maxlen=write_log_size)
+        self._plant_reads: collections.deque[tuple[float, int]] = collections.deque(
+            maxlen=write_log_size)
+        self._measured: tuple[list[float], list[float]] = ([0.0] * len(config.wheels),
+                                                           [0.0] * len(config.steering))
+        if self.external:
+            self.program = HilProgram(config, seq_start_ms=time.time_ns() // 1_000_000)
 
     # --- lifecycle -----------------------------------------------------------------------------
     def start(self) -> None:
@@ -143,6 +173,9 @@ class VirtualPlc:
         server = Server(log=False)
         server.register_area(SrvArea.DB, self.config.control_db, self._control_buf)
         server.register_area(SrvArea.DB, self.config.monitor_db, self._monitor_buf)
+        if self.external:
+            server.register_area(SrvArea.DB, self.config.plant_in_db, self._plant_in_buf)
+            server.register_area(SrvArea.DB, self.config.plant_out_db, self._plant_out_buf)
         server.set_events_callback(self._on_event)
         server.start_to(self.host, self.port)
         sock = getattr(server, "server_socket", None)
@@ -173,6 +206,16 @@ class VirtualPlc:
             # the bytes just left the PLC: remember which alive value they carried
             alive = (self._monitor_buf[0] << 8) | self._monitor_buf[1]
             self._reads.append((time.monotonic(), alive))
+        elif self.external and event.EvtCode == EVC_DATA_WRITE and \
+                event.EvtParam2 == self.config.plant_in_db:
+            self._plant_writes.append((time.monotonic(), self._area(self.config.plant_in_db,
+                                                                    self._plant_in_buf)))
+        elif self.external and event.EvtCode == EVC_DATA_READ and \
+                event.EvtParam2 == self.config.plant_out_db and event.EvtParam3 == 0:
+            # the bytes just left the PLC: which actuation (seq) they carried
+            seq = int.from_bytes(self._plant_out_buf[self._seq_at:self._seq_at + 4], "big",
+                                 signed=True)
+            self._plant_reads.append((time.monotonic(), seq))
         while self.faults.stall and not self._stop.is_set():
             time.sleep(0.002)   # a pulled cable: the request is never answered
 
@@ -191,6 +234,21 @@ class VirtualPlc:
                 self._stop.wait(delay)
             else:
                 next_t = time.monotonic()   # overrun: resynchronise rather than burst
+
+    def _area(self, db: int, buf: bytearray) -> bytes:
+        """A consistent copy of a DB the S7 server may be writing (its area lock)."""
+        server = self._server
+        if server is None:
+            return bytes(buf)
+        server.lock_area(SrvArea.DB, db)
+        try:
+            return bytes(buf)
+        finally:
+            server.unlock_area(SrvArea.DB, db)
+
+    @property
+    def _seq_at(self) -> int:
+        return self.config.plant_out.field("seq").byte_offset
 
     def _judge(self, now: float, raw: bytes) -> str | None:
         """A control-DB write just arrived: the guard takes or refuses it (S7 handler thread);
@@ -224,6 +282,9 @@ class VirtualPlc:
                 self.plant.step(max(0.0, min(dt, 1.0)))
 
     def _cycle(self, now: float, dt: float) -> None:
+        if self.program is not None:
+            self._cycle_external(now, dt, self.program)
+            return
         cfg = self.config
         server = self._server
         with self._lock:
@@ -252,6 +313,9 @@ class VirtualPlc:
             values["watchdog"] = tripped
         if cfg.monitor.has("setpoint_fault"):
             values["setpoint_fault"] = sp_fault
+        for name in ("plant_lost", "drive_saturated"):   # HIL bits: no plant to lose here
+            if cfg.monitor.has(name):
+                values[name] = False
         if cfg.monitor.has("refused"):
             values["refused"] = min(refused, 2**31 - 1)
         if cfg.monitor.has("refused_reason"):
@@ -284,6 +348,73 @@ class VirtualPlc:
                     self.changed_at[name] = now_after   # visible to readers from now on
             self._published_faults = dict(flags)
 
+    def _cycle_external(self, now: float, dt: float, program: HilProgram) -> None:
+        """One scan in HIL: guard, the speed and steering loops on plant_in, plant_out written
+        whole (one locked copy), the monitor DB from what plant_in measured."""
+        cfg = self.config
+        with self._lock:
+            f = dataclasses.replace(self.faults)
+            ok_drive, speeds, angles = self.guard.command(now)
+            drive_requested = self.guard.drive_command
+            tripped = self.guard.tripped
+            sp_fault = self.guard.setpoint_fault
+            refused = self.guard.refused_total
+            refused_reason = self.guard.refused_reason
+            seq_accepted = self.guard.seq_accepted
+        plant_in = cfg.plant_in.decode(self._area(cfg.plant_in_db, self._plant_in_buf))
+        plc_fault = f.fault or bool(self.internal_error)
+        safe = plc_fault or f.estop
+        drive = ok_drive and f.ready and f.auto and not safe
+        dt = min(max(dt, 0.0), 1.0)
+        res = program.scan(now, dt, time.time_ns() // 1_000_000, drive, safe, speeds, angles,
+                           plant_in, drive_requested)
+        if res.mode == "drive":
+            self.drove_at = now
+        if not f.freeze_plant_out:
+            self._put(cfg.plant_out_db, self._plant_out_buf, cfg.plant_out.encode(res.plant_out))
+        if not f.freeze_alive:
+            self._alive = (self._alive + 1) & 0xFFFF
+        values: dict[str, Any] = {
+            "alive": self._alive, "ready": f.ready, "fault": plc_fault or bool(res.fault),
+            "estop": f.estop, "auto": f.auto}
+        optional = {"watchdog": tripped, "setpoint_fault": sp_fault, "plant_lost":
+                    res.plant_lost, "drive_saturated": res.saturated,
+                    "refused": min(refused, 2**31 - 1), "refused_reason": refused_reason}
+        values.update({k: v for k, v in optional.items() if cfg.monitor.has(k)})
+        values["seq_accepted"] = to_dint(seq_accepted)
+        values.update(zip(cfg.speed_fields(), res.speeds, strict=True))
+        values.update(zip(cfg.angle_fields(), res.angles, strict=True))
+        data = cfg.monitor.encode(values, nonfinite_ok=True)   # a bad sensor shows as it is
+        if f.nan_feedback:
+            field = cfg.monitor.field(cfg.speed_fields()[0])
+            data = data[:field.byte_offset] + struct.pack(">f", math.nan) + \
+                data[field.byte_offset + 4:]
+        self._put(cfg.monitor_db, self._monitor_buf, data)
+        now_after = time.monotonic()
+        with self._lock:
+            self._watchdog_ok = not tripped
+            self._measured = (res.speeds, res.angles)
+            self.cycles += 1
+            flags = {**vars(f), "watchdog": tripped, "setpoint_fault": sp_fault,
+                     "plant_lost": res.plant_lost, "drive_saturated": res.saturated,
+                     "hil_fault": bool(res.fault)}
+            for name, value in flags.items():
+                if self._published_faults.get(name) != value:
+                    self.changed_at[name] = now_after   # visible to readers from now on
+            self._published_faults = dict(flags)
+
+    def _put(self, db: int, buf: bytearray, data: bytes) -> None:
+        """Replace a DB's bytes in one locked copy: a reader sees all of it or none of it."""
+        server = self._server
+        if server is None:
+            buf[:] = data
+            return
+        server.lock_area(SrvArea.DB, db)
+        try:
+            buf[:] = data
+        finally:
+            server.unlock_area(SrvArea.DB, db)
+
     # --- inspection and fault injection --------------------------------------------------------
     def set_faults(self, **flags: bool) -> dict[str, bool]:
         with self._lock:
@@ -304,13 +435,37 @@ class VirtualPlc:
                 "seq_accepted": self.guard.seq_accepted,
                 "internal_error": self.internal_error, "port": self.port,
                 "drove_at": self.drove_at,
+                # the scan that last saw plant_in's alive counter change (its watchdog's time)
+                "plant_alive_seen_at": (self.program.watchdog.last_change_s
+                                        if self.program is not None else None),
                 "control": dict(self._last_control), "alive": self._alive,
-                "speeds": [float(v) for v in self.plant.speeds],
-                "angles": [float(v) for v in self.plant.angles],
+                "speeds": (list(self._measured[0]) if self.external
+                           else [float(v) for v in self.plant.speeds]),
+                "angles": (list(self._measured[1]) if self.external
+                           else [float(v) for v in self.plant.angles]),
+                "plant_mode": self.config.virtual_plc.plant_mode,
+                "hil": self._hil_status(),
                 "link_up": self._server is not None, "started_at": self.started_at,
                 "cycles": self.cycles, "writes": len(self._writes), "now": time.monotonic(),
                 "changed_at": dict(self.changed_at),
             }
+
+    def _hil_status(self) -> dict[str, Any] | None:
+        res = self.program.last if self.program is not None else None
+        if res is None:
+            return None
+        return {"mode": res.mode, "plant_lost": res.plant_lost, "saturated": res.saturated,
+                "fault": res.fault, "torques": res.torques, "steer_rates": res.steer_rates,
+                "seq": res.plant_out["seq"], "plant_out_alive": res.plant_out["alive"]}
+
+    def plant_writes(self, since: float = 0.0) -> list[dict[str, Any]]:
+        """Logged plant_in writes with ``t >= since`` (monotonic seconds), decoded."""
+        decode = self.config.plant_in.decode
+        return [{**decode(raw), "t": t} for t, raw in list(self._plant_writes) if t >= since]
+
+    def plant_reads(self, since: float = 0.0) -> list[tuple[float, int]]:
+        """Logged plant_out reads ``(t, seq)`` with ``t >= since``."""
+        return [r for r in list(self._plant_reads) if r[0] >= since]
 
     def reads(self, since: float = 0.0) -> list[tuple[float, int]]:
         """Logged monitor-DB reads ``(t, alive)`` with ``t >= since`` (benchmark)."""

@@ -1,6 +1,7 @@
 """``virtual_plc``: run the virtual S7 PLC standalone (own process, own port).
 
     python -m plc_bridge.virtual_plc_cli --port 1102 --model ackermann --control-port 0
+    python -m plc_bridge.virtual_plc_cli --port 1102 --plant-mode external   # HIL
 
 Prints ``VIRTUAL_PLC READY port=<s7 port> control_port=<port>`` once both ports listen (the
 ports actually bound, also for ``--port 0``); exits cleanly on SIGINT/SIGTERM or a ``shutdown``
@@ -11,6 +12,7 @@ one message and exit code 2.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import gc
 import os
 import signal
@@ -22,6 +24,7 @@ from excavator_common import realtime, stall_probe
 from excavator_common.node_args import split_ros_args
 from plc_bridge.config import MODELS, load_config
 from plc_bridge.errors import BridgeConfigError
+from plc_bridge.parameters import PLANT_MODES
 from plc_bridge.virtual_plc import VirtualPlc
 from plc_bridge.virtual_plc_control import ControlServer
 
@@ -54,6 +57,10 @@ def build_parser() -> argparse.ArgumentParser:
                    "model, vehicle limits (default config/plc.yaml)")
     p.add_argument("--plant-config", dest="plant_config", default=None,
                    help="the virtual PLC's plant and watchdog (default config/virtual_plc.yaml)")
+    p.add_argument("--plant-mode", dest="plant_mode", choices=PLANT_MODES, default=None,
+                   help="internal: the built-in plant; external: hardware in the loop, the "
+                        "simulated machine is the plant over the plant_in / plant_out DBs "
+                        "(default: plant_mode of the plant config)")
     p.add_argument("--rt-priority", type=int, default=0,
                    help="SCHED_FIFO priority 1..99 for the whole process (Linux, needs "
                         "CAP_SYS_NICE); 0 = normal scheduling (default)")
@@ -72,6 +79,9 @@ def main(argv: list[str] | None = None) -> int:
     except BridgeConfigError as e:
         print(f"virtual_plc: {e}", file=sys.stderr)
         return 2
+    if args.plant_mode is not None:
+        config = dataclasses.replace(config, virtual_plc=dataclasses.replace(
+            config.virtual_plc, plant_mode=args.plant_mode))
     if args.rt_priority > 0:
         try:   # before any thread starts: the server and plant threads inherit it
             os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(args.rt_priority))
@@ -106,9 +116,11 @@ def main(argv: list[str] | None = None) -> int:
         control.start()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: done.set())
+    hil = (f" plant_in_db={config.plant_in_db} plant_out_db={config.plant_out_db}"
+           if plc.external else "")
     print(f"VIRTUAL_PLC READY port={plc.port} control_port={control.port if control else -1} "
-          f"model={config.model} control_db={config.control_db} monitor_db={config.monitor_db}",
-          flush=True)
+          f"model={config.model} control_db={config.control_db} monitor_db={config.monitor_db} "
+          f"plant_mode={config.virtual_plc.plant_mode}{hil}", flush=True)
     while not done.wait(0.2):
         pass
     if control:

@@ -5,10 +5,13 @@ request per line, one response per line::
 
     {"cmd": "status"}                          -> plant, faults, watchdog, last control values
     {"cmd": "faults", "fault": true, ...}      -> set any of fault estop freeze_alive ready auto
-                                                  stall nan_feedback; returns the flags
+                                                  stall nan_feedback freeze_plant_out;
+                                                  returns the flags
     {"cmd": "link", "up": false}               -> stop (or restart) the S7 server
     {"cmd": "writes", "since": 12.5}           -> control-DB writes with monotonic t >= since
     {"cmd": "reads", "since": 12.5}            -> monitor-DB reads [t, alive] since then
+    {"cmd": "plant_writes", "since": 12.5}     -> HIL: plant_in writes (decoded, with t)
+    {"cmd": "plant_reads", "since": 12.5}      -> HIL: plant_out reads [t, seq] since then
     {"cmd": "shutdown"}                        -> the CLI exits
 
 Responses: ``{"ok": true, "result": ...}`` or ``{"ok": false, "error": "..."}``. The channel
@@ -78,13 +81,17 @@ class ControlServer:
                 result = self.plc.writes(float(req.get("since", 0.0)))
             elif cmd == "reads":
                 result = self.plc.reads(float(req.get("since", 0.0)))
+            elif cmd == "plant_writes":
+                result = self.plc.plant_writes(float(req.get("since", 0.0)))
+            elif cmd == "plant_reads":
+                result = self.plc.plant_reads(float(req.get("since", 0.0)))
             elif cmd == "shutdown":
                 result = "bye"
                 if self._on_shutdown:
                     self._on_shutdown()
             else:
                 raise ValueError(f"unknown cmd {cmd!r}; use status faults link writes reads "
-                                 f"shutdown")
+                                 f"plant_writes plant_reads shutdown")
             return {"ok": True, "result": result}
         except Exception as e:  # noqa: BLE001 - any failure goes back to the caller
             return {"ok": False, "error": f"{type(e).__name__}: {e}"}
@@ -122,6 +129,14 @@ class ControlClient:
 
     def reads(self, since: float = 0.0) -> list[list[float]]:
         result: list[list[float]] = self.call("reads", since=since)   # the server's JSON reply
+        return result
+
+    def plant_writes(self, since: float = 0.0) -> list[dict[str, Any]]:
+        result: list[dict[str, Any]] = self.call("plant_writes", since=since)   # JSON reply
+        return result
+
+    def plant_reads(self, since: float = 0.0) -> list[list[float]]:
+        result: list[list[float]] = self.call("plant_reads", since=since)   # JSON reply
         return result
 
     def close(self) -> None:

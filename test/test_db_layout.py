@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import struct
 
 import numpy as np
@@ -13,7 +14,7 @@ from excavator_common.parameter_files import read_parameter_file
 from plc_bridge.config import MODELS, default_config_path, load_config
 from plc_bridge.db_layout import DbLayout, FieldSpec, LayoutError, max_payload
 from plc_bridge.errors import BridgeConfigError
-from plc_bridge.scl_export import config_source, data_block_source
+from plc_bridge.scl_export import config_source, data_block_source, hil_source
 
 
 def _layout(*decl: tuple[str, str]) -> DbLayout:
@@ -117,6 +118,66 @@ def test_config_layouts_fit_s7_1200_and_export_scl(model):
     for f in cfg.control.fields:
         assert f"{f.name}" in text
     assert "speed_sp_" in text
+    # the HIL status bits use the status byte's free bits: no offset of the header moved
+    assert cfg.monitor.field("plant_lost").address == "2.6"
+    assert cfg.monitor.field("drive_saturated").address == "2.7"
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_plant_blocks_fit_s7_1200_and_export_scl(model):
+    """The HIL blocks: plant_in is written by the plant link (one write), plant_out read (one
+    read), each within an S7-1200's PDU; every REAL on a 4-byte boundary; the TIA source has
+    both, non-optimized, with every field and its offset."""
+    cfg = load_config(None, {"model": model})
+    assert (cfg.plant_in_db, cfg.plant_out_db) == (102, 103)
+    assert cfg.plant_in.size <= max_payload(240, "write")
+    assert cfg.plant_out.size <= max_payload(240, "read")
+    assert cfg.plant_out.field("seq").address == "4"
+    assert cfg.plant_out.field("seq").s7_type == "DINT"
+    assert cfg.plant_in.field("alive").address == "0"
+    assert [cfg.plant_in.field(n).address for n in ("drive_ready", "drive_fault", "brake")] == \
+        ["2.0", "2.1", "2.2"]
+    for lay in (cfg.plant_in, cfg.plant_out):
+        assert all(f.byte_offset % 4 == 0 for f in lay.fields if f.s7_type == "REAL")
+    for n in (*cfg.speed_fields(), *cfg.torque_fields(), *cfg.angle_fields()):
+        assert cfg.plant_in.field(n).s7_type == "REAL"
+    for n in (*cfg.torque_sp_fields(), *cfg.steer_rate_sp_fields()):
+        assert cfg.plant_out.field(n).s7_type == "REAL"
+    text = hil_source(cfg)
+    assert text.count("{ S7_Optimized_Access := 'FALSE' }") == 2
+    assert f'DATA_BLOCK "PlcBridge_plant_in_{model}"' in text
+    assert f'DATA_BLOCK "PlcBridge_plant_out_{model}"' in text
+    for lay in (cfg.plant_in, cfg.plant_out):
+        for f in lay.fields:
+            assert any(ln.split()[:1] == [f.name] and f"// {f.address} " in ln
+                       for ln in text.splitlines()), (lay.name, f.name)
+
+
+def test_plant_block_rules_name_the_parameter(tmp_path):
+    params = read_parameter_file(default_config_path(), "plc_bridge")
+    import yaml
+
+    def write(**changes):
+        p = dict(params)
+        p.update({k.replace("__", "."): v for k, v in changes.items()})
+        path = tmp_path / "plc.yaml"
+        path.write_text(yaml.safe_dump({"/**": {"ros__parameters": p}}))
+        return path
+
+    with pytest.raises(BridgeConfigError, match=r"'plant_in_db' = 102 is in 'write_allow_list'"):
+        load_config(write(write_allow_list=[100, 102]))
+    with pytest.raises(BridgeConfigError, match=r"'monitor_db' and 'plant_out_db' are both 101"):
+        load_config(write(plant_out_db=101))
+    out = [ln for ln in params["layout.plant_out_header"] if not ln.startswith("seq")]
+    with pytest.raises(BridgeConfigError, match=r"'plant_out_skid_steer' lacks field 'seq'"):
+        load_config(write(layout__plant_out_header=out))
+    with pytest.raises(BridgeConfigError, match=r"field 'seq' of 'plant_out_skid_steer' is INT"):
+        load_config(write(layout__plant_out_header=[*out, "seq | INT"]))
+    with pytest.raises(BridgeConfigError, match=r"lacks field 'torque_sp_right'"):
+        load_config(write(layout__skid_steer__plant_out=params["layout.skid_steer.plant_out"][:1]))
+    many = [*params["layout.skid_steer.plant_in"], *(f"r{k} | REAL" for k in range(50))]
+    with pytest.raises(BridgeConfigError, match=r"pdu_size_bytes.*'plant_in_skid_steer'"):
+        load_config(write(layout__skid_steer__plant_in=many))
 
 
 def test_scl_text_lines():
@@ -283,8 +344,39 @@ def test_plc_setup_doc_tables_match_the_layouts():
     doc = (Path(__file__).resolve().parents[1] / "docs" / "plc_setup.md").read_text()
     for model in MODELS:
         cfg = load_config(None, {"model": model})
-        for lay in (cfg.control, cfg.monitor):
+        for lay in (cfg.control, cfg.monitor, cfg.plant_in, cfg.plant_out):
             assert f"{lay.size} bytes)" in doc
             for addr, name, s7_type, _unit, comment in lay.describe():
                 assert f"| {addr} | `{name}` | {s7_type} |" in doc, (model, name)
                 assert comment in doc
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_generated_hil_io_block_maps_the_io_behind_the_interlock(model):
+    """PlcBridge_HilIo (docs/plc_setup.md section 7): HIL only with the hardware interlock and
+    changed at standstill; in HIL the real outputs are safe and every sensor comes from
+    plant_in, every actuator goes to plant_out; a watchdog on plant_in.alive; seq written
+    last."""
+    cfg = load_config(None, {"model": model})
+    text = hil_source(cfg)
+    fb = text[text.index('FUNCTION_BLOCK "PlcBridge_HilIo"'):]
+    pin, pout = f'"PlcBridge_plant_in_{model}"', f'"PlcBridge_plant_out_{model}"'
+    body = fb[fb.index("BEGIN"):]
+    start = body.index("   IF #Active THEN\n      // sensors")
+    active = body[start:body.index("   ELSE\n      // the real")]
+    assert "   IF NOT #Enable THEN\n      #Active := #HilRequest AND #DrivesDisconnected;" in body
+    assert "   IF NOT #DrivesDisconnected THEN\n      #Active := FALSE;" in body
+    assert "#Io_Enable := FALSE;" in active and "#Io_Brake := TRUE;" in active
+    for n in (*cfg.speed_fields(), *cfg.torque_fields(), *cfg.angle_fields()):
+        assert f"#{n} := {pin}.{n};" in active, n
+    for n in (*cfg.torque_sp_fields(), *cfg.steer_rate_sp_fields()):
+        assert f"#Io_{n} := 0.0;" in active and f"{pout}.{n} := #{n};" in active, n
+    assert f"#WdTimer(IN := #Active AND ({pin}.alive = #LastAlive)" in body
+    ms = round(cfg.virtual_plc.plant_watchdog_timeout_s * 1000)
+    assert f"PlantWatchdogTime : Time := T#{ms}MS;" in fb
+    # leaving HIL, the real outputs wait for the program's Enable to drop
+    assert "#Io_Enable := #Enable AND #RealOk;" in body
+    statements = [ln.strip() for ln in body.splitlines() if ln.strip().endswith(";")]
+    assert statements[-1] == f"{pout}.seq := #Seq;"             # written last
+    opened = re.findall(r"(?<![A-Z_])IF ", body)                # IF, not ELSIF / END_IF
+    assert len(opened) == body.count("END_IF;")                 # balanced IF / END_IF

@@ -43,6 +43,7 @@ NODE_MODULES = {
     "excavator_sim/sim_node.py": "sim.yaml",
     "excavator_sim/soil/soil_node.py": "soil.yaml",
     "plc_bridge/bridge_node.py": "plc.yaml",
+    "plc_bridge/plant_link/node.py": "plant_link.yaml",
 }
 
 _HEADING = re.compile(r"^(#+)\s+(.*)$")
@@ -366,11 +367,12 @@ def _spec_files() -> list[tuple[str, Any, Any]]:
     from excavator_sim.sim_config import SIM_PARAMETERS
     from excavator_sim.soil.config import INSTANCES, SOIL_PARAMETERS
     from plc_bridge.config import BRIDGE
-    from plc_bridge.parameters import VIRTUAL_PLC
+    from plc_bridge.parameters import PLANT_LINK, VIRTUAL_PLC
 
     return [("ik.yaml", IK_PARAMETERS, None), ("sim.yaml", SIM_PARAMETERS, None),
             ("soil.yaml", SOIL_PARAMETERS, INSTANCES), ("teleop.yaml", TELEOP_PARAMETERS, None),
-            ("plc.yaml", BRIDGE, None), ("virtual_plc.yaml", VIRTUAL_PLC, None)]
+            ("plc.yaml", BRIDGE, None), ("virtual_plc.yaml", VIRTUAL_PLC, None),
+            ("plant_link.yaml", PLANT_LINK, None)]
 
 
 def test_the_parameter_tables_are_generated_from_the_specs(doc_text: str) -> None:

@@ -13,15 +13,23 @@ from excavator_common.parameter_files import read_parameter_file
 from plc_bridge.bridge_core import DYNAMIC, BridgeCore
 from plc_bridge.config import BRIDGE, build_config, default_config_path, load_config
 from plc_bridge.errors import BridgeConfigError
-from plc_bridge.parameters import SECTIONS, VIRTUAL_PLC, markdown, markdown_virtual_plc
+from plc_bridge.parameters import (
+    PLANT_LINK,
+    SECTIONS,
+    VIRTUAL_PLC,
+    markdown,
+    markdown_virtual_plc,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 # identifiers, counts, flags, ratios, names and paths: no unit to carry
 UNITLESS = {"redis_url", "plc_host", "plc_port", "rack", "slot", "reconnect_jitter", "model",
             "rt_priority", "lateral_positive", "wake_on_change", "configure_keyspace_events",
-            "notify_channel", "control_db", "monitor_db", "write_allow_list", "config_file",
-            "autostart", "cmd_vel_to_redis", "slip_factor", "steer_feedback", "frame_prefix"}
-_SUFFIX = re.compile(r"_(s|hz|m|m_s|rad|rad_s|bytes)$")
+            "notify_channel", "control_db", "monitor_db", "plant_in_db", "plant_out_db",
+            "write_allow_list", "config_file",
+            "autostart", "cmd_vel_to_redis", "slip_factor", "steer_feedback", "frame_prefix",
+            "plant_mode", "speed_sp_weight", "plc_config_file"}
+_SUFFIX = re.compile(r"_(s|hz|m|m_s|rad|rad_s|bytes|nm|nm_s_per_m|nm_per_m|1_s)$")
 
 
 def test_the_doc_tables_cover_every_parameter_once() -> None:
@@ -35,7 +43,7 @@ def test_the_doc_tables_cover_every_parameter_once() -> None:
     assert markdown_virtual_plc() in doc
 
 
-@pytest.mark.parametrize("table", [BRIDGE, VIRTUAL_PLC], ids=lambda t: t.node)
+@pytest.mark.parametrize("table", [BRIDGE, VIRTUAL_PLC, PLANT_LINK], ids=lambda t: t.node)
 def test_every_name_carries_its_unit_and_every_description_is_real(table) -> None:
     for spec in table.parameters:
         leaf = spec.name.rsplit(".", 1)[-1]

@@ -1,0 +1,153 @@
+"""The virtual PLC's program in hardware-in-the-loop mode (``plant_mode: external``): what a
+mechatronic-layer PLC program does when the simulated machine is its plant. Pure (numpy only):
+the S7 server and the clock are ``virtual_plc.VirtualPlc``'s.
+
+Each scan it takes what the command guard accepted from the bridge (``plant.CommandGuard``:
+seq, watchdog, stop bit, setpoint ranges stay there, unchanged) and the sensors of the last
+``plant_in`` write, and returns the ``plant_out`` block and the measured values for the
+monitor DB:
+
+- plant watchdog: the simulation's alive counter in ``plant_in`` must change within
+  ``plant_watchdog_timeout_s`` (``plant.AliveWatchdog``: a counter that never moved proves
+  nothing, so the PLC starts with the plant lost). Lost -> ``plant_lost``, latched until the
+  counter runs again *and* no drive command is in force (the bridge stops on the fault, so the
+  latch clears on that stop, never by itself under a running command);
+- drive: per-drive PI speed loops (``speed_loop.PiSpeedLoop``: clamping anti-windup) from the
+  bridge's speed set-points [m/s] and ``plant_in``'s measured speeds to torque set-points
+  [N m]; per steered wheel a P angle loop to a steering-rate command [rad/s], limited to
+  ``steer_rate_rad_s``; ``enable`` on, ``brake`` off;
+- controlled stop (a stop from the bridge, its watchdog, not ready, not automatic): the speed
+  loops bring the drives to 0 (the hydrostat brakes), steering held; once every measured speed
+  is below ``STANDSTILL_M_S`` the holding brakes go on and the drives off (``parked``);
+- safe state (plant lost, a non-finite measurement, the simulation's ``drive_fault``, a PLC
+  fault or e-stop): torque 0, ``enable`` off, ``brake`` on, at once;
+- ``plant_out.seq``: the bridge's rule (``seq = max(last + 1, Unix ms)`` mod 2^32 as a DINT):
+  strictly increasing every scan, also across a restart, so the plant link forwards each
+  scan's actuation once and never an older one. The whole block is written at once.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from plc_bridge.config import BridgeConfig
+from plc_bridge.plant import AliveWatchdog
+from plc_bridge.speed_loop import PiSpeedLoop
+
+STANDSTILL_M_S = 0.02   # below this on every drive a controlled stop applies the brakes [m/s]
+MODES = ("parked", "drive", "stopping", "safe")
+
+
+def dint(value: int) -> int:
+    """An unbounded counter as the DINT a data block holds (mod 2^32, two's complement)."""
+    v = int(value) % (1 << 32)
+    return v - (1 << 32) if v >= (1 << 31) else v
+
+
+@dataclass
+class HilScan:
+    """One scan's outcome: ``plant_out`` (every field of the block), what the monitor DB shows
+    (``speeds`` [m/s] and ``angles`` [rad] as measured, possibly NaN), and the state."""
+
+    plant_out: dict[str, Any]
+    speeds: list[float]
+    angles: list[float]
+    mode: str
+    plant_lost: bool
+    saturated: bool
+    fault: str                       # '' = none; else why the drives are in the safe state
+    torques: list[float] = field(default_factory=list)       # [N m]
+    steer_rates: list[float] = field(default_factory=list)   # [rad/s]
+
+
+class HilProgram:
+    """The drive and steering loops of one vehicle model over ``plant_in`` / ``plant_out``."""
+
+    def __init__(self, config: BridgeConfig, seq_start_ms: int = 0) -> None:
+        vp = config.virtual_plc
+        self.config = config
+        self.loop = PiSpeedLoop(len(config.wheels), vp.speed_kp_nm_s_per_m,
+                                vp.speed_ki_nm_per_m, vp.torque_limit_nm, vp.speed_sp_weight,
+                                names=config.wheels)
+        self.steer_kp_1_s = vp.steer_kp_1_s
+        self.steer_rate_rad_s = vp.steer_rate_rad_s
+        self.watchdog = AliveWatchdog(vp.plant_watchdog_timeout_s)
+        self.plant_lost = True
+        self.mode = "parked"
+        self.alive = 0
+        self._seq_abs = int(seq_start_ms)
+        self._speed_names = config.speed_fields()
+        self._angle_names = config.angle_fields()
+        self._torque_names = config.torque_sp_fields()
+        self._rate_names = config.steer_rate_sp_fields()
+        self.last: HilScan | None = None
+
+    def scan(self, now_s: float, dt_s: float, wall_ms: int, drive: bool, safe: bool,
+             speed_sp: np.ndarray, angle_sp: np.ndarray, plant_in: Mapping[str, Any],
+             drive_requested: bool) -> HilScan:
+        """One PLC scan at monotonic ``now_s`` [s], ``dt_s`` [s] after the last one.
+
+        ``drive``: the guard has a drive command in force and the PLC may drive (ready, auto,
+        no fault); ``safe``: a PLC fault or e-stop (safe state regardless); ``speed_sp`` [m/s]
+        and ``angle_sp`` [rad]: the guard's set-points; ``plant_in``: the decoded block;
+        ``drive_requested``: the guard's last taken command is a drive (not a stop) - the
+        plant_lost latch clears only without one."""
+        if self.watchdog.update(int(plant_in["alive"]), now_s):
+            if self.plant_lost and not drive_requested:
+                self.plant_lost = False
+        else:
+            self.plant_lost = True
+        speeds = [float(plant_in[n]) for n in self._speed_names]
+        angles = [float(plant_in[n]) for n in self._angle_names]
+        fault = ""
+        if self.plant_lost:
+            fault = (f"plant lost: the simulation's alive counter in plant_in unchanged for "
+                     f"more than {self.watchdog.timeout_s:g} s (plant_watchdog_timeout_s)")
+        elif plant_in.get("drive_fault"):
+            fault = "the simulation reports drive_fault (it refused an actuation)"
+        for name, a in zip(self.config.steering, angles, strict=True):
+            if not fault and not math.isfinite(a):
+                fault = f"measured steering angle of {name} is {a}"
+
+        if safe or fault:
+            self.mode = "safe"
+        elif drive:
+            self.mode = "drive"
+        elif self.mode in ("drive", "stopping"):
+            self.mode = "stopping"
+        else:
+            self.mode = "parked"
+        running = self.mode in ("drive", "stopping")
+        sp = np.asarray(speed_sp, dtype=float) if self.mode == "drive" else \
+            np.zeros(len(speeds))
+        torques = self.loop.step(dt_s, sp, speeds, running)
+        if self.loop.fault:                 # a non-finite measured speed: safe state
+            fault = fault or self.loop.fault
+            self.mode, running = "safe", False
+            torques = np.zeros(len(speeds))
+        if self.mode == "stopping" and all(abs(v) < STANDSTILL_M_S for v in speeds):
+            self.mode, running = "parked", False   # at standstill: brakes on, drives off
+            torques = self.loop.step(dt_s, sp, speeds, False)
+        if self.mode == "drive":
+            error = np.asarray(angle_sp, dtype=float) - np.asarray(angles, dtype=float)
+            rates = np.clip(self.steer_kp_1_s * error, -self.steer_rate_rad_s,
+                            self.steer_rate_rad_s)
+        else:
+            rates = np.zeros(len(angles))   # steering held
+        self.alive = (self.alive + 1) & 0xFFFF
+        self._seq_abs = max(self._seq_abs + 1, int(wall_ms))
+        out: dict[str, Any] = {"alive": self.alive, "enable": running, "brake": not running,
+                               "seq": dint(self._seq_abs)}
+        out.update(zip(self._torque_names, (float(t) for t in torques), strict=True))
+        out.update(zip(self._rate_names, (float(r) for r in rates), strict=True))
+        for f in self.config.plant_out.fields:   # any extra field a site added: zero
+            out.setdefault(f.name, False if f.s7_type == "BOOL" else 0)
+        self.last = HilScan(out, speeds, angles, self.mode, self.plant_lost,
+                            bool(running and self.loop.saturated.any()), fault,
+                            [float(t) for t in torques], [float(r) for r in rates])
+        return self.last

@@ -1,0 +1,142 @@
+"""``plant_link``: the ROS 2 node over ``link.PlantLink`` (thin shell, rclpy only here).
+
+Subscribes ``plant/sensors`` (sensor_msgs/JointState) and ``imu`` (sensor_msgs/Imu) from the
+simulation and hands each message's values to the exchange thread (a lock and an assignment:
+the executor never waits for the PLC); publishes ``plant/actuation`` (sensor_msgs/JointState)
+from that thread, once per exchange that read a fresh ``plant_out`` (and once when it brakes
+on a fault), stamped with this node's clock at the read; ``/diagnostics`` at 1 Hz (status,
+cause, counters: late and missed exchanges, link faults, refused blocks).
+
+Parameters: one spec, ``plc_bridge.parameters.PLANT_LINK`` (docs/configuration.md): declared
+with description, unit and range (``ros2 param describe /plant_link exchange_hz``), read only;
+a parameter not given to the node takes its value from ``config_file`` (default the package's
+config/plant_link.yaml), else the spec's default; an unknown one is a start-up error naming
+it (exit 2). The PLC connection, model and blocks come from ``plc_config_file`` (the bridge's
+file), ``plc_host`` / ``plc_port`` / ``model`` override them.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from rclpy.node import Node
+from rclpy.parameter import Parameter
+from rclpy.qos import qos_profile_sensor_data
+from sensor_msgs.msg import Imu, JointState
+
+from excavator_common.parameter_files import read_parameter_file
+from excavator_common.parameter_node import NodeParameters
+from excavator_common.ros_runtime import ERROR, OK, WARN, Diagnostics, run_node
+from plc_bridge.errors import BridgeConfigError
+from plc_bridge.parameters import PLANT_LINK
+from plc_bridge.plant_link.config import build_plant_link_config, default_plant_link_path
+from plc_bridge.plant_link.core import (
+    Actuation,
+    ImuReading,
+    SensorError,
+    actuation_arrays,
+    roll_pitch,
+    sensors_from_joints,
+)
+from plc_bridge.plant_link.link import PlantLink
+
+
+class PlantLinkParameters(NodeParameters):
+    """``PLANT_LINK`` declared on the node; what the node is not given comes from
+    ``config_file`` (an override, not a parameter of the file), else the spec's default."""
+
+    def __init__(self, node: PlantLinkNode) -> None:
+        given = dict(getattr(node, "_parameter_overrides", {}))
+        cf = given.get("config_file")
+        self.config_file = str(cf.value) if cf is not None and cf.value else ""
+        path = self.config_file or str(default_plant_link_path())
+        from_file = read_parameter_file(path, node.get_name(), error=BridgeConfigError)
+        unknown = PLANT_LINK.unknown(from_file)
+        if unknown:
+            raise BridgeConfigError(PLANT_LINK.unknown_message(unknown, path))
+        self._base = {n: v for n, v in from_file.items() if n not in given}
+        super().__init__(node, PLANT_LINK, None, warn_unknown=False)
+        if self.unknown:
+            raise BridgeConfigError(
+                PLANT_LINK.unknown_message(self.unknown, f"{node.get_name()} parameters") +
+                " (config_file names the parameter file)")
+
+    def _overrides(self) -> dict[str, Parameter[Any]]:
+        out: dict[str, Parameter[Any]] = {n: Parameter(n, value=v) for n, v in self._base.items()}
+        out.update(super()._overrides())
+        return out
+
+
+class PlantLinkNode(Node):
+    def __init__(self) -> None:
+        super().__init__("plant_link")
+        self.params = PlantLinkParameters(self)
+        self.config = build_plant_link_config(
+            self.params.values, self.params.config_file or str(default_plant_link_path()))
+        plc = self.config.plc
+        self.actuation_pub = self.create_publisher(JointState, "plant/actuation", 10)
+        self.diagnostics = Diagnostics(self, "plant_link")
+        self.link = PlantLink(self.config, self._publish_actuation)
+        self._sensor_errors = 0
+        self._last_sensor_error = ""
+        self.create_subscription(JointState, "plant/sensors", self._on_sensors,
+                                 qos_profile_sensor_data)
+        self.create_subscription(Imu, "imu", self._on_imu, qos_profile_sensor_data)
+        self.create_timer(1.0, self._publish_diagnostics)
+        self.link.start()
+        self.get_logger().info(
+            f"plant link: model {plc.model}, PLC {plc.plc_host}:{plc.plc_port}, plant_in "
+            f"DB{plc.plant_in_db} (written), plant_out DB{plc.plant_out_db} (read), "
+            f"{self.config.exchange_hz:g} Hz")
+
+    # --- simulation -> PLC ---------------------------------------------------------------------
+    def _on_sensors(self, msg: JointState) -> None:
+        stamp_ns = msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec
+        try:
+            sensors = sensors_from_joints(self.config.plc, stamp_ns, msg.name, msg.position,
+                                          msg.velocity, msg.effort)
+        except SensorError as e:
+            self._sensor_errors += 1
+            if str(e) != self._last_sensor_error:
+                self.get_logger().error(f"plant/sensors not used: {e}")
+            self._last_sensor_error = str(e)
+            return
+        self.link.set_sensors(sensors)
+
+    def _on_imu(self, msg: Imu) -> None:
+        q = msg.orientation
+        roll, pitch = roll_pitch(q.x, q.y, q.z, q.w)
+        self.link.set_imu(ImuReading(float(msg.angular_velocity.z), pitch, roll))
+
+    # --- PLC -> simulation (called in the exchange thread) -------------------------------------
+    def _publish_actuation(self, act: Actuation) -> None:
+        msg = JointState()
+        msg.header.stamp = self.get_clock().now().to_msg()
+        msg.header.frame_id = ""
+        names, position, velocity, effort = actuation_arrays(self.config.plc, act)
+        msg.name, msg.position, msg.velocity, msg.effort = names, position, velocity, effort
+        self.actuation_pub.publish(msg)
+
+    def _publish_diagnostics(self) -> None:
+        values = self.link.status_values()
+        values["sensor_messages_rejected"] = self._sensor_errors
+        if self._last_sensor_error:
+            values["last_sensor_error"] = self._last_sensor_error
+        status = str(values["status"])
+        level = OK if status == "running" else ERROR if status == "link_lost" else WARN
+        if values.get("last_refusal") and level == OK:
+            level = WARN
+        detail = str(values["detail"])
+        self.diagnostics.publish(level, status + (f": {detail}" if detail else ""), values)
+
+    def close(self) -> None:
+        self.link.stop()
+
+
+def main(args: list[str] | None = None) -> int:
+    return run_node(PlantLinkNode, args, cleanup=lambda n: n.close())
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,375 @@
+"""The virtual PLC in HIL mode (``plant_mode: external``) in its own process, over real S7: the
+test plays the bridge (control DB, ``test_virtual_plc.Writer``) and the plant link / simulation
+(a thread writing ``plant_in`` with its own snap7 connection, reads of ``plant_out``).
+
+Nothing is timed on the test's clock (see test_virtual_plc.py): the plant watchdog is judged
+on the PLC's own log of plant_in writes and the moment ``plant_lost`` reached its monitor DB;
+the tests not about a watchdog give the PLC 10 s ones, so a stalled test process cannot trip
+them; states are waited for."""
+
+from __future__ import annotations
+
+import itertools
+import math
+import struct
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import snap7
+from helpers import NodeProcess, free_port, ros_parameters_file, wait_for
+from test_virtual_plc import PATIENT_WATCHDOG_S, Writer
+
+from plc_bridge.config import BridgeConfig, load_config, load_virtual_plc
+from plc_bridge.virtual_plc_control import ControlClient
+
+VP = load_virtual_plc()
+LIMIT = VP.torque_limit_nm
+
+
+class PlantFeeder:
+    """The simulation side: writes plant_in every 10 ms with its alive counter +1 (while
+    ``alive``), the measured ``speeds`` and flags given, on its own S7 connection."""
+
+    def __init__(self, cfg: BridgeConfig, port: int, alive: bool = True) -> None:
+        self.cfg = cfg
+        self.client = snap7.Client()
+        self.client.connect("127.0.0.1", 0, 1, port)
+        self.values: dict[str, Any] = {**cfg.plant_in.zero_values(), "drive_ready": True}
+        self.alive = alive
+        self.raw_speed0: float | None = None   # a REAL bit pattern for the first speed (NaN)
+        self.writes = 0
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def set(self, **values: Any) -> None:
+        with self._lock:
+            self.values.update(values)
+
+    def speeds(self, *speeds: float) -> None:
+        self.set(**dict(zip(self.cfg.speed_fields(), speeds, strict=True)))
+
+    def _run(self) -> None:
+        lay = self.cfg.plant_in
+        while not self._stop.is_set():
+            with self._lock:
+                if self.alive:
+                    self.values["alive"] = (self.values["alive"] + 1) & 0xFFFF
+                    self.values["sim_time"] = (self.values["sim_time"] + 10) % 2**31
+                data = bytearray(lay.encode(self.values))
+                if self.raw_speed0 is not None:
+                    at = lay.field(self.cfg.speed_fields()[0]).byte_offset
+                    data[at:at + 4] = struct.pack(">f", self.raw_speed0)
+            self.client.db_write(self.cfg.plant_in_db, 0, data)
+            self.writes += 1
+            self._stop.wait(0.01)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(2.0)
+        self.client.disconnect()
+
+
+class Hil:
+    """The virtual PLC (external mode) + a bridge stand-in + a plant feeder."""
+
+    def __init__(self, node_processes, tmp_path, plant_watchdog_s: float = PATIENT_WATCHDOG_S,
+                 model: str = "skid_steer", plant_alive: bool = True) -> None:
+        port, cport = free_port(), free_port()
+        plant = ros_parameters_file(tmp_path / "virtual_plc_hil.yaml", {
+            "watchdog_timeout_s": PATIENT_WATCHDOG_S, "plant_mode": "external",
+            "plant_watchdog_timeout_s": plant_watchdog_s})
+        self.proc = NodeProcess("plc_bridge.virtual_plc_cli",
+                                ["--port", str(port), "--control-port", str(cport), "--model",
+                                 model, "--plant-config", str(plant)], log_dir=tmp_path)
+        node_processes.append(self.proc)
+        self.control: ControlClient = wait_for(lambda: _try(cport), 20.0, "control channel")
+        self.cfg = load_config(None, {"model": model})
+        self.client = snap7.Client()
+        self.client.connect("127.0.0.1", 0, 1, port)
+        self.bridge = Writer(self.client, model)
+        self.plant = PlantFeeder(self.cfg, port, plant_alive)
+        self.port = port
+
+    def plant_out(self) -> dict[str, Any]:
+        cfg = self.cfg
+        return cfg.plant_out.decode(self.client.db_read(cfg.plant_out_db, 0, cfg.plant_out.size))
+
+    def torques(self) -> list[float]:
+        out = self.plant_out()
+        return [out[n] for n in self.cfg.torque_sp_fields()]
+
+    def stop(self) -> None:
+        """A live bridge's explicit stop."""
+        self.bridge.write(False, (0.0,) * len(self.cfg.wheels), (0.0,) * len(self.cfg.steering))
+
+    def drive(self, *speeds: float) -> None:
+        """A live bridge's command (after a stop if the PLC's latch wants one)."""
+        if self.bridge.monitor()["watchdog"]:
+            self.stop()
+        self.bridge.write(True, speeds, (0.0,) * len(self.cfg.steering))
+
+    def close(self) -> None:
+        self.plant.close()
+        self.client.disconnect()
+        self.control.close()
+
+
+def _try(port: int) -> ControlClient | None:
+    try:
+        return ControlClient(port)
+    except OSError:
+        return None
+
+
+@pytest.fixture
+def hil(node_processes, tmp_path) -> Iterator[Hil]:
+    rig = Hil(node_processes, tmp_path)
+    yield rig
+    rig.close()
+
+
+def _alive_plant(rig: Hil) -> None:
+    """Stops from a live bridge until the PLC sees the plant alive (plant_lost clear) and the
+    speeds the feeder was last given."""
+    def seen() -> bool:
+        rig.stop()
+        mon = rig.bridge.monitor()
+        with rig.plant._lock:
+            fed = [rig.plant.values[n] for n in rig.cfg.speed_fields()]
+        return not mon["plant_lost"] and all(
+            mon[n] == pytest.approx(v, abs=1e-6) for n, v in
+            zip(rig.cfg.speed_fields(), fed, strict=True))
+
+    wait_for(seen, 10.0, "plant_lost cleared by a live plant and a stop, the fed speeds seen")
+
+
+def test_external_mode_serves_the_plant_blocks_and_starts_with_the_plant_lost(
+        node_processes, tmp_path):
+    """A plant_in whose alive counter never moved: plant_lost and fault in the monitor DB, the
+    drives in the safe state (enable off, brake on, torque 0), also under a drive command."""
+    rig = Hil(node_processes, tmp_path, plant_alive=False)
+    try:
+        for _ in range(3):
+            rig.stop()
+        rig.drive(0.5, 0.5)
+        mon = wait_for(lambda: (m := rig.bridge.monitor())["plant_lost"] and m, 10.0,
+                       "plant_lost")
+        assert mon["fault"] and not mon["drive_saturated"]
+        out = rig.plant_out()
+        assert not out["enable"] and out["brake"] and rig.torques() == [0.0, 0.0]
+        st = rig.control.status()
+        assert st["plant_mode"] == "external" and st["hil"]["mode"] == "safe"
+        assert "plant lost" in st["hil"]["fault"] and st["drove_at"] is None
+    finally:
+        rig.close()
+
+
+def test_set_point_gives_torque_of_the_right_sign_and_pi_behaviour(hil):
+    """Measured speeds held at 0.4 / 0.4 m/s, set-points +1.0 / -0.2: the left torque is
+    positive and grows (integral action), the right negative; the monitor DB carries the fed
+    speeds, never the set-points; plant_out.seq strictly increases."""
+    hil.plant.speeds(0.4, 0.4)
+    _alive_plant(hil)
+    hil.drive(1.0, -0.2)
+    first = wait_for(lambda: (o := hil.plant_out())["enable"] and o, 10.0, "drives enabled")
+    assert not first["brake"]
+    seqs, left = [first["seq"]], [first["torque_sp_left"]]
+    for _ in range(20):
+        time.sleep(0.02)
+        out = hil.plant_out()
+        seqs.append(out["seq"])
+        left.append(out["torque_sp_left"])
+        assert out["torque_sp_left"] > 0.0 and out["torque_sp_right"] < 0.0
+    # two reads may fall in one scan (a starved scan thread): never backwards, and each new
+    # block newer; the integral grows once the scans have run
+    assert all(b >= a for a, b in itertools.pairwise(seqs))
+    assert all(b >= a for a, b in itertools.pairwise(left)), left
+    wait_for(lambda: hil.plant_out()["torque_sp_left"] > left[0], 10.0, "the integral growing")
+    wait_for(lambda: hil.plant_out()["seq"] > seqs[-1], 10.0, "a newer plant_out seq")
+    mon = hil.bridge.monitor()
+    assert mon["speed_left"] == pytest.approx(0.4) and mon["speed_right"] == pytest.approx(0.4)
+    assert not mon["fault"] and not mon["plant_lost"]
+    # the error persists: the integrator drives the left torque to its limit -> saturated
+    wait_for(lambda: hil.torques()[0] == pytest.approx(LIMIT), 60.0, "left torque at its limit")
+    wait_for(lambda: hil.bridge.monitor()["drive_saturated"], 10.0, "drive_saturated")
+    # the measurement reaches the set-point: no more error, the torques stop changing
+    hil.plant.speeds(1.0, -0.2)
+    wait_for(lambda: not hil.bridge.monitor()["drive_saturated"], 10.0, "not saturated")
+    a = hil.torques()
+    time.sleep(0.2)
+    assert hil.torques() == pytest.approx(a, abs=1e-3)
+
+
+def test_a_stop_is_a_controlled_stop_then_the_brakes(hil):
+    """Driving at 0.6 m/s, the bridge stops: the speed loops brake the drives (negative torque,
+    still enabled) until the measured speeds are at rest, then brakes on, drives off."""
+    hil.plant.speeds(0.6, 0.6)
+    _alive_plant(hil)
+    hil.drive(0.6, 0.6)
+    wait_for(lambda: hil.plant_out()["enable"], 10.0, "driving")
+    hil.stop()
+    wait_for(lambda: hil.control.status()["hil"]["mode"] == "stopping", 10.0, "stopping")
+    torques = hil.torques()
+    out = hil.plant_out()
+    assert out["enable"] and not out["brake"] and all(t < 0.0 for t in torques)
+    wait_for(lambda: hil.torques()[0] < torques[0], 10.0, "the braking torque growing")
+    hil.plant.speeds(0.0, 0.0)
+    out = wait_for(lambda: (o := hil.plant_out())["brake"] and o, 10.0, "parked")
+    assert not out["enable"] and hil.torques() == [0.0, 0.0]
+
+
+def test_plant_lost_when_the_simulation_stops_latched_until_a_stop(node_processes, tmp_path):
+    """The shipped plant watchdog: the simulation's alive counter stops -> within
+    plant_watchdog_timeout_s (on the PLC's clock) the drives are in the safe state, plant_lost
+    and fault in the monitor DB. The counter running again does not clear it while the bridge
+    keeps commanding; a stop does, and then the drives answer again."""
+    rig = Hil(node_processes, tmp_path, plant_watchdog_s=VP.plant_watchdog_timeout_s)
+    try:
+        rig.plant.speeds(0.3, 0.3)
+        _alive_plant(rig)
+        rig.drive(0.5, 0.5)
+        wait_for(lambda: rig.plant_out()["enable"], 10.0, "driving")
+        rig.plant.alive = False                    # the simulation freezes
+        mon = wait_for(lambda: (m := rig.bridge.monitor())["plant_lost"] and m, 10.0,
+                       "plant_lost")
+        assert mon["fault"]
+        out = rig.plant_out()
+        assert not out["enable"] and out["brake"] and rig.torques() == [0.0, 0.0]
+        st = rig.control.status()
+        writes = rig.control.plant_writes()
+        i = len(writes) - 1                        # the last write that changed alive
+        while i > 0 and writes[i - 1]["alive"] == writes[i]["alive"]:
+            i -= 1
+        t_last = writes[i]["t"]
+        # the PLC sees a change in the first scan after the write (a starved scan thread sees
+        # it late): its watchdog runs from that scan, as a real PLC's does from its OB1 scan
+        seen = st["plant_alive_seen_at"]
+        assert t_last <= seen
+        assert st["drove_at"] - seen <= VP.plant_watchdog_timeout_s
+        assert st["changed_at"]["plant_lost"] - t_last > VP.plant_watchdog_timeout_s
+        rig.plant.alive = True                     # back, but the bridge still commands
+        for _ in range(30):
+            rig.drive(0.5, 0.5)
+            time.sleep(0.01)
+        assert rig.bridge.monitor()["plant_lost"] and not rig.plant_out()["enable"]
+        _alive_plant(rig)                          # a stop clears it
+        rig.drive(0.5, 0.5)
+        wait_for(lambda: rig.plant_out()["enable"], 10.0, "driving again")
+    finally:
+        rig.close()
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf])
+def test_a_non_finite_measured_speed_is_a_fault_with_zero_torque(hil, bad):
+    hil.plant.speeds(0.3, 0.3)
+    _alive_plant(hil)
+    hil.drive(0.5, 0.5)
+    wait_for(lambda: hil.plant_out()["enable"], 10.0, "driving")
+    hil.plant.raw_speed0 = bad
+    mon = wait_for(lambda: (m := hil.bridge.monitor())["fault"] and m, 10.0, "fault")
+    assert not math.isfinite(mon["speed_left"])             # passed on as the sensor gave it
+    out = hil.plant_out()
+    assert not out["enable"] and out["brake"] and hil.torques() == [0.0, 0.0]
+    assert "measured speed of drive left" in hil.control.status()["hil"]["fault"]
+    hil.plant.raw_speed0 = None                              # sensor back, still commanding:
+    for _ in range(10):
+        hil.drive(0.5, 0.5)
+    assert hil.bridge.monitor()["fault"]                     # held until a stop
+    _alive_plant(hil)
+    wait_for(lambda: not hil.bridge.monitor()["fault"], 10.0, "fault cleared by the stop")
+
+
+def test_the_simulations_drive_fault_and_an_estop_give_the_safe_state(hil):
+    hil.plant.speeds(0.3, 0.3)
+    _alive_plant(hil)
+    hil.drive(0.5, 0.5)
+    wait_for(lambda: hil.plant_out()["enable"], 10.0, "driving")
+    hil.plant.set(drive_fault=True)
+    wait_for(lambda: hil.bridge.monitor()["fault"], 10.0, "fault from drive_fault")
+    assert hil.plant_out()["brake"] and hil.torques() == [0.0, 0.0]
+    hil.plant.set(drive_fault=False)
+    wait_for(lambda: not hil.bridge.monitor()["fault"], 10.0, "fault gone with drive_fault")
+    hil.drive(0.5, 0.5)
+    wait_for(lambda: hil.plant_out()["enable"], 10.0, "driving")
+    hil.control.faults(estop=True)                           # no controlled stop: brakes now
+    out = wait_for(lambda: (o := hil.plant_out())["brake"] and o, 10.0, "brakes on e-stop")
+    assert not out["enable"] and hil.torques() == [0.0, 0.0]
+
+
+def test_a_frozen_plant_program_stops_the_seq(hil):
+    """freeze_plant_out (a CPU in STOP still answers PUT/GET): plant_out no longer changes, so
+    its seq stays where it was: nothing new for the plant link to forward."""
+    hil.plant.speeds(0.0, 0.0)
+    _alive_plant(hil)
+    wait_for(lambda: hil.control.status()["cycles"] > 10, 10.0, "scans")
+    hil.control.faults(freeze_plant_out=True)
+    c = hil.control.status()["cycles"]        # a scan begun before the freeze may still write
+    wait_for(lambda: hil.control.status()["cycles"] >= c + 2, 10.0, "a scan after the freeze")
+    seq = hil.plant_out()["seq"]
+    c = hil.control.status()["cycles"]
+    wait_for(lambda: hil.control.status()["cycles"] >= c + 10, 10.0, "ten frozen scans")
+    assert hil.plant_out()["seq"] == seq
+    hil.control.faults(freeze_plant_out=False)
+    wait_for(lambda: hil.plant_out()["seq"] != seq, 10.0, "seq moving again")
+    reads = hil.control.plant_reads()
+    assert reads and all(isinstance(s, int) for _, s in reads)
+
+
+# --- the program alone (pure, no S7): steering loops of the wheeled models, seq ---------------
+def _program(model: str):
+    import dataclasses
+
+    from plc_bridge.hil_program import HilProgram
+
+    cfg = load_config(None, {"model": model})
+    cfg = dataclasses.replace(cfg, virtual_plc=dataclasses.replace(cfg.virtual_plc,
+                                                                  plant_mode="external"))
+    return cfg, HilProgram(cfg, seq_start_ms=2**31 - 2)
+
+
+def _plant_in(cfg: BridgeConfig, alive: int, **values: float) -> dict[str, Any]:
+    return {**cfg.plant_in.zero_values(), "alive": alive, **values}
+
+
+def test_steering_rate_commands_follow_the_angle_error_within_the_rate_limit():
+    import numpy as np
+
+    cfg, prog = _program("ackermann")
+    t = 0.0
+    for k in range(1, 4):   # the plant alive (two changes), no command: parked, lost cleared
+        t += 0.005
+        res = prog.scan(t, 0.005, 0, False, False, np.zeros(2), np.zeros(2),
+                        _plant_in(cfg, k, angle_fl=0.1, angle_fr=0.1), False)
+    assert not res.plant_lost and res.mode == "parked" and res.steer_rates == [0.0, 0.0]
+    res = prog.scan(t + 0.005, 0.005, 0, True, False, np.array([0.5, 0.5]),
+                    np.array([0.3, -0.5]), _plant_in(cfg, 9, angle_fl=0.1, angle_fr=0.1), True)
+    kp, rate = VP.steer_kp_1_s, VP.steer_rate_rad_s
+    assert res.steer_rates == pytest.approx([min(kp * 0.2, rate), -min(kp * 0.6, rate)])
+    assert res.plant_out["steer_rate_sp_fl"] == res.steer_rates[0]
+    res = prog.scan(t + 0.01, 0.005, 0, True, False, np.array([0.5, 0.5]),
+                    np.array([0.3, -0.5]),
+                    _plant_in(cfg, 10, angle_fl=math.nan, angle_fr=0.1), True)
+    assert res.mode == "safe" and "angle of fl is nan" in res.fault
+    assert res.steer_rates == [0.0, 0.0] and res.torques == [0.0, 0.0]
+    assert not res.plant_out["enable"] and res.plant_out["brake"]
+
+
+def test_plant_out_seq_is_strictly_increasing_across_the_dint_wrap_and_a_clock_step_back():
+    import numpy as np
+
+    from plc_bridge.plant import seq_newer
+
+    cfg, prog = _program("skid_steer")
+    seqs = []
+    for k, wall_ms in enumerate([2**31 - 5, 2**31 + 3, 100, 100, 2**31 + 10]):
+        res = prog.scan(0.005 * k, 0.005, wall_ms, False, False, np.zeros(2), np.zeros(0),
+                        _plant_in(cfg, k), False)
+        seqs.append(res.plant_out["seq"])
+        assert -(2**31) <= res.plant_out["seq"] < 2**31          # fits the DINT
+    assert seqs[:2] == [2**31 - 1, 2**31 + 3 - 2**32]              # the wrap: negative
+    assert all(seq_newer(b % 2**32, a % 2**32) for a, b in itertools.pairwise(seqs))
