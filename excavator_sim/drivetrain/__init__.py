@@ -8,7 +8,7 @@ from excavator_sim.drivetrain.actuation import (
     parse_actuation,
 )
 from excavator_sim.drivetrain.hydrostatic import HydrostaticDrive, HydrostaticDriveParams
-from excavator_sim.drivetrain.soil import SHIPPED_SOILS, TractionSoil
+from excavator_sim.drivetrain.soil import SHIPPED_SOILS, SoilMap, SoilPatch, TractionSoil
 from excavator_sim.drivetrain.vehicle import (
     SAFE_COMMAND,
     DriveCommand,
@@ -21,6 +21,6 @@ from excavator_sim.drivetrain.vehicle import (
 )
 
 __all__ = ["SAFE_COMMAND", "SHIPPED_SOILS", "ActuationError", "DriveCommand", "ExternalLoad",
-           "Ground", "HydrostaticDrive", "HydrostaticDriveParams", "PlantActuation",
-           "TrackGeometry", "TrackReading", "TrackedVehicle", "TractionSoil", "VehicleParams",
-           "parse_actuation"]
+           "Ground", "HydrostaticDrive", "HydrostaticDriveParams", "PlantActuation", "SoilMap",
+           "SoilPatch", "TrackGeometry", "TrackReading", "TrackedVehicle", "TractionSoil",
+           "VehicleParams", "parse_actuation"]

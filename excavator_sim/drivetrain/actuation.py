@@ -96,6 +96,7 @@ class PlantActuation:
     rejected: int = 0           # bad actuations (drive faults)
     timeouts: int = 0           # times the latest actuation went stale
     timed_out: bool = False
+    age_at_timeout_s: float = math.nan   # the latest actuation's age when it went stale [s]
 
     def accept(self, command: DriveCommand, now_s: float) -> None:
         """A valid actuation arrived at simulated time ``now_s``: it acts, a fault clears."""
@@ -123,6 +124,7 @@ class PlantActuation:
             return False
         self.timed_out = True
         self.timeouts += 1
+        self.age_at_timeout_s = now_s - self.last_s
         return True
 
     def command(self) -> DriveCommand:

@@ -94,3 +94,32 @@ SHIPPED_SOILS: dict[str, dict[str, float]] = {
         "lete_sand": (1300.0, _deg(31.1), 0.012, 0.79, 102000.0, 5301000.0),
         "dry_sand": (1040.0, _deg(28.0), 0.025, 1.1, 990.0, 1528430.0),
     }.items()}
+
+
+@dataclass(frozen=True)
+class SoilPatch:
+    """A rectangle of other soil in world x, y [m] (a patch of soft ground on the path)."""
+
+    soil: TractionSoil
+    x_min: float
+    x_max: float
+    y_min: float
+    y_max: float
+
+    def contains(self, x: float, y: float) -> bool:
+        return self.x_min <= x <= self.x_max and self.y_min <= y <= self.y_max
+
+
+@dataclass(frozen=True)
+class SoilMap:
+    """Which soil lies where: ``default`` everywhere but the patches (the first that contains
+    a point wins)."""
+
+    default: TractionSoil
+    patches: tuple[SoilPatch, ...] = ()
+
+    def soil_at(self, x: float, y: float) -> TractionSoil:
+        for patch in self.patches:
+            if patch.contains(x, y):
+                return patch.soil
+        return self.default
