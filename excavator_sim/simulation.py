@@ -571,7 +571,7 @@ class ExcavatorSimulation:
         (at the track's centre; ``traction.soil`` or a patch)."""
         assert self.config.drivetrain is not None
         params = self.config.drivetrain.params.tracks
-        normal = ground_normal(self.terrain.heights_at, x, y, yaw, params.contact_length_m,
+        normal = ground_normal(self.terrain.height_at_point, x, y, yaw, params.contact_length_m,
                                params.gauge_m)
         half = 0.5 * params.gauge_m
         c, s = math.cos(yaw), math.sin(yaw)
@@ -658,7 +658,7 @@ class ExcavatorSimulation:
         tracks = self.config.hydraulics.tracks
         length = (self.config.drivetrain.params.tracks.contact_length_m
                   if self.config.drivetrain is not None else 2.0)
-        now = attitude(yaw, ground_normal(self.terrain.heights_at, x, y, yaw, length,
+        now = attitude(yaw, ground_normal(self.terrain.height_at_point, x, y, yaw, length,
                                           tracks.track_width_m))
         t = self.time
         before = self._imu_memory

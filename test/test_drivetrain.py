@@ -340,7 +340,7 @@ def test_attitude_round_trips_through_roll_pitch_yaw_and_the_quaternion(
        st.floats(-5.0, 5.0), st.floats(-5.0, 5.0))
 def test_the_ground_normal_of_a_plane_is_its_normal(gx: float, gy: float, yaw: float,
                                                     x: float, y: float) -> None:
-    def plane(px: np.ndarray, py: np.ndarray) -> np.ndarray:
+    def plane(px: float, py: float) -> float:
         return 0.3 + gx * px + gy * py
 
     n = ground_normal(plane, x, y, yaw, GEOMETRY.contact_length_m, GEOMETRY.gauge_m)

@@ -125,6 +125,21 @@ def test_the_drive_train_moves_the_mujoco_base_and_feels_the_bucket() -> None:
         sim.set_track_speeds(0.5, 0.5)
 
 
+def test_the_height_under_a_point_is_bilinear_between_the_nodes() -> None:
+    sim = _plant_sim()
+    g = sim.terrain.grid
+    heights = np.zeros((g.nx, g.ny))
+    heights[40, 40], heights[41, 40] = 1.0, 2.0
+    sim.terrain.set_all(heights)
+    x40, y40 = g.x0 + 40 * g.cell_size, g.y0 + 40 * g.cell_size
+    assert sim.terrain.height_at_point(x40, y40) == pytest.approx(1.0, abs=1e-4)
+    assert sim.terrain.height_at_point(x40 + 0.25 * g.cell_size, y40) == pytest.approx(
+        1.25, abs=1e-4)
+    assert sim.terrain.height_at_point(x40, y40 + 0.5 * g.cell_size) == pytest.approx(
+        0.5, abs=1e-4)
+    assert sim.terrain.height_at_point(-1e4, -1e4) == pytest.approx(0.0, abs=1e-4)  # edge
+
+
 def test_the_grade_comes_from_the_terrain_under_the_machine() -> None:
     """A 10 deg ramp along x in the height field: the attitude (IMU) pitches nose up by 10
     deg, a braked machine holds, and the torque to climb it is m g sin(10 deg) r / 2."""

@@ -15,41 +15,51 @@ from collections.abc import Callable
 
 import numpy as np
 
-# heights [m] at world points (x [m], y [m]) as arrays of one shape
-HeightFunction = Callable[[np.ndarray, np.ndarray], np.ndarray]
+# height [m] of the terrain at a world point (x [m], y [m])
+HeightFunction = Callable[[float, float], float]
 
-_GRID = np.array([-0.5, 0.0, 0.5])
+_GRID = (-0.5, 0.0, 0.5)
 
 
 def footprint_points(x: float, y: float, yaw: float, length_m: float, gauge_m: float
-                     ) -> tuple[np.ndarray, np.ndarray]:
-    """World x, y [m] of the 3 x 3 sample points over the footprint centred at (x, y)."""
-    ax, ay = np.meshgrid(_GRID * length_m, _GRID * gauge_m, indexing="ij")
+                     ) -> list[tuple[float, float]]:
+    """World (x, y) [m] of the 3 x 3 sample points over the footprint centred at (x, y), along
+    the heading first: point ``3 i + j`` is ``_GRID[i]`` of the length, ``_GRID[j]`` of the
+    gauge."""
     c, s = math.cos(yaw), math.sin(yaw)
-    return x + c * ax - s * ay, y + s * ax + c * ay
+    return [(x + c * a * length_m - s * b * gauge_m, y + s * a * length_m + c * b * gauge_m)
+            for a in _GRID for b in _GRID]
 
 
 def ground_normal(height: HeightFunction, x: float, y: float, yaw: float, length_m: float,
                   gauge_m: float) -> np.ndarray:
-    """Unit normal (z > 0) of the least-squares plane through the terrain under the footprint."""
-    px, py = footprint_points(x, y, yaw, length_m, gauge_m)
-    z = np.asarray(height(px, py), dtype=float).ravel()
-    a = np.column_stack([np.ones(z.size), (px - x).ravel(), (py - y).ravel()])
-    coef, *_ = np.linalg.lstsq(a, z, rcond=None)
-    n = np.array([-coef[1], -coef[2], 1.0])
-    normal: np.ndarray = n / np.linalg.norm(n)
-    return normal
+    """Unit normal (z > 0) of the least-squares plane through the terrain under the footprint.
+
+    The 3 x 3 sample grid is symmetric about the centre along and across the heading, so the
+    least-squares slopes decouple: along the heading ``sum(z a) / sum(a^2)`` over the points'
+    offsets ``a``, across it the same with theirs."""
+    z = [float(height(px, py)) for px, py in footprint_points(x, y, yaw, length_m, gauge_m)]
+    # rows along the heading (z[0:3] at -length/2, z[6:9] at +length/2), columns across
+    along = (z[6] + z[7] + z[8] - z[0] - z[1] - z[2]) / (3.0 * length_m)
+    across = (z[2] + z[5] + z[8] - z[0] - z[3] - z[6]) / (3.0 * gauge_m)
+    c, s = math.cos(yaw), math.sin(yaw)
+    gx, gy = c * along - s * across, s * along + c * across   # dz/dx, dz/dy in world
+    norm = math.sqrt(1.0 + gx * gx + gy * gy)
+    return np.array([-gx / norm, -gy / norm, 1.0 / norm])
 
 
 def attitude(yaw: float, normal: np.ndarray) -> np.ndarray:
     """base_link's rotation in world (columns: its x, y, z axes) for heading ``yaw`` [rad] on
     ground of unit ``normal``."""
-    n = np.asarray(normal, dtype=float)
-    heading = np.array([math.cos(yaw), math.sin(yaw), 0.0])
-    bx = heading - float(heading @ n) * n
-    bx /= np.linalg.norm(bx)
-    by = np.cross(n, bx)
-    return np.column_stack([bx, by, n])
+    nx, ny, nz = (float(v) for v in normal)
+    hx, hy = math.cos(yaw), math.sin(yaw)
+    dot = hx * nx + hy * ny
+    bx, by, bz = hx - dot * nx, hy - dot * ny, -dot * nz
+    norm = math.sqrt(bx * bx + by * by + bz * bz)
+    bx, by, bz = bx / norm, by / norm, bz / norm
+    # y = n x b
+    cx, cy, cz = ny * bz - nz * by, nz * bx - nx * bz, nx * by - ny * bx
+    return np.array([[bx, cx, nx], [by, cy, ny], [bz, cz, nz]])
 
 
 def roll_pitch_yaw(rotation: np.ndarray) -> tuple[float, float, float]:

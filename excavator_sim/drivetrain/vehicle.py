@@ -394,6 +394,29 @@ class TrackedVehicle:
         f[3] += k.brake_slip[0]
         f[4] += k.brake_slip[1]
         df = np.zeros((5, 5))
+        # lateral shear at the stations (the same sliding velocity w + rz x under both
+        # tracks): sums of smooth_sign((w + rz x) / eps) and of its derivative's moments
+        s_c = s_cx = s_d = s_dx = s_dxx = 0.0
+        for x in self._stations:
+            z = (w + rz * x) / eps
+            root = math.sqrt(1.0 + z * z)
+            c = z / root
+            s_c += c
+            s_cx += c * x
+            if jacobian:
+                dc = 1.0 / (root * root * root)
+                s_d += dc
+                s_dx += dc * x
+                s_dxx += dc * x * x
+        q = (k.lateral[0] + k.lateral[1]) * length / len(self._stations)   # both tracks
+        f[1] -= q * s_c
+        f[2] -= q * s_cx
+        if jacobian:
+            ge = q / eps
+            df[1, 1] -= ge * s_d
+            df[1, 2] -= ge * s_dx
+            df[2, 1] -= ge * s_dx
+            df[2, 2] -= ge * s_dxx
         for i, omega in enumerate((om_l, om_r)):
             yi = self._y[i]
             vt = r * omega
@@ -409,18 +432,6 @@ class TrackedVehicle:
             f[0] += long_i
             f[2] -= yi * long_i
             f[3 + i] += k.torque[i] * factor - r * thrust_i - r * k.internal[i] * sat_t
-            # lateral shear at the stations: local sliding velocity w + rz x, over eps
-            q = k.lateral[i] * length / len(self._stations)   # force per station at sliding
-            dl_w = dl_rz = dm_rz = 0.0
-            for x in self._stations:
-                c, dc = smooth_sign((w + rz * x) / eps)
-                f[1] -= q * c
-                f[2] -= q * c * x
-                if jacobian:
-                    gq = q * dc / eps
-                    dl_w -= gq
-                    dl_rz -= gq * x
-                    dm_rz -= gq * x * x
             if not jacobian:
                 continue
             # thrust: a function of the slip velocity d = r omega_i - u + rz y_i alone
@@ -440,8 +451,4 @@ class TrackedVehicle:
             df[n, 2] -= kd * yi * r
             df[n, n] += (-kd * r * r + k.torque[i] * dfactor
                          - r * r * k.internal[i] * dsat_t / eps)
-            df[1, 1] += dl_w
-            df[1, 2] += dl_rz
-            df[2, 1] += dl_rz
-            df[2, 2] += dm_rz
         return f, df
