@@ -260,6 +260,26 @@ def test_the_step_size_does_not_change_the_motion() -> None:
     assert np.allclose(out[0], out[1], atol=0.02), out
 
 
+@pytest.mark.parametrize("soil_name", sorted(SHIPPED_SOILS))
+def test_random_driving_converges_at_every_step(soil_name: str) -> None:
+    """60 s of random actuations (torques, enable, brake), slopes, side slopes and loads at
+    the control period: every step converges and the state stays finite."""
+    rng = np.random.default_rng(7)
+    vehicle = TrackedVehicle(PARAMS, MASS, YAW_INERTIA)
+    worst = 0
+    for k in range(6000):
+        if k % 50 == 0:
+            cmd = DriveCommand(*rng.uniform(-LIMIT, LIMIT, 2), enable=bool(rng.random() < 0.8),
+                               brake=bool(rng.random() < 0.2))
+            on = ground(soil_name, *rng.uniform(-15.0, 15.0, 2), yaw=vehicle.yaw)
+            load = ExternalLoad(tuple(rng.uniform(-3e4, 3e4, 3)), float(rng.uniform(-2e4, 2e4)))
+        vehicle.step(0.01, cmd, on, load)
+        worst = max(worst, vehicle.iterations)
+        assert np.all(np.isfinite(vehicle.velocity))
+    assert vehicle.unconverged == 0
+    assert worst <= 20
+
+
 # --- properties ----------------------------------------------------------------------------
 soils = st.sampled_from(sorted(SHIPPED_SOILS))
 

@@ -3,7 +3,9 @@
 reports measured speeds and torques; an actuation that stops brakes the machine to a
 standstill (on the simulated clock, from stamped messages); a NaN is a drive fault on
 /diagnostics that brakes while the simulation keeps publishing; ``imu`` is a valid
-sensor_msgs/Imu. The pure rules (parse, timeout, fault latch) are tested without ROS."""
+sensor_msgs/Imu. The pure rules (parse, timeout, fault latch) are tested without ROS, the
+simulation core in plant mode (the MuJoCo base follows the drive train, the bucket's wrench
+slows it, the grade comes from the height field) without ROS too."""
 
 from __future__ import annotations
 
