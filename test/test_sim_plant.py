@@ -32,7 +32,7 @@ from excavator_sim.sim_config import load_sim_config
 from excavator_sim.simulation import ExcavatorSimulation
 
 LIMIT_S = 60.0
-TIMEOUT_S = 0.5            # plant_actuation_timeout_s of the node under test
+TIMEOUT_S = 1.0            # plant_actuation_timeout_s of the node under test
 NAN = math.nan
 NAMES = ["track_left", "track_right", "drive_enable", "brake"]
 SENSOR_NAMES = ["track_left", "track_right", "ground_speed", "drive_ready", "drive_fault",
@@ -286,17 +286,23 @@ def test_torque_drives_the_tracks_and_a_stopped_actuation_brakes_to_a_standstill
         plant: tuple[Plant, NodeProcess]) -> None:
     link, sim = plant
     link.send(3000.0, 3000.0)
-    # 3 kN m a track on flat firm ground: 2.4 m/s^2; the torque follows in 0.1 s (first order)
-    wait_for(lambda: _value(link.latest(), "track_left", "velocity") > 0.8, LIMIT_S,
+    # 3 kN m a track on flat firm ground: about 2.3 m/s^2 up to the flow limit (1.35-1.5 m/s);
+    # the torque follows its set-point in 0.1 s (first order)
+    wait_for(lambda: _value(link.latest(), "track_left", "velocity") > 1.3, LIMIT_S,
              lambda: f"the tracks to accelerate (now {link.latest().velocity})\n{sim.log()}")
-    msg = link.latest()
-    assert _value(msg, "track_left", "velocity") < 1.35         # below the flow limit
-    for track in ("track_left", "track_right"):
-        assert _value(msg, track, "effort") == pytest.approx(3000.0, rel=0.01)  # measured
-        assert _value(msg, track, "position") > 0.0
-    assert _value(msg, "ground_speed", "velocity") > 0.4
-    assert _value(msg, "brake", "position") == 0.0
-    assert link.imu[-1].linear_acceleration.x > 0.1            # accelerating forward
+    # the record (stamped samples), not the moment the test looked
+    window = [m for m in list(link.sensors)
+              if 1.0 < _value(m, "track_left", "velocity") < 1.3]
+    assert len(window) >= 5, [m.velocity for m in link.sensors[-50:]]
+    for m in window:
+        for track in ("track_left", "track_right"):
+            assert _value(m, track, "effort") == pytest.approx(3000.0, rel=0.01)  # measured
+            assert _value(m, track, "position") > 0.0
+        assert _value(m, "ground_speed", "velocity") > 0.9
+        assert _value(m, "brake", "position") == 0.0
+    stamps = {_stamp(m) for m in window}
+    accelerating = [i.linear_acceleration.x for i in list(link.imu) if _stamp(i) in stamps]
+    assert accelerating and all(1.5 < a < 3.0 for a in accelerating), accelerating
     # --- the actuation stops (the link is cut) ------------------------------------------
     link.silence()
     wait_for(lambda: _value(link.latest(), "brake", "position") == 1.0, LIMIT_S,
