@@ -31,6 +31,13 @@ def _sim_file() -> str:
     return markdown_table(CORE_PARAMETERS)
 
 
+def _sim_soils() -> str:
+    from excavator_sim.drivetrain.soil import SHIPPED_SOILS
+    from excavator_sim.sim_config import TRACTION_SOILS
+
+    return markdown_template_table(TRACTION_SOILS, SHIPPED_SOILS)
+
+
 def _sim_node() -> str:
     from excavator_sim.sim_config import NODE_PARAMETERS
 
@@ -81,6 +88,7 @@ def _plant_link(node_only: bool) -> Callable[[], str]:
 BLOCKS: dict[str, Callable[[], str]] = {
     "ik_node": _ik,
     "sim_node": _sim_file,
+    "sim_node traction soils": _sim_soils,
     "sim_node (node only)": _sim_node,
     "soil_node": _soil,
     "soil_node presets": _soil_presets,

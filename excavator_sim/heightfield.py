@@ -101,6 +101,20 @@ class HeightField:
         """Height [m] at node ``(i, j)``."""
         return float(self._data[j, i] * self._range + self.grid.z_min)
 
+    def height_at_point(self, x: float, y: float) -> float:
+        """Height [m] at the world point ``(x, y)`` [m], bilinear between the nodes; a point
+        off the grid takes the height at the nearest edge (plain floats: the drive train
+        samples nine points a control period)."""
+        g = self.grid
+        fi = min(max((x - g.x0) / g.cell_size, 0.0), g.nx - 1.0)
+        fj = min(max((y - g.y0) / g.cell_size, 0.0), g.ny - 1.0)
+        i0, j0 = min(int(fi), g.nx - 2), min(int(fj), g.ny - 2)
+        ti, tj = fi - i0, fj - j0
+        d = self._data
+        h = ((1.0 - ti) * ((1.0 - tj) * float(d[j0, i0]) + tj * float(d[j0 + 1, i0]))
+             + ti * ((1.0 - tj) * float(d[j0, i0 + 1]) + tj * float(d[j0 + 1, i0 + 1])))
+        return h * self._range + g.z_min
+
     def set_region(self, i0: int, j0: int, heights: np.ndarray) -> None:
         """Overwrite the heights [m] of nodes ``i0 .. i0+ni-1`` x ``j0 .. j0+nj-1`` in place.
 

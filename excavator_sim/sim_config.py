@@ -19,8 +19,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from excavator_common.parameters import ParameterSpec, ParameterTable, load_parameters
+from excavator_common.parameters import (
+    ParameterSpec,
+    ParameterTable,
+    ParameterTemplate,
+    ParamType,
+    load_parameters,
+)
 from excavator_common.paths import config_file
+from excavator_sim.drivetrain.config import DrivetrainConfig
+from excavator_sim.drivetrain.hydrostatic import HydrostaticDriveParams
+from excavator_sim.drivetrain.soil import SHIPPED_SOILS, SoilMap, SoilPatch, TractionSoil
+from excavator_sim.drivetrain.vehicle import TrackGeometry, VehicleParams
 from excavator_sim.errors import SimConfigError
 from excavator_sim.heightfield import TerrainGrid
 from excavator_sim.hydraulics import CylinderHydraulics, Hydraulics, SwingDrive, TrackDrive
@@ -34,7 +44,7 @@ _CYL_DEFAULTS = {   # bore, rod [m], count, flow out / in [L/min], damping [N s/
 }
 
 
-def _p(name: str, default: float | int | bool, low: float | None, high: float | None,
+def _p(name: str, default: float | int | bool | str, low: float | None, high: float | None,
        unit: str, description: str, **kw: Any) -> ParameterSpec:
     return ParameterSpec(name, default, description, unit, low, high, **kw)
 
@@ -100,6 +110,49 @@ CORE_PARAMETERS: tuple[ParameterSpec, ...] = (
        "traction-limited)"),
     _p("tracks.stiffness_n_per_m", 2.3e6, 1e3, 1e10, "N/m",
        "track grip stiffness (holds the undercarriage against swing reactions)"),
+    _p("drive_mode", "kinematic", None, None, "",
+       "how the base moves: kinematic = at the track speeds of track_command (no drive model); "
+       "plant = the drive train (hydrostatic drives, Janosi-Hanamoto traction, grade) under the "
+       "PLC's plant/actuation (hardware in the loop)", choices=("kinematic", "plant")),
+    _p("tracks.contact_length_m", 2.43, 0.3, 10.0, "m",
+       "drive_mode plant: track length on the ground (Komatsu PC78US-8: 7365 kg at 33.0 kPa "
+       "on 450 mm shoes)"),
+    _p("tracks.shoe_width_m", 0.45, 0.1, 2.0, "m",
+       "drive_mode plant: track shoe width (PC78US-8, Cat 309 CR: 450 mm)"),
+    _p("tracks.sprocket_radius_m", 0.30, 0.05, 2.0, "m",
+       "drive_mode plant: drive sprocket pitch radius (assumed: no figure of the class found)"),
+    _p("tracks.relief_pressure_pa", 27.4e6, 1e6, 50e6, "Pa",
+       "drive_mode plant: travel motor crossover relief (the main relief's figure: no travel "
+       "figure of the class found)"),
+    _p("tracks.motor_displacement_m3", 4.0e-5, 1e-6, 1e-2, "m^3",
+       "drive_mode plant: travel motor displacement per revolution, low speed (assumed)"),
+    _p("tracks.gear_ratio", 49.0, 1.0, 500.0, "-",
+       "drive_mode plant: final drive reduction (assumed: with the relief, the displacement "
+       "and the sprocket, p D i / (2 pi r) x 2 = 57 kN, the Cat 308C CR's drawbar pull)"),
+    _p("tracks.torque_time_constant_s", 0.1, 0.001, 5.0, "s",
+       "drive_mode plant: first-order response of the drive's torque to its set-point "
+       "(assumed: swash plate and pressure build-up)"),
+    _p("tracks.rotating_inertia_kg_m2", 15.0, 0.01, 1e4, "kg m^2",
+       "drive_mode plant: sprocket, final drive and motor (J_m i^2) at the sprocket (assumed)"),
+    _p("tracks.brake_torque_nm", 1.0e4, 1.0, 1e7, "N m",
+       "drive_mode plant: spring-applied holding brake capacity at the sprocket (assumed: "
+       "1.2 x the drive's torque limit; 2.5 kN m holds the machine on Cat's 12 deg check)"),
+    _p("tracks.internal_resistance_ratio", 0.02, 0.0, 0.5, "-",
+       "drive_mode plant: running gear losses over the normal load (2-3 %, research note "
+       "5.1, assumed)"),
+    _p("traction.soil", "heavy_clay", None, None, "",
+       "drive_mode plant: the soil under the machine, a name under traction_soils (shipped: "
+       "heavy_clay, lete_sand, dry_sand; Wong 2008)"),
+    _p("traction.slip_speed_floor_m_s", 0.002, 1e-4, 0.1, "m/s",
+       "drive_mode plant: slip regularisation: below this speed the traction is a stiff linear "
+       "function of the slip velocity; a braked machine creeps at this x its hold slip"),
+    _p("traction.patch.soil", "", None, None, "",
+       "drive_mode plant: the soil of a rectangular patch (a name under traction_soils); "
+       "empty = no patch"),
+    _p("traction.patch.x_min_m", 0.0, -1e4, 1e4, "m", "patch's lowest x in world"),
+    _p("traction.patch.x_max_m", 0.0, -1e4, 1e4, "m", "patch's highest x in world"),
+    _p("traction.patch.y_min_m", 0.0, -1e4, 1e4, "m", "patch's lowest y in world"),
+    _p("traction.patch.y_max_m", 0.0, -1e4, 1e4, "m", "patch's highest y in world"),
     _p("terrain.x0_m", -3.975, -1e4, 1e4, "m",
        "x of the MuJoCo height field's first node in world (the soil grid's first cell "
        "centre)"),
@@ -118,6 +171,26 @@ CORE_PARAMETERS: tuple[ParameterSpec, ...] = (
        "supplies the digging forces and the bucket must enter the soil (sim.launch.py sets "
        "it to the opposite of its soil argument)"),
 )
+
+# The soils for traction: traction_soils.<soil>.<key>, the shipped ones from Wong 2008
+# (excavator_sim.drivetrain.soil says which row and where K comes from).
+TRACTION_SOIL_PARAMETERS: tuple[ParameterSpec, ...] = (
+    ParameterSpec("cohesion_pa", None, "Mohr-Coulomb cohesion c", "Pa", 0.0, 1e6,
+                  type=ParamType.DOUBLE),
+    ParameterSpec("friction_angle_rad", None, "internal friction angle phi (also the lateral "
+                  "resistance mu_t = tan phi)", "rad", 0.0, 1.4, type=ParamType.DOUBLE),
+    ParameterSpec("shear_modulus_m", None, "Janosi-Hanamoto shear deformation modulus K", "m",
+                  1e-4, 1.0, type=ParamType.DOUBLE),
+    ParameterSpec("sinkage_exponent", None, "Bekker sinkage exponent n", "-", 0.01, 3.0,
+                  type=ParamType.DOUBLE),
+    ParameterSpec("sinkage_kc", None, "Bekker cohesive modulus k_c", "N/m^(n+1)", 0.0, 1e9,
+                  type=ParamType.DOUBLE),
+    ParameterSpec("sinkage_kphi", None, "Bekker frictional modulus k_phi", "N/m^(n+2)", 1.0,
+                  1e10, type=ParamType.DOUBLE),
+)
+TRACTION_SOILS = ParameterTemplate("traction_soils", "soil", TRACTION_SOIL_PARAMETERS)
+# template prefix -> soil -> defaults: the shipped soils' keys may be left out of a file
+INSTANCES = {"traction_soils": SHIPPED_SOILS}
 
 # Parameters of the ROS node only (sim_node; the core ignores them).
 NODE_PARAMETERS: tuple[ParameterSpec, ...] = (
@@ -158,6 +231,10 @@ NODE_PARAMETERS: tuple[ParameterSpec, ...] = (
                   "soil/terrain_patch, soil/heightmap as soil_node would (run one or the other)"),
     ParameterSpec("soil_params_file", "", "with soil_in_process: the soil parameter file; "
                   "empty = the package's config/soil.yaml", "path"),
+    ParameterSpec("plant_actuation_timeout_s", 0.2, "drive_mode plant: the drives brake (torque "
+                  "0, brakes applied) when no plant/actuation arrived for this long (simulated "
+                  "time: 20 of the plant link's 100 Hz exchanges); 0 = hold the last one", "s",
+                  0.0, 60.0, dynamic=True),
     ParameterSpec("soil_lockstep_timeout_s", 0.0, "lockstep with soil_node: step a period only "
                   "once the soil/wrench answering the latest bucket_pose arrived, waiting at "
                   "most this long (wall time; then on without waiting until it answers again); "
@@ -165,8 +242,28 @@ NODE_PARAMETERS: tuple[ParameterSpec, ...] = (
 )
 
 
+def traction_soil_names(v: Mapping[str, Any]) -> list[str]:
+    """The soils defined: the shipped ones and every ``traction_soils.<soil>.*`` given."""
+    return sorted(set(SHIPPED_SOILS) | {k.split(".")[1] for k in v
+                                         if k.startswith("traction_soils.")
+                                         and k.count(".") == 2})
+
+
 def _check(v: Mapping[str, Any]) -> None:
     """The rules between parameters (one value alone cannot break them)."""
+    soils = traction_soil_names(v)
+    for key in ("traction.soil", "traction.patch.soil"):
+        name = v[key]
+        if name not in soils and not (key == "traction.patch.soil" and name == ""):
+            raise SimConfigError(f"parameter {key} = {name!r} is not a soil: one of {soils}, "
+                                 "or add traction_soils." + f"{name}.* keys (all six)")
+    if v["traction.patch.soil"]:
+        for axis in ("x", "y"):
+            lo, hi = v[f"traction.patch.{axis}_min_m"], v[f"traction.patch.{axis}_max_m"]
+            if not lo < hi:
+                raise SimConfigError(f"parameter traction.patch.{axis}_min_m = {lo:.6g} m must "
+                                     f"be below traction.patch.{axis}_max_m = {hi:.6g} m "
+                                     f"(the patch of {v['traction.patch.soil']!r})")
     if v["control_period_s"] < v["timestep_s"]:
         raise SimConfigError(f"parameter control_period_s = {v['control_period_s']:.6g} s must "
                              f"be >= timestep_s = {v['timestep_s']:.6g} s")
@@ -186,7 +283,8 @@ def _check(v: Mapping[str, Any]) -> None:
 
 
 SIM_PARAMETERS = ParameterTable("sim_node", CORE_PARAMETERS + NODE_PARAMETERS,
-                                error=SimConfigError, check=_check)
+                                error=SimConfigError, templates=(TRACTION_SOILS,),
+                                check=_check)
 # kept for callers of the former table (dotted name -> spec)
 PARAMETERS = CORE_PARAMETERS
 
@@ -203,13 +301,15 @@ class SimConfig:
     hydraulics: Hydraulics
     terrain: TerrainGrid
     terrain_contact: bool
+    drive_mode: str = "kinematic"   # kinematic | plant
+    drivetrain: DrivetrainConfig | None = None   # the drive train (drive_mode plant)
 
 
 def config_from_flat(values: Mapping[str, Any], source: str = "parameters") -> SimConfig:
     """Validate dotted-name values (missing ones take their defaults, deprecated names are
     renamed with a warning, node-only ones are checked and ignored) into a
     :class:`SimConfig`."""
-    v = SIM_PARAMETERS.validate(values, source)
+    v = SIM_PARAMETERS.validate(values, source, instances=INSTANCES)
     cylinders = {}
     for name in _CYL_DEFAULTS:
         k = f"hydraulics.{name}."
@@ -249,7 +349,41 @@ def config_from_flat(values: Mapping[str, Any], source: str = "parameters") -> S
     return SimConfig(timestep=v["timestep_s"], real_time_factor=v["real_time_factor"],
                      publish_rate=v["publish_rate_hz"], control_period=v["control_period_s"],
                      initial=initial, hydraulics=hyd, terrain=terrain,
-                     terrain_contact=bool(v["terrain.contact"]))
+                     terrain_contact=bool(v["terrain.contact"]),
+                     drive_mode=str(v["drive_mode"]), drivetrain=drivetrain_config(v))
+
+
+def traction_soil(v: Mapping[str, Any], name: str) -> TractionSoil:
+    """The soil ``name`` of validated values (a shipped one's defaults fill in)."""
+    keys = [s.name for s in TRACTION_SOIL_PARAMETERS]
+    shipped = SHIPPED_SOILS.get(name, {})
+    values = {k: v.get(f"traction_soils.{name}.{k}", shipped.get(k)) for k in keys}
+    return TractionSoil(**values, name=name)
+
+
+def drivetrain_config(v: Mapping[str, Any]) -> DrivetrainConfig:
+    """The drive train's settings from validated values (``tracks.*``, ``traction.*``,
+    ``traction_soils.*``, ``hydraulics`` not involved)."""
+    radius = float(v["tracks.sprocket_radius_m"])
+    geometry = TrackGeometry(gauge_m=v["tracks.track_width_m"],
+                             contact_length_m=v["tracks.contact_length_m"],
+                             shoe_width_m=v["tracks.shoe_width_m"], sprocket_radius_m=radius)
+    drive = HydrostaticDriveParams(
+        relief_pressure_pa=v["tracks.relief_pressure_pa"],
+        motor_displacement_m3=v["tracks.motor_displacement_m3"],
+        gear_ratio=v["tracks.gear_ratio"], time_constant_s=v["tracks.torque_time_constant_s"],
+        rotating_inertia_kg_m2=v["tracks.rotating_inertia_kg_m2"],
+        brake_torque_nm=v["tracks.brake_torque_nm"],
+        speed_limit_rad_s=v["tracks.speed_limit_m_s"] / radius)
+    params = VehicleParams(geometry, drive,
+                           internal_resistance_ratio=v["tracks.internal_resistance_ratio"],
+                           slip_speed_floor_m_s=v["traction.slip_speed_floor_m_s"])
+    patches: tuple[SoilPatch, ...] = ()
+    if v["traction.patch.soil"]:
+        patches = (SoilPatch(traction_soil(v, v["traction.patch.soil"]),
+                             v["traction.patch.x_min_m"], v["traction.patch.x_max_m"],
+                             v["traction.patch.y_min_m"], v["traction.patch.y_max_m"]),)
+    return DrivetrainConfig(params, SoilMap(traction_soil(v, v["traction.soil"]), patches))
 
 
 def load_sim_machine(machine: str | Path) -> MachinePreset:
@@ -279,4 +413,5 @@ def load_sim_config(path: str | Path | None = None,
         merged.update(preset.parameters)
         source = f"{source} + machine preset {preset.source}"
     merged.update(overrides or {})
-    return config_from_flat(load_parameters(SIM_PARAMETERS, path, merged), source=source)
+    return config_from_flat(load_parameters(SIM_PARAMETERS, path, merged, instances=INSTANCES),
+                            source=source)

@@ -35,6 +35,17 @@ Subscribes
   stamp from a node without ``use_sim_time``) applies on arrival too, counted
   (``commands_beyond_lead``) and logged once; ``max_command_lead_s`` 0 applies every command on
   arrival.
+- ``plant/actuation`` (sensor_msgs/JointState, from the plant link: the PLC's ``plant_out``),
+  ``drive_mode`` plant (hardware in the loop, issue 27): ``effort`` of ``track_left`` /
+  ``track_right`` = torque set-points [N m at the sprocket], ``position`` of the pseudo-joints
+  ``drive_enable`` and ``brake`` (1.0 on, 0.0 off), NaN where nothing applies. Applied at once,
+  to the drive train (:mod:`excavator_sim.drivetrain`). Fail-safe (torque 0, brakes applied):
+  before the first one, when none arrived for ``plant_actuation_timeout_s`` of simulated time
+  (WARN on ``/diagnostics``), with ``drive_enable`` 0 or ``brake`` 1, and on a bad one (NaN,
+  inf, a torque beyond twice the drive's limit, a flag not 0/1, a missing or unknown name): a
+  **drive fault**, ERROR on ``/diagnostics`` naming it, latched until a valid actuation (the last
+  valid one is not reused); the simulation keeps running. In kinematic mode it is refused
+  (rejection), and in plant mode ``track_command`` is.
 - ``soil/terrain_patch`` (std_msgs/Float64MultiArray): a changed rectangle of the terrain,
   written into MuJoCo's height field (format: :mod:`excavator_sim.heightfield`, dims ``i``,
   ``j``, data ``[i0, j0, heights...]`` [m]); the grids must match (``terrain.*`` parameters).
@@ -55,7 +66,14 @@ when the node's ``use_sim_time`` parameter is true at start-up: with it false no
 simulated time, and two simulators on one graph would interleave their clocks),
 ``bucket_twist`` then ``bucket_pose`` (frame ``world``, same stamp: the twist first, so the
 soil node has it when the pose arrives), ``markers`` (the machine in ``world``, at
-``marker_rate_hz`` in wall time: they are for RViz), ``robot_description`` once (transient local;
+``marker_rate_hz`` in wall time: they are for RViz), ``imu`` (sensor_msgs/Imu, frame
+``base_link`` with the ``frame_prefix``: orientation, angular velocity, specific force as an
+accelerometer reads it; pitch and roll from the terrain's plane under the tracks, the base
+itself staying planar), ``plant/sensors`` (drive_mode plant; sensor_msgs/JointState:
+``track_left`` / ``track_right`` position = travelled distance [m], velocity = sprocket speed
+[m/s], effort = drive torque [N m]; ``ground_speed`` velocity [m/s] along base_link x;
+pseudo-joints ``drive_ready``, ``drive_fault``, ``brake`` in position, 1.0 = true),
+``robot_description`` once (transient local;
 the URDF of the model this node simulates, rooted at ``world``, its other links prefixed with
 the ``frame_prefix`` parameter, e.g. ``exc1/``, for a fleet), ``/diagnostics`` at 1 Hz. Poses,
 twists and markers are in ``world``, the frame the machines of a fleet share.
@@ -64,8 +82,8 @@ Header stamps are simulated time (the time on ``/clock``, whether or not it is p
 Parameters: ``excavator_sim.sim_config.SIM_PARAMETERS`` (docs/configuration.md). Changeable at
 run time (``ros2 param set``, applied at once): ``publish_rate_hz``, ``real_time_factor`` and
 ``max_catch_up_s`` (the pacing is rebuilt from the current simulated time), ``marker_rate_hz``,
-``max_wrench_age_s``, ``lag_warn_s``, ``track_command_timeout_s``; every other parameter is
-read-only.
+``max_wrench_age_s``, ``lag_warn_s``, ``track_command_timeout_s``,
+``plant_actuation_timeout_s``; every other parameter is read-only.
 
 One clock for a fleet: with ``follow_clock`` true the node publishes no ``/clock`` and is not
 paced by the wall clock; it steps its model to the time on ``/clock`` (another sim_node's: the
@@ -92,7 +110,7 @@ from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from rclpy.timer import Timer
 from rosgraph_msgs.msg import Clock
-from sensor_msgs.msg import JointState
+from sensor_msgs.msg import Imu, JointState
 from std_msgs.msg import Float64MultiArray, String
 from visualization_msgs.msg import Marker, MarkerArray
 
@@ -112,12 +130,19 @@ from excavator_kinematics.geometry import ExcavatorGeometry, default_geometry
 from excavator_sim.clock_follower import ClockFollower
 from excavator_sim.command_schedule import CommandSchedule, StampTooFarAheadError
 from excavator_sim.command_timeout import CommandTimeout
+from excavator_sim.drivetrain.actuation import ActuationError, PlantActuation, parse_actuation
+from excavator_sim.drivetrain.vehicle import SAFE_COMMAND
 from excavator_sim.errors import CommandError, HeightFieldError, SimConfigError
 from excavator_sim.heightfield import flat_to_patch
 from excavator_sim.model_builder import CYLINDER_JOINTS
 from excavator_sim.pacing import Pacer, Window, WrenchGate
 from excavator_sim.plausibility import fmt_vector
-from excavator_sim.sim_config import SIM_PARAMETERS, config_from_flat, load_sim_machine
+from excavator_sim.sim_config import (
+    INSTANCES,
+    SIM_PARAMETERS,
+    config_from_flat,
+    load_sim_machine,
+)
 from excavator_sim.simulation import TRACK_JOINTS, ExcavatorSimulation
 from excavator_sim.soil.bucket_prism import BucketPrism
 from excavator_sim.soil.config import load_soil_config
@@ -155,6 +180,7 @@ class SimNode(Node):
         # One spec (excavator_sim.sim_config.SIM_PARAMETERS): declared with descriptors,
         # read_only but for the dynamic ones, which apply_parameters applies at run time.
         self.parameters = NodeParameters(self, SIM_PARAMETERS, self.apply_parameters,
+                                         instances=INSTANCES,
                                          replace=preset.parameters if preset else None)
         values = self.parameters.values
         geometry_file = str(values["geometry_file"])
@@ -190,6 +216,10 @@ class SimNode(Node):
             geometry = preset.geometry(geometry)
         self.sim = ExcavatorSimulation(config, geometry)
         self.config = config
+        # the PLC's actuation (drive_mode plant): fresh, valid, or the drives brake
+        self.plant = PlantActuation(float(values["plant_actuation_timeout_s"]))
+        self.plant_mode = self.sim.drivetrain is not None
+        self._plant_refused = 0   # plant/actuation refused in kinematic mode
         self.gate = WrenchGate(max_age_s=max_wrench_age)
         # over DDS only: the in-process soil answers within the step (the parameter check
         # refuses both together, and follow_clock)
@@ -225,6 +255,10 @@ class SimNode(Node):
         # Deep enough that a burst of stamped commands after a stall is applied, none lost.
         self.create_subscription(JointState, "joint_command", self.on_joint_command, 100)
         self.create_subscription(JointState, "track_command", self.on_track_command, 100)
+        self.create_subscription(JointState, "plant/actuation", self.on_plant_actuation, 10)
+        self.imu_pub = self.create_publisher(Imu, "imu", 10)
+        self.sensors_pub = (self.create_publisher(JointState, "plant/sensors", 10)
+                            if self.plant_mode else None)
         self.terrain_patches = 0
         self.soil: InProcessSoil | None = None
         if soil_config is not None:   # the soil is computed here: its topics are outputs
@@ -262,6 +296,11 @@ class SimNode(Node):
         self._pose_msg.header.frame_id = WORLD
         self._twist_msg = TwistStamped()
         self._twist_msg.header.frame_id = WORLD
+        self._imu_msg = Imu()
+        self._imu_msg.header.frame_id = f"{frame_prefix}base_link"
+        self._sensors_msg = JointState()
+        self._sensors_msg.name = ["track_left", "track_right", "ground_speed", "drive_ready",
+                                  "drive_fault", "brake"]
         self._wall_start = time.monotonic()
         self._sim_start = self.sim.time
         self._markers = self._make_markers()
@@ -278,7 +317,7 @@ class SimNode(Node):
             f"ready: dt {config.timestep} s, real_time_factor {config.real_time_factor}, "
             f"publish_rate_hz {config.publish_rate}, max_wrench_age_s {max_wrench_age}, /clock "
             f"{_clock_mode(self.publishes_clock, follow_clock)}, "
-            f"{self.sim.model.nv} dof, terrain "
+            f"{self.sim.model.nv} dof, drive_mode {config.drive_mode}, terrain "
             f"{g.nx} x {g.ny} nodes from ({g.x0}, {g.y0}) m every {g.cell_size} m, machine "
             f"{preset.name if preset else 'default'} "
             f"({sum(self.sim.geometry.masses_kg.values()) / 1e3:.1f} t, "
@@ -321,6 +360,8 @@ class SimNode(Node):
             self.lag_warn_s = float(changed["lag_warn_s"])
         if "track_command_timeout_s" in changed:
             self.track_timeout.timeout_s = float(changed["track_command_timeout_s"])
+        if "plant_actuation_timeout_s" in changed:
+            self.plant.timeout_s = float(changed["plant_actuation_timeout_s"])
         if "max_catch_up_s" in changed:
             self.max_catch_up_s = float(changed["max_catch_up_s"])
         timing = {"publish_rate_hz", "real_time_factor", "max_catch_up_s"} & set(changed)
@@ -422,7 +463,72 @@ class SimNode(Node):
         # Applied at the next period boundary, if still fresh then (see tick).
         self.gate.offer(stamp, force, torque, self.sim.time)
 
+    def on_plant_actuation(self, msg: JointState) -> None:
+        """The PLC's actuation (through the plant link): checked and applied at once; a bad one
+        is a drive fault that brakes (latched until a valid one)."""
+        if not self.plant_mode:
+            self._plant_refused += 1
+            if self._plant_refused == 1:
+                self._reject("plant/actuation refused: drive_mode is kinematic (the tracks "
+                             "follow track_command); start sim_node with drive_mode:=plant for "
+                             "hardware in the loop")
+            return
+        torque_limit = self.sim.drivetrain.params.drive.torque_limit_nm  # type: ignore[union-attr]
+        try:
+            command = parse_actuation(msg.name, msg.position, msg.velocity, msg.effort,
+                                      torque_limit)
+        except ActuationError as exc:
+            onset = not self.plant.fault
+            self.plant.reject(str(exc))
+            self.sim.set_drive_command(SAFE_COMMAND)
+            if onset:   # said when it starts, counted after (a stream of bad ones: no flood)
+                message = f"drive fault: {exc}; drives braked until a valid plant/actuation"
+                self.get_logger().error(message)
+                self.diagnostics.publish(ERROR, message, self._plant_values())
+            return
+        if self.plant.fault:
+            self.get_logger().info("drive fault cleared: a valid plant/actuation arrived")
+        self.plant.accept(command, self.sim.time)
+        self.sim.set_drive_command(command)
+
+    def _plant_values(self) -> dict[str, str | int]:
+        """The drive train's figures for /diagnostics (drive_mode plant)."""
+        v = self.sim.drivetrain
+        if v is None:
+            return {"drive_mode": "kinematic", "plant_actuation_refused": self._plant_refused}
+        cmd = self.sim.drive_command
+        ground = self.sim.ground
+        left, right = v.tracks
+        return {
+            "drive_mode": "plant", "drive_fault": self.plant.fault,
+            "plant_actuations": self.plant.received,
+            "plant_actuation_faults": self.plant.rejected,
+            "plant_actuation_age_s": f"{self.plant.age_s(self.sim.time):.3f}",
+            "plant_actuation_timeouts": self.plant.timeouts,
+            "plant_actuation_age_at_timeout_s": f"{self.plant.age_at_timeout_s:.3f}",
+            "drive_enable": int(cmd.enable), "brake": int(left.braked),
+            "torque_setpoint_nm": f"{cmd.torque_left_nm:.0f} / {cmd.torque_right_nm:.0f}",
+            "drive_torque_nm": f"{left.torque_nm:.0f} / {right.torque_nm:.0f}",
+            "track_speed_m_s": f"{left.speed_m_s:.3f} / {right.speed_m_s:.3f}",
+            "ground_speed_m_s": f"{v.ground_speed_m_s:.3f}",
+            "track_slip": f"{left.slip:.4f} / {right.slip:.4f}",
+            "soil_under_tracks": (f"{ground.soils[0].name} / {ground.soils[1].name}"
+                                  if ground is not None else ""),
+            "drive_torque_limit_nm": f"{v.params.drive.torque_limit_nm:.0f}",
+            "drivetrain_unconverged_steps": v.unconverged,
+        }
+
+    def _plant_actuation_timeout_message(self) -> str:
+        return (f"drives braked: no plant/actuation for "
+                f"{self.plant.age_s(self.sim.time):.2f} s of simulated time "
+                f"(plant_actuation_timeout_s {self.plant.timeout_s:g})")
+
     def on_track_command(self, msg: JointState) -> None:
+        if self.plant_mode:
+            self._reject("track_command refused: drive_mode is plant (the drive train moves "
+                         "the base from plant/actuation); start sim_node with "
+                         "drive_mode:=kinematic to drive the tracks by speed")
+            return
         speeds = dict(zip(msg.name, msg.velocity, strict=False))
         unknown = sorted(set(msg.name) - set(TRACK_JOINTS))
         if unknown or len(msg.velocity) != len(msg.name):
@@ -516,7 +622,11 @@ class SimNode(Node):
             # commands in between, so a command's age grows by the burst (a late simulation
             # catching up, a follower stepping to the clock) without any silence on the link
             self._commands_checked = True
-            if self.track_timeout.expires(self.sim.time):
+            if self.plant_mode:
+                if self.plant.check(self.sim.time):
+                    self.sim.set_drive_command(SAFE_COMMAND)
+                    self.get_logger().warning(self._plant_actuation_timeout_message())
+            elif self.track_timeout.expires(self.sim.time):
                 self.stop_tracks()
         if self.soil is not None:
             self.step_soil()
@@ -587,7 +697,36 @@ class SimNode(Node):
         o = pose.pose.orientation
         o.w, o.x, o.y, o.z = quat.tolist()
         self.pose_pub.publish(pose)
+        self.publish_imu(stamp)
+        if self.sensors_pub is not None:
+            self.publish_sensors(stamp)
         self.lockstep.published(stamp.sec + 1e-9 * stamp.nanosec)
+
+    def publish_imu(self, stamp: Time) -> None:
+        reading = self.sim.imu()
+        msg = self._imu_msg
+        msg.header.stamp = stamp
+        o = msg.orientation
+        o.w, o.x, o.y, o.z = reading.orientation
+        a = msg.angular_velocity
+        a.x, a.y, a.z = reading.angular_velocity
+        f = msg.linear_acceleration
+        f.x, f.y, f.z = reading.linear_acceleration
+        self.imu_pub.publish(msg)
+
+    def publish_sensors(self, stamp: Time) -> None:
+        """plant/sensors: what the machine's sensors measure (the contract of issue 27)."""
+        v = self.sim.drivetrain
+        assert v is not None and self.sensors_pub is not None
+        left, right = v.tracks
+        nan = math.nan
+        msg = self._sensors_msg
+        msg.header.stamp = stamp
+        msg.position = [left.travel_m, right.travel_m, nan, 0.0 if self.plant.fault else 1.0,
+                        1.0 if self.plant.fault else 0.0, 1.0 if left.braked else 0.0]
+        msg.velocity = [left.speed_m_s, right.speed_m_s, v.ground_speed_m_s, nan, nan, nan]
+        msg.effort = [left.torque_nm, right.torque_nm, nan, nan, nan, nan]
+        self.sensors_pub.publish(msg)
 
     def stop_tracks(self) -> None:
         """The latest track command timed out: stop the tracks (WARN while they were moving)."""
@@ -745,6 +884,8 @@ class SimNode(Node):
                                         self.gate.stale_periods)
         if self._tracks_stopped_by_timeout:
             problems.append(self._track_timeout_message())
+        if self.plant_mode and self.plant.timed_out and not self.plant.fault:
+            problems.append(self._plant_actuation_timeout_message())
         if self.follower is not None and (self._clock_wall is None
                                           or time.monotonic() - self._clock_wall > 1.0):
             problems.append("waiting for /clock (follow_clock: the fleet's clock owner, a "
@@ -768,8 +909,13 @@ class SimNode(Node):
         values["track_command_timeouts"] = self.track_timeout.expiries
         if self.soil is not None:
             values.update(self.soil.counters())
+        values.update(self._plant_values())
         # "running" whatever the level: monitors key on it; the problems follow it.
         level = WARN if problems else OK
+        if self.plant_mode and self.plant.fault:   # a drive fault: ERROR until a valid one
+            level = ERROR
+            problems.insert(0, f"drive fault: {self.plant.fault}; drives braked until a valid "
+                               "plant/actuation")
         message = "running" + (f": {'; '.join(problems)}" if problems else "")
         if self._divergence_in_period:  # stays ERROR for the status period it happened in
             self._divergence_in_period = False

@@ -10,6 +10,12 @@ Control structure (why: many MuJoCo steps per Python call, see docs/simulation.m
   limit. Because the error is measured on the rod, not on the held setpoint, the loop also
   removes the oil column's static compression: zero drift in a hold.
 - Between two control updates ``mujoco.mj_step(model, data, n)`` runs n physics steps in C.
+- The base (planar joints ``base_x``, ``base_y``, ``base_yaw``) is driven, per
+  ``drive_mode``: ``kinematic``, at the skid-steer velocities of :meth:`set_track_speeds`;
+  ``plant``, by the drive train (:mod:`excavator_sim.drivetrain`: hydrostatic drives,
+  Janosi-Hanamoto traction, grade from the terrain, the bucket's soil force) under
+  :meth:`set_drive_command`, stepped once per control period; the base's servos then follow
+  its pose.
 """
 
 from __future__ import annotations
@@ -27,6 +33,16 @@ from excavator_kinematics.errors import KinematicsError
 from excavator_kinematics.forward_kinematics import ForwardKinematics
 from excavator_kinematics.geometry import ExcavatorGeometry, default_geometry
 from excavator_kinematics.linkage import Linkage
+from excavator_sim.drivetrain.grade import attitude, ground_normal
+from excavator_sim.drivetrain.imu import ImuReading, imu_reading, specific_force
+from excavator_sim.drivetrain.soil import TractionSoil
+from excavator_sim.drivetrain.vehicle import (
+    SAFE_COMMAND,
+    DriveCommand,
+    ExternalLoad,
+    Ground,
+    TrackedVehicle,
+)
 from excavator_sim.errors import CommandError, SimConfigError
 from excavator_sim.heightfield import HeightField
 from excavator_sim.hydraulics import (
@@ -60,6 +76,8 @@ COMPLIANCE_REFRESH_S = 0.04  # [s] how often the compliance offsets are measured
 _DIVERGENCE_WARNINGS = (mujoco.mjtWarning.mjWARN_BADQACC, mujoco.mjtWarning.mjWARN_BADQPOS,
                         mujoco.mjtWarning.mjWARN_BADQVEL)
 _STATE = mujoco.mjtState.mjSTATE_INTEGRATION
+GRAVITY_M_S2 = 9.81   # the model's (model_builder: option.gravity)
+DRIVE_MODES = ("kinematic", "plant")
 
 
 def model_options(config: SimConfig) -> ModelOptions:
@@ -180,6 +198,29 @@ class ExcavatorSimulation:
         self._swing_accel = 0.5 * c.hydraulics.swing.torque_limit_nm / swing_inertia
         self.swing_inertia_kg_m2 = swing_inertia
 
+        # The drive train (drive_mode plant): its mass and yaw inertia are the MuJoCo model's
+        # (the whole machine on the base's planar joints, updated every period as the front
+        # and the upper structure move).
+        if c.drive_mode not in DRIVE_MODES:
+            raise SimConfigError(f"drive_mode {c.drive_mode!r} is not one of {DRIVE_MODES}")
+        self.drive_mode = c.drive_mode
+        self.drivetrain: TrackedVehicle | None = None
+        self._drive_command = SAFE_COMMAND
+        self._ground: Ground | None = None
+        self._attitude_before = np.eye(3)
+        self._imu_memory: tuple[float, np.ndarray, np.ndarray] | None = None
+        if c.drive_mode == "plant":
+            if c.drivetrain is None:
+                raise SimConfigError("drive_mode plant needs the drive train's parameters "
+                                     "(SimConfig.drivetrain: load the config with "
+                                     "excavator_sim.sim_config)")
+            mass, inertia = self.base_inertia()
+            init = c.initial
+            self.drivetrain = TrackedVehicle(c.drivetrain.params, mass, inertia,
+                                             x=init.base_x, y=init.base_y, yaw=init.base_yaw)
+            self._ground = self.ground_under(init.base_x, init.base_y, init.base_yaw)
+            self._attitude_before = self._ground.attitude
+
         # Plausibility (what the machine can do) and the state guard (see _check_state).
         self.envelope = MachineEnvelope.from_machine(self.geometry, c.hydraulics, self.linkage)
         hinge = self.model.jnt_type[self.model.dof_jntid] == mujoco.mjtJoint.mjJNT_HINGE
@@ -256,7 +297,13 @@ class ExcavatorSimulation:
         self._axis_targets = self._axis_targets_from_joints(new)
 
     def set_track_speeds(self, left: float, right: float) -> None:
-        """Left/right track speeds [m/s] (forward positive), held until replaced."""
+        """Left/right track speeds [m/s] (forward positive), held until replaced
+        (``drive_mode`` kinematic; refused in plant mode, where the drive train moves the base
+        under :meth:`set_drive_command`)."""
+        if self.drivetrain is not None:
+            raise CommandError("track speeds refused: drive_mode is plant (the drive train "
+                               "moves the base from the PLC's plant/actuation); set drive_mode "
+                               "kinematic to drive the tracks by speed")
         limit = self.config.hydraulics.tracks.speed_limit_m_s
         for name, v in (("track_left", left), ("track_right", right)):
             if not math.isfinite(float(v)):
@@ -265,6 +312,25 @@ class ExcavatorSimulation:
                 raise CommandError(f"{name} speed {v:.6g} m/s beyond the limit {limit} m/s "
                                    "(tracks.speed_limit_m_s in config/sim.yaml)")
         self._track_speeds = (float(left), float(right))
+
+    def set_drive_command(self, command: DriveCommand) -> None:
+        """The PLC's actuation of the drives (``drive_mode`` plant), acting from the next
+        control period until replaced: torque set-points at the sprockets [N m] (clipped at the
+        relief limit), drive enable, brake. ``SAFE_COMMAND`` brakes."""
+        if self.drivetrain is None:
+            raise CommandError("drive command refused: drive_mode is kinematic (the base "
+                               "follows the track speeds); set drive_mode plant for the drive "
+                               "train")
+        for name, v in (("torque_left_nm", command.torque_left_nm),
+                        ("torque_right_nm", command.torque_right_nm)):
+            if not math.isfinite(v):
+                raise CommandError(f"drive command {name} is {v}: must be finite [N m]")
+        self._drive_command = command
+
+    @property
+    def drive_command(self) -> DriveCommand:
+        """The drive command acting (drive_mode plant)."""
+        return self._drive_command
 
     def apply_bucket_wrench(self, force_world: ArrayLike, torque_world: ArrayLike) -> None:
         """Force [N] and torque [N m] in ``world`` at the bucket origin M, held until replaced."""
@@ -360,6 +426,8 @@ class ExcavatorSimulation:
             self._speed_caps = {}
             self._axis_targets = self._axis_targets_from_joints(self._targets)
             self._track_speeds = (0.0, 0.0)
+            if self.drivetrain is not None:
+                self.drivetrain.velocity[:] = 0.0
         d.time = t_end
         for w in _DIVERGENCE_WARNINGS:
             d.warning[w].number = 0
@@ -433,6 +501,15 @@ class ExcavatorSimulation:
             d.ctrl[aid] = min(max((held - held_now) / period, lo), hi)
             if aid in self._dampers:
                 d.ctrl[self._dampers[aid]] = d.ctrl[aid]
+        if self.drivetrain is not None:
+            self._step_drivetrain(period)
+        else:
+            self._kinematic_base(period, qpos, qvel, act_state)
+        self._apply_wrench()
+
+    def _kinematic_base(self, period: float, qpos: list[float], qvel: list[float],
+                        act_state: list[float]) -> None:
+        d = self.data
         # Tracks: skid-steer kinematics -> world-frame velocities of the planar base, held by
         # the grip servos (same anti-windup: a base pushed at its traction limit slips).
         left, right = self._track_speeds
@@ -447,6 +524,69 @@ class ExcavatorSimulation:
             held = min(max(held_now + v * period, ahead + (kv * speed - 1.2 * f_lim) / kp),
                        ahead + (kv * speed + 1.2 * f_lim) / kp)
             d.ctrl[aid] = min(max((held - held_now) / period, lo), hi)
+
+    def _step_drivetrain(self, period: float) -> None:
+        """drive_mode plant: one step of the drive train over the coming period (on the
+        ground under it, with the bucket's soil force), then the base's servos set to follow
+        its pose: held position = its pose now plus the servo's steady lag ``kv v / kp``, speed
+        = its mean velocity over the period (the MuJoCo base tracks it within millimetres)."""
+        v = self.drivetrain
+        assert v is not None and self._ground is not None
+        d = self.data
+        v.mass_kg, v.yaw_inertia_kg_m2 = self.base_inertia()
+        before = (v.x, v.y, v.yaw)
+        ground = self._ground
+        v.step(period, self._drive_command, ground, self._bucket_load(ground.attitude))
+        self._attitude_before = ground.attitude
+        self._ground = self.ground_under(v.x, v.y, v.yaw)
+        for (aid, _qadr, _vadr, actadr, lo, hi, _f, kp, kv), start, end in zip(
+                self._base_axes, before, (v.x, v.y, v.yaw), strict=True):
+            speed = (end - start) / period
+            d.act[actadr] = start + kv * speed / kp
+            d.ctrl[aid] = min(max(speed, lo), hi)
+
+    def _bucket_load(self, attitude_now: np.ndarray) -> ExternalLoad | None:
+        """The bucket wrench (soil on the bucket) as a load on the machine: force in base_link's
+        axes and its yaw moment about the base origin."""
+        if not self._wrench.any():
+            return None
+        d = self.data
+        force = self._wrench[:3]
+        arm = d.xpos[self._bucket_body] - d.xpos[self._base_body]
+        moment = self._wrench[3:] + np.cross(arm, force)
+        fb = attitude_now.T @ force
+        return ExternalLoad((float(fb[0]), float(fb[1]), float(fb[2])),
+                            float((attitude_now.T @ moment)[2]))
+
+    def base_inertia(self) -> tuple[float, float]:
+        """(mass [kg], yaw inertia about the base origin [kg m^2]) of the whole machine on the
+        base's planar joints, from MuJoCo's mass matrix (the pose of the front included)."""
+        m_full = np.zeros((self.model.nv, self.model.nv))
+        mujoco.mj_fullM(self.model, self.data, m_full)
+        x, yaw = self._v_adr["base_x"], self._v_adr["base_yaw"]
+        return float(m_full[x, x]), float(m_full[yaw, yaw])
+
+    def ground_under(self, x: float, y: float, yaw: float) -> Ground:
+        """base_link's attitude on the terrain at (x, y, yaw) and the soil under each track
+        (at the track's centre; ``traction.soil`` or a patch)."""
+        assert self.config.drivetrain is not None
+        params = self.config.drivetrain.params.tracks
+        normal = ground_normal(self.terrain.height_at_point, x, y, yaw, params.contact_length_m,
+                               params.gauge_m)
+        half = 0.5 * params.gauge_m
+        c, s = math.cos(yaw), math.sin(yaw)
+        soils: tuple[TractionSoil, TractionSoil] = (
+            self.config.drivetrain.soils.soil_at(x - s * half, y + c * half),
+            self.config.drivetrain.soils.soil_at(x + s * half, y - c * half))
+        return Ground(attitude(yaw, normal), soils)
+
+    @property
+    def ground(self) -> Ground | None:
+        """The ground under the drive train now (drive_mode plant), else None."""
+        return self._ground
+
+    def _apply_wrench(self) -> None:
+        d = self.data
         # Bucket wrench at M: MuJoCo applies xfrc_applied at the body's centre of mass, so add
         # the moment of the force about the centre of mass.
         if self._wrench_active:
@@ -460,12 +600,17 @@ class ExcavatorSimulation:
             self._wrench_active = any(self._wrench.tolist())
 
     def _integrate_tracks(self, period: float) -> None:
+        if self.drivetrain is not None:   # the drive train integrates its own
+            return
         left, right = self._measured_track_speeds()
         if left != 0.0 or right != 0.0:
             self._track_travel[0] += left * period
             self._track_travel[1] += right * period
 
     def _measured_track_speeds(self) -> tuple[float, float]:
+        if self.drivetrain is not None:
+            left, right = self.drivetrain.tracks
+            return left.speed_m_s, right.speed_m_s
         d = self.data
         yaw = float(d.qpos[self._q_adr["base_yaw"]])
         vx, vy = float(d.qvel[self._v_adr["base_x"]]), float(d.qvel[self._v_adr["base_y"]])
@@ -486,7 +631,10 @@ class ExcavatorSimulation:
         vel = np.empty(len(STATE_JOINTS))
         pos[self._state_mj] = d.qpos[self._state_qadr]
         vel[self._state_mj] = d.qvel[self._state_vadr]
-        pos[self._state_tracks] = self._track_travel
+        if self.drivetrain is not None:
+            pos[self._state_tracks] = [t.travel_m for t in self.drivetrain.tracks]
+        else:
+            pos[self._state_tracks] = self._track_travel
         vel[self._state_tracks] = self._measured_track_speeds()
         return JointStateSnapshot(STATE_JOINTS, pos, vel)
 
@@ -494,6 +642,32 @@ class ExcavatorSimulation:
         """swing/boom/arm/bucket [rad] and the three extensions [m]."""
         return {n: float(self.data.qpos[self._q_adr[n]]) for n in (*ACTIVE_JOINTS,
                                                                     *CYLINDER_JOINTS)}
+
+    def imu(self) -> ImuReading:
+        """What an IMU on base_link reads now (REP-145). drive_mode plant: the drive train's
+        attitude on the terrain, its rates over the last period and its specific force.
+        kinematic: the MuJoCo base's heading on the terrain's grade, rates and acceleration by
+        difference since the previous call (call it once per publish period)."""
+        if self.drivetrain is not None and self._ground is not None:
+            return imu_reading(self._attitude_before, self._ground.attitude,
+                               self.config.control_period, self.drivetrain.specific_force)
+        d = self.data
+        x, y, yaw = (float(d.qpos[self._q_adr[n]]) for n in BASE_JOINTS)
+        velocity = np.array([float(d.qvel[self._v_adr["base_x"]]),
+                             float(d.qvel[self._v_adr["base_y"]]), 0.0])
+        tracks = self.config.hydraulics.tracks
+        length = (self.config.drivetrain.params.tracks.contact_length_m
+                  if self.config.drivetrain is not None else 2.0)
+        now = attitude(yaw, ground_normal(self.terrain.height_at_point, x, y, yaw, length,
+                                          tracks.track_width_m))
+        t = self.time
+        before = self._imu_memory
+        self._imu_memory = (t, now, velocity)
+        if before is None or t <= before[0]:
+            return imu_reading(now, now, 0.0, specific_force(now, np.zeros(3), GRAVITY_M_S2))
+        dt = t - before[0]
+        accel = (velocity - before[2]) / dt
+        return imu_reading(before[1], now, dt, specific_force(now, accel, GRAVITY_M_S2))
 
     def bucket_pose(self) -> tuple[np.ndarray, np.ndarray]:
         """Bucket frame (origin M) in ``world``: position [m], quaternion (w, x, y, z)."""

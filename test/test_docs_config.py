@@ -364,12 +364,13 @@ def _spec_files() -> list[tuple[str, Any, Any]]:
     """(config file, node table, template instances) of every node with a parameter spec."""
     from excavator_kinematics.ik_parameters import IK_PARAMETERS
     from excavator_kinematics.teleop.config import TELEOP_PARAMETERS
+    from excavator_sim.sim_config import INSTANCES as SIM_INSTANCES
     from excavator_sim.sim_config import SIM_PARAMETERS
     from excavator_sim.soil.config import INSTANCES, SOIL_PARAMETERS
     from plc_bridge.config import BRIDGE
     from plc_bridge.parameters import PLANT_LINK, VIRTUAL_PLC
 
-    return [("ik.yaml", IK_PARAMETERS, None), ("sim.yaml", SIM_PARAMETERS, None),
+    return [("ik.yaml", IK_PARAMETERS, None), ("sim.yaml", SIM_PARAMETERS, SIM_INSTANCES),
             ("soil.yaml", SOIL_PARAMETERS, INSTANCES), ("teleop.yaml", TELEOP_PARAMETERS, None),
             ("plc.yaml", BRIDGE, None), ("virtual_plc.yaml", VIRTUAL_PLC, None),
             ("plant_link.yaml", PLANT_LINK, None)]

@@ -1,0 +1,134 @@
+"""The PLC's actuation of the drive train: checked, held while fresh, fail-safe otherwise.
+
+``plant/actuation`` (sensor_msgs/JointState; the contract of issue 27, docs/simulation.md)
+carries per drive joint the torque set-point in ``effort`` [N m at the sprocket] and two
+pseudo-joints in ``position`` (1.0 on, 0.0 off): ``drive_enable`` and ``brake``. This module
+works on the message's arrays (no ROS):
+
+- :func:`parse_actuation` checks one message: every required name present once, no unknown
+  name, arrays of the names' length, finite torques within :data:`TORQUE_RANGE_FACTOR` x the
+  drive's torque limit (beyond: a scaling or offset error, not a set-point; up to it the relief
+  valve clips as on the machine), flags exactly 0.0 or 1.0. A bad message raises
+  :class:`ActuationError` naming the value, the limit and the fix.
+- :class:`PlantActuation` keeps the latest *valid* actuation and answers, for a simulated time,
+  the command that acts: the safe command (torque 0, drives disabled, brakes applied) before
+  the first one, after ``timeout_s`` of simulated time without a new one, and after a bad one
+  (a **drive fault**, latched until a valid actuation arrives: the last valid actuation is
+  not reused).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from excavator_sim.drivetrain.vehicle import SAFE_COMMAND, DriveCommand
+from excavator_sim.errors import CommandError
+
+DRIVE_JOINTS = ("track_left", "track_right")
+FLAG_JOINTS = ("drive_enable", "brake")
+# Set-points up to this many torque limits are clipped at the limit (relief valve); beyond, the
+# actuation is refused (a wrong unit or scale in the PLC program).
+TORQUE_RANGE_FACTOR = 2.0
+
+
+class ActuationError(CommandError):
+    """A plant actuation that cannot act: the drives are braked (drive fault)."""
+
+
+def parse_actuation(names: Sequence[str], position: Sequence[float],
+                    velocity: Sequence[float], effort: Sequence[float],
+                    torque_limit_nm: float) -> DriveCommand:
+    """The drive command of one ``plant/actuation`` message (its name/position/velocity/effort
+    arrays), or :class:`ActuationError`."""
+    names = list(names)
+    n = len(names)
+    for label, arr in (("position", position), ("velocity", velocity), ("effort", effort)):
+        if len(arr) != n:
+            raise ActuationError(f"plant/actuation has {n} names but {len(arr)} {label} values: "
+                                 f"send {label} with one entry per name (NaN where it does not "
+                                 "apply)")
+    required = (*DRIVE_JOINTS, *FLAG_JOINTS)
+    unknown = sorted(set(names) - set(required))
+    if unknown:
+        raise ActuationError(f"plant/actuation names {unknown} this machine does not have: a "
+                             f"tracked machine takes {list(required)} (is the PLC's plant "
+                             "configured for another vehicle model?)")
+    missing = [name for name in required if name not in names]
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if missing or twice:
+        raise ActuationError(f"plant/actuation must name each of {list(required)} once: "
+                             f"missing {missing}, repeated {twice}")
+    index = {name: k for k, name in enumerate(names)}
+    limit = TORQUE_RANGE_FACTOR * torque_limit_nm
+    torques = []
+    for name in DRIVE_JOINTS:
+        value = float(effort[index[name]])
+        if not math.isfinite(value):
+            raise ActuationError(f"plant/actuation {name} effort (torque set-point) is {value}: "
+                                 "send a finite torque [N m at the sprocket]")
+        if abs(value) > limit:
+            raise ActuationError(f"plant/actuation {name} torque set-point {value:.6g} N m is "
+                                 f"beyond {limit:.6g} N m ({TORQUE_RANGE_FACTOR:g} x the drive's "
+                                 f"torque limit {torque_limit_nm:.6g} N m): check the PLC's "
+                                 "scaling (N m at the sprocket) and clamp at the limit")
+        torques.append(value)
+    flags = []
+    for name in FLAG_JOINTS:
+        value = float(position[index[name]])
+        if value not in (0.0, 1.0):
+            raise ActuationError(f"plant/actuation {name} position is {value}: send 1.0 (on) "
+                                 "or 0.0 (off)")
+        flags.append(value == 1.0)
+    return DriveCommand(torques[0], torques[1], enable=flags[0], brake=flags[1])
+
+
+@dataclass
+class PlantActuation:
+    """Freshness and faults of the PLC's actuation, in simulated time [s]."""
+
+    timeout_s: float            # older than this -> safe command; 0 = hold until replaced
+    latest: DriveCommand | None = None
+    last_s: float = math.nan    # simulated time the latest valid actuation arrived
+    fault: str = ""             # the drive fault (a bad actuation), "" when none
+    received: int = 0           # valid actuations
+    rejected: int = 0           # bad actuations (drive faults)
+    timeouts: int = 0           # times the latest actuation went stale
+    timed_out: bool = False
+    age_at_timeout_s: float = math.nan   # the latest actuation's age when it went stale [s]
+
+    def accept(self, command: DriveCommand, now_s: float) -> None:
+        """A valid actuation arrived at simulated time ``now_s``: it acts, a fault clears."""
+        self.latest = command
+        self.last_s = now_s
+        self.fault = ""
+        self.timed_out = False
+        self.received += 1
+
+    def reject(self, reason: str) -> None:
+        """A bad actuation arrived: drive fault; the last valid one is dropped, not reused."""
+        self.latest = None
+        self.fault = reason
+        self.rejected += 1
+
+    def age_s(self, now_s: float) -> float:
+        """Simulated time since the latest valid actuation [s]; NaN before the first."""
+        return now_s - self.last_s
+
+    def check(self, now_s: float) -> bool:
+        """Mark the actuation stale when older than the timeout; True exactly once per
+        silence (the caller reports it)."""
+        if (self.latest is None or self.timed_out or self.timeout_s <= 0.0
+                or not now_s - self.last_s > self.timeout_s):
+            return False
+        self.timed_out = True
+        self.timeouts += 1
+        self.age_at_timeout_s = now_s - self.last_s
+        return True
+
+    def command(self) -> DriveCommand:
+        """The command that acts now (after :meth:`check`)."""
+        if self.latest is None or self.timed_out:
+            return SAFE_COMMAND
+        return self.latest
