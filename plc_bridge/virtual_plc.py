@@ -24,8 +24,8 @@ Fault injection (tests, demo): ``set_faults(fault=, estop=, freeze_alive=, ready
 stall=, nan_feedback=)``, ``link_down()`` / ``link_up()`` (stop/restart the S7 server:
 connections drop).
 ``stall`` makes the server stop answering (a pulled cable): requests hang until it is cleared.
-Every write of the control DB is logged with its monotonic time [s] and decoded values
-(``writes(since)``), every read of the monitor DB with the alive value it carried
+Every write of the control DB is logged with its monotonic time [s], decoded values and the
+guard's verdict (``writes(since)``), every read of the monitor DB with the alive value it carried
 (``reads(since)``), so a test in another process can check what reached the PLC and when
 (``time.monotonic`` is the system-wide CLOCK_MONOTONIC on Linux).
 """
@@ -92,9 +92,10 @@ class VirtualPlc:
         self._lock = threading.Lock()           # faults, counters and snapshots
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        # control-DB writes as (monotonic t, raw bytes): decoded only when asked for, so the
-        # S7 handler answers the write without paying for the log
-        self._writes: collections.deque[tuple[float, bytes]] = collections.deque(
+        # control-DB writes as (monotonic t, raw bytes, the guard's refusal reason or None when
+        # taken): decoded only when asked for, so the S7 handler answers the write without
+        # paying for the log
+        self._writes: collections.deque[tuple[float, bytes, str | None]] = collections.deque(
             maxlen=write_log_size)
         # reads of the monitor DB that include its alive counter: (monotonic t, alive value)
         self._reads: collections.deque[tuple[float, int]] = collections.deque(
@@ -164,8 +165,7 @@ class VirtualPlc:
                     raw = bytes(self._control_buf)
                 finally:
                     server.unlock_area(SrvArea.DB, self.config.control_db)
-                self._writes.append((now, raw))
-                self._judge(now, raw)
+                self._writes.append((now, raw, self._judge(now, raw)))
         elif (event.EvtCode == EVC_DATA_READ and event.EvtParam2 == self.config.monitor_db
               and event.EvtParam3 == 0):
             # the bytes just left the PLC: remember which alive value they carried
@@ -190,8 +190,9 @@ class VirtualPlc:
             else:
                 next_t = time.monotonic()   # overrun: resynchronise rather than burst
 
-    def _judge(self, now: float, raw: bytes) -> None:
-        """A control-DB write just arrived: the guard takes or refuses it (S7 handler thread)."""
+    def _judge(self, now: float, raw: bytes) -> str | None:
+        """A control-DB write just arrived: the guard takes or refuses it (S7 handler thread).
+        Returns the refusal reason, None when taken."""
         cfg = self.config
         try:
             ctrl = cfg.control.decode(raw)
@@ -207,6 +208,8 @@ class VirtualPlc:
         except Exception as e:  # noqa: BLE001 - a bad write must not end the S7 handler
             _LOG.exception("virtual PLC: control write not judged")
             self.internal_error = f"{type(e).__name__}: {e}"
+            return "not_judged"
+        return why
 
     def cycle(self, now: float, dt: float) -> None:
         """One PLC scan: guard, plant, monitor DB. Never raises: an unexpected error stops the
@@ -307,6 +310,9 @@ class VirtualPlc:
         return [r for r in list(self._reads) if r[0] >= since]
 
     def writes(self, since: float = 0.0) -> list[dict[str, Any]]:
-        """Logged control-DB writes with ``t >= since`` (monotonic seconds), decoded."""
+        """Logged control-DB writes with ``t >= since`` (monotonic seconds), decoded, each with
+        the guard's verdict: ``refused`` is the reason (``stale_seq``, ``watchdog_tripped``...)
+        or None when the PLC took it (what acted)."""
         decode = self.config.control.decode
-        return [{**decode(raw), "t": t} for t, raw in list(self._writes) if t >= since]
+        return [{**decode(raw), "t": t, "refused": why}
+                for t, raw, why in list(self._writes) if t >= since]

@@ -7,7 +7,8 @@ request per line, one response per line::
     {"cmd": "faults", "fault": true, ...}      -> set any of fault estop freeze_alive ready auto
                                                   stall nan_feedback; returns the flags
     {"cmd": "link", "up": false}               -> stop (or restart) the S7 server
-    {"cmd": "writes", "since": 12.5}           -> control-DB writes with monotonic t >= since
+    {"cmd": "writes", "since": 12.5}           -> control-DB writes with monotonic t >= since,
+                                                  each with the guard's verdict ("refused")
     {"cmd": "reads", "since": 12.5}            -> monitor-DB reads [t, alive] since then
     {"cmd": "shutdown"}                        -> the CLI exits
 

@@ -269,11 +269,16 @@ def test_a_write_not_newer_than_the_last_accepted_is_refused(steady_plc):
     w.settle(control, (0.5, 0.5))
     last = w.seq                                 # settle returns on a command the PLC took
     refused = control.status()["refused"]
+    t_replay = control.status()["now"]
     for _ in range(30):                          # an old command replayed: refused
         w.write(True, speeds=(1.5, 1.5), seq=last - 5)
         time.sleep(0.01)
     st = control.status()
     assert st["refused"] == {**refused, "stale_seq": refused["stale_seq"] + 30}
+    # the write log says so per write (what the soak judges by): each replay refused
+    replays = [x for x in control.writes(t_replay) if x["speed_sp_rl"] == pytest.approx(1.5)]
+    assert [x["refused"] for x in replays] == ["stale_seq"] * 30
+    assert [x["refused"] for x in control.writes(0.0) if x["seq"] == last][-1] is None
     assert st["speeds"][0] == pytest.approx(0.5, abs=1e-3)
     assert st["last_seq"] == last
     # wrap-around of the 32-bit ms counter is newer, not older
