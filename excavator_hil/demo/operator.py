@@ -50,9 +50,12 @@ SETTLE_TIMEOUT_S = 8.0  # longest hold of the final target after the last leg [s
 
 class DemoOperator(Node):
     def __init__(self, redis_url: str, plc_control_port: int, options: DemoOptions,
-                 namespace: str = "", sim_overrides: dict[str, Any] | None = None):
+                 namespace: str = "", sim_overrides: dict[str, Any] | None = None,
+                 keep_terrain: bool = True):
         # namespace: the machine's ("" alone); its sim_node's parameters beyond the shipped
-        # config (place, terrain grid) for the final rendering
+        # config (place, terrain grid) for the final rendering; keep_terrain: keep the soil
+        # node's terrain patches for that rendering (a run of hours must not: the whole grid
+        # arrives twice a second)
         super().__init__("demo_operator", namespace=f"/{namespace}" if namespace else "")
         self.options = options
         self.machine = namespace
@@ -92,8 +95,9 @@ class DemoOperator(Node):
         # The soil node's changed terrain regions, replayed into the rendering model at the end.
         self.terrain_patches: list[tuple[int, int, np.ndarray]] = []
         # (one terrain for a fleet: the one soil_node's topic, in the root namespace)
-        self.create_subscription(Float64MultiArray, "/soil/terrain_patch" if namespace
-                                 else "soil/terrain_patch", self._on_patch, 50)
+        if keep_terrain:
+            self.create_subscription(Float64MultiArray, "/soil/terrain_patch" if namespace
+                                     else "soil/terrain_patch", self._on_patch, 50)
 
     # --- subscriptions -------------------------------------------------------------------
     def _on_clock(self, msg: Clock) -> None:

@@ -1,0 +1,409 @@
+"""The soak's invariants, checked over what was recorded (pure: lists in, findings out).
+
+- :func:`stale_drive_commands`: every drive write the PLC took carries a command Redis held at
+  most ``stale_command_s`` before (the PLC's watchdog time): nothing written before a fault
+  (superseded, or lost with Redis) acts after it;
+- :func:`drive_at_rest`: while a fault cuts the bridge's commands off a running PLC, the
+  PLC's measured track speeds come to rest within ``drive_stop_s`` and stay there;
+- :func:`joint_command_order`: no joint command for an older target reaches the simulation
+  after one for a newer target (and how late each acted after its target was superseded);
+- :func:`recoveries`: after each fault the stack drives and digs again within its bounds,
+  counted from the affected process's first sign of life;
+- :func:`bag_gaps`: the recorded streams have no silence longer than ``bag_gap_s`` outside the
+  fault windows of their sources;
+- :func:`soil_mass`: the soil node's mass drift stays 0 units;
+- :func:`resource_growth`: after warm-up, no process grows its PSS by more than
+  ``memory_growth`` and no process's descriptor or thread floor rises.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+import math
+import statistics
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from excavator_hil.soak.bounds import SoakBounds
+from excavator_hil.soak.records import (
+    DIG_PATH,
+    DRIVE_PATH,
+    STREAM_SOURCES,
+    Command,
+    FaultRecord,
+    JointCommand,
+    PlcSample,
+    PlcWrite,
+    ResourceSample,
+    StreamSample,
+    Target,
+)
+
+SPEED_MATCH_M_S = 5e-6   # a setpoint is a command's value (REAL rounding: ~3e-8 at 0.3 m/s)
+JOINT_MATCH_RAD = 1e-7   # a joint command is a target's IK solution (same IK, same input)
+
+
+@dataclass(frozen=True)
+class Violation:
+    check: str
+    t: float
+    detail: str
+
+
+@dataclass
+class Recovery:
+    """How one fault ended: ``ready`` - ``lifted`` is the affected process's start-up (0 when
+    nothing restarted), then driving and digging resumed ``drive_s`` and ``dig_s`` after
+    ``ready`` (None: not seen)."""
+
+    fault: FaultRecord
+    startup_s: float | None
+    drive_s: float | None
+    dig_s: float | None
+
+    @property
+    def total_s(self) -> float | None:
+        if self.startup_s is None or self.drive_s is None or self.dig_s is None:
+            return None
+        return self.startup_s + max(self.drive_s, self.dig_s)
+
+
+# --- drive commands at the PLC ----------------------------------------------------------------
+
+def _next_change(times: Sequence[float], values: Sequence[object]) -> list[float]:
+    """For each entry, the time of the first later entry with another value (inf: none)."""
+    out = [math.inf] * len(times)
+    for i in range(len(times) - 2, -1, -1):
+        out[i] = times[i + 1] if values[i + 1] != values[i] else out[i + 1]
+    return out
+
+
+def _superseded_at(commands: Sequence[Command], redis_losses: Sequence[float]) -> list[float]:
+    """For each command (sorted by time), when Redis stopped holding it: the next command of
+    another value, or a Redis restart (its keys gone), whichever came first (inf: never)."""
+    out = _next_change([c.t for c in commands], [c.value_m_s for c in commands])
+    losses = sorted(redis_losses)
+    for i, c in enumerate(commands):
+        j = bisect.bisect_right(losses, c.t)
+        if j < len(losses):
+            out[i] = min(out[i], losses[j])
+    return out
+
+
+def match_command(commands: Sequence[Command], times: Sequence[float], speeds: Sequence[float],
+                  before_t: float) -> int | None:
+    """Index of the latest command set before ``before_t`` whose value every speed setpoint
+    carries (skid steer, straight: both tracks at the commanded speed); None if none."""
+    j = bisect.bisect_right(times, before_t) - 1
+    while j >= 0:
+        v = commands[j].value_m_s
+        if all(abs(s - v) <= SPEED_MATCH_M_S for s in speeds):
+            return j
+        j -= 1
+    return None
+
+
+def stale_drive_commands(commands: Sequence[Command], redis_losses: Sequence[float],
+                         writes: Iterable[PlcWrite], bounds: SoakBounds) -> list[Violation]:
+    """Every drive write the PLC took carries a command Redis still held, or held at most
+    ``stale_command_s`` (+ the clock margin) before the PLC took it."""
+    commands = sorted(commands, key=lambda c: c.t)
+    times = [c.t for c in commands]
+    gone = _superseded_at(commands, redis_losses)
+    found = []
+    for w in writes:
+        if not w.drives:
+            continue
+        j = match_command(commands, times, w.speeds, w.t + bounds.clock_margin_s)
+        if j is None:
+            found.append(Violation("stale_drive", w.t, f"the PLC took speeds {w.speeds} m/s "
+                                   f"(seq {w.seq}) that no command in Redis carried"))
+            continue
+        late = w.t - gone[j]
+        if late > bounds.stale_command_s + bounds.clock_margin_s:
+            found.append(Violation(
+                "stale_drive", w.t,
+                f"the PLC took command #{commands[j].k} ({commands[j].value_m_s:.4f} m/s, seq "
+                f"{w.seq}) {late:.3f} s after Redis stopped holding it (limit: the PLC's "
+                f"watchdog time {bounds.stale_command_s:g} s)"))
+    return found
+
+
+def drive_at_rest(faults: Iterable[FaultRecord], samples: Sequence[PlcSample],
+                  bounds: SoakBounds) -> list[Violation]:
+    """While a fault cuts the drive path off a running PLC: every monitor read begun at least
+    ``drive_stop_s`` after the fault took hold and answered before it was lifted shows the
+    tracks at rest (|speed| <= ``stopped_m_s``)."""
+    found = []
+    for f in faults:
+        if not f.cuts_drive_with_plc_readable():
+            continue
+        t_from, t_to = f.started + bounds.drive_stop_s, f.lifted
+        moving = [s for s in samples if s.t0 >= t_from and s.t1 <= t_to
+                  and max(abs(v) for v in s.speeds) > bounds.stopped_m_s]
+        if moving:
+            s = moving[0]
+            found.append(Violation(
+                "drive_at_rest", s.t0,
+                f"{f.fault.describe()}: the PLC's tracks still moved at "
+                f"{max(abs(v) for v in s.speeds):.3f} m/s {s.t0 - f.started:.2f} s into the "
+                f"fault ({len(moving)} reads; at rest within {bounds.drive_stop_s:.2f} s "
+                "expected)"))
+    return found
+
+
+# --- joint commands at the simulation ---------------------------------------------------------
+
+def match_target(targets: Sequence[Target], times: Sequence[float], q: Sequence[float],
+                 before_t: float) -> int | None:
+    """Index of the latest target published before ``before_t`` whose IK solution ``q`` is."""
+    j = bisect.bisect_right(times, before_t) - 1
+    while j >= 0:
+        if all(abs(a - b) <= JOINT_MATCH_RAD for a, b in zip(targets[j].q, q, strict=True)):
+            return j
+        j -= 1
+    return None
+
+
+def joint_command_order(targets: Sequence[Target], commands: Iterable[JointCommand],
+                        margin_s: float) -> tuple[list[Violation], float]:
+    """No joint command for an older target follows one for a newer target on the way to the
+    simulation (in arrival order). Also returns the longest time a joint command acted after
+    its target had been superseded [s] (0 when none did). ``margin_s``: clock margin between the
+    stamps of two processes."""
+    targets = sorted(targets, key=lambda x: x.t)
+    times = [x.t for x in targets]
+    superseded = _next_change(times, [x.q for x in targets])
+    found: list[Violation] = []
+    newest = -1
+    worst = 0.0
+    for c in sorted(commands, key=lambda x: x.t_recv):
+        j = match_target(targets, times, c.q, c.t_stamp + margin_s)
+        if j is None:
+            continue    # a target published before the soak recorded (start-up) or not ours
+        worst = max(worst, c.t_recv - superseded[j]) if math.isfinite(superseded[j]) else worst
+        if j < newest and targets[j].q != targets[newest].q:
+            found.append(Violation(
+                "joint_order", c.t_recv,
+                f"a joint command for target #{targets[j].k} reached the simulation after one "
+                f"for the newer target #{targets[newest].k}"))
+        newest = max(newest, j)
+    return found, worst
+
+
+# --- recovery ---------------------------------------------------------------------------------
+
+def recoveries(faults: Sequence[FaultRecord], commands: Sequence[Command],
+               writes: Sequence[PlcWrite], joint_commands: Sequence[JointCommand],
+               wrenches: Sequence[StreamSample], joint_states: Sequence[StreamSample],
+               bounds: SoakBounds, end: float) -> tuple[list[Recovery], list[Violation]]:
+    """Per fault: the start-up of what restarted, then how long after it driving (a command
+    written after the lift taken by the PLC) and digging (a joint command stamped, and a soil
+    wrench answering a pose simulated, after it) resumed. Judged against ``startup_s``,
+    ``drive_rearm_s`` and ``dig_rearm_s``; evidence counts until the next fault (or ``end``)."""
+    commands = sorted(commands, key=lambda c: c.t)
+    ctimes = [c.t for c in commands]
+    drive_writes = sorted((w for w in writes if w.drives), key=lambda w: w.t)
+    dw_t = [w.t for w in drive_writes]
+    jc = sorted(joint_commands, key=lambda c: c.t_stamp)
+    jc_t = [c.t_stamp for c in jc]
+    wr = sorted(wrenches, key=lambda s: s.t_recv)
+    wr_t = [s.t_recv for s in wr]
+    js = sorted(joint_states, key=lambda s: s.t_recv)
+    js_t = [s.t_recv for s in js]
+    out: list[Recovery] = []
+    found: list[Violation] = []
+    ordered = sorted(faults, key=lambda f: f.started)
+    for n, f in enumerate(ordered):
+        horizon = ordered[n + 1].started if n + 1 < len(ordered) else end
+        name = f.fault.describe()
+        if f.ready is None:
+            out.append(Recovery(f, None, None, None))
+            found.append(Violation("recovery", f.lifted, f"{name}: {f.fault.target} showed no "
+                                   "sign of life after the restart"))
+            continue
+        startup = f.ready - f.lifted if f.restarted else 0.0
+        t0 = f.ready
+        drive_s = None
+        for w in drive_writes[bisect.bisect_left(dw_t, t0):]:
+            if w.t > horizon:
+                break
+            j = match_command(commands, ctimes, w.speeds, w.t + bounds.clock_margin_s)
+            if j is not None and commands[j].t >= f.lifted:
+                drive_s = w.t - t0
+                break
+        i = bisect.bisect_left(jc_t, t0)
+        jc_at = jc[i].t_stamp if i < len(jc) and jc[i].t_stamp <= horizon else None
+        k = bisect.bisect_right(js_t, t0) - 1
+        sim_at_ready = js[k].stamp_s if k >= 0 else -math.inf
+        if f.restarted and f.fault.target == "sim_node":
+            sim_at_ready = -math.inf   # a new simulation: its clock starts again
+        wr_at = next((s.t_recv for s in wr[bisect.bisect_left(wr_t, t0):]
+                      if s.t_recv <= horizon and s.stamp_s > sim_at_ready), None)
+        dig_s = None if jc_at is None or wr_at is None else max(jc_at, wr_at) - t0
+        out.append(Recovery(f, startup, drive_s, dig_s))
+        if f.restarted and startup > bounds.startup_s:
+            found.append(Violation("recovery", f.ready, f"{name}: {f.fault.target} took "
+                                   f"{startup:.1f} s to start (limit {bounds.startup_s:g} s)"))
+        for what, value, limit in (("driving", drive_s, bounds.drive_rearm_s),
+                                   ("digging", dig_s, bounds.dig_rearm_s)):
+            if value is None:
+                found.append(Violation("recovery", t0, f"{name}: {what} did not resume before "
+                                       f"{'the next fault' if horizon < end else 'the end'} "
+                                       f"({horizon - t0:.1f} s after the stack was back)"))
+            elif value > limit:
+                found.append(Violation("recovery", t0 + value, f"{name}: {what} resumed "
+                                       f"{value:.2f} s after the stack was back (limit "
+                                       f"{limit:.2f} s)"))
+    return out, found
+
+
+# --- the bag ----------------------------------------------------------------------------------
+
+def _runs(stamps: Sequence[float], restart_drop_s: float = 1.0) -> list[list[float]]:
+    """Stamps split where the simulated time starts again (a restarted simulation)."""
+    runs: list[list[float]] = []
+    for s in stamps:
+        if not runs or s < runs[-1][-1] - restart_drop_s:
+            runs.append([])
+        runs[-1].append(s)
+    return runs
+
+
+def _wall_interval(a: float, b: float, observed: Sequence[StreamSample]
+                   ) -> tuple[float, float] | None:
+    """The monotonic interval in which the simulated times ``a`` < ``b`` passed, from the
+    observer's receipts (the widest over the simulation's lives whose times cover both)."""
+    lo, hi = math.inf, -math.inf
+    for run in _runs_of_samples(observed):
+        before = [s.t_recv for s in run if s.stamp_s <= a]
+        after = [s.t_recv for s in run if s.stamp_s >= b]
+        if before and after:
+            lo, hi = min(lo, max(before)), max(hi, min(after))
+    return (lo, hi) if lo <= hi else None
+
+
+def _runs_of_samples(samples: Sequence[StreamSample]) -> list[list[StreamSample]]:
+    runs: list[list[StreamSample]] = []
+    for s in sorted(samples, key=lambda x: x.t_recv):
+        if not runs or s.stamp_s < runs[-1][-1].stamp_s - 1.0:
+            runs.append([])
+        runs[-1].append(s)
+    return runs
+
+
+def bag_gaps(bag_stamps: dict[str, list[float]], observed: Sequence[StreamSample],
+             faults: Sequence[FaultRecord], bounds: SoakBounds, end: float
+             ) -> tuple[list[Violation], list[str]]:
+    """Silences longer than ``bag_gap_s`` [s simulated] in each recorded stream; one outside
+    the windows of the faults on the stream's sources (from the fault to its recovery, or the
+    next fault) is a violation. Returns the violations and a line per excused gap."""
+    found: list[Violation] = []
+    excused: list[str] = []
+    ordered = sorted(faults, key=lambda f: f.started)
+    for topic, stamps in bag_stamps.items():
+        if not stamps:
+            found.append(Violation("bag_gap", end, f"{topic}: nothing recorded"))
+            continue
+        sources = STREAM_SOURCES.get(topic, ())
+        windows = []
+        for n, f in enumerate(ordered):
+            if f.hits(sources):
+                until = ordered[n + 1].started if n + 1 < len(ordered) else end
+                windows.append((f, f.started, until))
+        for run in _runs(stamps):
+            for a, b in itertools.pairwise(run):
+                if b - a <= bounds.bag_gap_s:
+                    continue
+                wall = _wall_interval(a, b, observed)
+                hit = None if wall is None else next(
+                    (f for f, w0, w1 in windows if wall[0] <= w1 and w0 <= wall[1]), None)
+                text = f"{topic}: {b - a:.2f} s of simulated time missing ({a:.2f}..{b:.2f} s)"
+                if hit is None:
+                    found.append(Violation("bag_gap", wall[0] if wall else end, text))
+                else:
+                    lost_before = max(0.0, hit.started - wall[0]) if wall else 0.0
+                    excused.append(f"{text}: in the window of {hit.fault.describe()}"
+                                   + (f" (began {lost_before:.1f} s before it)"
+                                      if lost_before > 0.05 else ""))
+    return found, excused
+
+
+# --- soil, resources --------------------------------------------------------------------------
+
+def soil_mass(samples: Iterable[tuple[float, int]]) -> list[Violation]:
+    """The soil node's reported mass drift is 0 units in every report."""
+    return [Violation("soil_mass", t, f"soil_node reported a mass drift of {d} units")
+            for t, d in samples if d != 0]
+
+
+@dataclass(frozen=True)
+class Footprint:
+    """One process life's footprint after warm-up: PSS at the start and end of the judged
+    span [KiB], and the floors of its descriptors and threads there."""
+
+    process: str
+    life: int
+    pss_start_kib: float
+    pss_end_kib: float
+    fds_start: int
+    fds_end: int
+    threads_start: int
+    threads_end: int
+    judged_s: float
+
+    @property
+    def growth(self) -> float:
+        return self.pss_end_kib / self.pss_start_kib - 1.0 if self.pss_start_kib else 0.0
+
+
+def resource_growth(samples: Sequence[ResourceSample], warmup_s: float, window_s: float,
+                    bounds: SoakBounds) -> tuple[list[Violation], list[Footprint], list[str]]:
+    """For each process life: once ``warmup_s`` after its first sample have passed, the
+    median PSS over the first ``window_s`` of what remains vs over the last ``window_s``
+    (growth beyond ``memory_growth`` is a violation), and the fewest descriptors and threads
+    in each window (a floor that rose is a leak: transient ones come and go, a leak stays).
+    A life with less than two windows after warm-up is listed as not judged."""
+    lives: dict[tuple[str, int], list[ResourceSample]] = {}
+    for s in sorted(samples, key=lambda x: x.t):
+        lives.setdefault((s.process, s.life), []).append(s)
+    found: list[Violation] = []
+    prints: list[Footprint] = []
+    skipped: list[str] = []
+    for (process, life), rows in sorted(lives.items()):
+        t_warm = rows[0].t + warmup_s
+        judged = [r for r in rows if r.t >= t_warm]
+        if not judged or judged[-1].t - judged[0].t < 2.0 * window_s:
+            skipped.append(f"{process} (life {life}): "
+                           f"{max(0.0, rows[-1].t - rows[0].t):.0f} s sampled, less than "
+                           f"warm-up {warmup_s:g} s + 2 x {window_s:g} s")
+            continue
+        first = [r for r in judged if r.t <= judged[0].t + window_s]
+        last = [r for r in judged if r.t >= judged[-1].t - window_s]
+        fp = Footprint(process, life, statistics.median(r.pss_kib for r in first),
+                       statistics.median(r.pss_kib for r in last),
+                       min(r.fds for r in first), min(r.fds for r in last),
+                       min(r.threads for r in first), min(r.threads for r in last),
+                       judged[-1].t - judged[0].t)
+        prints.append(fp)
+        tag = f"{process} (life {life})"
+        if fp.growth > bounds.memory_growth:
+            found.append(Violation("memory", judged[-1].t, f"{tag}: PSS grew "
+                                   f"{100 * fp.growth:.1f} % after warm-up "
+                                   f"({fp.pss_start_kib / 1024:.1f} -> "
+                                   f"{fp.pss_end_kib / 1024:.1f} MiB in {fp.judged_s:.0f} s; "
+                                   f"limit {100 * bounds.memory_growth:g} %)"))
+        if fp.fds_end > fp.fds_start:
+            found.append(Violation("fd_leak", judged[-1].t, f"{tag}: at least "
+                                   f"{fp.fds_end} open descriptors at the end, "
+                                   f"{fp.fds_start} after warm-up"))
+        if fp.threads_end > fp.threads_start:
+            found.append(Violation("thread_leak", judged[-1].t, f"{tag}: at least "
+                                   f"{fp.threads_end} threads at the end, "
+                                   f"{fp.threads_start} after warm-up"))
+    return found, prints, skipped
+
+
+def path_of(process: str) -> str:
+    return "drive" if process in DRIVE_PATH else "dig" if process in DIG_PATH else "other"
