@@ -194,19 +194,26 @@ def salvage_bag(path: str | Path, topics: Sequence[str] | None = None) -> BagCon
     file breaks off; a chunk cut short by the kill is lost (the recorder writes a chunk per
     MiB of messages). Uncompressed MCAP only (what this package's recorder writes). QoS is not
     recovered (the defaults)."""
+    messages = list(messages_in_file_order(path, topics))
+    info = {m.topic: (m.msgtype, TopicQos()) for m in messages}
+    messages.sort(key=lambda m: m.timestamp_ns)
+    return BagContents(messages=messages, topics=info)
+
+
+def messages_in_file_order(path: str | Path, topics: Sequence[str] | None = None
+                           ) -> Iterator[BagMessage]:
+    """The messages of the MCAP bag ``path`` as the recorder wrote them (its receive order),
+    from every complete record, whether or not the recorder closed the bag: what a check of a
+    stream's continuity reads when the receive stamps are not monotonic (simulated time that
+    started again)."""
     path = Path(path)
     files = sorted(path.glob("*.mcap"))
     if not files:
-        raise BagError(f"{path} holds no .mcap file to salvage")
-    messages: list[BagMessage] = []
-    info: dict[str, tuple[str, TopicQos]] = {}
+        raise BagError(f"{path} holds no .mcap file")
     for file in files:
         for topic, msgtype, t, data in _mcap_records(file.read_bytes()):
             if topics is None or topic in topics:
-                info.setdefault(topic, (msgtype, TopicQos()))
-                messages.append(BagMessage(topic, msgtype, t, data))
-    messages.sort(key=lambda m: m.timestamp_ns)
-    return BagContents(messages=messages, topics=info)
+                yield BagMessage(topic, msgtype, t, data)
 
 
 _MCAP_MAGIC = b"\x89MCAP0\r\n"

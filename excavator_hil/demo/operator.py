@@ -294,7 +294,8 @@ class DemoOperator(Node):
             v = [abs(self.velocities.get(n, math.inf)) for n in ACTIVE_JOINTS]
         return max(v) < STILL_RAD_S
 
-    def _publish_target(self, tip: np.ndarray, pitch: float) -> None:
+    def _publish_target(self, tip: np.ndarray, pitch: float) -> float:
+        """Publish an IK target; returns its stamp [s, this node's clock]."""
         msg = PoseStamped()
         msg.header.stamp = self.get_clock().now().to_msg()
         msg.header.frame_id = f"{self._prefix}base_link"
@@ -303,6 +304,7 @@ class DemoOperator(Node):
         o = msg.pose.orientation
         o.x, o.y, o.z, o.w = x, y, z, w
         self.target_pub.publish(msg)
+        return float(msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec)
 
     # --- results -------------------------------------------------------------------------
     def summary(self) -> DemoSummary:

@@ -6,7 +6,8 @@
 - :func:`drive_at_rest`: while a fault cuts the bridge's commands off a running PLC, the
   PLC's measured track speeds come to rest within ``drive_stop_s`` and stay there;
 - :func:`joint_command_order`: no joint command for an older target reaches the simulation
-  after one for a newer target (and how late each acted after its target was superseded);
+  after one for a newer target, none after a fault for a target superseded before it (and how
+  late each was stamped after its target was superseded);
 - :func:`recoveries`: after each fault the stack drives and digs again within its bounds,
   counted from the affected process's first sign of life;
 - :func:`bag_gaps`: the recorded streams have no silence longer than ``bag_gap_s`` outside the
@@ -167,11 +168,13 @@ def match_target(targets: Sequence[Target], times: Sequence[float], q: Sequence[
 
 
 def joint_command_order(targets: Sequence[Target], commands: Iterable[JointCommand],
-                        margin_s: float) -> tuple[list[Violation], float]:
-    """No joint command for an older target follows one for a newer target on the way to the
-    simulation (in arrival order). Also returns the longest time a joint command acted after
-    its target had been superseded [s] (0 when none did). ``margin_s``: clock margin between the
-    stamps of two processes."""
+                        faults: Sequence[FaultRecord], margin_s: float
+                        ) -> tuple[list[Violation], float]:
+    """On the way to the simulation (the joint commands in arrival order): none for an older
+    target follows one for a newer target, and none stamped after a fault was lifted carries a
+    target that had been superseded before the fault began (written before the fault, acting
+    after it). Also returns the longest a joint command was stamped after its target had been
+    superseded [s] (0 when none was). ``margin_s``: between two processes' stamps."""
     targets = sorted(targets, key=lambda x: x.t)
     times = [x.t for x in targets]
     superseded = _next_change(times, [x.q for x in targets])
@@ -182,13 +185,23 @@ def joint_command_order(targets: Sequence[Target], commands: Iterable[JointComma
         j = match_target(targets, times, c.q, c.t_stamp + margin_s)
         if j is None:
             continue    # a target published before the soak recorded (start-up) or not ours
-        worst = max(worst, c.t_recv - superseded[j]) if math.isfinite(superseded[j]) else worst
+        if math.isfinite(superseded[j]):
+            worst = max(worst, c.t_stamp - superseded[j])
         if j < newest and targets[j].q != targets[newest].q:
             found.append(Violation(
                 "joint_order", c.t_recv,
                 f"a joint command for target #{targets[j].k} reached the simulation after one "
                 f"for the newer target #{targets[newest].k}"))
         newest = max(newest, j)
+        for f in faults:
+            if c.t_stamp > f.lifted + margin_s and superseded[j] < f.started - margin_s:
+                found.append(Violation(
+                    "stale_joint", c.t_stamp,
+                    f"{f.fault.describe()}: a joint command stamped "
+                    f"{c.t_stamp - f.lifted:.3f} s after the fault carried target "
+                    f"#{targets[j].k}, superseded {f.started - superseded[j]:.3f} s before it "
+                    "began"))
+                break
     return found, worst
 
 
@@ -271,14 +284,18 @@ def _runs(stamps: Sequence[float], restart_drop_s: float = 1.0) -> list[list[flo
     return runs
 
 
-def _wall_interval(a: float, b: float, observed: Sequence[StreamSample]
-                   ) -> tuple[float, float] | None:
-    """The monotonic interval in which the simulated times ``a`` < ``b`` passed, from the
-    observer's receipts (the widest over the simulation's lives whose times cover both)."""
+def _wall_interval(a: float, b: float, run: int, runs: int,
+                   observed: Sequence[StreamSample]) -> tuple[float, float] | None:
+    """The monotonic interval in which the simulated times ``a`` < ``b`` of the ``run``-th of
+    ``runs`` lives of the simulation passed, from the observer's receipts. When the observer
+    saw as many lives, the same one; else the widest over the lives whose times cover both
+    (the most a gap can be excused by)."""
+    observed_runs = _runs_of_samples(observed)
+    candidates = [observed_runs[run]] if len(observed_runs) == runs else observed_runs
     lo, hi = math.inf, -math.inf
-    for run in _runs_of_samples(observed):
-        before = [s.t_recv for s in run if s.stamp_s <= a]
-        after = [s.t_recv for s in run if s.stamp_s >= b]
+    for samples in candidates:
+        before = [s.t_recv for s in samples if s.stamp_s <= a]
+        after = [s.t_recv for s in samples if s.stamp_s >= b]
         if before and after:
             lo, hi = min(lo, max(before)), max(hi, min(after))
     return (lo, hi) if lo <= hi else None
@@ -312,11 +329,12 @@ def bag_gaps(bag_stamps: dict[str, list[float]], observed: Sequence[StreamSample
             if f.hits(sources):
                 until = ordered[n + 1].started if n + 1 < len(ordered) else end
                 windows.append((f, f.started, until))
-        for run in _runs(stamps):
+        runs = _runs(stamps)
+        for n_run, run in enumerate(runs):
             for a, b in itertools.pairwise(run):
                 if b - a <= bounds.bag_gap_s:
                     continue
-                wall = _wall_interval(a, b, observed)
+                wall = _wall_interval(a, b, n_run, len(runs), observed)
                 hit = None if wall is None else next(
                     (f for f, w0, w1 in windows if wall[0] <= w1 and w0 <= wall[1]), None)
                 text = f"{topic}: {b - a:.2f} s of simulated time missing ({a:.2f}..{b:.2f} s)"

@@ -5,7 +5,9 @@ schedule on any host, so a failed soak is replayed with ``--seed``. Every fault 
 least once, as early as possible (the first faults are a seeded permutation of the kinds), the
 rest are drawn at random; the faults are spread evenly over the run with a seeded jitter. A time
 in the schedule is the earliest the fault is injected: the soak injects one fault at a time and
-waits for the stack to recover from the previous one first.
+waits for the stack to recover from the previous one first. A SIGKILL or SIGSTOP goes round
+the processes in a seeded order (each is hit once before any is hit twice), as does a frozen
+DDS peer; after the first round of kinds, the kill and the stop come twice per round.
 """
 
 from __future__ import annotations
@@ -55,7 +57,7 @@ class Fault:
 
 
 def make_schedule(seed: int, duration_s: float, processes: Sequence[str],
-                  dds_nodes: Sequence[str], mean_gap_s: float = 40.0,
+                  dds_nodes: Sequence[str], mean_gap_s: float = 30.0,
                   kinds: Sequence[str] = KINDS) -> list[Fault]:
     """The faults of a soak of ``duration_s`` [s]: one every ``mean_gap_s`` [s] on average
     (at least one per kind of ``kinds``), SIGKILL and SIGSTOP on any of ``processes``, a frozen
@@ -77,9 +79,24 @@ def make_schedule(seed: int, duration_s: float, processes: Sequence[str],
         raise ValueError(f"dds_nodes {missing} are not among the processes {list(processes)}")
     rng = random.Random(seed)
     n = max(len(kinds), int(duration_s // mean_gap_s))
-    order = list(kinds)
-    rng.shuffle(order)
-    order += [rng.choice(list(kinds)) for _ in range(n - len(kinds))]
+    # rounds: the kinds once each (the first round) and from then on the kill and the stop
+    # twice (they have a process each to go round), each round in a seeded order
+    order: list[str] = []
+    extra = [k for k in (SIGKILL, SIGSTOP) if k in kinds]
+    while len(order) < n:
+        chunk = list(kinds) + (extra if order else [])
+        rng.shuffle(chunk)
+        order += chunk
+    order = order[:n]
+    # targets go round a seeded order of the processes, so a long soak hits each of them
+    rounds: dict[str, list[str]] = {}
+
+    def next_target(kind: str, names: Sequence[str]) -> str:
+        if not rounds.get(kind):
+            rounds[kind] = list(names)
+            rng.shuffle(rounds[kind])
+        return rounds[kind].pop()
+
     gap = (duration_s - FIRST_FAULT_S) / (n + 1.0 / 3.0)
     faults = []
     for i, kind in enumerate(order):
@@ -87,9 +104,9 @@ def make_schedule(seed: int, duration_s: float, processes: Sequence[str],
         lo, hi = HOLD_RANGE_S[kind]
         hold = round(rng.uniform(lo, hi), 1)
         if kind in (SIGKILL, SIGSTOP):
-            target = rng.choice(list(processes))
+            target = next_target(kind, processes)
         elif kind == DDS_PEER_FROZEN:
-            target = rng.choice(list(dds_nodes))
+            target = next_target(kind, dds_nodes)
         else:
             target = {REDIS_RESTART: "redis-server", PLC_LINK_CUT: "plc link",
                       PLC_PAUSED: "virtual_plc", DASHBOARD_CLIENT: "dashboard"}[kind]
