@@ -48,9 +48,10 @@ from excavator_hil.soak.schedule import (
 )
 from plc_bridge.config import load_config
 
-BOUNDS = SoakBounds(stale_command_s=0.25, clock_margin_s=0.001, drive_stop_s=0.8,
+BOUNDS = SoakBounds(stale_command_s=0.25, clock_margin_s=0.001, drive_stop_s=0.715,
                     drive_rearm_s=10.0, dig_rearm_s=3.2, startup_s=90.0, respawn_delay_s=2.0,
-                    bag_gap_s=0.2, stopped_m_s=0.005, memory_growth=0.05)
+                    bag_gap_s=0.2, stopped_m_s=0.005, drive_stop_scans=143,
+                    memory_growth=0.05)
 
 
 # --- the schedule ------------------------------------------------------------------------------
@@ -154,14 +155,25 @@ def _fault(kind: str, target: str, started: float, lifted: float, restarted: boo
 
 def test_the_tracks_must_rest_while_the_bridge_is_cut_off() -> None:
     cut = _fault(PLC_LINK_CUT, "plc link", 100.0, 104.0)
-    at_rest = [PlcSample(t, t + 0.002, (0.0, 0.0), True) for t in (100.9, 102.0, 103.9)]
-    early = [PlcSample(100.1, 100.102, (0.25, 0.25), False)]    # within drive_stop_s
+
+    def read(t: float, v: float, alive: int) -> PlcSample:
+        return PlcSample(t, t + 0.002, (v, v), v == 0.0, alive)
+    # 200 scans/s: 143 scans (0.715 s) after the first scan surely after the fault's start
+    early = [read(100.05, 0.25, 10), read(100.5, 0.1, 100)]     # still ramping: fine
+    at_rest = [read(100.9, 0.0, 190), read(103.9, 0.0, 790)]
     assert checks.drive_at_rest([cut], early + at_rest, BOUNDS) == []
-    moving = [PlcSample(102.5, 102.502, (0.2, 0.2), False)]
-    found = checks.drive_at_rest([cut], at_rest + moving, BOUNDS)
-    assert len(found) == 1 and "still moved" in found[0].detail
+    moving = [read(102.5, 0.2, 490)]
+    found = checks.drive_at_rest([cut], early + at_rest + moving, BOUNDS)
+    assert len(found) == 1 and "still moved" in found[0].detail and "479 PLC scans" in \
+        found[0].detail
+    # a PLC starved of CPU: 2 s passed but it scanned 40 times: not judged yet
+    starved = [read(102.5, 0.2, 50)]
+    assert checks.drive_at_rest([cut], early[:1] + starved, BOUNDS) == []
+    # the counter wraps at 2^16
+    wrapped = [read(100.05, 0.25, 65530), read(102.5, 0.2, 600)]
+    assert len(checks.drive_at_rest([cut], wrapped, BOUNDS)) == 1
     other = _fault(SIGSTOP, "sim_node", 100.0, 104.0)            # not on the drive path
-    assert checks.drive_at_rest([other], moving, BOUNDS) == []
+    assert checks.drive_at_rest([other], early + moving, BOUNDS) == []
 
 
 # --- joint commands at the simulation ----------------------------------------------------------
@@ -234,31 +246,48 @@ def test_a_slow_return_and_a_process_that_never_came_back_are_violations() -> No
 
 # --- the bag -------------------------------------------------------------------------------------
 
-def test_a_gap_in_the_bag_is_excused_only_inside_its_sources_fault_window() -> None:
+def test_the_bag_must_hold_what_was_published_outside_fault_windows() -> None:
     observed = _stream(100.0, 120.0)                 # sim time 50 + (t - 100)
     stamps = [s.stamp_s for s in observed if not 55.0 < s.stamp_s < 57.0]
+    streams = {"joint_states": observed}
     freeze = _fault(SIGSTOP, "bag_record", 104.5, 107.5)
-    found, excused = checks.bag_gaps({"joint_states": stamps}, observed, [freeze], BOUNDS,
-                                     end=120.0)
+    found, excused, losses = checks.bag_gaps({"joint_states": stamps}, streams, [freeze],
+                                             BOUNDS, 100.0, 120.0)
     assert found == [] and len(excused) == 1 and "bag_record" in excused[0]
+    assert losses[0].lost == 199 and losses[0].longest_s == pytest.approx(2.0, abs=0.02)
     elsewhere = _fault(SIGSTOP, "bag_record", 110.0, 112.0)
-    found, _ = checks.bag_gaps({"joint_states": stamps}, observed, [elsewhere], BOUNDS,
-                               end=120.0)
-    assert len(found) == 1 and "2.0" in found[0].detail
+    found, _, _ = checks.bag_gaps({"joint_states": stamps}, streams, [elsewhere], BOUNDS,
+                                  100.0, 120.0)
+    assert len(found) == 1 and "2.00 s" in found[0].detail
     not_a_source = _fault(REDIS_RESTART, "redis-server", 104.5, 107.5)
-    found, _ = checks.bag_gaps({"joint_states": stamps}, observed, [not_a_source], BOUNDS,
-                               end=120.0)
+    found, _, _ = checks.bag_gaps({"joint_states": stamps}, streams, [not_a_source], BOUNDS,
+                                  100.0, 120.0)
     assert len(found) == 1
+    # a few messages lost here and there: counted, not a gap
+    sparse = [x for i, x in enumerate(s.stamp_s for s in observed) if i % 50]
+    found, _, losses = checks.bag_gaps({"joint_states": sparse}, streams, [], BOUNDS, 100.0,
+                                       120.0)
+    assert found == [] and losses[0].lost == 40
 
 
-def test_a_restarted_simulation_is_not_a_gap() -> None:
+def test_a_silent_stream_is_not_the_bags_gap_and_a_restart_is_not_either() -> None:
+    observed = [s for s in _stream(100.0, 120.0) if not 55.0 < s.stamp_s < 57.0]
+    found, _, losses = checks.bag_gaps({"joint_states": [s.stamp_s for s in observed]},
+                                       {"joint_states": observed}, [], BOUNDS, 100.0, 120.0)
+    assert found == [] and losses[0].lost == 0       # nobody received them: not the bag's
     first, second = _stream(100.0, 105.0, stamp0=50.0), _stream(108.0, 112.0, stamp0=0.0)
     kill = _fault(SIGKILL, "sim_node", 105.0, 107.0, restarted=True)
     stamps = [s.stamp_s for s in first + second]
-    found, _ = checks.bag_gaps({"joint_states": stamps}, first + second, [kill], BOUNDS,
-                               end=112.0)
-    assert found == []
-    found, _ = checks.bag_gaps({"joint_states": []}, [], [], BOUNDS, end=112.0)
+    found, _, losses = checks.bag_gaps({"joint_states": stamps},
+                                       {"joint_states": first + second}, [kill], BOUNDS,
+                                       100.0, 112.0)
+    assert found == [] and losses[0].lost == 0
+    # the second life's stamps repeat the first's: matched within their own life
+    found, _, losses = checks.bag_gaps({"joint_states": [s.stamp_s for s in first] + [0.0]},
+                                       {"joint_states": first + second}, [], BOUNDS,
+                                       100.0, 112.0)
+    assert len(found) == 1 and losses[0].lost == len(second) - 1
+    found, _, _ = checks.bag_gaps({"joint_states": []}, {}, [], BOUNDS, 100.0, 112.0)
     assert "nothing recorded" in found[0].detail
 
 
@@ -300,7 +329,9 @@ def test_the_report_lists_faults_recoveries_and_violations() -> None:
         targets=TARGETS, joint_commands=[JointCommand(102.2, 102.21, (0.0,) * 4)],
         joint_states=_stream(95.0, 130.0), wrenches=_stream(95.0, 130.0),
         soil_mass=[(100.0, 0)], faults=[f],
-        bag_stamps={"joint_states": [s.stamp_s for s in _stream(95.0, 130.0)]}, end=130.0)
+        bag_stamps={"joint_states": [s.stamp_s for s in _stream(95.0, 130.0)],
+                    "soil/wrench": [s.stamp_s for s in _stream(95.0, 130.0)]},
+        start=95.0, end=130.0)
     report = build_report(3, 2.0, schedule, records, BOUNDS, 20.0, 10.0, cycles=4,
                           cycle_loads=[0.2, 0.3])
     assert report.summary["violations"] == 0, report.text

@@ -35,7 +35,7 @@ class SoakBounds:
     clock_margin_s: float
     # after a fault cut the drive path (bridge, Redis, the link), the PLC's measured track
     # speeds are at rest within this: Redis timeout + watchdog + the plant's decay to
-    # STOPPED_M_S + two PLC scans
+    # STOPPED_M_S + two PLC scans (counted in the PLC's scans: drive_stop_scans)
     drive_stop_s: float
     # driving resumes (a fresh command taken by the PLC) within this of the drive path's
     # return: the bridge's longest reconnect wait (refused connect retry + flap back-off cap),
@@ -57,6 +57,8 @@ class SoakBounds:
     bag_gap_s: float
     # the PLC's stop ramp: tracks slower than this are stopped [m/s]
     stopped_m_s: float
+    # PLC scans in drive_stop_s (virtual_plc plant_hz): the PLC's own count of that time
+    drive_stop_scans: int
     # PSS growth after warm-up that counts as a leak [fraction]
     memory_growth: float
 
@@ -86,12 +88,14 @@ def load_bounds(respawn_delay_s: float, startup_timeout_s: float, max_drive_m_s:
     vp = plc.virtual_plc
     sim = load_parameters(SIM_PARAMETERS, config_file("sim.yaml"))
     publish_period_s = 1.0 / float(sim["publish_rate_hz"])
+    drive_stop_s = (plc.redis_timeout_s + vp.watchdog_timeout_s
+                    + plant_decay_s(vp.speed_time_constant_s, max_drive_m_s, STOPPED_M_S)
+                    + 2.0 / vp.plant_hz)
     return SoakBounds(
         stale_command_s=vp.watchdog_timeout_s,
         clock_margin_s=0.001,
-        drive_stop_s=(plc.redis_timeout_s + vp.watchdog_timeout_s
-                      + plant_decay_s(vp.speed_time_constant_s, max_drive_m_s, STOPPED_M_S)
-                      + 2.0 / vp.plant_hz),
+        drive_stop_s=drive_stop_s,
+        drive_stop_scans=math.ceil(drive_stop_s * vp.plant_hz),
         drive_rearm_s=(REFUSED_RETRY_S + FLAP_MAX_S + plc.redis_connect_timeout_s
                        + plc.heartbeat_timeout_s + plc.plc_alive_timeout_s + plc.plc_timeout_s
                        + 2.0 / plc.cycle_hz),

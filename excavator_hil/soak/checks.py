@@ -10,8 +10,8 @@
   late each was stamped after its target was superseded);
 - :func:`recoveries`: after each fault the stack drives and digs again within its bounds,
   counted from the affected process's first sign of life;
-- :func:`bag_gaps`: the recorded streams have no silence longer than ``bag_gap_s`` outside the
-  fault windows of their sources;
+- :func:`bag_gaps`: the bag lacks no run of messages longer than ``bag_gap_s`` that the observer
+  received, outside the fault windows of the stream's sources;
 - :func:`soil_mass`: the soil node's mass drift stays 0 units;
 - :func:`resource_growth`: after warm-up, no process grows its PSS by more than
   ``memory_growth`` and no process's descriptor or thread floor rises.
@@ -20,7 +20,6 @@
 from __future__ import annotations
 
 import bisect
-import itertools
 import math
 import statistics
 from collections.abc import Iterable, Sequence
@@ -133,24 +132,34 @@ def stale_drive_commands(commands: Sequence[Command], redis_losses: Sequence[flo
 
 def drive_at_rest(faults: Iterable[FaultRecord], samples: Sequence[PlcSample],
                   bounds: SoakBounds) -> list[Violation]:
-    """While a fault cuts the drive path off a running PLC: every monitor read begun at least
-    ``drive_stop_s`` after the fault took hold and answered before it was lifted shows the
-    tracks at rest (|speed| <= ``stopped_m_s``)."""
+    """While a fault cuts the drive path off a running PLC, every monitor read answered before
+    the fault was lifted and showing at least ``drive_stop_scans`` PLC scans after the first
+    scan that surely followed the fault's start shows the tracks at rest (|speed| <=
+    ``stopped_m_s``). Counted in the PLC's own scans (its alive counter), so that a PLC
+    process starved of CPU on a loaded host is judged on the time it lived through."""
     found = []
+    ordered = sorted(samples, key=lambda s: s.t0)
     for f in faults:
         if not f.cuts_drive_with_plc_readable():
             continue
-        t_from, t_to = f.started + bounds.drive_stop_s, f.lifted
-        moving = [s for s in samples if s.t0 >= t_from and s.t1 <= t_to
+        inside = [s for s in ordered if s.t0 >= f.started and s.t1 <= f.lifted]
+        if not inside:
+            continue
+        # the scan after the one the first read inside saw ran after the fault's start
+        first_after = (inside[0].alive + 1) & 0xFFFF
+        moving = [s for s in inside
+                  if (s.alive - first_after) & 0xFFFF >= bounds.drive_stop_scans
+                  and (s.alive - first_after) & 0xFFFF < 0x8000
                   and max(abs(v) for v in s.speeds) > bounds.stopped_m_s]
         if moving:
             s = moving[0]
             found.append(Violation(
                 "drive_at_rest", s.t0,
                 f"{f.fault.describe()}: the PLC's tracks still moved at "
-                f"{max(abs(v) for v in s.speeds):.3f} m/s {s.t0 - f.started:.2f} s into the "
-                f"fault ({len(moving)} reads; at rest within {bounds.drive_stop_s:.2f} s "
-                "expected)"))
+                f"{max(abs(v) for v in s.speeds):.3f} m/s "
+                f"{(s.alive - first_after) & 0xFFFF} PLC scans into the fault ({len(moving)} "
+                f"reads; at rest within {bounds.drive_stop_scans} scans = "
+                f"{bounds.drive_stop_s:.2f} s expected)"))
     return found
 
 
@@ -284,23 +293,6 @@ def _runs(stamps: Sequence[float], restart_drop_s: float = 1.0) -> list[list[flo
     return runs
 
 
-def _wall_interval(a: float, b: float, run: int, runs: int,
-                   observed: Sequence[StreamSample]) -> tuple[float, float] | None:
-    """The monotonic interval in which the simulated times ``a`` < ``b`` of the ``run``-th of
-    ``runs`` lives of the simulation passed, from the observer's receipts. When the observer
-    saw as many lives, the same one; else the widest over the lives whose times cover both
-    (the most a gap can be excused by)."""
-    observed_runs = _runs_of_samples(observed)
-    candidates = [observed_runs[run]] if len(observed_runs) == runs else observed_runs
-    lo, hi = math.inf, -math.inf
-    for samples in candidates:
-        before = [s.t_recv for s in samples if s.stamp_s <= a]
-        after = [s.t_recv for s in samples if s.stamp_s >= b]
-        if before and after:
-            lo, hi = min(lo, max(before)), max(hi, min(after))
-    return (lo, hi) if lo <= hi else None
-
-
 def _runs_of_samples(samples: Sequence[StreamSample]) -> list[list[StreamSample]]:
     runs: list[list[StreamSample]] = []
     for s in sorted(samples, key=lambda x: x.t_recv):
@@ -310,14 +302,33 @@ def _runs_of_samples(samples: Sequence[StreamSample]) -> list[list[StreamSample]
     return runs
 
 
-def bag_gaps(bag_stamps: dict[str, list[float]], observed: Sequence[StreamSample],
-             faults: Sequence[FaultRecord], bounds: SoakBounds, end: float
-             ) -> tuple[list[Violation], list[str]]:
-    """Silences longer than ``bag_gap_s`` [s simulated] in each recorded stream; one outside
-    the windows of the faults on the stream's sources (from the fault to its recovery, or the
-    next fault) is a violation. Returns the violations and a line per excused gap."""
+def _key(stamp_s: float) -> int:
+    return round(stamp_s * 1e6)
+
+
+@dataclass(frozen=True)
+class BagLoss:
+    """Messages the observer received that the bag lacks, per stream."""
+
+    topic: str
+    lost: int
+    seen: int
+    longest_s: float
+
+
+def bag_gaps(bag_stamps: dict[str, list[float]], observed: dict[str, list[StreamSample]],
+             faults: Sequence[FaultRecord], bounds: SoakBounds, start: float, end: float
+             ) -> tuple[list[Violation], list[str], list[BagLoss]]:
+    """The bag against what was published: the messages of each stream the observer received
+    between ``start`` and ``end`` that the bag lacks (matched by stamp, within the same life
+    of the simulation). A run of them longer than ``bag_gap_s`` [s simulated] is a gap; a gap
+    outside the windows of the faults on the stream's sources (from the fault to the next one)
+    is a violation. A silence of the stream itself (its source behind, e.g. soil_node skipping
+    poses on a loaded host) is not the bag's: nobody received those messages. Returns the
+    violations, a line per excused gap and the losses per stream."""
     found: list[Violation] = []
     excused: list[str] = []
+    losses: list[BagLoss] = []
     ordered = sorted(faults, key=lambda f: f.started)
     for topic, stamps in bag_stamps.items():
         if not stamps:
@@ -329,23 +340,40 @@ def bag_gaps(bag_stamps: dict[str, list[float]], observed: Sequence[StreamSample
             if f.hits(sources):
                 until = ordered[n + 1].started if n + 1 < len(ordered) else end
                 windows.append((f, f.started, until))
-        runs = _runs(stamps)
-        for n_run, run in enumerate(runs):
-            for a, b in itertools.pairwise(run):
-                if b - a <= bounds.bag_gap_s:
+        bag_runs = [{_key(x) for x in run} for run in _runs(stamps)]
+        seen_runs = _runs_of_samples(observed.get(topic, []))
+        union = set().union(*bag_runs)
+        lost, seen, longest = 0, 0, 0.0
+        for i, run in enumerate(seen_runs):
+            present = bag_runs[i] if len(bag_runs) == len(seen_runs) else union
+            missing: list[StreamSample] = []
+            prev_present: StreamSample | None = None
+            for sample in [*run, None]:
+                if sample is not None and not start <= sample.t_recv <= end:
                     continue
-                wall = _wall_interval(a, b, n_run, len(runs), observed)
-                hit = None if wall is None else next(
-                    (f for f, w0, w1 in windows if wall[0] <= w1 and w0 <= wall[1]), None)
-                text = f"{topic}: {b - a:.2f} s of simulated time missing ({a:.2f}..{b:.2f} s)"
-                if hit is None:
-                    found.append(Violation("bag_gap", wall[0] if wall else end, text))
-                else:
-                    lost_before = max(0.0, hit.started - wall[0]) if wall else 0.0
-                    excused.append(f"{text}: in the window of {hit.fault.describe()}"
-                                   + (f" (began {lost_before:.1f} s before it)"
-                                      if lost_before > 0.05 else ""))
-    return found, excused
+                if sample is not None:
+                    seen += 1
+                if sample is not None and _key(sample.stamp_s) not in present:
+                    missing.append(sample)
+                    continue
+                if missing:   # a run of lost messages ends here
+                    lost += len(missing)
+                    a = prev_present.stamp_s if prev_present else missing[0].stamp_s
+                    b = sample.stamp_s if sample is not None else missing[-1].stamp_s
+                    longest = max(longest, b - a)
+                    if b - a > bounds.bag_gap_s:
+                        w0, w1 = missing[0].t_recv, missing[-1].t_recv
+                        hit = next((f for f, f0, f1 in windows if w0 <= f1 and f0 <= w1), None)
+                        text = (f"{topic}: {len(missing)} messages the observer received are "
+                                f"missing, {b - a:.2f} s of simulated time ({a:.2f}..{b:.2f} s)")
+                        if hit is None:
+                            found.append(Violation("bag_gap", w0, text))
+                        else:
+                            excused.append(f"{text}: in the window of {hit.fault.describe()}")
+                    missing = []
+                prev_present = sample
+        losses.append(BagLoss(topic, lost, seen, longest))
+    return found, excused, losses
 
 
 # --- soil, resources --------------------------------------------------------------------------
@@ -377,8 +405,11 @@ class Footprint:
 
 
 def resource_growth(samples: Sequence[ResourceSample], warmup_s: float, window_s: float,
-                    bounds: SoakBounds) -> tuple[list[Violation], list[Footprint], list[str]]:
-    """For each process life: once ``warmup_s`` after its first sample have passed, the
+                    bounds: SoakBounds, first_life_warmup_s: float | None = None
+                    ) -> tuple[list[Violation], list[Footprint], list[str]]:
+    """For each process life: once ``warmup_s`` after its first sample have passed
+    (``first_life_warmup_s`` for the lives started with the stack, when they warmed up
+    before the sampling began), the
     median PSS over the first ``window_s`` of what remains vs over the last ``window_s``
     (growth beyond ``memory_growth`` is a violation), and the fewest descriptors and threads
     in each window (a floor that rose is a leak: transient ones come and go, a leak stays).
@@ -390,12 +421,13 @@ def resource_growth(samples: Sequence[ResourceSample], warmup_s: float, window_s
     prints: list[Footprint] = []
     skipped: list[str] = []
     for (process, life), rows in sorted(lives.items()):
-        t_warm = rows[0].t + warmup_s
+        t_warm = rows[0].t + (first_life_warmup_s if life == 0 and first_life_warmup_s
+                              is not None else warmup_s)
         judged = [r for r in rows if r.t >= t_warm]
         if not judged or judged[-1].t - judged[0].t < 2.0 * window_s:
             skipped.append(f"{process} (life {life}): "
                            f"{max(0.0, rows[-1].t - rows[0].t):.0f} s sampled, less than "
-                           f"warm-up {warmup_s:g} s + 2 x {window_s:g} s")
+                           f"warm-up {t_warm - rows[0].t:g} s + 2 x {window_s:g} s")
             continue
         first = [r for r in judged if r.t <= judged[0].t + window_s]
         last = [r for r in judged if r.t >= judged[-1].t - window_s]

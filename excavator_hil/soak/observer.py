@@ -12,7 +12,7 @@ virtual PLC's record of every control-DB write with its verdict (the control cha
                                           --redis-url URL
 
 Output, one JSON array per line, appended as it comes (a line per batch, flushed each second):
-``plc_samples.jsonl`` ``[t0, t1, [speeds], watchdog]``, ``plc_writes.jsonl``
+``plc_samples.jsonl`` ``[t0, t1, [speeds], watchdog, alive]``, ``plc_writes.jsonl``
 ``[t, enable, stop, seq, [speeds], refused]``, ``joint_states.jsonl`` ``[stamp_s, t]``,
 ``wrenches.jsonl`` ``[stamp_s, t]``, ``joint_commands.jsonl`` ``[t_stamp, t, [q]]``,
 ``soil_mass.jsonl`` ``[t, drift]``, ``bridge_status.jsonl`` ``[t, status]`` (on change). Ends
@@ -82,6 +82,7 @@ class PlcWatch:
         self._speeds = [mon.field(n).byte_offset for n in self.cfg.speed_fields()]
         wd = mon.field("watchdog")
         self._watchdog = (wd.byte_offset, wd.bit or 0)
+        self._alive = mon.field("alive").byte_offset   # UINT: +1 per PLC scan
         self._size = mon.size
         self.since = 0.0
 
@@ -100,7 +101,9 @@ class PlcWatch:
                 t1 = time.monotonic()
                 speeds = [struct.unpack_from(">f", data, o)[0] for o in self._speeds]
                 byte, bit = self._watchdog
-                self.sink.add("plc_samples", [t0, t1, speeds, bool(data[byte] >> bit & 1)])
+                alive = struct.unpack_from(">H", data, self._alive)[0]
+                self.sink.add("plc_samples", [t0, t1, speeds, bool(data[byte] >> bit & 1),
+                                              alive])
             except Exception:  # noqa: BLE001 - the PLC is down, paused or restarting
                 if client is not None:
                     with contextlib.suppress(Exception):

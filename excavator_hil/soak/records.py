@@ -62,12 +62,14 @@ class PlcWrite:
 @dataclass(frozen=True)
 class PlcSample:
     """The observer's own snap7 read of the PLC's monitor DB, started at ``t0``, answered at
-    ``t1``: measured track speeds [m/s] and the watchdog bit."""
+    ``t1``: measured track speeds [m/s], the watchdog bit, the PLC's alive counter (+1 per
+    scan, mod 2^16: the PLC's own clock)."""
 
     t0: float
     t1: float
     speeds: tuple[float, ...]
     watchdog: bool
+    alive: int = 0
 
 
 @dataclass(frozen=True)
@@ -166,4 +168,5 @@ class SoakRecords:
     bag_stamps: dict[str, list[float]] = field(default_factory=dict)
     # processes that ended without being killed by the soak: (t, process, exit code, log tail)
     unexpected_exits: list[tuple[float, str, int, str]] = field(default_factory=list)
-    end: float = 0.0   # when the fault phase ended
+    start: float = 0.0   # when the fault phase began
+    end: float = 0.0     # when it ended

@@ -56,15 +56,17 @@ def build_report(seed: int, minutes: float, schedule: Sequence[Fault], records: 
                                     records.joint_commands, records.wrenches,
                                     records.joint_states, bounds, records.end)
     violations += found
-    gaps, excused = checks.bag_gaps(records.bag_stamps, records.joint_states, records.faults,
-                                    bounds, records.end)
+    gaps, excused, losses = checks.bag_gaps(
+        records.bag_stamps, {"joint_states": records.joint_states,
+                             "soil/wrench": records.wrenches},
+        records.faults, bounds, records.start, records.end)
     violations += gaps
     violations += checks.soil_mass(records.soil_mass)
     if not records.soil_mass:
         violations.append(checks.Violation("soil_mass", records.end,
                                            "soil_node never reported its mass"))
     found, prints, skipped = checks.resource_growth(records.resources, warmup_s, window_s,
-                                                    bounds)
+                                                    bounds, first_life_warmup_s=0.0)
     violations += found
     for t, name, code, tail in records.unexpected_exits:
         violations.append(checks.Violation("crash", t, f"{name} ended by itself (exit code "
@@ -102,6 +104,7 @@ def build_report(seed: int, minutes: float, schedule: Sequence[Fault], records: 
         "plc_writes": len(records.plc_writes),
         "plc_writes_refused": sum(1 for w in records.plc_writes if w.refused is not None),
         "unexpected_exits": len(records.unexpected_exits),
+        "bag_lost_messages": {x.topic: x.lost for x in losses},
         "bounds": {k: round(v, 3) for k, v in bounds.as_dict().items()},
     }
 
@@ -137,6 +140,10 @@ def build_report(seed: int, minutes: float, schedule: Sequence[Fault], records: 
                      f"{p.threads_end}  over {p.judged_s:.0f} s")
     for s in skipped:
         lines.append(f"    not judged: {s}")
+    lines += ["", "  the bag against what the observer received:"]
+    for loss in losses:
+        lines.append(f"    {loss.topic}: {loss.lost} of {loss.seen} messages missing, the "
+                     f"longest run {loss.longest_s:.2f} s of simulated time")
     if excused:
         lines += ["", "  gaps in the bag inside fault windows:"] + [f"    {e}" for e in excused]
     if notes:

@@ -343,6 +343,23 @@ class Rig:
         if self.proxy is not None:
             self.proxy.stop(timeout=5.0)
 
+    def list_descriptors(self, path: Path) -> None:
+        """Every process's open descriptors (what they point to), for a leak's diagnosis."""
+        lines = []
+        with self.lock:
+            entries = list(self.entries.values())
+        for e in entries:
+            pid = e.pid
+            if pid is None or not e.alive():
+                continue
+            lines.append(f"== {e.name} (life {e.life}, pid {pid})")
+            with contextlib.suppress(OSError):
+                for fd in sorted(os.listdir(f"/proc/{pid}/fd"), key=int):
+                    with contextlib.suppress(OSError):
+                        lines.append(f"  {fd} -> {os.readlink(f'/proc/{pid}/fd/{fd}')}")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("\n".join(lines) + "\n")
+
     # --- the supervisor -------------------------------------------------------------------------
     def _supervise(self) -> None:
         next_sample = 0.0
@@ -676,14 +693,14 @@ def _bag_stamps(parts: list[Path], topics: tuple[str, ...]) -> tuple[dict[str, l
     return stamps, notes
 
 
-def collect(out: Path, rig: Rig, op: Any, faults: list[FaultRecord], end: float
-            ) -> tuple[SoakRecords, list[str]]:
+def collect(out: Path, rig: Rig, op: Any, faults: list[FaultRecord], start: float,
+            end: float) -> tuple[SoakRecords, list[str]]:
     obs = out / "observed"
     rec = SoakRecords(
         commands=list(op.commands), redis_losses=list(rig.redis_losses),
         plc_writes=[PlcWrite(r[0], r[1], r[2], r[3], tuple(r[4]), r[5])
                     for r in _rows(obs / "plc_writes.jsonl")],
-        plc_samples=[PlcSample(r[0], r[1], tuple(r[2]), r[3])
+        plc_samples=[PlcSample(r[0], r[1], tuple(r[2]), r[3], r[4])
                      for r in _rows(obs / "plc_samples.jsonl")],
         targets=list(op.targets),
         joint_commands=[JointCommand(r[0], r[1], tuple(r[2]))
@@ -692,9 +709,44 @@ def collect(out: Path, rig: Rig, op: Any, faults: list[FaultRecord], end: float
         wrenches=[StreamSample(r[0], r[1]) for r in _rows(obs / "wrenches.jsonl")],
         soil_mass=[(r[0], r[1]) for r in _rows(obs / "soil_mass.jsonl")],
         resources=list(rig.resources), faults=faults,
-        unexpected_exits=list(rig.unexpected), end=end)
+        unexpected_exits=list(rig.unexpected), start=start, end=end)
     rec.bag_stamps, notes = _bag_stamps(rig.bag_parts, RECORDED)
     return rec, notes
+
+
+def dump_records(out: Path, records: SoakRecords, rig: Rig) -> None:
+    """What the soak itself recorded (the observer wrote its own in ``observed/``), for a look
+    after the run: commands, targets, faults, footprints, Redis losses."""
+    from dataclasses import asdict
+
+    own = out / "recorded"
+    own.mkdir(exist_ok=True)
+    for name, rows in (("commands", records.commands), ("targets", records.targets),
+                       ("resources", records.resources)):
+        with (own / f"{name}.jsonl").open("w") as f:
+            f.writelines(json.dumps(list(asdict(r).values())) + "\n" for r in rows)
+    faults = [{**asdict(f.fault), "started": f.started, "lifted": f.lifted, "ready": f.ready,
+               "restarted": f.restarted, "note": f.note} for f in records.faults]
+    (own / "faults.json").write_text(json.dumps(faults, indent=1, default=str))
+    (own / "redis_losses.json").write_text(json.dumps(records.redis_losses))
+    (own / "bag_parts.json").write_text(json.dumps([str(p) for p in rig.bag_parts]))
+
+
+def warm_up(rig: Rig, op: Any, options: SoakOptions) -> None:
+    """Before the faults, the stack does once what it will do all along: a whole dig cycle,
+    a drive reversal, a dashboard page served (its first page builds what every later one
+    reuses). The footprint of the processes started with the stack is judged from then on."""
+    from excavator_hil.faults.dashboard_client import VanishingClient
+
+    with contextlib.suppress(OSError, RuntimeError):
+        client = VanishingClient("127.0.0.1", rig.dashboard_port).open()
+        client.hold(2.0)
+        client.vanish()
+    def warm() -> bool:
+        return op.cycles >= 1 and {c.value_m_s > 0 for c in op.commands} == {True, False}
+    wait_for(warm, options.demo.startup_timeout_s + 120.0,
+             lambda: f"a first dig cycle and a drive reversal (cycles {op.cycles}, bridge "
+                     f"{op.bridge_status()})", period=0.5)
 
 
 # --- the run -----------------------------------------------------------------------------------
@@ -717,7 +769,7 @@ def run_soak(options: SoakOptions, log: Callable[[str], None] = print) -> SoakRe
     bounds = load_bounds(options.respawn_delay_s, options.demo.startup_timeout_s,
                          DRIVE_BASE_M_S + DRIVE_STEP_M_S * DRIVE_DISTINCT, TARGET_PERIOD_S)
     schedule = make_schedule(options.seed, options.duration_s, PROCESSES, DDS_NODES,
-                             options.mean_gap_s)
+                             options.mean_gap_s, quiet_tail_s=options.window() + 10.0)
     log(f"soak: seed {options.seed} (replay with --seed {options.seed}), "
         f"{options.minutes:g} min, {len(schedule)} faults scheduled; output in {out}/")
     rig = Rig(options, bounds)
@@ -746,8 +798,11 @@ def run_soak(options: SoakOptions, log: Callable[[str], None] = print) -> SoakRe
             threads.append(threading.Thread(target=target, daemon=True, name=target.__name__))
             threads[-1].start()
         injector = Injector(rig, op, bounds)
+        log(f"soak: stack up in {time.monotonic() - t_up:.1f} s; warming up (a dig cycle, "
+            "a drive reversal, a dashboard page)")
+        warm_up(rig, op, options)
         t0 = time.monotonic()
-        log(f"soak: stack up in {t0 - t_up:.1f} s; faults for {options.minutes:g} min")
+        log(f"soak: warm in {t0 - t_up:.1f} s; faults for {options.minutes:g} min")
         rig.sampling = True
         end = t0 + options.duration_s
         for fault in schedule:
@@ -764,6 +819,7 @@ def run_soak(options: SoakOptions, log: Callable[[str], None] = print) -> SoakRe
             time.sleep(0.2)
         end = time.monotonic()
         rig.sampling = False
+        rig.list_descriptors(out / "logs" / "descriptors_at_end.txt")
         op.stop_event.set()
         for t in threads[1:]:
             t.join(10.0)
@@ -774,7 +830,8 @@ def run_soak(options: SoakOptions, log: Callable[[str], None] = print) -> SoakRe
             op.close()
         rig.stop()
         rclpy.try_shutdown()
-    records, notes = collect(out, rig, op, faults, end)
+    records, notes = collect(out, rig, op, faults, t0, end)
+    dump_records(out, records, rig)
     report = build_report(options.seed, options.minutes, schedule, records, bounds,
                           options.warmup(), options.window(), notes, violations_runner,
                           cycles=op.cycles, cycle_loads=op.cycle_loads)
