@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from excavator_hil.soak.records import DDS_NODES, PROCESSES
-from excavator_hil.soak.schedule import KINDS, make_schedule
+from excavator_hil.soak.runner import SoakOptions
+from excavator_hil.soak.schedule import KINDS
 
 REPO = Path(__file__).resolve().parents[1]
 SEED = 6
@@ -35,8 +35,9 @@ def soak(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, str, Path]:
 @pytest.mark.slow
 @pytest.mark.timeout(1600)
 def test_the_schedule_of_the_short_soak_has_every_kind() -> None:
-    schedule = make_schedule(SEED, 120.0, PROCESSES, DDS_NODES)
+    schedule = SoakOptions(minutes=2.0, seed=SEED).schedule()
     assert sorted(f.kind for f in schedule) == sorted(KINDS)
+    assert schedule[-1].at_s < 120.0 - 20.0     # a quiet tail for the footprint at the end
 
 
 @pytest.mark.slow

@@ -31,11 +31,14 @@ class DashboardError(RuntimeError):
     """The dashboard did not serve the page or its websocket as a browser expects."""
 
 
-def fetch_page(host: str, port: int, timeout_s: float = 10.0) -> tuple[int, str]:
-    """GET / : (status, body)."""
+def fetch_page(host: str, port: int, timeout_s: float = 10.0, path: str = "/"
+               ) -> tuple[int, str]:
+    """GET ``path``: (status, body). The page (``/``) makes the server build one for a new
+    browser, kept until it connects or is pruned (NiceGUI: 60 s); ``/favicon.ico`` only shows
+    that the server answers."""
     conn = http.client.HTTPConnection(host, port, timeout=timeout_s)
     try:
-        conn.request("GET", "/")
+        conn.request("GET", path)
         resp = conn.getresponse()
         return resp.status, resp.read().decode(errors="replace")
     finally:

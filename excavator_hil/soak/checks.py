@@ -386,8 +386,8 @@ def soil_mass(samples: Iterable[tuple[float, int]]) -> list[Violation]:
 
 @dataclass(frozen=True)
 class Footprint:
-    """One process life's footprint after warm-up: PSS at the start and end of the judged
-    span [KiB], and the floors of its descriptors and threads there."""
+    """One process life's footprint after warm-up: median PSS [KiB], descriptors and threads
+    at the start and at the end of the judged span."""
 
     process: str
     life: int
@@ -409,11 +409,12 @@ def resource_growth(samples: Sequence[ResourceSample], warmup_s: float, window_s
                     ) -> tuple[list[Violation], list[Footprint], list[str]]:
     """For each process life: once ``warmup_s`` after its first sample have passed
     (``first_life_warmup_s`` for the lives started with the stack, when they warmed up
-    before the sampling began), the
-    median PSS over the first ``window_s`` of what remains vs over the last ``window_s``
-    (growth beyond ``memory_growth`` is a violation), and the fewest descriptors and threads
-    in each window (a floor that rose is a leak: transient ones come and go, a leak stays).
-    A life with less than two windows after warm-up is listed as not judged."""
+    before the sampling began), the median PSS, descriptors and threads over the first
+    ``window_s`` of what remains against the same over the last ``window_s``. PSS growth
+    beyond ``memory_growth`` (and ``memory_growth_min_kib``) is a violation, and so is any
+    rise of the median descriptors or threads (the soak keeps its first and last windows free
+    of faults: a transient one during a fault comes and goes, a leak stays). A life with less
+    than two windows after warm-up is listed as not judged."""
     lives: dict[tuple[str, int], list[ResourceSample]] = {}
     for s in sorted(samples, key=lambda x: x.t):
         lives.setdefault((s.process, s.life), []).append(s)
@@ -433,25 +434,29 @@ def resource_growth(samples: Sequence[ResourceSample], warmup_s: float, window_s
         last = [r for r in judged if r.t >= judged[-1].t - window_s]
         fp = Footprint(process, life, statistics.median(r.pss_kib for r in first),
                        statistics.median(r.pss_kib for r in last),
-                       min(r.fds for r in first), min(r.fds for r in last),
-                       min(r.threads for r in first), min(r.threads for r in last),
+                       math.floor(statistics.median(r.fds for r in first)),
+                       math.ceil(statistics.median(r.fds for r in last)),
+                       math.floor(statistics.median(r.threads for r in first)),
+                       math.ceil(statistics.median(r.threads for r in last)),
                        judged[-1].t - judged[0].t)
         prints.append(fp)
         tag = f"{process} (life {life})"
-        if fp.growth > bounds.memory_growth:
+        if (fp.growth > bounds.memory_growth
+                and fp.pss_end_kib - fp.pss_start_kib > bounds.memory_growth_min_kib):
             found.append(Violation("memory", judged[-1].t, f"{tag}: PSS grew "
                                    f"{100 * fp.growth:.1f} % after warm-up "
                                    f"({fp.pss_start_kib / 1024:.1f} -> "
                                    f"{fp.pss_end_kib / 1024:.1f} MiB in {fp.judged_s:.0f} s; "
-                                   f"limit {100 * bounds.memory_growth:g} %)"))
+                                   f"limit {100 * bounds.memory_growth:g} % and "
+                                   f"{bounds.memory_growth_min_kib / 1024:g} MiB)"))
         if fp.fds_end > fp.fds_start:
-            found.append(Violation("fd_leak", judged[-1].t, f"{tag}: at least "
-                                   f"{fp.fds_end} open descriptors at the end, "
-                                   f"{fp.fds_start} after warm-up"))
+            found.append(Violation("fd_leak", judged[-1].t, f"{tag}: {fp.fds_end} open "
+                                   f"descriptors at the end, {fp.fds_start} after warm-up "
+                                   "(medians)"))
         if fp.threads_end > fp.threads_start:
-            found.append(Violation("thread_leak", judged[-1].t, f"{tag}: at least "
-                                   f"{fp.threads_end} threads at the end, "
-                                   f"{fp.threads_start} after warm-up"))
+            found.append(Violation("thread_leak", judged[-1].t, f"{tag}: {fp.threads_end} "
+                                   f"threads at the end, {fp.threads_start} after warm-up "
+                                   "(medians)"))
     return found, prints, skipped
 
 

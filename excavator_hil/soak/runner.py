@@ -93,6 +93,12 @@ class SoakOptions:
     def window(self) -> float:
         return min(60.0, max(10.0, 0.1 * self.duration_s))
 
+    def schedule(self) -> list[Fault]:
+        """The faults of this soak: the first and the last window free of faults."""
+        return make_schedule(self.seed, self.duration_s, PROCESSES, DDS_NODES, self.mean_gap_s,
+                             quiet_head_s=self.window() + 2.0,
+                             quiet_tail_s=self.window() + 10.0)
+
 
 # --- the operator ---------------------------------------------------------------------------------
 
@@ -570,8 +576,8 @@ class Injector:
             self.dashboard_refusals.append(checks.Violation(
                 "dashboard", lifted, f"{fault.describe()}: the page did not serve a browser: "
                 f"{type(exc).__name__}: {exc}"))
-        try:   # it must go on serving others
-            status, _ = fetch_page("127.0.0.1", port)
+        try:   # it must go on serving (the next client shows it builds pages too)
+            status, _ = fetch_page("127.0.0.1", port, path="/favicon.ico")
         except OSError as exc:
             status, note = 0, f"{note}; {exc}"
         if status != 200:
@@ -628,7 +634,8 @@ class Injector:
         from excavator_hil.faults.dashboard_client import fetch_page
 
         try:
-            status, _ = fetch_page("127.0.0.1", self.rig.dashboard_port, timeout_s=2.0)
+            status, _ = fetch_page("127.0.0.1", self.rig.dashboard_port, timeout_s=2.0,
+                                   path="/favicon.ico")
         except OSError:
             return None
         return time.monotonic() if status == 200 else None
@@ -768,8 +775,7 @@ def run_soak(options: SoakOptions, log: Callable[[str], None] = print) -> SoakRe
             shutil.rmtree(stale)
     bounds = load_bounds(options.respawn_delay_s, options.demo.startup_timeout_s,
                          DRIVE_BASE_M_S + DRIVE_STEP_M_S * DRIVE_DISTINCT, TARGET_PERIOD_S)
-    schedule = make_schedule(options.seed, options.duration_s, PROCESSES, DDS_NODES,
-                             options.mean_gap_s, quiet_tail_s=options.window() + 10.0)
+    schedule = options.schedule()
     log(f"soak: seed {options.seed} (replay with --seed {options.seed}), "
         f"{options.minutes:g} min, {len(schedule)} faults scheduled; output in {out}/")
     rig = Rig(options, bounds)
@@ -801,6 +807,7 @@ def run_soak(options: SoakOptions, log: Callable[[str], None] = print) -> SoakRe
         log(f"soak: stack up in {time.monotonic() - t_up:.1f} s; warming up (a dig cycle, "
             "a drive reversal, a dashboard page)")
         warm_up(rig, op, options)
+        injector.plc()   # its control connection open before the footprints count
         t0 = time.monotonic()
         log(f"soak: warm in {t0 - t_up:.1f} s; faults for {options.minutes:g} min")
         rig.sampling = True

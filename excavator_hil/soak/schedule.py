@@ -58,14 +58,17 @@ class Fault:
 
 def make_schedule(seed: int, duration_s: float, processes: Sequence[str],
                   dds_nodes: Sequence[str], mean_gap_s: float = 30.0,
-                  kinds: Sequence[str] = KINDS, quiet_tail_s: float = 0.0) -> list[Fault]:
+                  kinds: Sequence[str] = KINDS, quiet_head_s: float = FIRST_FAULT_S,
+                  quiet_tail_s: float = 0.0) -> list[Fault]:
     """The faults of a soak of ``duration_s`` [s]: one every ``mean_gap_s`` [s] on average
     (at least one per kind of ``kinds``), SIGKILL and SIGSTOP on any of ``processes``, a frozen
-    DDS peer on any of ``dds_nodes``. The last ``quiet_tail_s`` [s] stay free of faults (the
-    footprint at the end is judged there), and a third of a gap before it."""
-    if not duration_s - quiet_tail_s > FIRST_FAULT_S:
+    DDS peer on any of ``dds_nodes``. The first ``quiet_head_s`` (at least FIRST_FAULT_S) and
+    the last ``quiet_tail_s`` [s] stay free of faults (the footprints at the start and at the
+    end are judged there), and a third of a gap before the tail."""
+    head = max(FIRST_FAULT_S, quiet_head_s)
+    if not duration_s - quiet_tail_s > head:
         raise ValueError(f"a soak of {duration_s:g} s is too short: faults start after "
-                         f"{FIRST_FAULT_S:g} s and end {quiet_tail_s:g} s before its end")
+                         f"{head:g} s and end {quiet_tail_s:g} s before its end")
     if not mean_gap_s > 0:
         raise ValueError(f"mean_gap_s = {mean_gap_s:g} must be > 0")
     unknown = sorted(set(kinds) - set(KINDS))
@@ -97,10 +100,10 @@ def make_schedule(seed: int, duration_s: float, processes: Sequence[str],
             rng.shuffle(rounds[kind])
         return rounds[kind].pop()
 
-    gap = (duration_s - quiet_tail_s - FIRST_FAULT_S) / (n + 1.0 / 3.0)
+    gap = (duration_s - quiet_tail_s - head) / (n + 1.0 / 3.0)
     faults = []
     for i, kind in enumerate(order):
-        at = FIRST_FAULT_S + gap * (i + rng.uniform(0.0, 0.3))
+        at = head + gap * (i + rng.uniform(0.0, 0.3))
         lo, hi = HOLD_RANGE_S[kind]
         hold = round(rng.uniform(lo, hi), 1)
         if kind in (SIGKILL, SIGSTOP):
