@@ -741,14 +741,17 @@ def dump_records(out: Path, records: SoakRecords, rig: Rig) -> None:
 
 def warm_up(rig: Rig, op: Any, options: SoakOptions) -> None:
     """Before the faults, the stack does once what it will do all along: a whole dig cycle,
-    a drive reversal, a dashboard page served (its first page builds what every later one
-    reuses). The footprint of the processes started with the stack is judged from then on."""
-    from excavator_hil.faults.dashboard_client import VanishingClient
+    a drive reversal, a dashboard page served and a file (its first page builds what every
+    later one reuses; the file, the liveness check after a vanished client, starts a thread
+    of the server's pool that stays for the next). The footprint of the processes started
+    with the stack is judged from then on."""
+    from excavator_hil.faults.dashboard_client import VanishingClient, fetch_page
 
     with contextlib.suppress(OSError, RuntimeError):
         client = VanishingClient("127.0.0.1", rig.dashboard_port).open()
         client.hold(2.0)
         client.vanish()
+        fetch_page("127.0.0.1", rig.dashboard_port, path="/favicon.ico")
     def warm() -> bool:
         return op.cycles >= 1 and {c.value_m_s > 0 for c in op.commands} == {True, False}
     wait_for(warm, options.demo.startup_timeout_s + 120.0,
