@@ -386,8 +386,8 @@ def soil_mass(samples: Iterable[tuple[float, int]]) -> list[Violation]:
 
 @dataclass(frozen=True)
 class Footprint:
-    """One process life's footprint after warm-up: median PSS [KiB], descriptors and threads
-    at the start and at the end of the judged span."""
+    """One process life's footprint after warm-up: median PSS and its anonymous part [KiB],
+    descriptors and threads at the start and at the end of the judged span."""
 
     process: str
     life: int
@@ -398,10 +398,13 @@ class Footprint:
     threads_start: int
     threads_end: int
     judged_s: float
+    anon_start_kib: float = 0.0
+    anon_end_kib: float = 0.0
 
     @property
     def growth(self) -> float:
-        return self.pss_end_kib / self.pss_start_kib - 1.0 if self.pss_start_kib else 0.0
+        """Of the anonymous PSS (the heap): what a leak grows [fraction]."""
+        return self.anon_end_kib / self.anon_start_kib - 1.0 if self.anon_start_kib else 0.0
 
 
 def resource_growth(samples: Sequence[ResourceSample], warmup_s: float, window_s: float,
@@ -409,9 +412,11 @@ def resource_growth(samples: Sequence[ResourceSample], warmup_s: float, window_s
                     ) -> tuple[list[Violation], list[Footprint], list[str]]:
     """For each process life: once ``warmup_s`` after its first sample have passed
     (``first_life_warmup_s`` for the lives started with the stack, when they warmed up
-    before the sampling began), the median PSS, descriptors and threads over the first
-    ``window_s`` of what remains against the same over the last ``window_s``. PSS growth
-    beyond ``memory_growth`` (and ``memory_growth_min_kib``) is a violation, and so is any
+    before the sampling began), the median anonymous PSS, descriptors and threads over the
+    first ``window_s`` of what remains against the same over the last ``window_s``. Growth
+    of the anonymous PSS (the heap: the rest, the libraries' shared pages, moves with the
+    other processes on the host) beyond ``memory_growth`` (and ``memory_growth_min_kib``) is
+    a violation, and so is any
     rise of the median descriptors or threads (the soak keeps its first and last windows free
     of faults: a transient one during a fault comes and goes, a leak stays). A life with less
     than two windows after warm-up is listed as not judged."""
@@ -438,15 +443,17 @@ def resource_growth(samples: Sequence[ResourceSample], warmup_s: float, window_s
                        math.ceil(statistics.median(r.fds for r in last)),
                        math.floor(statistics.median(r.threads for r in first)),
                        math.ceil(statistics.median(r.threads for r in last)),
-                       judged[-1].t - judged[0].t)
+                       judged[-1].t - judged[0].t,
+                       statistics.median(r.anon_kib for r in first),
+                       statistics.median(r.anon_kib for r in last))
         prints.append(fp)
         tag = f"{process} (life {life})"
         if (fp.growth > bounds.memory_growth
-                and fp.pss_end_kib - fp.pss_start_kib > bounds.memory_growth_min_kib):
-            found.append(Violation("memory", judged[-1].t, f"{tag}: PSS grew "
+                and fp.anon_end_kib - fp.anon_start_kib > bounds.memory_growth_min_kib):
+            found.append(Violation("memory", judged[-1].t, f"{tag}: anonymous PSS grew "
                                    f"{100 * fp.growth:.1f} % after warm-up "
-                                   f"({fp.pss_start_kib / 1024:.1f} -> "
-                                   f"{fp.pss_end_kib / 1024:.1f} MiB in {fp.judged_s:.0f} s; "
+                                   f"({fp.anon_start_kib / 1024:.1f} -> "
+                                   f"{fp.anon_end_kib / 1024:.1f} MiB in {fp.judged_s:.0f} s; "
                                    f"limit {100 * bounds.memory_growth:g} % and "
                                    f"{bounds.memory_growth_min_kib / 1024:g} MiB)"))
         if fp.fds_end > fp.fds_start:

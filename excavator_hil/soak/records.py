@@ -103,8 +103,10 @@ class StreamSample:
 
 @dataclass(frozen=True)
 class ResourceSample:
-    """One process's footprint: PSS [KiB] (/proc/<pid>/smaps_rollup), open file descriptors,
-    threads; ``life`` counts its restarts (0 = as first started)."""
+    """One process's footprint: PSS [KiB] (/proc/<pid>/smaps_rollup) and its anonymous part
+    (``Pss_Anon``: the heap, where a leak grows; the rest is mostly the libraries' pages, shared
+    with every process on the host that maps them, so it moves when others come and go), open
+    file descriptors, threads; ``life`` counts its restarts (0 = as first started)."""
 
     process: str
     life: int
@@ -112,6 +114,7 @@ class ResourceSample:
     pss_kib: int
     fds: int
     threads: int
+    anon_kib: int = 0
 
 
 @dataclass

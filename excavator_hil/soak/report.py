@@ -132,10 +132,12 @@ def build_report(seed: int, minutes: float, schedule: Sequence[Fault], records: 
                      f"{', '.join(f.describe() for f in not_injected)}")
     lines += ["", f"  joint commands: the latest was stamped {late_s:.3f} s after its target "
               "had been superseded"]
-    lines += ["", "  footprint after warm-up (PSS MiB start -> end, fds, threads):"]
+    lines += ["", "  footprint after warm-up (anonymous PSS MiB start -> end, PSS, fds, "
+              "threads):"]
     for p in prints:
-        lines.append(f"    {p.process + f' ({p.life})':<18} {p.pss_start_kib / 1024:7.1f} -> "
-                     f"{p.pss_end_kib / 1024:7.1f} ({100 * p.growth:+.1f} %)  fds "
+        lines.append(f"    {p.process + f' ({p.life})':<18} {p.anon_start_kib / 1024:7.1f} -> "
+                     f"{p.anon_end_kib / 1024:7.1f} ({100 * p.growth:+.1f} %)  PSS "
+                     f"{p.pss_start_kib / 1024:.1f} -> {p.pss_end_kib / 1024:.1f}  fds "
                      f"{p.fds_start} -> {p.fds_end}  threads {p.threads_start} -> "
                      f"{p.threads_end}  over {p.judged_s:.0f} s")
     for s in skipped:

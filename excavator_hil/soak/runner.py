@@ -446,22 +446,24 @@ class Rig:
 
 
 def _footprint(e: Supervised, now: float) -> ResourceSample | None:
-    """PSS [KiB] from /proc/<pid>/smaps_rollup, open descriptors, threads."""
+    """PSS and its anonymous part [KiB] from /proc/<pid>/smaps_rollup, open descriptors,
+    threads."""
     pid = e.pid
     if pid is None or not e.alive():
         return None
     try:
-        pss = 0
+        fields: dict[str, int] = {}
         with open(f"/proc/{pid}/smaps_rollup") as f:
             for line in f:
-                if line.startswith("Pss:"):
-                    pss = int(line.split()[1])
-                    break
+                key, _, rest = line.partition(":")
+                if key in ("Pss", "Pss_Anon"):
+                    fields[key] = int(rest.split()[0])
         fds = len(os.listdir(f"/proc/{pid}/fd"))
         threads = len(os.listdir(f"/proc/{pid}/task"))
     except (OSError, ValueError):
         return None
-    return ResourceSample(e.name, e.life, now, pss, fds, threads)
+    return ResourceSample(e.name, e.life, now, fields.get("Pss", 0), fds, threads,
+                          fields.get("Pss_Anon", 0))
 
 
 # --- the fault injector ------------------------------------------------------------------------
@@ -747,11 +749,17 @@ def warm_up(rig: Rig, op: Any, options: SoakOptions) -> None:
     with the stack is judged from then on."""
     from excavator_hil.faults.dashboard_client import VanishingClient, fetch_page
 
-    with contextlib.suppress(OSError, RuntimeError):
-        client = VanishingClient("127.0.0.1", rig.dashboard_port).open()
-        client.hold(2.0)
-        client.vanish()
-        fetch_page("127.0.0.1", rig.dashboard_port, path="/favicon.ico")
+    def serving() -> bool:
+        with contextlib.suppress(OSError):
+            return fetch_page("127.0.0.1", rig.dashboard_port, timeout_s=5.0,
+                              path="/favicon.ico")[0] == 200
+        return False
+    dashboard = rig.entry("dashboard").handle
+    wait_for(serving, options.demo.startup_timeout_s,
+             lambda: f"the dashboard to serve: {dashboard.log()[-2000:]}", period=0.5)
+    client = VanishingClient("127.0.0.1", rig.dashboard_port).open()
+    client.hold(2.0)
+    client.vanish()
     def warm() -> bool:
         return op.cycles >= 1 and {c.value_m_s > 0 for c in op.commands} == {True, False}
     wait_for(warm, options.demo.startup_timeout_s + 120.0,
