@@ -310,12 +310,14 @@ def test_growth_after_warm_up_and_a_rising_floor_are_leaks() -> None:
                        [30 + (i % 4 == 0) for i in range(n)], [12] * n)
     found, prints, skipped = checks.resource_growth(flat, 20.0, 20.0, BOUNDS)
     assert found == [] and skipped == [] and prints[0].growth == pytest.approx(0.0, abs=0.01)
-    growing = _footprints([100_000 + 200 * i for i in range(n)], [30 + i // 20 for i in range(n)],
+    growing = _footprints([100_000 + 300 * i for i in range(n)], [30 + i // 20 for i in range(n)],
                           [12 + i // 30 for i in range(n)])
     found, _, _ = checks.resource_growth(growing, 20.0, 20.0, BOUNDS)
     assert {v.check for v in found} == {"memory", "fd_leak", "thread_leak"}
     tiny = _footprints([1500 + 4 * i for i in range(n)], [13] * n, [4] * n)   # redis: +15 %
     assert checks.resource_growth(tiny, 20.0, 20.0, BOUNDS)[0] == []          # but 0.2 MiB
+    steps = _footprints([80_000 + 1600 * (i // 20) for i in range(n)], [18] * n, [19] * n)
+    assert checks.resource_growth(steps, 20.0, 20.0, BOUNDS)[0] == []         # 3.2 MiB, +4 %
     _, _, skipped = checks.resource_growth(growing[:20], 20.0, 20.0, BOUNDS)
     assert skipped and "not" not in skipped[0] and "less than" in skipped[0]
 
