@@ -355,11 +355,23 @@ def test_port_zero_reports_the_port_bound(node_processes, tmp_path):
     client.disconnect()
 
 
+def test_the_write_log_keeps_the_newest_log_size_writes(node_processes, tmp_path):
+    """``--log-size``: a long run (the chaos soak, which copies the log every second) keeps the
+    PLC's memory flat with a small log; the newest writes are the ones kept."""
+    for client, control in _serve(node_processes, tmp_path, ["--log-size", "100"]):
+        w = Writer(client)
+        w.run(150, enable=False)
+        writes = control.writes(0.0)
+        assert len(writes) == 100
+        assert writes[-1]["seq"] == w.seq and writes[0]["seq"] == w.seq - 99
+
+
 @pytest.mark.parametrize("args, text", [
     (["--port", "70000"], "70000 is outside 0..65535"),
     (["--port", "-5"], "-5 is outside 0..65535"),
     (["--control-port", "99999"], "99999 is outside -1..65535"),
     (["--port", "x"], "'x' is not an integer"),
+    (["--log-size", "5"], "5 is outside 100..10000000"),
 ])
 def test_bad_ports_end_with_one_message_and_exit_2(args, text):
     import subprocess
