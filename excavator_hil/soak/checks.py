@@ -369,7 +369,10 @@ def bag_gaps(bag_stamps: dict[str, list[float]], observed: dict[str, list[Stream
                         if hit is None:
                             found.append(Violation("bag_gap", w0, text))
                         else:
-                            excused.append(f"{text}: in the window of {hit.fault.describe()}")
+                            early = hit.started - w0   # a killed recorder's unwritten chunk
+                            excused.append(f"{text}: in the window of {hit.fault.describe()}"
+                                           + (f" (from {early:.1f} s before it)"
+                                              if early > 0.05 else ""))
                     missing = []
                 prev_present = sample
         losses.append(BagLoss(topic, lost, seen, longest))
