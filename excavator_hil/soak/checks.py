@@ -363,7 +363,9 @@ def bag_gaps(bag_stamps: dict[str, list[float]], observed: dict[str, list[Stream
                     longest = max(longest, b - a)
                     if b - a > bounds.bag_gap_s:
                         w0, w1 = missing[0].t_recv, missing[-1].t_recv
-                        hit = next((f for f, f0, f1 in windows if w0 <= f1 and f0 <= w1), None)
+                        overlaps = [(min(w1, f1) - max(w0, f0), f) for f, f0, f1 in windows
+                                    if w0 <= f1 and f0 <= w1]
+                        hit = max(overlaps, key=lambda x: x[0])[1] if overlaps else None
                         text = (f"{topic}: {len(missing)} messages the observer received are "
                                 f"missing, {b - a:.2f} s of simulated time ({a:.2f}..{b:.2f} s)")
                         if hit is None:
