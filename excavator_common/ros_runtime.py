@@ -28,6 +28,13 @@ from excavator_common.errors import ConfigurationError, ParameterError
 from excavator_common.node_args import NodeUsage, check_command_line
 from excavator_common.parameter_files import check_ros_arguments
 
+# History depth of the publishers of the streams a bag records at 100 Hz (joint_states,
+# bucket_pose, soil/wrench, soil/bucket_load): a reliable writer keeps only this many samples
+# for a reader that fell behind. The recorder runs at nice 10 beside the real-time paths; on a
+# busy host it was held up 0.28 s and lost 27 soil wrenches of a depth-10 history (the chaos
+# soak). 100 covers a second; a reader that keeps up sees no difference.
+RECORDED_STREAM_DEPTH = 100
+
 _RCLError = _rclpy_impl.RCLError
 
 N = TypeVar("N", bound=Node)

@@ -122,7 +122,10 @@ class ManagedProcess:
                  env: dict[str, str] | None = None, cwd: Path | None = None,
                  prefix: Sequence[str] = ()):
         self.module = module
+        # the command, kept so that a supervisor can start the same process again (respawn)
+        self.args, self.env, self.cwd, self.prefix = list(args), dict(env or {}), cwd, list(prefix)
         log_dir = log_dir or Path("/tmp")
+        self.log_dir = log_dir
         log_dir.mkdir(parents=True, exist_ok=True)
         stem = f"{module.replace('.', '_')}_{time.time_ns()}"
         self.log_path = log_dir / f"{stem}.log"
@@ -133,6 +136,18 @@ class ManagedProcess:
         self.proc = subprocess.Popen([*prefix, sys.executable, "-m", module, *args],
                                      stdout=self._log,
                                      stderr=subprocess.STDOUT, env=full_env, cwd=cwd)
+
+    @property
+    def pid(self) -> int:
+        return int(self.proc.pid)
+
+    def respawn(self, args: Sequence[str] | None = None) -> ManagedProcess:
+        """The same command started again (``args`` in place of the old ones if given), in a
+        new log file; this one's log is closed. For a supervisor, after this one ended."""
+        if not self._log.closed:
+            self._log.close()
+        return ManagedProcess(self.module, self.args if args is None else args, self.log_dir,
+                              self.env, self.cwd, self.prefix)
 
     def log(self) -> str:
         if not self._log.closed:

@@ -121,6 +121,7 @@ from excavator_common.parameter_node import NodeParameters, parameter_overrides
 from excavator_common.ros_runtime import (
     ERROR,
     OK,
+    RECORDED_STREAM_DEPTH,
     WARN,
     Diagnostics,
     Rejections,
@@ -240,10 +241,11 @@ class SimNode(Node):
         # start-up; without it no /clock publisher exists at all.
         self.publishes_clock = (bool(self.get_parameter("use_sim_time").value)
                                 and not follow_clock)
-        self.joint_pub = self.create_publisher(JointState, "joint_states", 10)
+        self.joint_pub = self.create_publisher(JointState, "joint_states",
+                                               RECORDED_STREAM_DEPTH)
         self.clock_pub = (self.create_publisher(Clock, "/clock", 10) if self.publishes_clock
                           else None)
-        self.pose_pub = self.create_publisher(PoseStamped, "bucket_pose", 10)
+        self.pose_pub = self.create_publisher(PoseStamped, "bucket_pose", RECORDED_STREAM_DEPTH)
         self.twist_pub = self.create_publisher(TwistStamped, "bucket_twist", 10)
         self.marker_pub = self.create_publisher(MarkerArray, "markers", 10)
         latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL,

@@ -267,6 +267,7 @@ class VirtualPlc:
         except Exception as e:  # noqa: BLE001 - a bad write must not end the S7 handler
             _LOG.exception("virtual PLC: control write not judged")
             self.internal_error = f"{type(e).__name__}: {e}"
+            why = "not_judged"
         return why
 
     def cycle(self, now: float, dt: float) -> None:

@@ -42,6 +42,18 @@ def _port(low: int) -> Callable[[str], int]:
     return parse
 
 
+def _count(low: int, high: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r:.40} is not an integer") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{value} is outside {low}..{high}")
+        return value
+    return parse
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="virtual_plc", description=__doc__.splitlines()[0],
@@ -64,6 +76,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rt-priority", type=int, default=0,
                    help="SCHED_FIFO priority 1..99 for the whole process (Linux, needs "
                         "CAP_SYS_NICE); 0 = normal scheduling (default)")
+    p.add_argument("--log-size", type=_count(100, 10_000_000), default=50_000, metavar="N",
+                   help="control-DB writes and monitor-DB reads kept for the control "
+                        "channel's writes/reads (the newest N of each; default 50000, ~5 min "
+                        "of a 100 Hz bridge); a long run fetching them often keeps it small")
     p.add_argument("--control-port", type=_port(-1), default=0,
                    help="loopback JSON control channel port for fault injection (0 = free port,"
                         " -1 = off)")
@@ -90,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
                   file=sys.stderr)
     stall_probe.start_from_environment("virtual_plc")
     done = threading.Event()
-    plc = VirtualPlc(config, args.host, args.port)
+    plc = VirtualPlc(config, args.host, args.port, write_log_size=args.log_size)
     try:
         plc.start()
     except Exception as e:  # noqa: BLE001 - e.g. port in use, address not local: one message

@@ -8,7 +8,8 @@ request per line, one response per line::
                                                   stall nan_feedback freeze_plant_out;
                                                   returns the flags
     {"cmd": "link", "up": false}               -> stop (or restart) the S7 server
-    {"cmd": "writes", "since": 12.5}           -> control-DB writes with monotonic t >= since
+    {"cmd": "writes", "since": 12.5}           -> control-DB writes with monotonic t >= since,
+                                                  each with the guard's verdict ("refused")
     {"cmd": "reads", "since": 12.5}            -> monitor-DB reads [t, alive] since then
     {"cmd": "plant_writes", "since": 12.5}     -> HIL: plant_in writes (decoded, with t)
     {"cmd": "plant_reads", "since": 12.5}      -> HIL: plant_out reads [t, seq] since then

@@ -25,8 +25,8 @@ from pathlib import Path
 import pytest
 import redis
 from helpers import REPO, RedisServer, free_port, wait_for
-from tcp_proxy import TcpProxy
 
+from excavator_hil.faults.tcp_proxy import TcpProxy
 from excavator_hil.hil_harness import HilRig
 from plc_bridge import redis_keys as keys
 from plc_bridge.bridge_core import BridgeCore

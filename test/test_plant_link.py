@@ -27,8 +27,8 @@ from typing import Any
 import pytest
 import snap7
 from helpers import NodeProcess, ros_parameters_file, wait_for
-from tcp_proxy import TcpProxy
 
+from excavator_hil.faults.tcp_proxy import TcpProxy
 from excavator_hil.hil_harness import HilRig
 from plc_bridge import redis_keys as keys
 from plc_bridge.config import load_virtual_plc

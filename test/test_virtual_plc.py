@@ -270,11 +270,16 @@ def test_a_write_not_newer_than_the_last_accepted_is_refused(steady_plc):
     w.settle(control, (0.5, 0.5))
     last = w.seq                                 # settle returns on a command the PLC took
     refused = control.status()["refused"]
+    t_replay = control.status()["now"]
     for _ in range(30):                          # an old command replayed: refused
         w.write(True, speeds=(1.5, 1.5), seq=last - 5)
         time.sleep(0.01)
     st = control.status()
     assert st["refused"] == {**refused, "stale_seq": refused["stale_seq"] + 30}
+    # the write log says so per write (what the soak judges by): each replay refused
+    replays = [x for x in control.writes(t_replay) if x["speed_sp_rl"] == pytest.approx(1.5)]
+    assert [x["refused"] for x in replays] == ["stale_seq"] * 30
+    assert [x["refused"] for x in control.writes(0.0) if x["seq"] == last][-1] is None
     assert st["speeds"][0] == pytest.approx(0.5, abs=1e-3)
     assert st["last_seq"] == last
     # the monitor DB says so: the cause (1: stale_seq) and the last seq taken, for a bridge
@@ -358,11 +363,23 @@ def test_port_zero_reports_the_port_bound(node_processes, tmp_path):
     client.disconnect()
 
 
+def test_the_write_log_keeps_the_newest_log_size_writes(node_processes, tmp_path):
+    """``--log-size``: a long run (the chaos soak, which copies the log every second) keeps the
+    PLC's memory flat with a small log; the newest writes are the ones kept."""
+    for client, control in _serve(node_processes, tmp_path, ["--log-size", "100"]):
+        w = Writer(client)
+        w.run(150, enable=False)
+        writes = control.writes(0.0)
+        assert len(writes) == 100
+        assert writes[-1]["seq"] == w.seq and writes[0]["seq"] == w.seq - 99
+
+
 @pytest.mark.parametrize("args, text", [
     (["--port", "70000"], "70000 is outside 0..65535"),
     (["--port", "-5"], "-5 is outside 0..65535"),
     (["--control-port", "99999"], "99999 is outside -1..65535"),
     (["--port", "x"], "'x' is not an integer"),
+    (["--log-size", "5"], "5 is outside 100..10000000"),
 ])
 def test_bad_ports_end_with_one_message_and_exit_2(args, text):
     import subprocess

@@ -187,6 +187,86 @@ def read_bag(path: str | Path, topics: Sequence[str] | None = None) -> BagConten
     return BagContents(messages=messages, topics=info)
 
 
+def salvage_bag(path: str | Path, topics: Sequence[str] | None = None) -> BagContents:
+    """The messages of a bag whose recorder was killed: no ``metadata.yaml`` and an MCAP file
+    without its summary and footer, which ``read_bag`` (and ``ros2 bag info``) refuse. Every
+    complete record of each ``*.mcap`` file in ``path`` is read, in file order, up to where the
+    file breaks off; a chunk cut short by the kill is lost (the recorder writes a chunk per
+    MiB of messages). Uncompressed MCAP only (what this package's recorder writes). QoS is not
+    recovered (the defaults)."""
+    messages = list(messages_in_file_order(path, topics))
+    info = {m.topic: (m.msgtype, TopicQos()) for m in messages}
+    messages.sort(key=lambda m: m.timestamp_ns)
+    return BagContents(messages=messages, topics=info)
+
+
+def messages_in_file_order(path: str | Path, topics: Sequence[str] | None = None
+                           ) -> Iterator[BagMessage]:
+    """The messages of the MCAP bag ``path`` as the recorder wrote them (its receive order),
+    from every complete record, whether or not the recorder closed the bag: what a check of a
+    stream's continuity reads when the receive stamps are not monotonic (simulated time that
+    started again)."""
+    path = Path(path)
+    files = sorted(path.glob("*.mcap"))
+    if not files:
+        raise BagError(f"{path} holds no .mcap file")
+    for file in files:
+        for topic, msgtype, t, data in _mcap_records(file.read_bytes()):
+            if topics is None or topic in topics:
+                yield BagMessage(topic, msgtype, t, data)
+
+
+_MCAP_MAGIC = b"\x89MCAP0\r\n"
+
+
+def _mcap_records(raw: bytes) -> Iterator[tuple[str, str, int, bytes]]:
+    """(topic, msgtype, log time [ns], CDR) of every complete message record in ``raw``,
+    chunked or not; stops at the first incomplete record."""
+    import struct
+
+    if raw[:8] != _MCAP_MAGIC:
+        raise BagError("not an MCAP file (bad magic)")
+    schemas: dict[int, str] = {}
+    channels: dict[int, tuple[str, str]] = {}
+
+    def records(buf: bytes, pos: int) -> Iterator[tuple[int, bytes]]:
+        while pos + 9 <= len(buf):
+            op, n = buf[pos], struct.unpack_from("<Q", buf, pos + 1)[0]
+            if pos + 9 + n > len(buf):
+                return   # cut short by the kill
+            yield op, buf[pos + 9:pos + 9 + n]
+            pos += 9 + n
+
+    def text(body: bytes, pos: int) -> tuple[str, int]:
+        n = struct.unpack_from("<I", body, pos)[0]
+        return body[pos + 4:pos + 4 + n].decode(), pos + 4 + n
+
+    def walk(buf: bytes, pos: int) -> Iterator[tuple[str, str, int, bytes]]:
+        for op, body in records(buf, pos):
+            if op == 0x03:                                  # schema
+                sid = struct.unpack_from("<H", body, 0)[0]
+                schemas[sid], _ = text(body, 2)
+            elif op == 0x04:                                # channel
+                cid, sid = struct.unpack_from("<HH", body, 0)
+                topic, _ = text(body, 4)
+                channels[cid] = (topic, schemas.get(sid, ""))
+            elif op == 0x05:                                # message
+                cid = struct.unpack_from("<H", body, 0)[0]
+                log_time = struct.unpack_from("<Q", body, 6)[0]
+                if cid in channels:
+                    topic, msgtype = channels[cid]
+                    yield topic, msgtype, log_time, bytes(body[22:])
+            elif op == 0x06:                                # chunk
+                compression, at = text(body, 28)
+                if compression:
+                    raise BagError(f"a chunk compressed with {compression!r}: only "
+                                   "uncompressed MCAP can be salvaged")
+                size = struct.unpack_from("<Q", body, at)[0]
+                yield from walk(body[at + 8:at + 8 + size], 0)
+
+    yield from walk(raw, 8)
+
+
 def playback_offsets_s(stamps_ns: Iterable[int], rate: float) -> list[float]:
     """Seconds after the start at which each message is due, for a rate factor (2.0 = twice as
     fast). Raises ValueError for a non-positive or non-finite rate."""

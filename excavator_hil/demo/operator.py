@@ -50,9 +50,12 @@ SETTLE_TIMEOUT_S = 8.0  # longest hold of the final target after the last leg [s
 
 class DemoOperator(Node):
     def __init__(self, redis_url: str, plc_control_port: int, options: DemoOptions,
-                 namespace: str = "", sim_overrides: dict[str, Any] | None = None):
+                 namespace: str = "", sim_overrides: dict[str, Any] | None = None,
+                 keep_terrain: bool = True):
         # namespace: the machine's ("" alone); its sim_node's parameters beyond the shipped
-        # config (place, terrain grid) for the final rendering
+        # config (place, terrain grid) for the final rendering; keep_terrain: keep the soil
+        # node's terrain patches for that rendering (a run of hours must not: the whole grid
+        # arrives twice a second)
         super().__init__("demo_operator", namespace=f"/{namespace}" if namespace else "")
         self.options = options
         self.machine = namespace
@@ -91,8 +94,9 @@ class DemoOperator(Node):
         # The soil node's changed terrain regions, replayed into the rendering model at the end.
         self.terrain_patches: list[tuple[int, int, np.ndarray]] = []
         # (one terrain for a fleet: the one soil_node's topic, in the root namespace)
-        self.create_subscription(Float64MultiArray, "/soil/terrain_patch" if namespace
-                                 else "soil/terrain_patch", self._on_patch, 50)
+        if keep_terrain:
+            self.create_subscription(Float64MultiArray, "/soil/terrain_patch" if namespace
+                                     else "soil/terrain_patch", self._on_patch, 50)
 
     # --- subscriptions -------------------------------------------------------------------
     def _on_clock(self, msg: Clock) -> None:
@@ -299,7 +303,8 @@ class DemoOperator(Node):
             v = [abs(self.velocities.get(n, math.inf)) for n in ACTIVE_JOINTS]
         return max(v) < STILL_RAD_S
 
-    def _publish_target(self, tip: np.ndarray, pitch: float) -> None:
+    def _publish_target(self, tip: np.ndarray, pitch: float) -> float:
+        """Publish an IK target; returns its stamp [s, this node's clock]."""
         msg = PoseStamped()
         msg.header.stamp = self.get_clock().now().to_msg()
         msg.header.frame_id = f"{self._prefix}base_link"
@@ -308,6 +313,7 @@ class DemoOperator(Node):
         o = msg.pose.orientation
         o.x, o.y, o.z, o.w = x, y, z, w
         self.target_pub.publish(msg)
+        return float(msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec)
 
     # --- results -------------------------------------------------------------------------
     def summary(self) -> DemoSummary:

@@ -64,6 +64,10 @@ class DemoMachine:
         self.db = index
         self.plc_port = free_port()
         self.plc_control_port = free_port()
+        # where the bridge reaches the PLC: the PLC itself, or a hop on the link (the soak's
+        # fault-injecting proxy)
+        self.bridge_plc_port = self.plc_port
+        self.virtual_plc_args: list[str] = []   # more options of its virtual PLC
         self.sim_overrides: dict[str, float | int] = (
             {"initial.base_y_m": self.y_m, **grid_params} if count > 1 else {})
 
@@ -164,10 +168,11 @@ class DemoStack:
         prefix = ["-p", f"frame_prefix:={m.ns}/"] if m.ns else []
         self._start(f"{key}virtual_plc", "plc_bridge.virtual_plc_cli",
                     ["--port", str(m.plc_port), "--control-port", str(m.plc_control_port),
-                     "--model", "skid_steer", "--rt-priority", rt], layout["bridge"])
+                     "--model", "skid_steer", "--rt-priority", rt, *m.virtual_plc_args],
+                    layout["bridge"])
         self._start(f"{key}plc_bridge", "plc_bridge.bridge_node",
                     [*ros, "-p", f"redis_url:={self.redis_url(m)}", "-p", "plc_host:=127.0.0.1",
-                     "-p", f"plc_port:={m.plc_port}", "-p", "model:=skid_steer",
+                     "-p", f"plc_port:={m.bridge_plc_port}", "-p", "model:=skid_steer",
                      "-p", "autostart:=true", "-p", f"rt_priority:={rt}", *prefix],
                     layout["bridge"])
         # The soil model is the ground while digging (stiffness, shear failure, load); rigid

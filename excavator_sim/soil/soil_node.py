@@ -82,6 +82,7 @@ from excavator_common.node_args import NodeUsage
 from excavator_common.parameter_node import NodeParameters
 from excavator_common.ros_runtime import (
     OK,
+    RECORDED_STREAM_DEPTH,
     Diagnostics,
     Rejections,
     run_node,
@@ -172,8 +173,10 @@ class SoilNode(Node):
 
         self.machines = [_Machine(
             name, self.shared.terrains[name], DiMaioForceModel(config.dimaio, self.bucket),
-            self.create_publisher(WrenchStamped, _topic(name, "soil/wrench"), 10),
-            self.create_publisher(Float64, _topic(name, "soil/bucket_load"), 10))
+            self.create_publisher(WrenchStamped, _topic(name, "soil/wrench"),
+                                  RECORDED_STREAM_DEPTH),
+            self.create_publisher(Float64, _topic(name, "soil/bucket_load"),
+                                  RECORDED_STREAM_DEPTH))
             for name in names]
         # Latched (transient local): RViz started later still gets the last terrain.
         self.mesh_pub = self.create_publisher(
