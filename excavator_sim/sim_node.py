@@ -34,7 +34,12 @@ Subscribes
   ``command_late_ms_max``). A stamp more than ``max_command_lead_s`` ahead (a wall-clock
   stamp from a node without ``use_sim_time``) applies on arrival too, counted
   (``commands_beyond_lead``) and logged once; ``max_command_lead_s`` 0 applies every command on
-  arrival.
+  arrival. Before that, a command sent more than ``max_command_age_s`` before it is taken
+  (its DDS source timestamp, the sender's wall clock: delayed on its way or queued while this
+  node was stalled) is dropped and counted (``commands_expired``;
+  :mod:`excavator_common.command_age`), and a dropped track command does not keep the tracks
+  alive. Not the header stamp: here it says when to apply, and a bag replays commands with
+  the stamps of their recording.
 - ``soil/terrain_patch`` (std_msgs/Float64MultiArray): a changed rectangle of the terrain,
   written into MuJoCo's height field (format: :mod:`excavator_sim.heightfield`, dims ``i``,
   ``j``, data ``[i0, j0, heights...]`` [m]); the grids must match (``terrain.*`` parameters).
@@ -64,8 +69,8 @@ Header stamps are simulated time (the time on ``/clock``, whether or not it is p
 Parameters: ``excavator_sim.sim_config.SIM_PARAMETERS`` (docs/configuration.md). Changeable at
 run time (``ros2 param set``, applied at once): ``publish_rate_hz``, ``real_time_factor`` and
 ``max_catch_up_s`` (the pacing is rebuilt from the current simulated time), ``marker_rate_hz``,
-``max_wrench_age_s``, ``lag_warn_s``, ``track_command_timeout_s``; every other parameter is
-read-only.
+``max_wrench_age_s``, ``lag_warn_s``, ``track_command_timeout_s``, ``max_command_age_s``; every
+other parameter is read-only.
 
 One clock for a fleet: with ``follow_clock`` true the node publishes no ``/clock`` and is not
 paced by the wall clock; it steps its model to the time on ``/clock`` (another sim_node's: the
@@ -90,6 +95,7 @@ from rclpy.clock import Clock as RosClock
 from rclpy.clock_type import ClockType
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+from rclpy.subscription import MessageInfo
 from rclpy.timer import Timer
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import JointState
@@ -97,6 +103,7 @@ from std_msgs.msg import Float64MultiArray, String
 from visualization_msgs.msg import Marker, MarkerArray
 
 from excavator_common import realtime
+from excavator_common.command_age_node import CommandAgeCheck
 from excavator_common.frames import check_frame_prefix
 from excavator_common.parameter_node import NodeParameters, parameter_overrides
 from excavator_common.ros_runtime import (
@@ -183,6 +190,9 @@ class SimNode(Node):
         self.schedule: CommandSchedule[tuple[str, object, object]] = CommandSchedule(
             max_lead_s=float(values["max_command_lead_s"]))
         self.unschedulable = 0  # commands stamped beyond max_command_lead_s (applied at once)
+        # Sent longer than max_command_age_s ago (the DDS source timestamp: the header stamp
+        # says when to apply, the schedule's business; a bag replays old ones): dropped.
+        self.command_age = CommandAgeCheck(self, float(values["max_command_age_s"]))
         geometry = (ExcavatorGeometry.from_yaml(geometry_file) if geometry_file
                     else default_geometry())
         if preset is not None:
@@ -320,6 +330,8 @@ class SimNode(Node):
             self.lag_warn_s = float(changed["lag_warn_s"])
         if "track_command_timeout_s" in changed:
             self.track_timeout.timeout_s = float(changed["track_command_timeout_s"])
+        if "max_command_age_s" in changed:
+            self.command_age.set_max_age(float(changed["max_command_age_s"]))
         if "max_catch_up_s" in changed:
             self.max_catch_up_s = float(changed["max_catch_up_s"])
         timing = {"publish_rate_hz", "real_time_factor", "max_catch_up_s"} & set(changed)
@@ -339,7 +351,9 @@ class SimNode(Node):
     def _reject(self, message: str) -> None:
         self.rejections.reject(message, {})
 
-    def on_joint_command(self, msg: JointState) -> None:
+    def on_joint_command(self, msg: JointState, info: MessageInfo) -> None:
+        if not self.command_age.admit_in_transit("joint_command", info):
+            return
         names = list(msg.name)
         if len(msg.position) != len(names):
             self._reject(f"joint_command has {len(names)} names but {len(msg.position)} "
@@ -421,7 +435,9 @@ class SimNode(Node):
         # Applied at the next period boundary, if still fresh then (see tick).
         self.gate.offer(stamp, force, torque, self.sim.time)
 
-    def on_track_command(self, msg: JointState) -> None:
+    def on_track_command(self, msg: JointState, info: MessageInfo) -> None:
+        if not self.command_age.admit_in_transit("track_command", info):
+            return  # too old: nor does it keep the tracks alive (track_command_timeout_s)
         speeds = dict(zip(msg.name, msg.velocity, strict=False))
         unknown = sorted(set(msg.name) - set(TRACK_JOINTS))
         if unknown or len(msg.velocity) != len(msg.name):
@@ -705,6 +721,7 @@ class SimNode(Node):
             "commands_past_stamp": self.schedule.past_stamp,
             "command_late_ms_max": f"{1e3 * self.schedule.max_late_s:.2f}",
             "commands_beyond_lead": self.unschedulable,
+            **self.command_age.counters(),
             **self.lockstep.values(),
         }
 
@@ -752,6 +769,10 @@ class SimNode(Node):
             problems.append(f"soil lockstep: no soil/wrench for the latest bucket_pose within "
                             f"{self.lockstep.timeout_s:g} s (soil_lockstep_timeout_s); stepping "
                             "without waiting until soil_node answers again")
+        dropped = self.command_age.refused_since_status()
+        if dropped:
+            problems.append(f"{dropped} commands dropped as older than max_command_age_s "
+                            f"{self.command_age.rule.max_age_s:g} s")
         if stale:
             problems.append(f"soil wrench late: {stale} periods without soil force (older "
                             f"than {1e3 * self.gate.max_age_s:g} ms)")

@@ -58,6 +58,9 @@ PARAMETERS: tuple[ParameterSpec, ...] = (
        deprecated_names=("joy_timeout",), **_RUN_TIME),
     _p("hand_timeout_s", 0.25, 0.01, 10.0, "s", "a hand pose older than this holds the machine "
        "and releases the clutch", deprecated_names=("hand_timeout",), **_RUN_TIME),
+    _p("max_command_age_s", 0.25, 0.01, 3600.0, "s", "a joy, joy_travel or hand_pose message "
+       "older than this on arrival (by its stamp) is dropped, counted and reported; stamp 0 "
+       "is not judged (docs/teleoperation.md, Late commands)", **_RUN_TIME),
     _p("state_timeout_s", 0.5, 0.05, 10.0, "s", "joint_states older than this: no command at "
        "all", deprecated_names=("state_timeout",), **_RUN_TIME),
     _p("wrench_timeout_s", 0.5, 0.01, 10.0, "s", "a soil wrench older than this counts as zero",
