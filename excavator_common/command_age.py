@@ -104,10 +104,10 @@ class CommandAge:
         return self.max_ahead_s
 
     def judge(self, topic: str, stamp_s: float, now_s: float,
-              wall_now_s: float | None = None) -> Verdict:
+              wall_now_s: float | None = None, what: str = "stamped") -> Verdict:
         """Judge a command on ``topic`` stamped ``stamp_s`` [s], arriving at ``now_s`` [s] of
         the node's clock (simulated time on sim time) and, when that is not the wall clock,
-        ``wall_now_s`` [s] of the wall clock."""
+        ``wall_now_s`` [s] of the wall clock. ``what`` names the stamp in the reason."""
         self.judged += 1
         if stamp_s == 0.0:
             self.unstamped += 1
@@ -119,13 +119,13 @@ class CommandAge:
         if age > self.max_age_s:
             self.expired += 1
             return self._refuse(topic, Verdict(False, EXPIRED, age, clock, (
-                f"{topic} stamped {stamp_s:.3f} s arrived {age:.3f} s old on the {clock} clock, "
+                f"{topic} {what} {stamp_s:.3f} s arrived {age:.3f} s old on the {clock} clock, "
                 f"older than max_command_age_s {self.max_age_s:g} s: dropped; "
                 + (_OTHER_CLOCK_HINT if age > _OTHER_CLOCK_S else _LATE_HINT))))
         if -age > self.ahead_limit_s:
             self.ahead += 1
             return self._refuse(topic, Verdict(False, AHEAD, age, clock, (
-                f"{topic} stamped {stamp_s:.3f} s is {-age:.3f} s ahead of this node's {clock} "
+                f"{topic} {what} {stamp_s:.3f} s is {-age:.3f} s ahead of this node's {clock} "
                 f"clock (limit {self.ahead_limit_s:g} s): its age cannot be judged, dropped; "
                 "the sender's clock is ahead of this host's: synchronise them (chrony/NTP)")))
         return Verdict(True, FRESH, age, clock)

@@ -40,15 +40,20 @@ class CommandAgeCheck:
                            time.time() if sim else None)
 
     def admit_in_transit(self, topic: str, info: Mapping[str, Any]) -> bool:
-        """Judge a command on ``topic`` by how long ago its publisher sent it: the DDS source
-        timestamp of its ``MessageInfo`` (the sender's wall clock [ns]; 0 when the middleware
-        gives none: not judged) on this host's wall clock. For a node whose header stamps
-        mean something else (sim_node: when to apply a command)."""
-        return self._judge(topic, int(info.get("source_timestamp") or 0) * 1e-9, time.time(),
-                           None)
+        """Judge a command on ``topic`` by the time since its publisher sent it: its DDS source
+        timestamp (the sender's wall clock when it published, ns in ``MessageInfo``) on this
+        host's wall clock now, whether it was held up on the link or waited while this node
+        was stopped or busy. A source timestamp of 0 (a middleware that gives none) is not
+        judged. For a node whose header stamps mean something else (sim_node: when to apply a
+        command). The reception timestamp is no measure of the link: a process stopped just
+        after its middleware took a message in waits as long, and it varies with the
+        transport (shared memory or UDP)."""
+        sent_ns = int(info.get("source_timestamp") or 0)
+        return self._judge(topic, sent_ns * 1e-9, time.time(), None, "sent at")
 
-    def _judge(self, topic: str, stamp_s: float, now_s: float, wall_s: float | None) -> bool:
-        verdict = self.rule.judge(topic, stamp_s, now_s, wall_s)
+    def _judge(self, topic: str, stamp_s: float, now_s: float, wall_s: float | None,
+               what: str = "stamped") -> bool:
+        verdict = self.rule.judge(topic, stamp_s, now_s, wall_s, what)
         if verdict.status == UNSTAMPED and self.rule.first_unstamped(topic):
             self._node.get_logger().info(
                 f"{topic}: a message without a stamp (0) acts unjudged: its age is unknown "

@@ -13,6 +13,11 @@ Publishes ``joint_command`` (positions [rad] + speed caps [rad/s] of swing/boom/
 speed [m/s] or swing rate [rad/s]; header stamp = the stamp of the Joy it answers),
 ``teleop/force_feedback`` (geometry_msgs/WrenchStamped, impedance mode) and ``/diagnostics``.
 
+Impedance mode advances its model by the control periods that passed since the previous
+callback (the control timer's grid), at most ``impedance.max_step_s``, and counts the ticks the
+timer missed (``impedance_missed_ticks`` on /diagnostics). Operator input older than
+``max_command_age_s`` on arrival (its header stamp) is dropped and counted.
+
 The node is silent while no operator input is live: another commander (ik_node) can share
 ``joint_command``. When the input stops (timeout, deadman released) it sends one hold command.
 
@@ -135,7 +140,7 @@ class TeleopNode(Node):
         self.sent = 0
         self.holds = 0
         self.last_info: dict[str, object] = {}
-        self.create_timer(self.period, self.on_timer)
+        self.control_timer = self.create_timer(self.period, self.on_timer)
         self.create_timer(1.0, self.publish_status)
         self.get_logger().info(f"ready: mode {self.core.mode}, pattern {settings.pattern}, "
                                f"{values['control_rate_hz']:.0f} Hz")
@@ -322,13 +327,26 @@ class TeleopNode(Node):
                                   yaw + float(q[0]))
         try:
             cmd, workspace = self.core.impedance_command(self.hand, soil, self.state,
-                                                         self.period)
+                                                         self._tick_s())
         except KinematicsError as exc:
             self.rejections.reject(str(exc), self._counters())
             return
         self.commanding = True
         self._send(cmd, None)
         self._publish_feedback(soil + workspace)
+
+    def _tick_s(self) -> float:
+        """The control timer's tick this callback serves [s, on the node's clock]: its latest
+        grid point. rcl fires a timer at or after each grid point and skips the points that
+        passed meanwhile, so consecutive ticks differ by whole periods: the impedance model
+        advances by the time that passed and the missed ticks are counted exactly
+        (excavator_kinematics.teleop.ticks)."""
+        timer = self.control_timer
+        now_ns = timer.clock.now().nanoseconds
+        until_ns = timer.time_until_next_call()
+        if until_ns is None:  # cancelled: the time itself
+            return now_ns * 1e-9
+        return (now_ns + until_ns - timer.timer_period_ns) * 1e-9
 
     def _travel(self) -> None:
         joy = self.travel_joy
@@ -389,7 +407,8 @@ class TeleopNode(Node):
         return {"mode": self.core.mode, "pattern": self.core.settings.pattern,
                 "commands": self.sent, "holds": self.holds,
                 "joys_restamped": self.answers.restamped if self.answers else 0,
-                **self.command_age.counters(), **self.last_info}
+                **self.command_age.counters(), **self.core.impedance_ticks.counters(),
+                **self.last_info}
 
     def publish_status(self) -> None:
         dropped = self.command_age.refused_since_status()

@@ -35,8 +35,8 @@ Subscribes
   stamp from a node without ``use_sim_time``) applies on arrival too, counted
   (``commands_beyond_lead``) and logged once; ``max_command_lead_s`` 0 applies every command on
   arrival. Before that, a command sent more than ``max_command_age_s`` before it is taken
-  (its DDS source timestamp, the sender's wall clock: delayed on its way or queued while this
-  node was stalled) is dropped and counted (``commands_expired``;
+  (its DDS source timestamp on the wall clock: held up on the link, or waiting while this
+  node was stopped) is dropped and counted (``commands_expired``;
   :mod:`excavator_common.command_age`), and a dropped track command does not keep the tracks
   alive. Not the header stamp: here it says when to apply, and a bag replays commands with
   the stamps of their recording.
@@ -191,7 +191,7 @@ class SimNode(Node):
             max_lead_s=float(values["max_command_lead_s"]))
         self.unschedulable = 0  # commands stamped beyond max_command_lead_s (applied at once)
         # Sent longer than max_command_age_s ago (the DDS source timestamp: the header stamp
-        # says when to apply, the schedule's business; a bag replays old ones): dropped.
+        # says when to apply, the schedule's business, and bags replay old ones): dropped.
         self.command_age = CommandAgeCheck(self, float(values["max_command_age_s"]))
         geometry = (ExcavatorGeometry.from_yaml(geometry_file) if geometry_file
                     else default_geometry())

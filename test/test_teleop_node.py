@@ -351,9 +351,9 @@ def test_joys_stamped_too_long_ago_are_dropped_and_counted(operator: Operator) -
 
 def test_sim_node_drops_a_joint_command_held_up_longer_than_its_age_limit(
         operator: Operator, sim_process: NodeProcess) -> None:
-    """sim_node's own check (max_command_age_s 1 s, on the time since the command was sent):
-    a joint_command published while sim_node is stopped (SIGSTOP) for 1.5 s sets no target
-    when it resumes, though its header stamp is fresh; the same command sent then acts."""
+    """sim_node's own check (max_command_age_s 1 s, on the time since a command was sent): a
+    joint_command published while sim_node is stopped (SIGSTOP) for 1.5 s sets no target when
+    it resumes, though its header stamp is fresh; the same command sent then acts."""
     import os
     import signal
 
@@ -387,3 +387,42 @@ def test_sim_node_drops_a_joint_command_held_up_longer_than_its_age_limit(
     wait_for(lambda: abs(operator.q("swing") - 0.4) < 0.05, 30.0, "the fresh command to act")
     operator.probe.node.destroy_publisher(pub)
     _home(operator)
+
+
+def test_impedance_ticks_missed_while_stopped_are_counted_and_capped(
+        tmp_path_factory: pytest.TempPathFactory, operator: Operator) -> None:
+    """teleop_node in impedance mode is stopped (SIGSTOP) for 0.6 s while the hand is held:
+    its control timer misses at least 28 of its 50 Hz ticks, which /diagnostics counts, and
+    the model integrates the cap (impedance.max_step_s 0.1 s), not the 0.6 s, in one step."""
+    import os
+    import signal
+
+    proc = _teleop(tmp_path_factory, "teleop_ticks", "mode:=impedance",
+                   "hand_timeout_s:=3.0", "state_timeout_s:=3.0")
+    try:
+        wait_for(lambda: operator.hand.get_subscription_count() > 0, 30.0,
+                 lambda: f"teleop_node (impedance); log:\n{proc.log()}")
+        _still(operator)
+        pose = PoseStamped()
+        pose.header.frame_id = "hand_controller"
+        pose.pose.orientation.w = 1.0
+        n0 = len(operator.feedback)
+        wait_for(lambda: (operator.hand.publish(pose), len(operator.feedback) > n0 + 10)[1],
+                 30.0, "force feedback: the hand engaged", period=0.02)
+        os.kill(proc.proc.pid, signal.SIGSTOP)
+        try:
+            time.sleep(0.6)
+        finally:
+            os.kill(proc.proc.pid, signal.SIGCONT)
+        mark = len(operator.diagnostics)
+
+        def after() -> list[dict[str, str]]:
+            operator.hand.publish(pose)
+            return [v for _, v in _status(operator, "teleop_node", mark)
+                    if int(v.get("impedance_steps_capped", 0)) >= 1]
+        wait_for(after, 30.0, lambda: f"the stop counted; log:\n{proc.log()}", period=0.02)
+        values = after()[-1]
+        assert int(values["impedance_missed_ticks"]) >= 28  # 0.6 s / 20 ms - 2
+        assert float(values["impedance_time_dropped_s"]) >= 0.6 - 0.1 - 0.04
+    finally:
+        assert proc.stop() == 0, proc.log()
