@@ -7,7 +7,9 @@ arm_cylinder, bucket_cylinder extensions [m]). Targets must be in ``<frame_prefi
 (the only frame known without TF; ``frame_prefix`` e.g. ``exc2/`` in a fleet, empty by default;
 an empty frame_id is taken as that frame). A rejected target (other frame,
 NaN/inf, out of reach, past a limit, an orientation the bucket cannot take) is logged with the
-reason, reported on ``/diagnostics``, and nothing is published.
+reason, reported on ``/diagnostics``, and nothing is published. A target older than
+``max_command_age_s`` on arrival (by its header stamp: a message delayed on its way) is dropped,
+counted and reported (:mod:`excavator_common.command_age`; stamp 0 is not judged).
 """
 
 from __future__ import annotations
@@ -20,11 +22,13 @@ from geometry_msgs.msg import PointStamped, PoseStamped
 from rclpy.node import Node
 from sensor_msgs.msg import JointState
 
+from excavator_common.command_age_node import CommandAgeCheck
 from excavator_common.frames import check_frame_prefix
 from excavator_common.node_args import NodeUsage
 from excavator_common.parameter_node import NodeParameters
 from excavator_common.ros_runtime import (
     OK,
+    WARN,
     Diagnostics,
     Rejections,
     run_node,
@@ -58,6 +62,7 @@ class IKNode(Node):
                     else default_geometry())
         self.ik = InverseKinematics(geometry)
         self.solved = 0
+        self.command_age = CommandAgeCheck(self, float(values["max_command_age_s"]))
         self.publisher = self.create_publisher(JointState, "joint_command", 10)
         self.create_subscription(PointStamped, "target", self.on_target, 10)
         self.create_subscription(PoseStamped, "target_pose", self.on_target_pose, 10)
@@ -72,12 +77,16 @@ class IKNode(Node):
 
     # --- inputs --------------------------------------------------------------------------
     def on_target(self, msg: PointStamped) -> None:
+        if not self.command_age.admit("target", msg.header.stamp):
+            return
         if not self._frame_ok(msg.header.frame_id):
             return
         p = msg.point
         self._solve_and_publish(np.array([p.x, p.y, p.z]), self.bucket_pitch)
 
     def on_target_pose(self, msg: PoseStamped) -> None:
+        if not self.command_age.admit("target_pose", msg.header.stamp):
+            return
         if not self._frame_ok(msg.header.frame_id):
             return
         p, o = msg.pose.position, msg.pose.orientation
@@ -97,7 +106,9 @@ class IKNode(Node):
         self._solve_and_publish(target, pitch)
 
     def apply_parameters(self, changed: dict[str, Any]) -> None:
-        """Post-set: the validated pitch / tolerance apply to the next target."""
+        """Post-set: the validated pitch / tolerance / age limit apply to the next target."""
+        if "max_command_age_s" in changed:
+            self.command_age.set_max_age(float(changed["max_command_age_s"]))
         self.bucket_pitch = float(changed.get("bucket_pitch_rad", self.bucket_pitch))
         self.orientation_tolerance = float(changed.get("orientation_tolerance_rad",
                                                        self.orientation_tolerance))
@@ -132,9 +143,16 @@ class IKNode(Node):
 
     def _counters(self) -> dict[str, object]:
         return {"solved": self.solved, "rejected": self.rejections.count,
-                "last_error": self.rejections.last}
+                "last_error": self.rejections.last, **self.command_age.counters()}
 
     def publish_status(self) -> None:
+        dropped = self.command_age.refused_since_status()
+        if dropped:
+            rule = self.command_age.rule
+            self.diagnostics.publish(WARN, f"{dropped} target(s) dropped as too old or stamped "
+                                     f"ahead since the last status (max_command_age_s "
+                                     f"{rule.max_age_s:g} s)", self._counters())
+            return
         self.diagnostics.publish(OK, "running", self._counters())
 
 

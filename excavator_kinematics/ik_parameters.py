@@ -1,8 +1,8 @@
 """ik_node's parameters (``config/ik.yaml``): its one spec, read with or without ROS.
 
-``bucket_pitch_rad`` and ``orientation_tolerance_rad`` change at run time (``ros2 param set``);
-``geometry_file`` is read at start-up. The former names ``bucket_pitch`` and
-``orientation_tolerance`` are accepted for one release, with a warning.
+``bucket_pitch_rad``, ``orientation_tolerance_rad`` and ``max_command_age_s`` change at run
+time (``ros2 param set``); ``geometry_file`` is read at start-up. The former names
+``bucket_pitch`` and ``orientation_tolerance`` are accepted for one release, with a warning.
 """
 
 from __future__ import annotations
@@ -25,6 +25,10 @@ IK_PARAMETERS = ParameterTable("ik_node", (
     ParameterSpec("orientation_tolerance_rad", 0.02, "largest roll/yaw of a `target_pose` "
                   "orientation out of the boom plane; beyond it the target is rejected", "rad",
                   0.0, 0.5, dynamic=True, deprecated_names=("orientation_tolerance",)),
+    ParameterSpec("max_command_age_s", 0.5, "a target or target_pose older than this on "
+                  "arrival (by its stamp) is dropped, counted and reported; stamp 0 is not "
+                  "judged (docs/teleoperation.md, Late commands)", "s", 0.01, 3600.0,
+                  dynamic=True),
     ParameterSpec("frame_prefix", "", "TF prefix of this machine's frames: targets are taken "
                   "in '<prefix>base_link', e.g. 'exc1/' in a fleet (letters, digits, _, /; ends "
                   "in /)"),

@@ -13,6 +13,11 @@ Publishes ``joint_command`` (positions [rad] + speed caps [rad/s] of swing/boom/
 speed [m/s] or swing rate [rad/s]; header stamp = the stamp of the Joy it answers),
 ``teleop/force_feedback`` (geometry_msgs/WrenchStamped, impedance mode) and ``/diagnostics``.
 
+Impedance mode advances its model by the control periods that passed since the previous
+callback (the control timer's grid), at most ``impedance.max_step_s``, and counts the ticks the
+timer missed (``impedance_missed_ticks`` on /diagnostics). Operator input older than
+``max_command_age_s`` on arrival (its header stamp) is dropped and counted.
+
 The node is silent while no operator input is live: another commander (ik_node) can share
 ``joint_command``. When the input stops (timeout, deadman released) it sends one hold command.
 
@@ -42,6 +47,7 @@ from geometry_msgs.msg import PoseStamped, WrenchStamped
 from rclpy.node import Node
 from sensor_msgs.msg import JointState, Joy
 
+from excavator_common.command_age_node import CommandAgeCheck
 from excavator_common.node_args import NodeUsage
 from excavator_common.parameter_node import NodeParameters
 from excavator_common.ros_runtime import (
@@ -92,6 +98,11 @@ class TeleopNode(Node):
         self.answers: StampedAnswers[Joy] | None = (
             StampedAnswers(self.command_delay_s) if self.command_delay_s > 0.0 else None)
         self.last_command_stamp = 0.0  # [s] of the latest scheduled joint_command
+        # Operator input older than max_command_age_s on arrival is dropped (a delayed message
+        # must not act). Scheduled, a Joy stamped ahead waits for its state: the schedule
+        # judges stamps ahead (StampedAnswers), not this check.
+        self.command_age = CommandAgeCheck(self, float(values["max_command_age_s"]),
+                                           math.inf if self.answers is not None else None)
 
         # Scheduled, every Joy and command counts (a lost one is a different session): deeper
         # queues; otherwise only the latest matters.
@@ -130,7 +141,7 @@ class TeleopNode(Node):
         self.sent = 0
         self.holds = 0
         self.last_info: dict[str, object] = {}
-        self.create_timer(self.period, self.on_timer)
+        self.control_timer = self.create_timer(self.period, self.on_timer)
         self.create_timer(1.0, self.publish_status)
         self.get_logger().info(f"ready: mode {self.core.mode}, pattern {settings.pattern}, "
                                f"{values['control_rate_hz']:.0f} Hz")
@@ -145,6 +156,8 @@ class TeleopNode(Node):
                                             feedback=settings.feedback,
                                             pattern=settings.pattern)
         core.assignments = pattern(settings.pattern)
+        if "max_command_age_s" in changed:
+            self.command_age.set_max_age(float(changed["max_command_age_s"]))
         if "mode" not in changed:
             return  # the mode-toggle button may have changed the mode since start-up
         if self.commanding and self.state is not None and settings.mode != core.mode:
@@ -167,6 +180,8 @@ class TeleopNode(Node):
             self._answer(self.answers.add_state(_seconds(msg.header.stamp), self.state))
 
     def on_joy(self, msg: Joy) -> None:
+        if not self.command_age.admit("joy", msg.header.stamp):
+            return  # too old on arrival: the previous Joy stays until joy_timeout_s
         self.joy, self.joy_time = msg, time.monotonic()
         scheduled = self.command_delay_s > 0.0 and _seconds(msg.header.stamp) > 0.0
         if not scheduled or self.core.mode == "impedance":
@@ -181,10 +196,14 @@ class TeleopNode(Node):
                 self._sticks()  # answer at once: latency Joy -> command is one callback
 
     def on_joy_travel(self, msg: Joy) -> None:
+        if not self.command_age.admit("joy_travel", msg.header.stamp):
+            return
         self.travel_joy, self.travel_time = msg, time.monotonic()
         self._travel()
 
     def on_hand_pose(self, msg: PoseStamped) -> None:
+        if not self.command_age.admit("hand_pose", msg.header.stamp):
+            return  # the previous pose holds until hand_timeout_s
         p, o = msg.pose.position, msg.pose.orientation
         try:
             hand = hand_coordinates((p.x, p.y, p.z), (o.x, o.y, o.z, o.w))
@@ -309,13 +328,26 @@ class TeleopNode(Node):
                                   yaw + float(q[0]))
         try:
             cmd, workspace = self.core.impedance_command(self.hand, soil, self.state,
-                                                         self.period)
+                                                         self._tick_s())
         except KinematicsError as exc:
             self.rejections.reject(str(exc), self._counters())
             return
         self.commanding = True
         self._send(cmd, None)
         self._publish_feedback(soil + workspace)
+
+    def _tick_s(self) -> float:
+        """The control timer's tick this callback serves [s, on the node's clock]: its latest
+        grid point. rcl fires a timer at or after each grid point and skips the points that
+        passed meanwhile, so consecutive ticks differ by whole periods: the impedance model
+        advances by the time that passed and the missed ticks are counted exactly
+        (excavator_kinematics.teleop.ticks)."""
+        timer = self.control_timer
+        now_ns = timer.clock.now().nanoseconds
+        until_ns = timer.time_until_next_call()
+        if until_ns is None:  # cancelled: the time itself
+            return now_ns * 1e-9
+        return (now_ns + until_ns - timer.timer_period_ns) * 1e-9
 
     def _travel(self) -> None:
         joy = self.travel_joy
@@ -376,9 +408,20 @@ class TeleopNode(Node):
         return {"mode": self.core.mode, "pattern": self.core.settings.pattern,
                 "commands": self.sent, "holds": self.holds,
                 "joys_restamped": self.answers.restamped if self.answers else 0,
+                **self.command_age.counters(), **self.core.impedance_ticks.counters(),
                 **self.last_info}
 
     def publish_status(self) -> None:
+        dropped = self.command_age.refused_since_status()
+        if dropped:
+            rule = self.command_age.rule
+            last = rule.last_refused
+            assert last is not None
+            self.diagnostics.publish(
+                WARN, f"{dropped} operator command(s) dropped as too old or stamped ahead since "
+                f"the last status: {rule.last_refused_topic} {last.age_s:.3f} s old (limit "
+                f"max_command_age_s {rule.max_age_s:g} s)", self._counters())
+            return
         if self.state is None or not self._state_ok():
             self.diagnostics.publish(WARN, "no joint_states: not commanding", self._counters())
             return

@@ -223,6 +223,10 @@ NODE_PARAMETERS: tuple[ParameterSpec, ...] = (
                   "the simulated time are applied at their stamp (teleop replay); further ahead "
                   "than this: applied on arrival, counted; 0 = apply every command on arrival",
                   "s", 0.0, 60.0),
+    ParameterSpec("max_command_age_s", 1.0, "joint_command / track_command sent longer ago "
+                  "than this when taken (their DDS source timestamp on the wall clock, not the "
+                  "header stamp) are dropped, counted and reported (docs/teleoperation.md, "
+                  "Late commands)", "s", 0.01, 3600.0, dynamic=True),
     ParameterSpec("follow_clock", False, "step to the time on /clock (the fleet's clock owner) "
                   "instead of pacing by the wall clock; publishes no /clock"),
     ParameterSpec("soil_in_process", False, "run the soil model (soil_node's core: terrain, "

@@ -34,7 +34,12 @@ Subscribes
   ``command_late_ms_max``). A stamp more than ``max_command_lead_s`` ahead (a wall-clock
   stamp from a node without ``use_sim_time``) applies on arrival too, counted
   (``commands_beyond_lead``) and logged once; ``max_command_lead_s`` 0 applies every command on
-  arrival.
+  arrival. Before that, a command sent more than ``max_command_age_s`` before it is taken
+  (its DDS source timestamp on the wall clock: held up on the link, or waiting while this
+  node was stopped) is dropped and counted (``commands_expired``;
+  :mod:`excavator_common.command_age`), and a dropped track command does not keep the tracks
+  alive. Not the header stamp: here it says when to apply, and a bag replays commands with
+  the stamps of their recording.
 - ``plant/actuation`` (sensor_msgs/JointState, from the plant link: the PLC's ``plant_out``),
   ``drive_mode`` plant (hardware in the loop, issue 27): ``effort`` of ``track_left`` /
   ``track_right`` = torque set-points [N m at the sprocket], ``position`` of the pseudo-joints
@@ -83,7 +88,7 @@ Parameters: ``excavator_sim.sim_config.SIM_PARAMETERS`` (docs/configuration.md).
 run time (``ros2 param set``, applied at once): ``publish_rate_hz``, ``real_time_factor`` and
 ``max_catch_up_s`` (the pacing is rebuilt from the current simulated time), ``marker_rate_hz``,
 ``max_wrench_age_s``, ``lag_warn_s``, ``track_command_timeout_s``,
-``plant_actuation_timeout_s``; every other parameter is read-only.
+``plant_actuation_timeout_s``, ``max_command_age_s``; every other parameter is read-only.
 
 One clock for a fleet: with ``follow_clock`` true the node publishes no ``/clock`` and is not
 paced by the wall clock; it steps its model to the time on ``/clock`` (another sim_node's: the
@@ -108,6 +113,7 @@ from rclpy.clock import Clock as RosClock
 from rclpy.clock_type import ClockType
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+from rclpy.subscription import MessageInfo
 from rclpy.timer import Timer
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import Imu, JointState
@@ -115,6 +121,7 @@ from std_msgs.msg import Float64MultiArray, String
 from visualization_msgs.msg import Marker, MarkerArray
 
 from excavator_common import realtime
+from excavator_common.command_age_node import CommandAgeCheck
 from excavator_common.frames import check_frame_prefix
 from excavator_common.node_args import NodeUsage
 from excavator_common.parameter_node import NodeParameters, parameter_overrides
@@ -211,6 +218,9 @@ class SimNode(Node):
         self.schedule: CommandSchedule[tuple[str, object, object]] = CommandSchedule(
             max_lead_s=float(values["max_command_lead_s"]))
         self.unschedulable = 0  # commands stamped beyond max_command_lead_s (applied at once)
+        # Sent longer than max_command_age_s ago (the DDS source timestamp: the header stamp
+        # says when to apply, the schedule's business, and bags replay old ones): dropped.
+        self.command_age = CommandAgeCheck(self, float(values["max_command_age_s"]))
         geometry = (ExcavatorGeometry.from_yaml(geometry_file) if geometry_file
                     else default_geometry())
         if preset is not None:
@@ -364,6 +374,8 @@ class SimNode(Node):
             self.track_timeout.timeout_s = float(changed["track_command_timeout_s"])
         if "plant_actuation_timeout_s" in changed:
             self.plant.timeout_s = float(changed["plant_actuation_timeout_s"])
+        if "max_command_age_s" in changed:
+            self.command_age.set_max_age(float(changed["max_command_age_s"]))
         if "max_catch_up_s" in changed:
             self.max_catch_up_s = float(changed["max_catch_up_s"])
         timing = {"publish_rate_hz", "real_time_factor", "max_catch_up_s"} & set(changed)
@@ -383,7 +395,9 @@ class SimNode(Node):
     def _reject(self, message: str) -> None:
         self.rejections.reject(message, {})
 
-    def on_joint_command(self, msg: JointState) -> None:
+    def on_joint_command(self, msg: JointState, info: MessageInfo) -> None:
+        if not self.command_age.admit_in_transit("joint_command", info):
+            return
         names = list(msg.name)
         if len(msg.position) != len(names):
             self._reject(f"joint_command has {len(names)} names but {len(msg.position)} "
@@ -465,9 +479,13 @@ class SimNode(Node):
         # Applied at the next period boundary, if still fresh then (see tick).
         self.gate.offer(stamp, force, torque, self.sim.time)
 
-    def on_plant_actuation(self, msg: JointState) -> None:
+    def on_plant_actuation(self, msg: JointState, info: MessageInfo) -> None:
         """The PLC's actuation (through the plant link): checked and applied at once; a bad one
-        is a drive fault that brakes (latched until a valid one)."""
+        is a drive fault that brakes (latched until a valid one). One held up in transit past
+        ``max_command_age_s`` is dropped like any late command, and does not keep the drives
+        alive (``plant_actuation_timeout_s``)."""
+        if not self.command_age.admit_in_transit("plant/actuation", info):
+            return
         if not self.plant_mode:
             self._plant_refused += 1
             if self._plant_refused == 1:
@@ -525,7 +543,9 @@ class SimNode(Node):
                 f"{self.plant.age_s(self.sim.time):.2f} s of simulated time "
                 f"(plant_actuation_timeout_s {self.plant.timeout_s:g})")
 
-    def on_track_command(self, msg: JointState) -> None:
+    def on_track_command(self, msg: JointState, info: MessageInfo) -> None:
+        if not self.command_age.admit_in_transit("track_command", info):
+            return  # too old: nor does it keep the tracks alive (track_command_timeout_s)
         if self.plant_mode:
             self._reject("track_command refused: drive_mode is plant (the drive train moves "
                          "the base from plant/actuation); start sim_node with "
@@ -847,6 +867,7 @@ class SimNode(Node):
             "commands_past_stamp": self.schedule.past_stamp,
             "command_late_ms_max": f"{1e3 * self.schedule.max_late_s:.2f}",
             "commands_beyond_lead": self.unschedulable,
+            **self.command_age.counters(),
             **self.lockstep.values(),
         }
 
@@ -896,6 +917,10 @@ class SimNode(Node):
             problems.append(f"soil lockstep: no soil/wrench for the latest bucket_pose within "
                             f"{self.lockstep.timeout_s:g} s (soil_lockstep_timeout_s); stepping "
                             "without waiting until soil_node answers again")
+        dropped = self.command_age.refused_since_status()
+        if dropped:
+            problems.append(f"{dropped} commands dropped as older than max_command_age_s "
+                            f"{self.command_age.rule.max_age_s:g} s")
         if stale:
             problems.append(f"soil wrench late: {stale} periods without soil force (older "
                             f"than {1e3 * self.gate.max_age_s:g} ms)")

@@ -125,6 +125,34 @@ def test_out_of_plane_orientation_is_rejected(channel: Channel) -> None:
     assert len(channel.commands) == n_cmd
 
 
+def test_a_target_stamped_too_long_ago_is_dropped_and_counted(channel: Channel,
+                                                              probe: RosTestNode) -> None:
+    """A target delayed on its way (stamped 2 s before it arrives; max_command_age_s 0.5 s)
+    gives no joint_command and is counted on /diagnostics; the next, fresh one acts."""
+    n_cmd, mark = len(channel.commands), len(channel.diagnostics)
+    stale = _point(5.5, 0.0, 0.5)
+    old = probe.node.get_clock().now().nanoseconds - 2_000_000_000
+    stale.header.stamp.sec, stale.header.stamp.nanosec = divmod(old, 1_000_000_000)
+    channel.target.publish(stale)
+    fresh = _point(6.0, 0.0, 0.5)
+    fresh.header.stamp = probe.node.get_clock().now().to_msg()
+    channel.target.publish(fresh)
+    wait_for(lambda: len(channel.commands) > n_cmd, 10.0, "the fresh target's joint_command")
+
+    def values() -> list[tuple[str, dict[str, str]]]:
+        return [(s.message, {kv.key: kv.value for kv in s.values})
+                for d in list(channel.diagnostics)[mark:] for s in d.status
+                if s.name.startswith("ik_node") and s.values]
+    wait_for(lambda: any(v["commands_expired"] == "1" for _, v in values()), 10.0,
+             "the stale target counted")
+    # one publisher, delivered in order: a command for the stale target would come first
+    assert len(channel.commands) == n_cmd + 1
+    assert np.allclose(channel.commands[-1].position[:4], IK.solve((6.0, 0.0, 0.5), 0.3).q)
+    message, v = next((m, v) for m, v in values() if v["commands_expired"] == "1")
+    assert "1 target(s) dropped as too old" in message and "max_command_age_s 0.5 s" in message
+    assert float(v["last_dropped_age_s"]) >= 2.0 and v["last_dropped_topic"] == "target"
+
+
 def test_double_sigint_shuts_down_cleanly(tmp_path) -> None:
     """`ros2 launch` sends SIGINT twice on Ctrl-C: the node must still exit with code 0."""
     proc = NodeProcess("excavator_kinematics.ik_node", log_dir=tmp_path)

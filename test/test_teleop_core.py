@@ -362,10 +362,10 @@ def test_impedance_command_follows_the_hand_and_gives_way_to_the_soil() -> None:
     state = MachineState(MID, np.zeros(4))
     x_start = core.task(state)
     hand = np.array([0.0, 0.0, 0.0])
-    core.impedance_command(hand, np.zeros(3), state, 0.02)
-    for _ in range(500):
+    core.impedance_command(hand, np.zeros(3), state, 0.0)
+    for k in range(1, 501):  # 10 s of 50 Hz control callbacks
         moved = hand + np.array([0.02, -0.01, 0.0])
-        cmd, ws = core.impedance_command(moved, np.zeros(3), state, 0.02)
+        cmd, ws = core.impedance_command(moved, np.zeros(3), state, 0.02 * k)
     assert core.impedance.x == pytest.approx(x_start + np.array([0.2, -0.1, 0.0]), abs=1e-3)
     assert not ws.any()
     q = np.array([cmd.positions[n] for n in ("swing", "boom", "arm", "bucket")])

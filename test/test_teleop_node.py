@@ -299,3 +299,130 @@ def test_stale_joint_states_stop_the_commands(operator: Operator,
     wait_for(lambda: (operator.send({1: 0.4}), len(commands) > n)[1], 20.0,
              "commands again once joint_states are fresh")
     operator.hold_sticks({}, 0.3)
+
+
+def _status(op: Operator, node: str, after: int = 0) -> list[tuple[str, dict[str, str]]]:
+    """``node``'s statuses on /diagnostics (message, values), from the ``after``-th array on."""
+    return [(s.message, {kv.key: kv.value for kv in s.values})
+            for d in list(op.diagnostics)[after:] for s in d.status if s.name.startswith(node)]
+
+
+def test_joys_stamped_too_long_ago_are_dropped_and_counted(operator: Operator) -> None:
+    """Joys delayed on their way (stamped 1 s before they arrive, max_command_age_s 0.25 s):
+    nothing moves, no joint_command is sent, /diagnostics counts every one; fresh Joys act."""
+    _home(operator)
+    q0 = _still(operator)
+    mark = len(operator.diagnostics)
+    wait_for(lambda: any(m == "idle" for m, _ in _status(operator, "teleop_node", mark)), 20.0,
+             "teleop_node idle")
+    _, before = [s for s in _status(operator, "teleop_node", mark) if s[0] == "idle"][-1]
+    commands: list[JointState] = operator.probe.collect(JointState, "joint_command")
+    n = 20
+    for _ in range(n):  # arm in at full deflection, deadman held, but 1 s old
+        msg = Joy()
+        stamp = operator.probe.node.get_clock().now().nanoseconds - 1_000_000_000
+        msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(stamp, 1_000_000_000)
+        msg.axes = [0.0, -1.0, 0.0, 0.0, 0.0, 0.0]
+        msg.buttons = [0] * 8
+        msg.buttons[ENABLE] = 1
+        operator.joy.publish(msg)
+        time.sleep(0.05)
+    expired0 = int(before["commands_expired"])
+
+    def counted() -> list[tuple[str, dict[str, str]]]:
+        return [s for s in _status(operator, "teleop_node", mark)
+                if int(s[1]["commands_expired"]) >= expired0 + n]
+    wait_for(counted, 20.0, lambda: f"{n} expired Joys counted: {_status(operator, 'teleop_')}")
+    _, values = counted()[0]
+    # every Joy was judged by then (one publisher, in order): none acted
+    assert int(values["commands_expired"]) == expired0 + n
+    assert values["commands"] == before["commands"] and not commands
+    assert np.abs(operator.joints() - q0).max() < 2e-3
+    assert float(values["last_dropped_age_s"]) >= 1.0 and values["last_dropped_topic"] == "joy"
+    assert values["max_command_age_s"] == "0.25"
+    warned = [m for m, v in _status(operator, "teleop_node", mark)
+              if "dropped as too old" in m]
+    assert warned and "limit max_command_age_s 0.25 s" in warned[0]
+    operator.hold_sticks({1: -0.6}, 1.0)  # the same stick, fresh: the arm moves in
+    assert operator.joints()[2] - q0[2] < -0.05
+    assert commands
+    operator.hold_sticks({}, 0.3)
+
+
+def test_sim_node_drops_a_joint_command_held_up_longer_than_its_age_limit(
+        operator: Operator, sim_process: NodeProcess) -> None:
+    """sim_node's own check (max_command_age_s 1 s, on the time since a command was sent): a
+    joint_command published while sim_node is stopped (SIGSTOP) for 1.5 s sets no target when
+    it resumes, though its header stamp is fresh; the same command sent then acts."""
+    import os
+    import signal
+
+    _home(operator)
+    pub = operator.probe.node.create_publisher(JointState, "joint_command", 10)
+    mark = len(operator.diagnostics)
+    wait_for(lambda: _status(operator, "sim_node", mark), 20.0, "a sim_node status")
+    expired0 = int(_status(operator, "sim_node", mark)[-1][1]["commands_expired"])
+    msg = JointState()
+    msg.name, msg.position = ["swing"], [0.4]
+    os.kill(sim_process.proc.pid, signal.SIGSTOP)
+    try:
+        msg.header.stamp = operator.probe.node.get_clock().now().to_msg()
+        pub.publish(msg)
+        time.sleep(1.5)  # held up: sim_node takes it >= 1.5 s after it was sent
+    finally:
+        os.kill(sim_process.proc.pid, signal.SIGCONT)
+
+    def counted() -> list[tuple[str, dict[str, str]]]:
+        return [s for s in _status(operator, "sim_node", mark)
+                if int(s[1]["commands_expired"]) > expired0]
+    wait_for(counted, 20.0, "the held-up joint_command counted")
+    message, values = counted()[0]
+    assert int(values["commands_expired"]) == expired0 + 1
+    assert float(values["target_swing"]) == pytest.approx(START[0], abs=1e-3)
+    assert "dropped as older than max_command_age_s 1 s" in message
+    assert float(values["last_dropped_age_s"]) >= 1.5
+    assert values["last_dropped_topic"] == "joint_command"
+    msg.header.stamp = operator.probe.node.get_clock().now().to_msg()
+    pub.publish(msg)
+    wait_for(lambda: abs(operator.q("swing") - 0.4) < 0.05, 30.0, "the fresh command to act")
+    operator.probe.node.destroy_publisher(pub)
+    _home(operator)
+
+
+def test_impedance_ticks_missed_while_stopped_are_counted_and_capped(
+        tmp_path_factory: pytest.TempPathFactory, operator: Operator) -> None:
+    """teleop_node in impedance mode is stopped (SIGSTOP) for 0.6 s while the hand is held:
+    its control timer misses at least 28 of its 50 Hz ticks, which /diagnostics counts, and
+    the model integrates the cap (impedance.max_step_s 0.1 s), not the 0.6 s, in one step."""
+    import os
+    import signal
+
+    proc = _teleop(tmp_path_factory, "teleop_ticks", "mode:=impedance",
+                   "hand_timeout_s:=3.0", "state_timeout_s:=3.0")
+    try:
+        wait_for(lambda: operator.hand.get_subscription_count() > 0, 30.0,
+                 lambda: f"teleop_node (impedance); log:\n{proc.log()}")
+        _still(operator)
+        pose = PoseStamped()
+        pose.header.frame_id = "hand_controller"
+        pose.pose.orientation.w = 1.0
+        n0 = len(operator.feedback)
+        wait_for(lambda: (operator.hand.publish(pose), len(operator.feedback) > n0 + 10)[1],
+                 30.0, "force feedback: the hand engaged", period=0.02)
+        os.kill(proc.proc.pid, signal.SIGSTOP)
+        try:
+            time.sleep(0.6)
+        finally:
+            os.kill(proc.proc.pid, signal.SIGCONT)
+        mark = len(operator.diagnostics)
+
+        def after() -> list[dict[str, str]]:
+            operator.hand.publish(pose)
+            return [v for _, v in _status(operator, "teleop_node", mark)
+                    if int(v.get("impedance_steps_capped", 0)) >= 1]
+        wait_for(after, 30.0, lambda: f"the stop counted; log:\n{proc.log()}", period=0.02)
+        values = after()[-1]
+        assert int(values["impedance_missed_ticks"]) >= 28  # 0.6 s / 20 ms - 2
+        assert float(values["impedance_time_dropped_s"]) >= 0.6 - 0.1 - 0.04
+    finally:
+        assert proc.stop() == 0, proc.log()

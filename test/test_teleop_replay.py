@@ -63,11 +63,12 @@ def sim_node(logs: Path) -> NodeProcess:
                         "-p", f"soil_lockstep_timeout_s:={LOCKSTEP_S}"], log_dir=logs)
 
 
-def teleop_node(logs: Path) -> NodeProcess:
+def teleop_node(logs: Path, *params: str) -> NodeProcess:
     return NodeProcess("excavator_kinematics.teleop_node",
                        ["--ros-args", "--params-file", str(REPO / "config" / "teleop.yaml"),
                         "-p", "use_sim_time:=true", "-p", f"command_delay_s:={DELAY_S}",
-                        "-p", "joy_timeout_s:=5.0", "-p", "state_timeout_s:=5.0"], log_dir=logs)
+                        "-p", "joy_timeout_s:=5.0", "-p", "state_timeout_s:=5.0",
+                        *(a for p in params for a in ("-p", p))], log_dir=logs)
 
 
 def other_nodes(logs: Path) -> list[NodeProcess]:
@@ -252,35 +253,48 @@ def test_the_replay_follows_the_recorded_joint_trajectories(runs) -> None:
     assert diff.max() < 1e-9, f"the replay left the recorded path; live/replay: {late}"
 
 
-def test_scheduled_teleop_restamps_a_late_joy_and_refuses_a_wall_clock_one(
+def test_scheduled_teleop_restamps_a_late_joy_drops_an_old_one_and_refuses_a_wall_clock_one(
         tmp_path: Path) -> None:
-    """command_delay_s: a Joy stamped far behind the machine's state acts from the newest state
-    and says so on teleop/joy_applied (what a recording keeps); a Joy stamped in wall time while
-    the machine runs in simulated time is refused with the fix."""
+    """command_delay_s: a Joy stamped behind the machine's state (but within
+    max_command_age_s) acts from the newest state and says so on teleop/joy_applied (what a
+    recording keeps); one older than max_command_age_s is dropped and counted; a Joy stamped in
+    wall time while the machine runs in simulated time is refused with the fix."""
     sim = sim_node(tmp_path)
-    teleop = teleop_node(tmp_path)
+    teleop = teleop_node(tmp_path, "max_command_age_s:=2.0")
     obs = Observer("restamp_probe")
     try:
         applied: list[Joy] = obs.probe.collect(Joy, APPLIED, 100)
         joy = obs.probe.node.create_publisher(Joy, "joy", 10)
         wait_for(lambda: obs.states and obs.clock and joy.get_subscription_count() > 0, 60.0,
                  lambda: sim.log() + teleop.log())
-        obs.wait_sim(START_AFTER_S, "sim time")
-        msg = Joy()
-        msg.axes, msg.buttons = [0.0, -0.6, 0.0, 0.0, 0.0, 0.0], [0] * 8  # arm in
-        msg.header.stamp.sec = int(obs.now()) - 2  # 2 s behind
-        joy.publish(msg)
+        obs.wait_sim(START_AFTER_S + 3.0, "sim time")
+
+        def stamped(behind_s: float, arm: float) -> Joy:
+            msg = Joy()
+            msg.axes, msg.buttons = [0.0, arm, 0.0, 0.0, 0.0, 0.0], [0] * 8
+            ns = round((obs.now() - behind_s) * 1e9)
+            msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(ns, 1_000_000_000)
+            return msg
+
+        joy.publish(stamped(5.0, 0.6))  # older than max_command_age_s: dropped
+        joy.publish(stamped(0.6, -0.6))  # arm in, 0.6 s behind: > half the delay, re-stamped
         wait_for(lambda: applied, 30.0, teleop.log)
         late = applied[0].header.stamp
         newest = obs.now()
         wall = Joy()
         wall.axes, wall.buttons = [0.0, 0.6, 0.0, 0.0, 0.0, 0.0], [0] * 8
-        wall.header.stamp.sec = int(time.time())
+        wall.header.stamp = obs.probe.node.get_clock().now().to_msg()  # the probe: wall time
         joy.publish(wall)
         wait_for(lambda: "ahead of joint_states" in teleop.log(), 30.0, teleop.log)
+        wait_for(lambda: any(kv.key == "commands_expired" and kv.value == "1"
+                             for d in list(obs.diagnostics) for s in d.status
+                             if s.name.startswith("teleop_node") for kv in s.values), 30.0,
+                 "the old Joy counted on /diagnostics")
     finally:
         obs.close()
         stop_all(sim, teleop)
-    assert len(applied) == 1  # the wall-clock Joy was not answered
+    assert len(applied) == 1  # neither the old nor the wall-clock Joy was answered
+    assert list(applied[0].axes)[1] == pytest.approx(-0.6)  # the late one
     assert newest - 1.0 < late.sec + late.nanosec * 1e-9 <= newest  # re-stamped to its state
     assert "stamp the Joy in simulated time" in teleop.log()
+    assert "older than max_command_age_s 2 s: dropped" in teleop.log()

@@ -147,8 +147,11 @@ class DemoStack:
                         [*ros, "-p", f"machines:={','.join(m.ns for m in self.machines)}",
                          "-p", "use_sim_time:=true", *self.soil_params], layout["sim"])
         if self.options.joystick:  # Joy from the operator (a scripted session)
+            # on simulated time: the Joys are stamped with it, and their age is judged on it
+            # (max_command_age_s; on wall time they would be 1.7e9 s old)
             self._start("teleop_node", "excavator_kinematics.teleop_node",
-                        [*ros, "-p", "joy_timeout_s:=2.0"], layout["sim"])
+                        [*ros, "-p", "joy_timeout_s:=2.0", "-p", "use_sim_time:=true"],
+                        layout["sim"])
         bag = self.options.output_dir / "dig_bag"
         if bag.exists():
             import shutil

@@ -25,6 +25,7 @@ from excavator_kinematics.teleop.control_patterns import ALIASES
 from excavator_kinematics.teleop.coordinated import CoordinatedSettings
 from excavator_kinematics.teleop.impedance import FeedbackScaling, ImpedanceParams
 from excavator_kinematics.teleop.joystick import JoyLayout, Shaping, TravelLayout
+from excavator_kinematics.teleop.ticks import ControlTicks
 
 INF = math.inf
 
@@ -58,6 +59,9 @@ PARAMETERS: tuple[ParameterSpec, ...] = (
        deprecated_names=("joy_timeout",), **_RUN_TIME),
     _p("hand_timeout_s", 0.25, 0.01, 10.0, "s", "a hand pose older than this holds the machine "
        "and releases the clutch", deprecated_names=("hand_timeout",), **_RUN_TIME),
+    _p("max_command_age_s", 0.25, 0.01, 3600.0, "s", "a joy, joy_travel or hand_pose message "
+       "older than this on arrival (by its stamp) is dropped, counted and reported; stamp 0 "
+       "is not judged (docs/teleoperation.md, Late commands)", **_RUN_TIME),
     _p("state_timeout_s", 0.5, 0.05, 10.0, "s", "joint_states older than this: no command at "
        "all", deprecated_names=("state_timeout",), **_RUN_TIME),
     _p("wrench_timeout_s", 0.5, 0.01, 10.0, "s", "a soil wrench older than this counts as zero",
@@ -116,6 +120,9 @@ PARAMETERS: tuple[ParameterSpec, ...] = (
     _p("impedance.angular_damping_nm_s_per_rad", 1250.0, 0.01, 1.0e8, "N m s/rad",
        "B_d of alpha"),
     _p("impedance.angular_stiffness_nm_per_rad", 2.5e4, 0.01, 1.0e9, "N m/rad", "K_d of alpha"),
+    _p("impedance.max_step_s", 0.1, 0.001, 1.0, "s", "the most model time one control "
+       "callback integrates: late or missed ticks are made up (counted on /diagnostics), a "
+       "longer stall is not (at least 1 / control_rate_hz)"),
     _p("impedance.position_scale", 10.0, 0.01, 1000.0, "m/m", "machine metres per hand metre"),
     _p("impedance.angle_scale", 1.0, 0.01, 100.0, "rad/rad", "bucket radians per hand radian"),
     _p("feedback.force_scale", 1.0e-3, 0.0, 1.0, "N/N", "device force per soil force",
@@ -157,6 +164,7 @@ def _build(v: Mapping[str, Any]) -> dict[str, Any]:
         return {k[len(prefix) + 1:]: x for k, x in v.items() if k.startswith(prefix + ".")}
 
     travel = group("travel")
+    ControlTicks(1.0 / v["control_rate_hz"], v["impedance.max_step_s"])  # checks the pair
     return {
         "mode": v["mode"],
         "pattern": v["pattern"],
@@ -177,7 +185,9 @@ def _build(v: Mapping[str, Any]) -> dict[str, Any]:
             angle_weight_m_per_rad=v["coordinated.angle_weight_m_per_rad"],
             horizon_s=v["coordinated.horizon_s"]),
         "impedance": ImpedanceParams(**{k: x for k, x in group("impedance").items()
-                                        if not k.endswith("_scale")}),
+                                        if not k.endswith("_scale") and k != "max_step_s"}),
+        "control_period_s": 1.0 / v["control_rate_hz"],
+        "impedance_max_step_s": v["impedance.max_step_s"],
         "position_scale": v["impedance.position_scale"],
         "angle_scale": v["impedance.angle_scale"],
         "feedback": FeedbackScaling(**{k: x for k, x in group("feedback").items()

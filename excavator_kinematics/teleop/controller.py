@@ -40,6 +40,7 @@ from excavator_kinematics.teleop.impedance import (
 )
 from excavator_kinematics.teleop.jacobian import TaskJacobian
 from excavator_kinematics.teleop.joystick import JoyLayout, Shaping, TravelLayout
+from excavator_kinematics.teleop.ticks import ControlTicks
 from excavator_kinematics.teleop.valves import FlowLimits, Hydraulics, ValveCommand
 
 MODES = ("joystick", "coordinated", "impedance")
@@ -65,6 +66,8 @@ class TeleopSettings:
     feedback: FeedbackScaling = field(default_factory=FeedbackScaling)
     position_scale: float = 10.0   # impedance: machine metres per hand metre
     angle_scale: float = 1.0       # impedance: bucket radians per hand radian
+    control_period_s: float = 0.02  # 1 / control_rate_hz: the impedance model's tick
+    impedance_max_step_s: float = 0.1  # the most model time one control callback integrates
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -122,6 +125,9 @@ class TeleopCore:
         self.hand = HandMapping(self.settings.position_scale, self.settings.angle_scale)
         self._last_x0: np.ndarray | None = None
         self._last_q: np.ndarray | None = None
+        # the impedance model advances by the control periods that actually passed
+        self.impedance_ticks = ControlTicks(self.settings.control_period_s,
+                                            self.settings.impedance_max_step_s)
 
     # --- limits --------------------------------------------------------------------------
     def joint_limits(self, name: str) -> tuple[float, float]:
@@ -212,8 +218,11 @@ class TeleopCore:
         return self.jacobian.task(np.asarray(state.q, float)[1:])
 
     def impedance_command(self, hand: np.ndarray | None, soil_force: np.ndarray,
-                          state: MachineState, dt: float) -> tuple[JointCommand, np.ndarray]:
-        """One control period of impedance teleoperation.
+                          state: MachineState, now_s: float) -> tuple[JointCommand, np.ndarray]:
+        """One control callback of impedance teleoperation at ``now_s`` [s, the control clock:
+        the timer's tick, wall or simulated time]: the model advances by the control periods
+        since the previous callback (:class:`.ControlTicks`: late and missed ticks keep the
+        model's time, at most ``impedance_max_step_s`` per callback).
 
         ``hand`` = the device's (x, z, pitch) or None (no fresh pose: the set-point is held);
         ``soil_force`` = the soil's generalised force on X (:func:`.soil_force_in_task`).
@@ -225,13 +234,15 @@ class TeleopCore:
                 return self.hold_command(state, "no hand pose"), np.zeros(3)
             self.hand.engage(hand, x_meas)
             self.impedance.reset(x_meas)
+            self.impedance_ticks.restart()
             self._last_x0 = x_meas.copy()
             self._last_q = np.asarray(state.q, float).copy()
         x0 = self.hand.setpoint(hand) if hand is not None else self._last_x0
         assert x0 is not None and self._last_q is not None
         self._last_x0 = x0
         x_prev = self.impedance.x.copy()
-        x = self.impedance.step(x0, soil_force, dt)
+        dt = self.impedance_ticks.advance(now_s)
+        x = self.impedance.step(x0, soil_force, dt) if dt > 0.0 else x_prev.copy()
         swing = float(state.q[0])
         workspace = np.zeros(3)
         try:
@@ -252,7 +263,8 @@ class TeleopCore:
             self._hold["swing"] = positions["swing"]
         for k, name in enumerate(JOINT_NAMES, start=1):
             positions[name] = self.clip(name, float(q_cmd[k]))
-        rates = {n: (positions[n] - float(state.q[k])) / max(self.settings.command_lead_s, dt)
+        rates = {n: (positions[n] - float(state.q[k]))
+                 / max(self.settings.command_lead_s, dt)
                  for k, n in enumerate(FUNCTIONS)}
         valve = self.hydraulics.from_joint_rates(rates, np.asarray(state.q, float)[1:])
         info = {"mode": "impedance", "x": x.round(4).tolist(), "x0": np.round(x0, 4).tolist(),
