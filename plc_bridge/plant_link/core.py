@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from plc_bridge.config import BridgeConfig
+from plc_bridge.errors import BridgeError
 from plc_bridge.hil_program import dint
 from plc_bridge.plant import seq_newer
 
@@ -41,7 +42,7 @@ GROUND_SPEED = "ground_speed"             # pseudo-joint of plant/sensors
 FLAGS = ("drive_ready", "drive_fault", "brake")   # pseudo-joints of plant/sensors: position
 
 
-class SensorError(ValueError):
+class SensorError(BridgeError, ValueError):
     """A plant/sensors message the plant link cannot use (a joint missing)."""
 
 
