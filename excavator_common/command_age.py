@@ -4,7 +4,8 @@ A command delayed on its way (a congested link, a stalled publisher, a process t
 stopped with messages in its queue) must not act when it finally arrives: the operator has
 moved on, and the machine would do what was wanted a while ago. Every node that takes a stamped
 command (``teleop_node``: ``joy``, ``joy_travel``, ``hand_pose``; ``ik_node``: ``target``,
-``target_pose``; ``sim_node``: ``joint_command``, ``track_command``) asks one
+``target_pose``: by the header stamp; ``sim_node``: ``joint_command``, ``track_command``: by the
+time the message was sent, its header stamp saying when to apply it) asks one
 :class:`CommandAge` on arrival and drops what it refuses; the node shell
 (:mod:`excavator_common.command_age_node`) logs and reports. docs/teleoperation.md, "Late
 commands", says which topics and why.
@@ -18,19 +19,19 @@ The rule, for a command stamped ``stamp`` arriving when the clock its stamp is o
 - ``stamp - now`` more than ``max_age_s`` (at least ``MIN_AHEAD_S``, 1 s: the lead a bag player
   may publish with): dropped (``commands_ahead``). A stamp from the future means the sender's
   clock is ahead of this host's, and then a delayed message looks fresh: its age cannot be
-  judged. The clocks may disagree by as much as the age limit tolerates, either way. Nodes that
-  schedule commands stamped ahead (sim_node, teleop_node with ``command_delay_s``) leave this
-  check to their schedule (``max_ahead_s`` infinite).
+  judged. The clocks may disagree by as much as the age limit tolerates, either way. A node
+  that schedules commands stamped ahead (teleop_node with ``command_delay_s``) leaves this
+  check to its schedule (``max_ahead_s`` infinite).
 
 Clock bases: a node on simulated time (``use_sim_time``) still gets commands stamped in wall
-time from devices that are not (a joy driver on the operator station), and sim_node knows
-both clocks whatever its own setting. The caller passes the node's clock (``now_s``: simulated
-time for a node on sim time) and, when that is not the wall clock, the wall clock too
-(``wall_now_s``); a stamp is judged on the clock it lies nearest to. Simulated time starts at 0
-and the wall clock counts from 1970, so the two are ~1.7e9 s apart and cannot be confused. A
-node on wall time cannot read simulated time: a stamp in simulated time is then 1.7e9 s old and
-expires, with the fix in the reason (run the node with ``use_sim_time:=true``). Across hosts the
-wall clocks must agree to well within ``max_age_s`` (chrony/NTP on a LAN: below a millisecond).
+time from devices that are not (a joy driver on the operator station). The caller passes the
+node's clock (``now_s``: simulated time for a node on sim time) and, when that is not the wall
+clock, the wall clock too (``wall_now_s``); a stamp is judged on the clock it lies nearest to.
+Simulated time starts at 0 and the wall clock counts from 1970, so the two are ~1.7e9 s apart
+and cannot be confused. A node on wall time cannot read simulated time: a stamp in simulated
+time is then 1.7e9 s old and expires, with the fix in the reason (run the node with
+``use_sim_time:=true``). Across hosts the wall clocks must agree to well within ``max_age_s``
+(chrony/NTP on a LAN: below a millisecond).
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ from typing import Any
 from rclpy.clock import ROSClock
 from rclpy.node import Node
 
-from excavator_common.command_age import UNSTAMPED, CommandAge
+from excavator_common.command_age import UNSTAMPED, CommandAge, Verdict
 
 
 class CommandAgeCheck:
@@ -27,6 +27,7 @@ class CommandAgeCheck:
     def __init__(self, node: Node, max_age_s: float, max_ahead_s: float | None = None) -> None:
         self._node = node
         self.rule = CommandAge(max_age_s, max_ahead_s)
+        self.last: Verdict | None = None  # the verdict of the latest command judged
         self._seen_refusals = 0  # refusals at the last status (see refused_since_status)
 
     def admit(self, topic: str, stamp: Any) -> bool:
@@ -54,6 +55,7 @@ class CommandAgeCheck:
     def _judge(self, topic: str, stamp_s: float, now_s: float, wall_s: float | None,
                what: str = "stamped") -> bool:
         verdict = self.rule.judge(topic, stamp_s, now_s, wall_s, what)
+        self.last = verdict
         if verdict.status == UNSTAMPED and self.rule.first_unstamped(topic):
             self._node.get_logger().info(
                 f"{topic}: a message without a stamp (0) acts unjudged: its age is unknown "

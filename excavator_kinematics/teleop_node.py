@@ -32,7 +32,11 @@ joy driver's autorepeat keeps the targets moving). A Joy that arrives more than 
 behind the newest joint_states acts from the newest state instead (re-stamped, counted as
 ``joys_restamped``). Every Joy answered is published on ``teleop/joy_applied`` (sensor_msgs/Joy)
 with the stamp it acted at: record that topic and play it back onto ``joy`` to replay the
-session. See docs/teleoperation.md, "Replay".
+session. In impedance mode the controller then ticks on simulated time, each tick from the
+joint_states, soil wrench and hand pose of its stamp (excavator_kinematics.teleop.
+impedance_schedule), and every hand pose is published on ``teleop/hand_applied`` with the stamp
+it was taken in at: record that one and play it back onto ``hand_pose``. See
+docs/teleoperation.md, "Replay".
 """
 
 from __future__ import annotations
@@ -69,6 +73,7 @@ from excavator_kinematics.teleop.controller import (
     TeleopSettings,
 )
 from excavator_kinematics.teleop.impedance import hand_coordinates, soil_force_in_task
+from excavator_kinematics.teleop.impedance_schedule import ImpedanceSchedule, ImpedanceTick
 from excavator_kinematics.teleop.joystick import button
 from excavator_kinematics.teleop.schedule import Answer, Refused, StampedAnswers
 from excavator_kinematics.teleop.valves import FlowLimits
@@ -98,6 +103,11 @@ class TeleopNode(Node):
         self.answers: StampedAnswers[Joy] | None = (
             StampedAnswers(self.command_delay_s) if self.command_delay_s > 0.0 else None)
         self.last_command_stamp = 0.0  # [s] of the latest scheduled joint_command
+        # ... and in impedance mode the controller ticks on simulated time, from the stamps
+        self.impedance_schedule = (ImpedanceSchedule(
+            round(1e9 / values["control_rate_hz"]), round(self.command_delay_s * 1e9),
+            round(values["hand_timeout_s"] * 1e9), round(values["wrench_timeout_s"] * 1e9))
+            if self.command_delay_s > 0.0 else None)
         # Operator input older than max_command_age_s on arrival is dropped (a delayed message
         # must not act). Scheduled, a Joy stamped ahead waits for its state: the schedule
         # judges stamps ahead (StampedAnswers), not this check.
@@ -113,13 +123,15 @@ class TeleopNode(Node):
         # scheduled mode: each Joy as answered, stamped with the time it acted at (record this)
         self.joy_applied_pub = self.create_publisher(Joy, "teleop/joy_applied", depth)
         self.feedback_pub = self.create_publisher(WrenchStamped, "teleop/force_feedback", 10)
+        # scheduled impedance: each hand pose, stamped with the time it was taken in at
+        self.hand_applied_pub = self.create_publisher(PoseStamped, "teleop/hand_applied", depth)
         self.create_subscription(Joy, "joy", self.on_joy, depth)
         if values["travel.enabled"] and values["travel.separate_device"]:
             self.create_subscription(Joy, "joy_travel", self.on_joy_travel, 10)
         # scheduled: every state may be the one a Joy's stamp needs (none may be dropped)
         self.create_subscription(JointState, "joint_states", self.on_joint_states, depth)
-        self.create_subscription(PoseStamped, "hand_pose", self.on_hand_pose, 10)
-        self.create_subscription(WrenchStamped, "soil/wrench", self.on_wrench, 10)
+        self.create_subscription(PoseStamped, "hand_pose", self.on_hand_pose, depth)
+        self.create_subscription(WrenchStamped, "soil/wrench", self.on_wrench, depth)
         self.diagnostics = Diagnostics(self, f"{self.get_name()}: teleoperation")
         self.rejections = Rejections(self, self.diagnostics, "operator input")
 
@@ -145,6 +157,10 @@ class TeleopNode(Node):
         self.create_timer(1.0, self.publish_status)
         self.get_logger().info(f"ready: mode {self.core.mode}, pattern {settings.pattern}, "
                                f"{values['control_rate_hz']:.0f} Hz")
+        if self.command_delay_s > 0.0 and not self.get_parameter("use_sim_time").value:
+            self.get_logger().warning(
+                f"command_delay_s {self.command_delay_s:g} s without use_sim_time: commands "
+                "are scheduled in simulated time; run this node with use_sim_time:=true")
 
     # --- run-time parameter changes: validated by NodeParameters (on-set), applied here ----------
     def apply_parameters(self, changed: dict[str, Any]) -> None:
@@ -158,6 +174,10 @@ class TeleopNode(Node):
         core.assignments = pattern(settings.pattern)
         if "max_command_age_s" in changed:
             self.command_age.set_max_age(float(changed["max_command_age_s"]))
+        if self.impedance_schedule is not None:
+            self.impedance_schedule.hand_timeout_ns = round(self.values["hand_timeout_s"] * 1e9)
+            self.impedance_schedule.wrench_timeout_ns = round(
+                self.values["wrench_timeout_s"] * 1e9)
         if "mode" not in changed:
             return  # the mode-toggle button may have changed the mode since start-up
         if self.commanding and self.state is not None and settings.mode != core.mode:
@@ -178,6 +198,9 @@ class TeleopNode(Node):
         self.state_time = time.monotonic()
         if self.answers is not None:
             self._answer(self.answers.add_state(_seconds(msg.header.stamp), self.state))
+        if self.impedance_schedule is not None:
+            self._impedance_ticks(self.impedance_schedule.add_state(_nanoseconds(
+                msg.header.stamp), self.state))
 
     def on_joy(self, msg: Joy) -> None:
         if not self.command_age.admit("joy", msg.header.stamp):
@@ -213,6 +236,16 @@ class TeleopNode(Node):
             self.rejections.reject(str(exc), self._counters())
             return
         self.hand, self.hand_time = hand, time.monotonic()
+        if self.impedance_schedule is not None:
+            # taken in at its stamp when that is simulated time, else when it arrived there
+            verdict = self.command_age.last
+            stamp = (_nanoseconds(msg.header.stamp)
+                     if verdict is not None and verdict.clock == "simulated"
+                     else self.get_clock().now().nanoseconds)
+            applied = PoseStamped(header=msg.header, pose=msg.pose)
+            applied.header.stamp.sec, applied.header.stamp.nanosec = divmod(
+                self.impedance_schedule.take_hand(stamp, hand), 1_000_000_000)
+            self.hand_applied_pub.publish(applied)
 
     def on_wrench(self, msg: WrenchStamped) -> None:
         if msg.header.frame_id not in ("", "world"):
@@ -223,11 +256,15 @@ class TeleopNode(Node):
         force, torque = np.array([f.x, f.y, f.z]), np.array([t.x, t.y, t.z])
         if np.all(np.isfinite(force)) and np.all(np.isfinite(torque)):
             self.wrench, self.wrench_time = (force, torque), time.monotonic()
+            if self.impedance_schedule is not None:
+                self._impedance_ticks(self.impedance_schedule.add_wrench(
+                    _nanoseconds(msg.header.stamp), force, torque))
 
     # --- control -------------------------------------------------------------------------
     def on_timer(self) -> None:
         if self.core.mode == "impedance":
-            self._impedance()
+            if self.impedance_schedule is None:  # scheduled: ticks come with joint_states
+                self._impedance()
         else:
             self._sticks()
         if self.travelling:
@@ -316,16 +353,10 @@ class TeleopNode(Node):
                 self.commanding = False
                 self.holds += 1
             return
-        q = self.state.q
         force, torque = self.wrench
         if now - self.wrench_time > self.values["wrench_timeout_s"]:
             force, torque = np.zeros(3), np.zeros(3)
-        pts = self.fk.points(q)
-        yaw = self.state.base_yaw
-        c, s = math.cos(yaw), math.sin(yaw)
-        rot = np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]])
-        soil = soil_force_in_task(force, torque, rot @ pts["M"], rot @ pts["tip"],
-                                  yaw + float(q[0]))
+        soil = self._soil_in_task(self.state, force, torque)
         try:
             cmd, workspace = self.core.impedance_command(self.hand, soil, self.state,
                                                          self._tick_s())
@@ -335,6 +366,46 @@ class TeleopNode(Node):
         self.commanding = True
         self._send(cmd, None)
         self._publish_feedback(soil + workspace)
+
+    def _impedance_ticks(self, ticks: list[ImpedanceTick]) -> None:
+        """Scheduled impedance (``command_delay_s``): each tick on simulated time, from the
+        state, hand pose and wrench of its stamp (excavator_kinematics.teleop.
+        impedance_schedule); the command is stamped for when sim_node applies it."""
+        if self.core.mode != "impedance":
+            return
+        for tick in ticks:
+            at_s = tick.command_ns * 1e-9
+            if tick.hand is None:
+                if self.commanding:  # one hold, then silence
+                    self._send(self.core.hold_command(tick.state, "hand controller silent"),
+                               None, at_s)
+                    self.core.hand.release()
+                    self.core.release_holds()
+                    self._publish_feedback(np.zeros(3), tick.t_ns)
+                    self.commanding = False
+                    self.holds += 1
+                continue
+            soil = self._soil_in_task(tick.state, tick.force, tick.torque)
+            try:
+                cmd, workspace = self.core.impedance_command(tick.hand, soil, tick.state,
+                                                             tick.t_ns * 1e-9)
+            except KinematicsError as exc:
+                self.rejections.reject(str(exc), self._counters())
+                continue
+            self.commanding = True
+            self._send(cmd, None, at_s)
+            self._publish_feedback(soil + workspace, tick.t_ns)
+
+    def _soil_in_task(self, state: MachineState, force: np.ndarray,
+                      torque: np.ndarray) -> np.ndarray:
+        """The soil wrench (world, at the bucket origin) as generalised forces on X."""
+        q = state.q
+        pts = self.fk.points(q)
+        yaw = state.base_yaw
+        c, s = math.cos(yaw), math.sin(yaw)
+        rot = np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]])
+        return soil_force_in_task(force, torque, rot @ pts["M"], rot @ pts["tip"],
+                                  yaw + float(q[0]))
 
     def _tick_s(self) -> float:
         """The control timer's tick this callback serves [s, on the node's clock]: its latest
@@ -394,10 +465,14 @@ class TeleopNode(Node):
         self.sent += 1
         self.last_info = cmd.info
 
-    def _publish_feedback(self, task_force: np.ndarray) -> None:
+    def _publish_feedback(self, task_force: np.ndarray, stamp_ns: int | None = None) -> None:
+        """The force for the hand controller; stamped ``stamp_ns`` (a scheduled tick) or now."""
         force, torque, saturated = self.core.settings.feedback.device_wrench(task_force)
         msg = WrenchStamped()
-        msg.header.stamp = self.get_clock().now().to_msg()
+        if stamp_ns is None:
+            msg.header.stamp = self.get_clock().now().to_msg()
+        else:
+            msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(stamp_ns, 1_000_000_000)
         msg.header.frame_id = self.values["feedback.frame_id"]
         msg.wrench.force.x, msg.wrench.force.y, msg.wrench.force.z = map(float, force)
         msg.wrench.torque.x, msg.wrench.torque.y, msg.wrench.torque.z = map(float, torque)
@@ -409,6 +484,7 @@ class TeleopNode(Node):
                 "commands": self.sent, "holds": self.holds,
                 "joys_restamped": self.answers.restamped if self.answers else 0,
                 **self.command_age.counters(), **self.core.impedance_ticks.counters(),
+                **(self.impedance_schedule.counters() if self.impedance_schedule else {}),
                 **self.last_info}
 
     def publish_status(self) -> None:
@@ -431,6 +507,10 @@ class TeleopNode(Node):
 
 def _seconds(stamp: Any) -> float:
     return float(stamp.sec + 1e-9 * stamp.nanosec)
+
+
+def _nanoseconds(stamp: Any) -> int:
+    return int(stamp.sec) * 1_000_000_000 + int(stamp.nanosec)
 
 
 def _factory() -> TeleopNode:

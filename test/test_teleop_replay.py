@@ -96,6 +96,14 @@ class Observer:
     def wait_sim(self, t: float, what: str, logs: str = "") -> None:
         wait_for(lambda: self.clock and self.now() >= t, 300.0, lambda: f"{what}\n{logs}")
 
+    def wait_terrain(self, logs: str = "") -> None:
+        """Until the last terrain patch is a full grid: soil_node publishes the whole grid
+        (heightmap_rate_hz) after the terrain last changed, so the grid is then complete even
+        if the probe missed an incremental patch under load (a writer keeps the latest 10)."""
+        wait_for(lambda: self.patches and self.patches[-1].layout.dim[0].size == NX
+                 and self.patches[-1].layout.dim[1].size == NY, 60.0,
+                 lambda: f"soil_node's full terrain grid after the last change\n{logs}")
+
     def trench_m3(self) -> tuple[float, float]:
         """(removed volume [m^3], deepest point [m]) of the trench in front of the machine."""
         grid = np.zeros((NX, NY))
@@ -177,7 +185,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory):
             time.sleep(0.002)
         t_end = t0 + script.duration + 2.0
         live.wait_sim(t_end, "the session's end")
-        time.sleep(1.0)  # the last terrain patches
+        live.wait_terrain()
         assert recorder.stop() == 0, recorder.log()
         live_result = (live.trench_m3(), live.trajectory(t0, t_end), live.sim_values(), sent)
     finally:
@@ -203,7 +211,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory):
         time.sleep(1.0)
         sim = sim_node(logs)
         replay.wait_sim(t_end, "the replay's end", sim.log() + player.log())
-        time.sleep(1.0)
+        replay.wait_terrain()
         replay_result = (replay.trench_m3(), replay.trajectory(t0, t_end), replay.sim_values())
         assert player.stop() == 0, player.log()
     finally:

@@ -69,9 +69,10 @@ PARAMETERS: tuple[ParameterSpec, ...] = (
     _p("command_lead_s", 0.3, 0.01, 5.0, "s", "rate modes: a moving joint's target leads the "
        "measured position by rate x this"),
     _p("stop_time_s", 0.05, 0.0, 1.0, "s", "a released joint is held at q + q_dot x this"),
-    _p("command_delay_s", 0.0, 0.0, 1.0, "s", "rate modes: > 0 stamps each joint_command with "
-       "the Joy's stamp + this (sim_node applies it then) and computes it from the "
-       "joint_states of the Joy's stamp, so a recorded session replays to the same motion; "
+    _p("command_delay_s", 0.0, 0.0, 1.0, "s", "> 0 (with use_sim_time) makes the commands a "
+       "function of the stamps, so a recorded session replays to the same motion: rate modes "
+       "answer each Joy from the joint_states of its stamp, impedance mode ticks on simulated "
+       "time; each joint_command is stamped input stamp + this (sim_node applies it then); "
        "0 = stamp when sent, applied on arrival"),
     _p("geometry_file", "", None, None, "path", "excavator geometry YAML; empty = the package's "
        "config/excavator.yaml"),
