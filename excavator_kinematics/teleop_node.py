@@ -528,7 +528,8 @@ USAGE = NodeUsage(
                 "soil/wrench (geometry_msgs/WrenchStamped)"),
     publishes=("joint_command, track_command, teleop/valve_command (sensor_msgs/JointState)",
                "teleop/force_feedback (geometry_msgs/WrenchStamped)",
-               "teleop/joy_applied (sensor_msgs/Joy)", "/diagnostics"),
+               "teleop/joy_applied (sensor_msgs/Joy)",
+               "teleop/hand_applied (geometry_msgs/PoseStamped)", "/diagnostics"),
     params_file="teleop.yaml", docs="docs/teleoperation.md")
 
 

@@ -963,11 +963,13 @@ USAGE = NodeUsage(
     subscribes=("joint_command, track_command (sensor_msgs/JointState)",
                 "soil/wrench (geometry_msgs/WrenchStamped)",
                 "soil/terrain_patch (std_msgs/Float64MultiArray)",
+                "plant/actuation (sensor_msgs/JointState, the PLC's drives, drive_mode plant)",
                 "/clock (with follow_clock)"),
     publishes=("joint_states (sensor_msgs/JointState)", "bucket_pose (geometry_msgs/PoseStamped)",
                "bucket_twist (geometry_msgs/TwistStamped)",
                "markers (visualization_msgs/MarkerArray)", "robot_description (std_msgs/String)",
-               "/clock (with use_sim_time)", "/diagnostics"),
+               "plant/sensors (sensor_msgs/JointState, the drives' sensors)",
+               "imu (sensor_msgs/Imu)", "/clock (with use_sim_time)", "/diagnostics"),
     params_file="sim.yaml", docs="docs/simulation.md")
 
 

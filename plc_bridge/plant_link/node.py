@@ -25,6 +25,7 @@ from rclpy.parameter import Parameter
 from rclpy.qos import qos_profile_sensor_data
 from sensor_msgs.msg import Imu, JointState
 
+from excavator_common.node_args import NodeUsage
 from excavator_common.parameter_files import read_parameter_file
 from excavator_common.parameter_node import NodeParameters
 from excavator_common.ros_runtime import ERROR, OK, WARN, Diagnostics, run_node
@@ -134,8 +135,17 @@ class PlantLinkNode(Node):
         self.link.stop()
 
 
+USAGE = NodeUsage(
+    "plant_link", "Hardware in the loop: the simulation's sensors to the PLC's plant_in data "
+    "block, the PLC's plant_out block to the simulation's actuators, over S7 at exchange_hz "
+    "(one read, one write per period), failing safe (a brake on any fault).",
+    subscribes=("plant/sensors (sensor_msgs/JointState)", "imu (sensor_msgs/Imu)"),
+    publishes=("plant/actuation (sensor_msgs/JointState)", "/diagnostics"),
+    params_file="plant_link.yaml", docs="docs/plc_bridge.md")
+
+
 def main(args: list[str] | None = None) -> int:
-    return run_node(PlantLinkNode, args, cleanup=lambda n: n.close())
+    return run_node(PlantLinkNode, args, cleanup=lambda n: n.close(), usage=USAGE)
 
 
 if __name__ == "__main__":
