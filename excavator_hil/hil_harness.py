@@ -15,6 +15,7 @@ from typing import Any
 
 import redis
 
+from excavator_common.clock_offset import realtime_minus_monotonic
 from excavator_hil.local_services import free_port, wait_for
 from plc_bridge import redis_keys as keys
 from plc_bridge.bridge_core import BridgeCore
@@ -47,18 +48,6 @@ def _timed(client: redis.Redis, write: Callable[[Any], Any]) -> float:
     pipe.time()
     *_, (seconds, microseconds) = pipe.execute()
     return float(seconds) + float(microseconds) * 1e-6 - realtime_minus_monotonic()
-
-
-def realtime_minus_monotonic() -> float:
-    """CLOCK_REALTIME - CLOCK_MONOTONIC [s], the reading bracketed most tightly of five, so a
-    pre-emption between two clock reads (a niced writer) does not shift it."""
-    best = (float("inf"), 0.0)
-    for _ in range(5):
-        m0 = time.monotonic()
-        wall = time.time()
-        m1 = time.monotonic()
-        best = min(best, (m1 - m0, wall - 0.5 * (m0 + m1)))
-    return best[1]
 
 
 class Heartbeat:

@@ -20,10 +20,10 @@ from pathlib import Path
 import pytest
 from helpers import NodeProcess, RedisServer
 
+from excavator_common.clock_offset import realtime_minus_monotonic
 from excavator_hil.hil_harness import (
     HilRig,
     free_port,
-    realtime_minus_monotonic,
     timed_delete,
     timed_mset,
     wait_until,

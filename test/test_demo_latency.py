@@ -7,8 +7,8 @@ from types import SimpleNamespace
 
 import redis
 
+from excavator_common.clock_offset import realtime_minus_monotonic
 from excavator_hil.demo.operator import DemoOperator, _latencies
-from excavator_hil.hil_harness import realtime_minus_monotonic
 from plc_bridge import redis_keys as keys
 
 

@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import math
 import signal
 import struct
 import threading
@@ -33,20 +32,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from excavator_common.clock_offset import realtime_minus_monotonic
+
 SAMPLE_PERIOD_S = 0.05   # monitor-DB reads [s]
 FETCH_PERIOD_S = 1.0     # the PLC's write log and the files [s]
 ACTIVE = ("swing", "boom", "arm", "bucket")
-
-
-def _wall_minus_mono() -> float:
-    """CLOCK_REALTIME - CLOCK_MONOTONIC [s], the tightest of five readings."""
-    best = (math.inf, 0.0)
-    for _ in range(5):
-        m0 = time.monotonic()
-        w = time.time()
-        m1 = time.monotonic()
-        best = min(best, (m1 - m0, w - 0.5 * (m0 + m1)))
-    return best[1]
 
 
 class Sink:
@@ -144,7 +134,7 @@ def _ros_watch(sink: Sink, stop: threading.Event) -> None:
 
     rclpy.init(signal_handler_options=SignalHandlerOptions.NO)   # this process's own handlers
     node = rclpy.create_node("soak_observer")
-    offset = [_wall_minus_mono()]
+    offset = [realtime_minus_monotonic()]
 
     def stamp(msg: Any) -> float:
         return float(msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec)
@@ -172,7 +162,7 @@ def _ros_watch(sink: Sink, stop: threading.Event) -> None:
     node.create_subscription(JointState, "joint_command", on_command, 200)
     node.create_subscription(WrenchStamped, "soil/wrench", on_wrench, 200)
     node.create_subscription(DiagnosticArray, "/diagnostics", on_diagnostics, 50)
-    node.create_timer(FETCH_PERIOD_S, lambda: offset.__setitem__(0, _wall_minus_mono()))
+    node.create_timer(FETCH_PERIOD_S, lambda: offset.__setitem__(0, realtime_minus_monotonic()))
     executor = SingleThreadedExecutor()
     executor.add_node(node)
     try:

@@ -32,8 +32,8 @@ from typing import Any
 
 import redis
 
+from excavator_common.clock_offset import realtime_minus_monotonic
 from excavator_hil.demo.options import DemoOptions
-from excavator_hil.hil_harness import realtime_minus_monotonic
 from excavator_hil.local_services import ManagedProcess, free_port, wait_for
 from excavator_hil.soak import checks
 from excavator_hil.soak.bounds import SoakBounds, load_bounds
