@@ -52,10 +52,10 @@ import snap7
 from excavator_hil.hil_harness import Heartbeat, free_port, timed_mset, wait_until
 from excavator_kinematics.vehicle import BodyTwist, make_vehicle_model
 from plc_bridge import redis_keys as keys
-from plc_bridge.bridge_core import BridgeCore
+from plc_bridge.bridge.core import BridgeCore
 from plc_bridge.command_seq import SEQ_MARGIN, from_dint, to_dint
 from plc_bridge.config import BridgeConfig, load_config
-from plc_bridge.virtual_plc_control import ControlClient
+from plc_bridge.virtual_plc.control import ControlClient
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -93,7 +93,7 @@ def _ping(client: redis.Redis) -> bool:
 
 def start_virtual_plc(rt_priority: int) -> tuple[subprocess.Popen[bytes], int, ControlClient]:
     port, cport = free_port(), free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "plc_bridge.virtual_plc_cli", "--port",
+    proc = subprocess.Popen([sys.executable, "-m", "plc_bridge.virtual_plc.cli", "--port",
                              str(port), "--control-port", str(cport), "--model", "skid_steer",
                              "--rt-priority", str(rt_priority)],
                             cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

@@ -18,9 +18,9 @@ import redis
 from excavator_common.clock_offset import realtime_minus_monotonic
 from excavator_hil.local_services import free_port, wait_for
 from plc_bridge import redis_keys as keys
-from plc_bridge.bridge_core import BridgeCore
+from plc_bridge.bridge.core import BridgeCore
 from plc_bridge.config import BridgeConfig, load_config
-from plc_bridge.virtual_plc_control import ControlClient
+from plc_bridge.virtual_plc.control import ControlClient
 
 
 def wait_until(predicate: Callable[[], Any], timeout_s: float, what: str) -> Any:
@@ -138,7 +138,7 @@ class HilRig:
                 "--model", self.model]
         if self.config_path:
             args += ["--config", self.config_path]
-        self.plc_proc = self._spawn("plc_bridge.virtual_plc_cli", [*args, *self.plc_args])
+        self.plc_proc = self._spawn("plc_bridge.virtual_plc.cli", [*args, *self.plc_args])
         self.plc = wait_until(self._try_control, 20.0, "the virtual PLC's control channel")
 
     def _try_control(self) -> ControlClient | None:

@@ -58,11 +58,11 @@ def soil_node() -> NoReturn:
 
 
 def plc_bridge() -> NoReturn:
-    _run("plc_bridge.bridge_node")
+    _run("plc_bridge.bridge.node")
 
 
 def virtual_plc() -> NoReturn:
-    _run("plc_bridge.virtual_plc_cli")
+    _run("plc_bridge.virtual_plc.cli")
 
 
 def plant_link() -> NoReturn:

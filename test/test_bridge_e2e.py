@@ -255,7 +255,7 @@ def _slow_plc_spawn(spawn, tmp_path, watchdog_timeout_s: float):
                                 {"watchdog_timeout_s": watchdog_timeout_s})
 
     def _spawn(module: str, args: list[str]):
-        if module == "plc_bridge.virtual_plc_cli":
+        if module == "plc_bridge.virtual_plc.cli":
             args = [*args, "--plant-config", str(plant)]
         return spawn(module, args)
     return _spawn

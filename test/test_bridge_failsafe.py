@@ -29,7 +29,7 @@ from helpers import REPO, RedisServer, free_port, wait_for
 from excavator_hil.faults.tcp_proxy import TcpProxy
 from excavator_hil.hil_harness import HilRig
 from plc_bridge import redis_keys as keys
-from plc_bridge.bridge_core import BridgeCore
+from plc_bridge.bridge.core import BridgeCore
 from plc_bridge.config import load_config
 
 COMMAND = (0.8, 0.0, 0.3)   # skid steer: tracks at 0.41 and 1.19 m/s
@@ -172,7 +172,7 @@ def _plc_still_after_resume(rig: HilRig, t_stop: float) -> None:
 
 def test_liveness_keys_expire_after_the_bridge_is_killed(redis_server, spawn, tmp_path):
     rig = HilRig("skid_steer", redis_server.url, spawn)
-    bridge = spawn("plc_bridge.bridge_cli", ["--redis-url", redis_server.url, "--plc-port",
+    bridge = spawn("plc_bridge.bridge.cli", ["--redis-url", redis_server.url, "--plc-port",
                                              str(rig.plc_port), "--model", "skid_steer",
                                              "--monitor-ttl", "0.4"])
     r = redis.Redis.from_url(redis_server.url)
@@ -241,7 +241,7 @@ def test_redis_auth_failure_names_the_cause(tmp_path, spawn, user, password, tex
         finally:
             rig.close()
         # the same through the CLI: the log names it at the first failure, once
-        bridge = spawn("plc_bridge.bridge_cli", ["--redis-url", url, "--plc-port",
+        bridge = spawn("plc_bridge.bridge.cli", ["--redis-url", url, "--plc-port",
                                                  str(rig.plc_port)])
         wait_for(lambda: text in bridge.log(), 20.0, lambda: f"the cause in the log: "
                  f"{bridge.log()[-400:]}")
@@ -328,7 +328,7 @@ def test_negative_zero_is_never_written(redis_server, spawn):
     (["--redis-url", "redis://h:99999/0"], "'redis_url' = 'redis://h:99999/0' is not a valid"),
 ])
 def test_cli_options_are_validated(args, text):
-    proc = subprocess.run([sys.executable, "-m", "plc_bridge.bridge_cli", *args], check=False,
+    proc = subprocess.run([sys.executable, "-m", "plc_bridge.bridge.cli", *args], check=False,
                           cwd=REPO,
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2
@@ -338,7 +338,7 @@ def test_cli_options_are_validated(args, text):
 
 def test_cli_timeouts_reach_the_bridge(redis_server, spawn):
     port = free_port()
-    bridge = spawn("plc_bridge.bridge_cli", ["--redis-url", redis_server.url, "--plc-port",
+    bridge = spawn("plc_bridge.bridge.cli", ["--redis-url", redis_server.url, "--plc-port",
                                              str(port), "--redis-timeout", "0.5",
                                              "--plc-timeout", "0.3"])
     wait_for(lambda: "PLC_BRIDGE READY" in bridge.log(), 20.0, "the bridge ready")

@@ -30,7 +30,7 @@ from excavator_hil.hil_harness import (
 )
 from excavator_kinematics.vehicle import BodyTwist
 from plc_bridge import redis_keys as keys
-from plc_bridge.plc_link import PlcLink, WriteNotAllowedError
+from plc_bridge.transport.plc_link import PlcLink, WriteNotAllowedError
 
 COMMAND = (0.8, 0.0, 0.3)       # skid-steer: tracks at 0.5 and 1.1 m/s
 # "Within one cycle" is checked by counting writes (load-independent, see
@@ -492,7 +492,7 @@ def test_sigterm_writes_a_stop(shared, tmp_path):
     server.start()
     rig = HilRig("skid_steer", server.url, spawner)
     rig.heartbeat.start()
-    bridge = spawner("plc_bridge.bridge_cli", ["--redis-url", server.url, "--plc-port",
+    bridge = spawner("plc_bridge.bridge.cli", ["--redis-url", server.url, "--plc-port",
                                                str(rig.plc_port), "--model", "skid_steer"])
     try:
         rig.command(*COMMAND)
@@ -533,7 +533,7 @@ def test_redis_auth_url(tmp_path, shared):
         rig.wait_status("running", 15.0)
         assert rig.get(keys.counter_key("cycles")) is not None
         # the same bridge with a wrong password never gets going and reports the cause
-        from plc_bridge.bridge_core import BridgeCore
+        from plc_bridge.bridge.core import BridgeCore
         from plc_bridge.config import load_config
 
         bad_url = server.url.replace("s3cret-pw", "wrong")
@@ -572,7 +572,7 @@ def test_internal_error_stops_and_ends_the_loop(tmp_path, shared):
     server = RedisServer(tmp_path / "redis")
     server.start()
     rig = HilRig("skid_steer", server.url, spawner)
-    from plc_bridge.bridge_core import BridgeCore
+    from plc_bridge.bridge.core import BridgeCore
 
     rig.core = BridgeCore(rig.config, BrokenModel.from_params(rig.config.vehicle_params))
     try:

@@ -11,7 +11,7 @@ from helpers import NodeProcess, call_service, change_state, free_port, wait_for
 
 from plc_bridge import redis_keys as keys
 from plc_bridge.config import load_config
-from plc_bridge.virtual_plc_control import ControlClient
+from plc_bridge.virtual_plc.control import ControlClient
 
 
 def _control(port: int) -> ControlClient | None:
@@ -31,11 +31,11 @@ def test_node_publishes_and_deactivate_stops(redis_server, node_processes, ros_n
     from sensor_msgs.msg import JointState
 
     port, cport = free_port(), free_port()
-    node_processes.append(NodeProcess("plc_bridge.virtual_plc_cli", [
+    node_processes.append(NodeProcess("plc_bridge.virtual_plc.cli", [
         "--port", str(port), "--control-port", str(cport), "--model", "skid_steer"],
         log_dir=tmp_path))
     plc = wait_for(lambda: _control(cport), 20.0, "virtual PLC")
-    bridge = NodeProcess("plc_bridge.bridge_node", [
+    bridge = NodeProcess("plc_bridge.bridge.node", [
         "--ros-args", "--params-file", "config/plc.yaml", "-p", f"redis_url:={redis_server.url}",
         "-p", f"plc_port:={port}", "-p", "autostart:=true", "-p", "cmd_vel_to_redis:=true"],
         log_dir=tmp_path)
@@ -104,7 +104,7 @@ def _run_node(args: list[str], timeout: float = 60.0):
 
     from helpers import REPO
 
-    return subprocess.run([sys.executable, "-m", "plc_bridge.bridge_node", "--ros-args",
+    return subprocess.run([sys.executable, "-m", "plc_bridge.bridge.node", "--ros-args",
                            "--params-file", "config/plc.yaml", *args], check=False, cwd=REPO,
                           capture_output=True, text=True, timeout=timeout)
 
@@ -132,7 +132,7 @@ def test_a_misspelt_parameter_is_an_error_naming_it():
 def test_the_shipped_parameter_file_holds_only_declared_parameters(node_processes, tmp_path):
     """config/plc.yaml gave ~30 'not a parameter' warnings: every key is now declared (the
     layouts, actuators and vehicle geometry under their dotted names)."""
-    node = NodeProcess("plc_bridge.bridge_node", [
+    node = NodeProcess("plc_bridge.bridge.node", [
         "--ros-args", "--params-file", "config/plc.yaml", "-p", "autostart:=true",
         "-p", f"redis_url:=redis://127.0.0.1:{free_port()}/0", "-p",
         f"plc_port:={free_port()}", "-p", "vehicle.skid_steer.track_width_m:=2.2"],
@@ -152,7 +152,7 @@ def test_diagnostics_name_a_redis_auth_failure_at_once(node_processes, ros_node,
     server.start()
     try:
         diags = ros_node.collect(DiagnosticArray, "/diagnostics")
-        node = NodeProcess("plc_bridge.bridge_node", [
+        node = NodeProcess("plc_bridge.bridge.node", [
             "--ros-args", "--params-file", "config/plc.yaml", "-p", "autostart:=true",
             "-p", f"redis_url:=redis://:wrong-pass@127.0.0.1:{server.port}/0",
             "-p", f"plc_port:={free_port()}"], log_dir=tmp_path)
@@ -177,12 +177,12 @@ def test_a_refusing_plc_and_its_cause_are_on_diagnostics(redis_server, node_proc
     from helpers import RogueWriter
 
     port, cport = free_port(), free_port()
-    node_processes.append(NodeProcess("plc_bridge.virtual_plc_cli", [
+    node_processes.append(NodeProcess("plc_bridge.virtual_plc.cli", [
         "--port", str(port), "--control-port", str(cport), "--model", "skid_steer"],
         log_dir=tmp_path))
     plc = wait_for(lambda: _control(cport), 20.0, "virtual PLC")
     diags = ros_node.collect(DiagnosticArray, "/diagnostics")
-    bridge = NodeProcess("plc_bridge.bridge_node", [
+    bridge = NodeProcess("plc_bridge.bridge.node", [
         "--ros-args", "--params-file", "config/plc.yaml", "-p", f"redis_url:={redis_server.url}",
         "-p", f"plc_port:={port}", "-p", "autostart:=true"], log_dir=tmp_path)
     node_processes.append(bridge)
@@ -241,11 +241,11 @@ def test_configure_cleanup_cycles_leak_nothing(redis_server, node_processes, ros
     from lifecycle_msgs.srv import ChangeState
 
     port, cport = free_port(), free_port()
-    node_processes.append(NodeProcess("plc_bridge.virtual_plc_cli", [
+    node_processes.append(NodeProcess("plc_bridge.virtual_plc.cli", [
         "--port", str(port), "--control-port", str(cport), "--model", "skid_steer"],
         log_dir=tmp_path))
     plc = wait_for(lambda: _control(cport), 20.0, "virtual PLC")
-    bridge = NodeProcess("plc_bridge.bridge_node", [
+    bridge = NodeProcess("plc_bridge.bridge.node", [
         "--ros-args", "--params-file", "config/plc.yaml", "-p", f"redis_url:={redis_server.url}",
         "-p", f"plc_port:={port}", "-p", "cmd_vel_to_redis:=true"], log_dir=tmp_path)
     node_processes.append(bridge)
@@ -344,11 +344,11 @@ def test_parameters_over_dds_describe_set_refuse_and_deprecated_names(
     from rcl_interfaces.srv import DescribeParameters, GetParameters
 
     port, cport = free_port(), free_port()
-    node_processes.append(NodeProcess("plc_bridge.virtual_plc_cli", [
+    node_processes.append(NodeProcess("plc_bridge.virtual_plc.cli", [
         "--port", str(port), "--control-port", str(cport), "--model", "skid_steer"],
         log_dir=tmp_path))
     plc = wait_for(lambda: _control(cport), 20.0, "virtual PLC")
-    bridge = NodeProcess("plc_bridge.bridge_node", [
+    bridge = NodeProcess("plc_bridge.bridge.node", [
         "--ros-args", "--params-file", "config/plc.yaml", "-p", f"redis_url:={redis_server.url}",
         "-p", f"plc_port:={port}", "-p", "autostart:=true", "-p", "cmd_vel_to_redis:=true",
         "-p", "publish_rate:=40.0"],   # the deprecated name of publish_rate_hz
@@ -447,7 +447,7 @@ def test_a_key_missing_from_the_file_takes_the_documented_default(node_processes
 
     minimal = tmp_path / "minimal_plc.yaml"
     minimal.write_text("/**:\n  ros__parameters:\n    model: skid_steer\n")
-    node = NodeProcess("plc_bridge.bridge_node", [
+    node = NodeProcess("plc_bridge.bridge.node", [
         "--ros-args", "--params-file", str(minimal), "-p", f"config_file:={minimal}"],
         log_dir=tmp_path)
     node_processes.append(node)
@@ -467,7 +467,7 @@ def test_a_run_time_change_breaking_a_rule_between_parameters_is_refused_with_it
     the value is unchanged afterwards."""
     from rcl_interfaces.srv import GetParameters
 
-    node = NodeProcess("plc_bridge.bridge_node", [
+    node = NodeProcess("plc_bridge.bridge.node", [
         "--ros-args", "--params-file", "config/plc.yaml", "-p", "cycle_hz:=10.0"],
         log_dir=tmp_path)
     node_processes.append(node)

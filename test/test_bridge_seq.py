@@ -28,7 +28,7 @@ from helpers import NodeProcess, RedisServer, RogueWriter, wait_for
 
 from excavator_hil.hil_harness import Heartbeat, HilRig
 from plc_bridge import redis_keys as keys
-from plc_bridge.bridge_core import BridgeCore
+from plc_bridge.bridge.core import BridgeCore
 from plc_bridge.command_seq import QUIET_S, from_dint, seq_newer
 
 COMMAND = (0.8, 0.0, 0.3)   # skid steer: tracks at 0.41 and 1.19 m/s
@@ -97,7 +97,7 @@ def test_the_bridge_process_restarted_an_hour_back_under_libfaketime_drives_at_o
     try:
         rig.command(*COMMAND)
         rig.heartbeat.start()
-        first = spawn("plc_bridge.bridge_cli", args)
+        first = spawn("plc_bridge.bridge.cli", args)
         wait_for(lambda: rig.get(keys.BRIDGE_STATUS) == "running", 30.0,
                  lambda: f"the first bridge running: {first.log()[-1500:]}")
         _moving_since(rig, 0.0)
@@ -105,7 +105,7 @@ def test_the_bridge_process_restarted_an_hour_back_under_libfaketime_drives_at_o
         assert first.proc.wait(10) == 0
         first_run = rig.plc.status()["seq_accepted"]
         t2 = time.monotonic()
-        second = NodeProcess("plc_bridge.bridge_cli", args, log_dir=tmp_path, env=fake)
+        second = NodeProcess("plc_bridge.bridge.cli", args, log_dir=tmp_path, env=fake)
         try:
             # its wall clock really is an hour back: the time stamps of its log
             stamp = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),\d+ ", re.M)

@@ -23,7 +23,7 @@ from helpers import REPO, free_port, wait_for
 
 from excavator_hil.hil_harness import Heartbeat
 from plc_bridge import redis_keys as keys
-from plc_bridge.bridge_core import BridgeCore
+from plc_bridge.bridge.core import BridgeCore
 from plc_bridge.command_seq import from_dint, seq_newer
 from plc_bridge.config import BridgeConfig, default_config_path, load_config
 

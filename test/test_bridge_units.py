@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 
 from excavator_kinematics.vehicle import BodyTwist
 from plc_bridge import redis_keys as keys
-from plc_bridge.command_gate import CommandGate
-from plc_bridge.input_validation import (
+from plc_bridge.bridge.command_gate import CommandGate
+from plc_bridge.bridge.input_validation import (
     Envelope,
     InputRejectedError,
     parse_bool,
@@ -124,7 +124,7 @@ def test_backoff_is_capped_with_bounded_jitter():
 @given(vx=st.floats(-2, 2), vy=st.floats(-1, 1), wz=st.floats(-1.5, 1.5),
        dt=st.floats(0.001, 0.5))
 def test_odometry_step_matches_fine_integration(vx, vy, wz, dt):
-    from plc_bridge.odometry import Pose2D, integrate
+    from plc_bridge.bridge.odometry import Pose2D, integrate
 
     exact = integrate(Pose2D(1.0, -2.0, 0.3), BodyTwist(vx, vy, wz), dt)
     fine = Pose2D(1.0, -2.0, 0.3)
@@ -140,7 +140,7 @@ def test_odometry_step_matches_fine_integration(vx, vy, wz, dt):
 
 
 def test_odometry_full_circle_closes():
-    from plc_bridge.odometry import Pose2D, integrate
+    from plc_bridge.bridge.odometry import Pose2D, integrate
 
     pose = Pose2D()
     steps = 100
@@ -174,7 +174,7 @@ def test_a_pdu_smaller_than_the_blocks_is_refused_at_connect(tmp_path) -> None:
     import yaml
 
     from plc_bridge.config import default_config_path, load_config
-    from plc_bridge.plc_link import PlcLink
+    from plc_bridge.transport.plc_link import PlcLink
 
     doc = yaml.safe_load(default_config_path().read_text())
     params = doc["/**"]["ros__parameters"]

@@ -21,7 +21,7 @@ from plc_bridge.command_seq import (
     seq_newer,
     to_dint,
 )
-from plc_bridge.plant import CommandGuard
+from plc_bridge.virtual_plc.plant import CommandGuard
 
 HOUR_S = 3600.0
 

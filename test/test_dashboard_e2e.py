@@ -67,12 +67,12 @@ def stack(tmp_path_factory):
         assert n == 1, key
     config.write_text(text)
     try:
-        plc = _proc("plc_bridge.virtual_plc_cli", ["--port", str(plc_port), "--control-port",
+        plc = _proc("plc_bridge.virtual_plc.cli", ["--port", str(plc_port), "--control-port",
                                                    str(control_port), "--model", "skid_steer",
                                                    "--config", str(config)],
                     logs, procs)
         wait_for(lambda: "VIRTUAL_PLC READY" in plc.log(), 30.0, plc.log)
-        bridge = _proc("plc_bridge.bridge_cli", ["--redis-url", redis.url, "--plc-port",
+        bridge = _proc("plc_bridge.bridge.cli", ["--redis-url", redis.url, "--plc-port",
                                                  str(plc_port), "--model", "skid_steer",
                                                  "--config", str(config)],
                        logs, procs)

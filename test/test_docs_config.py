@@ -42,7 +42,7 @@ NODE_MODULES = {
     "excavator_kinematics/ik_node.py": "ik.yaml",
     "excavator_sim/sim_node.py": "sim.yaml",
     "excavator_sim/soil/soil_node.py": "soil.yaml",
-    "plc_bridge/bridge_node.py": "plc.yaml",
+    "plc_bridge/bridge/node.py": "plc.yaml",
     "plc_bridge/plant_link/node.py": "plant_link.yaml",
 }
 

@@ -95,7 +95,7 @@ def test_ik_node_takes_targets_in_its_prefixed_base_link(spawn, ros_node) -> Non
 
 
 def test_ik_node_and_bridge_refuse_a_bad_prefix_at_start_up(tmp_path) -> None:
-    for module in ("excavator_kinematics.ik_node", "plc_bridge.bridge_node"):
+    for module in ("excavator_kinematics.ik_node", "plc_bridge.bridge.node"):
         proc = NodeProcess(module, ["--ros-args", "-p", "frame_prefix:=exc1"], log_dir=tmp_path)
         code = proc.proc.wait(120)
         proc.stop()
@@ -111,7 +111,7 @@ def test_bridge_odom_frames_carry_the_prefix(redis_server, spawn, ros_node) -> N
 
     odom = ros_node.collect(Odometry, "/exc4/odom")
     # no PLC on that port: the bridge keeps trying and publishes odom (twist unknown) meanwhile
-    bridge = spawn("plc_bridge.bridge_node", [
+    bridge = spawn("plc_bridge.bridge.node", [
         "--ros-args", "-r", "__ns:=/exc4", "--params-file", str(REPO / "config" / "plc.yaml"),
         "-p", f"redis_url:={redis_server.url}", "-p", f"plc_port:={free_port()}",
         "-p", "plc_host:=127.0.0.1", "-p", "autostart:=true", "-p", "frame_prefix:=exc4/"])

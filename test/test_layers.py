@@ -111,3 +111,38 @@ def test_check_detects_a_forbidden_import(tmp_path: Path) -> None:
     found = _imported("excavator_sim.probe", probe,
                       {"plc_bridge", "plc_bridge.redis_keys", "excavator_kinematics.linkage"})
     assert found == {"plc_bridge", "plc_bridge.redis_keys", "excavator_kinematics.linkage"}
+
+
+# plc_bridge's rooms (docs/plc_bridge.md, "Code layout"): the bottom modules import no room; the
+# transport only the bottom; the bridge and the plant link the bottom and the transport; the
+# virtual PLC (a PLC: it never uses the bridge's PLC link) only the bottom.
+PLC_BRIDGE_ROOMS = {
+    "": set(),
+    "transport": {""},
+    "bridge": {"", "transport"},
+    "plant_link": {"", "transport"},
+    "virtual_plc": {""},
+}
+
+
+def _room(module: str) -> str | None:
+    """The room of a plc_bridge module ('' = the bottom modules), None outside plc_bridge."""
+    parts = module.split(".")
+    if parts[0] != "plc_bridge":
+        return None
+    if len(parts) > 2 or (len(parts) == 2 and parts[1] in PLC_BRIDGE_ROOMS):
+        return parts[1]
+    return ""
+
+
+def test_plc_bridge_rooms_import_one_way() -> None:
+    graph = _graph()
+    rooms = {_room(m) for m in graph} - {None}
+    assert rooms == set(PLC_BRIDGE_ROOMS), f"a plc_bridge room without its rule: {rooms}"
+    broken = sorted(
+        f"{module} ({_room(module) or 'bottom'}) imports {target} ({_room(target) or 'bottom'})"
+        for module, targets in graph.items() if _room(module) is not None
+        for target in targets
+        if (room := _room(target)) is not None and room != _room(module)
+        and room not in PLC_BRIDGE_ROOMS[_room(module) or ""])
+    assert not broken, "plc_bridge room imported against its layers:\n" + "\n".join(broken)

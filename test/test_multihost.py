@@ -247,7 +247,7 @@ def test_sim_and_bridge_on_two_hosts(hosts, discovery, tmp_path):
 
     from excavator_hil.hil_harness import Heartbeat
     from plc_bridge import redis_keys as keys
-    from plc_bridge.virtual_plc_control import ControlClient
+    from plc_bridge.virtual_plc.control import ControlClient
 
     sim, plc = hosts
     env = _ros_env(discovery)
@@ -276,10 +276,10 @@ def test_sim_and_bridge_on_two_hosts(hosts, discovery, tmp_path):
         "-p", "marker_rate_hz:=0.0", "-r", "track_command:=plc/wheel_states"], env, tmp_path)
 
     # --- PLC host: virtual PLC, bridge ---------------------------------------------------------
-    plc.python("virtual_plc", "plc_bridge.virtual_plc_cli", [
+    plc.python("virtual_plc", "plc_bridge.virtual_plc.cli", [
         "--port", str(PLC_PORT), "--control-port", str(PLC_CONTROL_PORT), "--model",
         "skid_steer"], env, tmp_path)
-    bridge = plc.python("plc_bridge", "plc_bridge.bridge_node", [
+    bridge = plc.python("plc_bridge", "plc_bridge.bridge.node", [
         "--ros-args", "--params-file", str(REPO / "config" / "plc.yaml"),
         "-p", f"redis_url:={url_remote}", "-p", "plc_host:=127.0.0.1",
         "-p", f"plc_port:={PLC_PORT}", "-p", "autostart:=true",

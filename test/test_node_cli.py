@@ -39,7 +39,7 @@ NODES = {"ik_node": ("ik.yaml", "docs/kinematics.md"),
 NODE_MODULES = {"ik_node": "excavator_kinematics.ik_node",
                 "teleop_node": "excavator_kinematics.teleop_node",
                 "sim_node": "excavator_sim.sim_node", "soil_node": "excavator_sim.soil.soil_node",
-                "plc_bridge": "plc_bridge.bridge_node",
+                "plc_bridge": "plc_bridge.bridge.node",
                 "plant_link": "plc_bridge.plant_link.node"}
 
 
@@ -120,7 +120,7 @@ def test_ros_arguments_still_reach_the_node(node_processes: list[NodeProcess], t
 def test_the_virtual_plc_reads_its_options_after_the_ros_block(node_processes, tmp_path) -> None:
     """ros2 launch puts ``--ros-args ...`` after the launch file's arguments; options after a
     closing ``--`` are the executable's again (they were dropped before)."""
-    proc = NodeProcess("plc_bridge.virtual_plc_cli", [
+    proc = NodeProcess("plc_bridge.virtual_plc.cli", [
         "--port", "0", "--ros-args", "-r", "__node:=virtual_plc", "--", "--control-port", "-1",
         "--model", "ackermann"], log_dir=tmp_path)
     node_processes.append(proc)

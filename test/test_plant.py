@@ -9,7 +9,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from plc_bridge.plant import SEQ_MODULUS, AliveWatchdog, CommandGuard, VehiclePlant, seq_newer
+from plc_bridge.virtual_plc.plant import (
+    SEQ_MODULUS,
+    AliveWatchdog,
+    CommandGuard,
+    VehiclePlant,
+    seq_newer,
+)
 
 TAU, RATE, STEER_LIM, V_LIM = 0.2, 0.5, 0.6, 2.0
 

@@ -32,7 +32,7 @@ from excavator_hil.faults.tcp_proxy import TcpProxy
 from excavator_hil.hil_harness import HilRig
 from plc_bridge import redis_keys as keys
 from plc_bridge.config import load_virtual_plc
-from plc_bridge.hil_program import dint
+from plc_bridge.virtual_plc.hil_program import dint
 
 VP = load_virtual_plc()
 PATIENT_S = 10.0     # a plant watchdog a stalled test process cannot trip

@@ -14,7 +14,6 @@ from hypothesis import strategies as st
 
 from plc_bridge.config import load_config
 from plc_bridge.errors import BridgeConfigError
-from plc_bridge.hil_program import dint
 from plc_bridge.plant_link.config import load_plant_link_config
 from plc_bridge.plant_link.core import (
     Actuation,
@@ -26,6 +25,7 @@ from plc_bridge.plant_link.core import (
     roll_pitch,
     sensors_from_joints,
 )
+from plc_bridge.virtual_plc.hil_program import dint
 
 CFG = load_config(None, {"model": "skid_steer"})
 

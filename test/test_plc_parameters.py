@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from excavator_common.parameter_files import read_parameter_file
-from plc_bridge.bridge_core import DYNAMIC, BridgeCore
+from plc_bridge.bridge.core import DYNAMIC, BridgeCore
 from plc_bridge.config import BRIDGE, build_config, default_config_path, load_config
 from plc_bridge.errors import BridgeConfigError
 from plc_bridge.parameters import (

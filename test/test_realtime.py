@@ -90,7 +90,7 @@ def _thread_nice(pid: int) -> set[int]:
 
 
 def test_a_prefixed_process_runs_every_thread_at_the_lower_priority(tmp_path: Path) -> None:
-    proc = ManagedProcess("plc_bridge.virtual_plc_cli",
+    proc = ManagedProcess("plc_bridge.virtual_plc.cli",
                           ["--port", "0", "--control-port", "-1", "--model", "skid_steer"],
                           log_dir=tmp_path, cwd=REPO, prefix=["nice", "-n", "10"])
     try:
@@ -128,7 +128,7 @@ def test_the_demo_runs_the_redis_to_plc_path_with_a_short_fair_slice(tmp_path: P
     assert layout["sim"] == [] and layout["background"] == ["nice", "-n", "10"]
     default = realtime.current_fair_slice()
     assert default is not None and default > 0.0001
-    plc = ManagedProcess("plc_bridge.virtual_plc_cli",
+    plc = ManagedProcess("plc_bridge.virtual_plc.cli",
                          ["--port", "0", "--control-port", "-1", "--model", "skid_steer"],
                          log_dir=tmp_path, cwd=REPO, prefix=layout["bridge"])
     redis_server = LocalRedisServer(tmp_path / "redis", prefix=layout["redis"])
@@ -319,7 +319,7 @@ def test_bridge_rt_priority_covers_the_executor_thread(tmp_path: Path, node_proc
     without Redis and PLC."""
     from helpers import free_port
 
-    bridge = NodeProcess("plc_bridge.bridge_node", [
+    bridge = NodeProcess("plc_bridge.bridge.node", [
         "--ros-args", "--params-file", "config/plc.yaml", "-p", "autostart:=true",
         "-p", f"redis_url:=redis://127.0.0.1:{free_port()}/0",
         "-p", f"plc_port:={free_port()}", "-p", "rt_priority:=20"], log_dir=tmp_path)

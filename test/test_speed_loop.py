@@ -1,5 +1,5 @@
-"""The PLC's PI speed loops (plc_bridge/speed_loop.py), pure: against a drive model written
-here (first-order torque response + the inertia of one track side + a load), with the gains
+"""The PLC's PI speed loops (plc_bridge/virtual_plc/speed_loop.py), pure: against a drive model
+written here (first-order torque response + the inertia of one track side + a load), with the gains
 shipped in config/virtual_plc.yaml. Simulated time only: nothing here depends on the host."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from plc_bridge.config import load_virtual_plc
-from plc_bridge.speed_loop import MAX_DT_S, PiSpeedLoop
+from plc_bridge.virtual_plc.speed_loop import MAX_DT_S, PiSpeedLoop
 
 VP = load_virtual_plc()
 LIMIT = VP.torque_limit_nm

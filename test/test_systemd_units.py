@@ -251,7 +251,7 @@ def test_exec_start_names_an_executable_and_its_arguments_parse(path: Path,
     if cmd[0].startswith(env["EXCAVATOR_HIL_LIB"] + "/"):
         assert exe in console_scripts(), f"{exe} is no console script of setup.py"
     if exe == "virtual_plc":
-        from plc_bridge.virtual_plc_cli import build_parser
+        from plc_bridge.virtual_plc.cli import build_parser
 
         args = build_parser().parse_args(cmd[1:])
         assert (args.port, args.rt_priority, args.control_port) == (

@@ -23,7 +23,7 @@ from helpers import NodeProcess, free_port, ros_parameters_file, wait_for
 from excavator_hil.hil_harness import HilRig
 from plc_bridge import redis_keys as keys
 from plc_bridge.config import load_config
-from plc_bridge.virtual_plc_control import ControlClient
+from plc_bridge.virtual_plc.control import ControlClient
 
 # the longest watchdog the virtual PLC takes (plc_bridge/parameters.py): a stall of the test
 # process that long is a broken host, not a race
@@ -34,7 +34,7 @@ def _serve(node_processes, tmp_path, extra: list[str]) -> Iterator[tuple[snap7.C
                                                                             ControlClient]]:
     port, cport = free_port(), free_port()
     node_processes.append(NodeProcess(
-        "plc_bridge.virtual_plc_cli",
+        "plc_bridge.virtual_plc.cli",
         ["--port", str(port), "--control-port", str(cport), "--model", "ackermann", *extra],
         log_dir=tmp_path))
     control = wait_for(lambda: _try(cport), 20.0, "virtual PLC control channel")
@@ -135,7 +135,7 @@ def test_plc_watchdog_stops_the_machine_when_the_bridge_is_killed(redis_server, 
         return proc
     rig = HilRig("skid_steer", redis_server.url, spawn)
     rig.heartbeat.start()
-    bridge = spawn("plc_bridge.bridge_cli", ["--redis-url", redis_server.url, "--plc-port",
+    bridge = spawn("plc_bridge.bridge.cli", ["--redis-url", redis_server.url, "--plc-port",
                                              str(rig.plc_port), "--model", "skid_steer"])
     try:
         rig.command(0.8, 0.0, 0.0)
@@ -208,7 +208,7 @@ class Writer:
         within ``angle_tol``, if given); returns the monitor DB read then (generous limit: no
         timing in tests).
 
-        As ``plc_bridge.bridge_core`` does after a stall: when the monitor DB shows the watchdog
+        As ``plc_bridge.bridge.core`` does after a stall: when the monitor DB shows the watchdog
         tripped, an explicit stop goes before the next command (the latch clears only on one).
         Returns only when the PLC took the last command and its watchdog is clear, so the last
         write is the last sign of life and the PLC was driving then."""
@@ -349,7 +349,7 @@ def test_fuzzed_setpoints_over_s7_never_kill_the_plc(steady_plc):
 
 
 def test_port_zero_reports_the_port_bound(node_processes, tmp_path):
-    proc = NodeProcess("plc_bridge.virtual_plc_cli", ["--port", "0", "--control-port", "-1"],
+    proc = NodeProcess("plc_bridge.virtual_plc.cli", ["--port", "0", "--control-port", "-1"],
                        log_dir=tmp_path)
     node_processes.append(proc)
     import re
@@ -387,7 +387,7 @@ def test_bad_ports_end_with_one_message_and_exit_2(args, text):
 
     from helpers import REPO
 
-    proc = subprocess.run([sys.executable, "-m", "plc_bridge.virtual_plc_cli", *args],
+    proc = subprocess.run([sys.executable, "-m", "plc_bridge.virtual_plc.cli", *args],
                           check=False, cwd=REPO, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2
     assert text in proc.stderr and "Traceback" not in proc.stderr
@@ -402,7 +402,7 @@ def test_port_in_use_ends_with_one_message_and_exit_2(tmp_path):
 
     with socket.create_server(("127.0.0.1", 0)) as busy:
         port = busy.getsockname()[1]
-        proc = subprocess.run([sys.executable, "-m", "plc_bridge.virtual_plc_cli", "--port",
+        proc = subprocess.run([sys.executable, "-m", "plc_bridge.virtual_plc.cli", "--port",
                                str(port), "--control-port", "-1"], check=False, cwd=REPO,
                               capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2, proc.stderr

@@ -23,7 +23,7 @@ from helpers import NodeProcess, free_port, ros_parameters_file, wait_for
 from test_virtual_plc import PATIENT_WATCHDOG_S, Writer
 
 from plc_bridge.config import BridgeConfig, load_config, load_virtual_plc
-from plc_bridge.virtual_plc_control import ControlClient
+from plc_bridge.virtual_plc.control import ControlClient
 
 VP = load_virtual_plc()
 LIMIT = VP.torque_limit_nm
@@ -83,7 +83,7 @@ class Hil:
         plant = ros_parameters_file(tmp_path / "virtual_plc_hil.yaml", {
             "watchdog_timeout_s": PATIENT_WATCHDOG_S, "plant_mode": "external",
             "plant_watchdog_timeout_s": plant_watchdog_s})
-        self.proc = NodeProcess("plc_bridge.virtual_plc_cli",
+        self.proc = NodeProcess("plc_bridge.virtual_plc.cli",
                                 ["--port", str(port), "--control-port", str(cport), "--model",
                                  model, "--plant-config", str(plant)], log_dir=tmp_path)
         node_processes.append(self.proc)
@@ -324,7 +324,7 @@ def test_a_frozen_plant_program_stops_the_seq(hil):
 def _program(model: str):
     import dataclasses
 
-    from plc_bridge.hil_program import HilProgram
+    from plc_bridge.virtual_plc.hil_program import HilProgram
 
     cfg = load_config(None, {"model": model})
     cfg = dataclasses.replace(cfg, virtual_plc=dataclasses.replace(cfg.virtual_plc,
@@ -362,7 +362,7 @@ def test_steering_rate_commands_follow_the_angle_error_within_the_rate_limit():
 def test_plant_out_seq_is_strictly_increasing_across_the_dint_wrap_and_a_clock_step_back():
     import numpy as np
 
-    from plc_bridge.plant import seq_newer
+    from plc_bridge.virtual_plc.plant import seq_newer
 
     cfg, prog = _program("skid_steer")
     seqs = []

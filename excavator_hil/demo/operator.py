@@ -33,7 +33,7 @@ from excavator_kinematics.bucket_orientation import bucket_quaternion
 from excavator_kinematics.geometry import default_geometry
 from excavator_kinematics.inverse_kinematics import ACTIVE_JOINTS, InverseKinematics
 from plc_bridge import redis_keys as keys
-from plc_bridge.virtual_plc_control import ControlClient
+from plc_bridge.virtual_plc.control import ControlClient
 
 # Drive-phase command period [s]: 20 Hz, so the few seconds of driving time a few dozen
 # commands' Redis -> PLC latency (at 5 Hz there were 11: their p99 was only their worst)

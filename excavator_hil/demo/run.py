@@ -169,11 +169,11 @@ class DemoStack:
         key = f"{m.ns}/" if m.ns else ""
         ros = m.ros()
         prefix = ["-p", f"frame_prefix:={m.ns}/"] if m.ns else []
-        self._start(f"{key}virtual_plc", "plc_bridge.virtual_plc_cli",
+        self._start(f"{key}virtual_plc", "plc_bridge.virtual_plc.cli",
                     ["--port", str(m.plc_port), "--control-port", str(m.plc_control_port),
                      "--model", "skid_steer", "--rt-priority", rt, *m.virtual_plc_args],
                     layout["bridge"])
-        self._start(f"{key}plc_bridge", "plc_bridge.bridge_node",
+        self._start(f"{key}plc_bridge", "plc_bridge.bridge.node",
                     [*ros, "-p", f"redis_url:={self.redis_url(m)}", "-p", "plc_host:=127.0.0.1",
                      "-p", f"plc_port:={m.bridge_plc_port}", "-p", "model:=skid_steer",
                      "-p", "autostart:=true", "-p", f"rt_priority:={rt}", *prefix],

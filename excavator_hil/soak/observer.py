@@ -105,7 +105,7 @@ class PlcWatch:
 
     def fetch_writes(self, control: Any) -> Any:
         """Copy the PLC's new write records; returns the control client (None when lost)."""
-        from plc_bridge.virtual_plc_control import ControlClient
+        from plc_bridge.virtual_plc.control import ControlClient
 
         try:
             control = control or ControlClient(self.control_port, timeout=3.0)

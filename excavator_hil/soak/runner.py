@@ -476,7 +476,7 @@ class Injector:
         self.dashboard_refusals: list[checks.Violation] = []
 
     def plc(self) -> Any:
-        from plc_bridge.virtual_plc_control import ControlClient
+        from plc_bridge.virtual_plc.control import ControlClient
 
         if self._control is None:
             self._control = ControlClient(self.rig.machine.plc_control_port, timeout=3.0)

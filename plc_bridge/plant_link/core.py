@@ -32,10 +32,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from plc_bridge.command_seq import seq_newer
+from plc_bridge.command_seq import to_dint as dint
 from plc_bridge.config import BridgeConfig
 from plc_bridge.errors import BridgeError
-from plc_bridge.hil_program import dint
-from plc_bridge.plant import seq_newer
 
 ENABLE, BRAKE = "drive_enable", "brake"   # pseudo-joints of plant/actuation
 GROUND_SPEED = "ground_speed"             # pseudo-joint of plant/sensors

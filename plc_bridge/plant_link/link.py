@@ -1,6 +1,6 @@
 """The plant link's exchange thread (no rclpy): at ``exchange_hz``, one read of ``plant_out``
 and one write of ``plant_in``, one S7 request in flight, over the bridge's own PLC link code
-(``plc_bridge.plc_link.PlcLink``: socket timeouts, RST on loss, background reconnect with
+(``plc_bridge.transport.plc_link.PlcLink``: socket timeouts, RST on loss, background reconnect with
 capped back-off, the PDU and reply-time checks at connect, the write allow-list).
 
 Each period:
@@ -35,7 +35,7 @@ from typing import Any
 from excavator_common import realtime
 from plc_bridge.plant_link.config import PlantLinkConfig
 from plc_bridge.plant_link.core import Actuation, ImuReading, PlantLinkCore, Sensors
-from plc_bridge.plc_link import PlcLink
+from plc_bridge.transport.plc_link import PlcLink
 
 _LOG = logging.getLogger("plant_link")
 

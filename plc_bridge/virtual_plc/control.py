@@ -28,7 +28,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from plc_bridge.virtual_plc import VirtualPlc
+from plc_bridge.virtual_plc.server import VirtualPlc
 
 
 class ControlServer:

@@ -67,11 +67,11 @@ from excavator_common.ros_runtime import (
 )
 from excavator_kinematics.vehicle import BodyTwist, artof_from_twist
 from plc_bridge import redis_keys as keys
-from plc_bridge.bridge_core import DYNAMIC, BridgeCore
+from plc_bridge.bridge.core import DYNAMIC, BridgeCore
+from plc_bridge.bridge.odometry import Pose2D, integrate
 from plc_bridge.command_seq import from_dint, refusal_name
 from plc_bridge.config import BRIDGE, BridgeConfig, build_config, default_config_path
 from plc_bridge.errors import BridgeConfigError
-from plc_bridge.odometry import Pose2D, integrate
 
 # Stop reasons that are normal operation rather than a fault (diagnostics level WARN, not ERROR).
 _BENIGN = ("waiting_heartbeat", "waiting_heartbeat_edge", "heartbeat_stale", "deactivated",

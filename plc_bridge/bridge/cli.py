@@ -1,6 +1,6 @@
 """``plc_bridge_core``: run the Redis <-> S7 bridge without ROS (own process).
 
-    python -m plc_bridge.bridge_cli --redis-url redis://127.0.0.1:6379/0 --plc-port 1102
+    python -m plc_bridge.bridge.cli --redis-url redis://127.0.0.1:6379/0 --plc-port 1102
 
 Every option overrides the parameter of the same name in the config file (``--cycle-hz``:
 ``cycle_hz``, ``--plc-timeout``: ``plc_timeout_s``; units as in docs/configuration.md).
@@ -17,7 +17,7 @@ import sys
 import threading
 
 from excavator_common.node_args import split_ros_args
-from plc_bridge.bridge_core import BridgeCore
+from plc_bridge.bridge.core import BridgeCore
 from plc_bridge.config import MODELS, load_config
 from plc_bridge.errors import BridgeConfigError
 

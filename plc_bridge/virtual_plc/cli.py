@@ -1,7 +1,7 @@
 """``virtual_plc``: run the virtual S7 PLC standalone (own process, own port).
 
-    python -m plc_bridge.virtual_plc_cli --port 1102 --model ackermann --control-port 0
-    python -m plc_bridge.virtual_plc_cli --port 1102 --plant-mode external   # HIL
+    python -m plc_bridge.virtual_plc.cli --port 1102 --model ackermann --control-port 0
+    python -m plc_bridge.virtual_plc.cli --port 1102 --plant-mode external   # HIL
 
 Prints ``VIRTUAL_PLC READY port=<s7 port> control_port=<port>`` once both ports listen (the
 ports actually bound, also for ``--port 0``); exits cleanly on SIGINT/SIGTERM or a ``shutdown``
@@ -25,8 +25,8 @@ from excavator_common.node_args import split_ros_args
 from plc_bridge.config import MODELS, load_config
 from plc_bridge.errors import BridgeConfigError
 from plc_bridge.parameters import PLANT_MODES
-from plc_bridge.virtual_plc import VirtualPlc
-from plc_bridge.virtual_plc_control import ControlServer
+from plc_bridge.virtual_plc.control import ControlServer
+from plc_bridge.virtual_plc.server import VirtualPlc
 
 
 def _port(low: int) -> Callable[[str], int]:

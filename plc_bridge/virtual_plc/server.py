@@ -11,8 +11,9 @@ in a thread at ``virtual_plc.plant_hz``:
    accepted one, and a NaN/inf/out-of-range setpoint is a latched ``setpoint_fault``. The cycle
    never reads the raw control DB: it uses only what the guard accepted;
 2. watchdog on the bridge's alive counter: stale for ``watchdog_timeout_s`` -> outputs off;
-3. drive the plant (first-order speeds, rate-limited steering, ``plc_bridge.plant``): setpoints
-   only when the guard has an accepted drive command, ready, automatic, no fault and no e-stop;
+3. drive the plant (first-order speeds, rate-limited steering,
+   ``plc_bridge.virtual_plc.plant``): setpoints only when the guard has an accepted drive
+   command, ready, automatic, no fault and no e-stop;
    otherwise the speed setpoints are 0 and the steering is held;
 4. write the monitor DB: alive counter (+1 per cycle), status bits (``watchdog``,
    ``setpoint_fault``), the count of refused writes and the cause of the last one
@@ -67,8 +68,8 @@ from snap7.type import SrvArea, SrvEvent
 
 from plc_bridge.command_seq import to_dint
 from plc_bridge.config import BridgeConfig
-from plc_bridge.hil_program import HilProgram
-from plc_bridge.plant import CommandGuard, VehiclePlant
+from plc_bridge.virtual_plc.hil_program import HilProgram
+from plc_bridge.virtual_plc.plant import CommandGuard, VehiclePlant
 
 _LOG = logging.getLogger("virtual_plc")
 

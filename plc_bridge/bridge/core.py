@@ -75,7 +75,13 @@ from excavator_kinematics.vehicle import (
     make_vehicle_model,
 )
 from plc_bridge import redis_keys as keys
-from plc_bridge.command_gate import CommandGate
+from plc_bridge.bridge.command_gate import CommandGate
+from plc_bridge.bridge.input_validation import (
+    Envelope,
+    parse_bool,
+    parse_control,
+)
+from plc_bridge.bridge.redis_link import RedisLink, Waker
 from plc_bridge.command_seq import (
     SEQ_MODULUS,
     CommandSequence,
@@ -86,13 +92,7 @@ from plc_bridge.command_seq import (
 )
 from plc_bridge.config import BRIDGE, BridgeConfig
 from plc_bridge.errors import BridgeConfigError, InputRejectedError
-from plc_bridge.input_validation import (
-    Envelope,
-    parse_bool,
-    parse_control,
-)
-from plc_bridge.plc_link import PlcLink
-from plc_bridge.redis_link import RedisLink, Waker
+from plc_bridge.transport.plc_link import PlcLink
 
 _LOG = logging.getLogger("plc_bridge")
 # The parameters the loop reads afresh every cycle: they may change while it runs

@@ -36,8 +36,8 @@ from typing import Any
 import numpy as np
 
 from plc_bridge.config import BridgeConfig
-from plc_bridge.plant import AliveWatchdog
-from plc_bridge.speed_loop import PiSpeedLoop
+from plc_bridge.virtual_plc.plant import AliveWatchdog
+from plc_bridge.virtual_plc.speed_loop import PiSpeedLoop
 
 STANDSTILL_M_S = 0.02   # below this on every drive a controlled stop applies the brakes [m/s]
 MODES = ("parked", "drive", "stopping", "safe")
