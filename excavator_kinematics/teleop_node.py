@@ -114,9 +114,11 @@ class TeleopNode(Node):
         self.command_age = CommandAgeCheck(self, float(values["max_command_age_s"]),
                                            math.inf if self.answers is not None else None)
 
-        # Scheduled, every Joy and command counts (a lost one is a different session): deeper
-        # queues; otherwise only the latest matters.
-        depth = 100 if self.command_delay_s > 0.0 else 10
+        # Scheduled, every Joy and command counts (a lost one is a different session): queues
+        # that hold 20 s at 50 Hz, so a recorder or this node starved for seconds by a loaded
+        # host still gets every one (a reliable KEEP_LAST writer overwrites what is not yet
+        # acknowledged); otherwise only the latest matters.
+        depth = 1000 if self.command_delay_s > 0.0 else 10
         self.cmd_pub = self.create_publisher(JointState, "joint_command", depth)
         self.track_pub = self.create_publisher(JointState, "track_command", 10)
         self.valve_pub = self.create_publisher(JointState, "teleop/valve_command", 10)

@@ -258,15 +258,26 @@ def test_impedance_mode_follows_the_hand_and_feeds_the_soil_back(
         n0 = len(operator.feedback)
         end = time.monotonic() + 30.0
         pose.pose.position.z = 0.02  # hand 2 cm up: the tip 0.2 m up
+        def felt() -> list[WrenchStamped]:
+            # Feedback that carried a wrench: one the teleop judged too old on arrival (this
+            # process starved by a loaded host between two publishes) is fed back as zero, the
+            # safe answer, and says nothing about the scaling.
+            return [f for f in list(operator.feedback)[n0:]
+                    if abs(f.wrench.force.x) + abs(f.wrench.force.y) > 1e-9]
+
         while time.monotonic() < end and not (len(operator.feedback) > n0 + 50
+                                              and len(felt()) > 10
                                               and operator.joints()[1] > x0[1] + 0.02):
             operator.hand.publish(pose)
             operator.wrench.publish(wrench)
             time.sleep(0.02)
-        fb = operator.feedback[-1]
         assert len(operator.feedback) > n0 + 50
-        assert fb.wrench.force.x == pytest.approx(-20.0, rel=0.05)  # 20 kN x 1e-3 N/N
-        assert abs(fb.wrench.force.z) < 1.0
+        forces = np.array([[f.wrench.force.x, f.wrench.force.z] for f in felt()]).reshape(-1, 2)
+        assert len(forces) > 10, "no feedback carried the soil's wrench"
+        # 20 kN x 1e-3 N/N (the median: soil_node's own wrench on the same topic, where the
+        # bucket meets the terrain, may come between two of this test's)
+        assert np.median(forces[:, 0]) == pytest.approx(-20.0, rel=0.05)
+        assert abs(np.median(forces[:, 1])) < 1.0
         assert operator.joints()[1] > x0[1] + 0.02  # boom went up with the hand
     finally:
         assert proc.stop() == 0, proc.log()
