@@ -68,6 +68,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))   # stall_report
 TICK = os.sysconf("SC_CLK_TCK")
+PSS_GOAL_MIB = 400.0   # issue 32: the demo's processes together, at every moment of the run
 
 
 # --- processes and CPU ---------------------------------------------------------------------
@@ -95,6 +96,22 @@ def _cpu_s(pid: int) -> float | None:
     return (int(fields[11]) + int(fields[12])) / TICK
 
 
+def _pss_kib(pid: int) -> tuple[int, int] | None:
+    """PSS and its anonymous part [KiB] of ``pid`` (``/proc/<pid>/smaps_rollup``; None when
+    gone). PSS shares each library page among the processes mapping it, so the sum over the
+    stack's processes is the stack's own memory, whatever else runs on the host."""
+    fields: dict[str, int] = {}
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as f:
+            for line in f:
+                key, _, rest = line.partition(":")
+                if key in ("Pss", "Pss_Anon"):
+                    fields[key] = int(rest.split()[0])
+    except (OSError, ValueError):
+        return None
+    return (fields["Pss"], fields.get("Pss_Anon", 0)) if "Pss" in fields else None
+
+
 def _name(pid: int) -> str:
     """A short name: the module after ``-m``, the script, or the executable."""
     try:
@@ -115,13 +132,14 @@ def _name(pid: int) -> str:
 
 
 class CpuSampler:
-    """Samples the CPU time of a process tree every ``period`` s, in a thread."""
+    """Samples the CPU time and the PSS of a process tree every ``period`` s, in a thread."""
 
-    def __init__(self, root: int, period: float = 0.5, extra: list[int] | None = None) -> None:
+    def __init__(self, root: int, period: float = 0.25, extra: list[int] | None = None) -> None:
         self.root = root
         self.extra = extra or []  # other process trees to count (the dashboard, its browser)
         self.period = period
         self.samples: list[tuple[float, dict[int, float]]] = []
+        self.memory: list[tuple[float, dict[int, tuple[int, int]]]] = []  # PSS, anon [KiB]
         self.names: dict[int, str] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -133,15 +151,21 @@ class CpuSampler:
     def _run(self) -> None:
         while not self._stop.is_set():
             now = time.monotonic()
-            cpu = {}
+            cpu, mem = {}, {}
             roots = [self.root, *self.extra]
             for pid in [p for r in roots for p in (r, *_children(r))]:
                 value = _cpu_s(pid)
                 if value is not None:
                     cpu[pid] = value
-                    if pid not in self.names:
+                    # the name once the process runs its program (a wrapper, e.g.
+                    # ``python -m excavator_common.realtime ... --``, execs it)
+                    if self.names.get(pid, "realtime") == "realtime":
                         self.names[pid] = _name(pid)
+                pss = _pss_kib(pid)
+                if pss is not None:
+                    mem[pid] = pss
             self.samples.append((now, cpu))
+            self.memory.append((now, mem))
             self._stop.wait(self.period)
 
     def stop(self) -> None:
@@ -168,6 +192,38 @@ class CpuSampler:
             name = self.names.get(pid, str(pid))
             per[name] = per.get(name, 0.0) + (end - begin) / window
         return dict(sorted(per.items(), key=lambda kv: -kv[1])), sum(per.values()), window
+
+    def pss(self) -> dict[str, object]:
+        """PSS over the whole run, start-up and the demo's end included [MiB]: the peak of the
+        sum over the processes alive at one sample, when it fell [s from the first sample] and
+        each process's share then; each process's own peak (and its anonymous part then);
+        the goal of issue 32 (<= 400 MiB summed at every moment)."""
+        if not self.memory:
+            return {}
+        t0 = self.memory[0][0]
+        sums = [(sum(p for p, _ in mem.values()), t, mem) for t, mem in self.memory]
+        peak_kib, peak_t, peak_mem = max(sums, key=lambda s: s[0])
+        own: dict[str, tuple[int, int]] = {}
+        for _, mem in self.memory:
+            for pid, (pss, anon) in mem.items():
+                name = f"{self.names.get(pid, pid)}"
+                if pss > own.get(name, (0, 0))[0]:
+                    own[name] = (pss, anon)
+        at_peak: dict[str, float] = {}
+        for pid, (pss, _) in peak_mem.items():
+            name = f"{self.names.get(pid, pid)}"
+            at_peak[name] = at_peak.get(name, 0.0) + pss / 1024
+        last_mem = self.memory[-1][1]
+        return {
+            "sum_peak_mib": round(peak_kib / 1024, 1), "sum_peak_at_s": round(peak_t - t0, 2),
+            "sum_at_end_mib": round(sum(p for p, _ in last_mem.values()) / 1024, 1),
+            "at_sum_peak_mib": {k: round(v, 1) for k, v in
+                                sorted(at_peak.items(), key=lambda kv: -kv[1])},
+            "peak_per_process_mib": {k: round(v[0] / 1024, 1) for k, v in
+                                     sorted(own.items(), key=lambda kv: -kv[1][0])},
+            "anon_at_own_peak_mib": {k: round(v[1] / 1024, 1) for k, v in own.items()},
+            "samples": len(self.memory), "period_s": self.period,
+            "goal_sum_mib": PSS_GOAL_MIB, "met": peak_kib / 1024 <= PSS_GOAL_MIB}
 
 
 # --- phases --------------------------------------------------------------------------------
@@ -433,7 +489,8 @@ def full_stack(quick: bool, warmup: float, side_bridge_cycles: int, rt_priority:
     per, total, window = sampler.cores(warmup)
     result: dict[str, object] = {
         "summary": summary, "wall_s": wall, "cpu_cores": per, "cpu_total_cores": total,
-        "cpu_window_s": window, "recorder": wrench_age_at_recorder(out / "dig_bag"),
+        "cpu_window_s": window, "memory": sampler.pss(),
+        "recorder": wrench_age_at_recorder(out / "dig_bag"),
         "side_bridge": bridge_result(side) if side else {}, "output": str(out)}
     if probe or trace_sched:
         import stall_report
@@ -467,6 +524,14 @@ def _print_full(label: str, full: dict[str, object]) -> None:
           f"of {cycles} cycles; side bridge: {full['side_bridge']}")
     print(f"    [{label}] soil moved {s['soil_moved_m3']:.3f} m^3 (peak load "
           f"{s['peak_bucket_load_m3']:.3f} m^3)")
+    mem = full.get("memory") or {}
+    if mem:
+        print(f"    [{label}] PSS summed over the processes: peak {mem['sum_peak_mib']:.0f} MiB "
+              f"at {mem['sum_peak_at_s']:.1f} s (goal <= {PSS_GOAL_MIB:.0f}: "
+              f"{'met' if mem['met'] else 'MISSED'}; at the end {mem['sum_at_end_mib']:.0f}); "
+              "then: " + ", ".join(f"{k} {v:.0f}" for k, v in mem["at_sum_peak_mib"].items()))
+        print(f"    [{label}] PSS peak per process [MiB]: "
+              + ", ".join(f"{k} {v:.0f}" for k, v in mem["peak_per_process_mib"].items()))
     print(f"    [{label}] CPU over {full['cpu_window_s']:.0f} s: total "
           f"{full['cpu_total_cores']:.2f} cores; "
           + ", ".join(f"{k} {v:.2f}" for k, v in full["cpu_cores"].items()))
@@ -503,6 +568,7 @@ def _figures(full: dict[str, object]) -> dict[str, object]:
         "bridge_overrun_pct": 100.0 * s["bridge_overruns"] / cycles if cycles else None,
         "side_bridge": full["side_bridge"],
         "cpu_total_cores": full["cpu_total_cores"], "cpu_cores": full["cpu_cores"],
+        "memory_pss": full.get("memory"),
         "soil_moved_m3": s["soil_moved_m3"], "peak_bucket_load_m3": s["peak_bucket_load_m3"],
         "wall_s": full["wall_s"], "probe": full.get("probe"),
         "overrun_cpu_ms": full.get("overrun_cpu_ms"),
@@ -519,7 +585,8 @@ def _f(value: object) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="the demo's --quick cycle")
-    parser.add_argument("--sim-seconds", type=float, default=15.0, help="sim_node alone [s]")
+    parser.add_argument("--sim-seconds", type=float, default=15.0,
+                        help="sim_node alone [s] (0: skip)")
     parser.add_argument("--bridge-cycles", type=int, default=3000,
                         help="bench/bridge.py cycles alone and beside the stack (0: skip)")
     parser.add_argument("--rt-priority", type=int, default=0,
@@ -549,11 +616,13 @@ def main() -> None:
                              "CPUs while the demo bridge overran (implies --probe)")
     args = parser.parse_args()
 
-    print("1: sim_node alone ...", flush=True)
-    sim = sim_alone(args.sim_seconds)
-    print(f"    RTF {sim['rtf']:.2f}, lag p50 {sim['lag_ms_p50']:.2f} p99 "
-          f"{sim['lag_ms_p99']:.2f} max {sim['lag_ms_max']:.2f} ms, "
-          f"{sim['cpu_cores']:.2f} cores", flush=True)
+    sim: dict[str, float] = {}
+    if args.sim_seconds > 0:
+        print("1: sim_node alone ...", flush=True)
+        sim = sim_alone(args.sim_seconds)
+        print(f"    RTF {sim['rtf']:.2f}, lag p50 {sim['lag_ms_p50']:.2f} p99 "
+              f"{sim['lag_ms_p99']:.2f} max {sim['lag_ms_max']:.2f} ms, "
+              f"{sim['cpu_cores']:.2f} cores", flush=True)
     alone: dict[str, float] = {}
     if args.bridge_cycles:
         print("2: bridge alone (bench/bridge.py) ...", flush=True)
