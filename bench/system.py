@@ -193,6 +193,20 @@ class CpuSampler:
             per[name] = per.get(name, 0.0) + (end - begin) / window
         return dict(sorted(per.items(), key=lambda kv: -kv[1])), sum(per.values()), window
 
+    def pss_series(self) -> list[dict[str, float]]:
+        """PSS per process name at every sample [MiB], ``t`` [s from the first sample]."""
+        if not self.memory:
+            return []
+        t0 = self.memory[0][0]
+        out = []
+        for t, mem in self.memory:
+            row: dict[str, float] = {"t": round(t - t0, 2)}
+            for pid, (pss, _) in mem.items():
+                name = f"{self.names.get(pid, pid)}"
+                row[name] = round(row.get(name, 0.0) + pss / 1024, 1)
+            out.append(row)
+        return out
+
     def pss(self) -> dict[str, object]:
         """PSS over the whole run, start-up and the demo's end included [MiB]: the peak of the
         sum over the processes alive at one sample, when it fell [s from the first sample] and
@@ -447,7 +461,7 @@ class SchedTrace:
 def full_stack(quick: bool, warmup: float, side_bridge_cycles: int, rt_priority: int,
                dashboard: bool = False, setup: str = "new", background_nice: int | None = None,
                pin_cpus: bool = False, probe: bool = False, trace_sched: bool = False,
-               soil_in_process: bool = False) -> dict[str, object]:
+               soil_node: bool = False) -> dict[str, object]:
     env = setup_env(_ros_env(), setup)
     out = Path(tempfile.mkdtemp(prefix="bench_system_"))
     if probe or trace_sched:
@@ -466,8 +480,8 @@ def full_stack(quick: bool, warmup: float, side_bridge_cycles: int, rt_priority:
         args += ["--bridge-slice-ms", "0"]
     if pin_cpus:
         args.append("--pin-cpus")
-    if soil_in_process:
-        args.append("--soil-in-process")
+    if soil_node:   # the soil over DDS instead of inside sim_node (the demo's default)
+        args.append("--soil-node")
     trace = SchedTrace(out) if trace_sched else None
     t0 = time.monotonic()
     demo = subprocess.Popen(args, cwd=REPO, env=env, stdout=subprocess.PIPE,
@@ -486,6 +500,7 @@ def full_stack(quick: bool, warmup: float, side_bridge_cycles: int, rt_priority:
     if demo.returncode != 0:
         raise SystemExit(f"the demo failed:\n{log[-3000:]}")
     summary = json.loads((out / "summary.json").read_text())
+    (out / "memory_pss.json").write_text(json.dumps(sampler.pss_series()))
     per, total, window = sampler.cores(warmup)
     result: dict[str, object] = {
         "summary": summary, "wall_s": wall, "cpu_cores": per, "cpu_total_cores": total,
@@ -606,8 +621,9 @@ def main() -> None:
                         help="the demo's --background-nice (default: 10 new, 0 old)")
     parser.add_argument("--pin-cpus", action="store_true",
                         help="the demo's --pin-cpus (bridge, PLC, redis on the last CPU)")
-    parser.add_argument("--soil-in-process", action="store_true",
-                        help="the demo's --soil-in-process (the soil inside sim_node)")
+    parser.add_argument("--soil-node", action="store_true",
+                        help="the demo's --soil-node (soil_node over DDS instead of the soil "
+                             "inside sim_node, the default)")
     parser.add_argument("--probe", action="store_true",
                         help="stall probes in every process (EXCAVATOR_HIL_PROBE): gc pauses, "
                              "stalls, run-queue wait per process")
@@ -637,7 +653,7 @@ def main() -> None:
                                   setup=setup, background_nice=args.background_nice,
                                   pin_cpus=args.pin_cpus, probe=args.probe,
                                   trace_sched=args.trace_sched,
-                                  soil_in_process=args.soil_in_process)
+                                  soil_node=args.soil_node)
         _print_full(setup, fulls[setup])
     full = fulls[setups[0]]
     s = full["summary"]
@@ -669,7 +685,7 @@ def main() -> None:
     result = {
         "bench": "system", "quick": args.quick, "loadavg": os.getloadavg()[0],
         "rt_priority": args.rt_priority, "pin_cpus": args.pin_cpus,
-        "soil_in_process": args.soil_in_process,
+        "soil_in_process": not args.soil_node,
         "sim_alone": sim, "bridge_alone": alone,
         "full": _figures(full), "setup": setups[0],
         "full_old_setup": _figures(fulls["old"]) if args.compare else {},
