@@ -45,6 +45,7 @@ TARGET_PERIOD_S = 0.05  # IK targets at 20 Hz
 SOIL_LIVE_AGE_S = 0.05
 STILL_RAD_S = 2e-4  # joints slower than this count as settled [rad/s] ...
 STILL_FOR_S = 0.5  # ... for this long [s of sim time]
+TERRAIN_PATCH_DEPTH = 5   # soil/terrain_patch queue of the final rendering [messages]
 RENDER_SHADOW_SIZE = 2048  # the final picture's shadow map [px]
 SETTLE_TIMEOUT_S = 8.0  # longest hold of the final target after the last leg [s of sim time]
 
@@ -96,8 +97,13 @@ class DemoOperator(Node):
         self.terrain_patches = TerrainPatches()
         # (one terrain for a fleet: the one soil_node's topic, in the root namespace)
         if keep_terrain:
+            # a shallow queue: each message may be a whole grid (~0.8 MB), and DDS keeps a
+            # buffer of the largest size per slot (depth 50 grew this process by ~30 MB on a
+            # busy host); a patch lost while this process lags is overwritten by the whole
+            # grid the soil sends after every change (TerrainPatches), the last one included
             self.create_subscription(Float64MultiArray, "/soil/terrain_patch" if namespace
-                                     else "soil/terrain_patch", self._on_patch, 50)
+                                     else "soil/terrain_patch", self._on_patch,
+                                     TERRAIN_PATCH_DEPTH)
 
     # --- subscriptions -------------------------------------------------------------------
     def _on_clock(self, msg: Clock) -> None:
