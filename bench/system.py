@@ -7,8 +7,9 @@ Phases, one after the other:
    ``--sim-seconds``: lag behind the wall clock and CPU, from its own ``/diagnostics``.
 2. ``bridge alone``: ``bench/bridge.py`` (redis-server, the virtual PLC and the bridge at 100 Hz)
    for ``--bridge-cycles`` cycles: Redis->PLC latency and overruns.
-3. ``full stack``: ``excavator-hil demo`` (redis-server, virtual PLC, plc_bridge, sim_node,
-   soil_node, ik_node, the recorder and the operator, each its own process) and, beside it,
+3. ``full stack``: ``excavator-hil demo`` (redis-server, virtual PLC, plc_bridge, sim_node with
+   the soil model inside it (``--soil-node``: soil_node in its own process), ik_node, the
+   recorder and the operator, each its own process) and, beside it,
    ``bench/bridge.py`` again with the same cycles, started ``--warmup`` s after the demo (when
    the stack is up): the bridge's deadline next to the full stack (the demo's own bridge counts
    its cycles and overruns too; both are reported). The side bridge adds a redis-server, a
@@ -23,7 +24,12 @@ Figures of the full run:
   before it, the method of issue 12);
 - bridge Redis->PLC latency p50/p99 and overruns (the demo bridge's counters; the side bridge);
 - CPU per process and in total [cores], from ``/proc/<pid>/stat`` over the steady part of the
-  run (after ``--warmup`` s, so imports and model builds are left out).
+  run (after ``--warmup`` s, so imports and model builds are left out);
+- memory: PSS of every process every 0.25 s over the whole run, start-up and the demo's own
+  end (its pictures) included (``/proc/<pid>/smaps_rollup``; PSS shares library pages among
+  the processes that map them, so the sum is the stack's own): the summed peak and when, each
+  process's share then and its own peak, against issue 32's 400 MiB (``memory_pss`` in the
+  JSON line; the series in the run's folder, ``memory_pss.json``).
 
 Goals (issue 12, on a calm 2-core machine): sim never > 50 ms behind after start-up, RTF 1.0;
 wrench age p99 <= 20 ms, max <= 50 ms; bridge p99 <= 3 ms, overruns <= 0.1 %; whole stack
