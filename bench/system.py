@@ -7,8 +7,9 @@ Phases, one after the other:
    ``--sim-seconds``: lag behind the wall clock and CPU, from its own ``/diagnostics``.
 2. ``bridge alone``: ``bench/bridge.py`` (redis-server, the virtual PLC and the bridge at 100 Hz)
    for ``--bridge-cycles`` cycles: Redis->PLC latency and overruns.
-3. ``full stack``: ``excavator-hil demo`` (redis-server, virtual PLC, plc_bridge, sim_node,
-   soil_node, ik_node, the recorder and the operator, each its own process) and, beside it,
+3. ``full stack``: ``excavator-hil demo`` (redis-server, virtual PLC, plc_bridge, sim_node with
+   the soil model inside it (``--soil-node``: soil_node in its own process), ik_node, the
+   recorder and the operator, each its own process) and, beside it,
    ``bench/bridge.py`` again with the same cycles, started ``--warmup`` s after the demo (when
    the stack is up): the bridge's deadline next to the full stack (the demo's own bridge counts
    its cycles and overruns too; both are reported). The side bridge adds a redis-server, a
@@ -23,7 +24,12 @@ Figures of the full run:
   before it, the method of issue 12);
 - bridge Redis->PLC latency p50/p99 and overruns (the demo bridge's counters; the side bridge);
 - CPU per process and in total [cores], from ``/proc/<pid>/stat`` over the steady part of the
-  run (after ``--warmup`` s, so imports and model builds are left out).
+  run (after ``--warmup`` s, so imports and model builds are left out);
+- memory: PSS of every process every 0.25 s over the whole run, start-up and the demo's own
+  end (its pictures) included (``/proc/<pid>/smaps_rollup``; PSS shares library pages among
+  the processes that map them, so the sum is the stack's own): the summed peak and when, each
+  process's share then and its own peak, against issue 32's 400 MiB (``memory_pss`` in the
+  JSON line; the series in the run's folder, ``memory_pss.json``).
 
 Goals (issue 12, on a calm 2-core machine): sim never > 50 ms behind after start-up, RTF 1.0;
 wrench age p99 <= 20 ms, max <= 50 ms; bridge p99 <= 3 ms, overruns <= 0.1 %; whole stack
@@ -68,6 +74,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))   # stall_report
 TICK = os.sysconf("SC_CLK_TCK")
+PSS_GOAL_MIB = 400.0   # issue 32: the demo's processes together, at every moment of the run
 
 
 # --- processes and CPU ---------------------------------------------------------------------
@@ -95,6 +102,22 @@ def _cpu_s(pid: int) -> float | None:
     return (int(fields[11]) + int(fields[12])) / TICK
 
 
+def _pss_kib(pid: int) -> tuple[int, int] | None:
+    """PSS and its anonymous part [KiB] of ``pid`` (``/proc/<pid>/smaps_rollup``; None when
+    gone). PSS shares each library page among the processes mapping it, so the sum over the
+    stack's processes is the stack's own memory, whatever else runs on the host."""
+    fields: dict[str, int] = {}
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as f:
+            for line in f:
+                key, _, rest = line.partition(":")
+                if key in ("Pss", "Pss_Anon"):
+                    fields[key] = int(rest.split()[0])
+    except (OSError, ValueError):
+        return None
+    return (fields["Pss"], fields.get("Pss_Anon", 0)) if "Pss" in fields else None
+
+
 def _name(pid: int) -> str:
     """A short name: the module after ``-m``, the script, or the executable."""
     try:
@@ -115,13 +138,14 @@ def _name(pid: int) -> str:
 
 
 class CpuSampler:
-    """Samples the CPU time of a process tree every ``period`` s, in a thread."""
+    """Samples the CPU time and the PSS of a process tree every ``period`` s, in a thread."""
 
-    def __init__(self, root: int, period: float = 0.5, extra: list[int] | None = None) -> None:
+    def __init__(self, root: int, period: float = 0.25, extra: list[int] | None = None) -> None:
         self.root = root
         self.extra = extra or []  # other process trees to count (the dashboard, its browser)
         self.period = period
         self.samples: list[tuple[float, dict[int, float]]] = []
+        self.memory: list[tuple[float, dict[int, tuple[int, int]]]] = []  # PSS, anon [KiB]
         self.names: dict[int, str] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -133,15 +157,21 @@ class CpuSampler:
     def _run(self) -> None:
         while not self._stop.is_set():
             now = time.monotonic()
-            cpu = {}
+            cpu, mem = {}, {}
             roots = [self.root, *self.extra]
             for pid in [p for r in roots for p in (r, *_children(r))]:
                 value = _cpu_s(pid)
                 if value is not None:
                     cpu[pid] = value
-                    if pid not in self.names:
+                    # the name once the process runs its program (a wrapper, e.g.
+                    # ``python -m excavator_common.realtime ... --``, execs it)
+                    if self.names.get(pid, "realtime") == "realtime":
                         self.names[pid] = _name(pid)
+                pss = _pss_kib(pid)
+                if pss is not None:
+                    mem[pid] = pss
             self.samples.append((now, cpu))
+            self.memory.append((now, mem))
             self._stop.wait(self.period)
 
     def stop(self) -> None:
@@ -168,6 +198,52 @@ class CpuSampler:
             name = self.names.get(pid, str(pid))
             per[name] = per.get(name, 0.0) + (end - begin) / window
         return dict(sorted(per.items(), key=lambda kv: -kv[1])), sum(per.values()), window
+
+    def pss_series(self) -> list[dict[str, float]]:
+        """PSS per process name at every sample [MiB], ``t`` [s from the first sample]."""
+        if not self.memory:
+            return []
+        t0 = self.memory[0][0]
+        out = []
+        for t, mem in self.memory:
+            row: dict[str, float] = {"t": round(t - t0, 2)}
+            for pid, (pss, _) in mem.items():
+                name = f"{self.names.get(pid, pid)}"
+                row[name] = round(row.get(name, 0.0) + pss / 1024, 1)
+            out.append(row)
+        return out
+
+    def pss(self) -> dict[str, object]:
+        """PSS over the whole run, start-up and the demo's end included [MiB]: the peak of the
+        sum over the processes alive at one sample, when it fell [s from the first sample] and
+        each process's share then; each process's own peak (and its anonymous part then);
+        the goal of issue 32 (<= 400 MiB summed at every moment)."""
+        if not self.memory:
+            return {}
+        t0 = self.memory[0][0]
+        sums = [(sum(p for p, _ in mem.values()), t, mem) for t, mem in self.memory]
+        peak_kib, peak_t, peak_mem = max(sums, key=lambda s: s[0])
+        own: dict[str, tuple[int, int]] = {}
+        for _, mem in self.memory:
+            for pid, (pss, anon) in mem.items():
+                name = f"{self.names.get(pid, pid)}"
+                if pss > own.get(name, (0, 0))[0]:
+                    own[name] = (pss, anon)
+        at_peak: dict[str, float] = {}
+        for pid, (pss, _) in peak_mem.items():
+            name = f"{self.names.get(pid, pid)}"
+            at_peak[name] = at_peak.get(name, 0.0) + pss / 1024
+        last_mem = self.memory[-1][1]
+        return {
+            "sum_peak_mib": round(peak_kib / 1024, 1), "sum_peak_at_s": round(peak_t - t0, 2),
+            "sum_at_end_mib": round(sum(p for p, _ in last_mem.values()) / 1024, 1),
+            "at_sum_peak_mib": {k: round(v, 1) for k, v in
+                                sorted(at_peak.items(), key=lambda kv: -kv[1])},
+            "peak_per_process_mib": {k: round(v[0] / 1024, 1) for k, v in
+                                     sorted(own.items(), key=lambda kv: -kv[1][0])},
+            "anon_at_own_peak_mib": {k: round(v[1] / 1024, 1) for k, v in own.items()},
+            "samples": len(self.memory), "period_s": self.period,
+            "goal_sum_mib": PSS_GOAL_MIB, "met": peak_kib / 1024 <= PSS_GOAL_MIB}
 
 
 # --- phases --------------------------------------------------------------------------------
@@ -391,7 +467,7 @@ class SchedTrace:
 def full_stack(quick: bool, warmup: float, side_bridge_cycles: int, rt_priority: int,
                dashboard: bool = False, setup: str = "new", background_nice: int | None = None,
                pin_cpus: bool = False, probe: bool = False, trace_sched: bool = False,
-               soil_in_process: bool = False) -> dict[str, object]:
+               soil_node: bool = False) -> dict[str, object]:
     env = setup_env(_ros_env(), setup)
     out = Path(tempfile.mkdtemp(prefix="bench_system_"))
     if probe or trace_sched:
@@ -410,8 +486,8 @@ def full_stack(quick: bool, warmup: float, side_bridge_cycles: int, rt_priority:
         args += ["--bridge-slice-ms", "0"]
     if pin_cpus:
         args.append("--pin-cpus")
-    if soil_in_process:
-        args.append("--soil-in-process")
+    if soil_node:   # the soil over DDS instead of inside sim_node (the demo's default)
+        args.append("--soil-node")
     trace = SchedTrace(out) if trace_sched else None
     t0 = time.monotonic()
     demo = subprocess.Popen(args, cwd=REPO, env=env, stdout=subprocess.PIPE,
@@ -430,10 +506,12 @@ def full_stack(quick: bool, warmup: float, side_bridge_cycles: int, rt_priority:
     if demo.returncode != 0:
         raise SystemExit(f"the demo failed:\n{log[-3000:]}")
     summary = json.loads((out / "summary.json").read_text())
+    (out / "memory_pss.json").write_text(json.dumps(sampler.pss_series()))
     per, total, window = sampler.cores(warmup)
     result: dict[str, object] = {
         "summary": summary, "wall_s": wall, "cpu_cores": per, "cpu_total_cores": total,
-        "cpu_window_s": window, "recorder": wrench_age_at_recorder(out / "dig_bag"),
+        "cpu_window_s": window, "memory": sampler.pss(),
+        "recorder": wrench_age_at_recorder(out / "dig_bag"),
         "side_bridge": bridge_result(side) if side else {}, "output": str(out)}
     if probe or trace_sched:
         import stall_report
@@ -467,6 +545,14 @@ def _print_full(label: str, full: dict[str, object]) -> None:
           f"of {cycles} cycles; side bridge: {full['side_bridge']}")
     print(f"    [{label}] soil moved {s['soil_moved_m3']:.3f} m^3 (peak load "
           f"{s['peak_bucket_load_m3']:.3f} m^3)")
+    mem = full.get("memory") or {}
+    if mem:
+        print(f"    [{label}] PSS summed over the processes: peak {mem['sum_peak_mib']:.0f} MiB "
+              f"at {mem['sum_peak_at_s']:.1f} s (goal <= {PSS_GOAL_MIB:.0f}: "
+              f"{'met' if mem['met'] else 'MISSED'}; at the end {mem['sum_at_end_mib']:.0f}); "
+              "then: " + ", ".join(f"{k} {v:.0f}" for k, v in mem["at_sum_peak_mib"].items()))
+        print(f"    [{label}] PSS peak per process [MiB]: "
+              + ", ".join(f"{k} {v:.0f}" for k, v in mem["peak_per_process_mib"].items()))
     print(f"    [{label}] CPU over {full['cpu_window_s']:.0f} s: total "
           f"{full['cpu_total_cores']:.2f} cores; "
           + ", ".join(f"{k} {v:.2f}" for k, v in full["cpu_cores"].items()))
@@ -503,6 +589,7 @@ def _figures(full: dict[str, object]) -> dict[str, object]:
         "bridge_overrun_pct": 100.0 * s["bridge_overruns"] / cycles if cycles else None,
         "side_bridge": full["side_bridge"],
         "cpu_total_cores": full["cpu_total_cores"], "cpu_cores": full["cpu_cores"],
+        "memory_pss": full.get("memory"),
         "soil_moved_m3": s["soil_moved_m3"], "peak_bucket_load_m3": s["peak_bucket_load_m3"],
         "wall_s": full["wall_s"], "probe": full.get("probe"),
         "overrun_cpu_ms": full.get("overrun_cpu_ms"),
@@ -519,7 +606,8 @@ def _f(value: object) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="the demo's --quick cycle")
-    parser.add_argument("--sim-seconds", type=float, default=15.0, help="sim_node alone [s]")
+    parser.add_argument("--sim-seconds", type=float, default=15.0,
+                        help="sim_node alone [s] (0: skip)")
     parser.add_argument("--bridge-cycles", type=int, default=3000,
                         help="bench/bridge.py cycles alone and beside the stack (0: skip)")
     parser.add_argument("--rt-priority", type=int, default=0,
@@ -539,8 +627,9 @@ def main() -> None:
                         help="the demo's --background-nice (default: 10 new, 0 old)")
     parser.add_argument("--pin-cpus", action="store_true",
                         help="the demo's --pin-cpus (bridge, PLC, redis on the last CPU)")
-    parser.add_argument("--soil-in-process", action="store_true",
-                        help="the demo's --soil-in-process (the soil inside sim_node)")
+    parser.add_argument("--soil-node", action="store_true",
+                        help="the demo's --soil-node (soil_node over DDS instead of the soil "
+                             "inside sim_node, the default)")
     parser.add_argument("--probe", action="store_true",
                         help="stall probes in every process (EXCAVATOR_HIL_PROBE): gc pauses, "
                              "stalls, run-queue wait per process")
@@ -549,11 +638,13 @@ def main() -> None:
                              "CPUs while the demo bridge overran (implies --probe)")
     args = parser.parse_args()
 
-    print("1: sim_node alone ...", flush=True)
-    sim = sim_alone(args.sim_seconds)
-    print(f"    RTF {sim['rtf']:.2f}, lag p50 {sim['lag_ms_p50']:.2f} p99 "
-          f"{sim['lag_ms_p99']:.2f} max {sim['lag_ms_max']:.2f} ms, "
-          f"{sim['cpu_cores']:.2f} cores", flush=True)
+    sim: dict[str, float] = {}
+    if args.sim_seconds > 0:
+        print("1: sim_node alone ...", flush=True)
+        sim = sim_alone(args.sim_seconds)
+        print(f"    RTF {sim['rtf']:.2f}, lag p50 {sim['lag_ms_p50']:.2f} p99 "
+              f"{sim['lag_ms_p99']:.2f} max {sim['lag_ms_max']:.2f} ms, "
+              f"{sim['cpu_cores']:.2f} cores", flush=True)
     alone: dict[str, float] = {}
     if args.bridge_cycles:
         print("2: bridge alone (bench/bridge.py) ...", flush=True)
@@ -568,7 +659,7 @@ def main() -> None:
                                   setup=setup, background_nice=args.background_nice,
                                   pin_cpus=args.pin_cpus, probe=args.probe,
                                   trace_sched=args.trace_sched,
-                                  soil_in_process=args.soil_in_process)
+                                  soil_node=args.soil_node)
         _print_full(setup, fulls[setup])
     full = fulls[setups[0]]
     s = full["summary"]
@@ -600,7 +691,7 @@ def main() -> None:
     result = {
         "bench": "system", "quick": args.quick, "loadavg": os.getloadavg()[0],
         "rt_priority": args.rt_priority, "pin_cpus": args.pin_cpus,
-        "soil_in_process": args.soil_in_process,
+        "soil_in_process": not args.soil_node,
         "sim_alone": sim, "bridge_alone": alone,
         "full": _figures(full), "setup": setups[0],
         "full_old_setup": _figures(fulls["old"]) if args.compare else {},

@@ -492,6 +492,9 @@ ARGUMENTS: dict[str, LaunchArgument] = {a.name: a for a in (
     LaunchArgument("rviz", "start RViz with rviz/excavator.rviz (default: true where rviz2 is "
                    "installed, else false)", RVIZ_AUTO, BOOL),
     LaunchArgument("soil", "start soil_node (deformable terrain, soil forces)", "true", BOOL),
+    LaunchArgument("soil_in_process", "with soil: run the soil model inside sim_node (exact "
+                   "coupling: every bucket pose answered within its period; no soil_node "
+                   "process) instead of soil_node over DDS", "true", BOOL),
     LaunchArgument("track_command", "topic whose track_left/track_right velocities [m/s] drive "
                    "sim_node's tracks (excavator.launch.py: the PLC's plc/wheel_states)",
                    "track_command"),
@@ -552,7 +555,7 @@ ARGUMENTS: dict[str, LaunchArgument] = {a.name: a for a in (
 
 _A = ARGUMENTS
 _SIM = ("namespace", "use_sim_time", "rviz", "soil", "track_command", "sim_params",
-        "soil_params", "ik_params", "teleop", "teleop_params")
+        "soil_params", "ik_params", "teleop", "teleop_params", "soil_in_process")
 _BRIDGE = ("namespace", "use_sim_time", "plc_params", "plc_host", "redis_url", "model",
            "virtual_plc", "virtual_plc_port")
 # every launch file that starts required nodes: supervision and real-time set-up

@@ -643,6 +643,11 @@ class ExcavatorSimulation:
         return {n: float(self.data.qpos[self._q_adr[n]]) for n in (*ACTIVE_JOINTS,
                                                                     *CYLINDER_JOINTS)}
 
+    def forget_imu(self) -> None:
+        """The IMU was not read this period (nobody subscribed): the next reading starts
+        afresh, as the first one does, instead of differencing across the gap."""
+        self._imu_memory = None
+
     def imu(self) -> ImuReading:
         """What an IMU on base_link reads now (REP-145). drive_mode plant: the drive train's
         attitude on the terrain, its rates over the last period and its specific force.

@@ -1,10 +1,14 @@
-"""The simulated excavator: sim_node, ik_node, soil_node, robot_state_publisher, RViz (optional).
+"""The simulated excavator: sim_node (the soil model inside), ik_node, robot_state_publisher, RViz.
 
     ros2 launch excavator_hil sim.launch.py [namespace:=exc1] [rviz:=true] [use_sim_time:=true]
 
 use_sim_time goes to every node, sim_node included: sim_node publishes /clock only when it is
 true, so with false the whole graph runs on wall time. rviz defaults to true where rviz2 is
 installed, else to false.
+
+The soil: with ``soil:=true`` (default) the soil model runs inside sim_node
+(``soil_in_process:=true``, default: every bucket pose answered within its period, issue 32);
+``soil_in_process:=false`` runs soil_node in its own process over DDS instead.
 
 Every node but RViz is required: when one ends by itself, the launch says which and why, stops
 the others and exits with code 1 (its last line names the node); ``respawn:=true`` starts it
@@ -62,15 +66,21 @@ def _nodes(context: LaunchContext) -> list[Action]:
     common = {"use_sim_time": use_sim_time}
     share = FindPackageShare(PACKAGE)
     soil = arg("soil") == "true"
+    # exact coupling by default (issue 32): the soil core inside sim_node answers every bucket
+    # pose within its period; soil_in_process:=false runs soil_node over DDS instead
+    soil_in_process = soil and arg("soil_in_process") == "true"
     nodes = [
         *node("sim_node", parameters=[arg("sim_params"), {
             "publish_robot_description": False,
             # With soil_node the soil model is the ground (forces, failure, load); rigid
             # height-field contact would hold the bucket on the surface.
             "terrain.contact": not soil,
+            "soil_in_process": soil_in_process,
+            "soil_params_file": arg("soil_params") if soil_in_process else "",
         }, common], remappings=[("track_command", arg("track_command"))]),
         *node("ik_node", parameters=[arg("ik_params"), common]),
-        *(node("soil_node", parameters=[arg("soil_params"), common]) if soil else []),
+        *(node("soil_node", parameters=[arg("soil_params"), common])
+          if soil and not soil_in_process else []),
         *(node("teleop_node", parameters=[arg("teleop_params"), common])
           if arg("teleop") == "true" else []),
         *node("robot_state_publisher", package="robot_state_publisher",

@@ -67,6 +67,8 @@ def test_the_machines_stand_apart_and_stamp_with_one_clock(fleet_demo: tuple[Pat
     (["--machines", "0"], "--machines 0 is outside 1..4"),
     (["--machines", "2", "--spacing", "3"], "--spacing 3 m is outside 8..40 m"),
     (["--machines", "2", "--joystick"], "--joystick drives one machine"),
+    (["--machines", "2", "--soil-in-process"], "--soil-in-process runs one machine's soil"),
+    (["--soil-in-process", "--soil-node"], "not allowed with argument"),
 ])
 def test_bad_fleet_options_fail_at_once_naming_the_fix(args: list[str], words: str,
                                                         tmp_path: Path) -> None:

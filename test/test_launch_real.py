@@ -32,7 +32,8 @@ from excavator_hil.ament_register import register  # noqa: E402
 ROS2 = str(Path(sys.executable).with_name("ros2"))
 # Topics that are absolute by design (architecture.md): one clock, one diagnostics bus.
 ABSOLUTE_TOPICS = {"/clock", "/diagnostics", "/rosout", "/parameter_events"}
-SIM_NODES = {"sim_node", "ik_node", "soil_node", "robot_state_publisher"}
+# the soil runs inside sim_node by default (soil_in_process:=true: exact coupling, issue 32)
+SIM_NODES = {"sim_node", "ik_node", "robot_state_publisher"}
 BRIDGE_NODES = {"plc_bridge"}
 
 
@@ -194,10 +195,28 @@ def test_sim_launch_with_defaults_runs_and_ends_on_ctrl_c(
     wait_for(lambda: states, 60.0, lambda: f"/joint_states; log:\n{launch.log()}")
     if not rviz_installed(ament_prefix):
         assert "RViz not started: rviz2 is not installed here" in launch.log()
+    # the soil model answers inside sim_node: sim_node publishes the soil's wrench
+    wait_for(lambda: [i.node_name for i in probe.node.get_publishers_info_by_topic(
+        "/soil/wrench")] == ["sim_node"], 30.0, lambda: f"sim_node publishing /soil/wrench; "
+        f"log:\n{launch.log()}", period=0.2)
     assert_clean_exit(launch, launch.ctrl_c())
     for name in SIM_NODES:
         assert f"[{name}-" in launch.log()
     assert launch.log().count("process has finished cleanly") >= len(SIM_NODES) - 1
+
+
+def test_sim_launch_with_the_soil_over_dds_starts_soil_node(
+        ament_prefix: Path, tmp_path: Path, launches: list[RosLaunch],
+        probe: RosTestNode) -> None:
+    """``soil_in_process:=false``: soil_node in its own process answers sim_node's poses."""
+    launch = RosLaunch(ament_prefix, tmp_path, "sim.launch.py", "soil_in_process:=false")
+    launches.append(launch)
+    expected = {f"/{n}" for n in SIM_NODES | {"soil_node"}}
+    assert wait_for_nodes(probe, launch, expected) == expected
+    wait_for(lambda: [i.node_name for i in probe.node.get_publishers_info_by_topic(
+        "/soil/wrench")] == ["soil_node"], 30.0, lambda: f"soil_node publishing /soil/wrench; "
+        f"log:\n{launch.log()}", period=0.2)
+    assert_clean_exit(launch, launch.ctrl_c())
 
 
 @pytest.mark.parametrize("file", ["sim.launch.py", "bridge.launch.py", "excavator.launch.py"])

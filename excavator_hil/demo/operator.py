@@ -45,6 +45,8 @@ TARGET_PERIOD_S = 0.05  # IK targets at 20 Hz
 SOIL_LIVE_AGE_S = 0.05
 STILL_RAD_S = 2e-4  # joints slower than this count as settled [rad/s] ...
 STILL_FOR_S = 0.5  # ... for this long [s of sim time]
+TERRAIN_PATCH_DEPTH = 5   # soil/terrain_patch queue of the final rendering [messages]
+RENDER_SHADOW_SIZE = 2048  # the final picture's shadow map [px]
 SETTLE_TIMEOUT_S = 8.0  # longest hold of the final target after the last leg [s of sim time]
 
 
@@ -91,12 +93,17 @@ class DemoOperator(Node):
         self.create_subscription(WrenchStamped, "soil/wrench", self._on_wrench, 50)
         self.create_subscription(Float64, "soil/bucket_load", self._on_load, 10)
         self.create_subscription(DiagnosticArray, "/diagnostics", self._on_diagnostics, 50)
-        # The soil node's changed terrain regions, replayed into the rendering model at the end.
-        self.terrain_patches: list[tuple[int, int, np.ndarray]] = []
+        # The soil's changed terrain regions, replayed into the rendering model at the end.
+        self.terrain_patches = TerrainPatches()
         # (one terrain for a fleet: the one soil_node's topic, in the root namespace)
         if keep_terrain:
+            # a shallow queue: each message may be a whole grid (~0.8 MB), and DDS keeps a
+            # buffer of the largest size per slot (depth 50 grew this process by ~30 MB on a
+            # busy host); a patch lost while this process lags is overwritten by the whole
+            # grid the soil sends after every change (TerrainPatches), the last one included
             self.create_subscription(Float64MultiArray, "/soil/terrain_patch" if namespace
-                                     else "soil/terrain_patch", self._on_patch, 50)
+                                     else "soil/terrain_patch", self._on_patch,
+                                     TERRAIN_PATCH_DEPTH)
 
     # --- subscriptions -------------------------------------------------------------------
     def _on_clock(self, msg: Clock) -> None:
@@ -143,10 +150,10 @@ class DemoOperator(Node):
 
     def _on_patch(self, msg: Float64MultiArray) -> None:
         dims = msg.layout.dim
-        if len(dims) == 2:
-            # a copy of the float64 buffer (one full grid is ~10^5 values at 2 Hz)
-            self.terrain_patches.append((dims[0].size, dims[1].size,
-                                         np.array(msg.data, dtype=float)))
+        if len(dims) != 2 or len(msg.data) < 2:
+            return
+        # a copy of the float64 buffer (one full grid is ~10^5 values at 2 Hz)
+        self.terrain_patches.add(dims[0].size, dims[1].size, np.array(msg.data, dtype=float))
 
     def _on_diagnostics(self, msg: DiagnosticArray) -> None:
         for status in msg.status:
@@ -413,9 +420,12 @@ class DemoOperator(Node):
             if joint in joints:
                 overrides[f"initial.{key}"] = joints[joint]
         sim = ExcavatorSimulation(load_sim_config(overrides=overrides))
-        for ni, nj, data in self.terrain_patches:
+        for ni, nj, data in self.terrain_patches.kept:
             i0, j0, heights = flat_to_patch(ni, nj, data)
             sim.terrain.set_region(i0, j0, heights)
+        # a 2048 px shadow map instead of MuJoCo's 4096: the same picture at 1280 x 720, and
+        # ~45 MiB less for the software renderer at the demo's end (issue 32)
+        sim.model.vis.quality.shadowsize = RENDER_SHADOW_SIZE
         y = joints.get("base_y", 0.0)
         render_png(sim, path, width=1280, height=720, lookat=(3.0, 2.0 + y, 0.0), distance=13.0,
                    azimuth=-150.0, elevation=-35.0)
@@ -425,6 +435,33 @@ class DemoOperator(Node):
             self._command(0.0)
         self.heartbeat.stop()
         self.redis.close()
+
+
+class TerrainPatches:
+    """The terrain patches (``soil/terrain_patch``: ``ni``, ``nj``, ``[i0, j0, heights...]``)
+    that replayed in order give the latest terrain: only those since the latest patch that
+    covers all the ones kept (the whole grid comes at start and twice a second while it
+    changes), so it holds a grid or two (~1 MB) however long the run. Keeping every patch
+    grew the demo's process by ~1.6 MB a second of digging (issue 32)."""
+
+    def __init__(self) -> None:
+        self.kept: list[tuple[int, int, np.ndarray]] = []
+        self._box: tuple[int, int, int, int] | None = None   # i0, i1, j0, j1 of the kept ones
+
+    def add(self, ni: int, nj: int, data: np.ndarray) -> None:
+        if data.size < 2:
+            return
+        i0, j0 = int(data[0]), int(data[1])
+        box = (i0, i0 + ni, j0, j0 + nj)
+        kept = self._box
+        if kept is None or (box[0] <= kept[0] and box[1] >= kept[1] and box[2] <= kept[2]
+                            and box[3] >= kept[3]):
+            self.kept.clear()   # this patch overwrites everything kept
+            self._box = box
+        else:
+            self._box = (min(box[0], kept[0]), max(box[1], kept[1]),
+                         min(box[2], kept[2]), max(box[3], kept[3]))
+        self.kept.append((ni, nj, data))
 
 
 def _latencies(sent: list[tuple[float, float]], writes: list[dict[str, Any]]) -> list[float]:

@@ -24,7 +24,8 @@ class DemoOptions:
     bridge_slice_ms: float = 0.1
     # pin the bridge, the virtual PLC and redis-server to the last CPU, sim/soil/ik to the rest
     pin_cpus: bool = False
-    # the soil model inside sim_node (exact coupling) instead of soil_node (issue 12 item 3)
-    soil_in_process: bool = False
+    # the soil model inside sim_node (exact coupling: every bucket pose answered within its
+    # period, the default since issue 32) instead of soil_node over DDS (issue 12 item 3)
+    soil_in_process: bool = True
     machines: int = 1  # machines digging side by side (namespaces exc1.. when more than one)
     spacing_m: float = 10.0  # between the machines along world y [m]

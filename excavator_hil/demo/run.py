@@ -367,9 +367,15 @@ def main(argv: list[str] | None = None) -> int:
                         "bridge, the virtual PLC and redis-server (Linux >= 6.12; no privilege "
                         "needed); 0 = the kernel's default (default "
                         f"{DemoOptions.bridge_slice_ms:g})")
-    parser.add_argument("--soil-in-process", action="store_true",
-                        help="run the soil model inside sim_node (exact, zero-latency "
-                             "coupling) instead of soil_node (one machine)")
+    soil = parser.add_mutually_exclusive_group()
+    soil.add_argument("--soil-in-process", dest="soil_in_process", action="store_true",
+                      default=None,
+                      help="run the soil model inside sim_node (exact coupling: every bucket "
+                           "pose answered within its period; one machine): the default")
+    soil.add_argument("--soil-node", dest="soil_in_process", action="store_false",
+                      default=None,
+                      help="run the soil model in soil_node, its own process, over DDS (a "
+                           "late answer is left out) instead of inside sim_node")
     parser.add_argument("--pin-cpus", action="store_true",
                         help="pin the bridge, the virtual PLC and redis-server to the last CPU "
                              "and sim/soil/ik to the others (hosts with >= 2 CPUs)")
@@ -408,7 +414,10 @@ def main(argv: list[str] | None = None) -> int:
     options = DemoOptions(output_dir=args.output, quick=args.quick, joystick=args.joystick,
                           rt_priority=args.rt_priority, background_nice=args.background_nice,
                           bridge_slice_ms=args.bridge_slice_ms,
-                          pin_cpus=args.pin_cpus, soil_in_process=args.soil_in_process,
+                          pin_cpus=args.pin_cpus,
+                          # by default inside sim_node; a fleet's machines share soil_node
+                          soil_in_process=args.soil_in_process is not False
+                          and args.machines == 1,
                           machines=args.machines, spacing_m=args.spacing)
     if args.quick:
         options.time_scale = 0.6

@@ -81,7 +81,9 @@ class SoakOptions:
     warmup_s: float | None = None  # per process life before its footprint is judged [s]
     sample_period_s: float = 2.0   # PSS / descriptors / threads [s]
     drive_span_m: float = 0.5      # the tracks drive back and forth this far from the start [m]
-    demo: DemoOptions = field(default_factory=DemoOptions)
+    # soil_node its own process (the default demo runs the soil inside sim_node): the soak's
+    # faults kill, stop and cut soil_node like every other process of the dig path
+    demo: DemoOptions = field(default_factory=lambda: DemoOptions(soil_in_process=False))
 
     @property
     def duration_s(self) -> float:
@@ -331,7 +333,7 @@ class Rig:
         missing = set(PROCESSES) - set(self.entries)
         if missing:
             raise RuntimeError(f"the stack has no {sorted(missing)}: the soak needs every "
-                               "process of the demo (soil_in_process and --joystick are off)")
+                               "process of the demo (soil_in_process and --joystick off)")
         self._thread.start()
 
     def stop(self) -> None:

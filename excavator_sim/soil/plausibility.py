@@ -26,12 +26,17 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from excavator_sim.soil.bucket_prism import BucketPose, BucketPrism
 from excavator_sim.soil.errors import SoilInputError
-from excavator_sim.soil.terrain import TerrainConfig
+
+if TYPE_CHECKING:
+    # for the annotation only: terrain.py loads the numba kernels, which every importer of
+    # the simulation (excavator_sim.plausibility) would pay for, ~35-60 MiB a process
+    from excavator_sim.soil.terrain import TerrainConfig
 
 SurfaceFn = Callable[[np.ndarray, np.ndarray], np.ndarray]
 
