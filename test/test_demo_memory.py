@@ -87,5 +87,5 @@ def test_a_simulation_without_the_soil_loads_no_numba_nor_plotting() -> None:
 
 def test_the_nodes_without_plots_load_no_matplotlib() -> None:
     for module in ("excavator_sim.soil.soil_node", "excavator_kinematics.ik_node",
-                   "plc_bridge.bridge_node", "excavator_hil.demo.operator"):
+                   "plc_bridge.bridge.node", "excavator_hil.demo.operator"):
         assert "matplotlib" not in _imports(module), module
