@@ -227,12 +227,13 @@ class WheeledVehicle:
         return float(self.velocity[0])
 
     def wheel_speeds(self, names: Sequence[str]) -> list[float]:
-        """Measured ``r omega`` [m/s] of the named wheels."""
-        return [self.wheels[n].speed_m_s for n in names]
+        """Measured ``r omega`` [m/s] of the named wheels (the wheel speed sensors)."""
+        r = self.params.geometry.wheel_radius_m
+        return [r * float(self.velocity[3 + WHEELS.index(n)]) for n in names]
 
     def steer_angles(self, names: Sequence[str]) -> list[float]:
-        """Measured steering angles [rad] of the named wheels."""
-        return [self.wheels[n].angle_rad for n in names]
+        """Measured steering angles [rad] of the named wheels (the angle sensors)."""
+        return [self.angle(n) for n in names]
 
     def angle(self, wheel: str) -> float:
         """A wheel's steering angle [rad] (0 for an unsteered wheel)."""
