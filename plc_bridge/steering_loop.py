@@ -24,9 +24,10 @@ a valve with an offset, a steering load that needs a standing valve opening. It 
 - A scan longer than ``MAX_DT_S`` (a paused PLC) integrates as ``MAX_DT_S``.
 
 :func:`alignment` gives what a mechatronic-layer program does with the drives while the wheels
-are still turning to their angles: each wheel's speed set-point times ``max(0, cos(error))``,
-so a wheel pointing well off its direction does not drive the machine sideways (a crab command
-from straight ahead waits for the wheels, then drives).
+are still turning to their angles ("steer, then drive"): one factor on every wheel's speed
+set-point, 0 while a wheel is 15 deg or more off its angle, 1 within 2 deg, linear between.
+A wheel pointing well off its direction would drive the machine the wrong way: a crab command
+from straight ahead waits for the wheels, then drives along the crab direction.
 """
 
 from __future__ import annotations
@@ -37,6 +38,9 @@ from collections.abc import Sequence
 import numpy as np
 
 from plc_bridge.speed_loop import MAX_DT_S
+
+ALIGNED_RAD = 0.035   # 2 deg: within it a wheel counts as aligned (full speed)
+STOP_RAD = 0.26       # 15 deg: a wheel this far off stops the drive
 
 
 def _non_negative(name: str, value: float, unit: str, *, zero_ok: bool) -> float:
@@ -149,10 +153,16 @@ class SteeringLoop:
 
 
 def alignment(setpoint_rad: np.ndarray | Sequence[float],
-              measured_rad: np.ndarray | Sequence[float]) -> np.ndarray:
-    """Per wheel ``max(0, cos(set-point - measured))`` [-]: the share of its speed set-point a
-    wheel should drive with while its steering still turns (1 when aligned, 0 at 90 deg off or
-    worse)."""
-    error = np.asarray(setpoint_rad, dtype=float) - np.asarray(measured_rad, dtype=float)
-    factor: np.ndarray = np.maximum(0.0, np.cos(error))
-    return factor
+              measured_rad: np.ndarray | Sequence[float],
+              aligned_rad: float = ALIGNED_RAD, stop_rad: float = STOP_RAD) -> float:
+    """The share [0, 1] of their speed set-points the wheels should drive with while the
+    steering still turns: 1 when every wheel is within ``aligned_rad`` of its angle, 0 when
+    any is ``stop_rad`` or more off, linear between. One factor for all wheels (the worst
+    wheel's), so the speeds keep their ratios and with them the turning centre: scaling the
+    wheels one by one would make them fight each other."""
+    if not 0.0 <= aligned_rad < stop_rad:
+        raise ValueError(f"alignment window {aligned_rad!r}..{stop_rad!r} rad must satisfy "
+                         "0 <= aligned_rad < stop_rad")
+    error = np.abs(np.asarray(setpoint_rad, dtype=float) - np.asarray(measured_rad, dtype=float))
+    worst = float(np.max(error, initial=0.0))
+    return min(1.0, max(0.0, (stop_rad - worst) / (stop_rad - aligned_rad)))

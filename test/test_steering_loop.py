@@ -130,9 +130,15 @@ def test_the_command_is_bounded_and_turns_toward_the_set_point(sp: list[float],
     assert np.all(rates * (np.asarray(sp) - np.asarray(meas)) >= 0.0)
 
 
-def test_alignment_scales_the_drive_while_the_wheel_turns() -> None:
-    f = alignment([0.0, 1.0, math.pi / 2, 0.5], [0.0, 0.0, -0.1, 0.5])
-    assert f[0] == 1.0 and f[1] == pytest.approx(math.cos(1.0)) and f[2] == 0.0 and f[3] == 1.0
+def test_alignment_holds_the_drive_until_every_wheel_points_its_way() -> None:
+    """One factor for all wheels, from the worst: 0 at 15 deg off or more, 1 within 2 deg."""
+    assert alignment([0.0, 1.0], [0.0, 0.0]) == 0.0
+    assert alignment([0.5, -0.5], [0.49, -0.51]) == 1.0
+    half = 0.5 * (0.035 + 0.26)
+    assert alignment([0.3, half], [0.3, 0.0]) == pytest.approx(0.5)
+    assert alignment([0.3, -half], [0.3, 0.0]) == pytest.approx(0.5)
+    with pytest.raises(ValueError, match="alignment window"):
+        alignment([0.0], [0.0], aligned_rad=0.3, stop_rad=0.2)
 
 
 @pytest.mark.parametrize(("kwargs", "match"), [

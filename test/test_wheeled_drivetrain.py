@@ -299,3 +299,24 @@ def test_bad_wheeled_parameters_are_named() -> None:
     with pytest.raises(SimConfigError, match=r"mass 0.0 kg"):
         WheeledVehicle(ALL4, 0.0, 1.0)
     assert np.all(vehicle().slip_velocities() == 0.0)
+
+
+def test_braking_from_speed_the_brakes_slip_at_their_capacity_and_never_turn_back() -> None:
+    """Brakes applied at 3 m/s: each brake slips at its 9.4 kN m (19.6 kN at the tyre, below the
+    tyre's 21.8 kN), so the machine stops at about 4 x 19.6 kN / m; no wheel ever turns
+    backwards, and the machine stays at rest."""
+    v = vehicle()
+    v.velocity[0] = 3.0
+    v.velocity[3:] = 3.0 / 0.48
+    t, stopped_at = 0.0, None
+    while t < 2.0:
+        v.step(0.01, SAFE_WHEELED_COMMAND)
+        t += 0.01
+        assert all(v.wheels[w].speed_m_s >= 0.0 for w in WHEELS)
+        assert v.velocity[0] >= -1e-6
+        if stopped_at is None and all(v.wheels[w].held for w in WHEELS):
+            stopped_at = t
+    m_eff = MASS + 4 * DRIVE.rotating_inertia_kg_m2 / 0.48**2
+    decel = (4 * 9400.0 / 0.48 + 0.02 * MASS * G) / m_eff
+    assert stopped_at == pytest.approx(3.0 / decel, abs=0.03)
+    assert abs(v.velocity[0]) < 1e-3

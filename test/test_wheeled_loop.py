@@ -108,7 +108,7 @@ class WheeledLoop:
             angle_sp = np.asarray(cmd.angles, dtype=float)
             rates = self.steer.step(PERIOD_S, angle_sp, angles, True)
             if self.align and self.under.params.driven == self.under.params.steered:
-                speed_sp = speed_sp * alignment(angle_sp, angles)
+                speed_sp = speed_sp * alignment(angle_sp, angles)   # steer, then drive
             torques = self.speed.step(PERIOD_S, speed_sp, speeds, True)
             self.vehicle.step(PERIOD_S, WheeledCommand(tuple(float(x) for x in torques),
                                                        tuple(float(x) for x in rates),
@@ -266,3 +266,14 @@ def test_model_and_drive_train_agree_on_the_geometry(preset: str, vx: float, vy:
     assert back.vx == pytest.approx(cmd.achieved.vx, abs=1e-9)
     assert back.vy == pytest.approx(cmd.achieved.vy, abs=1e-9)
     assert back.wz == pytest.approx(cmd.achieved.wz, abs=1e-9)
+
+
+def test_4ws_crab_from_straight_ahead_steers_first_then_drives() -> None:
+    """A crab command from rest with the wheels straight: the PLC holds the drives until the
+    wheels point the crab's way (plc_bridge.steering_loop.alignment), so the machine does not
+    run forward on wheels still turning; it moves along the crab direction."""
+    loop = WheeledLoop(WS4)
+    loop.run(BodyTwist(0.0, 0.5, 0.0), 8.0)
+    v = loop.vehicle
+    assert v.y > 1.0
+    assert abs(v.x) < 0.05 and abs(v.yaw) < 0.01
