@@ -63,6 +63,7 @@ from excavator_sim.errors import SimConfigError
 WHEELS = ("fl", "fr", "rl", "rr")
 _MAX_ITERATIONS = 60
 _TOLERANCE_M_S = 1e-9    # converged when the residual (in wheel-speed units) is below this
+_NO_JACOBIAN = np.zeros((7, 7))
 
 
 @dataclass(frozen=True)
@@ -178,7 +179,7 @@ class WheelReading:
 class _Step:
     dt: float
     loads: tuple[float, ...]
-    rows: list[np.ndarray]          # A_i (2 x 7) per wheel
+    coef: list[tuple[float, ...]]   # per wheel: A_i's body columns (a0, a1, a2, b0, b1, b2)
     den: tuple[float, ...]
     torque: tuple[float, ...]       # drive torque state per wheel (0 undriven)
     const: np.ndarray
@@ -206,6 +207,8 @@ class WheeledVehicle:
         self.unconverged = 0
         self.iterations = 0
         self._pos = tuple(params.geometry.position(w) for w in WHEELS)
+        self._radius = params.geometry.wheel_radius_m
+        self._drive_at = tuple(self.drives.get(w) for w in WHEELS)
         self._inertia = np.array([params.drive.rotating_inertia_kg_m2 if w in self.drives
                                   else params.wheel_inertia_kg_m2 for w in WHEELS])
 
@@ -244,22 +247,26 @@ class WheeledVehicle:
         """(4, 2): each wheel's tread-over-ground velocity ``(r omega - V_cx, -V_cy)`` [m/s] in
         the wheel's axes, at the present state and steering angles (0 when every wheel rolls
         along its contact velocity: the twist is kinematically consistent)."""
-        return np.array([row @ self.velocity for row in self._rows()])
+        return np.array([self._slip(c, self.velocity, i)
+                         for i, c in enumerate(self._coefficients())])
 
-    def _rows(self) -> list[np.ndarray]:
-        """``A_i`` (2 x 7) per wheel: the slip velocity of wheel i is ``A_i v``."""
-        r = self.params.geometry.wheel_radius_m
-        rows = []
+    def _coefficients(self) -> list[tuple[float, ...]]:
+        """Per wheel the body columns of ``A_i`` (the slip velocity of wheel i is ``A_i v``):
+        ``d_x = a0 u + a1 w + a2 r_z + r omega_i``, ``d_y = b0 u + b1 w + b2 r_z``."""
+        out = []
         for i, w in enumerate(WHEELS):
             a = self.angle(w)
             c, s = math.cos(a), math.sin(a)
             xi, yi = self._pos[i]
-            row = np.zeros((2, 7))
-            row[0, :3] = (-c, -s, c * yi - s * xi)
-            row[0, 3 + i] = r
-            row[1, :3] = (s, -c, -s * yi - c * xi)
-            rows.append(row)
-        return rows
+            out.append((-c, -s, c * yi - s * xi, s, -c, -s * yi - c * xi))
+        return out
+
+    def _slip(self, coef: tuple[float, ...], v: np.ndarray, i: int) -> tuple[float, float]:
+        """``(d_x, d_y)`` [m/s] of wheel i at velocities ``v``."""
+        a0, a1, a2, b0, b1, b2 = coef
+        u, w, rz = float(v[0]), float(v[1]), float(v[2])
+        return (a0 * u + a1 * w + a2 * rz + self._radius * float(v[3 + i]),
+                b0 * u + b1 * w + b2 * rz)
 
     # --- the step ------------------------------------------------------------------------
     def step(self, dt: float, command: WheeledCommand, ground: WheeledGround | None = None,
@@ -288,13 +295,13 @@ class WheeledVehicle:
             tyre = TyreParams(ground.friction, tyre.cornering_coefficient_1_rad,
                               tyre.rolling_resistance, tyre.radius_m)
         r = p.geometry.wheel_radius_m
-        rows = self._rows()
+        coef = self._coefficients()
         v0 = self.velocity.copy()
         den = []
-        for i, row in enumerate(rows):
-            vcx = -(float(row[0, :3] @ v0[:3]))
+        for i, c in enumerate(coef):
+            vcx = -(c[0] * float(v0[0]) + c[1] * float(v0[1]) + c[2] * float(v0[2]))
             den.append(slip_scale(r * float(v0[3 + i]), vcx, p.slip_speed_floor_m_s))
-        k = _Step(dt=dt, loads=loads, rows=rows, den=tuple(den),
+        k = _Step(dt=dt, loads=loads, coef=coef, den=tuple(den),
                   torque=tuple(self.drives[w].torque_nm if w in self.drives else 0.0
                                for w in WHEELS),
                   const=self._constant_forces(gb, ext, v0), tyre=tyre)
@@ -335,8 +342,8 @@ class WheeledVehicle:
         for i, name in enumerate(WHEELS):
             reading = self.wheels[name]
             omega = float(v[3 + i])
-            d = k.rows[i] @ v
-            fx, fy, _ = tyre_force(float(d[0]), float(d[1]), k.den[i], k.loads[i], k.tyre)
+            d = self._slip(k.coef[i], v, i)
+            fx, fy, _ = tyre_force(d[0], d[1], k.den[i], k.loads[i], k.tyre)
             vcx = r * omega - float(d[0])
             reading.speed_m_s = r * omega
             reading.travel_m += dt * r * omega
@@ -389,31 +396,41 @@ class WheeledVehicle:
     def _forces(self, k: _Step, v: np.ndarray, jacobian: bool
                 ) -> tuple[np.ndarray, np.ndarray]:
         """Generalised forces f(v) (N, N, N m, 4 x N m) and, with ``jacobian``, df/dv
-        (symmetric negative semi-definite)."""
-        p = self.params
-        r = p.geometry.wheel_radius_m
-        floor = p.slip_speed_floor_m_s
-        f = k.const.copy()
-        df = np.zeros((7, 7))
+        (symmetric negative semi-definite). Plain floats: 4 wheels of 2 x 4 non-zeros are
+        cheaper in Python than in numpy's small-array calls."""
+        r = self._radius
+        floor = self.params.slip_speed_floor_m_s
+        u, w, rz = float(v[0]), float(v[1]), float(v[2])
+        f = [float(x) for x in k.const]
+        jac = [[0.0] * 7 for _ in range(7)] if jacobian else []
         for i in range(4):
-            row = k.rows[i]
-            d = row @ v
-            fx, fy, (hxx, hxy, hyy) = tyre_force(float(d[0]), float(d[1]), k.den[i],
-                                                 k.loads[i], k.tyre)
-            f -= row[0] * fx + row[1] * fy
+            a0, a1, a2, b0, b1, b2 = k.coef[i]
             n = 3 + i
             omega = float(v[n])
+            dx = a0 * u + a1 * w + a2 * rz + r * omega
+            dy = b0 * u + b1 * w + b2 * rz
+            fx, fy, (hxx, hxy, hyy) = tyre_force(dx, dy, k.den[i], k.loads[i], k.tyre)
+            f[0] -= a0 * fx + b0 * fy
+            f[1] -= a1 * fx + b1 * fy
+            f[2] -= a2 * fx + b2 * fy
             m_rr, dm_rr = rolling_resistance_torque(r * omega, k.loads[i], k.tyre, floor)
-            f[n] += m_rr + k.brake_slip[i]
-            name = WHEELS[i]
-            drive = self.drives.get(name)
+            drive = self._drive_at[i]
             factor, dfactor = drive.flow_factor(omega) if drive is not None else (1.0, 0.0)
-            f[n] += k.torque[i] * factor
+            f[n] += -r * fx + m_rr + k.brake_slip[i] + k.torque[i] * factor
             if jacobian:
-                h = np.array([[hxx, hxy], [hxy, hyy]])
-                df -= row.T @ h @ row
-                df[n, n] += dm_rr * r + k.torque[i] * dfactor
-        return f, df
+                # -A_i^T H A_i over the columns (0, 1, 2, n): A_i's rows ax = (a0, a1, a2, r),
+                # by = (b0, b1, b2, 0)
+                idx = (0, 1, 2, n)
+                ax = (a0, a1, a2, r)
+                by = (b0, b1, b2, 0.0)
+                for p_ in range(4):
+                    hx = hxx * ax[p_] + hxy * by[p_]   # (H A)'s column entries
+                    hy = hxy * ax[p_] + hyy * by[p_]
+                    row = jac[idx[p_]]
+                    for q in range(4):
+                        row[idx[q]] -= hx * ax[q] + hy * by[q]
+                jac[n][n] += dm_rr * r + k.torque[i] * dfactor
+        return np.array(f), (np.array(jac) if jacobian else _NO_JACOBIAN)
 
 
 def minimise_step(forces: Callable[[np.ndarray, bool], tuple[np.ndarray, np.ndarray]],
