@@ -253,7 +253,7 @@ class WheeledVehicle:
     def _coefficients(self) -> list[tuple[float, ...]]:
         """Per wheel the body columns of ``A_i`` (the slip velocity of wheel i is ``A_i v``):
         ``d_x = a0 u + a1 w + a2 r_z + r omega_i``, ``d_y = b0 u + b1 w + b2 r_z``."""
-        out = []
+        out: list[tuple[float, ...]] = []
         for i, w in enumerate(WHEELS):
             a = self.angle(w)
             c, s = math.cos(a), math.sin(a)
