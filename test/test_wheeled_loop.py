@@ -277,3 +277,26 @@ def test_4ws_crab_from_straight_ahead_steers_first_then_drives() -> None:
     v = loop.vehicle
     assert v.y > 1.0
     assert abs(v.x) < 0.05 and abs(v.yaw) < 0.01
+
+
+@pytest.mark.parametrize(("preset", "twist"), [(ACK, BodyTwist(1.0, 0.0, 0.15)),
+                                               (WS4, BodyTwist(0.8, 0.0, 0.3))],
+                         ids=["ackermann-turn", "4ws-turn"])
+def test_the_virtual_plcs_shipped_speed_gains_hold_the_twist_too(preset: str,
+                                                                 twist: BodyTwist) -> None:
+    """config/virtual_plc.yaml's speed loop (tuned for a track side of the 8 t machine), its
+    torque limit cut to the wheel drive's relief torque: the same steady-state limits, so
+    the virtual PLC's HIL program can drive the wheeled machines with its present gains."""
+    from plc_bridge.config import load_virtual_plc
+
+    vp = load_virtual_plc()
+    loop = WheeledLoop(preset)
+    p = loop.under.params
+    loop.speed = PiSpeedLoop(len(p.driven), vp.speed_kp_nm_s_per_m, vp.speed_ki_nm_per_m,
+                             min(vp.torque_limit_nm, p.drive.torque_limit_nm),
+                             vp.speed_sp_weight, names=p.driven)
+    a = loop.model.inverse(twist).achieved
+    rec = loop.run(twist, SETTLE_S + WINDOW_S)
+    vx, vy, wz = rec.mean("twist", SETTLE_S)
+    assert math.hypot(vx - a.vx, vy - a.vy) <= 0.03 * speed_scale(loop.model, twist)
+    assert abs(wz - a.wz) <= 0.02
