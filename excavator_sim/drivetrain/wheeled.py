@@ -469,7 +469,8 @@ def minimise_step(forces: Callable[[np.ndarray, bool], tuple[np.ndarray, np.ndar
         if slope0 >= 0.0:
             break
         step = 1.0
-        g_t, _ = gradient(v + delta, False)
+        # the full step with its Jacobian: taken as it is in most iterations (no second call)
+        g_t, df_t = gradient(v + delta, True)
         slope = float(g_t @ delta)
         if slope > 0.1 * abs(slope0):   # the minimum lies well before the full step
             lo, hi = 0.0, 1.0
@@ -483,7 +484,9 @@ def minimise_step(forces: Callable[[np.ndarray, bool], tuple[np.ndarray, np.ndar
                     hi = step
                 else:
                     lo = step
-        v = v + step * delta
-        g, df = gradient(v, True)
+            v = v + step * delta
+            g, df = gradient(v, True)
+        else:
+            v, g, df = v + delta, g_t, df_t
     converged = float(np.max(np.abs((scale * g)[free]))) < _TOLERANCE_M_S
     return v, converged, iterations
