@@ -33,7 +33,7 @@ from excavator_sim.drivetrain.wheeled import (
     WheeledVehicle,
     WheelGeometry,
 )
-from excavator_sim.errors import SimConfigError
+from excavator_sim.errors import CommandError, SimConfigError
 
 G = 9.81
 MASS = 11124.0
@@ -299,6 +299,9 @@ def test_bad_wheeled_parameters_are_named() -> None:
     with pytest.raises(SimConfigError, match=r"mass 0.0 kg"):
         WheeledVehicle(ALL4, 0.0, 1.0)
     assert np.all(vehicle().slip_velocities() == 0.0)
+    with pytest.raises(CommandError, match=r"3 torques and 0 steering rates for a machine that "
+                                           r"drives \['rl', 'rr'\]"):
+        vehicle(ACKERMANN).step(0.01, WheeledCommand((1.0, 2.0, 3.0), (), True, False))
 
 
 def test_braking_from_speed_the_brakes_slip_at_their_capacity_and_never_turn_back() -> None:

@@ -58,7 +58,7 @@ from excavator_sim.drivetrain.tyre import (
     tyre_force,
 )
 from excavator_sim.drivetrain.vehicle import ExternalLoad
-from excavator_sim.errors import SimConfigError
+from excavator_sim.errors import CommandError, SimConfigError
 
 WHEELS = ("fl", "fr", "rl", "rr")
 _MAX_ITERATIONS = 60
@@ -273,6 +273,13 @@ class WheeledVehicle:
              load: ExternalLoad | None = None) -> None:
         """Advance ``dt`` [s] under ``command`` on ``ground`` with the external ``load``."""
         p = self.params
+        if (len(command.torques_nm) > len(p.driven)
+                or len(command.steer_rates_rad_s) > len(p.steered)):
+            raise CommandError(
+                f"wheeled command with {len(command.torques_nm)} torques and "
+                f"{len(command.steer_rates_rad_s)} steering rates for a machine that drives "
+                f"{list(p.driven)} and steers {list(p.steered)}: send one per wheel, in that "
+                "order (parse_wheeled_actuation builds it from plant/actuation)")
         active = command.active
         torques = tuple(command.torques_nm) + (0.0,) * (len(p.driven) - len(command.torques_nm))
         rates = (tuple(command.steer_rates_rad_s)
