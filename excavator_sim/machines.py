@@ -7,10 +7,14 @@ The default machine is what ``config/excavator.yaml`` (geometry, masses) and ``c
     description: one line
     masses_kg: {caterpillar: ..., chassis: ..., boom: ...}   # over excavator.yaml's masses
     parameters: {hydraulics: {...}, tracks: {...}}   # sim_node parameters (sim.yaml layout)
+    undercarriage: {type: wheeled, vehicle_model: ackermann, ...}  # a wheeled machine
 
-Keys a preset leaves out keep the files' values. ``config/machines/<name>.yaml`` is selected by
-its name (``heavy_36t``: the 36 t masses and 30-36 t hydraulics the simulator had before issue
-14), any other file by its path: sim_node's ``machine`` parameter, or in Python::
+Keys a preset leaves out keep the files' values. Without ``undercarriage`` the machine runs on
+config/sim.yaml's tracks; with it, on wheels (:mod:`excavator_sim.undercarriage`, issue 28).
+``config/machines/<name>.yaml`` is selected by its name (``heavy_36t``: the 36 t masses and
+30-36 t hydraulics the simulator had before issue 14; ``wheeled_ackermann_11t`` and
+``wheeled_4ws_11t``: the wheeled machines), any other file by its path: sim_node's
+``machine`` parameter, or in Python::
 
     preset = load_machine("heavy_36t")
     sim = ExcavatorSimulation(load_sim_config(machine=preset), preset.geometry())
@@ -31,6 +35,7 @@ from excavator_common.parameter_files import flatten
 from excavator_common.paths import config_file
 from excavator_kinematics.geometry import ExcavatorGeometry, default_geometry
 from excavator_sim.errors import SimConfigError
+from excavator_sim.undercarriage import WheeledUndercarriage, parse_undercarriage
 
 MACHINES_DIR = "machines"
 # The parts that carry a mass (model_builder's bodies).
@@ -47,6 +52,7 @@ class MachinePreset:
     description: str
     masses_kg: Mapping[str, float]
     parameters: Mapping[str, Any]
+    undercarriage: WheeledUndercarriage | None = None   # None: tracked (config/sim.yaml)
 
     def geometry(self, base: ExcavatorGeometry | None = None) -> ExcavatorGeometry:
         """``base`` (default: config/excavator.yaml) with this preset's masses."""
@@ -80,10 +86,10 @@ def load_machine(name_or_path: str | Path) -> MachinePreset:
     if not isinstance(data, Mapping):
         raise SimConfigError(f"machine preset {path}: expected a mapping with masses_kg and/or "
                              "parameters")
-    unknown = sorted(set(data) - {"description", "masses_kg", "parameters"})
+    unknown = sorted(set(data) - {"description", "masses_kg", "parameters", "undercarriage"})
     if unknown:
         raise SimConfigError(f"machine preset {path}: unknown key(s) {unknown}; known: "
-                             "description, masses_kg, parameters")
+                             "description, masses_kg, parameters, undercarriage")
     masses: dict[str, float] = {}
     for part, value in (data.get("masses_kg") or {}).items():
         if part not in MASS_PARTS:
@@ -98,6 +104,8 @@ def load_machine(name_or_path: str | Path) -> MachinePreset:
     if not isinstance(params, Mapping):
         raise SimConfigError(f"machine preset {path}: parameters must be a mapping "
                              "(config/sim.yaml layout)")
+    under = (parse_undercarriage(data["undercarriage"], str(path))
+             if data.get("undercarriage") is not None else None)
     return MachinePreset(name=path.stem, source=str(path),
                          description=str(data.get("description", "")).strip(),
-                         masses_kg=masses, parameters=flatten(params))
+                         masses_kg=masses, parameters=flatten(params), undercarriage=under)

@@ -395,6 +395,15 @@ def load_sim_machine(machine: str | Path) -> MachinePreset:
     parameters are all sim_node parameters: an unknown one is an error naming the preset, the
     key and the closest known name."""
     preset = load_machine(machine)
+    if preset.undercarriage is not None:
+        # Until sim_node has its wheeled branch (issue 28), a wheeled preset would run on
+        # tracks with the wheeled machine's masses: a silently wrong drive. Refuse it.
+        raise SimConfigError(
+            f"machine preset {preset.source} has a wheeled undercarriage "
+            f"({preset.undercarriage.vehicle_model}); sim_node drives tracked machines only "
+            "until its wheeled branch lands (issue 28); choose a tracked preset "
+            f"(one without undercarriage:), or use the wheeled drive train's core "
+            "(excavator_sim.drivetrain.wheeled) directly")
     unknown = SIM_PARAMETERS.unknown(preset.parameters)
     if unknown:
         raise SimConfigError(SIM_PARAMETERS.unknown_message(unknown,
