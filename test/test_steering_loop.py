@@ -1,6 +1,6 @@
-"""The PLC's steering-angle loops (plc_bridge/steering_loop.py), pure: against a steering
-actuator written here (a rate-limited valve with a first-order response integrating into the
-angle, seen two exchanges late), with the gain shipped in config/virtual_plc.yaml. Simulated
+"""The PLC's steering-angle loops (plc_bridge/virtual_plc/steering_loop.py), pure: against a
+steering actuator written here (a rate-limited valve with a first-order response integrating into
+the angle, seen two exchanges late), with the gain shipped in config/virtual_plc.yaml. Simulated
 time only: nothing here depends on the host."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from plc_bridge.config import load_virtual_plc
-from plc_bridge.steering_loop import SteeringLoop, alignment
+from plc_bridge.virtual_plc.steering_loop import SteeringLoop, alignment
 
 VP = load_virtual_plc()
 KP = VP.steer_kp_1_s

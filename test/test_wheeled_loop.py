@@ -1,9 +1,9 @@
-"""Issue 28's tests on the cores: the closed loop of each wheeled machine, in-process and pure
-(no ROS, no MuJoCo, no S7): the bridge's kinematic model inverse -> per-wheel speed and angle
-set-points -> the PLC's speed and steering loops (plc_bridge.speed_loop,
-plc_bridge.steering_loop) -> the wheeled drive train (excavator_sim.drivetrain.wheeled) on firm
-flat ground -> its measured wheel states, two exchange periods late, back to the PLC and to the
-model's direct. Simulated time only: nothing here depends on the host's speed."""
+"""Issue 28's tests on the cores: the closed loop of each wheeled machine, in-process and pure (no
+ROS, no MuJoCo, no S7): the bridge's kinematic model inverse -> per-wheel speed and angle set-points
+-> the PLC's speed and steering loops (plc_bridge.virtual_plc.speed_loop,
+plc_bridge.virtual_plc.steering_loop) -> the wheeled drive train (excavator_sim.drivetrain.wheeled)
+on firm flat ground -> its measured wheel states, two exchange periods late, back to the PLC and to
+the model's direct. Simulated time only: nothing here depends on the host's speed."""
 
 from __future__ import annotations
 
@@ -25,8 +25,8 @@ from excavator_sim.drivetrain.wheeled import (
 )
 from excavator_sim.machines import load_machine
 from excavator_sim.undercarriage import WheeledUndercarriage
-from plc_bridge.speed_loop import PiSpeedLoop
-from plc_bridge.steering_loop import SteeringLoop, alignment
+from plc_bridge.virtual_plc.speed_loop import PiSpeedLoop
+from plc_bridge.virtual_plc.steering_loop import SteeringLoop, alignment
 
 PERIOD_S = 0.01        # the simulation's control period and the plant exchange (100 Hz)
 DELAY_PERIODS = 2      # plant_in -> PLC -> plant_out: two exchanges late
@@ -270,7 +270,8 @@ def test_model_and_drive_train_agree_on_the_geometry(preset: str, vx: float, vy:
 
 def test_4ws_crab_from_straight_ahead_steers_first_then_drives() -> None:
     """A crab command from rest with the wheels straight: the PLC holds the drives until the
-    wheels point the crab's way (plc_bridge.steering_loop.alignment), so the machine does not
+    wheels point the crab's way (plc_bridge.virtual_plc.steering_loop.alignment), so the machine
+    does not
     run forward on wheels still turning; it moves along the crab direction."""
     loop = WheeledLoop(WS4)
     loop.run(BodyTwist(0.0, 0.5, 0.0), 8.0)

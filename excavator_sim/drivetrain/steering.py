@@ -1,8 +1,8 @@
 """One steering actuator: a proportional valve feeding a steering cylinder, with an angle sensor.
 
-What the PLC commands (hil_contract.md, issue 28): a **steering rate** [rad/s] per steered
-wheel, the proportional valve's flow expressed as the angular rate it gives; the PLC closes the
-angle loop on the measured angle (:mod:`plc_bridge.steering_loop`). The actuator answers it as
+What the PLC commands (hil_contract.md, issue 28): a **steering rate** [rad/s] per steered wheel,
+the proportional valve's flow expressed as the angular rate it gives; the PLC closes the angle loop
+on the measured angle (:mod:`plc_bridge.virtual_plc.steering_loop`). The actuator answers it as
 
 - a first-order rate response with ``time_constant_s`` (valve spool and oil column),
   integrated exactly over a step, toward the command clipped to ``max_rate_rad_s`` (the flow
@@ -14,10 +14,9 @@ angle loop on the measured angle (:mod:`plc_bridge.steering_loop`). The actuator
   cylinder; no hydraulic "centring").
 
 The steering is kinematic: its rate does not depend on the tyre's scrub torque (the steering
-pressure of the class is ample at the speeds it is rated for; a wheel steered at standstill
-turns about its contact point, which the point-contact tyre does not resist). The angle sensor
-reads the angle as it is (no noise, no offset: a site adds them in the plant link).
-"""
+pressure of the class is ample at the speeds it is rated for; a wheel steered at standstill turns
+about its contact point, which the point-contact tyre does not resist). The angle sensor reads the
+angle as it is (no noise, no offset: a site adds them in the plant link)."""
 
 from __future__ import annotations
 

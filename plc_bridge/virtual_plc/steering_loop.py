@@ -1,14 +1,15 @@
 """The PLC's steering-angle loops in HIL: one angle controller per steering actuator, angle
-set-point [rad] and measured angle [rad] in, steering rate command [rad/s] (the proportional
-valve's command, hil_contract.md) out. Pure (numpy only); the twin of
-:mod:`plc_bridge.speed_loop` for the steered wheels of the Ackermann and 4WD4WS machines.
+set-point [rad] and measured angle [rad] in, steering rate command [rad/s] (the proportional valve's
+command, hil_contract.md) out. Pure (numpy only); the twin of
+:mod:`plc_bridge.virtual_plc.speed_loop` for the steered wheels of the Ackermann and 4WD4WS
+machines.
 
 The actuator integrates the valve's flow into angle, so a proportional controller alone has no
-steady-state error on a constant set-point (the plant has the integrator):
-``u = kp * e + I``, ``e = w - y`` (set-point minus measured angle), ``I += ki * e * dt``, ``u``
-limited to +-``max_rate_rad_s`` (the valve's full opening, and the rate the machine's steering
-is rated for). The integral term (``ki`` > 0) is for what a P loop leaves: a leaking cylinder,
-a valve with an offset, a steering load that needs a standing valve opening. It is 0 by default.
+steady-state error on a constant set-point (the plant has the integrator): ``u = kp * e + I``, ``e =
+w - y`` (set-point minus measured angle), ``I += ki * e * dt``, ``u`` limited to
++-``max_rate_rad_s`` (the valve's full opening, and the rate the machine's steering is rated for).
+The integral term (``ki`` > 0) is for what a P loop leaves: a leaking cylinder, a valve with an
+offset, a steering load that needs a standing valve opening. It is 0 by default.
 
 - ``deadband_rad``: inside it the error counts as 0: the valve closes on a wheel that is close
   enough instead of hunting around its set-point with a dithering valve (a sensor's quantisation
@@ -25,10 +26,9 @@ a valve with an offset, a steering load that needs a standing valve opening. It 
 
 :func:`alignment` gives what a mechatronic-layer program does with the drives while the wheels
 are still turning to their angles ("steer, then drive"): one factor on every wheel's speed
-set-point, 0 while a wheel is 15 deg or more off its angle, 1 within 2 deg, linear between.
-A wheel pointing well off its direction would drive the machine the wrong way: a crab command
-from straight ahead waits for the wheels, then drives along the crab direction.
-"""
+set-point, 0 while a wheel is 15 deg or more off its angle, 1 within 2 deg, linear between. A wheel
+pointing well off its direction would drive the machine the wrong way: a crab command from straight
+ahead waits for the wheels, then drives along the crab direction."""
 
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from plc_bridge.speed_loop import MAX_DT_S
+from plc_bridge.virtual_plc.speed_loop import MAX_DT_S
 
 ALIGNED_RAD = 0.035   # 2 deg: within it a wheel counts as aligned (full speed)
 STOP_RAD = 0.26       # 15 deg: a wheel this far off stops the drive
