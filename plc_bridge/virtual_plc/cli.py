@@ -80,6 +80,25 @@ def build_parser() -> argparse.ArgumentParser:
                    help="control-DB writes and monitor-DB reads kept for the control "
                         "channel's writes/reads (the newest N of each; default 50000, ~5 min "
                         "of a 100 Hz bridge); a long run fetching them often keeps it small")
+    p.add_argument("--opcua-port", dest="opcua_port", type=_port(-1), default=-1,
+                   help="also serve the blocks over OPC UA on this port (S7-1500 node ids, "
+                        "secure endpoints only; 0 = a free port, -1 = off, the default)")
+    p.add_argument("--opcua-pki", dest="opcua_pki", default="",
+                   help="the OPC UA server's PKI folder (own/, trusted/, rejected/; made by "
+                        "excavator-hil opcua-certs --server; default "
+                        "~/.local/share/excavator_hil/pki/virtual_plc)")
+    p.add_argument("--opcua-users", dest="opcua_users", default=None, metavar="FILE",
+                   help="'name:password' lines (mode 0600) of the users that may log in")
+    p.add_argument("--opcua-allow-anonymous", dest="opcua_anonymous", action="store_true",
+                   help="accept anonymous logins (off by default, as on a hardened CPU)")
+    p.add_argument("--opcua-allow-insecure", dest="opcua_insecure", action="store_true",
+                   help="also offer security policy None (a lab only; logged as a warning)")
+    p.add_argument("--opcua-min-publishing-ms", dest="opcua_min_pub", type=float,
+                   default=100.0, help="minimum publishing interval of subscriptions [ms] "
+                   "(a CPU's 'Minimum publishing interval'; default 100)")
+    p.add_argument("--opcua-namespace-shift", dest="opcua_shift", type=_count(0, 100),
+                   default=0, help="namespaces registered before the Siemens one (0: it is "
+                   "at index 3, as on a CPU)")
     p.add_argument("--control-port", type=_port(-1), default=0,
                    help="loopback JSON control channel port for fault injection (0 = free port,"
                         " -1 = off)")
@@ -113,6 +132,25 @@ def main(argv: list[str] | None = None) -> int:
         print(f"virtual_plc: cannot serve S7 on {args.host}:{args.port}: {e}; choose another "
               f"--port (0 = any free port) or --host", file=sys.stderr)
         return 2
+    opcua = None
+    if args.opcua_port >= 0:
+        from plc_bridge.opcua_pki import Pki
+        from plc_bridge.virtual_plc.opcua_server import OpcUaServer, read_users
+
+        try:
+            users = read_users(args.opcua_users) if args.opcua_users else {}
+            pki = Pki.of(args.opcua_pki, "virtual_plc")
+            opcua = OpcUaServer(plc, host=args.host, port=args.opcua_port, pki=pki,
+                                users=users, allow_anonymous=args.opcua_anonymous,
+                                allow_insecure=args.opcua_insecure,
+                                min_publishing_interval_ms=args.opcua_min_pub,
+                                namespace_shift=args.opcua_shift)
+            opcua.start()
+        except Exception as e:  # noqa: BLE001 - no key, port in use: one message
+            plc.stop()
+            print(f"virtual_plc: cannot serve OPC UA on {args.host}:{args.opcua_port}: {e}",
+                  file=sys.stderr)
+            return 2
     # start-up objects (modules, config) out of the collector's reach: a full collection over
     # them takes 10-20 ms, long enough to hold up the bridge's S7 request past its 10 ms cycle
     gc.freeze()
@@ -136,11 +174,14 @@ def main(argv: list[str] | None = None) -> int:
            if plc.external else "")
     print(f"VIRTUAL_PLC READY port={plc.port} control_port={control.port if control else -1} "
           f"model={config.model} control_db={config.control_db} monitor_db={config.monitor_db} "
-          f"plant_mode={config.virtual_plc.plant_mode}{hil}", flush=True)
+          f"plant_mode={config.virtual_plc.plant_mode}{hil}"
+          f"{f' opcua_port={opcua.port}' if opcua else ''}", flush=True)
     while not done.wait(0.2):
         pass
     if control:
         control.close()
+    if opcua:
+        opcua.stop()
     plc.stop()
     return 0
 
