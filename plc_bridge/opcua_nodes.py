@@ -15,6 +15,7 @@ one): REAL -> Float, INT -> Int16, DINT -> Int32, BOOL -> Boolean, UINT and WORD
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
@@ -106,3 +107,14 @@ def field_nodes(config: BridgeConfig, layout: DbLayout,
                                 f"{', '.join(layout.names)}")
     out.sort(key=lambda n: n.field == COMMIT_FIELD)
     return tuple(out)
+
+
+def markdown_nodes(config: BridgeConfig, layout: DbLayout, namespace_index: int = 3) -> str:
+    """docs/plc_setup.md's table of a block's OPC UA variables (S7-1500 addressing): node id,
+    S7 type, OPC UA type, in the order the bridge writes them (``seq`` last)."""
+    rows = ["| node id (S7-1500, namespace index as the CPU reports it) | S7 type | OPC UA type |",
+            "|---|---|---|"]
+    s7 = {f.name: f.s7_type for f in layout.fields}
+    for n in field_nodes(dataclasses.replace(config, opcua_addressing="s7_1500"), layout, {}):
+        rows.append(f"| `{n.text(namespace_index)}` | {s7[n.field]} | {n.variant} |")
+    return "\n".join(rows)

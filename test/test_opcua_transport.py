@@ -378,3 +378,14 @@ def test_subscriptions_get_the_minimum_publishing_interval(served, lab):
             return value
 
     assert asyncio.run(revised()) == 200.0
+
+
+def test_plc_setup_doc_lists_the_node_ids_the_bridge_uses() -> None:
+    """docs/plc_setup.md section 8's node-id tables are those of config/plc.yaml (the order
+    the bridge writes them in, seq last)."""
+    from plc_bridge.opcua_nodes import markdown_nodes
+
+    cfg = load_config(None)
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "plc_setup.md").read_text()
+    for block in (cfg.control, cfg.monitor):
+        assert markdown_nodes(cfg, block) in doc, block.name
