@@ -132,25 +132,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"virtual_plc: cannot serve S7 on {args.host}:{args.port}: {e}; choose another "
               f"--port (0 = any free port) or --host", file=sys.stderr)
         return 2
-    opcua = None
-    if args.opcua_port >= 0:
-        from plc_bridge.opcua_pki import Pki
-        from plc_bridge.virtual_plc.opcua_server import OpcUaServer, read_users
-
-        try:
-            users = read_users(args.opcua_users) if args.opcua_users else {}
-            pki = Pki.of(args.opcua_pki, "virtual_plc")
-            opcua = OpcUaServer(plc, host=args.host, port=args.opcua_port, pki=pki,
-                                users=users, allow_anonymous=args.opcua_anonymous,
-                                allow_insecure=args.opcua_insecure,
-                                min_publishing_interval_ms=args.opcua_min_pub,
-                                namespace_shift=args.opcua_shift)
-            opcua.start()
-        except Exception as e:  # noqa: BLE001 - no key, port in use: one message
-            plc.stop()
-            print(f"virtual_plc: cannot serve OPC UA on {args.host}:{args.opcua_port}: {e}",
-                  file=sys.stderr)
-            return 2
     # start-up objects (modules, config) out of the collector's reach: a full collection over
     # them takes 10-20 ms, long enough to hold up the bridge's S7 request past its 10 ms cycle
     gc.freeze()
@@ -168,6 +149,30 @@ def main(argv: list[str] | None = None) -> int:
                   f"port, -1 = off)", file=sys.stderr)
             return 2
         control.start()
+    # after the control channel: asyncua's address space takes seconds to build on a loaded
+    # host; a client that comes early is refused and retries
+    opcua = None
+    if args.opcua_port >= 0:
+        from plc_bridge.opcua_pki import Pki
+        from plc_bridge.virtual_plc.opcua_server import OpcUaServer, read_users
+
+        try:
+            users = read_users(args.opcua_users) if args.opcua_users else {}
+            pki = Pki.of(args.opcua_pki, "virtual_plc")
+            opcua = OpcUaServer(plc, host=args.host, port=args.opcua_port, pki=pki,
+                                users=users, allow_anonymous=args.opcua_anonymous,
+                                allow_insecure=args.opcua_insecure,
+                                min_publishing_interval_ms=args.opcua_min_pub,
+                                namespace_shift=args.opcua_shift)
+            opcua.start()
+            gc.freeze()   # its address space too
+        except Exception as e:  # noqa: BLE001 - no key, port in use: one message
+            if control:
+                control.close()
+            plc.stop()
+            print(f"virtual_plc: cannot serve OPC UA on {args.host}:{args.opcua_port}: {e}",
+                  file=sys.stderr)
+            return 2
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: done.set())
     hil = (f" plant_in_db={config.plant_in_db} plant_out_db={config.plant_out_db}"

@@ -67,7 +67,7 @@ class _Users(UserManager):  # type: ignore[misc]
 
     def get_user(self, iserver: Any, username: str | None = None, password: str | None = None,
                  certificate: Any = None) -> User | None:
-        if username is None and certificate is None:
+        if username is None:   # anonymous (X.509 user tokens are not offered)
             return User(role=UserRole.User, name="anonymous") if self._anonymous else None
         expected = self._users.get(username or "")
         if expected is None or password is None or \
@@ -100,10 +100,12 @@ class _DbAttributes(AttributeService):  # type: ignore[misc]
         if not any(r.NodeId in fields and r.AttributeId == AttributeIds.Value
                    for r in params.NodesToRead):
             return list(super().read(params))
+        plc = self._owner.plc
+        while plc.faults.stall and not self._owner.stopping:
+            time.sleep(0.002)   # a pulled cable: nothing is answered (the server loop waits)
         now = time.monotonic()
         blocks: dict[str, dict[str, Any]] = {}
         out: list[ua.DataValue] = []
-        plc = self._owner.plc
         for r in params.NodesToRead:
             f = fields.get(r.NodeId)
             if f is None or r.AttributeId != AttributeIds.Value:
@@ -204,7 +206,7 @@ class OpcUaServer:
         self._thread = threading.Thread(target=self._loop.run_forever, name="virtual-plc-opcua",
                                         daemon=True)
         self._thread.start()
-        asyncio.run_coroutine_threadsafe(self._start(), self._loop).result(30.0)
+        asyncio.run_coroutine_threadsafe(self._start(), self._loop).result(120.0)
 
     def stop(self) -> None:
         self.stopping = True
