@@ -389,3 +389,56 @@ def test_plc_setup_doc_lists_the_node_ids_the_bridge_uses() -> None:
     doc = (Path(__file__).resolve().parents[1] / "docs" / "plc_setup.md").read_text()
     for block in (cfg.control, cfg.monitor):
         assert markdown_nodes(cfg, block) in doc, block.name
+
+
+def test_the_plant_link_exchanges_over_opcua_with_its_own_certificate(lab, tmp_path):
+    """The plant link over OPC UA (its own certificate, application urn:...:plant_link) with
+    the virtual PLC in HIL mode: plant_in written in one request, plant_out read whole in one;
+    the PLC sees the sensors, the simulation gets the PLC's actuations in seq order."""
+    import dataclasses as dc
+    import itertools
+
+    from plc_bridge.plant_link.config import load_plant_link_config
+    from plc_bridge.plant_link.core import ImuReading, Sensors
+    from plc_bridge.plant_link.link import PlantLink, with_overrides
+
+    base = load_plant_link_config()
+    cfg = base.plc
+    plc = VirtualPlc(dc.replace(cfg, virtual_plc=dc.replace(cfg.virtual_plc,
+                                                               plant_mode="external")), port=0)
+    plc.start()
+    plant_pki = generate(tmp_path / "plant_link", "plant_link")
+    shutil.copy(lab.server.cert, plant_pki.trusted / "virtual_plc.der")
+    shutil.copy(plant_pki.cert, lab.server.trusted / "plant_link.der")
+    server = OpcUaServer(plc, port=0, pki=lab.server, users={"bridge": PASSWORD})
+    server.start()
+    sent: list[Any] = []
+    link = PlantLink(with_overrides(
+        base, plc_transport="opcua", opcua_port=server.port, opcua_pki_dir=str(plant_pki.root),
+        opcua_user="bridge", opcua_password_file=str(lab.password_file), plc_timeout_s=2.0),
+        sent.append)
+    try:
+        link.set_imu(ImuReading(yaw_rate=0.05, pitch=0.01, roll=-0.02))
+        stamp = [1_000_000_000]
+
+        def feed() -> None:
+            stamp[0] += 10_000_000
+            link.set_sensors(Sensors(stamp[0], (0.2, 0.4), (1.0, 2.0), (), 0.5, True, False,
+                                     False))
+        feed()
+        link.start()
+        wait_until(lambda: (feed(), link.snapshot().status == "running")[1], 60.0,
+                   "the plant link running over OPC UA")
+        assert isinstance(link.plc.session, OpcUaSession)
+        wait_until(lambda: (feed(), len(sent) >= 5)[1], 30.0, "actuations forwarded")
+        seqs = [a.seq for a in sent]
+        assert all(b > a for a, b in itertools.pairwise(seqs))
+        seen = wait_until(lambda: [w for w in plc.plant_writes() if w["speed_left"] != 0.0],
+                          30.0, "plant_in written")
+        assert seen[-1]["speed_left"] == pytest.approx(0.2) and \
+            seen[-1]["speed_right"] == pytest.approx(0.4) and seen[-1]["drive_ready"]
+    finally:
+        link.stop()
+        server.stop()
+        (lab.server.trusted / "plant_link.der").unlink(missing_ok=True)
+        plc.stop()
