@@ -133,6 +133,8 @@ class BridgeConfig:
     opcua_allow_insecure: bool = False
     opcua_user: str = ""
     opcua_password_file: str = ""
+    opcua_user_certificate: str = ""
+    opcua_user_key: str = ""
     opcua_pki_dir: str = ""
 
     @property
@@ -301,6 +303,14 @@ def _check_opcua(v: Mapping[str, Any]) -> None:
                 f"parameter 'opcua_user' = {v['opcua_user']!r} with opcua_security_policy None: "
                 f"a password never travels on an unsecured channel; use Basic256Sha256 with "
                 f"SignAndEncrypt, or log in anonymously (opcua_user: '') in the lab")
+    if v["opcua_user"] and v["opcua_user_certificate"]:
+        raise BridgeConfigError(
+            "parameters 'opcua_user' and 'opcua_user_certificate' are both set: log in with a "
+            "user name and password or with an X.509 user certificate; clear one")
+    if bool(v["opcua_user_certificate"]) != bool(v["opcua_user_key"]):
+        raise BridgeConfigError(
+            "parameter 'opcua_user_certificate' needs 'opcua_user_key' (and the other way "
+            "round): the certificate and its private key (mode 0600)")
     if v["opcua_user"] and not v["opcua_password_file"]:
         raise BridgeConfigError(
             f"parameter 'opcua_user' = {v['opcua_user']!r} needs 'opcua_password_file': the "

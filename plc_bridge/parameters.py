@@ -145,6 +145,10 @@ _TRANSPORT = (
           "refuses); its password is read from opcua_password_file"),
     _spec("opcua_password_file", "", "file holding the password of opcua_user (one line; "
           "readable by its owner only, mode 0600 or 0400: checked)", "path"),
+    _spec("opcua_user_certificate", "", "X.509 user certificate (.der) to log in with instead "
+          "of a user name and password ('' = none); the PLC maps it to a user", "path"),
+    _spec("opcua_user_key", "", "private key (.pem) of opcua_user_certificate, readable by its "
+          "owner only (mode 0600: checked)", "path"),
     _spec("opcua_pki_dir", "", "the link's PKI: own/cert.der + own/key.pem (the client "
           "certificate), trusted/ (server certificates trusted), rejected/ (untrusted ones "
           "seen, to inspect and move to trusted/); made by `excavator-hil opcua-certs`. '' = "

@@ -48,6 +48,7 @@ class Lab:
     client: Pki
     password_file: Path
     users_file: Path
+    user: Pki | None = None   # an X.509 user certificate the server maps to "operator"
 
 
 def _secret(path: Path, text: str) -> Path:
@@ -66,7 +67,8 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Lab:
     shutil.copy(server.cert, client.trusted / "virtual_plc.der")
     shutil.copy(client.cert, server.trusted / "plc_bridge.der")
     return Lab(root, server, client, _secret(root / "password", PASSWORD + "\n"),
-               _secret(root / "users", f"bridge:{PASSWORD}\n"))
+               _secret(root / "users", f"bridge:{PASSWORD}\n"),
+               generate(root / "operator", "plc_bridge"))
 
 
 @pytest.fixture(scope="module")
@@ -74,8 +76,10 @@ def served(lab: Lab) -> Iterator[tuple[VirtualPlc, OpcUaServer]]:
     """A virtual PLC (S7 and OPC UA on free ports) whose Siemens namespace is at index 5."""
     plc = VirtualPlc(load_config(None), port=0)
     plc.start()
+    assert lab.user is not None
     server = OpcUaServer(plc, port=0, pki=lab.server, users={"bridge": PASSWORD},
-                         namespace_shift=2, min_publishing_interval_ms=200.0)
+                         namespace_shift=2, min_publishing_interval_ms=200.0,
+                         user_certs={"operator": lab.user.cert.read_bytes()})
     server.start()
     try:
         yield plc, server
@@ -270,6 +274,27 @@ def test_a_wrong_login_is_refused(served, lab, tmp_path, user, password, status)
     err = connect(link)
     assert status in err and "refused the session" in err, err
     assert not link.connected
+
+
+def test_an_x509_user_certificate_logs_in_and_an_unknown_one_is_refused(served, lab, tmp_path):
+    """The X.509 user token: the certificate the server maps to a user logs in (no password
+    anywhere); another one, signed by its own key just as well, is refused."""
+    _, server = served
+    assert lab.user is not None
+    stranger = generate(tmp_path / "stranger_user", "plc_bridge")
+    for user, ok in ((lab.user, True), (stranger, False)):
+        link = PlcLink(opcua_config(lab, server.port, opcua_user="", opcua_password_file="",
+                                    opcua_user_certificate=str(user.cert),
+                                    opcua_user_key=str(user.key)))
+        err = connect(link)
+        try:
+            if ok:
+                assert err == "" and link.read(link.read_block.db_number,
+                                               link.read_block.size) is not None
+            else:
+                assert "BadUserAccessDenied" in err and "with user certificate" in err, err
+        finally:
+            link.close()
 
 
 def test_policy_none_and_a_password_on_it_are_refused_by_config(tmp_path):

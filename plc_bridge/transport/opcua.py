@@ -152,6 +152,12 @@ class OpcUaSession:
             pki = Pki.of(config.opcua_pki_dir, application)
             pki.check_own()
         password = read_password(config.opcua_password_file) if config.opcua_user else ""
+        if config.opcua_user_certificate:
+            from pathlib import Path
+
+            from plc_bridge.opcua_pki import check_private
+
+            check_private(Path(config.opcua_user_key).expanduser(), "opcua_user_key")
         url = f"opc.tcp://{config.plc_host}:{config.opcua_port}"
         return Prepared(config, url, application, blocks, password, pki)
 
@@ -184,6 +190,9 @@ class OpcUaSession:
         if cfg.opcua_user:
             client.set_user(cfg.opcua_user)
             client.set_password(prepared.password)
+        elif cfg.opcua_user_certificate:   # X.509 user token: signed with its key, no secret
+            await client.load_client_certificate(cfg.opcua_user_certificate)
+            await client.load_private_key(cfg.opcua_user_key)
         try:
             await client.connect()
         except UaStatusCodeError as e:
@@ -228,8 +237,10 @@ class OpcUaSession:
             cert = (f"{prepared.pki.cert} "
                     f"{describe(x509.load_der_x509_certificate(prepared.pki.cert.read_bytes()))}")
         hint = _STATUS_HINTS.get(name, "see the PLC's diagnostic buffer")
-        user = f" as user {prepared.config.opcua_user!r}" if prepared.config.opcua_user else \
-            " anonymously"
+        cfg = prepared.config
+        user = (f" as user {cfg.opcua_user!r}" if cfg.opcua_user else
+                f" with user certificate {cfg.opcua_user_certificate}"
+                if cfg.opcua_user_certificate else " anonymously")
         return f"{where} refused the session{user}: {name}: {hint.format(cert=cert)}"
 
     async def _resolve(self, where: str) -> None:

@@ -19,6 +19,7 @@ import signal
 import sys
 import threading
 from collections.abc import Callable
+from pathlib import Path
 
 from excavator_common import realtime, stall_probe
 from excavator_common.node_args import split_ros_args
@@ -89,6 +90,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "~/.local/share/excavator_hil/pki/virtual_plc)")
     p.add_argument("--opcua-users", dest="opcua_users", default=None, metavar="FILE",
                    help="'name:password' lines (mode 0600) of the users that may log in")
+    p.add_argument("--opcua-user-certs", dest="opcua_user_certs", default=None,
+                   metavar="DIR", help="X.509 user certificates that may log in: <name>.der "
+                   "files (the file name is the user)")
     p.add_argument("--opcua-allow-anonymous", dest="opcua_anonymous", action="store_true",
                    help="accept anonymous logins (off by default, as on a hardened CPU)")
     p.add_argument("--opcua-allow-insecure", dest="opcua_insecure", action="store_true",
@@ -163,7 +167,10 @@ def main(argv: list[str] | None = None) -> int:
                                 users=users, allow_anonymous=args.opcua_anonymous,
                                 allow_insecure=args.opcua_insecure,
                                 min_publishing_interval_ms=args.opcua_min_pub,
-                                namespace_shift=args.opcua_shift)
+                                namespace_shift=args.opcua_shift,
+                                user_certs={f.stem: f.read_bytes() for f in
+                                            sorted(Path(args.opcua_user_certs).glob("*.der"))}
+                                if args.opcua_user_certs else None)
             opcua.start()
             gc.freeze()   # its address space too
         except Exception as e:  # noqa: BLE001 - no key, port in use: one message

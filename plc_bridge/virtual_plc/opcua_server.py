@@ -15,9 +15,10 @@ S7-1500 addresses them, secured as a hardened CPU is (asyncua server).
 - Only secure endpoints by default (Basic256Sha256, Aes256Sha256RsaPss, Aes128Sha256RsaOaep; Sign
   and SignAndEncrypt); ``allow_insecure`` adds None (a lab; logged as a warning). Anonymous
   login is off unless ``allow_anonymous``; users log in with a name and password from
-  ``users`` (compared in constant time). Client certificates must be in the PKI's trusted/
-  folder: an unknown one is refused (BadCertificateUntrusted), saved in rejected/, and the log
-  says how to trust it.
+  ``users`` (compared in constant time) or with an X.509 user certificate of ``user_certs``
+  (name -> DER; the token's signature checked by asyncua). Client certificates must be in
+  the PKI's trusted/ folder: an unknown one is refused (BadCertificateUntrusted), saved in
+  rejected/, and the log says how to trust it.
 - Subscriptions: the publishing interval is raised to ``min_publishing_interval_ms`` (Siemens:
   "the server will still only send a message every" minimum interval); values are sampled
   into the address space at that interval.
@@ -61,14 +62,29 @@ SECURE_POLICIES = (
 
 
 class _Users(UserManager):  # type: ignore[misc]
-    def __init__(self, users: dict[str, str], allow_anonymous: bool):
+    """Users by name and password, or by X.509 user certificate (DER -> name)."""
+
+    def __init__(self, users: dict[str, str], allow_anonymous: bool,
+                 user_certs: dict[bytes, str]):
         self._users = users
         self._anonymous = allow_anonymous
+        self._certs = user_certs
 
     def get_user(self, iserver: Any, username: str | None = None, password: str | None = None,
                  certificate: Any = None) -> User | None:
-        if username is None:   # anonymous (X.509 user tokens are not offered)
-            return User(role=UserRole.User, name="anonymous") if self._anonymous else None
+        if username is None:
+            # an X.509 user token (asyncua verified its signature) or anonymous (then this is
+            # the channel's application certificate, never one of the user certificates:
+            # OpcUaServer refuses a user certificate that is also a trusted application's)
+            der = bytes(certificate) if certificate is not None else b""
+            if der in self._certs:
+                return User(role=UserRole.User, name=self._certs[der])
+            if self._anonymous:
+                return User(role=UserRole.User, name="anonymous")
+            if der:
+                _LOG.warning("virtual PLC (OPC UA): a login without a user name and with an "
+                             "unknown certificate refused")
+            return None
         expected = self._users.get(username or "")
         if expected is None or password is None or \
                 not hmac.compare_digest(expected.encode(), str(password).encode()):
@@ -164,7 +180,8 @@ class OpcUaServer:
     def __init__(self, plc: VirtualPlc, *, host: str = "127.0.0.1", port: int = 4840,
                  pki: Pki | None = None, users: dict[str, str] | None = None,
                  allow_anonymous: bool = False, allow_insecure: bool = False,
-                 min_publishing_interval_ms: float = 100.0, namespace_shift: int = 0):
+                 min_publishing_interval_ms: float = 100.0, namespace_shift: int = 0,
+                 user_certs: dict[str, bytes] | None = None):
         if pki is None and not allow_insecure:
             raise ValueError("an OPC UA server without a PKI folder serves only policy None: "
                              "pass allow_insecure=True (a lab) or a Pki")
@@ -172,6 +189,10 @@ class OpcUaServer:
         self.host, self.port = host, port
         self.pki = pki
         self.users = dict(users or {})
+        self.user_certs = {der: name for name, der in (user_certs or {}).items()}
+        if pki is not None and set(self.user_certs) & set(pki.trusted_certs()):
+            raise ValueError("a user certificate is also a trusted application certificate: "
+                             "give users certificates of their own")
         self.allow_anonymous = allow_anonymous
         self.allow_insecure = allow_insecure
         self.min_publishing_interval_ms = float(min_publishing_interval_ms)
@@ -226,7 +247,8 @@ class OpcUaServer:
             self._server = None
 
     async def _start(self) -> None:
-        server = Server(user_manager=_Users(self.users, self.allow_anonymous))
+        server = Server(user_manager=_Users(self.users, self.allow_anonymous,
+                                            self.user_certs))
         await server.init()
         server.set_endpoint(self.url)
         server.set_server_name("excavator_hil virtual PLC (S7-1500 OPC UA, simulated)")
@@ -237,6 +259,8 @@ class OpcUaServer:
             _LOG.warning("virtual PLC (OPC UA): policy None offered (allow_insecure): a lab only")
         server.set_security_policy(policies)
         tokens: list[type] = [ua.UserNameIdentityToken]
+        if self.user_certs:
+            tokens.append(ua.X509IdentityToken)
         if self.allow_anonymous:
             tokens.append(ua.AnonymousIdentityToken)
         server.set_identity_tokens(tokens)
