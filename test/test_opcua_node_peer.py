@@ -103,3 +103,82 @@ def test_node_opcua_reads_what_the_bridge_wrote_with_the_same_ids_and_types(
                     assert got == expected, (f.name, got, expected)
     monitor = {n["id"].split(".")[-1].strip('"'): n["value"] for n in theirs["nodes"]}
     assert monitor["ready"] is True and monitor["auto"] is True
+
+
+def test_the_bridge_writes_a_command_to_a_node_opcua_server_as_a_sequence_lock(
+        lab, tmp_path):  # noqa: F811 - the fixture imported above
+    """node-opcua as the server (the S7-1500 node ids in the Siemens namespace, at the index
+    node-opcua gives it, Basic256Sha256 SignAndEncrypt, a user login): the bridge's link
+    connects, checks the types, registers the nodes, and its command arrives as seq := 0, every
+    other field, seq := new, in that order, each value as written; its read decodes what the
+    server serves."""
+    import signal
+
+    from test_opcua_transport import _free_port
+
+    from excavator_hil.hil_harness import wait_until
+    from plc_bridge.config import load_config
+    from plc_bridge.opcua_pki import generate
+
+    cfg0 = load_config(None)
+    server = generate(tmp_path / "node_server", "virtual_plc", server=True)
+    pem = tmp_path / "node_server.pem"
+    pem.write_bytes(x509.load_der_x509_certificate(server.cert.read_bytes()).public_bytes(
+        serialization.Encoding.PEM))
+    client_pki = generate(tmp_path / "bridge", "plc_bridge")
+    shutil.copy(server.cert, client_pki.trusted / "node_server.der")
+    monitor = {f.name: False if f.s7_type == "BOOL" else 0 for f in cfg0.monitor.fields}
+    monitor.update(alive=7, ready=True, auto=True, speed_left=0.25, speed_right=-0.5)
+    blocks = [(cfg0.control, True, cfg0.control.zero_values()), (cfg0.monitor, False, monitor)]
+    port = _free_port()
+    spec = tmp_path / "serve.json"
+    log, ready = tmp_path / "writes.jsonl", tmp_path / "ready"
+    spec.write_text(json.dumps({
+        "port": port, "pki": str(tmp_path / "node_pki"), "cert": str(pem),
+        "key": str(server.key), "applicationUri": "urn:excavator_hil:virtual_plc",
+        "trust": [str(client_pki.cert)], "user": "bridge", "password": PASSWORD,
+        "namespaceUri": SIEMENS_NAMESPACE_URI, "log": str(log), "ready": str(ready),
+        "blocks": [{"name": db_name(b), "writable": w, "fields": [
+            {"name": f.name, "type": VARIANT_TYPES[f.s7_type], "value": values[f.name]}
+            for f in b.fields]} for b, w, values in blocks]}))
+    proc = subprocess.Popen(["node", str(PEER / "serve_blocks.js"), str(spec)], cwd=PEER,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    link = None
+    try:
+        wait_until(lambda: ready.exists() or proc.poll() is not None, 120.0,
+                   "the node-opcua server")
+        assert proc.poll() is None, proc.stderr.read().decode()[-2000:] if proc.stderr else ""
+        cfg = opcua_config(lab, port, opcua_pki_dir=str(client_pki.root))
+        link = PlcLink(cfg)
+        assert connect(link, 60.0) == ""
+        command = _commands(cfg, 3_000_000, 2)[1]
+        assert link.write(cfg.control_db, command), link.last_error
+        data = link.read(cfg.monitor_db, cfg.monitor.size)
+        assert data is not None, link.last_error
+        got = cfg.monitor.decode(bytes(data))
+        assert got["alive"] == 7 and got["ready"] and got["auto"] and not got["fault"]
+        assert got["speed_left"] == 0.25 and got["speed_right"] == -0.5
+        sent = cfg.control.decode(command)
+        def logged() -> list[dict] | None:
+            text = log.read_text() if log.exists() else ""
+            found = [json.loads(x) for x in text.splitlines()]
+            done = any(x["field"] == "seq" and x["value"] == sent["seq"] for x in found)
+            return found if done else None
+        lines = wait_until(logged, 20.0, "the node-opcua server's log of the writes")
+        assert lines[0]["field"] == "seq" and lines[0]["value"] == 0, lines[:2]
+        assert lines[-1] == {"block": db_name(cfg.control), "field": "seq",
+                             "value": sent["seq"]}, lines[-1]
+        middle = {x["field"]: x["value"] for x in lines[1:-1]}
+        assert set(middle) == set(sent) - {"seq"}
+        for name, value in middle.items():
+            assert np.float32(value) == np.float32(sent[name]) if isinstance(value, float) \
+                else value == sent[name], (name, value, sent[name])
+    finally:
+        if link is not None:
+            link.close()
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
