@@ -152,3 +152,41 @@ def test_the_secure_channel_is_renewed_mid_run_without_a_lost_write(lab, monkeyp
     finally:
         server.stop()
         plc.stop()
+
+
+def test_a_link_cut_stops_the_bridge_and_nothing_sent_before_it_acts_after(redis_module, lab):
+    """A cable pulled between the bridge and the PLC (the proxy keeps what each side sent and
+    delivers it when plugged back, even into the bridge's dropped connection): the bridge stops
+    as plc_link_lost, the PLC's watchdog trips, and after the link returns the first command the
+    PLC takes is a stop: no write of before the cut drives after it."""
+    from excavator_hil.faults.tcp_proxy import TcpProxy
+    from plc_bridge.bridge.core import BridgeCore
+
+    server, spawner = redis_module
+    port = _free_port()
+    rig = HilRig("skid_steer", server.url, spawner, {
+        "plc_transport": "opcua", "opcua_port": port, "opcua_pki_dir": str(lab.client.root),
+        "opcua_user": "bridge", "opcua_password_file": str(lab.password_file),
+        "plc_timeout_s": 0.5}, plc_args=[
+        "--opcua-port", str(port), "--opcua-pki", str(lab.server.root),
+        "--opcua-users", str(lab.users_file)])
+    proxy = TcpProxy(port)
+    rig.config = dataclasses.replace(rig.config, opcua_port=proxy.port)
+    rig.core = BridgeCore(rig.config)
+    try:
+        rig.command(*COMMAND)
+        rig.start()
+        running(rig, 60.0)
+        t_cut = time.monotonic()
+        proxy.cut()
+        wait_until(lambda: rig.get(keys.STATE_VALID) == "false", 20.0, "invalid monitor")
+        assert rig.get(keys.BRIDGE_STATUS) == "stopped:plc_link_lost"
+        wait_until(lambda: not rig.plc.status()["watchdog_ok"], 20.0, "the PLC's watchdog trip")
+        proxy.restore()
+        taken = wait_until(lambda: [w for w in rig.plc.writes(t_cut) if w["refused"] is None
+                                    ] or None, 60.0, "a command taken after the link returned")
+        assert is_stop(taken[0], rig), f"first command taken after the cut: {taken[0]}"
+        running(rig, 60.0)
+    finally:
+        rig.close()
+        proxy.close()
