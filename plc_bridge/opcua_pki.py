@@ -65,7 +65,8 @@ def read_password(path: str) -> str:
     """The first line of a password file whose permissions were checked."""
     p = Path(path).expanduser()
     check_private(p, "opcua_password_file")
-    return p.read_text().splitlines()[0] if p.read_text() else ""
+    lines = p.read_text().splitlines()
+    return lines[0] if lines else ""
 
 
 def thumbprint(der: bytes) -> str:

@@ -89,8 +89,9 @@ _CONNECTIONS = (
           "plc.monitor.state.valid, refreshed every cycle: they are gone within this time of "
           "the bridge's death", "s", 0.05, 10.0, dynamic=True, old="monitor_ttl",
           constraint=">= 2 / cycle_hz"),
-    _spec("plc_host", "127.0.0.1", "PLC address (S7-1200/1500 with PUT/GET enabled): IPv4, "
-          "IPv6 or an RFC 1123 host name", constraint="IP address or host name"),
+    _spec("plc_host", "127.0.0.1", "PLC address (S7-1200/1500; PUT/GET enabled for "
+          "plc_transport s7): IPv4, IPv6 or an RFC 1123 host name",
+          constraint="IP address or host name"),
     _spec("plc_port", 102, "ISO-on-TCP port of the PLC: 102 on a real PLC, the virtual PLC's "
           "port otherwise", "", 1, 65535),
     _spec("rack", 0, "rack number of the CPU (S7-1200/1500: 0)", "", 0, 7),
