@@ -12,7 +12,7 @@ export MUJOCO_GL ?= egl
 ROS2_LAUNCH ?= $(firstword $(wildcard ../shared/ros2-launch ../../shared/ros2-launch))
 LAUNCH_STAMP := $(VENV)/.ros2-launch
 
-.PHONY: demo test lint bench browser faketime clean-venv snap7-c
+.PHONY: demo test lint bench browser faketime clean-venv snap7-c node-opcua
 
 $(STAMP): requirements.txt setup.py
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -62,6 +62,14 @@ $(SNAP7_C): | $(STAMP)
 		"$(VENV)/snap7-c/dl/python_snap7-1.3-*.whl" $(SNAP7_C)
 snap7-c: $(SNAP7_C)
 
+# node-opcua (Node.js), the tests' independent OPC UA implementation: `npm ci` from the lockfile
+# in test/peers/node_opcua (no install scripts run). Optional: without Node.js or offline,
+# test/test_opcua_node_peer.py skips and says so.
+NODE_OPCUA := test/peers/node_opcua/node_modules/node-opcua/package.json
+$(NODE_OPCUA): test/peers/node_opcua/package-lock.json
+	sh test/peers/install_node_opcua.sh
+node-opcua: $(NODE_OPCUA)
+
 $(LAUNCH_STAMP): $(STAMP) $(wildcard $(ROS2_LAUNCH)/wheels/*.whl)
 ifneq ($(ROS2_LAUNCH),)
 	PYTHON=$(abspath $(PY)) bash $(ROS2_LAUNCH)/install.sh
@@ -70,6 +78,7 @@ endif
 
 test: lint browser faketime $(LAUNCH_STAMP)
 	-$(MAKE) --no-print-directory snap7-c
+	-$(MAKE) --no-print-directory node-opcua
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 bench: $(STAMP)

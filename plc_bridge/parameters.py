@@ -89,8 +89,9 @@ _CONNECTIONS = (
           "plc.monitor.state.valid, refreshed every cycle: they are gone within this time of "
           "the bridge's death", "s", 0.05, 10.0, dynamic=True, old="monitor_ttl",
           constraint=">= 2 / cycle_hz"),
-    _spec("plc_host", "127.0.0.1", "PLC address (S7-1200/1500 with PUT/GET enabled): IPv4, "
-          "IPv6 or an RFC 1123 host name", constraint="IP address or host name"),
+    _spec("plc_host", "127.0.0.1", "PLC address (S7-1200/1500; PUT/GET enabled for "
+          "plc_transport s7): IPv4, IPv6 or an RFC 1123 host name",
+          constraint="IP address or host name"),
     _spec("plc_port", 102, "ISO-on-TCP port of the PLC: 102 on a real PLC, the virtual PLC's "
           "port otherwise", "", 1, 65535),
     _spec("rack", 0, "rack number of the CPU (S7-1200/1500: 0)", "", 0, 7),
@@ -110,6 +111,49 @@ _CONNECTIONS = (
           constraint=">= reconnect_min_s"),
     _spec("reconnect_jitter", 0.2, "random extra reconnect delay, as a fraction of the current "
           "delay", "-", 0.0, 1.0),
+)
+
+# --- the PLC transport: S7 (PUT/GET) or OPC UA (docs/plc_bridge.md, "OPC UA") ----------------
+TRANSPORTS: tuple[str, ...] = ("s7", "opcua")
+OPCUA_ADDRESSING: tuple[str, ...] = ("s7_1500", "numeric")
+OPCUA_POLICIES: tuple[str, ...] = ("Basic256Sha256", "Aes256Sha256RsaPss", "Aes128Sha256RsaOaep",
+                                   "None")
+_TRANSPORT = (
+    _spec("plc_transport", "s7", "how the bridge and the plant link reach the PLC: s7 = "
+          "PUT/GET on plc_port (python-snap7), opcua = the CPU's OPC UA server on opcua_port "
+          "(asyncua; signed and encrypted, user login)", choices=TRANSPORTS),
+    _spec("opcua_port", 4840, "TCP port of the PLC's OPC UA server (opc.tcp://plc_host:port; "
+          "4840 on a real CPU)", "", 1, 65535),
+    _spec("opcua_addressing", "s7_1500", "node ids of the data-block variables: s7_1500 = the "
+          "CPU's standard interface, string ids \"<DB name>\".\"<field>\" (DB name as "
+          "generated: PlcBridge_<block>); numeric = a server interface (S7-1200), ids from "
+          "opcua_node_ids", choices=OPCUA_ADDRESSING),
+    _spec("opcua_namespace_uri", "http://www.siemens.com/simatic-s7-opcua", "URI of the "
+          "namespace the variables are in; its index is asked of the server at each connect "
+          "(never assumed). A S7-1200 server interface: the URI set in TIA Portal",
+          constraint="non-empty"),
+    ListSpec("opcua_node_ids", ["-"], "numeric addressing only: one '<block>.<field> = <id>' "
+             "per variable of every block the link uses (block: control, monitor, plant_in, "
+             "plant_out), id = the numeric identifier in opcua_namespace_uri; ['-'] = none",
+             type=ParamType.STRING_ARRAY),
+    _spec("opcua_security_policy", "Basic256Sha256", "security policy of the secure channel; "
+          "None only with opcua_allow_insecure (a lab, with a warning)", choices=OPCUA_POLICIES),
+    _spec("opcua_security_mode", "SignAndEncrypt", "message security: SignAndEncrypt, or Sign "
+          "(signed, readable on the wire)", choices=("SignAndEncrypt", "Sign")),
+    _spec("opcua_allow_insecure", False, "accept opcua_security_policy None (no signature, no "
+          "encryption, no certificate check): a lab only, logged as a warning at each connect"),
+    _spec("opcua_user", "", "user name to log in with ('' = anonymous, which a secured CPU "
+          "refuses); its password is read from opcua_password_file"),
+    _spec("opcua_password_file", "", "file holding the password of opcua_user (one line; "
+          "readable by its owner only, mode 0600 or 0400: checked)", "path"),
+    _spec("opcua_user_certificate", "", "X.509 user certificate (.der) to log in with instead "
+          "of a user name and password ('' = none); the PLC maps it to a user", "path"),
+    _spec("opcua_user_key", "", "private key (.pem) of opcua_user_certificate, readable by its "
+          "owner only (mode 0600: checked)", "path"),
+    _spec("opcua_pki_dir", "", "the link's PKI: own/cert.der + own/key.pem (the client "
+          "certificate), trusted/ (server certificates trusted), rejected/ (untrusted ones "
+          "seen, to inspect and move to trusted/); made by `excavator-hil opcua-certs`. '' = "
+          "~/.local/share/excavator_hil/pki/plc_bridge", "path"),
 )
 
 # --- loop and command envelope -----------------------------------------------------------------
@@ -410,13 +454,14 @@ NODE_ONLY: frozenset[str] = frozenset(s.name for s in _NODE)
 # Every parameter of the plc_bridge node, in the order of the docs. The table over them
 # (``plc_bridge.config.BRIDGE``) adds the rules between parameters, which need the layouts and
 # vehicle models built (``config.build_config``).
-BRIDGE_PARAMETERS: tuple[ParameterSpec, ...] = (*_CONNECTIONS, *_LOOP, *_DATA_BLOCKS,
-                                                *_vehicle_specs(), *_NODE)
+BRIDGE_PARAMETERS: tuple[ParameterSpec, ...] = (*_CONNECTIONS, *_TRANSPORT, *_LOOP,
+                                                *_DATA_BLOCKS, *_vehicle_specs(), *_NODE)
 _BY_NAME = {s.name: s for s in BRIDGE_PARAMETERS}
 
 # The tables of docs/configuration.md: block name (``<!-- parameters: NAME -->``) -> names.
 SECTIONS: dict[str, tuple[str, ...]] = {
     "plc_bridge connections": tuple(s.name for s in _CONNECTIONS),
+    "plc_bridge transport": tuple(s.name for s in _TRANSPORT),
     "plc_bridge loop": tuple(s.name for s in _LOOP),
     "plc_bridge data blocks": tuple(s.name for s in _DATA_BLOCKS),
     "plc_bridge vehicle": tuple(s.name for s in _vehicle_specs()),
@@ -471,6 +516,14 @@ PLANT_LINK = ParameterTable("plant_link", (
           "name"),
     _spec("plc_port", 0, "ISO-on-TCP port, overriding plc_config_file's (0 = take it from "
           "there)", "", 0, 65535),
+    _spec("plc_transport", "", "s7 or opcua, overriding plc_config_file's ('' = take it from "
+          "there): the plant link's transport is chosen apart from the bridge's",
+          choices=("", *TRANSPORTS)),
+    _spec("opcua_port", 0, "OPC UA port, overriding plc_config_file's (0 = take it from "
+          "there)", "", 0, 65535),
+    _spec("opcua_pki_dir", "", "the plant link's own OPC UA PKI folder (its certificate is not "
+          "the bridge's; '' = ~/.local/share/excavator_hil/pki/plant_link); the other opcua_* "
+          "settings come from plc_config_file", "path"),
     _spec("model", "", "vehicle model, overriding plc_config_file's ('' = take it from there); "
           "must be the bridge's", choices=("", *MODELS)),
     _spec("exchange_hz", 100.0, "rate of the exchange: per period one read of plant_out and "

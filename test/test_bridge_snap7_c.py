@@ -26,6 +26,7 @@ from plc_bridge import redis_keys as keys
 from plc_bridge.bridge.core import BridgeCore
 from plc_bridge.command_seq import from_dint, seq_newer
 from plc_bridge.config import BridgeConfig, default_config_path, load_config
+from plc_bridge.transport.s7 import S7Session
 
 LIB = Path(os.environ.get("SNAP7_C_LIB", REPO / ".venv" / "snap7-c" / "libsnap7.so"))
 SRV_AREA_DB = 5          # srvAreaDB
@@ -130,7 +131,7 @@ def test_bridge_runs_against_the_c_snap7_server_at_pdu_240(bridge_and_server, re
         core.start()
         wait_for(lambda: core.status == "running", 20.0,
                  lambda: f"running (now {core.status}: {core.snapshot().detail})")
-        assert core.plc.client is not None and core.plc.client.pdu_length == 240
+        assert isinstance(core.plc.session, S7Session) and core.plc.session.client.pdu_length == 240
         wait_for(lambda: server.speeds[0] > 0.3, 20.0, "the setpoints in the C server's DB")
         cfg = core.config
         expected = core.model.inverse(core.snapshot().commanded).speeds

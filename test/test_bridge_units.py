@@ -174,7 +174,7 @@ def test_a_pdu_smaller_than_the_blocks_is_refused_at_connect(tmp_path) -> None:
     import yaml
 
     from plc_bridge.config import default_config_path, load_config
-    from plc_bridge.transport.plc_link import PlcLink
+    from plc_bridge.transport.s7 import S7Session
 
     doc = yaml.safe_load(default_config_path().read_text())
     params = doc["/**"]["ros__parameters"]
@@ -184,12 +184,12 @@ def test_a_pdu_smaller_than_the_blocks_is_refused_at_connect(tmp_path) -> None:
     path.write_text(yaml.safe_dump(doc))
     config = load_config(path)
     assert 222 < config.monitor.size <= 462       # fits a 480 B PDU, not a 240 B one
-    link = PlcLink(config)
-    link._check_pdu(480)
+    blocks = (config.control,), (config.monitor,)
+    S7Session.check_pdu(config, *blocks, 480)
     with pytest.raises(ConnectionRefusedError,
                        match=rf"negotiated a PDU of 240 B; the monitor DB \({config.monitor.size}"
                              r" B\) needs more \(one read carries 222 B\)"):
-        link._check_pdu(240)
+        S7Session.check_pdu(config, *blocks, 240)
 
 
 def test_a_peer_that_accepts_and_then_fails_is_retried_less_and_less():

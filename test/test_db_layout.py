@@ -321,6 +321,8 @@ def test_generated_guard_block_has_the_plc_side_checks(model):
     assert f"DWORD_TO_UDINT(DINT_TO_DWORD({ctl}.seq))" in guard
     assert "- DWORD_TO_UDINT(DINT_TO_DWORD(#LastSeq))" in guard
     assert "#Diff < 16#8000_0000" in guard                   # serial-number order
+    # seq 0 is a command being written (OPC UA's sequence lock): never a write to judge
+    assert f'#NewWrite := {ctl}.seq <> 0 AND' in guard
     # the monitor DB's verdicts: each refusal's cause, the last accepted seq (0: none)
     for code in range(1, 5):
         assert f"#RefusedReason := {code};" in guard

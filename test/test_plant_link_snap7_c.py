@@ -21,6 +21,7 @@ from plc_bridge.config import BridgeConfig
 from plc_bridge.plant_link.config import load_plant_link_config
 from plc_bridge.plant_link.core import Actuation, ImuReading, Sensors
 from plc_bridge.plant_link.link import PlantLink, with_overrides
+from plc_bridge.transport.s7 import S7Session
 
 GAIN = 100.0   # the program's torque per measured speed [N m per m/s]
 
@@ -120,7 +121,7 @@ def test_the_plant_link_exchanges_with_the_c_snap7_server_at_pdu_240(c_hil):
     link.start()
     wait_for(lambda: link.snapshot().status == "running", 20.0,
              lambda: f"running (now {link.snapshot()})")
-    assert link.plc.client is not None and link.plc.client.pdu_length == 240
+    assert isinstance(link.plc.session, S7Session) and link.plc.session.client.pdu_length == 240
     # the program computes torques from what the plant link wrote: they come back forwarded
     wait_for(lambda: sent and sent[-1].torques == pytest.approx((20.0, 40.0), rel=1e-6), 20.0,
              lambda: f"torques of 0.2 / 0.4 m/s (last {sent[-1:]})")

@@ -28,7 +28,11 @@ UNITLESS = {"redis_url", "plc_host", "plc_port", "rack", "slot", "reconnect_jitt
             "notify_channel", "control_db", "monitor_db", "plant_in_db", "plant_out_db",
             "write_allow_list", "config_file",
             "autostart", "cmd_vel_to_redis", "slip_factor", "steer_feedback", "frame_prefix",
-            "plant_mode", "speed_sp_weight", "plc_config_file"}
+            "plant_mode", "speed_sp_weight", "plc_config_file",
+            "plc_transport", "opcua_port", "opcua_addressing", "opcua_namespace_uri",
+            "opcua_node_ids", "opcua_security_policy", "opcua_security_mode",
+            "opcua_allow_insecure", "opcua_user", "opcua_password_file", "opcua_pki_dir",
+            "opcua_user_certificate", "opcua_user_key"}
 _SUFFIX = re.compile(r"_(s|hz|m|m_s|rad|rad_s|bytes|nm|nm_s_per_m|nm_per_m|1_s)$")
 
 

@@ -47,6 +47,11 @@ def build_plant_link_config(values: Mapping[str, Any], source: str = "") -> Plan
         overrides["plc_port"] = int(values["plc_port"])
     if values["model"]:
         overrides["model"] = str(values["model"])
+    if values["plc_transport"]:
+        overrides["plc_transport"] = str(values["plc_transport"])
+    if values["opcua_port"]:
+        overrides["opcua_port"] = int(values["opcua_port"])
+    overrides["opcua_pki_dir"] = str(values["opcua_pki_dir"])   # its own, never the bridge's
     plc_path = str(values["plc_config_file"]) or str(default_config_path())
     plc = load_config(plc_path, overrides)
     allow = tuple(int(v) for v in values["write_allow_list"])

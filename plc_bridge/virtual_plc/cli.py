@@ -19,6 +19,7 @@ import signal
 import sys
 import threading
 from collections.abc import Callable
+from pathlib import Path
 
 from excavator_common import realtime, stall_probe
 from excavator_common.node_args import split_ros_args
@@ -80,6 +81,28 @@ def build_parser() -> argparse.ArgumentParser:
                    help="control-DB writes and monitor-DB reads kept for the control "
                         "channel's writes/reads (the newest N of each; default 50000, ~5 min "
                         "of a 100 Hz bridge); a long run fetching them often keeps it small")
+    p.add_argument("--opcua-port", dest="opcua_port", type=_port(-1), default=-1,
+                   help="also serve the blocks over OPC UA on this port (S7-1500 node ids, "
+                        "secure endpoints only; 0 = a free port, -1 = off, the default)")
+    p.add_argument("--opcua-pki", dest="opcua_pki", default="",
+                   help="the OPC UA server's PKI folder (own/, trusted/, rejected/; made by "
+                        "excavator-hil opcua-certs --server; default "
+                        "~/.local/share/excavator_hil/pki/virtual_plc)")
+    p.add_argument("--opcua-users", dest="opcua_users", default=None, metavar="FILE",
+                   help="'name:password' lines (mode 0600) of the users that may log in")
+    p.add_argument("--opcua-user-certs", dest="opcua_user_certs", default=None,
+                   metavar="DIR", help="X.509 user certificates that may log in: <name>.der "
+                   "files (the file name is the user)")
+    p.add_argument("--opcua-allow-anonymous", dest="opcua_anonymous", action="store_true",
+                   help="accept anonymous logins (off by default, as on a hardened CPU)")
+    p.add_argument("--opcua-allow-insecure", dest="opcua_insecure", action="store_true",
+                   help="also offer security policy None (a lab only; logged as a warning)")
+    p.add_argument("--opcua-min-publishing-ms", dest="opcua_min_pub", type=float,
+                   default=100.0, help="minimum publishing interval of subscriptions [ms] "
+                   "(a CPU's 'Minimum publishing interval'; default 100)")
+    p.add_argument("--opcua-namespace-shift", dest="opcua_shift", type=_count(0, 100),
+                   default=0, help="namespaces registered before the Siemens one (0: it is "
+                   "at index 3, as on a CPU)")
     p.add_argument("--control-port", type=_port(-1), default=0,
                    help="loopback JSON control channel port for fault injection (0 = free port,"
                         " -1 = off)")
@@ -130,17 +153,47 @@ def main(argv: list[str] | None = None) -> int:
                   f"port, -1 = off)", file=sys.stderr)
             return 2
         control.start()
+    # after the control channel: asyncua's address space takes seconds to build on a loaded
+    # host; a client that comes early is refused and retries
+    opcua = None
+    if args.opcua_port >= 0:
+        from plc_bridge.opcua_pki import Pki
+        from plc_bridge.virtual_plc.opcua_server import OpcUaServer, read_users
+
+        try:
+            users = read_users(args.opcua_users) if args.opcua_users else {}
+            pki = Pki.of(args.opcua_pki, "virtual_plc")
+            opcua = OpcUaServer(plc, host=args.host, port=args.opcua_port, pki=pki,
+                                users=users, allow_anonymous=args.opcua_anonymous,
+                                allow_insecure=args.opcua_insecure,
+                                min_publishing_interval_ms=args.opcua_min_pub,
+                                namespace_shift=args.opcua_shift,
+                                user_certs={f.stem: f.read_bytes() for f in
+                                            sorted(Path(args.opcua_user_certs).glob("*.der"))}
+                                if args.opcua_user_certs else None)
+            opcua.start()
+            gc.freeze()   # its address space too
+        except Exception as e:  # noqa: BLE001 - no key, port in use: one message
+            if control:
+                control.close()
+            plc.stop()
+            print(f"virtual_plc: cannot serve OPC UA on {args.host}:{args.opcua_port}: {e}",
+                  file=sys.stderr)
+            return 2
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: done.set())
     hil = (f" plant_in_db={config.plant_in_db} plant_out_db={config.plant_out_db}"
            if plc.external else "")
     print(f"VIRTUAL_PLC READY port={plc.port} control_port={control.port if control else -1} "
           f"model={config.model} control_db={config.control_db} monitor_db={config.monitor_db} "
-          f"plant_mode={config.virtual_plc.plant_mode}{hil}", flush=True)
+          f"plant_mode={config.virtual_plc.plant_mode}{hil}"
+          f"{f' opcua_port={opcua.port}' if opcua else ''}", flush=True)
     while not done.wait(0.2):
         pass
     if control:
         control.close()
+    if opcua:
+        opcua.stop()
     plc.stop()
     return 0
 

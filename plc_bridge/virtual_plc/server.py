@@ -68,6 +68,7 @@ from snap7.type import SrvArea, SrvEvent
 
 from plc_bridge.command_seq import to_dint
 from plc_bridge.config import BridgeConfig
+from plc_bridge.db_layout import DbLayout
 from plc_bridge.virtual_plc.hil_program import HilProgram
 from plc_bridge.virtual_plc.plant import CommandGuard, VehiclePlant
 
@@ -479,3 +480,53 @@ class VirtualPlc:
         decode = self.config.control.decode
         return [{**decode(raw), "t": t, "refused": why}
                 for t, raw, why in list(self._writes) if t >= since]
+
+    # --- the same state for the OPC UA server (virtual_plc.opcua_server) -----------------------
+    def blocks(self) -> dict[str, tuple[DbLayout, bytearray, bool]]:
+        """The data blocks this PLC serves: role -> (layout, its bytes, writable by clients)."""
+        cfg = self.config
+        out = {"control": (cfg.control, self._control_buf, True),
+               "monitor": (cfg.monitor, self._monitor_buf, False)}
+        if self.external:
+            out["plant_in"] = (cfg.plant_in, self._plant_in_buf, True)
+            out["plant_out"] = (cfg.plant_out, self._plant_out_buf, False)
+        return out
+
+    def snapshot(self, role: str) -> bytes:
+        """A consistent copy of a block (the S7 server's area lock)."""
+        layout, buf, _ = self.blocks()[role]
+        return self._area(layout.db_number, buf)
+
+    def write_field(self, role: str, name: str, value: float | int | bool) -> bytes:
+        """Set one variable of a block, as an OPC UA write does, under the S7 area lock (read,
+        change, write back: an S7 write cannot interleave); returns the block's new bytes."""
+        layout, buf, _ = self.blocks()[role]
+        server = self._server
+        if server is not None:
+            server.lock_area(SrvArea.DB, layout.db_number)
+        try:
+            values = layout.decode(bytes(buf))
+            values[name] = value
+            buf[:] = layout.encode(values, nonfinite_ok=True)
+            return bytes(buf)
+        finally:
+            if server is not None:
+                server.unlock_area(SrvArea.DB, layout.db_number)
+
+    def take_control(self, now: float, raw: bytes) -> str | None:
+        """The control block as a PLC scan finds it after an OPC UA write: judged and logged as
+        an S7 write is (``writes``); returns the refusal reason, None when taken."""
+        why = self._judge(now, raw)
+        self._writes.append((now, raw, why))
+        return why
+
+    def log_read(self, role: str, raw: bytes, now: float) -> None:
+        """An OPC UA read that carried the monitor's alive counter or plant_out's seq."""
+        if role == "monitor":
+            self._reads.append((now, (raw[0] << 8) | raw[1]))
+        elif role == "plant_out":
+            self._plant_reads.append(
+                (now, int.from_bytes(raw[self._seq_at:self._seq_at + 4], "big", signed=True)))
+
+    def log_plant_in(self, raw: bytes, now: float) -> None:
+        self._plant_writes.append((now, raw))

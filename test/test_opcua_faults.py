@@ -1,0 +1,192 @@
+"""Faults of the OPC UA transport, from outside, as they happen: the PLC stops answering (a
+silent link), the virtual PLC process killed and started again (a new server: the session is
+created anew and the nodes registered again), and the secure channel renewed mid-run. Each
+stop names its cause on Redis; the first write after the PLC returns is a stop, as over S7.
+Bounds here are sanity bounds on a loaded host, not the figures (bench/bridge.py's)."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import shutil
+import time
+from collections.abc import Iterator
+
+import pytest
+from test_bridge_faults import COMMAND, Spawner, counter, is_stop, link_lost_logged, running
+from test_opcua_transport import PASSWORD, Lab, _commands, _free_port, _secret, connect
+
+from excavator_hil.hil_harness import HilRig, wait_until
+from plc_bridge import redis_keys as keys
+from plc_bridge.config import load_config
+from plc_bridge.opcua_pki import generate
+from plc_bridge.transport import opcua as opcua_transport
+from plc_bridge.transport.opcua import OpcUaSession
+from plc_bridge.transport.plc_link import PlcLink
+from plc_bridge.virtual_plc.opcua_server import OpcUaServer
+from plc_bridge.virtual_plc.server import VirtualPlc
+
+SANITY_S = 10.0   # an OPC UA reconnect is a secure-channel handshake and a session: generous
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Lab:
+    root = tmp_path_factory.mktemp("opcua_faults")
+    server = generate(root / "virtual_plc", "virtual_plc", server=True)
+    client = generate(root / "plc_bridge", "plc_bridge")
+    shutil.copy(server.cert, client.trusted / "virtual_plc.der")
+    shutil.copy(client.cert, server.trusted / "plc_bridge.der")
+    return Lab(root, server, client, _secret(root / "password", PASSWORD),
+               _secret(root / "users", f"bridge:{PASSWORD}\n"))
+
+
+@pytest.fixture(scope="module")
+def rig(redis_module, lab) -> Iterator[HilRig]:
+    server, spawner = redis_module
+    port = _free_port()
+    r = HilRig("skid_steer", server.url, spawner, {
+        "plc_transport": "opcua", "opcua_port": port, "opcua_pki_dir": str(lab.client.root),
+        "opcua_user": "bridge", "opcua_password_file": str(lab.password_file),
+        "plc_timeout_s": 0.5}, plc_args=[
+        "--opcua-port", str(port), "--opcua-pki", str(lab.server.root),
+        "--opcua-users", str(lab.users_file)])
+    r.command(*COMMAND)
+    r.start()
+    yield r
+    r.close()
+
+
+@pytest.fixture(scope="module")
+def redis_module(tmp_path_factory) -> Iterator[tuple[object, Spawner]]:
+    from helpers import RedisServer
+
+    base = tmp_path_factory.mktemp("opcua_faults_redis")
+    server = RedisServer(base / "redis")
+    server.start()
+    spawner = Spawner(base)
+    yield server, spawner
+    try:
+        spawner.stop_all()
+    finally:
+        server.stop()
+
+
+def test_a_silent_link_stops_the_bridge_and_it_comes_back_with_a_stop(rig, caplog):
+    """The PLC stops answering (stall: requests never answered): the request times out, the
+    bridge stops as plc_link_lost, the monitor keys go invalid; once the PLC answers again a
+    new session is made and its first command is a stop."""
+    running(rig, 60.0)
+    caplog.set_level(logging.INFO, logger="plc_bridge")
+    reconnects = counter(rig, "plc_reconnects")
+    logged = len(caplog.records)
+    t0 = time.monotonic()
+    rig.plc.faults(stall=True)
+    wait_until(lambda: rig.get(keys.STATE_VALID) == "false", 20.0, "invalid monitor")
+    assert link_lost_logged(caplog, logged) - t0 <= SANITY_S
+    assert rig.get(keys.BRIDGE_STATUS) == "stopped:plc_link_lost"
+    assert "PLC" in (rig.get(keys.BRIDGE_DETAIL) or "")
+    assert rig.get(keys.MON_LONGITUDINAL) == keys.INVALID
+    t_back = time.monotonic()
+    rig.plc.faults(stall=False)
+    first = wait_until(lambda: (rig.plc.writes(t_back) or [None])[0], 30.0,
+                       "the first command taken after the PLC answered again")
+    assert is_stop(first, rig), f"the first write after a reconnect must be a stop: {first}"
+    wait_until(lambda: counter(rig, "plc_reconnects") > reconnects, 30.0, "reconnect counted")
+    running(rig, 60.0)
+
+
+def test_the_plc_process_killed_and_restarted_gets_a_new_session(rig, caplog):
+    """SIGKILL of the virtual PLC (its OPC UA server with it), then a new process on the same
+    ports: the bridge stops as plc_link_lost, then creates a new session, resolves and
+    registers the nodes again, and starts with a stop."""
+    running(rig, 60.0)
+    caplog.set_level(logging.INFO, logger="plc_bridge")
+    old = rig.core.plc.session
+    assert isinstance(old, OpcUaSession)
+    logged = len(caplog.records)
+    t0 = time.monotonic()
+    rig.kill_plc()
+    wait_until(lambda: rig.get(keys.STATE_VALID) == "false", 20.0, "invalid monitor")
+    assert link_lost_logged(caplog, logged) - t0 <= SANITY_S
+    assert rig.core.status == "stopped:plc_link_lost"
+    rig.start_plc()
+    t_back = rig.plc.status()["started_at"]
+    first = wait_until(lambda: (rig.plc.writes(t_back) or [None])[0], 30.0, "first write")
+    assert is_stop(first, rig)
+    new = rig.core.plc.session
+    assert isinstance(new, OpcUaSession) and new is not old
+    assert new.nodes.keys() == old.nodes.keys() and new.namespace_index == 3
+    running(rig, 60.0)
+
+
+def test_the_secure_channel_is_renewed_mid_run_without_a_lost_write(lab, monkeypatch):
+    """A secure channel token lifetime of 1 s (renewed at 75 %): writes and reads go on across
+    several renewals, none fails, the link is never dropped."""
+    monkeypatch.setattr(opcua_transport, "SECURE_CHANNEL_LIFETIME_MS", 1000)
+    plc = VirtualPlc(load_config(None), port=0)
+    plc.start()
+    server = OpcUaServer(plc, port=0, pki=lab.server, users={"bridge": PASSWORD})
+    server.start()
+    try:
+        cfg = dataclasses.replace(
+            load_config(None), plc_transport="opcua", opcua_port=server.port,
+            opcua_pki_dir=str(lab.client.root), opcua_user="bridge",
+            opcua_password_file=str(lab.password_file), plc_timeout_s=2.0)
+        link = PlcLink(cfg)
+        assert connect(link) == ""
+        session = link.session
+        assert isinstance(session, OpcUaSession)
+        proto = session.client.uaclient.protocol
+        tokens = {proto._connection.security_token.TokenId}
+        commands = _commands(cfg, 7_000_000, 100_000)
+        n = 0
+        deadline = time.monotonic() + 60.0
+        while len(tokens) < 4 and time.monotonic() < deadline:
+            assert link.write(cfg.control_db, commands[n]), link.last_error
+            assert link.read(cfg.monitor_db, cfg.monitor.size) is not None, link.last_error
+            n += 1
+            tokens.add(proto._connection.security_token.TokenId)
+        assert len(tokens) >= 4, f"{len(tokens) - 1} renewals in {n} cycles"
+        assert link.session is session and link.reconnects == 0
+        link.close()
+    finally:
+        server.stop()
+        plc.stop()
+
+
+def test_a_link_cut_stops_the_bridge_and_nothing_sent_before_it_acts_after(redis_module, lab):
+    """A cable pulled between the bridge and the PLC (the proxy keeps what each side sent and
+    delivers it when plugged back, even into the bridge's dropped connection): the bridge stops
+    as plc_link_lost, the PLC's watchdog trips, and after the link returns the first command the
+    PLC takes is a stop: no write of before the cut drives after it."""
+    from excavator_hil.faults.tcp_proxy import TcpProxy
+    from plc_bridge.bridge.core import BridgeCore
+
+    server, spawner = redis_module
+    port = _free_port()
+    rig = HilRig("skid_steer", server.url, spawner, {
+        "plc_transport": "opcua", "opcua_port": port, "opcua_pki_dir": str(lab.client.root),
+        "opcua_user": "bridge", "opcua_password_file": str(lab.password_file),
+        "plc_timeout_s": 0.5}, plc_args=[
+        "--opcua-port", str(port), "--opcua-pki", str(lab.server.root),
+        "--opcua-users", str(lab.users_file)])
+    proxy = TcpProxy(port)
+    rig.config = dataclasses.replace(rig.config, opcua_port=proxy.port)
+    rig.core = BridgeCore(rig.config)
+    try:
+        rig.command(*COMMAND)
+        rig.start()
+        running(rig, 60.0)
+        t_cut = time.monotonic()
+        proxy.cut()
+        wait_until(lambda: rig.get(keys.STATE_VALID) == "false", 20.0, "invalid monitor")
+        assert rig.get(keys.BRIDGE_STATUS) == "stopped:plc_link_lost"
+        wait_until(lambda: not rig.plc.status()["watchdog_ok"], 20.0, "the PLC's watchdog trip")
+        proxy.restore()
+        taken = wait_until(lambda: [w for w in rig.plc.writes(t_cut) if w["refused"] is None
+                                    ] or None, 60.0, "a command taken after the link returned")
+        assert is_stop(taken[0], rig), f"first command taken after the cut: {taken[0]}"
+        running(rig, 60.0)
+    finally:
+        rig.close()
+        proxy.close()
