@@ -61,6 +61,11 @@ def test_plant_in_carries_the_sensors_and_counts_only_a_newer_simulated_time():
     assert CFG.plant_in.decode(core.plant_in(_sensors(1010), None))["alive"] == 2
     # an older stamp (a message out of order) does not count either
     assert CFG.plant_in.decode(core.plant_in(_sensors(1005), None))["alive"] == 2
+    # a stamp far behind (> 1 s): the simulation restarted, its time from 0 again: followed
+    assert CFG.plant_in.decode(core.plant_in(_sensors(3), None))["alive"] == 3
+    assert core.counters["sim_restarts"] == 1
+    assert CFG.plant_in.decode(core.plant_in(_sensors(13), None))["alive"] == 4
+    assert CFG.plant_in.decode(core.plant_in(_sensors(1010), None))["alive"] == 5
     # the counter wraps like the PLC's
     core._values["alive"] = 65535
     assert CFG.plant_in.decode(core.plant_in(_sensors(2000), None))["alive"] == 0

@@ -6,7 +6,10 @@ Simulation -> PLC (``plant_in``, one write per exchange):
   yaw rate, pitch and roll, the ground speed, the drive status bits, the simulated time [ms];
 - ``alive`` +1 only when the sensors' stamp (simulated time) is newer than the one last
   written: a frozen simulation stops the counter, and the PLC's plant watchdog trips, however
-  regularly the plant link itself keeps writing;
+  regularly the plant link itself keeps writing. A stamp more than ``NEW_RUN_BACK_NS`` behind
+  the last one is a **new run** of the simulation (restarted, its time from 0 again), not a
+  message out of order: it is followed at once (``sim_restarts``), or the counter would stand
+  until the new run's time passed the old run's;
 - ``actuation_seq``: the seq of the last ``plant_out`` forwarded (the PLC sees its outputs
   arrive);
 - a non-finite measurement is passed on as it is (NaN bytes): the PLC program judges its
@@ -40,6 +43,9 @@ from plc_bridge.plant import seq_newer
 ENABLE, BRAKE = "drive_enable", "brake"   # pseudo-joints of plant/actuation
 GROUND_SPEED = "ground_speed"             # pseudo-joint of plant/sensors
 FLAGS = ("drive_ready", "drive_fault", "brake")   # pseudo-joints of plant/sensors: position
+# A stamp this far behind the last one written is a new run of the simulation (one publisher,
+# in order: DDS delivers one writer's messages in order, so only a restart goes back this far)
+NEW_RUN_BACK_NS = 1_000_000_000
 
 
 class SensorError(BridgeError, ValueError):
@@ -166,7 +172,7 @@ class PlantLinkCore:
     blocks, baselines, and plant_in writes with and without a new simulated time."""
 
     COUNTERS = ("forwarded", "not_fresh", "refused", "baselines", "plant_in_writes",
-                "sim_time_repeated")
+                "sim_time_repeated", "sim_restarts")
 
     def __init__(self, config: BridgeConfig) -> None:
         self.config = config
@@ -191,7 +197,11 @@ class PlantLinkCore:
         bytes). ``alive`` advances only when ``sensors.stamp_ns`` is newer than the last
         written one."""
         cfg, v = self.config, self._values
-        if self._last_stamp_ns is None or sensors.stamp_ns > self._last_stamp_ns:
+        last = self._last_stamp_ns
+        new_run = last is not None and last - sensors.stamp_ns > NEW_RUN_BACK_NS
+        if new_run:
+            self.counters["sim_restarts"] += 1
+        if last is None or sensors.stamp_ns > last or new_run:
             v["alive"] = (int(v["alive"]) + 1) & 0xFFFF
             self._last_stamp_ns = sensors.stamp_ns
         else:
