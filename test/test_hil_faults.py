@@ -39,6 +39,7 @@ from helpers import HilLoop, RogueWriter, wait_for
 from excavator_hil.hil_harness import HilRig
 from plc_bridge import redis_keys as keys
 from plc_bridge.hil_program import dint
+from plc_bridge.plant import seq_newer
 
 SPEED_M_S = 0.5
 WATCHDOG_S = 1.0      # the PLC's plant watchdog where a test is about it (patient: a loaded
@@ -134,14 +135,20 @@ def nothing_from_before_acts(rig: HilRig, since_monotonic: float, fault_ms: int,
     either the one it had forwarded before the fault (at most one value, in a prefix: the
     block had acted before the fault) or written by the PLC after ``back_ms`` (Unix ms, the
     fault's end); none is a block written between ``fault_ms`` and ``back_ms``, nor an older
-    one; and forwarding has resumed."""
+    one; and forwarding has resumed. Seqs are the PLC's Unix ms mod 2^32, compared in RFC 1982
+    order as the plant link does."""
     writes = rig.plc.plant_writes(since_monotonic)  # type: ignore[union-attr]
     seqs = [int(w["actuation_seq"]) & 0xFFFFFFFF for w in writes]
-    fresh = [i for i, s in enumerate(seqs) if s >= back_ms]
-    assert fresh, f"no actuation forwarded after the fault ({seqs[-5:]}, back at {back_ms})"
+    back, fault = back_ms & 0xFFFFFFFF, fault_ms & 0xFFFFFFFF
+
+    def at_or_after(s: int, t: int) -> bool:
+        return s == t or seq_newer(s, t)
+
+    fresh = [i for i, s in enumerate(seqs) if at_or_after(s, back)]
+    assert fresh, f"no actuation forwarded after the fault ({seqs[-5:]}, back at {back})"
     old = set(seqs[:fresh[0]])
-    assert len(old) <= 1 and all(s < fault_ms or s == 0 for s in old), (old, fault_ms)
-    assert all(s >= back_ms for s in seqs[fresh[0]:]), seqs[fresh[0]:]
+    assert len(old) <= 1 and all(s == 0 or seq_newer(fault, s) for s in old), (old, fault)
+    assert all(at_or_after(s, back) for s in seqs[fresh[0]:]), (seqs[fresh[0]:], back)
 
 
 def recovered(lp: HilLoop) -> None:

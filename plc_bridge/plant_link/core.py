@@ -23,9 +23,12 @@ PLC -> simulation (``plant/actuation``):
   memory); only a seq newer than the baseline, written after the link came back, is forwarded.
   So nothing read before a fault acts after it, and a PLC restarted with a lower seq is
   followed again;
-- a non-finite torque or steering rate (a corrupted block, a rogue PUT) is never forwarded as
-  a number: the actuation becomes a brake (drives off, brakes on, torque 0), counted, with the
-  reason.
+- a non-finite torque or steering rate (a corrupted block, a rogue PUT, a PLC program bug) is
+  never forwarded as a number: the actuation becomes a brake (drives off, brakes on, torque 0),
+  counted, with the reason. It is a **drive fault**, as a real drive controller reports one for
+  a command it cannot take: ``drive_fault`` in ``plant_in`` is set (with the simulation's own
+  ``drive_fault``) from the refused block until a valid one is forwarded, so the PLC program
+  sees its drives in fault instead of driving against braked tracks.
 """
 
 from __future__ import annotations
@@ -185,6 +188,7 @@ class PlantLinkCore:
         self._baseline = True                     # the next read is a baseline
         self.counters: dict[str, int] = dict.fromkeys(self.COUNTERS, 0)
         self.last_refusal = ""
+        self.drive_fault = ""      # the refusal in force (a drive fault), '' when none
         self._torque_names = config.torque_sp_fields()
         self._rate_names = config.steer_rate_sp_fields()
 
@@ -208,8 +212,8 @@ class PlantLinkCore:
             self.counters["sim_time_repeated"] += 1
         stamp_ns = self._last_stamp_ns
         v["sim_time"] = dint(stamp_ns // 1_000_000)
-        v.update(drive_ready=sensors.drive_ready, drive_fault=sensors.drive_fault,
-                 brake=sensors.brake)
+        v.update(drive_ready=sensors.drive_ready,
+                 drive_fault=sensors.drive_fault or bool(self.drive_fault), brake=sensors.brake)
         if imu is not None:
             v.update(yaw_rate=imu.yaw_rate, pitch=imu.pitch, roll=imu.roll)
         v["ground_speed"] = sensors.ground_speed
@@ -246,8 +250,10 @@ class PlantLinkCore:
                 self.counters["refused"] += 1
                 self.last_refusal = (f"plant_out seq {dint(seq)}: {name} = {value}: not "
                                      f"forwarded; drives braked")
+                self.drive_fault = self.last_refusal
                 return Actuation.braking(len(torques), len(rates), self.last_refusal, seq)
         self.counters["forwarded"] += 1
+        self.drive_fault = ""
         return Actuation(seq, torques, rates, bool(out["enable"]), bool(out["brake"]))
 
     def link_fault(self) -> None:
