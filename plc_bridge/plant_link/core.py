@@ -207,10 +207,10 @@ class PlantLinkCore:
             self.counters["sim_restarts"] += 1
         if last is None or sensors.stamp_ns > last or new_run:
             v["alive"] = (int(v["alive"]) + 1) & 0xFFFF
-            self._last_stamp_ns = sensors.stamp_ns
+            self._last_stamp_ns = last = sensors.stamp_ns
         else:
             self.counters["sim_time_repeated"] += 1
-        stamp_ns = self._last_stamp_ns
+        stamp_ns = last
         v["sim_time"] = dint(stamp_ns // 1_000_000)
         v.update(drive_ready=sensors.drive_ready,
                  drive_fault=sensors.drive_fault or bool(self.drive_fault), brake=sensors.brake)
