@@ -349,6 +349,7 @@ def test_a_bad_plant_out_is_a_drive_fault_that_brakes_while_the_simulation_runs(
         # the PLC sees its drive in fault (plant_in.drive_fault): safe state, its fault bit
         wait_for(lambda: rig.get(keys.state_key("fault")) == "true", 30.0,
                  lambda: f"the PLC's fault on Redis\n{lp.logs()}")
+        lp.wait_status("stopped:plc_fault", 30.0)
         wait_for(lambda: rig.plc.status()["hil"]["mode"] == "safe", 10.0,  # type: ignore
                  "the PLC in its safe state")
         # the simulation keeps running: simulated time goes on, the machine braked
