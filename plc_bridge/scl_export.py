@@ -100,6 +100,7 @@ def guard_source(config: BridgeConfig, speed_limit_m_s: float, steer_limit_rad: 
         "   END_VAR",
         "   VAR",
         "      WdTimer : TON;",
+        "      RunTimer : TON;              // the counter running again since (PlantLost ack)",
         "      LastAlive : UInt;",
         "      LastSeq : DInt;",
         "      HaveSeq : Bool;",
@@ -227,8 +228,11 @@ def hil_io_source(config: BridgeConfig, plant_watchdog_ms: int = 250) -> str:
       set-points 0) whatever the program commands, the sensors come from ``plant_in``, the
       actuators go to ``plant_out``;
     - a watchdog on the simulation's alive counter (``plant_in.alive`` unchanged for
-      ``PlantWatchdogTime``) sets ``PlantLost`` (latched until ``Ack`` with the plant alive and
-      ``Enable`` FALSE): ``plant_out`` safe, the program must stop (monitor ``plant_lost``);
+      ``PlantWatchdogTime``) sets ``PlantLost`` (latched until ``Ack`` with ``Enable`` FALSE
+      and the counter running again for twice ``PlantWatchdogTime``: one ``plant_in`` write
+      held up on a cut link, arriving late with a newer counter, keeps the watchdog quiet for
+      one watchdog time only and cannot bring the plant back): ``plant_out`` safe, the program
+      must stop (monitor ``plant_lost``);
     - ``plant_out.seq`` +1 every scan, written after every other field (the plant link
       forwards a scan's actuation only with a newer seq).
     """
@@ -273,6 +277,7 @@ def hil_io_source(config: BridgeConfig, plant_watchdog_ms: int = 250) -> str:
         "      Active : Bool;",
         "      RealOk : Bool;               // the real outputs may follow the program",
         "      WdTimer : TON;",
+        "      RunTimer : TON;              // the counter running again since (PlantLost ack)",
         "      LastAlive : UInt;",
         "      AckOld : Bool;",
         "      Seq : DInt;",
@@ -302,7 +307,11 @@ def hil_io_source(config: BridgeConfig, plant_watchdog_ms: int = 250) -> str:
         "   IF #WdTimer.Q THEN",
         "      #PlantLost := TRUE;",
         "   END_IF;",
-        "   IF NOT #Active OR (#Ack AND NOT #AckOld AND NOT #WdTimer.Q AND NOT #Enable) THEN",
+        "   // back only once the counter ran for two watchdog times: a single late write",
+        "   // (held up on a cut link) keeps WdTimer quiet for one watchdog time only",
+        "   #RunTimer(IN := #Active AND NOT #WdTimer.Q, PT := #PlantWatchdogTime + "
+        "#PlantWatchdogTime);",
+        "   IF NOT #Active OR (#Ack AND NOT #AckOld AND #RunTimer.Q AND NOT #Enable) THEN",
         "      #PlantLost := FALSE;",
         "   END_IF;",
         "   #AckOld := #Ack;",
