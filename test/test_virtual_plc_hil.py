@@ -341,19 +341,19 @@ def test_steering_rate_commands_follow_the_angle_error_within_the_rate_limit():
 
     cfg, prog = _program("ackermann")
     t = 0.0
-    for k in range(1, 60):  # the plant alive for a watchdog time, no command: lost cleared
+    for k in range(1, 5):   # the plant alive (three changes), no command: lost cleared
         t += 0.005
         res = prog.scan(t, 0.005, 0, False, False, np.zeros(2), np.zeros(2),
                         _plant_in(cfg, k, angle_fl=0.1, angle_fr=0.1), False)
     assert not res.plant_lost and res.mode == "parked" and res.steer_rates == [0.0, 0.0]
     res = prog.scan(t + 0.005, 0.005, 0, True, False, np.array([0.5, 0.5]),
-                    np.array([0.3, -0.5]), _plant_in(cfg, 61, angle_fl=0.1, angle_fr=0.1), True)
+                    np.array([0.3, -0.5]), _plant_in(cfg, 9, angle_fl=0.1, angle_fr=0.1), True)
     kp, rate = VP.steer_kp_1_s, VP.steer_rate_rad_s
     assert res.steer_rates == pytest.approx([min(kp * 0.2, rate), -min(kp * 0.6, rate)])
     assert res.plant_out["steer_rate_sp_fl"] == res.steer_rates[0]
     res = prog.scan(t + 0.01, 0.005, 0, True, False, np.array([0.5, 0.5]),
                     np.array([0.3, -0.5]),
-                    _plant_in(cfg, 62, angle_fl=math.nan, angle_fr=0.1), True)
+                    _plant_in(cfg, 10, angle_fl=math.nan, angle_fr=0.1), True)
     assert res.mode == "safe" and "angle of fl is nan" in res.fault
     assert res.steer_rates == [0.0, 0.0] and res.torques == [0.0, 0.0]
     assert not res.plant_out["enable"] and res.plant_out["brake"]
@@ -361,8 +361,8 @@ def test_steering_rate_commands_follow_the_angle_error_within_the_rate_limit():
 
 def test_one_late_plant_in_write_does_not_bring_a_lost_plant_back():
     """A plant_in write held up on a cut link arrives after the fault (a newer alive counter,
-    measurements seconds old): plant_lost stays latched; only a counter that runs again for a
-    whole watchdog time clears it (with no drive command in force)."""
+    measurements seconds old): plant_lost stays latched; only a counter that runs again clears
+    it (three changes, with no drive command in force)."""
     import numpy as np
 
     cfg, prog = _program("skid_steer")
@@ -386,10 +386,8 @@ def test_one_late_plant_in_write_does_not_bring_a_lost_plant_back():
     while t < 7 * wd:
         res = scan(False)
         assert res.plant_lost, f"cleared at {t:.3f} s by one late write"
-    start = t
-    while scan(True).plant_lost:                       # the plant link back: running again
-        assert t < start + 2 * wd
-    assert t - start >= wd
+    for k in range(1, 4):                              # the plant link back: running again
+        assert scan(True).plant_lost is (k < 3), k     # cleared at the third change
 
 
 def test_plant_out_seq_is_strictly_increasing_across_the_dint_wrap_and_a_clock_step_back():
