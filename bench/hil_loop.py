@@ -17,8 +17,9 @@ stays on its 48 m terrain).
 - Up: from a ``plant_in`` write (the PLC's log) to the keyspace notification of the left
   track's monitor key holding its measured speed (this process's receive time): the PLC's scan,
   the bridge, Redis.
-- Late and missed exchanges, link faults: the plant link's counters (/diagnostics), over the
-  measurement. RTF: simulated time (plant/sensors stamps) over wall time, and sim_node's own.
+- Late and missed exchanges, link faults: the plant link's counters (/diagnostics, 1 Hz: the
+  window is the measurement's give or take a second). RTF: simulated time (plant/sensors
+  stamps) over wall time, and sim_node's own.
   CPU: the plant link process's user + system time over the wall time (/proc/<pid>/stat).
 
 Goals on a calm 2-core host (issue 27): the plant exchange adds <= 1 period (10 ms) at p99,
