@@ -100,6 +100,7 @@ def guard_source(config: BridgeConfig, speed_limit_m_s: float, steer_limit_rad: 
         "   END_VAR",
         "   VAR",
         "      WdTimer : TON;",
+        "      Changes : USInt;             // alive changes since it stopped (up to 3)",
         "      LastAlive : UInt;",
         "      LastSeq : DInt;",
         "      HaveSeq : Bool;",
@@ -230,8 +231,10 @@ def hil_io_source(config: BridgeConfig, plant_watchdog_ms: int = 250) -> str:
       set-points 0) whatever the program commands, the sensors come from ``plant_in``, the
       actuators go to ``plant_out``;
     - a watchdog on the simulation's alive counter (``plant_in.alive`` unchanged for
-      ``PlantWatchdogTime``) sets ``PlantLost`` (latched until ``Ack`` with the plant alive and
-      ``Enable`` FALSE): ``plant_out`` safe, the program must stop (monitor ``plant_lost``);
+      ``PlantWatchdogTime``) sets ``PlantLost`` (latched until ``Ack`` with ``Enable`` FALSE
+      and the counter running again: three changes since it stopped, so one ``plant_in`` write
+      held up on a cut link, arriving late with a newer counter, cannot bring the plant back):
+      ``plant_out`` safe, the program must stop (monitor ``plant_lost``);
     - ``plant_out.seq`` +1 every scan, written after every other field (the plant link
       forwards a scan's actuation only with a newer seq).
     """
@@ -276,6 +279,7 @@ def hil_io_source(config: BridgeConfig, plant_watchdog_ms: int = 250) -> str:
         "      Active : Bool;",
         "      RealOk : Bool;               // the real outputs may follow the program",
         "      WdTimer : TON;",
+        "      Changes : USInt;             // alive changes since it stopped (up to 3)",
         "      LastAlive : UInt;",
         "      AckOld : Bool;",
         "      Seq : DInt;",
@@ -301,11 +305,18 @@ def hil_io_source(config: BridgeConfig, plant_watchdog_ms: int = 250) -> str:
         "   #HilRefused := #HilRequest AND NOT #DrivesDisconnected;",
         "   // watchdog on the simulation's alive counter (it stops when the simulation stops)",
         f'   #WdTimer(IN := #Active AND ("{pin}".alive = #LastAlive), PT := #PlantWatchdogTime);',
+        f'   IF "{pin}".alive <> #LastAlive AND #Changes < 3 THEN',
+        "      #Changes := #Changes + 1;",
+        "   END_IF;",
         f'   #LastAlive := "{pin}".alive;',
         "   IF #WdTimer.Q THEN",
         "      #PlantLost := TRUE;",
+        "      #Changes := 0;",
         "   END_IF;",
-        "   IF NOT #Active OR (#Ack AND NOT #AckOld AND NOT #WdTimer.Q AND NOT #Enable) THEN",
+        "   // back only with the counter running (3 changes): a single late write (held up",
+        "   // on a cut link) arrives after the fault with a newer counter and old values",
+        "   IF NOT #Active OR (#Ack AND NOT #AckOld AND NOT #WdTimer.Q AND #Changes >= 3",
+        "                      AND NOT #Enable) THEN",
         "      #PlantLost := FALSE;",
         "   END_IF;",
         "   #AckOld := #Ack;",

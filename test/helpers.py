@@ -19,13 +19,14 @@ from excavator_hil.local_services import (
     redis_server_binary,
 )
 from excavator_hil.local_services import wait_for as _wait_for
+from plc_bridge import redis_keys as _keys
 
 REPO = Path(__file__).resolve().parents[1]
 
 # One implementation of process management, shared with the demo (excavator_hil.local_services).
-__all__ = ["REPO", "NodeProcess", "RedisServer", "RogueWriter", "RosTestNode", "free_port",
-           "not_shown", "private_domain_id", "reach_in_turn", "redis_server_binary", "stamp_ns",
-           "wait_for"]
+__all__ = ["REPO", "HilLoop", "NodeProcess", "PlantRecord", "RedisServer", "RogueWriter",
+           "RosTestNode", "free_port", "held_window", "not_shown", "private_domain_id",
+           "reach_in_turn", "redis_server_binary", "stamp_ns", "wait_for"]
 
 
 def private_domain_id() -> int:
@@ -344,31 +345,45 @@ def get_parameters(probe: RosTestNode, node: str, names: list[str],
 
 
 class RogueWriter:
-    """Another writer on a PLC's control DB (a snap7 client in this process), for the bridge's
-    one-writer rule: explicit stops with a live alive counter and a ``seq`` counting up from
-    ``seq``, one every ``period_s``, from ``with`` to its end. ``seqs``: every seq it wrote
-    (unsigned 32 bit), to tell its writes from the bridge's in the PLC's log."""
+    """Another writer on a PLC's data block (a snap7 client in this process).
 
-    def __init__(self, config: Any, port: int, seq: int, period_s: float = 0.01) -> None:
+    By default on the control DB, for the bridge's one-writer rule: explicit stops with a live
+    alive counter and a ``seq`` counting up from ``seq``, one every ``period_s``, from ``with``
+    to its end. With ``values`` (``seq -> field values``) and ``db`` / ``block`` it writes
+    another block the same way: e.g. ``plant_out`` as a buggy PLC program would (NaN, inf, a
+    torque out of range). ``seqs``: every seq it wrote (unsigned 32 bit), to tell its writes
+    from the owner's in the PLC's log."""
+
+    def __init__(self, config: Any, port: int, seq: int, period_s: float = 0.01,
+                 db: int | None = None, block: Any = None,
+                 values: Callable[[int], dict[str, Any]] | None = None) -> None:
         import snap7
 
         self.config, self.seq, self.period_s = config, seq, period_s
+        self.db = config.control_db if db is None else db
+        self.block = config.control if block is None else block
+        self.values = values or self._stop_values
         self.client = snap7.Client()
         self.client.connect("127.0.0.1", 0, 1, port)
         self.seqs: set[int] = set()
+        self.writes = 0
+        self._alive = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
+    def _stop_values(self, seq: int) -> dict[str, Any]:
+        self._alive = (self._alive + 7) & 0xFFFF
+        return {**self.config.control.zero_values(), "alive": self._alive, "stop": True,
+                "seq": seq}
+
     def _run(self) -> None:
-        cfg = self.config
-        alive = 0
         while not self._stop.is_set():
-            alive = (alive + 7) & 0xFFFF
             self.seq += 1
             self.seqs.add(self.seq % 2**32)
-            values = {**cfg.control.zero_values(), "alive": alive, "stop": True,
-                      "seq": (self.seq + 2**31) % 2**32 - 2**31}   # the DINT
-            self.client.db_write(cfg.control_db, 0, bytearray(cfg.control.encode(values)))
+            values = self.values((self.seq + 2**31) % 2**32 - 2**31)   # the DINT
+            self.client.db_write(self.db, 0, bytearray(self.block.encode(values,
+                                                                         nonfinite_ok=True)))
+            self.writes += 1
             self._stop.wait(self.period_s)
 
     def __enter__(self) -> RogueWriter:
@@ -379,3 +394,187 @@ class RogueWriter:
         self._stop.set()
         self._thread.join(5.0)
         self.client.disconnect()
+
+
+# --- the closed loop of issue 27 (test_hil_loop.py, test_hil_faults.py, test_hil_slope.py) -----
+PATIENT_S = 10.0   # PLC watchdogs a stalled test process (the bridge runs in it) cannot trip
+# sim_node's parameters for the loop: a 48 m x 48 m terrain at 0.4 m (the machine can drive
+# for a while without leaving it), no markers, wall-clock pacing without /clock
+SIM_LOOP_ARGS = ["-p", "drive_mode:=plant", "-p", "use_sim_time:=false",
+                 "-p", "marker_rate_hz:=0.0", "-p", "terrain.nx:=121", "-p", "terrain.ny:=121",
+                 "-p", "terrain.cell_size_m:=0.4", "-p", "terrain.x0_m:=-24.0",
+                 "-p", "terrain.y0_m:=-24.0"]
+# plant/sensors as PlantRecord keeps it: one row per message
+SENSOR_COLUMNS = ("t", "left", "right", "ground", "brake", "drive_fault", "torque_left",
+                  "torque_right", "travel_left")
+
+
+def held_window(rows: Any, target_m_s: float, rel_tol: float, window_s: float) -> list[Any]:
+    """``[rows]`` of the first ``window_s`` of simulated time in ``rows`` (``PlantRecord.since``)
+    in which every sample of both tracks is within ``rel_tol`` of ``target_m_s``: the PLC
+    holds the speed; ``[]`` when there is none yet. Searched for, not taken at a fixed time: a
+    host loaded far past CI's can make the bridge in the test process lose the PLC for a
+    moment, which stops the machine, and the loop must then settle again."""
+    import numpy as np
+
+    ok = np.all(np.abs(rows[:, 1:3] - target_m_s) <= rel_tol * abs(target_m_s), axis=1)
+    run_start = None
+    for k in range(len(rows)):
+        if not ok[k]:
+            run_start = None
+            continue
+        run_start = k if run_start is None else run_start
+        if rows[k, 0] - rows[run_start, 0] >= window_s:
+            return [rows[run_start:k + 1]]
+    return []
+
+
+class PlantRecord:
+    """What the simulation published, as this process received it: ``plant/sensors`` rows
+    (``SENSOR_COLUMNS``: simulated time [s], track speeds, ground speed [m/s], the brake and
+    drive_fault flags, measured torques [N m], travelled distance [m]), the IMU's pitch [rad]
+    by stamp, and /diagnostics of sim_node and plant_link as ``(level, message, values)``.
+    A record, not a poll: a figure is judged on stamped rows, not on when this process looked."""
+
+    def __init__(self, probe: RosTestNode) -> None:
+        from diagnostic_msgs.msg import DiagnosticArray
+        from rclpy.qos import qos_profile_sensor_data
+        from sensor_msgs.msg import Imu, JointState
+
+        self.rows: list[tuple[float, ...]] = []
+        self.pitch: dict[float, float] = {}
+        self.diagnostics: dict[str, list[tuple[int, str, dict[str, str]]]] = {
+            "sim_node": [], "plant_link": []}
+        node = probe.node
+        node.create_subscription(JointState, "plant/sensors", self._on_sensors,
+                                 qos_profile_sensor_data)
+        node.create_subscription(Imu, "imu", self._on_imu, qos_profile_sensor_data)
+        node.create_subscription(DiagnosticArray, "/diagnostics", self._on_diag, 100)
+
+    @staticmethod
+    def _t(msg: Any) -> float:
+        return float(msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9)
+
+    def _on_sensors(self, msg: Any) -> None:
+        i = {n: k for k, n in enumerate(msg.name)}
+        p, v, e = msg.position, msg.velocity, msg.effort
+        self.rows.append((self._t(msg), v[i["track_left"]], v[i["track_right"]],
+                          v[i["ground_speed"]], p[i["brake"]], p[i["drive_fault"]],
+                          e[i["track_left"]], e[i["track_right"]], p[i["track_left"]]))
+
+    def _on_imu(self, msg: Any) -> None:
+        q = msg.orientation
+        self.pitch[self._t(msg)] = math.asin(max(-1.0, min(1.0, 2.0 * (q.w * q.y - q.z * q.x))))
+
+    def _on_diag(self, msg: Any) -> None:
+        for st in msg.status:
+            for who, box in self.diagnostics.items():
+                if st.name.startswith(who) or st.name.endswith(f": {who}"):
+                    box.append((int(st.level[0]), st.message,
+                                {kv.key: kv.value for kv in st.values}))
+
+    def since(self, t0: float) -> Any:
+        """The rows with simulated time >= ``t0`` [s], as an array (``SENSOR_COLUMNS``)."""
+        import numpy as np
+
+        return np.array([r for r in list(self.rows) if r[0] >= t0]).reshape(
+            -1, len(SENSOR_COLUMNS))
+
+    def last_t(self) -> float:
+        return self.rows[-1][0] if self.rows else -math.inf
+
+    def last(self, who: str) -> tuple[int, str, dict[str, str]]:
+        box = self.diagnostics[who]
+        return box[-1] if box else (-1, "", {})
+
+    def sim_status(self) -> tuple[int, str, dict[str, str]]:
+        """sim_node's last full status (the 1 Hz one with its figures)."""
+        for item in reversed(self.diagnostics["sim_node"]):
+            if "sim_time_s" in item[2]:
+                return item
+        return (-1, "", {})
+
+
+class HilLoop:
+    """The closed loop of issue 27, every part real and in its own process but the bridge:
+
+        Redis -> bridge (``HilRig``: BridgeCore in this process) -> control DB -> virtual PLC
+        (plant_mode external) -> plant_out -> plant link -> plant/actuation -> sim_node
+        (drive_mode plant) -> plant/sensors + imu -> plant link -> plant_in -> PLC -> monitor
+        DB -> bridge -> Redis.
+
+    ``plant_watchdog_s``: the PLC's watchdog on the simulation's alive counter (patient by
+    default: the loop's own tests are not about it); ``plc_params``: more of the virtual PLC's
+    parameters; ``sim_args``: more sim_node arguments; ``via_proxy``: the plant link reaches
+    the PLC through a ``TcpProxy`` (a cable to cut)."""
+
+    def __init__(self, redis_url: str, spawn: Callable[[str, list[str]], Any], tmp_path: Path,
+                 probe: RosTestNode, plant_watchdog_s: float = PATIENT_S,
+                 actuation_timeout_s: float = 0.5, plc_params: dict[str, Any] | None = None,
+                 sim_args: list[str] | None = None, via_proxy: bool = False) -> None:
+        from excavator_hil.faults.tcp_proxy import TcpProxy
+        from excavator_hil.hil_harness import HilRig
+
+        plant = ros_parameters_file(tmp_path / "virtual_plc_external.yaml", {
+            "plant_mode": "external", "plant_watchdog_timeout_s": plant_watchdog_s,
+            "watchdog_timeout_s": PATIENT_S, **(plc_params or {})})
+        self.spawn = spawn
+        self.actuation_timeout_s = actuation_timeout_s
+        self.rig = HilRig("skid_steer", redis_url, spawn, plc_args=["--plant-config",
+                                                                      str(plant)])
+        self.record = PlantRecord(probe)
+        self.proxy = TcpProxy(self.rig.plc_port) if via_proxy else None
+        self.sim_args = ["--ros-args", "--params-file", str(REPO / "config" / "sim.yaml"),
+                         *SIM_LOOP_ARGS, "-p",
+                         f"plant_actuation_timeout_s:={actuation_timeout_s}", *(sim_args or [])]
+        self.sim = spawn("excavator_sim.sim_node", self.sim_args)
+        self.link = self.start_link()
+        try:
+            wait_for(lambda: len(self.record.rows) > 10, 120.0,
+                     lambda: f"plant/sensors from sim_node\n{self.sim.log()[-3000:]}")
+        except BaseException:
+            self.close()
+            raise
+
+    def start_link(self) -> Any:
+        """The plant link node (again, after a kill)."""
+        port = self.proxy.port if self.proxy else self.rig.plc_port
+        self.link = self.spawn("plc_bridge.plant_link.node",
+                               ["--ros-args", "-p", f"plc_port:={port}"])
+        return self.link
+
+    def start_sim(self) -> Any:
+        """sim_node (again, after a kill): a new run, its simulated time from 0."""
+        self.sim = self.spawn("excavator_sim.sim_node", self.sim_args)
+        return self.sim
+
+    def logs(self) -> str:
+        return (f"sim_node:\n{self.sim.log()[-2000:]}\nplant_link:\n{self.link.log()[-2000:]}"
+                f"\nbridge {self.rig.get(_keys.BRIDGE_STATUS)}: "
+                f"{self.rig.get(_keys.BRIDGE_DETAIL)}")
+
+    def drive(self, speed_m_s: float, start: bool = True) -> float:
+        """Command ``speed_m_s`` forward; wait for the bridge running and the tracks moving.
+        Returns the simulated time [s] of the first row with both tracks past 10 % of it."""
+        if start:
+            self.rig.start()
+        self.rig.command(speed_m_s, 0.0, 0.0)
+        self.wait_status("running", 60.0)
+        t0 = self.record.last_t()
+
+        def moving() -> float | None:
+            rec = self.record.since(t0)
+            hit = rec[(rec[:, 1] > 0.1 * speed_m_s) & (rec[:, 2] > 0.1 * speed_m_s)]
+            return float(hit[0, 0]) if len(hit) else None
+
+        result: float = wait_for(moving, 60.0, lambda: f"the tracks moving\n{self.logs()}")
+        return result
+
+    def wait_status(self, status: str, timeout: float = 30.0) -> None:
+        wait_for(lambda: self.rig.get(_keys.BRIDGE_STATUS) == status, timeout,
+                 lambda: f"bridge {status}\n{self.logs()}")
+
+    def close(self) -> None:
+        self.rig.close()
+        if self.proxy:
+            self.proxy.close()

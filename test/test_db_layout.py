@@ -374,6 +374,11 @@ def test_generated_hil_io_block_maps_the_io_behind_the_interlock(model):
     for n in (*cfg.torque_sp_fields(), *cfg.steer_rate_sp_fields()):
         assert f"#Io_{n} := 0.0;" in active and f"{pout}.{n} := #{n};" in active, n
     assert f"#WdTimer(IN := #Active AND ({pin}.alive = #LastAlive)" in body
+    # PlantLost acknowledged only with the counter running (3 changes since it stopped: one
+    # late write is not enough)
+    assert f"IF {pin}.alive <> #LastAlive AND #Changes < 3 THEN" in body
+    assert "#PlantLost := TRUE;\n      #Changes := 0;" in body
+    assert "(#Ack AND NOT #AckOld AND NOT #WdTimer.Q AND #Changes >= 3" in body
     ms = round(cfg.virtual_plc.plant_watchdog_timeout_s * 1000)
     assert f"PlantWatchdogTime : Time := T#{ms}MS;" in fb
     # leaving HIL, the real outputs wait for the program's Enable to drop

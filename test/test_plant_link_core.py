@@ -61,6 +61,11 @@ def test_plant_in_carries_the_sensors_and_counts_only_a_newer_simulated_time():
     assert CFG.plant_in.decode(core.plant_in(_sensors(1010), None))["alive"] == 2
     # an older stamp (a message out of order) does not count either
     assert CFG.plant_in.decode(core.plant_in(_sensors(1005), None))["alive"] == 2
+    # a stamp far behind (> 1 s): the simulation restarted, its time from 0 again: followed
+    assert CFG.plant_in.decode(core.plant_in(_sensors(3), None))["alive"] == 3
+    assert core.counters["sim_restarts"] == 1
+    assert CFG.plant_in.decode(core.plant_in(_sensors(13), None))["alive"] == 4
+    assert CFG.plant_in.decode(core.plant_in(_sensors(1010), None))["alive"] == 5
     # the counter wraps like the PLC's
     core._values["alive"] = 65535
     assert CFG.plant_in.decode(core.plant_in(_sensors(2000), None))["alive"] == 0
@@ -125,6 +130,12 @@ def test_a_non_finite_set_point_becomes_a_brake_and_is_counted(bad):
     names, position, _velocity, effort = actuation_arrays(CFG, act)
     assert all(math.isfinite(e) for e in effort[:2])           # never forwarded as a number
     assert position[names.index("brake")] == 1.0 and position[names.index("drive_enable")] == 0
+    # a drive fault the PLC sees in plant_in until a valid block is forwarded
+    assert CFG.plant_in.decode(core.plant_in(_sensors(1), None))["drive_fault"]
+    assert "torque_sp_right" in core.drive_fault
+    assert core.plant_out(_plant_out(3, 10.0, 20.0)) is not None
+    assert not core.drive_fault
+    assert not CFG.plant_in.decode(core.plant_in(_sensors(2), None))["drive_fault"]
 
 
 def test_actuation_arrays_follow_the_contract():

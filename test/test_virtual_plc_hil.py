@@ -341,7 +341,7 @@ def test_steering_rate_commands_follow_the_angle_error_within_the_rate_limit():
 
     cfg, prog = _program("ackermann")
     t = 0.0
-    for k in range(1, 4):   # the plant alive (two changes), no command: parked, lost cleared
+    for k in range(1, 5):   # the plant alive (three changes), no command: lost cleared
         t += 0.005
         res = prog.scan(t, 0.005, 0, False, False, np.zeros(2), np.zeros(2),
                         _plant_in(cfg, k, angle_fl=0.1, angle_fr=0.1), False)
@@ -357,6 +357,37 @@ def test_steering_rate_commands_follow_the_angle_error_within_the_rate_limit():
     assert res.mode == "safe" and "angle of fl is nan" in res.fault
     assert res.steer_rates == [0.0, 0.0] and res.torques == [0.0, 0.0]
     assert not res.plant_out["enable"] and res.plant_out["brake"]
+
+
+def test_one_late_plant_in_write_does_not_bring_a_lost_plant_back():
+    """A plant_in write held up on a cut link arrives after the fault (a newer alive counter,
+    measurements seconds old): plant_lost stays latched; only a counter that runs again clears
+    it (three changes, with no drive command in force)."""
+    import numpy as np
+
+    cfg, prog = _program("skid_steer")
+    wd = VP.plant_watchdog_timeout_s
+    t, alive = 0.0, 0
+
+    def scan(step: bool) -> Any:
+        nonlocal t, alive
+        t += 0.005
+        alive += int(step)
+        return prog.scan(t, 0.005, 0, False, False, np.zeros(2), np.zeros(0),
+                         _plant_in(cfg, alive, speed_left=0.5, speed_right=0.5), False)
+
+    while t < 2 * wd:
+        res = scan(True)
+    assert not res.plant_lost
+    while t < 4 * wd:                                  # the link cut: nothing arrives
+        res = scan(False)
+    assert res.plant_lost
+    res = scan(True)                                   # the one held-up write
+    while t < 7 * wd:
+        res = scan(False)
+        assert res.plant_lost, f"cleared at {t:.3f} s by one late write"
+    for k in range(1, 4):                              # the plant link back: running again
+        assert scan(True).plant_lost is (k < 3), k     # cleared at the third change
 
 
 def test_plant_out_seq_is_strictly_increasing_across_the_dint_wrap_and_a_clock_step_back():

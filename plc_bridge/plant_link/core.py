@@ -6,7 +6,10 @@ Simulation -> PLC (``plant_in``, one write per exchange):
   yaw rate, pitch and roll, the ground speed, the drive status bits, the simulated time [ms];
 - ``alive`` +1 only when the sensors' stamp (simulated time) is newer than the one last
   written: a frozen simulation stops the counter, and the PLC's plant watchdog trips, however
-  regularly the plant link itself keeps writing;
+  regularly the plant link itself keeps writing. A stamp more than ``NEW_RUN_BACK_NS`` behind
+  the last one is a **new run** of the simulation (restarted, its time from 0 again), not a
+  message out of order: it is followed at once (``sim_restarts``), or the counter would stand
+  until the new run's time passed the old run's;
 - ``actuation_seq``: the seq of the last ``plant_out`` forwarded (the PLC sees its outputs
   arrive);
 - a non-finite measurement is passed on as it is (NaN bytes): the PLC program judges its
@@ -20,9 +23,12 @@ PLC -> simulation (``plant/actuation``):
   memory); only a seq newer than the baseline, written after the link came back, is forwarded.
   So nothing read before a fault acts after it, and a PLC restarted with a lower seq is
   followed again;
-- a non-finite torque or steering rate (a corrupted block, a rogue PUT) is never forwarded as
-  a number: the actuation becomes a brake (drives off, brakes on, torque 0), counted, with the
-  reason.
+- a non-finite torque or steering rate (a corrupted block, a rogue PUT, a PLC program bug) is
+  never forwarded as a number: the actuation becomes a brake (drives off, brakes on, torque 0),
+  counted, with the reason. It is a **drive fault**, as a real drive controller reports one for
+  a command it cannot take: ``drive_fault`` in ``plant_in`` is set (with the simulation's own
+  ``drive_fault``) from the refused block until a valid one is forwarded, so the PLC program
+  sees its drives in fault instead of driving against braked tracks.
 """
 
 from __future__ import annotations
@@ -40,6 +46,9 @@ from plc_bridge.errors import BridgeError
 ENABLE, BRAKE = "drive_enable", "brake"   # pseudo-joints of plant/actuation
 GROUND_SPEED = "ground_speed"             # pseudo-joint of plant/sensors
 FLAGS = ("drive_ready", "drive_fault", "brake")   # pseudo-joints of plant/sensors: position
+# A stamp this far behind the last one written is a new run of the simulation (one publisher,
+# in order: DDS delivers one writer's messages in order, so only a restart goes back this far)
+NEW_RUN_BACK_NS = 1_000_000_000
 
 
 class SensorError(BridgeError, ValueError):
@@ -166,7 +175,7 @@ class PlantLinkCore:
     blocks, baselines, and plant_in writes with and without a new simulated time."""
 
     COUNTERS = ("forwarded", "not_fresh", "refused", "baselines", "plant_in_writes",
-                "sim_time_repeated")
+                "sim_time_repeated", "sim_restarts")
 
     def __init__(self, config: BridgeConfig) -> None:
         self.config = config
@@ -179,6 +188,7 @@ class PlantLinkCore:
         self._baseline = True                     # the next read is a baseline
         self.counters: dict[str, int] = dict.fromkeys(self.COUNTERS, 0)
         self.last_refusal = ""
+        self.drive_fault = ""      # the refusal in force (a drive fault), '' when none
         self._torque_names = config.torque_sp_fields()
         self._rate_names = config.steer_rate_sp_fields()
 
@@ -191,15 +201,19 @@ class PlantLinkCore:
         bytes). ``alive`` advances only when ``sensors.stamp_ns`` is newer than the last
         written one."""
         cfg, v = self.config, self._values
-        if self._last_stamp_ns is None or sensors.stamp_ns > self._last_stamp_ns:
+        last = self._last_stamp_ns
+        new_run = last is not None and last - sensors.stamp_ns > NEW_RUN_BACK_NS
+        if new_run:
+            self.counters["sim_restarts"] += 1
+        if last is None or sensors.stamp_ns > last or new_run:
             v["alive"] = (int(v["alive"]) + 1) & 0xFFFF
-            self._last_stamp_ns = sensors.stamp_ns
+            self._last_stamp_ns = last = sensors.stamp_ns
         else:
             self.counters["sim_time_repeated"] += 1
-        stamp_ns = self._last_stamp_ns
+        stamp_ns = last
         v["sim_time"] = dint(stamp_ns // 1_000_000)
-        v.update(drive_ready=sensors.drive_ready, drive_fault=sensors.drive_fault,
-                 brake=sensors.brake)
+        v.update(drive_ready=sensors.drive_ready,
+                 drive_fault=sensors.drive_fault or bool(self.drive_fault), brake=sensors.brake)
         if imu is not None:
             v.update(yaw_rate=imu.yaw_rate, pitch=imu.pitch, roll=imu.roll)
         v["ground_speed"] = sensors.ground_speed
@@ -236,8 +250,10 @@ class PlantLinkCore:
                 self.counters["refused"] += 1
                 self.last_refusal = (f"plant_out seq {dint(seq)}: {name} = {value}: not "
                                      f"forwarded; drives braked")
+                self.drive_fault = self.last_refusal
                 return Actuation.braking(len(torques), len(rates), self.last_refusal, seq)
         self.counters["forwarded"] += 1
+        self.drive_fault = ""
         return Actuation(seq, torques, rates, bool(out["enable"]), bool(out["brake"]))
 
     def link_fault(self) -> None:

@@ -54,6 +54,7 @@ class PlantLinkSnapshot:
     plant_in_alive: int = 0
     last_forwarded: int | None = None
     last_refusal: str = ""
+    drive_fault: str = ""      # a refused plant_out in force (plant_in drive_fault set)
 
 
 class PlantLink:
@@ -124,7 +125,8 @@ class PlantLink:
             counters={**self.counters, **self.core.counters,
                       "plc_reconnects": self.plc.reconnects},
             connected=self.plc.connected, plant_in_alive=self.core.alive,
-            last_forwarded=self.core.last_forwarded, last_refusal=self.core.last_refusal)
+            last_forwarded=self.core.last_forwarded, last_refusal=self.core.last_refusal,
+            drive_fault=self.core.drive_fault)
 
     # --- the loop ------------------------------------------------------------------------------
     def _run(self) -> None:
@@ -174,10 +176,14 @@ class PlantLink:
             self._fault(f"read of plant_out DB{cfg.plant_out_db} failed: {self.plc.last_error}")
             return
         self.counters["exchanges"] += 1
+        fault_before = self.core.drive_fault
         act = self.core.plant_out(raw)
         if act is not None:
-            if act.reason:
-                self.log.warning("plant_link: %s", act.reason)
+            if self.core.drive_fault and not fault_before:   # said at its onset, counted after
+                self.log.error("plant_link: drive fault: %s (plant_in drive_fault set until a "
+                               "valid plant_out is forwarded)", self.core.drive_fault)
+            elif fault_before and not self.core.drive_fault:
+                self.log.info("plant_link: drive fault cleared: a valid plant_out forwarded")
             self._send(act)
         with self._lock:
             sensors, imu = self._sensors, self._imu
@@ -228,6 +234,7 @@ class PlantLink:
                 "plant_out_db": cfg.plant_out_db, "exchange_hz": self.config.exchange_hz,
                 "connected": snap.connected, "plant_in_alive": snap.plant_in_alive,
                 "last_forwarded_seq": snap.last_forwarded, "last_refusal": snap.last_refusal,
+                "drive_fault": snap.drive_fault,
                 **{f"counter.{k}": v for k, v in snap.counters.items()}}
 
 

@@ -129,6 +129,9 @@ class PlantLinkNode(Node):
         if values.get("last_refusal") and level == OK:
             level = WARN
         detail = str(values["detail"])
+        if values.get("drive_fault"):   # a refused plant_out in force: the drives braked
+            level = ERROR
+            detail = f"drive fault: {values['drive_fault']}" + (f"; {detail}" if detail else "")
         self.diagnostics.publish(level, status + (f": {detail}" if detail else ""), values)
 
     def close(self) -> None:

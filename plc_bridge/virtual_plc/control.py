@@ -13,6 +13,7 @@ request per line, one response per line::
     {"cmd": "reads", "since": 12.5}            -> monitor-DB reads [t, alive] since then
     {"cmd": "plant_writes", "since": 12.5}     -> HIL: plant_in writes (decoded, with t)
     {"cmd": "plant_reads", "since": 12.5}      -> HIL: plant_out reads [t, seq] since then
+    {"cmd": "plant_out_writes", "since": 12.5} -> HIL: the PLC's plant_out writes [t, seq]
     {"cmd": "shutdown"}                        -> the CLI exits
 
 Responses: ``{"ok": true, "result": ...}`` or ``{"ok": false, "error": "..."}``. The channel
@@ -86,13 +87,15 @@ class ControlServer:
                 result = self.plc.plant_writes(float(req.get("since", 0.0)))
             elif cmd == "plant_reads":
                 result = self.plc.plant_reads(float(req.get("since", 0.0)))
+            elif cmd == "plant_out_writes":
+                result = self.plc.plant_out_writes(float(req.get("since", 0.0)))
             elif cmd == "shutdown":
                 result = "bye"
                 if self._on_shutdown:
                     self._on_shutdown()
             else:
                 raise ValueError(f"unknown cmd {cmd!r}; use status faults link writes reads "
-                                 f"plant_writes plant_reads shutdown")
+                                 f"plant_writes plant_reads plant_out_writes shutdown")
             return {"ok": True, "result": result}
         except Exception as e:  # noqa: BLE001 - any failure goes back to the caller
             return {"ok": False, "error": f"{type(e).__name__}: {e}"}
@@ -138,6 +141,10 @@ class ControlClient:
 
     def plant_reads(self, since: float = 0.0) -> list[list[float]]:
         result: list[list[float]] = self.call("plant_reads", since=since)   # JSON reply
+        return result
+
+    def plant_out_writes(self, since: float = 0.0) -> list[list[float]]:
+        result: list[list[float]] = self.call("plant_out_writes", since=since)   # JSON reply
         return result
 
     def close(self) -> None:

@@ -10,8 +10,12 @@ monitor DB:
 - plant watchdog: the simulation's alive counter in ``plant_in`` must change within
   ``plant_watchdog_timeout_s`` (``plant.AliveWatchdog``: a counter that never moved proves
   nothing, so the PLC starts with the plant lost). Lost -> ``plant_lost``, latched until the
-  counter runs again *and* no drive command is in force (the bridge stops on the fault, so the
-  latch clears on that stop, never by itself under a running command);
+  counter runs again (``RECOVER_CHANGES`` changes since it stopped, none further apart than
+  the watchdog time) *and* no drive command is in force (the bridge stops on the fault, so the
+  latch clears on that stop, never by itself under a running command). One change is not
+  enough: a ``plant_in`` write held up on a cut link (a store-and-forward hop, a TCP
+  retransmission; the plant link has one request in flight) arrives after the fault with a
+  newer counter and measurements seconds old, and must not bring the plant back;
 - drive: per-drive PI speed loops (``speed_loop.PiSpeedLoop``: clamping anti-windup) from the
   bridge's speed set-points [m/s] and ``plant_in``'s measured speeds to torque set-points
   [N m]; per steered wheel a P angle loop to a steering-rate command [rad/s], limited to
@@ -40,6 +44,7 @@ from plc_bridge.virtual_plc.plant import AliveWatchdog
 from plc_bridge.virtual_plc.speed_loop import PiSpeedLoop
 
 STANDSTILL_M_S = 0.02   # below this on every drive a controlled stop applies the brakes [m/s]
+RECOVER_CHANGES = 3     # alive changes after a loss before plant_lost may clear (one may be late)
 MODES = ("parked", "drive", "stopping", "safe")
 
 
@@ -78,6 +83,8 @@ class HilProgram:
         self.steer_rate_rad_s = vp.steer_rate_rad_s
         self.watchdog = AliveWatchdog(vp.plant_watchdog_timeout_s)
         self.plant_lost = True
+        self._changes = 0                           # alive changes since the last loss
+        self._last_alive: int | None = None
         self.mode = "parked"
         self.alive = 0
         self._seq_abs = int(seq_start_ms)
@@ -97,11 +104,16 @@ class HilProgram:
         and ``angle_sp`` [rad]: the guard's set-points; ``plant_in``: the decoded block;
         ``drive_requested``: the guard's last taken command is a drive (not a stop) - the
         plant_lost latch clears only without one."""
-        if self.watchdog.update(int(plant_in["alive"]), now_s):
-            if self.plant_lost and not drive_requested:
+        alive = int(plant_in["alive"])
+        if self.watchdog.update(alive, now_s):
+            if self._last_alive is not None and alive != self._last_alive:
+                self._changes = min(self._changes + 1, RECOVER_CHANGES)
+            if self.plant_lost and not drive_requested and self._changes >= RECOVER_CHANGES:
                 self.plant_lost = False
         else:
             self.plant_lost = True
+            self._changes = 0
+        self._last_alive = alive
         speeds = [float(plant_in[n]) for n in self._speed_names]
         angles = [float(plant_in[n]) for n in self._angle_names]
         fault = ""

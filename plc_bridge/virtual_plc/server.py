@@ -45,8 +45,9 @@ guard's verdict (``refused``: the reason, or None when taken; ``writes(since)``)
 of the monitor DB with the alive value it carried (``reads(since)``), so a test in another
 process can check what reached the PLC and when (``time.monotonic`` is the system-wide
 CLOCK_MONOTONIC on Linux). In external mode the ``plant_in`` writes are logged too
-(``plant_writes(since)``) and the ``plant_out`` reads with the seq they carried
-(``plant_reads(since)``).
+(``plant_writes(since)``), the ``plant_out`` reads with the seq they carried
+(``plant_reads(since)``) and the plant program's own ``plant_out`` writes
+(``plant_out_writes(since)``).
 """
 
 from __future__ import annotations
@@ -140,6 +141,9 @@ class VirtualPlc:
         self._plant_writes: collections.deque[tuple[float, bytes]] = collections.deque(
             maxlen=write_log_size)
         self._plant_reads: collections.deque[tuple[float, int]] = collections.deque(
+            maxlen=write_log_size)
+        # the plant program's own plant_out writes (t after the write, seq): bench/hil_loop.py
+        self._plant_out_writes: collections.deque[tuple[float, int]] = collections.deque(
             maxlen=write_log_size)
         self._measured: tuple[list[float], list[float]] = ([0.0] * len(config.wheels),
                                                            [0.0] * len(config.steering))
@@ -375,6 +379,7 @@ class VirtualPlc:
             self.drove_at = now
         if not f.freeze_plant_out:
             self._put(cfg.plant_out_db, self._plant_out_buf, cfg.plant_out.encode(res.plant_out))
+            self._plant_out_writes.append((time.monotonic(), int(res.plant_out["seq"])))
         if not f.freeze_alive:
             self._alive = (self._alive + 1) & 0xFFFF
         values: dict[str, Any] = {
@@ -469,6 +474,11 @@ class VirtualPlc:
     def plant_reads(self, since: float = 0.0) -> list[tuple[float, int]]:
         """Logged plant_out reads ``(t, seq)`` with ``t >= since``."""
         return [r for r in list(self._plant_reads) if r[0] >= since]
+
+    def plant_out_writes(self, since: float = 0.0) -> list[tuple[float, int]]:
+        """The plant program's logged plant_out writes ``(t, seq)`` with ``t >= since`` (t just
+        after the block was in place)."""
+        return [w for w in list(self._plant_out_writes) if w[0] >= since]
 
     def reads(self, since: float = 0.0) -> list[tuple[float, int]]:
         """Logged monitor-DB reads ``(t, alive)`` with ``t >= since`` (benchmark)."""
