@@ -104,7 +104,8 @@ def _record(t_end: float = 40.0, sp: float = 0.8) -> hil_record.HilRecord:
         ground = 0.9 * v if zone == "patch" else 0.999 * v
         torque = 8550.0 if 12.0 <= t < 13.0 else 2000.0
         rec.sensors.append((t, v, v, ground, torque, torque, x))
-        rec.imu.append((t, 0.0, 0.1 if zone == "ridge" else 0.0))
+        # nose up on the flank, where the patch lies
+        rec.imu.append((t, 0.0, PATH.steepest_grade_rad if zone == "patch" else 0.0))
         x += ground * 0.01
     return rec
 
@@ -118,7 +119,8 @@ def test_figures_of_a_record() -> None:
     assert f.peak_slip_where == "patch"
     assert f.mean_slip_by_ground["firm"] == pytest.approx(0.001, rel=1e-3)
     assert f.saturated_s == pytest.approx(1.0, abs=0.02)
-    assert f.steepest_pitch_deg == pytest.approx(math.degrees(0.1))
+    assert f.steepest_pitch_deg == pytest.approx(math.degrees(PATH.steepest_grade_rad))
+    assert f.uphill_error_pct == pytest.approx(0.5, abs=1e-6) and f.uphill_window_s > 0.1
     # the set-points are the PLC's, mapped from its clock to simulated time
     assert list(rec.setpoint_at(np.array([-1.0, 0.5]))[:, 0]) == [0.0, 0.8]
 

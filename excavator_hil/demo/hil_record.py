@@ -112,12 +112,16 @@ def figures(record: HilRecord, path: DrivePath, torque_limit_nm: float, gauge_m:
     zones = np.array([path.zone(x, half_length_m) for x in s[:, 6]])
     driving = np.any(np.abs(sp) > 0.05, axis=1)
     # steady: on firm ground, the set-point the same for SETTLE_S, on that ground as long
-    since = np.full(len(t), np.nan)
-    start = t[0]
+    since = np.full(len(t), np.nan)      # on this ground with this set-point for [s]
+    since_sp = np.full(len(t), np.nan)   # with this set-point for [s]
+    start = start_sp = t[0]
     for k in range(len(t)):
-        if k == 0 or zones[k] != zones[k - 1] or np.any(np.abs(sp[k] - sp[k - 1]) > 0.01):
+        changed = k > 0 and bool(np.any(np.abs(sp[k] - sp[k - 1]) > 0.01))
+        if k == 0 or changed:
+            start_sp = t[k]
+        if k == 0 or changed or zones[k] != zones[k - 1]:
             start = t[k]
-        since[k] = t[k] - start
+        since[k], since_sp[k] = t[k] - start, t[k] - start_sp
     steady = driving & (zones == "firm") & (since >= SETTLE_S)
     if steady.sum() >= 10:
         err = [100.0 * float(np.mean(s[steady, 1 + i] - sp[steady, i]) / np.mean(sp[steady, i]))
@@ -128,8 +132,13 @@ def figures(record: HilRecord, path: DrivePath, torque_limit_nm: float, gauge_m:
         pitch = np.interp(t, imu[:, 0], imu[:, 2])
         up = driving & (pitch >= 0.9 * path.steepest_grade_rad)   # on the uphill flank
         if np.any(up):
-            t_up = t[np.argmax(up)]
-            held = up & (t >= t_up + SLOPE_SETTLE_S)
+            on_grade = np.full(len(t), np.nan)   # on the flank's grade for [s]
+            start = t[0]
+            for k in range(len(t)):
+                if not up[k] or (k > 0 and not up[k - 1]):
+                    start = t[k]
+                on_grade[k] = t[k] - start
+            held = up & (on_grade >= SLOPE_SETTLE_S) & (since_sp >= SLOPE_SETTLE_S)
             if held.sum() >= 10:
                 rel = (s[held, 1:3] - sp[held]) / sp[held]
                 f.uphill_error_pct = 100.0 * float(np.mean(rel))
