@@ -210,7 +210,10 @@ class DemoStack:
             import shutil
 
             shutil.rmtree(bag)
-        recorded = RECORDED_TOPICS + (HIL_TOPICS if self.options.plant == "closed" else ())
+        # the loop's topics with one machine (its drive is the one analysed; a fleet's bag
+        # stays the size it was: the recorder keeps up with N machines' 100 Hz topics)
+        hil = self.options.plant == "closed" and len(self.machines) == 1
+        recorded = RECORDED_TOPICS + (HIL_TOPICS if hil else ())
         topics = [f"{m.ns}/{t}" if m.ns else t for m in self.machines for t in recorded]
         self._start("bag_record", "excavator_hil.cli",
                     # sim time: the bag's timestamps and /clock on replay share the header
