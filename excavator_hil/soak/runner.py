@@ -81,7 +81,9 @@ class SoakOptions:
     warmup_s: float | None = None  # per process life before its footprint is judged [s]
     sample_period_s: float = 2.0   # PSS / descriptors / threads [s]
     drive_span_m: float = 0.5      # the tracks drive back and forth this far from the start [m]
-    demo: DemoOptions = field(default_factory=DemoOptions)
+    # the arrangement its fault bounds are derived for (soak.bounds: the virtual PLC's own
+    # first-order plant); the closed HIL loop's soak is not calibrated yet
+    demo: DemoOptions = field(default_factory=lambda: DemoOptions(plant="standalone"))
 
     @property
     def duration_s(self) -> float:
