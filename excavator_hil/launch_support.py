@@ -283,9 +283,10 @@ BACKGROUND_NICE = 10  # the demo's default (--background-nice)
 # themselves once started
 IN_NODE = "gc frozen after start-up, GIL handed over after 0.5 ms (in the node)"
 SETS_UP_ITSELF = frozenset({"sim_node", "soil_node", "ik_node", "teleop_node", "plc_bridge",
-                            "virtual_plc"})
+                            "virtual_plc", "plant_link"})
 # the process group of each node (excavator_common.realtime.GROUPS)
-NODE_GROUPS = {"plc_bridge": "bridge", "virtual_plc": "bridge", "sim_node": "sim",
+NODE_GROUPS = {"plc_bridge": "bridge", "virtual_plc": "bridge", "plant_link": "bridge",
+               "sim_node": "sim",
                "soil_node": "sim", "ik_node": "sim", "teleop_node": "sim",
                "robot_state_publisher": "sim", "dashboard": "background", "rviz2": "background"}
 
@@ -320,6 +321,8 @@ class RealtimePlan:
                             f"{max(1, self.plc_rt_priority - 1)} for its executor thread")
         elif self.plc_rt_priority and name == "virtual_plc":
             notes.insert(1, f"SCHED_FIFO {self.plc_rt_priority} (the whole process)")
+        elif self.plc_rt_priority and name == "plant_link":
+            notes.insert(1, f"SCHED_FIFO {self.plc_rt_priority} for its exchange thread")
         if name in SETS_UP_ITSELF and self.mode != "off":
             notes.append(IN_NODE)
         return f"real-time set-up of {label or name}: " + "; ".join(notes or ["unchanged"])
@@ -397,6 +400,17 @@ def realtime_plan(mode: str, rt_priority: str, pin_cpus: str, plc_params: str,
     return RealtimePlan(mode, prefixes, bridge_rt, rt if fifo else 0, BACKGROUND_NICE, notes)
 
 
+def plant_link_parameters(plant_link_params: str, plc_params: str, plc_host: str,
+                          plc_port: int, model: str, plan: RealtimePlan) -> dict[str, Any]:
+    """The plant link's parameters in a launch (``plant:=closed``): its own file, and the PLC
+    the bridge talks to (host, port, model, the bridge's file for the blocks), so the two can
+    never name different PLCs; its exchange thread under the virtual PLC's SCHED_FIFO
+    priority (0 where the plan applies none)."""
+    return {"config_file": plant_link_params, "plc_config_file": plc_params,
+            "plc_host": plc_host, "plc_port": int(plc_port), "model": model,
+            "rt_priority": int(plan.plc_rt_priority)}
+
+
 def _launch_prefix(context: Any, executable: str) -> list[str]:
     """The user's ``--launch-prefix`` (``launch-prefix`` configuration) for ``executable``,
     honouring ``--launch-prefix-filter``: a node given its own prefix would lose it."""
@@ -460,6 +474,8 @@ def plan_from_arguments(context: Any) -> RealtimePlan:
 
 # --- the launch arguments: one table for every launch file -----------------------------------
 BOOL = ("true", "false")
+# the launch argument ``plant``: hardware in the loop through the simulated machine, or not
+PLANT_ARRANGEMENTS = ("closed", "standalone")
 MODELS = ("skid_steer", "ackermann", "4wd4ws")
 RVIZ_AUTO = "<rviz2 installed>"  # default: rviz_default() when the launch file runs
 
@@ -515,6 +531,14 @@ ARGUMENTS: dict[str, LaunchArgument] = {a.name: a for a in (
                    MODELS),
     LaunchArgument("virtual_plc", "start the virtual PLC and connect the bridge to it",
                    "false", BOOL),
+    LaunchArgument("plant", "the PLC's plant. closed: hardware in the loop, the simulated "
+                   "machine is the plant (the plant link exchanges the PLC's plant_in / "
+                   "plant_out blocks with sim_node's drive train, the virtual PLC runs "
+                   "plant_mode external); standalone: no plant link, the virtual PLC's built-in "
+                   "first-order plant, sim_node's tracks follow track_command",
+                   "standalone", PLANT_ARRANGEMENTS),
+    _param_file("plant_link", "plant_link", " (exchange rate, write allow-list; the PLC "
+                "connection, model and blocks come from plc_params)"),
     LaunchArgument("virtual_plc_port", "TCP port of the virtual PLC's S7 server", "1102"),
     LaunchArgument("dashboard", "browser dashboard on http://127.0.0.1:8080/ "
                    "(dashboard.launch.py for its own arguments)", "false", BOOL),
@@ -558,32 +582,53 @@ _SIM = ("namespace", "use_sim_time", "rviz", "soil", "track_command", "sim_param
         "soil_params", "ik_params", "teleop", "teleop_params", "soil_in_process")
 _BRIDGE = ("namespace", "use_sim_time", "plc_params", "plc_host", "redis_url", "model",
            "virtual_plc", "virtual_plc_port")
+# ``plant`` per file: where a file runs only one half of the loop, the loop is closed only when
+# asked (the other half must run too); sim.launch.py's own description
+_PLANT_SIM = _A["plant"].but(description="closed: sim_node's tracks are the PLC's plant "
+                             "(drive_mode plant: the plant link's plant/actuation drives them "
+                             "through the drive train; plant/sensors and imu answer; start "
+                             "bridge.launch.py with plant:=closed too); standalone: they follow "
+                             "track_command")
+_PLANT_BRIDGE = _A["plant"].but(description="closed: also start the plant link (the PLC's "
+                                "plant_in / plant_out <-> plant/sensors, imu, plant/actuation "
+                                "of a sim_node with plant:=closed) and run the virtual PLC with "
+                                "plant_mode external; standalone: no plant link, the virtual "
+                                "PLC's built-in plant (a real machine: always standalone)")
+# where the whole loop runs in one launch (the simulation and the PLC): closed by default
+_PLANT_LOOP = _A["plant"].but(default="closed", description="closed (default): hardware in "
+                              "the loop, the simulated machine is the PLC's plant (plant link, "
+                              "sim_node drive_mode plant, the virtual PLC's plant_mode "
+                              "external; a real PLC needs the HIL blocks of docs/plc_setup.md); "
+                              "standalone: the former arrangement, the virtual PLC's built-in "
+                              "plant and sim_node's tracks following track_command")
 # every launch file that starts required nodes: supervision and real-time set-up
 _SUPERVISION = ("respawn", "respawn_delay_s", "respawn_limit", "respawn_window_s", "realtime")
 _REALTIME = ("rt_priority", "pin_cpus")
 
 # Per launch file, in order: the arguments it declares (a name: the table's entry as it is).
 LAUNCH_FILES: dict[str, tuple[str | LaunchArgument, ...]] = {
-    "sim.launch.py": (*_SIM, *_SUPERVISION, *_REALTIME),
+    "sim.launch.py": (*_SIM, _PLANT_SIM, *_SUPERVISION, *_REALTIME),
     "bridge.launch.py": (
         _A["namespace"].but(description="ROS namespace of the bridge's node and topics"),
         _A["use_sim_time"].but(default="false", description="use /clock (true needs sim_node "
                                "with use_sim_time true, or bag play --clock)"),
-        *_BRIDGE[2:], *_SUPERVISION, *_REALTIME),
+        *_BRIDGE[2:], _PLANT_BRIDGE, "plant_link_params", *_SUPERVISION, *_REALTIME),
     # everything of sim.launch.py and bridge.launch.py (forwarded to both), and the dashboard
     "excavator.launch.py": (
         *_SIM[:4],
-        _A["track_command"].but(default="plc/wheel_states", description="topic whose "
-                                "track_left/track_right velocities [m/s] drive sim_node's "
-                                "tracks: the PLC's measured track speeds (track_command: drive "
-                                "them directly)"),
+        _A["track_command"].but(default="plc/wheel_states", description="plant:=standalone: "
+                                "topic whose track_left/track_right velocities [m/s] drive "
+                                "sim_node's tracks: the PLC's measured track speeds "
+                                "(track_command: drive them directly); unused with "
+                                "plant:=closed"),
         *_SIM[5:], "plc_params",
         _A["plc_host"].but(description="IP address of the S7-1200/1500 (ignored with "
                            "virtual_plc:=true)"),
         "redis_url", "model",
         _A["virtual_plc"].but(default="true", description="use the virtual PLC instead of real "
-                              "hardware"),
-        "virtual_plc_port", "dashboard", *_SUPERVISION, *_REALTIME),
+                              "hardware (false: the PLC at plc_host)"),
+        "virtual_plc_port", _PLANT_LOOP, "plant_link_params", "dashboard", *_SUPERVISION,
+        *_REALTIME),
     "dashboard.launch.py": (
         _A["namespace"].but(description="ROS namespace of the excavator to show and drive"),
         "host", "port", "token",
@@ -600,7 +645,11 @@ LAUNCH_FILES: dict[str, tuple[str | LaunchArgument, ...]] = {
                                    "machine k uses this + k"),
         "model", "sim_params", "soil_params", "ik_params",
         _A["plc_params"].but(description="plc_bridge parameter file"),
-        *_SUPERVISION, *_REALTIME),
+        _PLANT_LOOP.but(description="closed (default): each machine's simulation is its "
+                        "virtual PLC's plant (a plant link per machine, sim_node drive_mode "
+                        "plant, plant_mode external); standalone: the virtual PLCs' built-in "
+                        "plants, each sim_node's tracks following its plc/wheel_states"),
+        "plant_link_params", *_SUPERVISION, *_REALTIME),
 }
 
 

@@ -3,6 +3,18 @@
     ros2 launch excavator_hil bridge.launch.py plc_host:=192.168.0.10 redis_url:=redis://host:6379/0
     ros2 launch excavator_hil bridge.launch.py virtual_plc:=true     # HIL without hardware
     ros2 launch excavator_hil bridge.launch.py respawn:=true rt_priority:=20
+    ros2 launch excavator_hil bridge.launch.py virtual_plc:=true plant:=closed  # + plant link
+
+``plant:=closed`` (default ``standalone``) closes the hardware-in-the-loop loop through a
+simulated machine (sim.launch.py ``plant:=closed``): the plant link (``plant_link``, its
+parameters from ``plant_link_params``, the PLC connection, model and blocks from
+``plc_params``) exchanges the PLC's ``plant_in`` / ``plant_out`` blocks with the simulation's
+``plant/sensors``, ``imu`` and ``plant/actuation`` at 100 Hz, and the virtual PLC runs
+``plant_mode: external`` (its speed loops on the simulated machine's measured speeds). With a
+real PLC (``virtual_plc:=false plc_host:=...``) the plant link talks to that PLC, which must run
+the HIL blocks of docs/plc_setup.md; never start it against a machine with its drives
+connected (the HIL guard of docs/plc_setup.md). ``standalone``: no plant link, the virtual
+PLC's built-in first-order plant.
 
 Both are required: when one ends by itself, the launch says which and why, stops the other and
 exits with code 1 (its last line names the node); ``respawn:=true`` starts it again instead. The
@@ -24,6 +36,7 @@ from excavator_hil.launch_support import (
     declare_arguments,
     number_argument,
     plan_from_arguments,
+    plant_link_parameters,
     supervised_node,
 )
 
@@ -48,6 +61,7 @@ def _nodes(context: LaunchContext) -> list[Action]:
 
     plan = plan_from_arguments(context)
     virtual = arg("virtual_plc") == "true"
+    closed = arg("plant") == "closed"
     params = arg("plc_params")
     port = int(number_argument("virtual_plc_port", arg("virtual_plc_port"), int, (1, 65535),
                                "the TCP port of the virtual PLC's S7 server"))
@@ -56,7 +70,9 @@ def _nodes(context: LaunchContext) -> list[Action]:
         nodes += supervised_node(
             context, plan, name="virtual_plc",
             arguments=["--port", str(port), "--model", arg("model"),
-                       "--config", params, "--rt-priority", str(plan.plc_rt_priority)])
+                       "--config", params, "--rt-priority", str(plan.plc_rt_priority),
+                       # closed: the simulated machine is the plant (plant_in / plant_out)
+                       "--plant-mode", "external" if closed else "internal"])
     bridge: dict[str, Any] = {
         # The data-block layouts and vehicle geometry come from the same file.
         "config_file": params,
@@ -71,4 +87,8 @@ def _nodes(context: LaunchContext) -> list[Action]:
     if plan.rt_priority is not None:   # else plc_params' rt_priority stands
         bridge["rt_priority"] = plan.rt_priority
     nodes += supervised_node(context, plan, name="plc_bridge", parameters=[params, bridge])
+    if closed:
+        nodes += supervised_node(context, plan, name="plant_link", parameters=[
+            plant_link_parameters(arg("plant_link_params"), params, bridge["plc_host"],
+                                  int(bridge["plc_port"]), arg("model"), plan)])
     return nodes

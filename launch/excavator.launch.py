@@ -1,10 +1,21 @@
 """Everything: the simulated excavator (sim.launch.py) and the PLC bridge (bridge.launch.py).
 
-    ros2 launch excavator_hil excavator.launch.py [namespace:=exc1] [virtual_plc:=false ...]
+    ros2 launch excavator_hil excavator.launch.py [namespace:=exc1]
+    ros2 launch excavator_hil excavator.launch.py virtual_plc:=false plc_host:=192.168.0.10
+    ros2 launch excavator_hil excavator.launch.py plant:=standalone
 
-The simulated tracks follow the PLC: sim_node's ``track_command`` is remapped to the bridge's
-``plc/wheel_states`` (measured track speeds), so driving through Redis -> plc_bridge -> PLC
-moves the simulated machine (argument ``track_command``).
+Hardware in the loop (``plant:=closed``, the default): the simulated machine is the PLC's
+plant. Redis velocity command -> plc_bridge -> control DB -> PLC (its speed loops) ->
+``plant_out`` -> plant link -> ``plant/actuation`` -> sim_node (``drive_mode: plant``: drive
+train, terramechanics) -> ``plant/sensors`` + ``imu`` -> plant link -> ``plant_in`` -> PLC ->
+monitor DB -> plc_bridge -> Redis monitor keys. With ``virtual_plc:=true`` (the default) the
+virtual PLC runs ``plant_mode: external``; a real PLC is selected by its address alone
+(``virtual_plc:=false plc_host:=...``: the bridge and the plant link talk to it, nothing else
+changes; it must run the HIL blocks of docs/plc_setup.md).
+
+``plant:=standalone``: the former arrangement, no plant link: the virtual PLC's built-in
+first-order plant, and sim_node's tracks follow the PLC's reported track speeds
+(``track_command`` remapped to the bridge's ``plc/wheel_states``, argument ``track_command``).
 
 ``dashboard:=true`` adds the browser dashboard (dashboard.launch.py) for this namespace, Redis
 and PLC parameter file.

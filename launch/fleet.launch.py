@@ -5,9 +5,12 @@
 
 Machine k (0-based; namespace ``exc<k+1>`` or the k-th of ``namespaces``) gets, inside a scoped
 group with its namespace pushed:
-- sim_node (``track_command`` remapped to ``plc/wheel_states``: the PLC drives its tracks),
-  ik_node, robot_state_publisher, the virtual PLC and plc_bridge: every node and every relative
-  topic under ``/<ns>/``;
+- sim_node, ik_node, robot_state_publisher, the virtual PLC, plc_bridge and (``plant:=closed``,
+  the default) the plant link: every node and every relative topic under ``/<ns>/``. Closed:
+  the machine's simulation is its PLC's plant (sim_node ``drive_mode: plant``, the virtual
+  PLC's ``plant_mode: external``, the plant link on that PLC's port); ``plant:=standalone``:
+  the virtual PLC's built-in plant, sim_node's ``track_command`` remapped to
+  ``plc/wheel_states``;
 - TF frame prefix ``<ns>/`` (sim_node, ik_node, plc_bridge, the URDF): ``<ns>/base_link``,
   ``<ns>/odom`` ... (``world`` is shared, so all machines hang in one TF tree);
 - its own strip of the world: base at y = k * ``spacing`` [m];
@@ -41,7 +44,12 @@ from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import PushRosNamespace
 
 from excavator_hil.fleet import fleet_namespaces, shared_soil_grid, sim_grid_parameters
-from excavator_hil.launch_support import declare_arguments, plan_from_arguments, supervised_node
+from excavator_hil.launch_support import (
+    declare_arguments,
+    plan_from_arguments,
+    plant_link_parameters,
+    supervised_node,
+)
 
 PACKAGE = "excavator_hil"
 
@@ -78,6 +86,7 @@ def _machines(context: LaunchContext) -> list[Action]:
     soil_grid = load_soil_config(arg("soil_params")).terrain if soil else None
     soil_centre_y = soil_grid.centre_y_m if soil_grid is not None else 0.0
     plan = plan_from_arguments(context)
+    closed = arg("plant") == "closed"
 
     def node(name: str, ns: str = "", **kwargs: Any) -> list[Action]:
         # ns: only for the log line (the node's namespace is the group's PushRosNamespace)
@@ -107,6 +116,8 @@ def _machines(context: LaunchContext) -> list[Action]:
             # machine 0 publishes /clock; the others step to it (one time for every stamp)
             "use_sim_time": True,
             "follow_clock": not owner,
+            # plant:=closed: the drive train under the PLC's plant/actuation (HIL)
+            "drive_mode": "plant" if closed else "kinematic",
         }
         follow = {"use_sim_time": True}
         bridge: dict[str, object] = {
@@ -118,7 +129,7 @@ def _machines(context: LaunchContext) -> list[Action]:
         nodes: list[Action] = [
             PushRosNamespace(ns),
             *node("sim_node", ns, parameters=[arg("sim_params"), sim_params],
-                  remappings=[("track_command", "plc/wheel_states"),
+                  remappings=[*([] if closed else [("track_command", "plc/wheel_states")]),
                               *([("soil/terrain_patch", "/soil/terrain_patch")] if shared
                                 else [])]),
             *node("ik_node", ns, parameters=[arg("ik_params"), {"frame_prefix": prefix}, follow]),
@@ -127,9 +138,14 @@ def _machines(context: LaunchContext) -> list[Action]:
                               follow]),
             *node("virtual_plc", ns, arguments=[
                 "--port", str(plc_port + k), "--model", arg("model"),
-                "--config", arg("plc_params"), "--rt-priority", str(plan.plc_rt_priority)]),
+                "--config", arg("plc_params"), "--rt-priority", str(plan.plc_rt_priority),
+                "--plant-mode", "external" if closed else "internal"]),
             *node("plc_bridge", ns, parameters=[arg("plc_params"), bridge]),
         ]
+        if closed:   # this machine's plant link, on its own virtual PLC
+            nodes += node("plant_link", ns, parameters=[plant_link_parameters(
+                arg("plant_link_params"), arg("plc_params"), "127.0.0.1", plc_port + k,
+                arg("model"), plan)])
         if soil and not shared:
             nodes += node("soil_node", ns, parameters=[arg("soil_params"), {
                 "terrain.centre_y_m": soil_centre_y + y}, follow])

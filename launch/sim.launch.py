@@ -1,6 +1,8 @@
 """The simulated excavator: sim_node (the soil model inside), ik_node, robot_state_publisher, RViz.
 
     ros2 launch excavator_hil sim.launch.py [namespace:=exc1] [rviz:=true] [use_sim_time:=true]
+    ros2 launch excavator_hil sim.launch.py plant:=closed   # the PLC's plant (bridge.launch.py
+                                                            # plant:=closed beside it)
 
 use_sim_time goes to every node, sim_node included: sim_node publishes /clock only when it is
 true, so with false the whole graph runs on wall time. rviz defaults to true where rviz2 is
@@ -9,6 +11,12 @@ installed, else to false.
 The soil: with ``soil:=true`` (default) the soil model runs inside sim_node
 (``soil_in_process:=true``, default: every bucket pose answered within its period, issue 32);
 ``soil_in_process:=false`` runs soil_node in its own process over DDS instead.
+
+``plant`` (default ``standalone``): ``closed`` runs sim_node with ``drive_mode: plant``, the
+tracks driven by the PLC's actuation (``plant/actuation`` from the plant link, which
+bridge.launch.py ``plant:=closed`` starts) through the drive train, ``plant/sensors`` and ``imu``
+answering; ``standalone`` runs it with ``drive_mode: kinematic``, the tracks following
+``track_command`` (docs/simulation.md, "Drive train and traction").
 
 Every node but RViz is required: when one ends by itself, the launch says which and why, stops
 the others and exits with code 1 (its last line names the node); ``respawn:=true`` starts it
@@ -69,6 +77,7 @@ def _nodes(context: LaunchContext) -> list[Action]:
     # exact coupling by default (issue 32): the soil core inside sim_node answers every bucket
     # pose within its period; soil_in_process:=false runs soil_node over DDS instead
     soil_in_process = soil and arg("soil_in_process") == "true"
+    closed = arg("plant") == "closed"
     nodes = [
         *node("sim_node", parameters=[arg("sim_params"), {
             "publish_robot_description": False,
@@ -77,7 +86,12 @@ def _nodes(context: LaunchContext) -> list[Action]:
             "terrain.contact": not soil,
             "soil_in_process": soil_in_process,
             "soil_params_file": arg("soil_params") if soil_in_process else "",
-        }, common], remappings=[("track_command", arg("track_command"))]),
+            # plant:=closed: the drive train under the PLC's plant/actuation (HIL)
+            "drive_mode": "plant" if closed else "kinematic",
+        }, common],
+              # closed: not remapped (sim_node refuses track_command in drive_mode plant, and
+              # would count every plc/wheel_states as a rejection)
+              remappings=[] if closed else [("track_command", arg("track_command"))]),
         *node("ik_node", parameters=[arg("ik_params"), common]),
         *(node("soil_node", parameters=[arg("soil_params"), common])
           if soil and not soil_in_process else []),

@@ -21,6 +21,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from plc_bridge.command_seq import SEQ_MARGIN
 from plc_bridge.config import MODELS, BridgeConfig, load_config
 from plc_bridge.db_layout import DbLayout
 from plc_bridge.errors import BridgeConfigError
@@ -236,13 +237,31 @@ def hil_io_source(config: BridgeConfig, plant_watchdog_ms: int = 250) -> str:
       held up on a cut link, arriving late with a newer counter, cannot bring the plant back):
       ``plant_out`` safe, the program must stop (monitor ``plant_lost``);
     - ``plant_out.seq`` +1 every scan, written after every other field (the plant link
-      forwards a scan's actuation only with a newer seq).
+      forwards a scan's actuation only with a newer seq); a counter without a clock, restarted
+      2^16 beyond ``plant_in.actuation_seq`` whenever that is newer than the last seq written
+      (a CPU restarted with its statics reset while the plant link stayed connected: forwarded
+      at once, as ``hil_program.ActuationSequence`` does in the virtual PLC).
     """
     pin, pout = block_name(config.plant_in), block_name(config.plant_out)
     sensors = [*config.speed_fields(), *(n for n in config.torque_fields()
                                          if config.plant_in.has(n)), *config.angle_fields()]
     actuators = [*config.torque_sp_fields(), *config.steer_rate_sp_fields()]
     unit = {f.name: f.unit for lay in (config.plant_in, config.plant_out) for f in lay.fields}
+
+    # a run's seq starts beyond what the plant link forwarded (its actuation_seq), whenever
+    # that is newer than the last seq written: RFC 1982 order, the unsigned difference
+    # modulo 2^32 within 1 .. 2^31 - 1 (a layout without actuation_seq: +1 only)
+    resync = [
+        "   // a new run of seq beyond what the plant link last forwarded (plant_in.actuation_seq)",
+        "   // when that is newer than our last seq: restarted with the statics reset while",
+        "   // the link stayed connected; else our seq would look old and never be forwarded",
+        f'   #SeqAhead := DWORD_TO_UDINT(DINT_TO_DWORD("{pin}".actuation_seq))',
+        "                - DWORD_TO_UDINT(DINT_TO_DWORD(#Seq));",
+        f'   IF "{pin}".actuation_seq <> 0 AND #SeqAhead > 0 AND #SeqAhead < 2147483648 THEN',
+        f'      #Seq := DWORD_TO_DINT(UDINT_TO_DWORD(DWORD_TO_UDINT(DINT_TO_DWORD('
+        f'"{pin}".actuation_seq)) + {SEQ_MARGIN - 1}));',
+        "   END_IF;",
+    ] if config.plant_in.has("actuation_seq") else []
 
     def decl(names: list[str], prefix: str, what: str) -> list[str]:
         return [f"      {prefix}{n} : Real;   // [{unit[n]}] {what}" for n in names]
@@ -283,6 +302,7 @@ def hil_io_source(config: BridgeConfig, plant_watchdog_ms: int = 250) -> str:
         "      LastAlive : UInt;",
         "      AckOld : Bool;",
         "      Seq : DInt;",
+        "      SeqAhead : UDInt;            // plant_in.actuation_seq - Seq, modulo 2^32",
         "      OutAlive : UInt;",
         "   END_VAR",
         "",
@@ -351,11 +371,15 @@ def hil_io_source(config: BridgeConfig, plant_watchdog_ms: int = 250) -> str:
         "   END_IF;",
         "   #OutAlive := #OutAlive + 1;   // UInt: wraps 65535 -> 0",
         f'   "{pout}".alive := #OutAlive;',
+        *resync,
         "   // seq last: a read that catches this scan half-way has the old seq (not forwarded)",
         "   IF #Seq = 2147483647 THEN",
         "      #Seq := -2147483648;",
         "   ELSE",
         "      #Seq := #Seq + 1;",
+        "   END_IF;",
+        "   IF #Seq = 0 THEN",
+        "      #Seq := 1;   // 0 is the plant link's 'none'",
         "   END_IF;",
         f'   "{pout}".seq := #Seq;',
         "END_FUNCTION_BLOCK",

@@ -385,5 +385,13 @@ def test_generated_hil_io_block_maps_the_io_behind_the_interlock(model):
     assert "#Io_Enable := #Enable AND #RealOk;" in body
     statements = [ln.strip() for ln in body.splitlines() if ln.strip().endswith(";")]
     assert statements[-1] == f"{pout}.seq := #Seq;"             # written last
+    # seq restart-safe without a clock (hil_program.ActuationSequence's rule): a new run
+    # 2^16 beyond plant_in.actuation_seq when that is newer (RFC 1982) than the last seq
+    assert (f"#SeqAhead := DWORD_TO_UDINT(DINT_TO_DWORD({pin}.actuation_seq))\n"
+            "                - DWORD_TO_UDINT(DINT_TO_DWORD(#Seq));") in body
+    assert (f"   IF {pin}.actuation_seq <> 0 AND #SeqAhead > 0 AND #SeqAhead < 2147483648 THEN"
+            f"\n      #Seq := DWORD_TO_DINT(UDINT_TO_DWORD(DWORD_TO_UDINT(DINT_TO_DWORD("
+            f"{pin}.actuation_seq)) + 65535));") in body
+    assert body.index("#SeqAhead :=") < body.index("#Seq := #Seq + 1;")
     opened = re.findall(r"(?<![A-Z_])IF ", body)                # IF, not ELSIF / END_IF
     assert len(opened) == body.count("END_IF;")                 # balanced IF / END_IF

@@ -1,7 +1,8 @@
 """fleet.launch.py under the real ``ros2 launch``: two machines on one graph.
 
-Each machine's nodes and topics in its namespace, its own URDF frame prefix and place in the
-world, one /clock publisher for the fleet, one Redis database per bridge; a command written to
+Each machine's nodes and topics in its namespace (its plant link too: the hardware-in-the-loop
+loop closed by default), its own URDF frame prefix and place in the world, one /clock publisher
+for the fleet, one Redis database per bridge; a command written to
 machine 2's database drives machine 2 only. Needs the launch wheels (launch_ros, ros2launch) and
 registers this checkout in a temporary ament prefix itself; skips with the reason where the
 wheels are absent. The namespace argument checks run without ROS launch.
@@ -116,7 +117,8 @@ def test_two_machines_under_ros2_launch(fleet, redis_server, ros_node, tmp_path)
         clocks = ros_node.collect(Clock, "/clock", 1000)   # deep: every time it showed
 
         expected = {(n, f"/{ns}") for ns in ("exc1", "exc2")
-                    for n in ("sim_node", "ik_node", "plc_bridge", "robot_state_publisher")}
+                    for n in ("sim_node", "ik_node", "plc_bridge", "robot_state_publisher",
+                              "plant_link")}
         expected.add(("soil_node", "/"))       # one soil_node, one terrain for both machines
         def missing() -> list[tuple[str, str]]:
             return sorted(expected - set(node.get_node_names_and_namespaces()))
@@ -186,7 +188,10 @@ def test_two_machines_under_ros2_launch(fleet, redis_server, ros_node, tmp_path)
         wait_for(lambda: base("exc2", "base_x") > x2 + 0.3, LIMIT_S,
                  lambda: f"machine 2 to drive (base_x {base('exc2', 'base_x')} from {x2}; "
                  f"bridge {dbs[1].get(keys.BRIDGE_STATUS)})\n{text()}", 0.1)
-        assert dbs[1].get(keys.BRIDGE_STATUS) == b"running"
+        # machine 2's bridge drives it (a host too loaded for the closed loop's 0.25 s plant
+        # watchdog stops it a moment: it runs again on the next heartbeat edge)
+        wait_for(lambda: dbs[1].get(keys.BRIDGE_STATUS) == b"running", LIMIT_S,
+                 lambda: f"bridge 2 running ({dbs[1].get(keys.BRIDGE_STATUS)})\n{text()}", 0.1)
         assert dbs[0].get(keys.BRIDGE_STATUS) != b"running"      # no heartbeat in database 0
         assert base("exc1", "base_x") == pytest.approx(x1, abs=0.01)
         assert launch.poll() is None, text()

@@ -154,7 +154,24 @@ OTHER_DEFAULTS = {
     ("bridge.launch.py", "use_sim_time"): "with the simulator there is a /clock to follow; the "
                                           "bridge alone (real machine) has none",
     ("bridge.launch.py", "virtual_plc"): "the whole stack runs without hardware by default",
+    ("sim.launch.py", "plant"): "the whole stack closes the HIL loop through the simulated "
+                                "machine; sim.launch.py alone has no PLC to close it",
+    ("bridge.launch.py", "plant"): "the whole stack closes the HIL loop; the bridge alone runs "
+                                   "real machines, where no plant link may write their PLC",
 }
+
+
+def test_the_loop_is_closed_by_default_only_where_simulation_and_plc_run_together() -> None:
+    """excavator.launch.py and fleet.launch.py (sim_node and a PLC in one launch) close the
+    hardware-in-the-loop loop by default; sim.launch.py and bridge.launch.py, each half of it,
+    do only when asked (bridge.launch.py alone is how a real machine runs)."""
+    defaults = {f: {a.name: a.default for a in arguments_of(f)}["plant"]
+                for f in ("sim.launch.py", "bridge.launch.py", "excavator.launch.py",
+                          "fleet.launch.py")}
+    assert defaults == {"sim.launch.py": "standalone", "bridge.launch.py": "standalone",
+                        "excavator.launch.py": "closed", "fleet.launch.py": "closed"}
+    assert {a.name: a.default for a in arguments_of("excavator.launch.py")}[
+        "virtual_plc"] == "true"
 
 
 def include_problems(outer: list[LaunchArgument], forwarded: tuple[str, ...],

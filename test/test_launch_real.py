@@ -35,6 +35,7 @@ ABSOLUTE_TOPICS = {"/clock", "/diagnostics", "/rosout", "/parameter_events"}
 # the soil runs inside sim_node by default (soil_in_process:=true: exact coupling, issue 32)
 SIM_NODES = {"sim_node", "ik_node", "robot_state_publisher"}
 BRIDGE_NODES = {"plc_bridge"}
+LOOP_NODES = BRIDGE_NODES | {"plant_link"}   # excavator.launch.py: the loop closed (default)
 
 
 @pytest.fixture(scope="module")
@@ -230,7 +231,7 @@ def test_every_node_and_topic_sits_under_the_namespace_once(
     else:
         args = args[:1]
     expected = {"sim.launch.py": SIM_NODES, "bridge.launch.py": BRIDGE_NODES,
-                "excavator.launch.py": SIM_NODES | BRIDGE_NODES}[file]
+                "excavator.launch.py": SIM_NODES | LOOP_NODES}[file]
     launch = RosLaunch(ament_prefix, tmp_path, file, *args)
     launches.append(launch)
     nodes = wait_for_nodes(probe, launch, {f"/ns1/{n}" for n in expected})
@@ -246,11 +247,17 @@ def test_every_node_and_topic_sits_under_the_namespace_once(
     assert_clean_exit(launch, launch.ctrl_c())
 
 
+@pytest.mark.parametrize("plant", ["closed", "standalone"])
 def test_driving_through_redis_moves_the_simulated_base(
-        ament_prefix: Path, tmp_path: Path, launches: list[RosLaunch], probe: RosTestNode,
-        redis_server: object) -> None:
-    """excavator.launch.py started the documented way: a speed written to the operational
-    layer's Redis keys goes bridge -> virtual PLC -> plc/wheel_states -> sim_node's tracks."""
+        plant: str, ament_prefix: Path, tmp_path: Path, launches: list[RosLaunch],
+        probe: RosTestNode, redis_server: object) -> None:
+    """excavator.launch.py started the documented way. closed (the default, hardware in the
+    loop): a speed written to the operational layer's Redis keys goes bridge -> virtual PLC
+    (its speed loops) -> plant_out -> plant link -> sim_node's drive train -> plant/sensors ->
+    plant link -> plant_in -> PLC -> monitor DB -> bridge -> Redis: the simulated machine moves,
+    and the Redis monitor key of the left track carries a speed the simulation measured (not
+    the 0.5 m/s set-point). standalone: bridge -> virtual PLC's own plant -> plc/wheel_states
+    -> sim_node's tracks."""
     import redis
     from sensor_msgs.msg import JointState
 
@@ -258,30 +265,55 @@ def test_driving_through_redis_moves_the_simulated_base(
     from plc_bridge import redis_keys as keys
 
     url = redis_server.url  # type: ignore[attr-defined]
+    closed = plant == "closed"
     launch = RosLaunch(ament_prefix, tmp_path, "excavator.launch.py", "namespace:=ns1",
-                       f"redis_url:={url}", f"virtual_plc_port:={free_port()}", "soil:=false")
+                       f"redis_url:={url}", f"virtual_plc_port:={free_port()}", "soil:=false",
+                       *([] if closed else ["plant:=standalone"]))
     launches.append(launch)
     states = probe.collect(JointState, "/ns1/joint_states")
+    sensors = probe.collect(JointState, "/ns1/plant/sensors", 2000)
     wait_for(lambda: states, 90.0, lambda: f"/ns1/joint_states; log:\n{launch.log()}",
              period=0.1)
+    nodes = graph(probe)[0]
+    assert ("/ns1/plant_link" in nodes) == closed, (sorted(nodes), launch.log())
     client = redis.Redis.from_url(url, decode_responses=True)
 
     def base_x() -> float:
         msg = states[-1]
         return dict(zip(msg.name, msg.position, strict=False))["base_x"]
 
+    def measured_left() -> list[float]:
+        return [dict(zip(m.name, m.velocity, strict=True))["track_left"]
+                for m in list(sensors)]
+
     x0 = base_x()
     heartbeat = Heartbeat(url).start()  # the operational layer's: the bridge runs with it only
     try:
-        wait_for(lambda: client.get(keys.BRIDGE_STATUS) == "running", 60.0,
-                 lambda: f"bridge running (status {client.get(keys.BRIDGE_STATUS)}); log:\n"
-                         f"{launch.log()}", period=0.1)
+        wait_for(lambda: client.get(keys.BRIDGE_STATUS) == "running", 90.0,
+                 lambda: f"bridge running (status {client.get(keys.BRIDGE_STATUS)}: "
+                         f"{client.get(keys.BRIDGE_DETAIL)}); log:\n{launch.log()}",
+                 period=0.1)
         def driven() -> bool:
             client.mset({keys.LONGITUDINAL: "0.5", keys.LATERAL: "0", keys.ANGULAR: "0"})
             return base_x() - x0 > 0.3
 
-        wait_for(driven, 60.0, lambda: f"base_x to grow by 0.3 m from {x0:.3f} (now "
-                 f"{base_x():.3f}); log:\n{launch.log()}", period=0.1)
+        wait_for(driven, 90.0, lambda: f"base_x to grow by 0.3 m from {x0:.3f} (now "
+                 f"{base_x():.3f}; bridge {client.get(keys.BRIDGE_STATUS)}: "
+                 f"{client.get(keys.BRIDGE_DETAIL)}); log:\n{launch.log()}", period=0.1)
+        if closed:
+            # the monitor key reports the simulated machine's measurement: a value sim_node
+            # published on plant/sensors (to REAL rounding), never the set-point
+            def key_is_a_measurement() -> bool:
+                client.mset({keys.LONGITUDINAL: "0.5"})
+                v = client.get(keys.wheel_speed_key("left"))
+                return v is not None and float(v) not in (0.0, 0.5) and any(
+                    abs(m - float(v)) <= 1e-6 * max(1.0, abs(m)) for m in measured_left())
+
+            wait_for(key_is_a_measurement, 60.0, lambda: f"plc.monitor wheel_left speed "
+                     f"{client.get(keys.wheel_speed_key('left'))} among the "
+                     f"{len(sensors)} speeds sim_node measured", period=0.1)
+        else:
+            assert not sensors, "standalone: sim_node must not run the drive train"
         client.mset({keys.LONGITUDINAL: "0"})
     finally:
         heartbeat.stop()
@@ -452,7 +484,7 @@ def test_teleop_and_dashboard_join_excavator_launch_in_its_namespace(
                        f"redis_url:={redis_server.url}",  # type: ignore[attr-defined]
                        f"virtual_plc_port:={free_port()}")
     launches.append(launch)
-    expected = {f"/ns1/{n}" for n in SIM_NODES | BRIDGE_NODES | {"teleop_node", "dashboard"}}
+    expected = {f"/ns1/{n}" for n in SIM_NODES | LOOP_NODES | {"teleop_node", "dashboard"}}
     assert wait_for_nodes(probe, launch, expected) == expected
 
     def page() -> bool:

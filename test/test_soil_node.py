@@ -168,6 +168,24 @@ def _is_full_grid(msg: Float64MultiArray, nx: int, ny: int) -> bool:
     return (i0, j0, heights.shape) == (0, 0, (nx, ny))
 
 
+def test_a_subscriber_that_joins_late_gets_the_whole_grid(channel: Channel) -> None:
+    """A simulator started after soil_node (its start-up grid long sent, the terrain not
+    changing) still gets the ground: soil_node sends the whole grid at its next visualisation
+    period after the new subscriber matched (DDS does not replay volatile messages)."""
+    nx, ny = 160, 120
+    # the terrain settled: the start-up grid (and any dirty one) already went out
+    wait_for(lambda: any(_is_full_grid(m, nx, ny) for m in channel.patches), 30.0,
+             "soil_node's start-up full grid")
+    time.sleep(1.0)   # several heightmap periods (5 Hz) with nothing changed
+    late = RosTestNode("late_simulator")
+    try:
+        patches = late.collect(Float64MultiArray, "soil/terrain_patch", 10)
+        wait_for(lambda: any(_is_full_grid(m, nx, ny) for m in patches), 30.0,
+                 "the whole grid for the subscriber that joined late")
+    finally:
+        late.close()
+
+
 def _cloud_min_z(cloud: PointCloud2) -> float:
     return float(cloud_points(cloud.data, cloud.width, cloud.height, cloud.point_step)[:, 2]
                  .min())

@@ -329,7 +329,7 @@ def _program(model: str):
     cfg = load_config(None, {"model": model})
     cfg = dataclasses.replace(cfg, virtual_plc=dataclasses.replace(cfg.virtual_plc,
                                                                   plant_mode="external"))
-    return cfg, HilProgram(cfg, seq_start_ms=2**31 - 2)
+    return cfg, HilProgram(cfg, seq_start=2**31 - 1)
 
 
 def _plant_in(cfg: BridgeConfig, alive: int, **values: float) -> dict[str, Any]:
@@ -343,15 +343,15 @@ def test_steering_rate_commands_follow_the_angle_error_within_the_rate_limit():
     t = 0.0
     for k in range(1, 5):   # the plant alive (three changes), no command: lost cleared
         t += 0.005
-        res = prog.scan(t, 0.005, 0, False, False, np.zeros(2), np.zeros(2),
+        res = prog.scan(t, 0.005, False, False, np.zeros(2), np.zeros(2),
                         _plant_in(cfg, k, angle_fl=0.1, angle_fr=0.1), False)
     assert not res.plant_lost and res.mode == "parked" and res.steer_rates == [0.0, 0.0]
-    res = prog.scan(t + 0.005, 0.005, 0, True, False, np.array([0.5, 0.5]),
+    res = prog.scan(t + 0.005, 0.005, True, False, np.array([0.5, 0.5]),
                     np.array([0.3, -0.5]), _plant_in(cfg, 9, angle_fl=0.1, angle_fr=0.1), True)
     kp, rate = VP.steer_kp_1_s, VP.steer_rate_rad_s
     assert res.steer_rates == pytest.approx([min(kp * 0.2, rate), -min(kp * 0.6, rate)])
     assert res.plant_out["steer_rate_sp_fl"] == res.steer_rates[0]
-    res = prog.scan(t + 0.01, 0.005, 0, True, False, np.array([0.5, 0.5]),
+    res = prog.scan(t + 0.01, 0.005, True, False, np.array([0.5, 0.5]),
                     np.array([0.3, -0.5]),
                     _plant_in(cfg, 10, angle_fl=math.nan, angle_fr=0.1), True)
     assert res.mode == "safe" and "angle of fl is nan" in res.fault
@@ -373,7 +373,7 @@ def test_one_late_plant_in_write_does_not_bring_a_lost_plant_back():
         nonlocal t, alive
         t += 0.005
         alive += int(step)
-        return prog.scan(t, 0.005, 0, False, False, np.zeros(2), np.zeros(0),
+        return prog.scan(t, 0.005, False, False, np.zeros(2), np.zeros(0),
                          _plant_in(cfg, alive, speed_left=0.5, speed_right=0.5), False)
 
     while t < 2 * wd:
@@ -390,17 +390,71 @@ def test_one_late_plant_in_write_does_not_bring_a_lost_plant_back():
         assert scan(True).plant_lost is (k < 3), k     # cleared at the third change
 
 
-def test_plant_out_seq_is_strictly_increasing_across_the_dint_wrap_and_a_clock_step_back():
+def test_plant_out_seq_is_a_counter_strictly_increasing_across_the_dint_wrap():
     import numpy as np
 
     from plc_bridge.virtual_plc.plant import seq_newer
 
     cfg, prog = _program("skid_steer")
     seqs = []
-    for k, wall_ms in enumerate([2**31 - 5, 2**31 + 3, 100, 100, 2**31 + 10]):
-        res = prog.scan(0.005 * k, 0.005, wall_ms, False, False, np.zeros(2), np.zeros(0),
-                        _plant_in(cfg, k), False)
+    for k in range(4):
+        # the plant link forwarded the previous scan's seq (older than this scan's)
+        fwd = seqs[-1] if seqs else 0
+        res = prog.scan(0.005 * k, 0.005, False, False, np.zeros(2), np.zeros(0),
+                        _plant_in(cfg, k, actuation_seq=fwd), False)
         seqs.append(res.plant_out["seq"])
         assert -(2**31) <= res.plant_out["seq"] < 2**31          # fits the DINT
-    assert seqs[:2] == [2**31 - 1, 2**31 + 3 - 2**32]              # the wrap: negative
+    assert seqs == [2**31 - 1, -(2**31), -(2**31) + 1, -(2**31) + 2]   # +1 a scan, the wrap
     assert all(seq_newer(b % 2**32, a % 2**32) for a, b in itertools.pairwise(seqs))
+    assert prog.seq.sessions == 0                     # given a start: no session was begun
+
+
+def _block(cfg: BridgeConfig, res: Any) -> bytes:
+    return cfg.plant_out.encode(res.plant_out)
+
+
+def test_a_restarted_program_is_forwarded_at_once_and_nothing_of_the_earlier_run_acts():
+    """The plant link stays connected while the PLC program restarts with its counter lost (a
+    CPU's STOP -> RUN; the virtual PLC's counter starts afresh too): the new run's first
+    plant_out is already newer than everything the link forwarded (it starts beyond the
+    link's ``actuation_seq`` in plant_in), so the link forwards it; the earlier run's last
+    block, read again, is not forwarded. Both cores are the real ones (HilProgram, the plant
+    link's PlantLinkCore), the S7 bytes between them as the blocks hold them."""
+    import numpy as np
+
+    from plc_bridge.plant_link.core import PlantLinkCore, Sensors
+    from plc_bridge.virtual_plc.hil_program import HilProgram
+
+    cfg, _ = _program("skid_steer")
+    link = PlantLinkCore(cfg)
+
+    def exchange(prog: HilProgram, k: int, raw: bytes | None = None) -> tuple[Any, Any]:
+        """One exchange of the link (plant_in written, plant_out read) and one PLC scan."""
+        sensors = Sensors(stamp_ns=(k + 1) * 10_000_000, speeds=(0.0, 0.0),
+                          torques=(0.0, 0.0), angles=(), ground_speed=0.0,
+                          drive_ready=True)
+        plant_in = cfg.plant_in.decode(link.plant_in(sensors, None))
+        res = prog.scan(0.01 * k, 0.01, False, False, np.zeros(2), np.zeros(0), plant_in,
+                        False)
+        return res, link.plant_out(raw if raw is not None else _block(cfg, res))
+
+    first = HilProgram(cfg)
+    forwarded = [act for k in range(50) if (act := exchange(first, k)[1]) is not None]
+    assert len(forwarded) == 49              # the first read is the link's baseline
+    old_last = _block(cfg, first.last)
+    restarted = HilProgram(cfg)              # its counter lost, the link still connected
+    res, act = exchange(restarted, 50)
+    assert act is not None and act.seq == res.plant_out["seq"] % 2**32, (
+        f"the restarted program's first seq {res.plant_out['seq']} was not forwarded (the "
+        f"link last forwarded {link.last_forwarded}): its drives would stay braked")
+    _, stale = exchange(restarted, 51, raw=old_last)
+    assert stale is None                     # the earlier run's block never acts again
+    assert all(exchange(restarted, k)[1] is not None for k in range(52, 60))
+    # a run whose first scans come before the link's first plant_in (a zero block): once
+    # plant_in shows the link forwarded what this run never wrote, it starts beyond that
+    early = HilProgram(cfg)
+    zero = {**cfg.plant_in.zero_values(), "alive": 0}
+    for k in range(3):
+        res = early.scan(0.01 * k, 0.01, False, False, np.zeros(2), np.zeros(0), zero, False)
+        assert link.plant_out(_block(cfg, res)) is None      # older than what the link holds
+    assert exchange(early, 70)[1] is not None and early.seq.sessions == 2

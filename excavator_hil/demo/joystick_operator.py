@@ -8,6 +8,7 @@ does with ``use_sim_time``: a recording of the session replays (docs/teleoperati
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from sensor_msgs.msg import Joy
 
@@ -19,8 +20,10 @@ SETTLE_S = 3.0  # neutral sticks after the script until the machine is still [s 
 
 
 class JoystickDemoOperator(DemoOperator):
-    def __init__(self, redis_url: str, plc_control_port: int, options: DemoOptions):
-        super().__init__(redis_url, plc_control_port, options)
+    def __init__(self, redis_url: str, plc_control_port: int, options: DemoOptions,
+                 **kwargs: Any):
+        """``kwargs``: DemoOperator's (sim_overrides, path)."""
+        super().__init__(redis_url, plc_control_port, options, **kwargs)
         self.joy_pub = self.create_publisher(Joy, "joy", 10)
 
     def _missing(self) -> list[str]:

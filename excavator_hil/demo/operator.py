@@ -21,10 +21,12 @@ from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import PoseStamped, WrenchStamped
 from rclpy.node import Node
 from rosgraph_msgs.msg import Clock
-from sensor_msgs.msg import JointState
+from sensor_msgs.msg import Imu, JointState
 from std_msgs.msg import Float64, Float64MultiArray
 
 from excavator_hil.demo.dig_cycle import DigCyclePlan, default_dig_cycle
+from excavator_hil.demo.drive_path import DrivePath
+from excavator_hil.demo.hil_record import HilRecord
 from excavator_hil.demo.options import DemoOptions
 from excavator_hil.demo.progress import Progress
 from excavator_hil.demo.summary import DemoSummary
@@ -38,6 +40,10 @@ from plc_bridge.virtual_plc.control import ControlClient
 # Drive-phase command period [s]: 20 Hz, so the few seconds of driving time a few dozen
 # commands' Redis -> PLC latency (at 5 Hz there were 11: their p99 was only their worst)
 DRIVE_COMMAND_PERIOD_S = 0.05
+# each drive command differs from the last by a step of this (so its arrival in the control DB
+# is recognised): standalone 1 mm/s; with the loop closed 0.1 mm/s, so the set-point the PLC
+# holds the machine to wanders by 0.2 % at most, well inside the steady-state error it shows
+SPEED_STEP_M_S = {"standalone": 0.001, "closed": 0.0001}
 
 TARGET_PERIOD_S = 0.05  # IK targets at 20 Hz
 # The operator starts once the soil loop is closed: a wrench answering a pose at most this old
@@ -53,13 +59,17 @@ SETTLE_TIMEOUT_S = 8.0  # longest hold of the final target after the last leg [s
 class DemoOperator(Node):
     def __init__(self, redis_url: str, plc_control_port: int, options: DemoOptions,
                  namespace: str = "", sim_overrides: dict[str, Any] | None = None,
-                 keep_terrain: bool = True):
+                 keep_terrain: bool = True, path: DrivePath | None = None):
         # namespace: the machine's ("" alone); its sim_node's parameters beyond the shipped
         # config (place, terrain grid) for the final rendering; keep_terrain: keep the soil
         # node's terrain patches for that rendering (a run of hours must not: the whole grid
         # arrives twice a second)
         super().__init__("demo_operator", namespace=f"/{namespace}" if namespace else "")
         self.options = options
+        # path: the closed loop's drive over soft soil and a ridge (None: straight ahead, as
+        # far as options.drive_distance_m); hil: what the closed loop's drive recorded
+        self.path = path
+        self.hil: HilRecord | None = HilRecord() if options.plant == "closed" else None
         self.machine = namespace
         self._prefix = f"{namespace}/" if namespace else ""   # its frames and its nodes' status
         self.sim_overrides = dict(sim_overrides or {})
@@ -95,6 +105,12 @@ class DemoOperator(Node):
         self.create_subscription(DiagnosticArray, "/diagnostics", self._on_diagnostics, 50)
         # The soil's changed terrain regions, replayed into the rendering model at the end.
         self.terrain_patches = TerrainPatches()
+        if self.hil is not None:   # the closed loop: what the plant link hands the PLC
+            from rclpy.qos import qos_profile_sensor_data
+
+            self.create_subscription(JointState, "plant/sensors", self._on_sensors,
+                                     qos_profile_sensor_data)
+            self.create_subscription(Imu, "imu", self._on_imu, qos_profile_sensor_data)
         # (one terrain for a fleet: the one soil_node's topic, in the root namespace)
         if keep_terrain:
             # a shallow queue: each message may be a whole grid (~0.8 MB), and DDS keeps a
@@ -108,6 +124,32 @@ class DemoOperator(Node):
     # --- subscriptions -------------------------------------------------------------------
     def _on_clock(self, msg: Clock) -> None:
         self.sim_time = msg.clock.sec + msg.clock.nanosec * 1e-9
+        if self.hil is not None and self._phase == "drive":
+            # wall (monotonic) -> simulated time, for the PLC's logged set-points
+            self.hil.clock.append((time.monotonic(), self.sim_time))
+
+    def _on_sensors(self, msg: JointState) -> None:
+        if self.hil is None or self._phase != "drive":
+            return
+        t = msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9
+        v = dict(zip(msg.name, msg.velocity, strict=False))
+        e = dict(zip(msg.name, msg.effort, strict=False))
+        with self._lock:
+            x = self.joints.get("base_x", math.nan)
+        self.hil.sensors.append((t, v["track_left"], v["track_right"],
+                                 v.get("ground_speed", math.nan), e["track_left"],
+                                 e["track_right"], x))
+
+    def _on_imu(self, msg: Imu) -> None:
+        if self.hil is None or self._phase != "drive":
+            return
+        from plc_bridge.plant_link.core import roll_pitch
+
+        q = msg.orientation
+        _, pitch = roll_pitch(q.x, q.y, q.z, q.w)
+        t = msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9
+        # REP-103 pitch is positive nose down: nose up positive for the plot
+        self.hil.imu.append((t, float(msg.angular_velocity.z), -pitch))
 
     def _on_joints(self, msg: JointState) -> None:
         t = msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9
@@ -215,28 +257,45 @@ class DemoOperator(Node):
     def _drive(self, check_alive: Callable[[], None]) -> None:
         """Drive forward through Redis; every ``DRIVE_COMMAND_PERIOD_S`` a slightly different
         speed is written and its arrival in the PLC's control DB timed from the moment Redis
-        held it (the bridge's Redis -> PLC latency)."""
+        held it (the bridge's Redis -> PLC latency). Straight ahead for
+        ``options.drive_distance_m`` of track travel, or with a :class:`DrivePath` (the loop
+        closed) until the machine's x over ground reaches the path's end."""
         o = self.options
         self._phase = "drive"
         self.phase_marks.append((self.sim_time, "drive"))
         plc = ControlClient(self._plc_control_port)
-        progress = Progress(o.drive_distance_m, label=self.machine)
+        path = self.path
+        speed0 = path.speed_m_s if path is not None else o.drive_speed_m_s
+        step = SPEED_STEP_M_S[o.plant]
+        total = path.distance_m if path is not None else o.drive_distance_m
+        progress = Progress(total, label=self.machine)
         sent: list[tuple[float, float]] = []  # (monotonic time, commanded speed)
         start = self.track_distance
-        deadline = time.monotonic() + 10.0 * o.drive_distance_m / o.drive_speed_m_s + 20.0
+        with self._lock:
+            x0 = self.joints.get("base_x", 0.0)
+
+        def done() -> float:
+            """How far along [m]: over ground on a path, else the tracks' travel."""
+            if path is None:
+                return self.track_distance - start
+            with self._lock:
+                return self.joints.get("base_x", x0) - x0
+
+        deadline = time.monotonic() + 10.0 * total / speed0 + 20.0
         k = 0
-        while self.track_distance - start < o.drive_distance_m:
+        while done() < total:
             check_alive()
             if time.monotonic() > deadline:
                 raise RuntimeError(
-                    f"tracks travelled {self.track_distance - start:.2f} m of "
-                    f"{o.drive_distance_m} m in time: is plc/wheel_states reaching sim_node? "
-                    f"bridge status: {self.redis.get(keys.BRIDGE_STATUS)!r}")
-            speed = o.drive_speed_m_s + 0.001 * (k % 10)
+                    f"the machine travelled {done():.2f} m of {total:.2f} m in time "
+                    f"({o.plant} loop: is {'the plant link' if path else 'plc/wheel_states'} "
+                    f"reaching sim_node?); bridge status: "
+                    f"{self.redis.get(keys.BRIDGE_STATUS)!r}: "
+                    f"{self.redis.get(keys.BRIDGE_DETAIL)!r}")
+            speed = speed0 + step * (k % 10)
             sent.append((self._command(speed), speed))
             k += 1
-            progress.update(self.track_distance - start, "drive",
-                            f"{self.track_distance - start:.2f} m")
+            progress.update(done(), "drive", f"{done():.2f} m")
             time.sleep(DRIVE_COMMAND_PERIOD_S)
         self._command(0.0)
         wait_until_still = time.monotonic() + 10.0
@@ -248,6 +307,9 @@ class DemoOperator(Node):
         progress.done()
         writes = plc.writes(sent[0][0] if sent else 0.0)
         self.latency_samples = _latency_samples(sent, writes)
+        if self.hil is not None:
+            self.hil.setpoints = [(w["t"], *_taken_setpoints(w)) for w in writes
+                                  if w.get("refused") is None]
         plc.close()
 
     def _dig(self, check_alive: Callable[[], None]) -> None:
@@ -359,7 +421,48 @@ class DemoOperator(Node):
         s.wrench_applied_periods = int(_number(sim.get("wrench_applied_periods"), 0.0))
         s.poses_superseded = int(_number(soil.get("poses_superseded"), 0.0))
         s.phases = [name for _, name in self.phase_marks]
+        s.plant = self.options.plant
+        if self.hil is not None and self.path is not None:
+            from excavator_hil.demo import hil_record
+
+            gauge, half, limit = self._drive_geometry()
+            f = hil_record.figures(self.hil, self.path, limit, gauge, half)
+            s.loop_steady_error_pct = list(f.steady_error_pct)
+            s.loop_steady_window_s = f.steady_window_s
+            s.loop_uphill_error_pct = f.uphill_error_pct
+            s.loop_uphill_window_s = f.uphill_window_s
+            s.loop_ridge_worst_pct = f.ridge_worst_pct
+            s.loop_grade_deg = math.degrees(self.path.steepest_grade_rad)
+            s.loop_peak_slip = list(f.peak_slip)
+            s.loop_peak_slip_where = f.peak_slip_where
+            s.loop_mean_slip = dict(f.mean_slip_by_ground)
+            s.loop_steepest_pitch_deg = f.steepest_pitch_deg
+            s.loop_saturated_s = f.saturated_s
+            s.loop_peak_torque_nm = f.peak_torque_nm
+            s.loop_torque_limit_nm = limit
         return s
+
+    def _drive_geometry(self) -> tuple[float, float, float]:
+        """(gauge [m], half the contact length [m], the PLC's torque limit [N m])."""
+        from excavator_sim.sim_config import load_sim_config
+        from plc_bridge.config import load_virtual_plc
+
+        dt = load_sim_config(overrides={"drive_mode": "plant"}).drivetrain
+        assert dt is not None
+        tracks = dt.params.tracks
+        return (tracks.gauge_m, 0.5 * tracks.contact_length_m,
+                load_virtual_plc().torque_limit_nm)
+
+    def plot_drive(self, path: Path) -> bool:
+        """The closed loop's drive plot (set-point against measured speed per track, slip,
+        torque, pitch); False when there is none (standalone, or no drive path)."""
+        if self.hil is None or self.path is None:
+            return False
+        from excavator_hil.demo import hil_record
+
+        gauge, half, limit = self._drive_geometry()
+        hil_record.plot(self.hil, self.path, path, gauge, half, limit)
+        return True
 
     def plot_forces(self, path: Path) -> None:
         import matplotlib
@@ -484,6 +587,14 @@ def _latency_samples(sent: list[tuple[float, float]], writes: list[dict[str, Any
                 out.append((t_sent, (w["t"] - t_sent) * 1000.0))
                 break
     return out
+
+
+def _taken_setpoints(write: dict[str, Any]) -> tuple[float, float]:
+    """(left, right) track speed set-points [m/s] a control-DB write the PLC took puts in
+    force: 0 when it asks for a stop or does not enable the drives."""
+    if write.get("stop") or not write.get("enable", True):
+        return 0.0, 0.0
+    return float(write.get("speed_sp_left", 0.0)), float(write.get("speed_sp_right", 0.0))
 
 
 def _number(value: str | None, default: float = math.nan) -> float:

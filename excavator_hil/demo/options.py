@@ -28,4 +28,8 @@ class DemoOptions:
     # period, the default since issue 32) instead of soil_node over DDS (issue 12 item 3)
     soil_in_process: bool = True
     machines: int = 1  # machines digging side by side (namespaces exc1.. when more than one)
+    # closed: hardware in the loop, the simulated machine is the virtual PLC's plant (plant
+    # link, sim_node drive_mode plant); standalone: the virtual PLC's built-in plant, sim_node's
+    # tracks following plc/wheel_states (the arrangement before issue 27)
+    plant: str = "closed"
     spacing_m: float = 10.0  # between the machines along world y [m]

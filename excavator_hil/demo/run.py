@@ -2,16 +2,28 @@
 
 What runs (all on 127.0.0.1, nothing installed beyond the venv):
 - a throwaway ``redis-server`` (the operational layer's key store),
-- ``virtual_plc`` (a real S7 server with the track drives as its plant),
+- ``virtual_plc`` (a real S7 server; ``--plant closed``, the default: its speed loops drive the
+  simulated machine, ``plant_mode external``; ``--plant standalone``: its built-in first-order
+  plant),
 - ``plc_bridge`` (Redis <-> S7 through the skid-steer model; publishes ``plc/wheel_states``),
-- ``sim_node`` (MuJoCo; its tracks follow the PLC's measured track speeds, remapped from
-  ``plc/wheel_states``), ``soil_node``, ``ik_node``,
+- ``plant_link`` (closed: the PLC's ``plant_in`` / ``plant_out`` blocks <-> ``plant/sensors``,
+  ``imu``, ``plant/actuation``),
+- ``sim_node`` (MuJoCo; closed: ``drive_mode plant``, the drive train and terramechanics under
+  the PLC's actuation; standalone: its tracks follow the PLC's measured track speeds, remapped
+  from ``plc/wheel_states``), ``soil_node``, ``ik_node``,
 - ``excavator-hil bag record`` (an MCAP bag of the run),
 - this process: the operator. It drives the tracks through Redis (with the ARTOF heartbeat),
   then walks the bucket tip through the dig cycle by publishing ``target_pose`` (IK targets)
   paced by the simulation's ``/clock`` (sim_node runs with ``use_sim_time:=true``, which makes
   it publish ``/clock``), shows a progress bar, and writes the summary, a rendered PNG and the
   force plot next to the bag.
+
+With the loop closed (one machine) the drive is a path (``excavator_hil.demo.drive_path``):
+from 21 m behind the dig site over firm ground and a 0.8 m ridge with 10 deg flanks, dry sand
+on its uphill flank, to the dig site. ``drive_loop.png`` plots the PLC's set-point against the
+measured speed per track, the slip, the torques and the pitch; the summary gives the
+steady-state error, the speed held up the slope, the peak slip and the time at the torque
+limit.
 
 ``--machines N`` (N > 1): N machines side by side, ``spacing`` apart along y (namespaces
 ``exc1`` ...), each with its own virtual PLC, bridge (Redis database k of the one server),
@@ -33,6 +45,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from excavator_hil.demo.drive_path import DrivePath
 from excavator_hil.demo.options import DemoOptions
 from excavator_hil.demo.summary import DemoSummary
 from excavator_hil.local_services import LocalRedisServer, ManagedProcess, free_port, wait_for
@@ -43,6 +56,8 @@ MIN_SPACING_M = 8.0   # the dig cycle's dump pile lies ~3-4 m to the machine's l
 
 RECORDED_TOPICS = ("joint_states", "joint_command", "target_pose", "bucket_pose", "soil/wrench",
                    "soil/bucket_load", "plc/wheel_states", "odom")
+# the closed loop's topics too (the plant link <-> sim_node)
+HIL_TOPICS = ("plant/actuation", "plant/sensors", "imu")
 
 
 def _ros_environment() -> None:
@@ -57,7 +72,7 @@ class DemoMachine:
     and sim_node parameters."""
 
     def __init__(self, index: int, count: int, spacing_m: float,
-                 grid_params: dict[str, float | int]):
+                 grid_params: dict[str, float | int], path: DrivePath | None = None):
         self.index = index
         self.ns = f"exc{index + 1}" if count > 1 else ""
         self.y_m = index * spacing_m
@@ -68,8 +83,11 @@ class DemoMachine:
         # fault-injecting proxy)
         self.bridge_plc_port = self.plc_port
         self.virtual_plc_args: list[str] = []   # more options of its virtual PLC
-        self.sim_overrides: dict[str, float | int] = (
+        self.path = path          # the closed loop's drive over soft soil and a ridge
+        self.sim_overrides: dict[str, float | int | str] = (
             {"initial.base_y_m": self.y_m, **grid_params} if count > 1 else {})
+        if path is not None:      # its start, soft patch and the stretched grid's height field
+            self.sim_overrides.update({**grid_params, **path.sim_parameters()})
 
     @property
     def label(self) -> str:
@@ -79,6 +97,28 @@ class DemoMachine:
         """--ros-args of this machine's nodes: its namespace and frame prefix."""
         args = ["--ros-args", "--log-level", "warn"]
         return [*args, "-r", f"__ns:=/{self.ns}"] if self.ns else args
+
+
+def _ros_param(name: str, value: object) -> str:
+    """``name:=value`` for a ``-p`` (strings quoted as YAML, so a name stays a string)."""
+    return f"{name}:={value!r}" if not isinstance(value, str) else f"{name}:='{value}'"
+
+
+def _soil_file(folder: Path, terrain: dict[str, float]) -> Path:
+    """The shipped config/soil.yaml with ``terrain`` (``terrain.*`` keys) set, written to
+    ``folder`` (for sim_node's in-process soil, which reads a file)."""
+    import yaml
+
+    from excavator_common.paths import config_file
+
+    data = yaml.safe_load(config_file("soil.yaml").read_text())
+    section = data["/**"]["ros__parameters"]["terrain"]
+    for key, value in terrain.items():
+        section[key.split(".", 1)[1]] = value
+    folder.mkdir(parents=True, exist_ok=True)
+    out = folder / "soil_drive_path.yaml"
+    out.write_text(yaml.safe_dump(data))
+    return out
 
 
 def process_layout(options: DemoOptions) -> dict[str, list[str]]:
@@ -104,7 +144,19 @@ class DemoStack:
         n = options.machines
         grid: dict[str, float | int] = {}
         self.soil_params: list[str] = []
-        if n > 1:
+        self.soil_file = ""     # with a path and soil_in_process: the soil file with its grid
+        path = DrivePath() if options.plant == "closed" and n == 1 else None
+        if path is not None:
+            from excavator_hil.fleet import sim_grid_parameters
+            from excavator_sim.soil.config import load_soil_config
+
+            stretched = path.soil_grid(load_soil_config().terrain)
+            grid = sim_grid_parameters(stretched)
+            soil = path.soil_node_parameters(stretched)
+            self.soil_params = [a for k, v in soil.items() for a in ("-p", f"{k}:={v!r}")]
+            if options.soil_in_process:
+                self.soil_file = str(_soil_file(options.output_dir / "logs", soil))
+        elif n > 1:
             from excavator_hil.fleet import shared_soil_grid, sim_grid_parameters
             from excavator_sim.soil.config import load_soil_config
 
@@ -112,7 +164,7 @@ class DemoStack:
             grid = sim_grid_parameters(shared)
             self.soil_params = ["-p", f"terrain.centre_y_m:={shared.centre_y_m!r}",
                                 "-p", f"terrain.size_y_m:={shared.size_y_m!r}"]
-        self.machines = [DemoMachine(k, n, options.spacing_m, grid) for k in range(n)]
+        self.machines = [DemoMachine(k, n, options.spacing_m, grid, path) for k in range(n)]
         self.procs: dict[str, ManagedProcess] = {}
 
     @property
@@ -141,7 +193,8 @@ class DemoStack:
         ros = ["--ros-args", "--log-level", "warn"]
         if len(self.machines) == 1:
             if not self.options.soil_in_process:
-                self._start("soil_node", "excavator_sim.soil.soil_node", ros, layout["sim"])
+                self._start("soil_node", "excavator_sim.soil.soil_node",
+                            [*ros, *self.soil_params], layout["sim"])
         else:   # one terrain: one soil_node serving every machine
             self._start("soil_node", "excavator_sim.soil.soil_node",
                         [*ros, "-p", f"machines:={','.join(m.ns for m in self.machines)}",
@@ -157,7 +210,11 @@ class DemoStack:
             import shutil
 
             shutil.rmtree(bag)
-        topics = [f"{m.ns}/{t}" if m.ns else t for m in self.machines for t in RECORDED_TOPICS]
+        # the loop's topics with one machine (its drive is the one analysed; a fleet's bag
+        # stays the size it was: the recorder keeps up with N machines' 100 Hz topics)
+        hil = self.options.plant == "closed" and len(self.machines) == 1
+        recorded = RECORDED_TOPICS + (HIL_TOPICS if hil else ())
+        topics = [f"{m.ns}/{t}" if m.ns else t for m in self.machines for t in recorded]
         self._start("bag_record", "excavator_hil.cli",
                     # sim time: the bag's timestamps and /clock on replay share the header
                     # stamps' time base
@@ -169,10 +226,12 @@ class DemoStack:
         key = f"{m.ns}/" if m.ns else ""
         ros = m.ros()
         prefix = ["-p", f"frame_prefix:={m.ns}/"] if m.ns else []
+        closed = self.options.plant == "closed"
         self._start(f"{key}virtual_plc", "plc_bridge.virtual_plc.cli",
                     ["--port", str(m.plc_port), "--control-port", str(m.plc_control_port),
-                     "--model", "skid_steer", "--rt-priority", rt, *m.virtual_plc_args],
-                    layout["bridge"])
+                     "--model", "skid_steer", "--rt-priority", rt,
+                     "--plant-mode", "external" if closed else "internal",
+                     *m.virtual_plc_args], layout["bridge"])
         self._start(f"{key}plc_bridge", "plc_bridge.bridge.node",
                     [*ros, "-p", f"redis_url:={self.redis_url(m)}", "-p", "plc_host:=127.0.0.1",
                      "-p", f"plc_port:={m.bridge_plc_port}", "-p", "model:=skid_steer",
@@ -184,16 +243,27 @@ class DemoStack:
         # paces the dig cycle by it. soil_in_process (one machine): the soil core runs inside
         # sim_node (exact coupling) and no soil_node is started.
         in_process = self.options.soil_in_process and not m.ns
+        # closed: the drive train under the plant link's plant/actuation; standalone: the
+        # tracks follow the PLC's reported speeds
+        drive = (["-p", "drive_mode:=plant"] if closed else
+                 ["-p", "drive_mode:=kinematic", "-r", "track_command:=plc/wheel_states"])
         sim = [*ros, "-p", "real_time_factor:=1.0", "-p", "terrain.contact:=false",
-               "-p", "use_sim_time:=true", "-r", "track_command:=plc/wheel_states",
+               "-p", "use_sim_time:=true", *drive,
                "-p", f"soil_in_process:={str(in_process).lower()}", *prefix]
+        if in_process and self.soil_file:
+            sim += ["-p", f"soil_params_file:={self.soil_file}"]
         if m.ns:
             sim += ["-p", f"follow_clock:={'true' if m.index else 'false'}",
-                    "-r", "soil/terrain_patch:=/soil/terrain_patch",
-                    *(a for k, v in m.sim_overrides.items() for a in ("-p", f"{k}:={v!r}"))]
+                    "-r", "soil/terrain_patch:=/soil/terrain_patch"]
+        sim += [a for k, v in m.sim_overrides.items() for a in ("-p", _ros_param(k, v))]
         self._start(f"{key}sim_node", "excavator_sim.sim_node", sim, layout["sim"])
         self._start(f"{key}ik_node", "excavator_kinematics.ik_node", [*ros, *prefix],
                     layout["sim"])
+        if closed:   # the PLC's plant blocks <-> the simulation, on the PLC the bridge uses
+            self._start(f"{key}plant_link", "plc_bridge.plant_link.node",
+                        [*ros, "-p", "plc_host:=127.0.0.1", "-p", f"plc_port:={m.plc_port}",
+                         "-p", "model:=skid_steer", "-p", f"rt_priority:={rt}"],
+                        layout["bridge"])
 
     def check_alive(self) -> None:
         for name, proc in self.procs.items():
@@ -250,10 +320,12 @@ def run_demos(options: DemoOptions, own_process: bool = False) -> MachineSummari
             if options.joystick:
                 from excavator_hil.demo.joystick_operator import JoystickDemoOperator
 
-                operators.append(JoystickDemoOperator(url, m.plc_control_port, options))
+                operators.append(JoystickDemoOperator(url, m.plc_control_port, options,
+                                                      sim_overrides=m.sim_overrides,
+                                                      path=m.path))
             else:
                 operators.append(DemoOperator(url, m.plc_control_port, options, namespace=m.ns,
-                                              sim_overrides=m.sim_overrides))
+                                              sim_overrides=m.sim_overrides, path=m.path))
         executor = rclpy.executors.SingleThreadedExecutor()
         for operator in operators:
             executor.add_node(operator)
@@ -330,6 +402,9 @@ def _write_outputs(options: DemoOptions, summaries: MachineSummaries,
         plot = out / f"soil_forces{suffix}.png"
         operator.plot_forces(plot)
         summary.outputs["force plot"] = str(plot)
+        drive_plot = out / f"drive_loop{suffix}.png"
+        if operator.plot_drive(drive_plot):
+            summary.outputs["drive loop plot"] = str(drive_plot)
         png = out / f"final_pose{suffix}.png"
         try:
             operator.render_final(png)
@@ -382,6 +457,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--machines", type=int, default=1, metavar="N",
                         help="N machines side by side digging at once in one terrain, each "
                              f"with its own PLC and bridge (1..{MAX_DEMO_MACHINES})")
+    parser.add_argument("--plant", choices=("closed", "standalone"), default="closed",
+                        help="closed (default): hardware in the loop, the simulated machine is "
+                             "the virtual PLC's plant (plant link, drive train, terramechanics; "
+                             "one machine drives over soft soil and a ridge); standalone: the "
+                             "virtual PLC's built-in plant, the simulated tracks following it")
     parser.add_argument("--spacing", type=float, default=10.0, metavar="M",
                         help="distance between the machines along y [m] (--machines > 1), "
                              f"{MIN_SPACING_M:g}..40")
@@ -418,7 +498,7 @@ def main(argv: list[str] | None = None) -> int:
                           # by default inside sim_node; a fleet's machines share soil_node
                           soil_in_process=args.soil_in_process is not False
                           and args.machines == 1,
-                          machines=args.machines, spacing_m=args.spacing)
+                          machines=args.machines, spacing_m=args.spacing, plant=args.plant)
     if args.quick:
         options.time_scale = 0.6
         options.drive_distance_m = 0.5

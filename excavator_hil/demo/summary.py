@@ -39,6 +39,24 @@ class DemoSummary:
     wrench_applied_periods: int = 0
     poses_superseded: int = 0  # poses soil_node skipped for a newer one (latest wins)
     phases: list[str] = field(default_factory=list)
+    # the plant: "closed" (hardware in the loop: the simulated machine is the PLC's plant) or
+    # "standalone" (the virtual PLC's built-in plant, the tracks following it)
+    plant: str = "standalone"
+    # the closed loop's drive over firm ground, soft soil and a ridge (excavator_hil.demo.
+    # hil_record): per track (left, right)
+    loop_steady_error_pct: list[float] = field(default_factory=list)  # (v - sp) / sp, firm
+    loop_steady_window_s: float = 0.0
+    loop_uphill_error_pct: float = math.nan   # held up the ridge's flank (both tracks)
+    loop_uphill_window_s: float = 0.0
+    loop_ridge_worst_pct: float = math.nan    # the worst deviation from the set-point on it
+    loop_peak_slip: list[float] = field(default_factory=list)
+    loop_peak_slip_where: str = ""          # firm / patch / ridge
+    loop_mean_slip: dict[str, float] = field(default_factory=dict)   # by ground
+    loop_steepest_pitch_deg: float = math.nan
+    loop_grade_deg: float = math.nan          # the ridge's flanks
+    loop_saturated_s: float = 0.0           # at the torque limit [s of simulated time]
+    loop_peak_torque_nm: float = math.nan
+    loop_torque_limit_nm: float = math.nan
     outputs: dict[str, str] = field(default_factory=dict)
 
     def text(self) -> str:
@@ -47,8 +65,8 @@ class DemoSummary:
             f"  soil moved (dumped)     {self.soil_moved_m3:8.3f} m^3  "
             f"(peak bucket load {self.peak_bucket_load_m3:.3f} m^3)",
             f"  peak soil force         {self.peak_soil_force_n / 1000:8.1f} kN",
-            f"  tracks travelled        {self.track_distance_m:8.2f} m  (Redis -> plc_bridge -> "
-            "virtual PLC -> simulated tracks)",
+            f"  tracks travelled        {self.track_distance_m:8.2f} m  ({self._path()})",
+            *self._loop_lines(),
             f"  simulated time          {self.sim_time_s:8.1f} s in {self.wall_time_s:.1f} s wall "
             f"(real-time factor {self.real_time_factor:.2f})",
             self._real_time_line(),
@@ -64,6 +82,42 @@ class DemoSummary:
         ]
         lines += [f"  {name:<24}{path}" for name, path in self.outputs.items()]
         return "\n".join(lines)
+
+    def _path(self) -> str:
+        if self.plant == "closed":
+            return ("Redis -> plc_bridge -> virtual PLC speed loops -> plant link -> simulated "
+                    "drive train -> plant link -> PLC -> Redis")
+        return "Redis -> plc_bridge -> virtual PLC -> simulated tracks"
+
+    def _loop_lines(self) -> list[str]:
+        """The closed loop's figures (none in the standalone arrangement or without a drive
+        path)."""
+        if self.plant != "closed" or not self.loop_peak_slip:
+            return []
+        err = self.loop_steady_error_pct
+        errors = (f"left {err[0]:+.2f} %, right {err[1]:+.2f} % over "
+                  f"{self.loop_steady_window_s:.1f} s on firm ground" if len(err) == 2
+                  and all(math.isfinite(e) for e in err) else "no settled stretch on firm ground")
+        slips = ", ".join(f"{k} {v:.3f}" for k, v in self.loop_mean_slip.items())
+        if self.loop_saturated_s > 0.0:
+            sat = (f"at the torque limit ({self.loop_torque_limit_nm / 1000:.2f} kN m) for "
+                   f"{self.loop_saturated_s:.2f} s")
+        else:
+            sat = (f"never (peak {self.loop_peak_torque_nm / 1000:.2f} of "
+                   f"{self.loop_torque_limit_nm / 1000:.2f} kN m)")
+        uphill = (f"{self.loop_uphill_error_pct:+.2f} % held up the {self.loop_grade_deg:.0f} "
+                  f"deg flank ({self.loop_uphill_window_s:.1f} s)"
+                  if math.isfinite(self.loop_uphill_error_pct) else "not settled up the flank")
+        return [
+            f"  speed loop (PLC)        steady-state error {errors}",
+            f"  on the ridge            {uphill}; worst {self.loop_ridge_worst_pct:+.1f} % "
+            "while the grade changed",
+            f"  slip                    peak left {self.loop_peak_slip[0]:.3f}, right "
+            f"{self.loop_peak_slip[1]:.3f} (on {self.loop_peak_slip_where}); mean by ground: "
+            f"{slips}",
+            f"  drive saturation        {sat}; steepest pitch "
+            f"{self.loop_steepest_pitch_deg:.1f} deg",
+        ]
 
     def _real_time_line(self) -> str:
         if self.real_time_held:

@@ -81,9 +81,12 @@ class SoakOptions:
     warmup_s: float | None = None  # per process life before its footprint is judged [s]
     sample_period_s: float = 2.0   # PSS / descriptors / threads [s]
     drive_span_m: float = 0.5      # the tracks drive back and forth this far from the start [m]
-    # soil_node its own process (the default demo runs the soil inside sim_node): the soak's
-    # faults kill, stop and cut soil_node like every other process of the dig path
-    demo: DemoOptions = field(default_factory=lambda: DemoOptions(soil_in_process=False))
+    # the arrangement its fault bounds are derived for (soak.bounds: the virtual PLC's own
+    # first-order plant; the closed HIL loop's soak is not calibrated yet), with soil_node its own
+    # process (the default demo runs the soil inside sim_node): the soak's faults kill, stop and
+    # cut soil_node like every other process of the dig path
+    demo: DemoOptions = field(default_factory=lambda: DemoOptions(plant="standalone",
+                                                                  soil_in_process=False))
 
     @property
     def duration_s(self) -> float:

@@ -55,6 +55,14 @@ PARAMETERS: tuple[ParameterSpec, ...] = (
     _f("terrain.cell_z_m", 0.01, 1e-5, 0.5, "m", "height quantum: soil is counted in whole "
        "cell_xy x cell_xy x cell_z units (exact mass conservation)"),
     _f("terrain.initial_height_m", 0.0, -1e4, 1e4, "m", "flat ground level at start"),
+    _f("terrain.ridge_height_m", 0.0, -100.0, 100.0, "m", "a ridge across the grid (all y) "
+       "on the flat ground, a trapezoid along x: its height (0 = none; < 0 a trench); its "
+       "flanks' grade is height / ((length - top) / 2)"),
+    _f("terrain.ridge_x_m", 0.0, -1e6, 1e6, "m", "world x of the ridge's centre"),
+    _f("terrain.ridge_length_m", 4.0, 0.1, 1000.0, "m", "the ridge's length along x, foot to "
+       "foot"),
+    _f("terrain.ridge_top_m", 0.0, 0.0, 1000.0, "m", "length of the ridge's flat top along "
+       "x, shorter than ridge_length_m (0: a crest)"),
     _f("terrain.repose_angle_rad", 0.85, 0.05, 1.5, "rad", "angle of repose of the terrain "
        "and of the soil in the bucket"),
     _f("terrain.relax_iterations", 3, 0, 100, "count", "relaxation sweeps per update"),

@@ -32,7 +32,9 @@ Publishes
   (i, j) of the soil grid (``terrain.*``) has its centre at ``x0 + (i + 0.5) cell_xy_m``.
   After every update that changed the terrain: the changed box; the whole grid once at start
   and, when it changed, at ``heightmap_rate_hz`` (for recorders that join late; from the
-  visualisation thread, under the terrain lock so it never overtakes a newer changed box).
+  visualisation thread, under the terrain lock so it never overtakes a newer changed box); and
+  at the next of those periods after a subscriber joined (a simulator started after this node
+  gets the ground as it is, e.g. ``terrain.ridge_*``, not only what changes from then on).
 - ``/diagnostics``: at 1 Hz; updates, mean update time, load, mass drift (always 0), rejected
   messages with the last reason (NaN, wrong frame, bucket outside the grid). A bucket outside
   the grid is reported as an error and the terrain is left alone, but the wrench is still
@@ -197,6 +199,10 @@ class SoilNode(Node):
         self.rejections = Rejections(self, self.diagnostics, "input")
         self.create_timer(1.0, self.publish_status)
         self.publish_patch((0, g.nx, 0, g.ny))
+        # subscribers of soil/terrain_patch last seen: one that joins later (a simulator
+        # started after this node) gets the whole grid at the next visualisation period, not
+        # only what changes from then on (the initial ground may have a ridge)
+        self._patch_subscribers = self.patch_pub.get_subscription_count()
         # Visualisation (heightmap cloud, periodic full grid) in its own thread: never in the
         # executor that runs on_pose.
         self._viz_thread = threading.Thread(target=self._visualisation_loop,
@@ -329,8 +335,13 @@ class SoilNode(Node):
 
     def publish_heightmap(self) -> None:
         g = self.config.terrain
+        subscribers = self.patch_pub.get_subscription_count()
+        joined = subscribers > self._patch_subscribers
+        self._patch_subscribers = subscribers
         with self._terrain_lock:
             if not self._mesh_dirty:
+                if joined:   # a late subscriber: the whole grid, as it is now
+                    self.publish_patch((0, g.nx, 0, g.ny))
                 return
             self._mesh_dirty = False
             self.publish_patch((0, g.nx, 0, g.ny))

@@ -47,6 +47,13 @@ class TerrainConfig:
     cell_xy_m: float = 0.05
     cell_z_m: float = 0.01
     initial_height_m: float = 0.0
+    # a ridge across the grid (all y) on the flat ground, a trapezoid along x: centred at
+    # ridge_x_m, ridge_length_m from foot to foot, a flat top ridge_top_m long, ridge_height_m
+    # high (0: none); its flanks are planes of grade height / ((length - top) / 2)
+    ridge_height_m: float = 0.0
+    ridge_x_m: float = 0.0
+    ridge_length_m: float = 4.0
+    ridge_top_m: float = 0.0
     repose_angle_rad: float = 0.85
     relax_iterations: int = 3
     margin_cells: int = 4
@@ -59,6 +66,10 @@ class TerrainConfig:
             ("cell_xy_m", self.cell_xy_m, 0.001, 1.0),
             ("cell_z_m", self.cell_z_m, 1e-5, 0.5),
             ("initial_height_m", self.initial_height_m, -1e4, 1e4),
+            ("ridge_height_m", self.ridge_height_m, -100.0, 100.0),
+            ("ridge_x_m", self.ridge_x_m, -1e6, 1e6),
+            ("ridge_length_m", self.ridge_length_m, 0.1, 1000.0),
+            ("ridge_top_m", self.ridge_top_m, 0.0, 1000.0),
             ("centre_x_m", self.centre_x_m, -1e6, 1e6),
             ("centre_y_m", self.centre_y_m, -1e6, 1e6),
             ("repose_angle_rad", self.repose_angle_rad, 0.05, 1.5),
@@ -72,6 +83,11 @@ class TerrainConfig:
                     f"terrain parameter {name}={value!r} is outside [{lo}, {hi}]; "
                     f"set it in config/soil.yaml within that range"
                 )
+        if self.ridge_top_m >= self.ridge_length_m:
+            raise SoilConfigError(
+                f"terrain parameter ridge_top_m={self.ridge_top_m!r} is not shorter than "
+                f"ridge_length_m={self.ridge_length_m!r}: the ridge's flanks would have no "
+                "length; make the top shorter than the ridge (config/soil.yaml)")
 
     @property
     def nx(self) -> int:
@@ -89,6 +105,19 @@ class TerrainConfig:
     @property
     def y0(self) -> float:
         return self.centre_y_m - 0.5 * self.ny * self.cell_xy_m
+
+    @property
+    def ridge_flank_m(self) -> float:
+        """Length of each of the ridge's flanks along x [m]."""
+        return 0.5 * (self.ridge_length_m - self.ridge_top_m)
+
+    def initial_heights_m(self) -> np.ndarray:
+        """The ground at start [m], (nx, ny) cell centres: ``initial_height_m`` plus the
+        ridge, ``h clip((L / 2 - |x - x_c|) / flank, 0, 1)``."""
+        x = self.x0 + (np.arange(self.nx) + 0.5) * self.cell_xy_m
+        rise = (0.5 * self.ridge_length_m - np.abs(x - self.ridge_x_m)) / self.ridge_flank_m
+        bump = self.ridge_height_m * np.clip(rise, 0.0, 1.0)
+        return np.repeat((self.initial_height_m + bump)[:, None], self.ny, axis=1)
 
     @property
     def unit_volume_m3(self) -> float:
@@ -226,10 +255,12 @@ class Terrain:
         self.config = config
         self.bucket = bucket
         nx, ny = config.nx, config.ny
-        if heights_m is None:
+        if heights_m is None and config.ridge_height_m == 0.0:
             units = round(config.initial_height_m / config.cell_z_m)
             self.h = np.full((nx, ny), units, dtype=np.int64)
         else:
+            if heights_m is None:
+                heights_m = config.initial_heights_m()
             heights_m = np.asarray(heights_m, dtype=float)
             if heights_m.shape != (nx, ny) or not np.all(np.isfinite(heights_m)):
                 raise SoilInputError(

@@ -25,9 +25,11 @@ monitor DB:
   is below ``STANDSTILL_M_S`` the holding brakes go on and the drives off (``parked``);
 - safe state (plant lost, a non-finite measurement, the simulation's ``drive_fault``, a PLC
   fault or e-stop): torque 0, ``enable`` off, ``brake`` on, at once;
-- ``plant_out.seq``: the bridge's rule (``seq = max(last + 1, Unix ms)`` mod 2^32 as a DINT):
-  strictly increasing every scan, also across a restart, so the plant link forwards each
-  scan's actuation once and never an older one. The whole block is written at once.
+- ``plant_out.seq``: a counter, no clock (:class:`ActuationSequence`, the reasoning of the
+  bridge's ``command_seq``): +1 every scan, a new run starting ``SEQ_MARGIN`` beyond the
+  plant link's ``actuation_seq`` in ``plant_in``, so the plant link forwards each scan's
+  actuation once, never an older one, and a restarted program's at once. The whole block is
+  written at once.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from typing import Any
 
 import numpy as np
 
+from plc_bridge.command_seq import HALF, SEQ_MARGIN, SEQ_MODULUS, from_dint, seq_newer
 from plc_bridge.config import BridgeConfig
 from plc_bridge.virtual_plc.plant import AliveWatchdog
 from plc_bridge.virtual_plc.speed_loop import PiSpeedLoop
@@ -52,6 +55,58 @@ def dint(value: int) -> int:
     """An unbounded counter as the DINT a data block holds (mod 2^32, two's complement)."""
     v = int(value) % (1 << 32)
     return v - (1 << 32) if v >= (1 << 31) else v
+
+
+class ActuationSequence:
+    """``plant_out.seq`` of each scan: a counter (no wall clock, no Unix time), restart-safe
+    by the reasoning of the bridge's ``command_seq.CommandSequence``.
+
+    The plant link forwards a ``plant_out`` only when its seq is newer (RFC 1982 order on 32
+    bits) than the last one it forwarded, which it reports back in ``plant_in.actuation_seq``
+    (0: none). So:
+
+    - a run of the program starts ``margin`` beyond that ``actuation_seq`` (0 + ``margin``
+      when there is none yet): newer than every seq the link forwarded, and than what an
+      earlier run wrote and the link has not read yet (at most a few scans beyond it);
+    - each scan +1, an unbounded integer in this process (the wire value is it modulo 2^32
+      as a DINT; 0, the link's "none", is skipped);
+    - ``actuation_seq`` newer than the last seq this run wrote means the link forwarded what
+      this run never wrote: an earlier run's (a PLC restarted with its counter lost while the
+      link stayed connected, a CPU's STOP -> RUN), or this run started before the link's first
+      ``plant_in`` arrived. A new session then starts ``margin`` beyond it, else this run's
+      actuations would look old to the link and never be forwarded (the drives stay braked).
+
+    What an earlier run wrote never acts after the restart: the link forwards nothing older
+    than its last forwarded seq, and after a link fault its first read is only a baseline
+    (``plant_link.core``)."""
+
+    def __init__(self, start: int | None = None, margin: int = SEQ_MARGIN) -> None:
+        """``start``: the first seq (unbounded; tests), else decided at the first scan."""
+        if not 0 < margin < HALF:
+            raise ValueError(f"margin = {margin} must be within 1 .. 2^31 - 1")
+        self.margin = int(margin)
+        self.last: int | None = None if start is None else int(start) - 1
+        self.sessions = 0
+
+    def next(self, actuation_seq: int) -> int:
+        """The seq of this scan's ``plant_out`` (unbounded), given ``plant_in.actuation_seq``
+        as read (DINT; 0 = nothing forwarded)."""
+        fwd = from_dint(actuation_seq) if actuation_seq else None
+        if self.last is None:
+            seq = (fwd if fwd is not None else 0) + self.margin
+            self.sessions += 1
+        elif fwd is not None and seq_newer(fwd, self.last % SEQ_MODULUS):
+            seq = self.last + 1
+            ahead = (fwd + self.margin - seq) % SEQ_MODULUS
+            if ahead < HALF:               # beyond what the link holds, by the margin
+                seq += ahead
+            self.sessions += 1
+        else:
+            seq = self.last + 1
+        if seq % SEQ_MODULUS == 0:         # 0 is the link's "none"
+            seq += 1
+        self.last = seq
+        return seq
 
 
 @dataclass
@@ -73,7 +128,9 @@ class HilScan:
 class HilProgram:
     """The drive and steering loops of one vehicle model over ``plant_in`` / ``plant_out``."""
 
-    def __init__(self, config: BridgeConfig, seq_start_ms: int = 0) -> None:
+    def __init__(self, config: BridgeConfig, seq_start: int | None = None) -> None:
+        """``seq_start``: the first ``plant_out.seq`` (tests), else :class:`ActuationSequence`
+        decides at the first scan."""
         vp = config.virtual_plc
         self.config = config
         self.loop = PiSpeedLoop(len(config.wheels), vp.speed_kp_nm_s_per_m,
@@ -87,14 +144,14 @@ class HilProgram:
         self._last_alive: int | None = None
         self.mode = "parked"
         self.alive = 0
-        self._seq_abs = int(seq_start_ms)
+        self.seq = ActuationSequence(seq_start)
         self._speed_names = config.speed_fields()
         self._angle_names = config.angle_fields()
         self._torque_names = config.torque_sp_fields()
         self._rate_names = config.steer_rate_sp_fields()
         self.last: HilScan | None = None
 
-    def scan(self, now_s: float, dt_s: float, wall_ms: int, drive: bool, safe: bool,
+    def scan(self, now_s: float, dt_s: float, drive: bool, safe: bool,
              speed_sp: np.ndarray, angle_sp: np.ndarray, plant_in: Mapping[str, Any],
              drive_requested: bool) -> HilScan:
         """One PLC scan at monotonic ``now_s`` [s], ``dt_s`` [s] after the last one.
@@ -152,9 +209,9 @@ class HilProgram:
         else:
             rates = np.zeros(len(angles))   # steering held
         self.alive = (self.alive + 1) & 0xFFFF
-        self._seq_abs = max(self._seq_abs + 1, int(wall_ms))
+        seq = self.seq.next(int(plant_in.get("actuation_seq", 0)))
         out: dict[str, Any] = {"alive": self.alive, "enable": running, "brake": not running,
-                               "seq": dint(self._seq_abs)}
+                               "seq": dint(seq)}
         out.update(zip(self._torque_names, (float(t) for t in torques), strict=True))
         out.update(zip(self._rate_names, (float(r) for r in rates), strict=True))
         for f in self.config.plant_out.fields:   # any extra field a site added: zero

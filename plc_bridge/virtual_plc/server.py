@@ -148,7 +148,7 @@ class VirtualPlc:
         self._measured: tuple[list[float], list[float]] = ([0.0] * len(config.wheels),
                                                            [0.0] * len(config.steering))
         if self.external:
-            self.program = HilProgram(config, seq_start_ms=time.time_ns() // 1_000_000)
+            self.program = HilProgram(config)
 
     # --- lifecycle -----------------------------------------------------------------------------
     def start(self) -> None:
@@ -373,8 +373,7 @@ class VirtualPlc:
         safe = plc_fault or f.estop
         drive = ok_drive and f.ready and f.auto and not safe
         dt = min(max(dt, 0.0), 1.0)
-        res = program.scan(now, dt, time.time_ns() // 1_000_000, drive, safe, speeds, angles,
-                           plant_in, drive_requested)
+        res = program.scan(now, dt, drive, safe, speeds, angles, plant_in, drive_requested)
         if res.mode == "drive":
             self.drove_at = now
         if not f.freeze_plant_out:
