@@ -583,6 +583,8 @@ LAUNCH_FILES: dict[str, tuple[str | LaunchArgument, ...]] = {
         "virtual_plc_port", "dashboard", *_SUPERVISION, *_REALTIME),
     "dashboard.launch.py": (
         _A["namespace"].but(description="ROS namespace of the excavator to show and drive"),
+        _A["use_sim_time"].but(description="stamp the targets it sends on /clock like the "
+                               "stack it drives (false: wall time, for a stack on wall time)"),
         "host", "port", "token",
         _A["redis_url"].but(description="Redis of the PLC bridge"),
         _A["plc_params"].but(description="plc_bridge parameter file (model, command envelope, "

@@ -36,8 +36,8 @@ FORWARDED = tuple(dict.fromkeys(a.name for f in ("sim.launch.py", "bridge.launch
 
 
 # what the dashboard takes from this file (its other arguments keep their defaults)
-DASHBOARD_FORWARDED = ("namespace", "redis_url", "plc_params", "respawn", "respawn_delay_s",
-                       "respawn_limit", "respawn_window_s", "realtime")
+DASHBOARD_FORWARDED = ("namespace", "use_sim_time", "redis_url", "plc_params", "respawn",
+                       "respawn_delay_s", "respawn_limit", "respawn_window_s", "realtime")
 
 
 def generate_launch_description() -> LaunchDescription:

@@ -444,6 +444,10 @@ def test_teleop_and_dashboard_join_excavator_launch_in_its_namespace(
             return False
 
     wait_for(page, 60.0, lambda: f"the dashboard page on 127.0.0.1:8080; log:\n{launch.log()}")
+    # one time base (issue 33): every node of the launch on /clock, the dashboard (it stamps
+    # the targets it sends) and the bridge (the PLC's wheel states) included
+    assert {n: probe.parameter(n, "use_sim_time") for n in sorted(expected)} == dict.fromkeys(
+        sorted(expected), True)
     assert_clean_exit(launch, launch.ctrl_c())
 
 
