@@ -63,6 +63,7 @@ setup(
             "plc_bridge = excavator_hil.node_entry:plc_bridge",
             "virtual_plc = excavator_hil.node_entry:virtual_plc",
             "plant_link = excavator_hil.node_entry:plant_link",
+            "foxglove_view = excavator_hil.node_entry:foxglove_view",
             "dashboard = excavator_hil.dashboard.app:main",
             "excavator-hil = excavator_hil.cli:main",
         ],

@@ -1,0 +1,354 @@
+"""The Foxglove live view's pure core: what the 3D panel and the plots are given (no ROS, no
+Foxglove SDK: arrays and dataclasses in, arrays and dataclasses out).
+
+- :class:`UrdfTree` / :func:`joint_transforms`: the frame transforms of a URDF at given joint
+  positions (what robot_state_publisher computes for /tf), so the view draws the machine from
+  ``joint_states`` with the URDF it serves, without a /tf of the stack.
+- :class:`TerrainTiles`: the soil grid in square tiles; a ``soil/terrain_patch`` marks the tiles
+  it touched, and only those are sent again (a dig changes a few tiles, the grid has hundreds).
+- :func:`wrench_arrow`: the soil force as an arrow at the bucket, its length proportional to it.
+- :func:`plc_channels`: the Redis keys of the PLC bridge as plottable values (command vs
+  measured velocities, the PLC's acknowledgement lag).
+"""
+
+from __future__ import annotations
+
+import math
+import xml.etree.ElementTree as ET
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+Vec3 = tuple[float, float, float]
+Quat = tuple[float, float, float, float]   # x, y, z, w
+
+
+# --- URDF -> frame transforms -----------------------------------------------------------------
+def rpy_quaternion(roll: float, pitch: float, yaw: float) -> Quat:
+    """URDF/REP-103 fixed-axis roll-pitch-yaw [rad] (R = Rz(yaw) Ry(pitch) Rx(roll)) as a unit
+    quaternion (x, y, z, w)."""
+    cr, sr = math.cos(roll / 2), math.sin(roll / 2)
+    cp, sp = math.cos(pitch / 2), math.sin(pitch / 2)
+    cy, sy = math.cos(yaw / 2), math.sin(yaw / 2)
+    return (sr * cp * cy - cr * sp * sy, cr * sp * cy + sr * cp * sy,
+            cr * cp * sy - sr * sp * cy, cr * cp * cy + sr * sp * sy)
+
+
+def quat_multiply(a: Quat, b: Quat) -> Quat:
+    """Hamilton product a * b (rotation b first, then a)."""
+    ax, ay, az, aw = a
+    bx, by, bz, bw = b
+    return (aw * bx + ax * bw + ay * bz - az * by, aw * by - ax * bz + ay * bw + az * bx,
+            aw * bz + ax * by - ay * bx + az * bw, aw * bw - ax * bx - ay * by - az * bz)
+
+
+def quat_rotate(q: Quat, v: Vec3) -> Vec3:
+    """The vector ``v`` rotated by the unit quaternion ``q``."""
+    x, y, z, w = q
+    # v + 2 w (u x v) + 2 u x (u x v), u = (x, y, z)
+    tx, ty, tz = 2 * (y * v[2] - z * v[1]), 2 * (z * v[0] - x * v[2]), 2 * (x * v[1] - y * v[0])
+    return (v[0] + w * tx + y * tz - z * ty, v[1] + w * ty + z * tx - x * tz,
+            v[2] + w * tz + x * ty - y * tx)
+
+
+def axis_angle_quaternion(axis: Vec3, angle: float) -> Quat:
+    """Rotation by ``angle`` [rad] about the unit vector ``axis``."""
+    s = math.sin(angle / 2)
+    return (axis[0] * s, axis[1] * s, axis[2] * s, math.cos(angle / 2))
+
+
+@dataclass(frozen=True)
+class UrdfJoint:
+    """One joint of a URDF: ``origin`` (xyz [m], rpy [rad]) places the child's frame in the
+    parent's at position 0; the motion is about/along ``axis`` (a unit vector in that frame)."""
+
+    name: str
+    type: str            # revolute, continuous, prismatic, fixed (others: treated as fixed)
+    parent: str
+    child: str
+    xyz: Vec3
+    rotation: Quat       # of the origin's rpy
+    axis: Vec3
+
+
+@dataclass(frozen=True)
+class Transform:
+    """``child``'s frame in ``parent``'s: translation [m] and rotation (x, y, z, w)."""
+
+    parent: str
+    child: str
+    translation: Vec3
+    rotation: Quat
+
+
+def _floats(text: str | None, default: Vec3, what: str) -> Vec3:
+    if not text:
+        return default
+    parts = text.split()
+    try:
+        values = tuple(float(p) for p in parts)
+    except ValueError:
+        raise ValueError(f"URDF {what} = {text!r}: three numbers expected") from None
+    if len(values) != 3 or not all(math.isfinite(v) for v in values):
+        raise ValueError(f"URDF {what} = {text!r}: three finite numbers expected")
+    return values[0], values[1], values[2]
+
+
+@dataclass(frozen=True)
+class UrdfTree:
+    """The joints of a URDF (its kinematic tree), parsed once per ``robot_description``."""
+
+    name: str
+    joints: tuple[UrdfJoint, ...]
+    links: tuple[str, ...]
+
+    @classmethod
+    def parse(cls, xml: str) -> UrdfTree:
+        """ValueError names what is wrong (not XML, no <robot>, a joint without parent/child,
+        a malformed number)."""
+        try:
+            root = ET.fromstring(xml)
+        except ET.ParseError as exc:
+            raise ValueError(f"robot_description is not XML: {exc}") from None
+        if root.tag != "robot":
+            raise ValueError(f"robot_description: root element <{root.tag}>, expected <robot>")
+        joints = []
+        for j in root.iter("joint"):
+            name = j.get("name", "")
+            parent, child = j.find("parent"), j.find("child")
+            if parent is None or child is None or not parent.get("link") or not child.get("link"):
+                raise ValueError(f"URDF joint {name!r}: needs <parent link=...> and "
+                                 "<child link=...>")
+            origin = j.find("origin")
+            xyz = _floats(origin.get("xyz") if origin is not None else None, (0.0, 0.0, 0.0),
+                          f"joint {name!r} origin xyz")
+            rpy = _floats(origin.get("rpy") if origin is not None else None, (0.0, 0.0, 0.0),
+                          f"joint {name!r} origin rpy")
+            ax = j.find("axis")
+            axis = _floats(ax.get("xyz") if ax is not None else None, (1.0, 0.0, 0.0),
+                           f"joint {name!r} axis")
+            norm = math.sqrt(sum(a * a for a in axis))
+            if norm == 0.0:
+                raise ValueError(f"URDF joint {name!r}: axis is zero")
+            joints.append(UrdfJoint(name, j.get("type", "fixed"), str(parent.get("link")),
+                                    str(child.get("link")), xyz, rpy_quaternion(*rpy),
+                                    (axis[0] / norm, axis[1] / norm, axis[2] / norm)))
+        links = tuple(str(link.get("name")) for link in root.iter("link"))
+        return cls(root.get("name", ""), tuple(joints), links)
+
+    def transforms(self, positions: Mapping[str, float]) -> list[Transform]:
+        """Every joint's transform at ``positions`` (joint name -> [rad] or [m]); a joint not in
+        ``positions`` (or NaN there) stands at 0, as robot_state_publisher does."""
+        return joint_transforms(self.joints, positions)
+
+
+def joint_transforms(joints: Sequence[UrdfJoint], positions: Mapping[str, float]
+                     ) -> list[Transform]:
+    """Parent -> child transform of each joint at its position: origin, then the motion."""
+    out = []
+    for j in joints:
+        q = float(positions.get(j.name, 0.0))
+        if not math.isfinite(q):
+            q = 0.0
+        t, r = j.xyz, j.rotation
+        if j.type in ("revolute", "continuous"):
+            r = quat_multiply(r, axis_angle_quaternion(j.axis, q))
+        elif j.type == "prismatic":
+            dx, dy, dz = quat_rotate(r, (j.axis[0] * q, j.axis[1] * q, j.axis[2] * q))
+            t = (t[0] + dx, t[1] + dy, t[2] + dz)
+        out.append(Transform(j.parent, j.child, t, r))
+    return out
+
+
+def compose(transforms: Sequence[Transform], root: str, frame: str) -> Transform:
+    """``frame`` in ``root`` along the tree of ``transforms`` (KeyError: not connected)."""
+    by_child = {t.child: t for t in transforms}
+    chain = []
+    f = frame
+    while f != root:
+        t = by_child[f]
+        chain.append(t)
+        f = t.parent
+    p: Vec3 = (0.0, 0.0, 0.0)
+    r: Quat = (0.0, 0.0, 0.0, 1.0)
+    for t in reversed(chain):
+        d = quat_rotate(r, t.translation)
+        p = (p[0] + d[0], p[1] + d[1], p[2] + d[2])
+        r = quat_multiply(r, t.rotation)
+    return Transform(root, frame, p, r)
+
+
+# --- terrain ---------------------------------------------------------------------------------
+@dataclass
+class TerrainTiles:
+    """The soil grid (cell centres ``xs`` x ``ys`` [m] in ``world``, heights ``z`` [m]) in square
+    tiles of ``tile`` cells. Each tile's mesh reaches one cell into its +i/+j neighbours, so the
+    tiles join without a gap. A tile is *dirty* until taken: after a patch touched it, or after
+    :meth:`mark_all` (a new viewer needs every tile once)."""
+
+    xs: np.ndarray
+    ys: np.ndarray
+    z: np.ndarray
+    tile: int = 32
+    dirty: set[tuple[int, int]] = field(default_factory=set)
+    known: np.ndarray = field(init=False)   # tiles whose heights arrived at least once
+
+    def __post_init__(self) -> None:
+        if self.tile < 1:
+            raise ValueError(f"terrain tile = {self.tile} cells: at least 1")
+        if self.z.shape != (len(self.xs), len(self.ys)):
+            raise ValueError(f"terrain heights {self.z.shape} do not match the axes "
+                             f"({len(self.xs)}, {len(self.ys)})")
+        self.known = np.zeros(self.tiles_shape, dtype=bool)
+
+    @classmethod
+    def from_cells(cls, x0: float, y0: float, cell_m: float, nx: int, ny: int,
+                   tile: int = 32) -> TerrainTiles:
+        """The grid of config/soil.yaml's ``terrain.*``: cell (i, j) centred at
+        ``(x0 + (i + 0.5) cell, y0 + (j + 0.5) cell)``; heights unknown (NaN) until sent."""
+        return cls(x0 + (np.arange(nx) + 0.5) * cell_m, y0 + (np.arange(ny) + 0.5) * cell_m,
+                   np.full((nx, ny), math.nan), tile)
+
+    @property
+    def tiles_shape(self) -> tuple[int, int]:
+        nx, ny = self.z.shape
+        return -(-nx // self.tile), -(-ny // self.tile)
+
+    def apply_patch(self, ni: int, nj: int, data: Sequence[float] | np.ndarray) -> None:
+        """Write a ``soil/terrain_patch`` (dims ni, nj; ``[i0, j0, heights row-major...]`` [m],
+        excavator_sim.heightfield's wire format) and mark the tiles whose mesh it changes
+        (a tile's mesh also holds the first row/column of its neighbours). ValueError names a
+        patch that does not fit this grid."""
+        values = np.asarray(data, dtype=float)
+        if ni < 1 or nj < 1 or values.size != 2 + ni * nj:
+            raise ValueError(f"terrain patch of {ni} x {nj} cells needs 2 + {ni * nj} values, "
+                             f"got {values.size}")
+        i0, j0 = int(values[0]), int(values[1])
+        nx, ny = self.z.shape
+        if i0 < 0 or j0 < 0 or i0 + ni > nx or j0 + nj > ny:
+            raise ValueError(f"terrain patch [{i0}:{i0 + ni}, {j0}:{j0 + nj}] outside the "
+                             f"{nx} x {ny} grid: give the view soil_node's parameter file "
+                             "(parameter soil_params)")
+        self.z[i0:i0 + ni, j0:j0 + nj] = values[2:].reshape(ni, nj)
+        t = self.tile
+        # a cell at i belongs to tile i // t and, when i % t == 0, also to tile i // t - 1
+        ti0, tj0 = max(0, (i0 - 1) // t) if i0 % t == 0 else i0 // t, \
+            max(0, (j0 - 1) // t) if j0 % t == 0 else j0 // t
+        ti1, tj1 = (i0 + ni - 1) // t, (j0 + nj - 1) // t
+        for ti in range(ti0, ti1 + 1):
+            for tj in range(tj0, tj1 + 1):
+                self.dirty.add((ti, tj))
+
+    def mark_all(self) -> None:
+        """Every tile whose heights are known is sent again (a viewer subscribed)."""
+        nti, ntj = self.tiles_shape
+        self.dirty.update((ti, tj) for ti in range(nti) for tj in range(ntj))
+
+    def take_dirty(self) -> list[tuple[int, int]]:
+        """The dirty tiles with known heights, in order; they are clean afterwards."""
+        out = []
+        for key in sorted(self.dirty):
+            if np.isfinite(self._tile_heights(*key)).all():
+                out.append(key)
+        self.dirty.difference_update(out)
+        return out
+
+    def _bounds(self, ti: int, tj: int) -> tuple[int, int, int, int]:
+        nx, ny = self.z.shape
+        t = self.tile
+        return ti * t, min(nx, ti * t + t + 1), tj * t, min(ny, tj * t + t + 1)
+
+    def _tile_heights(self, ti: int, tj: int) -> np.ndarray:
+        i0, i1, j0, j1 = self._bounds(ti, tj)
+        return self.z[i0:i1, j0:j1]
+
+    def mesh(self, ti: int, tj: int) -> tuple[np.ndarray, np.ndarray]:
+        """Tile (ti, tj) as a triangle list: ``points`` (N, 3) [m] in ``world`` (the cell centres
+        and heights) and ``indices`` (M,) into them, three per triangle, counter-clockwise seen
+        from above (+z)."""
+        i0, i1, j0, j1 = self._bounds(ti, tj)
+        h = self.z[i0:i1, j0:j1]
+        ni, nj = h.shape
+        gx, gy = np.meshgrid(self.xs[i0:i1], self.ys[j0:j1], indexing="ij")
+        points = np.stack([gx.ravel(), gy.ravel(), h.ravel()], axis=1)
+        if ni < 2 or nj < 2:
+            return points, np.zeros(0, dtype=np.int64)
+        k = (np.arange(ni - 1)[:, None] * nj + np.arange(nj - 1)[None, :]).ravel()
+        # quad (i, j), (i+1, j), (i+1, j+1), (i, j+1): x is i, y is j -> counter-clockwise
+        a, b, c, d = k, k + nj, k + nj + 1, k + 1
+        indices = np.stack([a, b, c, a, c, d], axis=1).ravel()
+        return points, indices
+
+
+def height_colors(z: np.ndarray, reference_m: float, span_m: float = 1.0) -> np.ndarray:
+    """RGBA [0, 1] per height: soil brown at ``reference_m``, darker where dug below it, lighter
+    where piled above (full change at +-``span_m``), so a trench shows in an unlit mesh."""
+    s = np.clip((np.asarray(z, dtype=float) - reference_m) / span_m, -1.0, 1.0)
+    base = np.array([0.55, 0.40, 0.25])
+    dark = np.array([0.25, 0.16, 0.08])
+    light = np.array([0.85, 0.72, 0.50])
+    rgb = np.where(s[:, None] < 0, base + (-s)[:, None] * (dark - base),
+                   base + s[:, None] * (light - base))
+    return np.concatenate([rgb, np.ones((len(s), 1))], axis=1)
+
+
+# --- soil wrench -------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Arrow:
+    """An arrow from ``origin`` [m] along the unit ``direction`` (as the rotation taking +x
+    onto it), ``length`` [m]."""
+
+    origin: Vec3
+    rotation: Quat
+    length: float
+
+
+def wrench_arrow(force_n: Vec3, origin: Vec3, metres_per_newton: float) -> Arrow | None:
+    """The soil force [N] (in ``world``) as an arrow at the bucket ``origin``: length
+    |F| x ``metres_per_newton``; None for a zero or non-finite force."""
+    fx, fy, fz = force_n
+    mag = math.sqrt(fx * fx + fy * fy + fz * fz)
+    if not math.isfinite(mag) or mag == 0.0:
+        return None
+    ux, uy, uz = fx / mag, fy / mag, fz / mag
+    # shortest rotation from +x to u
+    dot = ux
+    if dot < -1.0 + 1e-12:
+        rot: Quat = (0.0, 0.0, 1.0, 0.0)           # 180 deg about z
+    else:
+        cx, cy, cz = 0.0, -uz, uy                  # (1, 0, 0) x u
+        w = 1.0 + dot
+        n = math.sqrt(cx * cx + cy * cy + cz * cz + w * w)
+        rot = (cx / n, cy / n, cz / n, w / n)
+    return Arrow(origin, rot, mag * metres_per_newton)
+
+
+# --- PLC bridge (Redis keys) --------------------------------------------------------------------
+VELOCITY_FIELDS = ("longitudinal", "lateral", "angular")
+
+
+def _number(value: bytes | str | None) -> float | None:
+    if value is None:
+        return None
+    try:
+        x = float(value.decode() if isinstance(value, bytes) else value)
+    except ValueError:
+        return None
+    return x if math.isfinite(x) else None
+
+
+def plc_channels(command: Sequence[bytes | str | None], measured: Sequence[bytes | str | None],
+                 seq: bytes | str | None, seq_accepted: bytes | str | None,
+                 redis_rtt_ms: float | None) -> dict[str, dict[str, float | None]]:
+    """The plottable values of one read of the bridge's keys: ``command`` = the control keys
+    (longitudinal [m/s], lateral [m/s], angular [rad/s]), ``measured`` = the monitor keys (the
+    PLC's measured velocities; None while the bridge marks them invalid), and the latency:
+    the Redis round trip of the read [ms] and how many of the bridge's writes the PLC has not
+    acknowledged yet (``plc.bridge.seq`` - ``plc.monitor.state.seq_accepted``, mod 2^32)."""
+    cmd = {k: _number(v) for k, v in zip(VELOCITY_FIELDS, command, strict=True)}
+    mon = {k: _number(v) for k, v in zip(VELOCITY_FIELDS, measured, strict=True)}
+    s, a = _number(seq), _number(seq_accepted)
+    lag = float((int(s) - int(a)) % 2**32) if s is not None and a is not None else None
+    return {"command": cmd, "measured": mon,
+            "latency": {"redis_rtt_ms": redis_rtt_ms, "plc_unacknowledged_writes": lag}}
