@@ -586,7 +586,8 @@ LAUNCH_FILES: dict[str, tuple[str | LaunchArgument, ...]] = {
         "redis_url", "model",
         _A["virtual_plc"].but(default="true", description="use the virtual PLC instead of real "
                               "hardware"),
-        "virtual_plc_port", "dashboard", "foxglove", *_SUPERVISION, *_REALTIME),
+        "virtual_plc_port", "dashboard", "foxglove", "foxglove_host", "foxglove_port",
+        *_SUPERVISION, *_REALTIME),
     "dashboard.launch.py": (
         _A["namespace"].but(description="ROS namespace of the excavator to show and drive"),
         _A["use_sim_time"].but(description="stamp the targets it sends on /clock like the "

@@ -42,8 +42,9 @@ DASHBOARD_FORWARDED = ("namespace", "use_sim_time", "redis_url", "plc_params", "
 
 
 # what the Foxglove live view takes from this file (its other arguments keep their defaults)
-FOXGLOVE_FORWARDED = ("namespace", "use_sim_time", "redis_url", "soil_params", "respawn",
-                      "respawn_delay_s", "respawn_limit", "respawn_window_s", "realtime")
+FOXGLOVE_FORWARDED = ("namespace", "use_sim_time", "foxglove_host", "foxglove_port",
+                      "redis_url", "soil_params", "respawn", "respawn_delay_s", "respawn_limit",
+                      "respawn_window_s", "realtime")
 
 
 def generate_launch_description() -> LaunchDescription:

@@ -172,6 +172,23 @@ def test_the_dirty_tiles_meshes_hold_every_changed_height(i0, j0, ni, nj):
             assert seen[(round(x, 6), round(y, 6))] == h[a, b]
 
 
+def test_a_late_view_takes_the_terrain_from_the_strided_cloud_until_exact_heights_come():
+    from excavator_sim.soil.terrain_messages import heightmap_points
+
+    tiles = TerrainTiles.from_cells(-2.0, 1.0, 0.05, 40, 30, tile=8)
+    truth = np.add.outer(np.arange(40) * 0.01, np.arange(30) * -0.02)
+    cloud = heightmap_points(tiles.xs, tiles.ys, truth, 3)   # what soil_node latches
+    assert tiles.seed_from_cloud(cloud) == 40 * 30 and tiles.complete
+    assert len(tiles.take_dirty()) == 5 * 4
+    # a sampled cell exactly, the others from their nearest sample (at most 1 cell away in x
+    # and 2 in y, at the grid's edge: 0.01 + 2 x 0.02 m here)
+    assert tiles.z[3, 6] == pytest.approx(truth[3, 6], abs=1e-6)
+    assert np.abs(tiles.z - truth).max() <= 0.05 + 1e-6
+    # exact heights are never overwritten by the cloud
+    tiles.apply_patch(40, 30, _patch(0, 0, truth))
+    assert tiles.seed_from_cloud(cloud + 1.0) == 0 and np.array_equal(tiles.z, truth)
+
+
 def test_tile_triangles_face_up_and_tiles_join():
     tiles = TerrainTiles.from_cells(0.0, 0.0, 1.0, 10, 10, tile=4)
     tiles.apply_patch(10, 10, _patch(0, 0, np.zeros((10, 10))))
@@ -215,7 +232,7 @@ def test_plc_channels_from_the_bridge_keys():
 
 
 # --- the node over a real WebSocket, the reference client ----------------------------------------
-def _peer() -> str:
+def peer_executable() -> str:
     node = shutil.which("node")
     if node is None:
         pytest.skip("node is not installed (Node 20 + npm: the Foxglove protocol's reference "
@@ -227,7 +244,8 @@ def _peer() -> str:
 
 
 class Peer:
-    """The reference client in its own process; its JSON lines read back as they come."""
+    """The reference client in its own process; its JSON lines read back as they come
+    (test_launch_real.py uses it too)."""
 
     def __init__(self, node: str, url: str, out: Path, *assets: str):
         self.out = out
@@ -257,7 +275,7 @@ class Peer:
 
 @pytest.mark.slow
 def test_the_live_view_over_the_foxglove_protocol(ros_node, redis_server, tmp_path):
-    node_exe = _peer()
+    node_exe = peer_executable()
     import redis
     from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
     from geometry_msgs.msg import PoseStamped, WrenchStamped

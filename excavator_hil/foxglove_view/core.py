@@ -240,6 +240,50 @@ class TerrainTiles:
             for tj in range(tj0, tj1 + 1):
                 self.dirty.add((ti, tj))
 
+    @property
+    def complete(self) -> bool:
+        """Every cell's height known (a whole grid or the cloud arrived)."""
+        return bool(np.isfinite(self.z).all())
+
+    def seed_from_cloud(self, points: np.ndarray) -> int:
+        """Fill the cells still unknown from ``soil/heightmap`` (soil_node's latched cloud: the
+        heights at every k-th cell centre, (N, 3) [m]), each from its nearest sample: a view
+        that joins after soil_node's whole grid shows the terrain at once, at the cloud's
+        resolution, until the next whole grid or patch gives the cells exactly. Returns the
+        cells filled; their tiles are marked."""
+        pts = np.asarray(points, dtype=float).reshape(-1, 3)
+        pts = pts[np.isfinite(pts).all(axis=1)]
+        unknown = ~np.isfinite(self.z)
+        if len(pts) == 0 or not unknown.any():
+            return 0
+        cell = self.xs[1] - self.xs[0] if len(self.xs) > 1 else 1.0
+        nx, ny = self.z.shape
+        si = np.clip(np.rint((pts[:, 0] - self.xs[0]) / cell).astype(int), 0, nx - 1)
+        sj = np.clip(np.rint((pts[:, 1] - self.ys[0]) / cell).astype(int), 0, ny - 1)
+        ui, uj = np.unique(si), np.unique(sj)
+        coarse = np.full((len(ui), len(uj)), np.nan)
+        coarse[np.searchsorted(ui, si), np.searchsorted(uj, sj)] = pts[:, 2]
+
+        def nearest(axis: np.ndarray, n: int) -> np.ndarray:
+            k = np.clip(np.searchsorted(axis, np.arange(n)), 1, max(1, len(axis) - 1))
+            if len(axis) == 1:
+                return np.zeros(n, dtype=int)
+            left = axis[k - 1]
+            right = axis[np.minimum(k, len(axis) - 1)]
+            return np.where(np.arange(n) - left <= right - np.arange(n), k - 1,
+                            np.minimum(k, len(axis) - 1))
+
+        fill = coarse[np.ix_(nearest(ui, nx), nearest(uj, ny))]
+        take = unknown & np.isfinite(fill)
+        self.z[take] = fill[take]
+        t = self.tile
+        for ti, tj in {(i // t, j // t) for i, j in zip(*np.nonzero(take), strict=True)}:
+            self.dirty.add((ti, tj))
+            for dti, dtj in ((-1, 0), (0, -1), (-1, -1)):   # tiles whose mesh reaches in
+                if ti + dti >= 0 and tj + dtj >= 0:
+                    self.dirty.add((ti + dti, tj + dtj))
+        return int(take.sum())
+
     def mark_all(self) -> None:
         """Every tile whose heights are known is sent again (a viewer subscribed)."""
         nti, ntj = self.tiles_shape

@@ -36,7 +36,7 @@ from geometry_msgs.msg import PoseStamped, WrenchStamped
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from rclpy.serialization import deserialize_message
-from sensor_msgs.msg import JointState
+from sensor_msgs.msg import JointState, PointCloud2
 from std_msgs.msg import Float64, Float64MultiArray, String
 
 from excavator_common.node_args import NodeUsage
@@ -169,6 +169,8 @@ class FoxgloveView(Node):
         # a whole grid comes at start and at soil_node's heightmap_rate_hz while it changes
         self.create_subscription(Float64MultiArray, "soil/terrain_patch", self._on_patch,
                                  QoSProfile(depth=50, reliability=ReliabilityPolicy.BEST_EFFORT))
+        # soil_node's latched cloud: the terrain for a view that joined after its whole grid
+        self.create_subscription(PointCloud2, "soil/heightmap", self._on_heightmap, latched)
         self.create_subscription(DiagnosticArray, "/diagnostics", self._on_diagnostics, 50,
                                  raw=True)
         self.create_timer(1.0 / float(v["terrain_rate_hz"]), self._send_terrain)
@@ -309,6 +311,20 @@ class FoxgloveView(Node):
                 self.get_logger().error(f"soil/terrain_patch not shown: {exc}")
             self.last_error = str(exc)
 
+    def _on_heightmap(self, msg: PointCloud2) -> None:
+        if self.terrain.complete:
+            return
+        from excavator_sim.soil.terrain_messages import cloud_points
+
+        try:
+            points = cloud_points(msg.data, msg.width, msg.height, msg.point_step)
+        except ValueError as exc:
+            self.counters["terrain_errors"] += 1
+            self.last_error = f"soil/heightmap: {exc}"
+            return
+        with self._lock:
+            self.terrain.seed_from_cloud(points)
+
     def _on_diagnostics(self, raw: bytes) -> None:
         self.diag_channel.log(raw)
 
@@ -385,6 +401,7 @@ USAGE = NodeUsage(
                 "bucket_pose (geometry_msgs/PoseStamped)",
                 "soil/wrench (geometry_msgs/WrenchStamped)", "soil/bucket_load (std_msgs/Float64)",
                 "soil/terrain_patch (std_msgs/Float64MultiArray)",
+                "soil/heightmap (sensor_msgs/PointCloud2)",
                 "/diagnostics (diagnostic_msgs/DiagnosticArray)"),
     publishes=("/diagnostics",),
     params_file="foxglove_view.yaml", docs="docs/foxglove.md")
