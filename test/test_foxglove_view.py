@@ -145,6 +145,13 @@ def test_a_patch_marks_only_the_tiles_whose_mesh_it_changes():
     # a cell on a tile's first row/column is also the last of the tile before it
     tiles.apply_patch(1, 1, _patch(32, 48, np.ones((1, 1))))
     assert tiles.take_dirty() == [(1, 2), (1, 3), (2, 2), (2, 3)]
+    # the whole grid again (soil_node re-sends it while anything changes): only what changed
+    whole = tiles.z.copy()
+    whole[5, 90] = 2.0
+    tiles.apply_patch(64, 96, _patch(0, 0, whole))
+    assert tiles.take_dirty() == [(0, 5)]
+    tiles.apply_patch(64, 96, _patch(0, 0, whole))
+    assert tiles.take_dirty() == []
     tiles.mark_all()
     assert len(tiles.take_dirty()) == 24
     with pytest.raises(ValueError, match="outside the 64 x 96 grid"):

@@ -230,15 +230,29 @@ class TerrainTiles:
             raise ValueError(f"terrain patch [{i0}:{i0 + ni}, {j0}:{j0 + nj}] outside the "
                              f"{nx} x {ny} grid: give the view soil_node's parameter file "
                              "(parameter soil_params)")
-        self.z[i0:i0 + ni, j0:j0 + nj] = values[2:].reshape(ni, nj)
+        new = values[2:].reshape(ni, nj)
+        box = self.z[i0:i0 + ni, j0:j0 + nj]
+        # only cells whose height changed count: soil_node re-sends the whole grid at its
+        # heightmap_rate_hz while anything changed, and most of it is as it was
+        ci, cj = np.nonzero(~(box == new))
+        box[...] = new
+        self._mark_cells(ci + i0, cj + j0)
+
+    def _mark_cells(self, ci: np.ndarray, cj: np.ndarray) -> None:
+        """Mark the tiles whose mesh holds the cells (ci, cj): tile i // t, and the tile before
+        it for a cell on a tile's first row or column (each mesh reaches one cell further)."""
+        if len(ci) == 0:
+            return
         t = self.tile
-        # a cell at i belongs to tile i // t and, when i % t == 0, also to tile i // t - 1
-        ti0, tj0 = max(0, (i0 - 1) // t) if i0 % t == 0 else i0 // t, \
-            max(0, (j0 - 1) // t) if j0 % t == 0 else j0 // t
-        ti1, tj1 = (i0 + ni - 1) // t, (j0 + nj - 1) // t
-        for ti in range(ti0, ti1 + 1):
-            for tj in range(tj0, tj1 + 1):
-                self.dirty.add((ti, tj))
+        ti, tj = ci // t, cj // t
+        keys = [np.stack([ti, tj], axis=1)]
+        edge_i, edge_j = (ci % t == 0) & (ti > 0), (cj % t == 0) & (tj > 0)
+        keys.append(np.stack([ti[edge_i] - 1, tj[edge_i]], axis=1))
+        keys.append(np.stack([ti[edge_j], tj[edge_j] - 1], axis=1))
+        both = edge_i & edge_j
+        keys.append(np.stack([ti[both] - 1, tj[both] - 1], axis=1))
+        for a, b in np.unique(np.concatenate(keys), axis=0):
+            self.dirty.add((int(a), int(b)))
 
     @property
     def complete(self) -> bool:
@@ -276,12 +290,7 @@ class TerrainTiles:
         fill = coarse[np.ix_(nearest(ui, nx), nearest(uj, ny))]
         take = unknown & np.isfinite(fill)
         self.z[take] = fill[take]
-        t = self.tile
-        for ti, tj in {(i // t, j // t) for i, j in zip(*np.nonzero(take), strict=True)}:
-            self.dirty.add((ti, tj))
-            for dti, dtj in ((-1, 0), (0, -1), (-1, -1)):   # tiles whose mesh reaches in
-                if ti + dti >= 0 and tj + dtj >= 0:
-                    self.dirty.add((ti + dti, tj + dtj))
+        self._mark_cells(*np.nonzero(take))
         return int(take.sum())
 
     def mark_all(self) -> None:
