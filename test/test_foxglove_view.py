@@ -24,14 +24,8 @@ from helpers import REPO, NodeProcess, free_port, wait_for
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from excavator_hil.foxglove_view.core import (
-    TerrainTiles,
-    UrdfTree,
-    compose,
-    plc_channels,
-    quat_rotate,
-    wrench_arrow,
-)
+from excavator_hil.foxglove_view.core import TerrainTiles, plc_channels, wrench_arrow
+from excavator_hil.urdf_tf import UrdfTree, compose, quat_rotate
 
 PEER = REPO / "test" / "peers" / "foxglove"
 LIMIT_S = 60.0

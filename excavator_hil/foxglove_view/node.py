@@ -45,12 +45,12 @@ from excavator_common.ros_runtime import OK, WARN, Diagnostics, run_node
 from excavator_hil.errors import HilConfigError
 from excavator_hil.foxglove_view.core import (
     TerrainTiles,
-    UrdfTree,
     height_colors,
     plc_channels,
     wrench_arrow,
 )
 from excavator_hil.foxglove_view.parameters import FOXGLOVE_VIEW
+from excavator_hil.urdf_tf import UrdfTree
 
 URDF_ASSET = "package://excavator_hil/robot_description.urdf"
 WORLD = "world"
