@@ -119,8 +119,11 @@ def test_the_shipped_layout_is_the_one_the_sdk_model_writes():
                for p in item["content"]["config"].get("paths", [])}
     assert plotted == {"/plc/command", "/plc/measured", "/plc/latency", "/soil/bucket_load",
                        "/soil/force"}
-    assert json.loads(build_layout("exc2/"))["content"]["items"][0]["content"]["config"][
-        "followTf"] == "exc2/base_link"
+    fleet = json.loads(build_layout(["exc1", "exc2"]))["content"]["items"][0]["content"]
+    assert fleet["config"]["followTf"] == "exc1/base_link"
+    assert [layer["url"] for layer in fleet["config"]["layers"].values()] == [
+        "package://excavator_hil/exc1/robot_description.urdf",
+        "package://excavator_hil/exc2/robot_description.urdf"]
 
 
 # --- core: terrain tiles -------------------------------------------------------------------------
@@ -483,5 +486,67 @@ def test_bad_parameters_end_the_view_with_one_message(tmp_path):
                         (["-p", "tf_rate:=5.0"], "unknown parameter 'tf_rate'")):
         proc = NodeProcess("excavator_hil.foxglove_view.node", ["--ros-args", *args],
                            log_dir=tmp_path)
-        assert proc.proc.wait(60) == 2, proc.log()
+        try:
+            assert proc.proc.wait(60) == 2, proc.log()
+        finally:
+            proc.stop()   # one that did not refuse must not stay on the graph
         assert words in proc.log() and "Traceback" not in proc.log(), proc.log()
+
+
+@pytest.mark.slow
+def test_a_fleet_in_one_scene(ros_node, tmp_path):
+    """``machines:=exc1,exc2``: each machine's URDF (with its frame prefix) as its own asset and
+    channel, both machines' frames on the one /tf, each under its prefix from ``world``."""
+    node_exe = peer_executable()
+    from rclpy.qos import DurabilityPolicy, QoSProfile
+    from sensor_msgs.msg import JointState
+    from std_msgs.msg import String
+
+    from excavator_sim.urdf import generate_urdf
+
+    port = free_port()
+    view = NodeProcess("excavator_hil.foxglove_view.node", [
+        "--ros-args", "-p", f"port:={port}", "-p", "machines:=exc1,exc2"], log_dir=tmp_path)
+    peer = None
+    try:
+        n = ros_node.node
+        latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)
+        urdfs = {m: generate_urdf(frame_prefix=f"{m}/") for m in ("exc1", "exc2")}
+        joints = {}
+        for m, urdf in urdfs.items():
+            n.create_publisher(String, f"/{m}/robot_description", latched).publish(
+                String(data=urdf))
+            joints[m] = n.create_publisher(JointState, f"/{m}/joint_states", 10)
+        wait_for(lambda: view.log().count("served as package://") == 2 or not view.alive(),
+                 LIMIT_S, lambda: f"both URDFs; log:\n{view.log()}", 0.1)
+        assert view.alive(), view.log()
+        peer = Peer(node_exe, f"ws://127.0.0.1:{port}", tmp_path / "peer.jsonl",
+                    *[f"package://excavator_hil/{m}/robot_description.urdf" for m in urdfs])
+
+        def frames() -> set[str]:
+            return {t["childFrameId"] for msg in peer.messages("/tf")
+                    for t in msg["decoded"]["transforms"]}
+
+        def send() -> None:
+            for m, pub in joints.items():
+                pub.publish(JointState(name=["base_y", "swing"],
+                                       position=[20.0 if m == "exc2" else 0.0, 0.3]))
+        wait_for(lambda: send() or {"exc1/chassis", "exc2/chassis"} <= frames(), LIMIT_S,
+                 lambda: f"both machines' /tf\n{peer.out.read_text()[-2000:]}", 0.1)
+        assets = {e["requestId"]: e for e in peer.events() if e["event"] == "asset"}
+        assert {i: (a["status"], a["text"]) for i, a in assets.items()} == {
+            1: (0, urdfs["exc1"]), 2: (0, urdfs["exc2"])}
+        parents = {t["childFrameId"]: t["parentFrameId"] for msg in peer.messages("/tf")
+                   for t in msg["decoded"]["transforms"]}
+        assert parents["exc2/base_x_slider"] == parents["exc1/base_x_slider"] == "world"
+        y = {t["childFrameId"]: t["translation"]["y"] for msg in peer.messages("/tf")
+             for t in msg["decoded"]["transforms"]}
+        assert (y["exc1/base_xy_slider"], y["exc2/base_xy_slider"]) == (0.0, 20.0)
+        topics = {c["topic"] for e in peer.events() if e["event"] == "advertise"
+                  for c in e["channels"]}
+        assert {"/exc1/robot_description", "/exc2/robot_description", "/exc2/soil/bucket_load",
+                "/exc1/soil/force", "/tf", "/terrain"} <= topics
+    finally:
+        if peer is not None:
+            peer.stop()
+        assert view.stop() == 0, view.log()

@@ -25,6 +25,7 @@ Channels (Foxglove schemas, protobuf; ROS 2 messages passed through as CDR):
 
 from __future__ import annotations
 
+import functools
 import math
 import sys
 import threading
@@ -56,6 +57,34 @@ URDF_ASSET = "package://excavator_hil/robot_description.urdf"
 WORLD = "world"
 
 
+def urdf_asset(machine: str) -> str:
+    """The asset URI of a machine's URDF (``""``: the view's own namespace)."""
+    return URDF_ASSET if not machine else f"package://excavator_hil/{machine}/robot_description.urdf"
+
+
+def machine_topic(machine: str, name: str) -> str:
+    """ROS topic (and Foxglove channel) ``name`` of a machine: relative for the view's own
+    namespace, ``/<machine>/<name>`` for a fleet's."""
+    return name if not machine else f"/{machine}/{name}"
+
+
+def _channel(machine: str, name: str) -> str:
+    return "/" + name if not machine else f"/{machine}/{name}"
+
+
+class Machine:
+    """What the view keeps of one machine: its URDF, the last /tf time, the bucket origin."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.urdf: str | None = None
+        self.urdf_raw: bytes | None = None
+        self.tree: UrdfTree | None = None
+        self.last_tf_s = -math.inf
+        self.bucket_origin: tuple[float, float, float] | None = None
+        self.channels: dict[str, Any] = {}
+
+
 def _ros2_schema(msgtype: str) -> Any:
     """The foxglove Schema of a ROS 2 message type (its concatenated .msg definition)."""
     import foxglove
@@ -85,13 +114,13 @@ class FoxgloveView(Node):
                 self.params.unknown, f"{self.get_name()} parameters"))
         v = self.params.values
         self._lock = threading.Lock()
-        self._urdf: str | None = None
-        self._tree: UrdfTree | None = None
+        names = [m.strip().strip("/") for m in str(v["machines"]).split(",") if m.strip()]
+        if len(set(names)) != len(names):
+            raise HilConfigError(f"foxglove_view: machines {v['machines']!r} names one twice")
+        self.machines = {m: Machine(m) for m in (names or [""])}
         self._positions: dict[str, float] = {}
         self._joint_stamp_ns = 0
         self._tf_period_s = 1.0 / float(v["tf_rate_hz"])
-        self._last_tf_s = -math.inf
-        self._bucket_origin: tuple[float, float, float] | None = None
         self._force_scale = float(v["force_scale_m_per_n"])
         self.counters = {"joint_states": 0, "tf_sent": 0, "terrain_patches": 0,
                          "terrain_tiles_sent": 0, "terrain_errors": 0, "urdf_errors": 0,
@@ -114,18 +143,23 @@ class FoxgloveView(Node):
         self.tf_channel = FrameTransformsChannel("/tf", context=self.fox)
         self.terrain_channel = SceneUpdateChannel("/terrain", context=self.fox)
         self.arrow_channel = SceneUpdateChannel("/soil/wrench_arrow", context=self.fox)
-        self.urdf_channel = foxglove.Channel(
-            "/robot_description", schema=_ros2_schema("std_msgs/msg/String"),
-            message_encoding="cdr", context=self.fox)
+        string_schema = _ros2_schema("std_msgs/msg/String")
         self.diag_channel = foxglove.Channel(
             "/diagnostics", schema=_ros2_schema("diagnostic_msgs/msg/DiagnosticArray"),
             message_encoding="cdr", context=self.fox)
-        self.load_channel = foxglove.Channel("/soil/bucket_load", schema=_json_schema(
-            "bucket soil load", {"volume_m3": "soil in the bucket [m^3]"}), context=self.fox)
-        self.force_channel = foxglove.Channel("/soil/force", schema=_json_schema(
-            "soil force on the bucket", {"fx_n": "[N] world x", "fy_n": "[N] world y",
-                                         "fz_n": "[N] world z", "magnitude_n": "[N]"}),
-            context=self.fox)
+        for m in self.machines.values():
+            m.channels["urdf"] = foxglove.Channel(
+                _channel(m.name, "robot_description"), schema=string_schema,
+                message_encoding="cdr", context=self.fox)
+            m.channels["load"] = foxglove.Channel(
+                _channel(m.name, "soil/bucket_load"), schema=_json_schema(
+                    "bucket soil load", {"volume_m3": "soil in the bucket [m^3]"}),
+                context=self.fox)
+            m.channels["force"] = foxglove.Channel(
+                _channel(m.name, "soil/force"), schema=_json_schema(
+                    "soil force on the bucket", {"fx_n": "[N] world x", "fy_n": "[N] world y",
+                                                 "fz_n": "[N] world z", "magnitude_n": "[N]"}),
+                context=self.fox)
         velocity = {"longitudinal": "[m/s]", "lateral": "[m/s]", "angular": "[rad/s]"}
         self.plc_channels: dict[str, Any] = {}
         redis_url = str(v["redis_url"])
@@ -149,7 +183,7 @@ class FoxgloveView(Node):
                 if channel.topic == "/terrain":
                     with view._lock:
                         view.terrain.mark_all()
-                elif channel.topic == "/robot_description":
+                elif channel.topic.endswith("/robot_description"):
                     view._republish_urdf()
 
         self.server = foxglove.start_server(
@@ -159,12 +193,19 @@ class FoxgloveView(Node):
         # --- ROS side: raw where a message is often skipped (decoded only when used)
         latest = QoSProfile(depth=1, reliability=ReliabilityPolicy.BEST_EFFORT)
         latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)
-        self.create_subscription(String, "robot_description", self._on_description, latched,
-                                 raw=True)
-        self.create_subscription(JointState, "joint_states", self._on_joints, latest, raw=True)
-        self.create_subscription(PoseStamped, "bucket_pose", self._on_bucket_pose, latest)
-        self.create_subscription(WrenchStamped, "soil/wrench", self._on_wrench, latest)
-        self.create_subscription(Float64, "soil/bucket_load", self._on_load, latest)
+        for m in self.machines.values():
+            def topic(name: str, m: Machine = m) -> str:
+                return machine_topic(m.name, name)
+            self.create_subscription(String, topic("robot_description"), functools.partial(
+                self._on_description, m), latched, raw=True)
+            self.create_subscription(JointState, topic("joint_states"), functools.partial(
+                self._on_joints, m), latest, raw=True)
+            self.create_subscription(PoseStamped, topic("bucket_pose"), functools.partial(
+                self._on_bucket_pose, m), latest)
+            self.create_subscription(WrenchStamped, topic("soil/wrench"), functools.partial(
+                self._on_wrench, m), latest)
+            self.create_subscription(Float64, topic("soil/bucket_load"), functools.partial(
+                self._on_load, m), latest)
         # every patch counts (each changes the grid): reliable, as the simulation takes them;
         # a whole grid comes at start and at soil_node's heightmap_rate_hz while it changes
         self.create_subscription(Float64MultiArray, "soil/terrain_patch", self._on_patch,
@@ -191,7 +232,8 @@ class FoxgloveView(Node):
             f"{self.terrain.z.shape[0]} x {self.terrain.z.shape[1]} cells in "
             f"{self.terrain.tiles_shape[0] * self.terrain.tiles_shape[1]} tiles"
             + (f", PLC channels from {redis_url}" if redis_url else ", no PLC channels "
-               "(redis_url empty)"))
+               "(redis_url empty)")
+            + (f"; machines {', '.join(self.machines)}" if list(self.machines) != [""] else ""))
 
     def _status_name(self) -> str:
         ns = self.get_namespace().strip("/")
@@ -199,13 +241,15 @@ class FoxgloveView(Node):
 
     # --- assets ----------------------------------------------------------------------------------
     def _asset(self, uri: str) -> bytes | None:
-        """The URDF for the 3D panel's URDF layer (its geometry is primitives: no meshes)."""
-        if uri == URDF_ASSET and self._urdf is not None:
-            return self._urdf.encode()
+        """A machine's URDF for the 3D panel's URDF layer (its geometry is primitives: no
+        meshes)."""
+        for m in self.machines.values():
+            if uri == urdf_asset(m.name) and m.urdf is not None:
+                return m.urdf.encode()
         return None
 
     # --- ROS callbacks ---------------------------------------------------------------------------
-    def _on_description(self, raw: bytes) -> None:
+    def _on_description(self, m: Machine, raw: bytes) -> None:
         text = deserialize_message(raw, String).data
         try:
             tree = UrdfTree.parse(text)
@@ -215,22 +259,24 @@ class FoxgloveView(Node):
             self.get_logger().error(f"robot_description not used: {exc}")
             return
         with self._lock:
-            self._urdf, self._tree, self._urdf_raw = text, tree, raw
-        self.urdf_channel.log(raw)
-        self.get_logger().info(f"robot_description: {len(tree.joints)} joints, "
-                               f"{len(tree.links)} links; served as {URDF_ASSET}")
+            m.urdf, m.tree, m.urdf_raw = text, tree, raw
+        m.channels["urdf"].log(raw)
+        self.get_logger().info(f"{machine_topic(m.name, 'robot_description')}: "
+                               f"{len(tree.joints)} joints, {len(tree.links)} links; served as "
+                               f"{urdf_asset(m.name)}")
 
     def _republish_urdf(self) -> None:
-        raw = getattr(self, "_urdf_raw", None)
-        if raw is not None:
-            self.urdf_channel.log(raw)
+        for m in self.machines.values():
+            if m.urdf_raw is not None:
+                m.channels["urdf"].log(m.urdf_raw)
 
-    def _on_joints(self, raw: bytes) -> None:
+    def _on_joints(self, m: Machine, raw: bytes) -> None:
         self.counters["joint_states"] += 1
         now = time.monotonic()
-        if now - self._last_tf_s < self._tf_period_s or self._tree is None:
+        tree = m.tree
+        if now - m.last_tf_s < self._tf_period_s or tree is None:
             return
-        self._last_tf_s = now
+        m.last_tf_s = now
         from foxglove.messages import (
             FrameTransform,
             FrameTransforms,
@@ -242,7 +288,7 @@ class FoxgloveView(Node):
         msg = deserialize_message(raw, JointState)
         stamp = Timestamp(sec=msg.header.stamp.sec, nsec=msg.header.stamp.nanosec)
         positions = dict(zip(msg.name, msg.position, strict=False))
-        transforms = self._tree.transforms(positions)
+        transforms = tree.transforms(positions)
         self.tf_channel.log(FrameTransforms(transforms=[FrameTransform(
             timestamp=stamp, parent_frame_id=t.parent, child_frame_id=t.child,
             translation=Vector3(x=t.translation[0], y=t.translation[1], z=t.translation[2]),
@@ -255,11 +301,11 @@ class FoxgloveView(Node):
         ns = int(stamp.sec) * 1_000_000_000 + int(stamp.nanosec)
         return ns if ns > 0 else None
 
-    def _on_bucket_pose(self, msg: PoseStamped) -> None:
+    def _on_bucket_pose(self, m: Machine, msg: PoseStamped) -> None:
         p = msg.pose.position
-        self._bucket_origin = (p.x, p.y, p.z)
+        m.bucket_origin = (p.x, p.y, p.z)
 
-    def _on_wrench(self, msg: WrenchStamped) -> None:
+    def _on_wrench(self, m: Machine, msg: WrenchStamped) -> None:
         from foxglove.messages import (
             ArrowPrimitive,
             Color,
@@ -273,29 +319,30 @@ class FoxgloveView(Node):
 
         f = msg.wrench.force
         mag = math.sqrt(f.x * f.x + f.y * f.y + f.z * f.z)
-        self.force_channel.log({"fx_n": f.x, "fy_n": f.y, "fz_n": f.z, "magnitude_n": mag},
-                               log_time=self._log_time(msg.header.stamp))
-        origin = self._bucket_origin
+        m.channels["force"].log({"fx_n": f.x, "fy_n": f.y, "fz_n": f.z, "magnitude_n": mag},
+                                log_time=self._log_time(msg.header.stamp))
+        origin = m.bucket_origin
+        entity_id = "soil_force" + (f"_{m.name}" if m.name else "")
         if origin is None:
             return
         arrow = wrench_arrow((f.x, f.y, f.z), origin, self._force_scale)
         stamp = Timestamp(sec=msg.header.stamp.sec, nsec=msg.header.stamp.nanosec)
         if arrow is None:
             self.arrow_channel.log(SceneUpdate(entities=[SceneEntity(
-                timestamp=stamp, frame_id=WORLD, id="soil_force")]))
+                timestamp=stamp, frame_id=WORLD, id=entity_id)]))
             return
         head = min(0.3, 0.3 * arrow.length)
         pose = Pose(position=Vector3(x=arrow.origin[0], y=arrow.origin[1], z=arrow.origin[2]),
                     orientation=Quaternion(x=arrow.rotation[0], y=arrow.rotation[1],
                                            z=arrow.rotation[2], w=arrow.rotation[3]))
         self.arrow_channel.log(SceneUpdate(entities=[SceneEntity(
-            timestamp=stamp, frame_id=WORLD, id="soil_force", arrows=[ArrowPrimitive(
+            timestamp=stamp, frame_id=WORLD, id=entity_id, arrows=[ArrowPrimitive(
                 pose=pose, shaft_length=max(0.0, arrow.length - head), shaft_diameter=0.06,
                 head_length=head, head_diameter=0.15,
                 color=Color(r=0.9, g=0.1, b=0.1, a=1.0))])]))
 
-    def _on_load(self, msg: Float64) -> None:
-        self.load_channel.log({"volume_m3": msg.data})
+    def _on_load(self, m: Machine, msg: Float64) -> None:
+        m.channels["load"].log({"volume_m3": msg.data})
 
     def _on_patch(self, msg: Float64MultiArray) -> None:
         self.counters["terrain_patches"] += 1
@@ -378,8 +425,10 @@ class FoxgloveView(Node):
 
     # --- status ----------------------------------------------------------------------------------
     def _publish_status(self) -> None:
-        level = WARN if self._tree is None else OK
-        message = ("waiting for robot_description" if self._tree is None
+        waiting = [machine_topic(m.name, "robot_description") for m in self.machines.values()
+                   if m.tree is None]
+        level = WARN if waiting else OK
+        message = (f"waiting for {', '.join(waiting)}" if waiting
                    else f"serving ws://{self.params.values['host']}:{self.server.port}")
         self.diagnostics.publish(level, message, {**self.counters,
                                                   "last_error": self.last_error})

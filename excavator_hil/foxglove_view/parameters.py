@@ -22,6 +22,9 @@ FOXGLOVE_VIEW = ParameterTable("foxglove_view", (
                   "package's config/soil.yaml)", "path"),
     ParameterSpec("force_scale_m_per_n", 5.0e-5, "length of the soil force arrow per newton",
                   "m/N", 1.0e-9, 1.0),
+    ParameterSpec("machines", "", "namespaces of the machines to show in one scene, comma-"
+                  "separated (a fleet's: exc1,exc2; their URDFs carry the frame prefixes), "
+                  "topics /<ns>/...; '' = the one machine of the view's own namespace"),
     ParameterSpec("redis_url", "", "Redis of the PLC bridge, read only: command vs measured "
                   "velocities and latency on /plc/* ('' = no PLC channels)"),
     ParameterSpec("plc_rate_hz", 20.0, "rate of the Redis reads for /plc/*", "Hz", 1.0, 100.0),
