@@ -483,7 +483,8 @@ def test_the_live_view_over_the_foxglove_protocol(ros_node, redis_server, tmp_pa
 
 def test_bad_parameters_end_the_view_with_one_message(tmp_path):
     for args, words in ((["-p", "port:=70000"], "port = 70000 is outside 0 .. 65535"),
-                        (["-p", "tf_rate:=5.0"], "unknown parameter 'tf_rate'")):
+                        (["-p", "tf_rate:=5.0"], "unknown parameter 'tf_rate'"),
+                        (["-p", "machines:=exc1,exc-2"], "exc-2 is not a namespace")):
         proc = NodeProcess("excavator_hil.foxglove_view.node", ["--ros-args", *args],
                            log_dir=tmp_path)
         try:

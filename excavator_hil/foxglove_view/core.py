@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from excavator_hil.urdf_tf import Quat, Vec3
+from excavator_hil.urdf_tf import Quat, Vec3, rpy_quaternion
 
 
 # --- terrain ---------------------------------------------------------------------------------
@@ -208,15 +208,9 @@ def wrench_arrow(force_n: Vec3, origin: Vec3, metres_per_newton: float) -> Arrow
     if not math.isfinite(mag) or mag == 0.0:
         return None
     ux, uy, uz = fx / mag, fy / mag, fz / mag
-    # shortest rotation from +x to u
-    dot = ux
-    if dot < -1.0 + 1e-12:
-        rot: Quat = (0.0, 0.0, 1.0, 0.0)           # 180 deg about z
-    else:
-        cx, cy, cz = 0.0, -uz, uy                  # (1, 0, 0) x u
-        w = 1.0 + dot
-        n = math.sqrt(cx * cx + cy * cy + cz * cz + w * w)
-        rot = (cx / n, cy / n, cz / n, w / n)
+    # +x turned onto u: pitched to u's elevation, then yawed to its heading (well defined for
+    # every direction, also (anti)parallel to x and straight up or down)
+    rot = rpy_quaternion(0.0, -math.asin(max(-1.0, min(1.0, uz))), math.atan2(uy, ux))
     return Arrow(origin, rot, mag * metres_per_newton)
 
 

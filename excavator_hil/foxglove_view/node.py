@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import functools
 import math
+import re
 import sys
 import threading
 import time
@@ -115,11 +116,14 @@ class FoxgloveView(Node):
         v = self.params.values
         self._lock = threading.Lock()
         names = [m.strip().strip("/") for m in str(v["machines"]).split(",") if m.strip()]
-        if len(set(names)) != len(names):
-            raise HilConfigError(f"foxglove_view: machines {v['machines']!r} names one twice")
+        bad = [m for m in names if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", m)]
+        if bad or len(set(names)) != len(names):
+            raise HilConfigError(
+                f"foxglove_view: machines = {v['machines']!r}: "
+                + (f"{', '.join(bad)} is not a namespace (letters, digits, _)" if bad
+                   else "a namespace is named twice")
+                + "; give the fleet's namespaces, e.g. exc1,exc2")
         self.machines = {m: Machine(m) for m in (names or [""])}
-        self._positions: dict[str, float] = {}
-        self._joint_stamp_ns = 0
         self._tf_period_s = 1.0 / float(v["tf_rate_hz"])
         self._force_scale = float(v["force_scale_m_per_n"])
         self.counters = {"joint_states": 0, "tf_sent": 0, "terrain_patches": 0,
@@ -206,8 +210,10 @@ class FoxgloveView(Node):
                 self._on_wrench, m), latest)
             self.create_subscription(Float64, topic("soil/bucket_load"), functools.partial(
                 self._on_load, m), latest)
-        # every patch counts (each changes the grid): reliable, as the simulation takes them;
-        # a whole grid comes at start and at soil_node's heightmap_rate_hz while it changes
+        # best effort, as the dashboard: a reliable reader that falls behind (this one runs at
+        # nice 10) makes soil_node, which is in the control loop, keep and resend samples for
+        # it; a lost patch is repaired by the next whole grid (soil_node's heightmap_rate_hz
+        # while the terrain changes), whose changed cells are marked like a patch's
         self.create_subscription(Float64MultiArray, "soil/terrain_patch", self._on_patch,
                                  QoSProfile(depth=50, reliability=ReliabilityPolicy.BEST_EFFORT))
         # soil_node's latched cloud: the terrain for a view that joined after its whole grid
