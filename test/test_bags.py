@@ -329,12 +329,15 @@ def test_a_bag_with_tf_opens_as_foxglove_reads_it(probe: RosTestNode, tmp_path: 
              lambda: f"the recorder to subscribe; its log:\n{rec.log()}")
     # the URDF first: the recorder says when it derives /tf from it
     wait_for(lambda: "/tf of /exc2 from its robot_description" in rec.log(), 20.0, rec.log)
-    for i in range(n):
-        msg = JointState(name=["base_y", "swing", "boom"], position=[20.0, 0.01 * i, 0.3])
-        msg.header.stamp.sec, msg.header.stamp.nanosec = 100 + i, 5
-        pub.publish(msg)
-        time.sleep(0.01)
-    assert rec.proc.wait(30) == 0, rec.log()
+    try:
+        for i in range(n):
+            msg = JointState(name=["base_y", "swing", "boom"], position=[20.0, 0.01 * i, 0.3])
+            msg.header.stamp.sec, msg.header.stamp.nanosec = 100 + i, 5
+            pub.publish(msg)
+            time.sleep(0.01)
+        assert rec.proc.wait(30) == 0, rec.log()
+    finally:
+        rec.stop()   # a recorder that did not reach --max-messages must not stay behind
 
     (mcap_file,) = bag.glob("*.mcap")
     with mcap_file.open("rb") as f:
