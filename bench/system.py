@@ -43,6 +43,12 @@ graph only (no Redis: the demo's Redis is private to it); its process and Chromi
 the CPU figures. Both run at niceness 10, as docs/dashboard.md says to run them on the HIL host
 (bench/dashboard.py measures the page's own cost).
 
+With ``--foxglove`` (issue 33) the same second run is made with the Foxglove live view instead
+(``foxglove_view`` at niceness 10, its ROS node in the same graph, no Redis) and a client of
+the Foxglove protocol subscribed to every channel (test/peers/foxglove's reference client, the
+app's stand-in; ``make foxglove-peer``): the view must not raise the bridge's overruns or the
+sim's lag either.
+
 Process set-up (issue 12, docs/plc_bridge.md "HIL host set-up"): ``--setup new`` (default:
 start-up objects frozen out of the garbage collector, 0.5 ms GIL slices, recorder and operator
 at nice 10) or ``old`` (none of it); ``--compare`` runs the full stack with both, in this run.
@@ -51,7 +57,8 @@ at nice 10) or ``old`` (none of it); ``--compare`` runs the full stack with both
 bridge overran (``bench/stall_report.py``).
 
     .venv/bin/python bench/system.py [--quick] [--sim-seconds 15] [--bridge-cycles 3000]
-                                     [--dashboard] [--compare] [--setup new|old] [--probe]
+                                     [--dashboard] [--foxglove] [--compare]
+                                     [--setup new|old] [--probe]
                                      [--trace-sched] [--pin-cpus] [--background-nice N]
 """
 
@@ -421,6 +428,51 @@ class OpenDashboard:
         self._log.close()
 
 
+class OpenFoxglove:
+    """The Foxglove live view and a protocol client subscribed to all its channels, for one
+    full run (both at niceness 10, as docs/foxglove.md says to run them on the HIL host)."""
+
+    def __init__(self, env: dict[str, str]) -> None:
+        import shutil
+        import socket
+
+        node = shutil.which("node")
+        peer = REPO / "test" / "peers" / "foxglove"
+        if node is None or not (peer / "node_modules").is_dir():
+            raise SystemExit("--foxglove needs node and the protocol client (make foxglove-peer)")
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        self.log = Path(tempfile.mkdtemp(prefix="bench_foxglove_")) / "foxglove_view.log"
+        self._log = self.log.open("w")
+        low = ["nice", "-n", "10"]
+        self.app = subprocess.Popen(
+            [*low, sys.executable, "-m", "excavator_hil.foxglove_view.node", "--ros-args", "-p",
+             f"port:={port}", "-p", "use_sim_time:=true"], cwd=REPO, env=env, stdout=self._log,
+            stderr=subprocess.STDOUT, text=True)
+        deadline = time.monotonic() + 120.0
+        while "Foxglove WebSocket server on" not in self.log.read_text(errors="replace"):
+            if self.app.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit(f"foxglove_view did not start; log:\n"
+                                 f"{self.log.read_text()[-2000:]}")
+            time.sleep(0.2)
+        self.client = subprocess.Popen(
+            [*low, node, str(peer / "client.js"), f"ws://127.0.0.1:{port}", "3600"], cwd=peer,
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def pids(self) -> list[int]:
+        return [self.app.pid, self.client.pid]
+
+    def close(self) -> None:
+        for proc in (self.client, self.app):
+            proc.terminate()
+            try:
+                proc.wait(20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        self._log.close()
+
+
 # --- the process set-up: the old one (before issue 12's fixes) and the new ----------------
 SETUPS = ("new", "old")
 
@@ -465,14 +517,16 @@ class SchedTrace:
 
 
 def full_stack(quick: bool, warmup: float, side_bridge_cycles: int, rt_priority: int,
-               dashboard: bool = False, setup: str = "new", background_nice: int | None = None,
+               dashboard: bool = False, foxglove: bool = False, setup: str = "new",
+               background_nice: int | None = None,
                pin_cpus: bool = False, probe: bool = False, trace_sched: bool = False,
                soil_node: bool = False) -> dict[str, object]:
     env = setup_env(_ros_env(), setup)
     out = Path(tempfile.mkdtemp(prefix="bench_system_"))
     if probe or trace_sched:
         env["EXCAVATOR_HIL_PROBE"] = str(out / "probe")
-    page = OpenDashboard(env) if dashboard else None
+    page: OpenDashboard | OpenFoxglove | None = (
+        OpenDashboard(env) if dashboard else OpenFoxglove(env) if foxglove else None)
     args = [sys.executable, "-m", "excavator_hil.cli", "demo", "--output", str(out)]
     if quick:
         args.append("--quick")
@@ -617,6 +671,9 @@ def main() -> None:
                         help="CPU is measured from this long after the demo's start [s]")
     parser.add_argument("--dashboard", action="store_true",
                         help="a second full run with the dashboard open in headless Chromium")
+    parser.add_argument("--foxglove", action="store_true",
+                        help="a second full run with the Foxglove live view and a protocol "
+                             "client subscribed to every channel")
     parser.add_argument("--setup", choices=SETUPS, default="new",
                         help="process set-up of the full stack: new (gc frozen after start-up, "
                              "0.5 ms GIL slices, recorder and operator at nice 10) or old "
@@ -664,15 +721,19 @@ def main() -> None:
     full = fulls[setups[0]]
     s = full["summary"]
     cycles = s.get("bridge_cycles", 0) or 0
-    with_page: dict[str, object] = {}
-    if args.dashboard:
-        print("4: full stack again, the dashboard open in headless Chromium ...", flush=True)
+    watched: dict[str, dict[str, object]] = {}
+    for step, name, what in (("4", "dashboard", "the dashboard open in headless Chromium"),
+                             ("5", "foxglove", "the Foxglove live view and a client")):
+        if not getattr(args, name):
+            continue
+        print(f"{step}: full stack again, {what} ...", flush=True)
         page = full_stack(args.quick, args.warmup, args.bridge_cycles, args.rt_priority,
-                          dashboard=True, setup=setups[0], background_nice=args.background_nice,
+                          dashboard=name == "dashboard", foxglove=name == "foxglove",
+                          setup=setups[0], background_nice=args.background_nice,
                           pin_cpus=args.pin_cpus)
         ps = page["summary"]
         page_cycles = ps.get("bridge_cycles", 0) or 0
-        with_page = {
+        watched[name] = {
             "rtf": ps["real_time_factor"], "lag_ms_p99": ps.get("lag_ms_p99"),
             "lag_ms_max": ps.get("lag_ms_max"), "slipped_s": ps.get("slipped_s"),
             "wrench_age_sim_ms_p99": ps.get("wrench_age_ms_p99"),
@@ -683,7 +744,7 @@ def main() -> None:
             "side_bridge": page["side_bridge"],
             "cpu_total_cores": page["cpu_total_cores"], "cpu_cores": page["cpu_cores"],
         }
-        print(f"    with the page: lag p99 {_f(ps.get('lag_ms_p99')):.2f} ms (without "
+        print(f"    with the {name}: lag p99 {_f(ps.get('lag_ms_p99')):.2f} ms (without "
               f"{_f(s.get('lag_ms_p99')):.2f}), bridge overruns {ps['bridge_overruns']} of "
               f"{page_cycles} (without {s['bridge_overruns']} of {cycles}), CPU "
               f"{_f(page['cpu_total_cores']):.2f} cores (without "
@@ -695,7 +756,8 @@ def main() -> None:
         "sim_alone": sim, "bridge_alone": alone,
         "full": _figures(full), "setup": setups[0],
         "full_old_setup": _figures(fulls["old"]) if args.compare else {},
-        "with_dashboard": with_page,
+        "with_dashboard": watched.get("dashboard", {}),
+        "with_foxglove": watched.get("foxglove", {}),
     }
     print(json.dumps(result, default=lambda v: None if isinstance(v, float) and math.isnan(v)
                      else v))

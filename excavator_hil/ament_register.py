@@ -38,6 +38,7 @@ SHARE_LAYOUT: dict[str, tuple[str, ...]] = {
     "config": ("config/*.yaml", "config/*.xml"),
     "config/machines": ("config/machines/*.yaml",),
     "rviz": ("rviz/*.rviz",),
+    "layouts": ("layouts/*.json",),
     "systemd": ("deploy/systemd/*",),
 }
 MARKER = Path("share/ament_index/resource_index/packages") / PACKAGE
@@ -68,7 +69,19 @@ def source_root() -> Path:
 
 
 def console_scripts() -> dict[str, str]:
-    """Executable name -> ``module:function`` of this distribution's console scripts."""
+    """Executable name -> ``module:function`` of this distribution's console scripts: from the
+    checkout's setup.py when registering a checkout (an editable install's metadata keeps the
+    scripts of its last ``pip install``, so a node added since would be missing), else from the
+    installed distribution."""
+    setup = source_root() / "setup.py"
+    if setup.is_file():
+        import ast
+
+        for node in ast.walk(ast.parse(setup.read_text())):
+            if isinstance(node, ast.keyword) and node.arg == "entry_points":
+                scripts = ast.literal_eval(node.value)["console_scripts"]
+                return {name.strip(): target.strip()
+                        for name, target in (line.split("=", 1) for line in scripts)}
     dist = importlib.metadata.distribution(PACKAGE)
     return {ep.name: ep.value for ep in dist.entry_points if ep.group == "console_scripts"}
 

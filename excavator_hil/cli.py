@@ -78,8 +78,11 @@ def _cmd_bag_record(args: argparse.Namespace) -> int:
     if topics is None and not args.all:
         print("error: name the topics to record, or pass --all")
         return 2
+    if args.tf and (args.tf_rate_hz <= 0 or args.tf_rate_hz > 1000):
+        print(f"error: --tf-rate-hz {args.tf_rate_hz:g}: give 0 < rate <= 1000 Hz")
+        return 2
     return record(args.output, topics, args.storage, args.duration, args.max_messages,
-                  args.use_sim_time)
+                  args.use_sim_time, args.tf_rate_hz if args.tf else 0.0)
 
 
 def _cmd_bag_play(args: argparse.Namespace) -> int:
@@ -136,6 +139,14 @@ def build_parser() -> argparse.ArgumentParser:
     rec.add_argument("--use-sim-time", action="store_true",
                      help="stamp messages with /clock (the simulation's time, as in their "
                           "headers) instead of wall time, like ros2 bag record --use-sim-time")
+    rec.add_argument("--tf", action="store_true",
+                     help="also write /tf: each machine's URDF (its recorded "
+                          "robot_description) at its recorded joint_states, as "
+                          "robot_state_publisher would, so the bag shows the machine in "
+                          "Foxglove or RViz (docs/bags.md)")
+    rec.add_argument("--tf-rate-hz", type=float, default=30.0,
+                     help="with --tf: at most this many /tf per machine per second of bag "
+                          "time [Hz] (default 30; viewers interpolate)")
     rec.set_defaults(func=_cmd_bag_record)
     ply = bag.add_parser("play", help="replay a bag into the live graph with its timing")
     ply.add_argument("bag", help="rosbag2 directory (this tool's or ros2 bag record's)")

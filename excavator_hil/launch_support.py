@@ -288,7 +288,8 @@ SETS_UP_ITSELF = frozenset({"sim_node", "soil_node", "ik_node", "teleop_node", "
 NODE_GROUPS = {"plc_bridge": "bridge", "virtual_plc": "bridge", "plant_link": "bridge",
                "sim_node": "sim",
                "soil_node": "sim", "ik_node": "sim", "teleop_node": "sim",
-               "robot_state_publisher": "sim", "dashboard": "background", "rviz2": "background"}
+               "robot_state_publisher": "sim", "dashboard": "background", "rviz2": "background",
+               "foxglove_view": "background"}
 
 
 @dataclass(frozen=True)
@@ -548,6 +549,11 @@ ARGUMENTS: dict[str, LaunchArgument] = {a.name: a for a in (
     LaunchArgument("token", "access token, >= 16 characters (required when host is not "
                    "loopback; open /?token=...)"),
     LaunchArgument("refresh_hz", "machine view refresh per browser tab [Hz], 1..30", "10"),
+    LaunchArgument("foxglove", "Foxglove live view on ws://127.0.0.1:8765 (foxglove.launch.py "
+                   "for its own arguments; docs/foxglove.md)", "false", BOOL),
+    LaunchArgument("foxglove_host", "interface the Foxglove WebSocket server binds (no "
+                   "authentication: keep loopback unless the network is yours)", "127.0.0.1"),
+    LaunchArgument("foxglove_port", "TCP port of the Foxglove WebSocket server", "8765"),
     LaunchArgument("count", "number of machines, 1..16 (namespaces exc1, exc2, ...); ignored "
                    "when namespaces is set", "2"),
     LaunchArgument("namespaces", "comma-separated namespaces, one machine each (e.g. "
@@ -627,15 +633,25 @@ LAUNCH_FILES: dict[str, tuple[str | LaunchArgument, ...]] = {
         "redis_url", "model",
         _A["virtual_plc"].but(default="true", description="use the virtual PLC instead of real "
                               "hardware (false: the PLC at plc_host)"),
-        "virtual_plc_port", _PLANT_LOOP, "plant_link_params", "dashboard", *_SUPERVISION,
-        *_REALTIME),
+        "virtual_plc_port", _PLANT_LOOP, "plant_link_params", "dashboard", "foxglove",
+        "foxglove_host", "foxglove_port", *_SUPERVISION, *_REALTIME),
     "dashboard.launch.py": (
         _A["namespace"].but(description="ROS namespace of the excavator to show and drive"),
+        _A["use_sim_time"].but(description="stamp the targets it sends on /clock like the "
+                               "stack it drives (false: wall time, for a stack on wall time)"),
         "host", "port", "token",
         _A["redis_url"].but(description="Redis of the PLC bridge"),
         _A["plc_params"].but(description="plc_bridge parameter file (model, command envelope, "
                              "key layout)"),
         "refresh_hz", *_SUPERVISION),
+    "foxglove.launch.py": (
+        _A["namespace"].but(description="ROS namespace of the excavator to show"),
+        _A["use_sim_time"].but(description="follow /clock like the stack it shows (false: "
+                               "wall time, for a stack on wall time)"),
+        "foxglove_host", "foxglove_port",
+        _A["redis_url"].but(default="", description="Redis of the PLC bridge, read only, for "
+                            "the /plc/* channels (empty: none)"),
+        "soil_params", *_SUPERVISION),
     "fleet.launch.py": (
         "count", "namespaces", "spacing", "soil", "shared_terrain",
         _A["redis_url"].but(default="redis://127.0.0.1:6379", description="the shared Redis "

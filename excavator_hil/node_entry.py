@@ -67,3 +67,7 @@ def virtual_plc() -> NoReturn:
 
 def plant_link() -> NoReturn:
     _run("plc_bridge.plant_link.node")
+
+
+def foxglove_view() -> NoReturn:
+    _run("excavator_hil.foxglove_view.node")

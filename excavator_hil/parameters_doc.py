@@ -84,6 +84,13 @@ def _plant_link(node_only: bool) -> Callable[[], str]:
     return table
 
 
+def _foxglove_view() -> str:
+    from excavator_common.parameters import markdown_table
+    from excavator_hil.foxglove_view.parameters import FOXGLOVE_VIEW
+
+    return markdown_table(FOXGLOVE_VIEW.parameters)
+
+
 # block name -> its table (imports inside: each block needs only its own package)
 BLOCKS: dict[str, Callable[[], str]] = {
     "ik_node": _ik,
@@ -100,6 +107,7 @@ BLOCKS: dict[str, Callable[[], str]] = {
     "virtual_plc": _virtual_plc,
     "plant_link": _plant_link(False),
     "plant_link (node only)": _plant_link(True),
+    "foxglove_view": _foxglove_view,
 }
 
 _BLOCK = re.compile(r"(<!-- parameters: (?P<name>[^>]+?) -->\n)(?P<body>.*?)(<!-- /parameters -->)",

@@ -90,5 +90,7 @@ def _nodes(context: LaunchContext) -> list[Action]:
     if closed:
         nodes += supervised_node(context, plan, name="plant_link", parameters=[
             plant_link_parameters(arg("plant_link_params"), params, bridge["plc_host"],
-                                  int(bridge["plc_port"]), arg("model"), plan)])
+                                  int(bridge["plc_port"]), arg("model"), plan),
+            # the bridge's time base: plant/actuation stamped on the clock the simulation runs
+            {"use_sim_time": bridge["use_sim_time"]}])
     return nodes

@@ -35,4 +35,6 @@ def _nodes(context: LaunchContext) -> list[Action]:
     return supervised_node(context, plan, name="dashboard", arguments=[
         "--host", arg("host"), "--port", arg("port"), "--token", arg("token"),
         "--redis-url", arg("redis_url"), "--plc-config", arg("plc_params"),
-        "--refresh-hz", arg("refresh_hz"), "--nice", str(plan.background_nice)])
+        "--refresh-hz", arg("refresh_hz"), "--nice", str(plan.background_nice)],
+        # the launch's one time base (excavator.launch.py forwards its use_sim_time)
+        parameters=[{"use_sim_time": arg("use_sim_time") == "true"}])

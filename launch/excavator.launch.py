@@ -18,7 +18,8 @@ first-order plant, and sim_node's tracks follow the PLC's reported track speeds
 (``track_command`` remapped to the bridge's ``plc/wheel_states``, argument ``track_command``).
 
 ``dashboard:=true`` adds the browser dashboard (dashboard.launch.py) for this namespace, Redis
-and PLC parameter file.
+and PLC parameter file; ``foxglove:=true`` the Foxglove live view (foxglove.launch.py) on
+ws://127.0.0.1:8765 for this namespace, Redis and soil parameter file.
 
 Every node but RViz is required: when one ends by itself, the launch stops the others and exits
 with code 1, its last line naming the node and how it ended; ``respawn:=true`` starts it again
@@ -47,8 +48,14 @@ FORWARDED = tuple(dict.fromkeys(a.name for f in ("sim.launch.py", "bridge.launch
 
 
 # what the dashboard takes from this file (its other arguments keep their defaults)
-DASHBOARD_FORWARDED = ("namespace", "redis_url", "plc_params", "respawn", "respawn_delay_s",
-                       "respawn_limit", "respawn_window_s", "realtime")
+DASHBOARD_FORWARDED = ("namespace", "use_sim_time", "redis_url", "plc_params", "respawn",
+                       "respawn_delay_s", "respawn_limit", "respawn_window_s", "realtime")
+
+
+# what the Foxglove live view takes from this file (its other arguments keep their defaults)
+FOXGLOVE_FORWARDED = ("namespace", "use_sim_time", "foxglove_host", "foxglove_port",
+                      "redis_url", "soil_params", "respawn", "respawn_delay_s", "respawn_limit",
+                      "respawn_window_s", "realtime")
 
 
 def generate_launch_description() -> LaunchDescription:
@@ -70,5 +77,11 @@ def generate_launch_description() -> LaunchDescription:
         launch_arguments={k: LaunchConfiguration(k)
                           for k in DASHBOARD_FORWARDED}.items(),
     )])
+    foxglove = GroupAction(scoped=True, condition=IfCondition(LaunchConfiguration("foxglove")),
+                           actions=[IncludeLaunchDescription(
+        PythonLaunchDescriptionSource(PathJoinSubstitution([share, "launch",
+                                                            "foxglove.launch.py"])),
+        launch_arguments={k: LaunchConfiguration(k) for k in FOXGLOVE_FORWARDED}.items(),
+    )])
     return LaunchDescription([*args, include("sim.launch.py"), include("bridge.launch.py"),
-                              dashboard])
+                              dashboard, foxglove])

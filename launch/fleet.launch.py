@@ -25,7 +25,8 @@ on it (machines do not see each other's trenches).
 
 One clock: machine 0's sim_node owns ``/clock`` (``use_sim_time`` true, which makes it publish);
 the other sims run ``follow_clock`` (no second /clock): each steps its own model to the owner's
-time, so every machine's stamps are times on /clock; every other node follows /clock. See
+time, so every machine's stamps are times on /clock; every other node (the bridges included:
+the PLC's ``plc/wheel_states`` reach the sims stamped in their time) follows /clock. See
 docs/deployment.md.
 
 Every node is required: when one ends by itself the launch stops the others and exits with
@@ -123,7 +124,10 @@ def _machines(context: LaunchContext) -> list[Action]:
         bridge: dict[str, object] = {
             "config_file": arg("plc_params"), "plc_host": "127.0.0.1",
             "plc_port": plc_port + k, "redis_url": f"{redis_base}/{db_base + k}",
-            "model": arg("model"), "autostart": True, "frame_prefix": prefix}
+            "model": arg("model"), "autostart": True, "frame_prefix": prefix,
+            # on /clock like every node of the fleet: plc/wheel_states, odom stamped in the
+            # simulation's time (on wall time they reached the sims decades ahead of them)
+            "use_sim_time": True}
         if plan.rt_priority is not None:   # else plc_params' rt_priority stands
             bridge["rt_priority"] = plan.rt_priority
         nodes: list[Action] = [
@@ -145,7 +149,7 @@ def _machines(context: LaunchContext) -> list[Action]:
         if closed:   # this machine's plant link, on its own virtual PLC
             nodes += node("plant_link", ns, parameters=[plant_link_parameters(
                 arg("plant_link_params"), arg("plc_params"), "127.0.0.1", plc_port + k,
-                arg("model"), plan)])
+                arg("model"), plan), {"use_sim_time": True}])
         if soil and not shared:
             nodes += node("soil_node", ns, parameters=[arg("soil_params"), {
                 "terrain.centre_y_m": soil_centre_y + y}, follow])

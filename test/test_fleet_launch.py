@@ -115,6 +115,8 @@ def test_two_machines_under_ros2_launch(fleet, redis_server, ros_node, tmp_path)
                   ("exc1", "exc2")}
         urdf = ros_node.collect(String, "/exc2/robot_description", latched)
         clocks = ros_node.collect(Clock, "/clock", 1000)   # deep: every time it showed
+        # what machine 2's PLC measured, as its sim_node gets it (its track_command)
+        wheels = ros_node.collect(JointState, "/exc2/plc/wheel_states", 100)
 
         expected = {(n, f"/{ns}") for ns in ("exc1", "exc2")
                     for n in ("sim_node", "ik_node", "plc_bridge", "robot_state_publisher",
@@ -194,6 +196,32 @@ def test_two_machines_under_ros2_launch(fleet, redis_server, ros_node, tmp_path)
                  lambda: f"bridge 2 running ({dbs[1].get(keys.BRIDGE_STATUS)})\n{text()}", 0.1)
         assert dbs[0].get(keys.BRIDGE_STATUS) != b"running"      # no heartbeat in database 0
         assert base("exc1", "base_x") == pytest.approx(x1, abs=0.01)
+
+        # one time base for the whole launch (issue 33): every node on /clock, and the PLC's
+        # wheel states stamped with times the clock showed, not decades ahead of the sims
+        for name, ns in sorted(expected):
+            full = f"{ns.rstrip('/')}/{name}"
+            assert ros_node.parameter(full, "use_sim_time") is True, full
+        stamped = [m for m in list(wheels) if m.header.stamp.sec or m.header.stamp.nanosec]
+        assert len(stamped) >= 20, f"{len(stamped)} stamped /exc2/plc/wheel_states\n{text()}"
+        stamps = [m.header.stamp.sec * 10**9 + m.header.stamp.nanosec for m in stamped[-60:]]
+
+        def clock_ns() -> int:
+            return max(m.clock.sec * 10**9 + m.clock.nanosec for m in list(clocks))
+        assert max(stamps) - clock_ns() < 60 * 10**9, (
+            f"wheel states stamped {max(stamps) / 1e9:.6g} s, the clock at "
+            f"{clock_ns() / 1e9:.6g} s: not the simulation's time")
+        wait_for(lambda: clock_ns() >= max(stamps), 30.0,
+                 lambda: f"/clock to reach the wheel states' stamps (newest {max(stamps)} ns, "
+                 f"clock {clocks[-1].clock.sec} s: not the simulation's time)", 0.05)
+        shown = {m.clock.sec * 10**9 + m.clock.nanosec for m in list(clocks)}
+        assert min(stamps) >= min(shown), (min(stamps), min(shown))
+        foreign = not_shown(stamps, shown, 10_000_000)
+        assert not foreign, (foreign[:3], sorted(shown)[-3:])
+        # ... as the simulation took them: none beyond its max_command_lead_s
+        log.flush()
+        assert "beyond max_command_lead_s" not in (tmp_path / "launch.log").read_text(
+            errors="replace"), text()
         assert launch.poll() is None, text()
     finally:
         heartbeat.stop()

@@ -495,6 +495,66 @@ def test_teleop_and_dashboard_join_excavator_launch_in_its_namespace(
             return False
 
     wait_for(page, 60.0, lambda: f"the dashboard page on 127.0.0.1:8080; log:\n{launch.log()}")
+    # one time base (issue 33): every node of the launch on /clock, the dashboard (it stamps
+    # the targets it sends) and the bridge (the PLC's wheel states) included
+    assert {n: probe.parameter(n, "use_sim_time") for n in sorted(expected)} == dict.fromkeys(
+        sorted(expected), True)
+    assert_clean_exit(launch, launch.ctrl_c())
+
+
+def test_the_foxglove_view_joins_excavator_launch_and_shows_the_machine(
+        ament_prefix: Path, tmp_path: Path, launches: list[RosLaunch], probe: RosTestNode,
+        redis_server: object) -> None:
+    """``foxglove:=true`` adds foxglove_view (foxglove.launch.py) in the namespace, on the
+    launch's time base; a client of the Foxglove protocol gets the stack's URDF as an asset,
+    /tf from the simulated joint states in simulated time, every terrain tile of soil_node's
+    grid, and the diagnostics."""
+    import base64
+
+    from test_foxglove_view import Peer, peer_executable
+
+    from excavator_hil.foxglove_view.core import TerrainTiles
+    from excavator_sim.soil.config import load_soil_config
+
+    node_exe = peer_executable()
+    port = free_port()
+    launch = RosLaunch(ament_prefix, tmp_path, "excavator.launch.py", "namespace:=ns1",
+                       "foxglove:=true", f"foxglove_port:={port}", "virtual_plc:=true",
+                       f"redis_url:={redis_server.url}",  # type: ignore[attr-defined]
+                       f"virtual_plc_port:={free_port()}")
+    launches.append(launch)
+    expected = {f"/ns1/{n}" for n in SIM_NODES | BRIDGE_NODES | {"foxglove_view"}}
+    assert wait_for_nodes(probe, launch, expected) == expected
+    assert probe.parameter("/ns1/foxglove_view", "use_sim_time") is True
+    wait_for(lambda: "served as package://" in launch.log(), 90.0,
+             lambda: f"the view to get robot_description; log:\n{launch.log()}", 0.2)
+    peer = Peer(node_exe, f"ws://127.0.0.1:{port}", tmp_path / "peer.jsonl",
+                "package://excavator_hil/robot_description.urdf")
+    try:
+        grid = load_soil_config().terrain
+        tiles = TerrainTiles.from_cells(grid.x0, grid.y0, grid.cell_xy_m, grid.nx, grid.ny)
+        n_tiles = tiles.tiles_shape[0] * tiles.tiles_shape[1]
+
+        def seen() -> bool:
+            return (any(e["event"] == "asset" for e in peer.events())
+                    and len(peer.messages("/tf")) >= 20
+                    and len({e["id"] for m in peer.messages("/terrain")
+                             for e in m["decoded"]["entities"]}) == n_tiles
+                    and bool(peer.messages("/diagnostics")))
+        wait_for(seen, 90.0, lambda: f"the client's view of the stack:\n"
+                 f"{peer.out.read_text()[-2000:]}\nlog:\n{launch.log()[-3000:]}", 0.2)
+        (asset,) = [e for e in peer.events() if e["event"] == "asset"]
+        assert asset["status"] == 0 and '<joint name="swing"' in asset["text"], asset
+        stamps = [m["decoded"]["transforms"][0]["timestamp"] for m in peer.messages("/tf")]
+        times = [t.get("seconds", 0) + 1e-9 * t.get("nanos", 0) for t in stamps]
+        # simulated time (the launch's time base), advancing
+        assert times == sorted(times) and times[-1] > times[0] and times[-1] < 1e6, times
+        frames = {t["childFrameId"] for t in peer.messages("/tf")[-1]["decoded"]["transforms"]}
+        assert {"base_link", "chassis", "boom", "arm", "bucket"} <= frames
+        raw = base64.b64decode(peer.messages("/diagnostics")[-1]["raw"])
+        assert raw[:4] == b"\x00\x01\x00\x00"   # CDR, little endian
+    finally:
+        peer.stop()
     assert_clean_exit(launch, launch.ctrl_c())
 
 

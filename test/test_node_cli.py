@@ -35,12 +35,14 @@ NODES = {"ik_node": ("ik.yaml", "docs/kinematics.md"),
          "sim_node": ("sim.yaml", "docs/simulation.md"),
          "soil_node": ("soil.yaml", "docs/soil.md"),
          "plc_bridge": ("plc.yaml", "docs/plc_bridge.md"),
-         "plant_link": ("plant_link.yaml", "docs/plc_bridge.md")}
+         "plant_link": ("plant_link.yaml", "docs/plc_bridge.md"),
+         "foxglove_view": ("foxglove_view.yaml", "docs/foxglove.md")}
 NODE_MODULES = {"ik_node": "excavator_kinematics.ik_node",
                 "teleop_node": "excavator_kinematics.teleop_node",
                 "sim_node": "excavator_sim.sim_node", "soil_node": "excavator_sim.soil.soil_node",
                 "plc_bridge": "plc_bridge.bridge.node",
-                "plant_link": "plc_bridge.plant_link.node"}
+                "plant_link": "plc_bridge.plant_link.node",
+                "foxglove_view": "excavator_hil.foxglove_view.node"}
 
 
 def run(name: str, *args: str) -> subprocess.CompletedProcess[str]:

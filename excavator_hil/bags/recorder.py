@@ -23,6 +23,7 @@ from rclpy.parameter import Parameter
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 
 from excavator_hil.bags.io import BagWriter, TopicQos
+from excavator_hil.bags.tf import TF_TOPIC, TF_TYPE, TfDeriver, namespace_of
 from excavator_hil.errors import BagError
 
 
@@ -37,7 +38,8 @@ class BagRecorder(Node):
     """Writes every message of the chosen topics (or all topics) to ``output``."""
 
     def __init__(self, output: str | Path, topics: Sequence[str] | None, storage: str = "mcap",
-                 max_messages: int = 0, use_sim_time: bool = False) -> None:
+                 max_messages: int = 0, use_sim_time: bool = False,
+                 tf_rate_hz: float = 0.0) -> None:
         super().__init__("bag_recorder", parameter_overrides=[
             Parameter("use_sim_time", value=use_sim_time)])
         self.use_sim_time = use_sim_time
@@ -50,6 +52,9 @@ class BagRecorder(Node):
         self.total = 0
         self.done = False
         self._subscribed: set[str] = set()
+        # --tf: /tf derived from each recorded robot_description + joint_states (bags/tf.py)
+        self.tf = TfDeriver(round(1e9 / tf_rate_hz)) if tf_rate_hz > 0 else None
+        self._tf_error_said = False
         # Graph polling on the steady clock: with use_sim_time a ROS-time timer would wait for
         # /clock.
         self.create_timer(0.1, self._discover, clock=RosClock(clock_type=ClockType.STEADY_TIME))
@@ -111,8 +116,34 @@ class BagRecorder(Node):
             return
         self.writer.write(topic, stamp_ns, data)
         self.total += 1
+        if self.tf is not None:
+            self._derive_tf(topic, data, stamp_ns)
         if self.max_messages and self.total >= self.max_messages:
             self.done = True
+
+    def _derive_tf(self, topic: str, data: bytes, stamp_ns: int) -> None:
+        assert self.tf is not None
+        ns = namespace_of(topic, "robot_description")
+        if ns is not None:
+            self.tf.description(ns, data)
+            for error in self.tf.errors:
+                self.get_logger().error(f"no /tf from it: {error}")
+            if not self.tf.errors:
+                self.get_logger().info(
+                    f"/tf of {ns or '/'} from its robot_description "
+                    f"({len(self.tf.trees[ns].joints)} joints) at its joint_states")
+            self.tf.errors.clear()
+            return
+        ns = namespace_of(topic, "joint_states")
+        tf = self.tf.transforms(ns, data) if ns is not None else None
+        if self.tf.errors:   # said once: the same fault would repeat at the joint states' rate
+            if not self._tf_error_said:
+                self.get_logger().error(f"/tf not written for a message: {self.tf.errors[0]}")
+            self._tf_error_said = True
+            self.tf.errors.clear()
+        if tf is not None:
+            self.writer.add_topic(TF_TOPIC, TF_TYPE)
+            self.writer.write(TF_TOPIC, stamp_ns, tf)
 
     def close(self) -> None:
         if self._before_clock:
@@ -132,7 +163,7 @@ def _rihs(type_hash: object) -> str | None:
 
 
 def record(output: str, topics: Sequence[str] | None, storage: str, duration_s: float,
-           max_messages: int, use_sim_time: bool = False) -> int:
+           max_messages: int, use_sim_time: bool = False, tf_rate_hz: float = 0.0) -> int:
     """Run a recorder until Ctrl-C, ``duration_s`` (0 = no limit; wall time) or
     ``max_messages``."""
     import rclpy
@@ -144,7 +175,7 @@ def record(output: str, topics: Sequence[str] | None, storage: str, duration_s: 
     stall_probe.start_from_environment("bag_recorder")
     rclpy.init()
     try:
-        node = BagRecorder(output, topics, storage, max_messages, use_sim_time)
+        node = BagRecorder(output, topics, storage, max_messages, use_sim_time, tf_rate_hz)
     except BagError as exc:
         print(f"error: {exc}")
         rclpy.try_shutdown()

@@ -54,10 +54,15 @@ MachineSummaries = dict[str, DemoSummary]
 MAX_DEMO_MACHINES = 4
 MIN_SPACING_M = 8.0   # the dig cycle's dump pile lies ~3-4 m to the machine's left
 
+# robot_description (latched) and --tf: the bag shows the machine in Foxglove as it is
 RECORDED_TOPICS = ("joint_states", "joint_command", "target_pose", "bucket_pose", "soil/wrench",
-                   "soil/bucket_load", "plc/wheel_states", "odom")
+                   "soil/bucket_load", "plc/wheel_states", "odom", "robot_description")
 # the closed loop's topics too (the plant link <-> sim_node)
 HIL_TOPICS = ("plant/actuation", "plant/sensors", "imu")
+# recorded once: one terrain for every machine (the soil_node of the root namespace); its cloud
+# (soil/heightmap, PointCloud2: Foxglove and RViz draw it) at its heightmap_rate_hz while it
+# changes
+SHARED_TOPICS = ("soil/heightmap",)
 
 
 def _ros_environment() -> None:
@@ -218,7 +223,8 @@ class DemoStack:
         self._start("bag_record", "excavator_hil.cli",
                     # sim time: the bag's timestamps and /clock on replay share the header
                     # stamps' time base
-                    ["bag", "record", *topics, "-o", str(bag), "--use-sim-time"],
+                    ["bag", "record", *topics, *SHARED_TOPICS, "-o", str(bag),
+                     "--use-sim-time", "--tf"],
                     layout["background"])
 
     def _start_machine(self, m: DemoMachine, layout: dict[str, list[str]]) -> None:
