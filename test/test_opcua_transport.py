@@ -375,7 +375,12 @@ def test_a_cpu_in_stop_answers_writes_bad_and_the_link_says_so(served, lab):
         server.cpu_stop = True
         data = _commands(cfg, 5_000_000, 1)[0]
         assert not link.write(cfg.control_db, data)
-        assert "BadOutOfService" in link.last_error and not link.connected
+        # the PLC answered: named as STOP, the session kept (no reconnect against it)
+        assert "BadOutOfService" in link.cpu_stop and "STOP" in link.cpu_stop
+        assert link.connected and link.read(cfg.monitor_db, cfg.monitor.size) is not None
+        server.cpu_stop = False
+        assert link.write(cfg.control_db, _commands(cfg, 5_000_001, 1)[0]), link.last_error
+        assert link.cpu_stop == "" and link.reconnects == 0
     finally:
         server.cpu_stop = False
         link.close()

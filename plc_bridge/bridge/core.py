@@ -503,6 +503,12 @@ class BridgeCore:
             # explicit stop it needs goes first, then this fresh command (newer seq)
             command = None
         if not self.plc.connected or not self.plc.write(cfg.control_db, self._encode(command)):
+            if self.plc.connected and self.plc.cpu_stop:
+                # the PLC answered that its CPU is in STOP: the session stays, the monitor is
+                # still read (its alive counter stands still); a stop goes out every cycle
+                reason = "plc_cpu_stop"
+                self.gate.disarm(reason)
+                return None, reason, f"PLC in STOP: {self.plc.cpu_stop}", False
             self._plc_state = None
             reason, detail = "plc_link_lost", f"PLC write failed: {self.plc.last_error}"
             self.gate.disarm(reason)
@@ -555,9 +561,13 @@ class BridgeCore:
             return "plc_not_ready", "PLC not ready"
         if not st["auto"]:
             return "plc_manual", "PLC not in automatic mode"
+        if self.plc.cpu_stop:
+            return "plc_cpu_stop", f"PLC in STOP: {self.plc.cpu_stop}"
         if now - self._plc_alive_change_s > self.config.plc_alive_timeout_s:
             return "plc_alive_stale", (f"PLC alive counter unchanged for more than "
-                                       f"{self.config.plc_alive_timeout_s:g} s")
+                                       f"{self.config.plc_alive_timeout_s:g} s: the CPU in STOP "
+                                       f"(over S7 PUT/GET still answers in STOP) or its program "
+                                       f"not running the block")
         if self._watchdog_since is not None and self.gate.armed and \
                 now - self._watchdog_since > self.config.plc_alive_timeout_s:
             # the PLC's latched watchdog does not clear although every command goes out after
