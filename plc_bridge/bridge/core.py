@@ -538,8 +538,8 @@ class BridgeCore:
     def _plc_blocker(self, plc_up: bool, now: float) -> tuple[str | None, str]:
         st = self._plc_state
         if not plc_up or st is None:
-            return "plc_link_lost", f"PLC {self.config.plc_host}:{self.config.plc_port} " \
-                                    f"unreachable: {self.plc.last_error}"
+            # the PLC's address on the link's transport (S7 host:port or the opc.tcp URL)
+            return "plc_link_lost", f"{self.plc.where} unreachable: {self.plc.last_error}"
         if st["estop"]:
             return "plc_estop", "PLC reports emergency stop"
         if st.get("plant_lost"):   # before fault, which the PLC sets with it: name the cause
