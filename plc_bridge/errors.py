@@ -37,3 +37,8 @@ class WriteNotAllowedError(BridgeError, PermissionError):
 class LinkRefusedError(BridgeError, ConnectionRefusedError):
     """The peer answered but does not fit the configuration (PDU too small, too slow): retrying
     soon cannot help, so the next attempt waits ``reconnect.REFUSED_RETRY_S``."""
+
+
+class PlcStoppedError(BridgeError, ConnectionError):
+    """The PLC answered, but its CPU is in STOP (OPC UA: a write answered BadOutOfService):
+    the session is sound and stays; nothing is taken until the CPU is back in RUN."""

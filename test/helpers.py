@@ -594,3 +594,65 @@ class HilLoop:
         self.rig.close()
         if self.proxy:
             self.proxy.close()
+
+
+class OpcUaHilLoop(HilLoop):
+    """``HilLoop`` with the plant link on OPC UA (Basic256Sha256 SignAndEncrypt, a user login,
+    its own certificate): the virtual PLC serves OPC UA beside S7 (the bridge stays on S7);
+    ``via_proxy``: the plant link reaches the PLC's OPC UA port through a ``TcpProxy``.
+
+    ``HilLoop`` starts its PLC without OPC UA; this one then restarts it with OPC UA on
+    (``rig.plc_args``, so a test's ``rig.start_plc()`` after a kill serves it too) before the
+    bridge starts, the plant link connecting when it is up."""
+
+    PASSWORD = "plant link secret"
+
+    def __init__(self, redis_url: str, spawn: Callable[[str, list[str]], Any], tmp_path: Path,
+                 probe: RosTestNode, via_proxy: bool = False, **kw: Any) -> None:
+        import yaml
+
+        from excavator_hil.faults.tcp_proxy import TcpProxy
+        from excavator_hil.hil_harness import free_port
+        from plc_bridge.config import default_config_path
+        from plc_bridge.opcua_pki import generate
+
+        root = tmp_path / "opcua"
+        server = generate(root / "virtual_plc", "virtual_plc", server=True)
+        client = generate(root / "plant_link", "plant_link")
+        shutil.copy(server.cert, client.trusted / "virtual_plc.der")
+        shutil.copy(client.cert, server.trusted / "plant_link.der")
+        password = _private(root / "password", self.PASSWORD + "\n")
+        users = _private(root / "users", f"plant:{self.PASSWORD}\n")
+        doc = yaml.safe_load(default_config_path().read_text())
+        doc["/**"]["ros__parameters"].update(   # a secure handshake on a loaded host: 0.5 s
+            opcua_user="plant", opcua_password_file=str(password), plc_timeout_s=0.5)
+        plc_yaml = root / "plc.yaml"
+        plc_yaml.write_text(yaml.safe_dump(doc))
+        self.opcua_port = free_port()
+        self.ua_proxy = TcpProxy(self.opcua_port) if via_proxy else None
+        self._link_params = [
+            "-p", "plc_transport:=opcua", "-p", f"plc_config_file:={plc_yaml}",
+            "-p", f"opcua_pki_dir:={client.root}"]
+        self._opcua_args = ["--opcua-port", str(self.opcua_port), "--opcua-pki",
+                            str(server.root), "--opcua-users", str(users)]
+        super().__init__(redis_url, spawn, tmp_path, probe, **kw)
+        self.proxy = self.ua_proxy
+        self.rig.plc_args += self._opcua_args
+        self.rig.kill_plc()
+        self.rig.start_plc()
+
+    def start_link(self) -> Any:
+        port = self.ua_proxy.port if self.ua_proxy else self.opcua_port
+        self.link = self.spawn("plc_bridge.plant_link.node", [
+            "--ros-args", "-p", f"plc_port:={self.rig.plc_port}", "-p", f"opcua_port:={port}",
+            *self._link_params])
+        return self.link
+
+
+def _private(path: Path, text: str) -> Path:
+    """A secret file only its owner can read (what the OPC UA code asks of one)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    return path

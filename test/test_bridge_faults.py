@@ -93,7 +93,7 @@ def running(rig: HilRig, timeout_s: float = 15.0) -> None:
     if rig.plc is None:
         rig.start_plc()
     rig.plc.faults(fault=False, estop=False, freeze_alive=False, ready=True, auto=True,
-                   stall=False, nan_feedback=False)
+                   stall=False, nan_feedback=False, cpu_stop=False)
     rig.plc.link(True)
     rig.core.set_enabled(True)
     rig.command(*COMMAND)
@@ -322,6 +322,34 @@ def test_frozen_plc_alive_counter_stops(rig):
     assert rig.core.status == "stopped:plc_alive_stale"
     assert_no_motion(rig, stop["t"])
     rig.plc.faults(freeze_alive=False)
+    running(rig)
+
+
+def test_a_cpu_in_stop_stops_the_bridge_and_run_resumes_with_a_stop(rig):
+    """The CPU in STOP (the virtual PLC's ``cpu_stop``): no scan, outputs off. Over S7 PUT/GET
+    still answers, so the bridge sees the alive counter stand still and stops as
+    plc_alive_stale, its detail naming STOP as a cause (python-snap7's server does not report
+    STOP in its SZL, so the bridge cannot tell more); the PLC takes none of the writes sent
+    in STOP; after RUN the first command it takes is a stop."""
+    running(rig)
+    before = rig.plc.status()["changed_at"].get("cpu_stop")
+    rig.plc.faults(cpu_stop=True)
+    t_stop = visible_since(rig, "cpu_stop", before)
+    wait_until(lambda: rig.get(keys.BRIDGE_STATUS) == "stopped:plc_alive_stale", 10.0,
+               lambda: f"stopped:plc_alive_stale (now {rig.get(keys.BRIDGE_STATUS)})")
+    assert "STOP" in (rig.get(keys.BRIDGE_DETAIL) or "")
+    snap = rig.core.snapshot()   # what /diagnostics publishes (status: detail)
+    assert snap.status == "stopped:plc_alive_stale" and "STOP" in snap.detail
+    assert rig.core.wait_cycles(3, 10.0)
+    in_stop = rig.plc.writes(t_stop)
+    assert in_stop and all(w["refused"] == "cpu_stop" for w in in_stop), in_stop[:3]
+    wait_until(lambda: max(abs(v) for v in rig.plc.status()["speeds"]) < 1e-3, 20.0,
+               "the drives to stop (outputs off in STOP)")
+    t_run = time.monotonic()
+    rig.plc.faults(cpu_stop=False)
+    taken = wait_until(lambda: [w for w in rig.plc.writes(t_run) if w["refused"] is None]
+                       or None, 20.0, "a command taken after RUN")
+    assert is_stop(taken[0], rig), f"the first command taken after RUN: {taken[0]}"
     running(rig)
 
 

@@ -119,8 +119,9 @@ def no_actuation_outlived_its_timeout(lp: HilLoop, timeouts_before: int, t_after
     _, _, values = wait_for(lambda: (s := lp.record.sim_status())[2] and float(
         s[2]["sim_time_s"]) > t_after and s, 30.0, "a sim_node status after the standstill")
     if int(values["plant_actuation_timeouts"]) > timeouts_before:
+        # sim_node reports the age to the ms: its "> TIMEOUT_S" may print as exactly 0.500
         age = float(values["plant_actuation_age_at_timeout_s"])
-        assert TIMEOUT_S < age <= TIMEOUT_S + BURST_S, values
+        assert TIMEOUT_S - 5e-4 <= age <= TIMEOUT_S + BURST_S, values
 
 
 def sim_timeouts(lp: HilLoop) -> int:

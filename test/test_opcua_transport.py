@@ -315,6 +315,65 @@ def test_policy_none_and_a_password_on_it_are_refused_by_config(tmp_path):
     assert load_config(path).opcua_security_policy == "None"
 
 
+def _secret_on_the_wire(recorded: dict[str, bytearray], secret: str) -> list[str]:
+    """Where ``secret`` shows in a capture, in the encodings a client could send it in."""
+    return [f"{way} ({enc})" for way, data in recorded.items()
+            for enc in ("utf-8", "utf-16-le") if secret.encode(enc) in data]
+
+
+def test_a_password_never_travels_in_the_clear(served, lab):
+    """Every byte between the bridge's link and the PLC, tapped on the loopback link (the
+    fault proxy recording both directions), through a Basic256Sha256 SignAndEncrypt connect
+    with a user login, commands and reads, and the session's close: the password is not in
+    them. The tap is shown to see a password sent in the clear: an asyncua client logging in
+    on a lab server's None endpoint (which the bridge refuses to do: the config test above)
+    puts it on the wire, and the same search finds it."""
+    import asyncio
+
+    from asyncua import Client
+
+    from excavator_hil.faults.tcp_proxy import TcpProxy
+
+    plc, server = served
+    proxy = TcpProxy(server.port, record=True)
+    cfg = opcua_config(lab, server.port)
+    link = PlcLink(dataclasses.replace(cfg, opcua_port=proxy.port))
+    try:
+        assert connect(link) == ""
+        for data in _commands(cfg, 6_000_000, 5):
+            assert link.write(cfg.control_db, data), link.last_error
+            assert link.read(cfg.monitor_db, cfg.monitor.size) is not None, link.last_error
+        link.close()
+        assert proxy.recorded is not None
+        sent = bytes(proxy.recorded["to_server"])
+        assert sent.startswith(b"HEL") and b"OPNF" in sent and b"Basic256Sha256" in sent
+        assert b"MSGF" in sent and b"CLOF" in sent   # the session ran and ended on this tap
+        assert _secret_on_the_wire(proxy.recorded, PASSWORD) == []
+    finally:
+        link.close()
+        proxy.close()
+
+    # the tap sees a password sent in the clear
+    lab_server = OpcUaServer(plc, port=0, allow_insecure=True, users={"bridge": PASSWORD})
+    lab_server.start()
+    clear = TcpProxy(lab_server.port, record=True)
+
+    async def login() -> None:
+        client = Client(f"opc.tcp://127.0.0.1:{clear.port}", timeout=10)
+        client.set_user("bridge")
+        client.set_password(PASSWORD)
+        await client.connect()
+        await client.disconnect()
+
+    try:
+        asyncio.run(login())
+        assert clear.recorded is not None
+        assert _secret_on_the_wire(clear.recorded, PASSWORD) != []
+    finally:
+        clear.close()
+        lab_server.stop()
+
+
 def test_a_password_file_others_can_read_is_refused(served, lab, tmp_path):
     _, server = served
     pw = tmp_path / "pw"
@@ -375,7 +434,12 @@ def test_a_cpu_in_stop_answers_writes_bad_and_the_link_says_so(served, lab):
         server.cpu_stop = True
         data = _commands(cfg, 5_000_000, 1)[0]
         assert not link.write(cfg.control_db, data)
-        assert "BadOutOfService" in link.last_error and not link.connected
+        # the PLC answered: named as STOP, the session kept (no reconnect against it)
+        assert "BadOutOfService" in link.cpu_stop and "STOP" in link.cpu_stop
+        assert link.connected and link.read(cfg.monitor_db, cfg.monitor.size) is not None
+        server.cpu_stop = False
+        assert link.write(cfg.control_db, _commands(cfg, 5_000_001, 1)[0]), link.last_error
+        assert link.cpu_stop == "" and link.reconnects == 0
     finally:
         server.cpu_stop = False
         link.close()

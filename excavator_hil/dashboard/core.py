@@ -504,6 +504,7 @@ REASONS: dict[str, str] = {
     "plc_not_ready": "PLC not ready",
     "plc_manual": "PLC not in auto mode",
     "plc_alive_stale": "PLC alive counter not changing",
+    "plc_cpu_stop": "PLC CPU in STOP",
     "plc_feedback_invalid": "PLC measured values NaN/inf",
     "plc_link_lost": "PLC link lost (reconnecting)",
     "redis_lost": "Redis was lost (reconnecting)",

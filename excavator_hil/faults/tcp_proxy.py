@@ -8,6 +8,8 @@ socket in the meantime. That is how a write sent before a link outage can reach 
 every chunk from the server to the client (a PLC or link that answers slowly). ``cut()`` is a
 link cut as a cable pulled between the two: the open connections stall (their bytes kept) and
 new ones are refused; ``restore()`` plugs it back (what was kept is delivered first).
+``record=True`` keeps a copy of every byte it reads, per direction (``recorded["to_server"]``,
+``recorded["to_client"]``): a tap on the link, e.g. to show what a listener on the wire sees.
 
 In a test it runs in the test's process (``TcpProxy(target_port)``). The soak
 (``bench/soak.py``) runs it as its own process, so no thread of the soak's own can hold the
@@ -54,6 +56,8 @@ class _Pipe:
                     if readable:
                         chunk = self.src.recv(65536)
                         if chunk:
+                            if p.recorded is not None:
+                                p.recorded["to_client" if self.delay else "to_server"] += chunk
                             if self.delay and p.reply_delay_s > 0:
                                 time.sleep(p.reply_delay_s)
                             self.buf += chunk
@@ -93,8 +97,12 @@ class _Connection:
 
 
 class TcpProxy:
-    def __init__(self, target_port: int, target_host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(self, target_port: int, target_host: str = "127.0.0.1", port: int = 0,
+                 record: bool = False) -> None:
         self.target = (target_host, target_port)
+        # every byte read, per direction (only with ``record``)
+        self.recorded: dict[str, bytearray] | None = (
+            {"to_server": bytearray(), "to_client": bytearray()} if record else None)
         self.block_new = False
         self.reply_delay_s = 0.0
         self.closed = False

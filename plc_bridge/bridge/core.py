@@ -503,6 +503,12 @@ class BridgeCore:
             # explicit stop it needs goes first, then this fresh command (newer seq)
             command = None
         if not self.plc.connected or not self.plc.write(cfg.control_db, self._encode(command)):
+            if self.plc.connected and self.plc.cpu_stop:
+                # the PLC answered that its CPU is in STOP: the session stays, the monitor is
+                # still read (its alive counter stands still); a stop goes out every cycle
+                reason = "plc_cpu_stop"
+                self.gate.disarm(reason)
+                return None, reason, f"PLC in STOP: {self.plc.cpu_stop}", False
             self._plc_state = None
             reason, detail = "plc_link_lost", f"PLC write failed: {self.plc.last_error}"
             self.gate.disarm(reason)
@@ -532,8 +538,8 @@ class BridgeCore:
     def _plc_blocker(self, plc_up: bool, now: float) -> tuple[str | None, str]:
         st = self._plc_state
         if not plc_up or st is None:
-            return "plc_link_lost", f"PLC {self.config.plc_host}:{self.config.plc_port} " \
-                                    f"unreachable: {self.plc.last_error}"
+            # the PLC's address on the link's transport (S7 host:port or the opc.tcp URL)
+            return "plc_link_lost", f"{self.plc.where} unreachable: {self.plc.last_error}"
         if st["estop"]:
             return "plc_estop", "PLC reports emergency stop"
         if st.get("plant_lost"):   # before fault, which the PLC sets with it: name the cause
@@ -555,9 +561,13 @@ class BridgeCore:
             return "plc_not_ready", "PLC not ready"
         if not st["auto"]:
             return "plc_manual", "PLC not in automatic mode"
+        if self.plc.cpu_stop:
+            return "plc_cpu_stop", f"PLC in STOP: {self.plc.cpu_stop}"
         if now - self._plc_alive_change_s > self.config.plc_alive_timeout_s:
             return "plc_alive_stale", (f"PLC alive counter unchanged for more than "
-                                       f"{self.config.plc_alive_timeout_s:g} s")
+                                       f"{self.config.plc_alive_timeout_s:g} s: the CPU in STOP "
+                                       f"(over S7 PUT/GET still answers in STOP) or its program "
+                                       f"not running the block")
         if self._watchdog_since is not None and self.gate.armed and \
                 now - self._watchdog_since > self.config.plc_alive_timeout_s:
             # the PLC's latched watchdog does not clear although every command goes out after

@@ -163,7 +163,7 @@ class PlantLink:
         if not self.plc.poll(now):
             self.counters["link_down_periods"] += 1
             self._set_status("connecting" if not self.counters["link_faults"] else "link_lost",
-                             f"PLC {cfg.plc_host}:{cfg.plc_port}: {self.plc.last_error}")
+                             f"{self.plc.where}: {self.plc.last_error}")
             return
         if self.plc.just_connected:
             self.plc.just_connected = False

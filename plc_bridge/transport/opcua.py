@@ -48,7 +48,7 @@ from asyncua.ua.uaerrors import UaStatusCodeError
 
 from plc_bridge.config import BridgeConfig
 from plc_bridge.db_layout import DbLayout
-from plc_bridge.errors import LinkRefusedError
+from plc_bridge.errors import LinkRefusedError, PlcStoppedError
 from plc_bridge.opcua_nodes import COMMIT_FIELD, FieldNode, field_nodes, parse_node_ids
 from plc_bridge.opcua_pki import APPLICATION_URIS, Pki, describe, read_password
 
@@ -301,6 +301,13 @@ class OpcUaSession:
         results = await self.client.uaclient.write_attributes([i for _, i, _ in items], dvs)
         bad = [f"{block.name}.{n.field}: {r.name}"
                for (n, _, _), r in zip(items, results, strict=True) if not r.is_good()]
+        if bad and all(r.value == ua.StatusCodes.BadOutOfService
+                       for r in results if not r.is_good()):
+            raise PlcStoppedError(
+                f"the PLC's CPU is in STOP: it answered the write of {bad[0].split(':')[0]} "
+                f"with BadOutOfService; nothing is taken until the CPU is in RUN (mode "
+                f"selector, TIA Portal 'Online & diagnostics', or the cause in its diagnostic "
+                f"buffer)")
         if bad:
             raise ConnectionError(f"the PLC refused the write of {', '.join(bad)}")
 

@@ -14,6 +14,11 @@ Failed connects back off up to ``reconnect_max_s``; a connect refused by a check
 every 5 s; the back-off is reset only after the link has worked for ``STABLE_S``, so a PLC that
 accepts and then fails is not hammered.
 
+A CPU in STOP that says so (OPC UA: a write answered BadOutOfService, ``PlcStoppedError``) is
+not a lost link: the write fails, ``cpu_stop`` names it, the session stays (no reconnect
+storm against a PLC that answers); the first write taken again clears it. Over S7 a CPU in
+STOP still answers PUT/GET: the bridge sees its alive counter stand still.
+
 A lost link's session is aborted at once (S7: the socket closed with RST), so a control-DB write
 sent before the loss can never be delivered after it by this process.
 
@@ -33,7 +38,7 @@ from collections.abc import Callable
 
 from plc_bridge.config import BridgeConfig
 from plc_bridge.db_layout import DbLayout
-from plc_bridge.errors import LinkRefusedError, WriteNotAllowedError
+from plc_bridge.errors import LinkRefusedError, PlcStoppedError, WriteNotAllowedError
 from plc_bridge.reconnect import Backoff, Reconnector
 from plc_bridge.transport.base import PlcSession
 
@@ -66,6 +71,7 @@ class PlcLink:
         self.reconnects = 0
         self.just_connected = False    # True until the first cycle after a (re)connect ran
         self.last_error = ""
+        self.cpu_stop = ""        # why the last write was refused by a CPU in STOP, or ''
         self._ever_connected = False
         self.reply_s: float | None = None       # read-block read time measured at connect
         self.slow_warning = ""                  # set at a connect to a slow PLC (log it once)
@@ -166,6 +172,7 @@ class PlcLink:
     def lost(self, error: BaseException | str, *, graceful: bool = False) -> None:
         """Drop the connection after a failed request; reconnecting starts at the next poll."""
         self.last_error = str(error)
+        self.cpu_stop = ""
         if self._connected_since is not None:   # failed soon after connecting
             self._reconnector.flapped(self._clock())
         self._connected_since = None
@@ -192,9 +199,13 @@ class PlcLink:
         block = self._block(db_number, len(data))
         try:
             session.write(block, bytes(data))
+        except PlcStoppedError as e:   # the PLC answered: the session is sound
+            self.cpu_stop = self.last_error = f"write DB{db_number}: {e}"
+            return False
         except Exception as e:  # noqa: BLE001 - any transport error means the link is unusable
             self.lost(f"write DB{db_number}: {type(e).__name__}: {e}")
             return False
+        self.cpu_stop = ""
         return True
 
     def read(self, db_number: int, size: int) -> bytearray | None:

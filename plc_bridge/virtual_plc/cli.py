@@ -172,6 +172,8 @@ def main(argv: list[str] | None = None) -> int:
                                             sorted(Path(args.opcua_user_certs).glob("*.der"))}
                                 if args.opcua_user_certs else None)
             opcua.start()
+            if control:
+                control.opcua = opcua
             gc.freeze()   # its address space too
         except Exception as e:  # noqa: BLE001 - no key, port in use: one message
             if control:

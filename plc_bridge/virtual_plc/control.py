@@ -5,9 +5,13 @@ request per line, one response per line::
 
     {"cmd": "status"}                          -> plant, faults, watchdog, last control values
     {"cmd": "faults", "fault": true, ...}      -> set any of fault estop freeze_alive ready auto
-                                                  stall nan_feedback freeze_plant_out;
+                                                  stall nan_feedback freeze_plant_out cpu_stop;
                                                   returns the flags
     {"cmd": "link", "up": false}               -> stop (or restart) the S7 server
+    {"cmd": "opcua", "up": false}              -> stop (or start again) the OPC UA server only,
+                                                  the process and its S7 server staying up;
+                                                  returns opcua_up and its open subscriptions
+                                                  ({"cmd": "opcua"}: only report them)
     {"cmd": "writes", "since": 12.5}           -> control-DB writes with monotonic t >= since,
                                                   each with the guard's verdict ("refused")
     {"cmd": "reads", "since": 12.5}            -> monitor-DB reads [t, alive] since then
@@ -27,9 +31,12 @@ import socket
 import socketserver
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from plc_bridge.virtual_plc.server import VirtualPlc
+
+if TYPE_CHECKING:   # the OPC UA server (asyncua) is imported only when one is served
+    from plc_bridge.virtual_plc.opcua_server import OpcUaServer
 
 
 class ControlServer:
@@ -38,6 +45,7 @@ class ControlServer:
     def __init__(self, plc: VirtualPlc, port: int = 0, on_shutdown: Callable[[], None] | None
                  = None):
         self.plc = plc
+        self.opcua: OpcUaServer | None = None   # set by the CLI once its OPC UA server runs
         self._on_shutdown = on_shutdown
         outer = self
 
@@ -79,6 +87,14 @@ class ControlServer:
                     self.plc.link_down()
                 result = {"link_up": self.plc.status()["link_up"],
                           "started_at": self.plc.started_at}
+            elif cmd == "opcua":
+                if self.opcua is None:
+                    raise ValueError("this virtual PLC serves no OPC UA (start it with "
+                                     "--opcua-port)")
+                if "up" in req:
+                    self.opcua.restart(bool(req["up"]))
+                result = {"opcua_up": self.opcua.running,
+                          "subscriptions": self.opcua.subscriptions()}
             elif cmd == "writes":
                 result = self.plc.writes(float(req.get("since", 0.0)))
             elif cmd == "reads":
@@ -94,7 +110,7 @@ class ControlServer:
                 if self._on_shutdown:
                     self._on_shutdown()
             else:
-                raise ValueError(f"unknown cmd {cmd!r}; use status faults link writes reads "
+                raise ValueError(f"unknown cmd {cmd!r}; use status faults link opcua writes reads "
                                  f"plant_writes plant_reads plant_out_writes shutdown")
             return {"ok": True, "result": result}
         except Exception as e:  # noqa: BLE001 - any failure goes back to the caller
@@ -125,6 +141,11 @@ class ControlClient:
 
     def link(self, up: bool) -> dict[str, Any]:
         result: dict[str, Any] = self.call("link", up=up)   # the server's JSON reply
+        return result
+
+    def opcua(self, up: bool | None = None) -> dict[str, Any]:
+        args = {} if up is None else {"up": up}
+        result: dict[str, Any] = self.call("opcua", **args)   # the server's JSON reply
         return result
 
     def writes(self, since: float = 0.0) -> list[dict[str, Any]]:

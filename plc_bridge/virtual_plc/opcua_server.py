@@ -22,8 +22,13 @@ S7-1500 addresses them, secured as a hardened CPU is (asyncua server).
 - Subscriptions: the publishing interval is raised to ``min_publishing_interval_ms`` (Siemens:
   "the server will still only send a message every" minimum interval); values are sampled
   into the address space at that interval.
-- ``cpu_stop``: the CPU in STOP: writes are answered BadOutOfService (the status a real CPU
-  returns is to be checked on hardware), reads go on.
+- the CPU in STOP (``cpu_stop``, the virtual PLC's fault flag of that name, shared with its
+  S7 server): writes are answered BadOutOfService (the status a real CPU returns is to be
+  checked on hardware), reads go on and show the blocks as the last scan left them (the alive
+  counter stands still).
+- ``restart()`` stops the OPC UA server and starts it again on the same port, the process and
+  its S7 server staying up (the control channel's ``opcua`` command): sessions and
+  subscriptions end with it.
 """
 
 from __future__ import annotations
@@ -198,7 +203,6 @@ class OpcUaServer:
         self.min_publishing_interval_ms = float(min_publishing_interval_ms)
         self.namespace_shift = namespace_shift
         self.namespace_index = -1
-        self.cpu_stop = False
         self.stopping = False
         self.fields: dict[ua.NodeId, _Field] = {}
         self._last_seq_taken: int | None = None
@@ -207,6 +211,39 @@ class OpcUaServer:
         self._thread: threading.Thread | None = None
         self._server: Server | None = None
         self._sampler: asyncio.Task[None] | None = None
+
+    @property
+    def cpu_stop(self) -> bool:
+        """The CPU in STOP (the virtual PLC's ``cpu_stop`` fault: one flag for both servers)."""
+        return self.plc.faults.cpu_stop
+
+    @cpu_stop.setter
+    def cpu_stop(self, value: bool) -> None:
+        self.plc.set_faults(cpu_stop=value)
+
+    @property
+    def running(self) -> bool:
+        return self._server is not None
+
+    def subscriptions(self) -> int:
+        """Subscriptions open on the server now (0 while it is stopped)."""
+        server = self._server
+        if server is None:
+            return 0
+
+        async def _count() -> int:
+            assert server is not None
+            return len(server.iserver.subscription_service.subscriptions)
+        return asyncio.run_coroutine_threadsafe(_count(), self._loop).result(10.0)
+
+    def restart(self, up: bool) -> None:
+        """Stop (``up`` False) or start again (True) the OPC UA server only, on the same port."""
+        if not up and self._server is not None:
+            asyncio.run_coroutine_threadsafe(self._stop(), self._loop).result(10.0)
+        elif up and self._server is None:
+            self.fields.clear()
+            self._last_seq_taken = None
+            asyncio.run_coroutine_threadsafe(self._start(), self._loop).result(120.0)
 
     @property
     def url(self) -> str:

@@ -36,9 +36,13 @@ measured (so the bridge's direct model shows the simulated machine's motion), wi
 and is unchanged.
 
 Fault injection (tests, demo): ``set_faults(fault=, estop=, freeze_alive=, ready=, auto=,
-stall=, nan_feedback=, freeze_plant_out=)``, ``link_down()`` / ``link_up()`` (stop/restart the
-S7 server: connections drop). ``freeze_plant_out``: the plant program stops writing
-``plant_out`` while the communication still answers (a CPU in STOP answers PUT/GET).
+stall=, nan_feedback=, freeze_plant_out=, cpu_stop=)``, ``link_down()`` / ``link_up()``
+(stop/restart the S7 server: connections drop). ``cpu_stop``: the CPU in STOP for both servers
+(no scan: alive counter and DBs as they were, outputs off; S7 writes land but are not taken,
+logged ``refused: "cpu_stop"``; the S7 server's CPU state STOP, though python-snap7 3.3's SZL
+answer does not report it; OPC UA writes answered BadOutOfService). ``freeze_plant_out``: the
+plant program stops writing ``plant_out`` while the communication still answers (a CPU in
+STOP answers PUT/GET).
 ``stall`` makes the server stop answering (a pulled cable): requests hang until it is cleared.
 Every write of the control DB is logged with its monotonic time [s], decoded values and the
 guard's verdict (``refused``: the reason, or None when taken; ``writes(since)``), every read
@@ -64,7 +68,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
-from snap7.server import EVC_DATA_READ, EVC_DATA_WRITE, Server
+from snap7.server import EVC_DATA_READ, EVC_DATA_WRITE, CPUState, Server
 from snap7.type import SrvArea, SrvEvent
 
 from plc_bridge.command_seq import to_dint
@@ -88,6 +92,11 @@ class Faults:
     stall: bool = False
     nan_feedback: bool = False   # a broken sensor: NaN in the first measured speed
     freeze_plant_out: bool = False   # HIL: plant_out no longer written (CPU in STOP)
+    # the CPU in STOP: no scan (alive frozen, monitor and plant_out DBs keep their last bytes,
+    # outputs off), control writes not taken (S7: logged refused "cpu_stop"; OPC UA: answered
+    # BadOutOfService), the S7 server's CPU state STOP; RUN again: the watchdog, tripped by
+    # the writes not taken, wants a stop first
+    cpu_stop: bool = False
 
 
 class VirtualPlc:
@@ -206,7 +215,8 @@ class VirtualPlc:
                     raw = bytes(self._control_buf)
                 finally:
                     server.unlock_area(SrvArea.DB, self.config.control_db)
-                self._writes.append((now, raw, self._judge(now, raw)))
+                why = "cpu_stop" if self.faults.cpu_stop else self._judge(now, raw)
+                self._writes.append((now, raw, why))
         elif (event.EvtCode == EVC_DATA_READ and event.EvtParam2 == self.config.monitor_db
               and event.EvtParam3 == 0):
             # the bytes just left the PLC: remember which alive value they carried
@@ -289,6 +299,12 @@ class VirtualPlc:
                 self.plant.step(max(0.0, min(dt, 1.0)))
 
     def _cycle(self, now: float, dt: float) -> None:
+        if self.faults.cpu_stop:
+            self._cycle_stopped(now, dt)
+            return
+        server = self._server
+        if server is not None and server.cpu_state != CPUState.RUN:
+            server.set_cpu_status(8)   # RUN
         if self.program is not None:
             self._cycle_external(now, dt, self.program)
             return
@@ -409,6 +425,24 @@ class VirtualPlc:
                 if self._published_faults.get(name) != value:
                     self.changed_at[name] = now_after   # visible to readers from now on
             self._published_faults = dict(flags)
+
+    def _cycle_stopped(self, now: float, dt: float) -> None:
+        """The CPU in STOP: the program does not run. Outputs off (the internal plant's speeds
+        ramp to 0, steering held), the alive counter and every DB as they were; the S7
+        server's CPU state is STOP."""
+        server = self._server
+        if server is not None and server.cpu_state != CPUState.STOP:
+            server.set_cpu_status(4)   # STOP
+        if self.program is None:
+            self.plant.stop()
+            self.plant.step(min(max(dt, 0.0), 1.0))
+        now_after = time.monotonic()
+        with self._lock:
+            flags = {**self._published_faults, "cpu_stop": True}
+            for name, value in flags.items():
+                if self._published_faults.get(name) != value:
+                    self.changed_at[name] = now_after
+            self._published_faults = flags
 
     def _put(self, db: int, buf: bytearray, data: bytes) -> None:
         """Replace a DB's bytes in one locked copy: a reader sees all of it or none of it."""
