@@ -57,6 +57,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from excavator_sim.drivetrain.hydrostatic import HydrostaticDrive, HydrostaticDriveParams
+from excavator_sim.drivetrain.implicit_step import minimise_step, settle_brakes
 from excavator_sim.drivetrain.soil import TractionSoil
 from excavator_sim.drivetrain.traction import (
     slip,
@@ -68,8 +69,6 @@ from excavator_sim.drivetrain.traction import (
 from excavator_sim.errors import SimConfigError
 
 TRACKS = ("track_left", "track_right")
-_MAX_ITERATIONS = 60
-_TOLERANCE_M_S = 1e-9    # converged when the residual (in track-speed units) is below this
 
 
 @dataclass(frozen=True)
@@ -247,26 +246,9 @@ class TrackedVehicle:
             den=self._slip_scales(self.velocity),
             const=self._constant_forces(gb, ext, self.velocity))
         v0 = self.velocity.copy()
-        held = [braked, braked]   # try holding a braked sprocket first
-        v = self._solve(k, v0, held)
-        for _ in range(2):
-            over = False
-            for i in (0, 1):
-                if held[i]:
-                    need = self._brake_torque_to_hold(k, v0, v, i)
-                    cap = p.drive.brake_torque_nm
-                    if abs(need) > cap:   # the brake slips at its capacity
-                        held[i] = False
-                        k.brake_slip[i] = math.copysign(cap, need)
-                        over = True
-            if not over:
-                break
-            v = self._solve(k, v0, held)
-        for i in (0, 1):
-            # a slipping brake stops the sprocket, never turns it back: held from here on
-            if braked and not held[i] and v0[3 + i] * v[3 + i] < 0.0:
-                v[3 + i] = 0.0
-                held[i] = True
+        v, held = settle_brakes(lambda h: self._solve(k, v0, h),
+                                lambda x, i: self._brake_torque_to_hold(k, v0, x, i),
+                                v0, braked, p.drive.brake_torque_nm, k.brake_slip, rounds=2)
         self._finish(k, v0, v, attitude, braked, held)
 
     def _finish(self, k: _Step, v0: np.ndarray, v: np.ndarray, attitude: np.ndarray,
@@ -322,62 +304,23 @@ class TrackedVehicle:
     # --- Newton ----------------------------------------------------------------------------
     def _solve(self, k: _Step, v0: np.ndarray, held: list[bool]) -> np.ndarray:
         """The minimiser of the step's incremental potential over the free unknowns (held
-        sprockets stay at rest): its gradient ``M (v - v0) / dt - f(v)`` vanishes."""
+        sprockets stay at rest): its gradient ``M (v - v0) / dt - f(v)`` vanishes
+        (:func:`~excavator_sim.drivetrain.implicit_step.minimise_step`)."""
         p = self.params
         r = p.tracks.sprocket_radius_m
         j = p.drive.rotating_inertia_kg_m2
         mass = np.array([k.m, k.m, k.inertia, j, j]) / k.dt
         free = np.array([n for n in range(5) if not (n >= 3 and held[n - 3])])
-        all_free = free.size == 5
         # convergence: the gradient's change of velocity, in track-speed units [m/s]
         scale = np.array([1.0, 1.0, self._half, r, r]) / mass
-        v = v0.copy()
+        start = v0.copy()
         for n in range(3, 5):
             if held[n - 3]:
-                v[n] = 0.0
-
-        def gradient(x: np.ndarray, jacobian: bool) -> tuple[np.ndarray, np.ndarray]:
-            f, df = self._forces(k, x, jacobian)
-            return mass * (x - v0) - f, df
-
-        g, df = gradient(v, True)
-        self.iterations = 0
-        for it in range(_MAX_ITERATIONS):
-            if float(np.max(np.abs((scale * g)[free]))) < _TOLERANCE_M_S:
-                return v
-            self.iterations = it + 1
-            hessian = np.diag(mass) - df
-            delta = np.zeros(5)
-            try:
-                if all_free:
-                    delta = np.linalg.solve(hessian, -g)
-                else:
-                    delta[free] = np.linalg.solve(hessian[np.ix_(free, free)], -g[free])
-            except np.linalg.LinAlgError:
-                break
-            slope0 = float(g @ delta)   # < 0: a descent direction of the convex potential
-            if slope0 >= 0.0:
-                break
-            step = 1.0
-            g_t, _ = gradient(v + delta, False)
-            slope = float(g_t @ delta)
-            if slope > 0.1 * abs(slope0):   # the minimum lies well before the full step
-                lo, hi = 0.0, 1.0
-                for _ in range(40):
-                    step = 0.5 * (lo + hi)
-                    g_t, _ = gradient(v + step * delta, False)
-                    slope = float(g_t @ delta)
-                    if abs(slope) <= 0.1 * abs(slope0):
-                        break
-                    if slope > 0.0:
-                        hi = step
-                    else:
-                        lo = step
-            v = v + step * delta
-            g, df = gradient(v, True)
-        if float(np.max(np.abs((scale * g)[free]))) < _TOLERANCE_M_S:
-            return v
-        self.unconverged += 1
+                start[n] = 0.0
+        v, converged, self.iterations = minimise_step(
+            lambda x, jac: self._forces(k, x, jac), mass, v0, start, free, scale)
+        if not converged:
+            self.unconverged += 1
         return v
 
     def _forces(self, k: _Step, v: np.ndarray, jacobian: bool

@@ -35,8 +35,9 @@ Integration: as :class:`~excavator_sim.drivetrain.vehicle.TrackedVehicle`: one b
 step of the dissipative forces, with the slip's scale, the steering angles and the gyroscopic
 terms taken at the start of the step; the step is the unique minimiser of a strictly convex
 incremental potential, found by Newton's method with an exact line search on its slope
-(:func:`minimise_step`): stable at any step for the stiff low-speed tyre law (the slip velocity
-gain ``C / floor`` is ~1e7-1e8 N s/m). Positions follow with the new velocities
+(:func:`~excavator_sim.drivetrain.implicit_step.minimise_step`, shared with the tracked
+machine, as is the brakes' stick/slip): stable at any step for the stiff low-speed tyre law
+(the slip velocity gain ``C / floor`` is ~1e7-1e8 N s/m). Positions follow with the new velocities
 (semi-implicit Euler); on a slope the horizontal motion is the ground-plane velocity projected
 by the attitude.
 """
@@ -44,12 +45,13 @@ by the attitude.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from excavator_sim.drivetrain.hydrostatic import HydrostaticDrive, HydrostaticDriveParams
+from excavator_sim.drivetrain.implicit_step import minimise_step, settle_brakes
 from excavator_sim.drivetrain.steering import SteeringActuator, SteeringParams
 from excavator_sim.drivetrain.tyre import (
     TyreParams,
@@ -61,8 +63,6 @@ from excavator_sim.drivetrain.vehicle import ExternalLoad
 from excavator_sim.errors import CommandError, SimConfigError
 
 WHEELS = ("fl", "fr", "rl", "rr")
-_MAX_ITERATIONS = 60
-_TOLERANCE_M_S = 1e-9    # converged when the residual (in wheel-speed units) is below this
 _NO_JACOBIAN = np.zeros((7, 7))
 
 
@@ -312,26 +312,9 @@ class WheeledVehicle:
                   torque=tuple(self.drives[w].torque_nm if w in self.drives else 0.0
                                for w in WHEELS),
                   const=self._constant_forces(gb, ext, v0), tyre=tyre)
-        held = [braked] * 4
-        v = self._solve(k, v0, held)
-        for _ in range(3):
-            over = False
-            for i in range(4):
-                if held[i]:
-                    need = self._brake_torque_to_hold(k, v0, v, i)
-                    cap = p.drive.brake_torque_nm
-                    if abs(need) > cap:    # the brake slips at its capacity
-                        held[i] = False
-                        k.brake_slip[i] = math.copysign(cap, need)
-                        over = True
-            if not over:
-                break
-            v = self._solve(k, v0, held)
-        for i in range(4):
-            # a slipping brake stops the wheel, never turns it back: held from here on
-            if braked and not held[i] and v0[3 + i] * v[3 + i] < 0.0:
-                v[3 + i] = 0.0
-                held[i] = True
+        v, held = settle_brakes(lambda h: self._solve(k, v0, h),
+                                lambda x, i: self._brake_torque_to_hold(k, v0, x, i),
+                                v0, braked, p.drive.brake_torque_nm, k.brake_slip, rounds=3)
         self._finish(k, v0, v, attitude, gb, braked, held)
 
     def _finish(self, k: _Step, v0: np.ndarray, v: np.ndarray, attitude: np.ndarray,
@@ -438,62 +421,3 @@ class WheeledVehicle:
                         row[idx[q]] -= hx * ax[q] + hy * by[q]
                 jac[n][n] += dm_rr * r + k.torque[i] * dfactor
         return np.array(f), (np.array(jac) if jacobian else _NO_JACOBIAN)
-
-
-def minimise_step(forces: Callable[[np.ndarray, bool], tuple[np.ndarray, np.ndarray]],
-                  mass: np.ndarray, v0: np.ndarray, start: np.ndarray, free: np.ndarray,
-                  scale: np.ndarray) -> tuple[np.ndarray, bool, int]:
-    """The backward-Euler step as the minimiser of the incremental potential: the ``free``
-    unknowns where ``mass (v - v0) - f(v)`` vanishes (``mass`` = the diagonal mass over dt;
-    the others stay at ``start``). Newton's method with an exact line search on the slope of
-    the potential along the Newton direction (``f``'s Jacobian must be symmetric negative
-    semi-definite). Converged when ``max |scale * gradient|`` over the free unknowns is below
-    1e-9 (``scale`` turns the gradient into speeds). Returns (v, converged, iterations)."""
-    n = v0.size
-    all_free = free.size == n
-    v = start.copy()
-
-    def gradient(x: np.ndarray, jacobian: bool) -> tuple[np.ndarray, np.ndarray]:
-        f, df = forces(x, jacobian)
-        return mass * (x - v0) - f, df
-
-    g, df = gradient(v, True)
-    iterations = 0
-    for it in range(_MAX_ITERATIONS):
-        if float(np.max(np.abs((scale * g)[free]))) < _TOLERANCE_M_S:
-            return v, True, iterations
-        iterations = it + 1
-        hessian = np.diag(mass) - df
-        delta = np.zeros(n)
-        try:
-            if all_free:
-                delta = np.linalg.solve(hessian, -g)
-            else:
-                delta[free] = np.linalg.solve(hessian[np.ix_(free, free)], -g[free])
-        except np.linalg.LinAlgError:
-            break
-        slope0 = float(g @ delta)
-        if slope0 >= 0.0:
-            break
-        step = 1.0
-        # the full step with its Jacobian: taken as it is in most iterations (no second call)
-        g_t, df_t = gradient(v + delta, True)
-        slope = float(g_t @ delta)
-        if slope > 0.1 * abs(slope0):   # the minimum lies well before the full step
-            lo, hi = 0.0, 1.0
-            for _ in range(40):
-                step = 0.5 * (lo + hi)
-                g_t, _ = gradient(v + step * delta, False)
-                slope = float(g_t @ delta)
-                if abs(slope) <= 0.1 * abs(slope0):
-                    break
-                if slope > 0.0:
-                    hi = step
-                else:
-                    lo = step
-            v = v + step * delta
-            g, df = gradient(v, True)
-        else:
-            v, g, df = v + delta, g_t, df_t
-    converged = float(np.max(np.abs((scale * g)[free]))) < _TOLERANCE_M_S
-    return v, converged, iterations
