@@ -9,13 +9,13 @@ from excavator_sim.drivetrain.actuation import (
     parse_actuation,
 )
 from excavator_sim.drivetrain.hydrostatic import HydrostaticDrive, HydrostaticDriveParams
+from excavator_sim.drivetrain.implicit_step import ExternalLoad
 from excavator_sim.drivetrain.soil import SHIPPED_SOILS, SoilMap, SoilPatch, TractionSoil
 from excavator_sim.drivetrain.steering import SteeringActuator, SteeringParams
 from excavator_sim.drivetrain.tyre import TyreParams
 from excavator_sim.drivetrain.vehicle import (
     SAFE_COMMAND,
     DriveCommand,
-    ExternalLoad,
     Ground,
     TrackedVehicle,
     TrackGeometry,

@@ -51,7 +51,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from excavator_sim.drivetrain.hydrostatic import HydrostaticDrive, HydrostaticDriveParams
-from excavator_sim.drivetrain.implicit_step import minimise_step, settle_brakes
+from excavator_sim.drivetrain.implicit_step import (
+    ExternalLoad,
+    PlanarBody,
+    settle_brakes,
+)
 from excavator_sim.drivetrain.steering import SteeringActuator, SteeringParams
 from excavator_sim.drivetrain.tyre import (
     TyreParams,
@@ -59,7 +63,6 @@ from excavator_sim.drivetrain.tyre import (
     slip_scale,
     tyre_force,
 )
-from excavator_sim.drivetrain.vehicle import ExternalLoad
 from excavator_sim.errors import CommandError, SimConfigError
 
 WHEELS = ("fl", "fr", "rl", "rr")
@@ -187,25 +190,18 @@ class _Step:
     brake_slip: list[float] = field(default_factory=lambda: [0.0] * 4)
 
 
-class WheeledVehicle:
-    """The wheeled drive train's state and its implicit step."""
+class WheeledVehicle(PlanarBody):
+    """The wheeled drive train's state and its implicit step (``velocity``: u, w, r_z,
+    omega_fl, omega_fr, omega_rl, omega_rr)."""
 
     def __init__(self, params: WheeledParams, mass_kg: float, yaw_inertia_kg_m2: float,
                  x: float = 0.0, y: float = 0.0, yaw: float = 0.0):
         self.params = params
-        self.mass_kg = float(mass_kg)
-        self.yaw_inertia_kg_m2 = float(yaw_inertia_kg_m2)
-        if not (self.mass_kg > 0.0 and self.yaw_inertia_kg_m2 > 0.0):
-            raise SimConfigError(f"wheeled vehicle: mass {mass_kg} kg and yaw inertia "
-                                 f"{yaw_inertia_kg_m2} kg m^2 must be > 0")
-        self.x, self.y, self.yaw = float(x), float(y), float(yaw)
-        self.velocity = np.zeros(7)   # u, w, r_z, omega_fl, omega_fr, omega_rl, omega_rr
+        super().__init__("wheeled vehicle", mass_kg, yaw_inertia_kg_m2, x, y, yaw, 7,
+                         params.gravity_m_s2)
         self.drives = {w: HydrostaticDrive(params.drive) for w in params.driven}
         self.steering = {w: SteeringActuator(params.steering) for w in params.steered}
         self.wheels = {w: WheelReading() for w in WHEELS}
-        self.specific_force = np.array([0.0, 0.0, params.gravity_m_s2])
-        self.unconverged = 0
-        self.iterations = 0
         self._pos = tuple(params.geometry.position(w) for w in WHEELS)
         self._radius = params.geometry.wheel_radius_m
         self._drive_at = tuple(self.drives.get(w) for w in WHEELS)
@@ -219,15 +215,6 @@ class WheeledVehicle:
         points: Ackermann the rear-axle centre ``(-l/2, 0)``, 4WD4WS the origin)."""
         u, w, rz = (float(v) for v in self.velocity[:3])
         return u - rz * y_ref_m, w + rz * x_ref_m, rz
-
-    @property
-    def yaw_rate_rad_s(self) -> float:
-        return float(self.velocity[2])
-
-    @property
-    def ground_speed_m_s(self) -> float:
-        """Speed over ground along the body's x at the origin [m/s] (a radar sensor)."""
-        return float(self.velocity[0])
 
     def wheel_speeds(self, names: Sequence[str]) -> list[float]:
         """Measured ``r omega`` [m/s] of the named wheels (the wheel speed sensors)."""
@@ -321,14 +308,7 @@ class WheeledVehicle:
                 gb: np.ndarray, braked: bool, held: list[bool]) -> None:
         dt = k.dt
         r = self.params.geometry.wheel_radius_m
-        u, w, rz = (float(x) for x in v[:3])
-        self.velocity = v
-        self.x += dt * (float(attitude[0, 0]) * u + float(attitude[0, 1]) * w)
-        self.y += dt * (float(attitude[1, 0]) * u + float(attitude[1, 1]) * w)
-        self.yaw += dt * rz
-        ax = (u - float(v0[0])) / dt - rz * w
-        ay = (w - float(v0[1])) / dt + rz * u
-        self.specific_force = np.array([ax - float(gb[0]), ay - float(gb[1]), -float(gb[2])])
+        self._move(dt, v0, v, attitude, gb)
         for i, name in enumerate(WHEELS):
             reading = self.wheels[name]
             omega = float(v[3 + i])
@@ -348,16 +328,6 @@ class WheeledVehicle:
             reading.braked = braked
             reading.held = held[i]
 
-    def _constant_forces(self, gb: np.ndarray, ext: ExternalLoad, v: np.ndarray) -> np.ndarray:
-        """Gravity, the external load and the gyroscopic terms at ``v``."""
-        m = self.mass_kg
-        u, w, rz = float(v[0]), float(v[1]), float(v[2])
-        f = np.zeros(7)
-        f[0] = m * float(gb[0]) + ext.force_body_n[0] + m * rz * w
-        f[1] = m * float(gb[1]) + ext.force_body_n[1] - m * rz * u
-        f[2] = ext.moment_z_nm
-        return f
-
     def _brake_torque_to_hold(self, k: _Step, v0: np.ndarray, v: np.ndarray, i: int) -> float:
         """The brake torque that holds wheel i at rest over the step [N m]."""
         f, _ = self._forces(k, v, jacobian=False)
@@ -369,19 +339,10 @@ class WheeledVehicle:
 
     def _solve(self, k: _Step, v0: np.ndarray, held: list[bool]) -> np.ndarray:
         mass = self._mass(k.dt)
-        free = np.array([n for n in range(7) if not (n >= 3 and held[n - 3])])
         half = 0.5 * math.hypot(self.params.geometry.wheelbase_m, self.params.geometry.track_m)
         r = self.params.geometry.wheel_radius_m
         scale = np.array([1.0, 1.0, half, r, r, r, r]) / mass
-        start = v0.copy()
-        for n in range(3, 7):
-            if held[n - 3]:
-                start[n] = 0.0
-        v, converged, self.iterations = minimise_step(
-            lambda x, jac: self._forces(k, x, jac), mass, v0, start, free, scale)
-        if not converged:
-            self.unconverged += 1
-        return v
+        return self._solve_held(lambda x, jac: self._forces(k, x, jac), mass, v0, held, scale)
 
     def _forces(self, k: _Step, v: np.ndarray, jacobian: bool
                 ) -> tuple[np.ndarray, np.ndarray]:
