@@ -48,6 +48,7 @@ import redis
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from excavator_common.node_thread import NodeThread  # noqa: E402
 from excavator_hil.hil_harness import HilRig, timed_mset, wait_until  # noqa: E402
 from excavator_hil.local_services import LocalRedisServer, ManagedProcess  # noqa: E402
 from plc_bridge import redis_keys as keys  # noqa: E402
@@ -87,34 +88,22 @@ class KeyWatcher:
         self._thread.join(2.0)
 
 
-class RosRecord:
+class RosRecord(NodeThread):
     """plant/sensors stamps (simulated time) with their arrival, and the last /diagnostics
     values of plant_link and sim_node."""
 
     def __init__(self) -> None:
-        import rclpy
         from diagnostic_msgs.msg import DiagnosticArray
-        from rclpy.executors import SingleThreadedExecutor
         from rclpy.qos import qos_profile_sensor_data
         from sensor_msgs.msg import JointState
 
-        self.context = rclpy.Context()
-        rclpy.init(context=self.context)
-        self.node = rclpy.create_node("hil_loop_bench", context=self.context)
+        super().__init__("hil_loop_bench")
         self.stamps: list[tuple[float, float]] = []
         self.diag: dict[str, dict[str, str]] = {}
         self.node.create_subscription(JointState, "plant/sensors", self._on_sensors,
                                       qos_profile_sensor_data)
         self.node.create_subscription(DiagnosticArray, "/diagnostics", self._on_diag, 50)
-        self.executor = SingleThreadedExecutor(context=self.context)
-        self.executor.add_node(self.node)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._spin, daemon=True)
-        self._thread.start()
-
-    def _spin(self) -> None:
-        while not self._stop.is_set() and self.context.ok():
-            self.executor.spin_once(timeout_sec=0.05)
+        self.start()
 
     def _on_sensors(self, msg: Any) -> None:
         self.stamps.append((time.monotonic(),
@@ -133,13 +122,6 @@ class RosRecord:
         return {k: int(d.get(f"counter.{k}", 0)) for k in
                 ("exchanges", "late", "missed", "link_faults", "link_down_periods",
                  "refused", "sim_time_repeated")}
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join(2.0)
-        self.executor.shutdown()
-        self.node.destroy_node()
-        self.context.try_shutdown()
 
 
 def cpu_s(pid: int) -> float:

@@ -372,13 +372,8 @@ def drivetrain_config(v: Mapping[str, Any]) -> DrivetrainConfig:
     geometry = TrackGeometry(gauge_m=v["tracks.track_width_m"],
                              contact_length_m=v["tracks.contact_length_m"],
                              shoe_width_m=v["tracks.shoe_width_m"], sprocket_radius_m=radius)
-    drive = HydrostaticDriveParams(
-        relief_pressure_pa=v["tracks.relief_pressure_pa"],
-        motor_displacement_m3=v["tracks.motor_displacement_m3"],
-        gear_ratio=v["tracks.gear_ratio"], time_constant_s=v["tracks.torque_time_constant_s"],
-        rotating_inertia_kg_m2=v["tracks.rotating_inertia_kg_m2"],
-        brake_torque_nm=v["tracks.brake_torque_nm"],
-        speed_limit_rad_s=v["tracks.speed_limit_m_s"] / radius)
+    drive = HydrostaticDriveParams.from_config(
+        {k.removeprefix("tracks."): x for k, x in v.items() if k.startswith("tracks.")}, radius)
     params = VehicleParams(geometry, drive,
                            internal_resistance_ratio=v["tracks.internal_resistance_ratio"],
                            slip_speed_floor_m_s=v["traction.slip_speed_floor_m_s"])

@@ -34,12 +34,12 @@ from excavator_kinematics.forward_kinematics import ForwardKinematics
 from excavator_kinematics.geometry import ExcavatorGeometry, default_geometry
 from excavator_kinematics.linkage import Linkage
 from excavator_sim.drivetrain.grade import attitude, ground_normal
+from excavator_sim.drivetrain.implicit_step import ExternalLoad
 from excavator_sim.drivetrain.imu import ImuReading, imu_reading, specific_force
 from excavator_sim.drivetrain.soil import TractionSoil
 from excavator_sim.drivetrain.vehicle import (
     SAFE_COMMAND,
     DriveCommand,
-    ExternalLoad,
     Ground,
     TrackedVehicle,
 )

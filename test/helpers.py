@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import bisect
+import contextlib
 import math
 import os
 import shutil
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from excavator_common.node_thread import NodeThread
 from excavator_hil.local_services import (
     LocalRedisServer,
     ManagedProcess,
@@ -136,25 +138,62 @@ class NodeProcess(ManagedProcess):
         super().__init__(module, args or [], log_dir=log_dir, env=env, cwd=REPO)
 
 
-class RosTestNode:
-    """An rclpy node in a private context with an executor thread, for talking to nodes."""
+class Spawner:
+    """Starts node processes (``module``, ``args``) logging under ``log_dir`` and stops them all
+    at the end: the ``spawn`` of a module-scoped rig (conftest's ``spawn`` is per test)."""
+
+    def __init__(self, log_dir: Path):
+        self.log_dir = log_dir
+        self.procs: list[NodeProcess] = []
+
+    def __call__(self, module: str, args: list[str]) -> NodeProcess:
+        proc = NodeProcess(module, args, log_dir=self.log_dir)
+        self.procs.append(proc)
+        return proc
+
+    def stop_all(self) -> None:
+        for p in self.procs:
+            p.stop()
+
+
+@contextlib.contextmanager
+def module_redis(base: Path) -> Iterator[tuple[RedisServer, Spawner]]:
+    """A redis-server and a :class:`Spawner` for a module's rig, both under ``base``; at the
+    end the spawned processes stop, then the server."""
+    server = RedisServer(base / "redis")
+    server.start()
+    spawner = Spawner(base)
+    try:
+        yield server, spawner
+    finally:
+        try:
+            spawner.stop_all()
+        finally:
+            server.stop()
+
+
+def opcua_rig(lab: Any, redis_url: str, spawn: Callable[[str, list[str]], Any], port: int,
+              model: str = "skid_steer") -> Any:
+    """A HilRig whose bridge talks OPC UA (SignAndEncrypt, user ``bridge`` with the lab's
+    password file) to a virtual PLC on ``port`` that serves the lab's PKI and users file;
+    ``lab``: test_opcua_transport's ``Lab``. Not started."""
+    from excavator_hil.hil_harness import HilRig
+
+    return HilRig(model, redis_url, spawn, {
+        "plc_transport": "opcua", "opcua_port": port, "opcua_pki_dir": str(lab.client.root),
+        "opcua_user": "bridge", "opcua_password_file": str(lab.password_file),
+        "plc_timeout_s": 0.5}, plc_args=[
+        "--opcua-port", str(port), "--opcua-pki", str(lab.server.root),
+        "--opcua-users", str(lab.users_file)])
+
+
+class RosTestNode(NodeThread):
+    """An rclpy node in a private context with an executor thread, for talking to nodes
+    (excavator_common.node_thread, spun every 20 ms)."""
 
     def __init__(self, name: str = "test_probe"):
-        import rclpy
-        from rclpy.executors import SingleThreadedExecutor
-
-        self.context = rclpy.Context()
-        rclpy.init(context=self.context)
-        self.node = rclpy.create_node(name, context=self.context)
-        self.executor = SingleThreadedExecutor(context=self.context)
-        self.executor.add_node(self.node)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._spin, daemon=True)
-        self._thread.start()
-
-    def _spin(self) -> None:
-        while not self._stop.is_set() and self.context.ok():
-            self.executor.spin_once(timeout_sec=0.02)
+        super().__init__(name)
+        self.start(spin_timeout_s=0.02)
 
     def collect(self, msg_type: Any, topic: str, qos: Any = 10) -> list[Any]:
         """Subscribe and return the (live) list the messages are appended to."""
@@ -199,13 +238,6 @@ class RosTestNode:
             return parameter_value_to_python(value)
         finally:
             self.node.destroy_client(client)
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join(2.0)
-        self.executor.shutdown()
-        self.node.destroy_node()
-        self.context.try_shutdown()
 
 
 def send_bucket_state(pose_pub: Any, twist_pub: Any, pose: Any, vel: Any, t: float,

@@ -15,10 +15,9 @@ import logging
 import signal
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
-from helpers import NodeProcess, RedisServer
+from helpers import RedisServer, Spawner, module_redis
 
 from excavator_common.clock_offset import realtime_minus_monotonic
 from excavator_hil.hil_harness import (
@@ -42,32 +41,10 @@ SLACK_S = 0.015
 SANITY_S = 2.0
 
 
-class Spawner:
-    def __init__(self, log_dir: Path):
-        self.log_dir = log_dir
-        self.procs: list[NodeProcess] = []
-
-    def __call__(self, module: str, args: list[str]) -> NodeProcess:
-        proc = NodeProcess(module, args, log_dir=self.log_dir)
-        self.procs.append(proc)
-        return proc
-
-    def stop_all(self) -> None:
-        for p in self.procs:
-            p.stop()
-
-
 @pytest.fixture(scope="module")
 def shared(tmp_path_factory) -> Iterator[tuple[RedisServer, Spawner]]:
-    base = tmp_path_factory.mktemp("faults")
-    server = RedisServer(base / "redis")
-    server.start()
-    spawner = Spawner(base)
-    yield server, spawner
-    try:
-        spawner.stop_all()
-    finally:
-        server.stop()
+    with module_redis(tmp_path_factory.mktemp("faults")) as pair:
+        yield pair
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,8 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from test_bridge_faults import COMMAND, Spawner, counter, is_stop, link_lost_logged, running
+from helpers import Spawner, module_redis, opcua_rig
+from test_bridge_faults import COMMAND, counter, is_stop, link_lost_logged, running
 from test_bridge_faults import SANITY_S as S7_SANITY_S
 from test_opcua_transport import PASSWORD, Lab, _commands, _free_port, _secret, connect
 
@@ -45,12 +46,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Lab:
 def rig(redis_module, lab) -> Iterator[HilRig]:
     server, spawner = redis_module
     port = _free_port()
-    r = HilRig("skid_steer", server.url, spawner, {
-        "plc_transport": "opcua", "opcua_port": port, "opcua_pki_dir": str(lab.client.root),
-        "opcua_user": "bridge", "opcua_password_file": str(lab.password_file),
-        "plc_timeout_s": 0.5}, plc_args=[
-        "--opcua-port", str(port), "--opcua-pki", str(lab.server.root),
-        "--opcua-users", str(lab.users_file)])
+    r = opcua_rig(lab, server.url, spawner, port)
     r.command(*COMMAND)
     r.start()
     yield r
@@ -59,17 +55,8 @@ def rig(redis_module, lab) -> Iterator[HilRig]:
 
 @pytest.fixture(scope="module")
 def redis_module(tmp_path_factory) -> Iterator[tuple[object, Spawner]]:
-    from helpers import RedisServer
-
-    base = tmp_path_factory.mktemp("opcua_faults_redis")
-    server = RedisServer(base / "redis")
-    server.start()
-    spawner = Spawner(base)
-    yield server, spawner
-    try:
-        spawner.stop_all()
-    finally:
-        server.stop()
+    with module_redis(tmp_path_factory.mktemp("opcua_faults_redis")) as pair:
+        yield pair
 
 
 def test_a_silent_link_stops_the_bridge_and_it_comes_back_with_a_stop(rig, caplog):
@@ -170,12 +157,7 @@ def test_a_link_cut_stops_the_bridge_and_nothing_sent_before_it_acts_after(redis
 
     server, spawner = redis_module
     port = _free_port()
-    rig = HilRig("skid_steer", server.url, spawner, {
-        "plc_transport": "opcua", "opcua_port": port, "opcua_pki_dir": str(lab.client.root),
-        "opcua_user": "bridge", "opcua_password_file": str(lab.password_file),
-        "plc_timeout_s": 0.5}, plc_args=[
-        "--opcua-port", str(port), "--opcua-pki", str(lab.server.root),
-        "--opcua-users", str(lab.users_file)])
+    rig = opcua_rig(lab, server.url, spawner, port)
     proxy = TcpProxy(port)
     rig.config = dataclasses.replace(rig.config, opcua_port=proxy.port)
     rig.core = BridgeCore(rig.config)

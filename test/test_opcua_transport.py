@@ -26,8 +26,9 @@ from typing import Any
 import numpy as np
 import pytest
 import yaml
+from helpers import opcua_rig
 
-from excavator_hil.hil_harness import HilRig, wait_until
+from excavator_hil.hil_harness import wait_until
 from excavator_kinematics.vehicle import twist_from_artof
 from plc_bridge import redis_keys as keys
 from plc_bridge.config import BridgeConfig, default_config_path, load_config
@@ -117,12 +118,7 @@ def test_the_bridge_drives_the_virtual_plc_over_opcua(redis_server, spawn, lab, 
     the first command taken after connecting a stop, the setpoints taken whole."""
     port = _free_port()
     cmd = (0.8, 0.0, 0.3)
-    rig = HilRig("skid_steer", redis_server.url, spawn, {
-        "plc_transport": "opcua", "opcua_port": port, "opcua_pki_dir": str(lab.client.root),
-        "opcua_user": "bridge", "opcua_password_file": str(lab.password_file),
-        "plc_timeout_s": 0.5}, plc_args=[
-        "--opcua-port", str(port), "--opcua-pki", str(lab.server.root),
-        "--opcua-users", str(lab.users_file)])
+    rig = opcua_rig(lab, redis_server.url, spawn, port)
     try:
         rig.command(*cmd)
         rig.start()

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from excavator_sim.drivetrain.grade import slope_attitude
 from excavator_sim.drivetrain.hydrostatic import HydrostaticDriveParams
+from excavator_sim.drivetrain.implicit_step import ExternalLoad
 from excavator_sim.drivetrain.steering import SteeringActuator, SteeringParams
 from excavator_sim.drivetrain.tyre import (
     TyreParams,
@@ -23,7 +24,6 @@ from excavator_sim.drivetrain.tyre import (
     rolling_resistance_torque,
     tyre_force,
 )
-from excavator_sim.drivetrain.vehicle import ExternalLoad
 from excavator_sim.drivetrain.wheeled import (
     SAFE_WHEELED_COMMAND,
     WHEELS,

@@ -12,8 +12,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from excavator_sim.drivetrain.actuation import ActuationError
-from excavator_sim.drivetrain.wheeled import WheeledCommand, WheeledVehicle
-from excavator_sim.drivetrain.wheeled_io import parse_wheeled_actuation, wheeled_sensor_arrays
+from excavator_sim.drivetrain.wheeled import SAFE_WHEELED_COMMAND, WheeledCommand, WheeledVehicle
+from excavator_sim.drivetrain.wheeled_io import (
+    WheeledPlantActuation,
+    parse_wheeled_actuation,
+    wheeled_sensor_arrays,
+)
 from excavator_sim.machines import load_machine
 from plc_bridge.config import load_config
 from plc_bridge.plant_link.core import Actuation, actuation_arrays, sensors_from_joints
@@ -112,3 +116,19 @@ def test_an_actuation_for_another_machine_is_refused() -> None:
     names, position, velocity, effort = arrays_with("ackermann")
     with pytest.raises(ActuationError, match=r"6 names but 5 effort values"):
         parse_wheeled_actuation(names, position, velocity, effort[:5], params("ackermann"))
+
+
+def test_a_wheeled_actuation_times_out_and_a_fault_drops_it_as_the_tracks_do() -> None:
+    """The freshness rules of the tracked machine (test_sim_plant) on a WheeledCommand: the
+    safe command is the wheeled one (torque 0, valves closed, brakes on), never a stale or
+    faulted command."""
+    plant = WheeledPlantActuation(timeout_s=0.2)
+    assert plant.command() == SAFE_WHEELED_COMMAND
+    go = WheeledCommand((100.0, 100.0), (0.1, -0.1), enable=True, brake=False)
+    plant.accept(go, 1.0)
+    assert not plant.check(1.2) and plant.command() == go
+    assert plant.check(1.2001) and plant.command() == SAFE_WHEELED_COMMAND
+    plant.accept(go, 2.0)
+    plant.reject("nan")
+    assert plant.fault == "nan" and plant.command() == SAFE_WHEELED_COMMAND
+    assert not plant.check(100.0) and plant.command() == SAFE_WHEELED_COMMAND

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 import redis
 
+from excavator_common.node_thread import NodeThread
 from excavator_hil.dashboard.core import (
     BridgeView,
     BridgeWatch,
@@ -38,15 +39,13 @@ from excavator_hil.dashboard.core import (
 from plc_bridge import redis_keys as keys
 
 
-class RosLink:
+class RosLink(NodeThread):
     """Subscribes what the dashboard shows, publishes ``target_pose``."""
 
     def __init__(self, checker: TargetChecker, terrain: TerrainGrid | None = None,
                  ros_args: Sequence[str] | None = None, rate_hz: float = 20.0,
                  node_name: str = "dashboard"):
-        import rclpy
         from geometry_msgs.msg import PoseStamped, WrenchStamped
-        from rclpy.executors import SingleThreadedExecutor
         from rclpy.qos import QoSProfile, ReliabilityPolicy
         from rclpy.serialization import deserialize_message
         from sensor_msgs.msg import JointState
@@ -71,9 +70,7 @@ class RosLink:
         self._decode = deserialize_message
         self._JointState, self._Float64, self._Wrench = JointState, Float64, WrenchStamped
 
-        self.context = rclpy.Context()
-        rclpy.init(args=["--ros-args", *ros_args] if ros_args else None, context=self.context)
-        self.node = rclpy.create_node(node_name, context=self.context)
+        super().__init__(node_name, ros_args)
         self._PoseStamped = PoseStamped
         latest = QoSProfile(depth=1, reliability=ReliabilityPolicy.BEST_EFFORT)
         # raw: the bytes arrive, and only the messages kept are deserialized (a JointState
@@ -97,25 +94,7 @@ class RosLink:
         self.target_pub = self.node.create_publisher(PoseStamped, "target_pose", 10)
         # rclpy's EventsExecutor (C++ event queue) where there is one: ~1/3 of the CPU of the
         # SingleThreadedExecutor for the ~400 messages a second of the stack (bench/dashboard.py)
-        try:
-            from rclpy.experimental.events_executor import EventsExecutor
-
-            self.executor: Any = EventsExecutor(context=self.context)
-        except ImportError:
-            self.executor = SingleThreadedExecutor(context=self.context)
-        self.executor.add_node(self.node)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._spin, daemon=True, name="dashboard-ros")
-        self._thread.start()
-
-    def _spin(self) -> None:
-        while not self._stop.is_set() and self.context.ok():
-            try:
-                self.executor.spin_once(timeout_sec=0.05)
-            except Exception:
-                if self._stop.is_set():
-                    break
-                raise
+        self.start(events=True, thread_name="dashboard-ros")
 
     # --- callbacks (executor thread) ---------------------------------------------------------
     def _on_joints(self, raw: bytes) -> None:
@@ -179,13 +158,6 @@ class RosLink:
         p.x, p.y, p.z = float(px), float(py), float(pz)
         o.x, o.y, o.z, o.w = float(qx), float(qy), float(qz), float(qw)
         self.target_pub.publish(msg)
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join(2.0)
-        self.executor.shutdown()
-        self.node.destroy_node()
-        self.context.try_shutdown()
 
 
 class RedisLink:

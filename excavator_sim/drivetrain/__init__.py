@@ -9,13 +9,13 @@ from excavator_sim.drivetrain.actuation import (
     parse_actuation,
 )
 from excavator_sim.drivetrain.hydrostatic import HydrostaticDrive, HydrostaticDriveParams
+from excavator_sim.drivetrain.implicit_step import ExternalLoad
 from excavator_sim.drivetrain.soil import SHIPPED_SOILS, SoilMap, SoilPatch, TractionSoil
 from excavator_sim.drivetrain.steering import SteeringActuator, SteeringParams
 from excavator_sim.drivetrain.tyre import TyreParams
 from excavator_sim.drivetrain.vehicle import (
     SAFE_COMMAND,
     DriveCommand,
-    ExternalLoad,
     Ground,
     TrackedVehicle,
     TrackGeometry,
@@ -31,12 +31,17 @@ from excavator_sim.drivetrain.wheeled import (
     WheeledVehicle,
     WheelGeometry,
 )
-from excavator_sim.drivetrain.wheeled_io import parse_wheeled_actuation, wheeled_sensor_arrays
+from excavator_sim.drivetrain.wheeled_io import (
+    WheeledPlantActuation,
+    parse_wheeled_actuation,
+    wheeled_sensor_arrays,
+)
 
 __all__ = ["SAFE_COMMAND", "SAFE_WHEELED_COMMAND", "SHIPPED_SOILS", "WHEELS", "ActuationError",
            "DriveCommand", "ExternalLoad", "Ground", "HydrostaticDrive",
            "HydrostaticDriveParams", "PlantActuation", "SoilMap", "SoilPatch",
            "SteeringActuator", "SteeringParams", "TrackGeometry", "TrackReading",
            "TrackedVehicle", "TractionSoil", "TyreParams", "VehicleParams", "WheelGeometry",
-           "WheeledCommand", "WheeledGround", "WheeledParams", "WheeledVehicle",
+           "WheeledCommand", "WheeledGround", "WheeledParams", "WheeledPlantActuation",
+           "WheeledVehicle",
            "parse_actuation", "parse_wheeled_actuation", "wheeled_sensor_arrays"]

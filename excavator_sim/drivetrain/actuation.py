@@ -10,11 +10,16 @@ works on the message's arrays (no ROS):
   drive's torque limit (beyond: a scaling or offset error, not a set-point; up to it the relief
   valve clips as on the machine), flags exactly 0.0 or 1.0. A bad message raises
   :class:`ActuationError` naming the value, the limit and the fix.
-- :class:`PlantActuation` keeps the latest *valid* actuation and answers, for a simulated time,
-  the command that acts: the safe command (torque 0, drives disabled, brakes applied) before
-  the first one, after ``timeout_s`` of simulated time without a new one, and after a bad one
-  (a **drive fault**, latched until a valid actuation arrives: the last valid actuation is
-  not reused).
+- :func:`check_names` and :func:`read_flags` are the checks every machine's actuation takes
+  (the arrays' lengths, the names, the two flags), parameterised by the machine's joint names;
+  :func:`~excavator_sim.drivetrain.wheeled_io.parse_wheeled_actuation` uses them too.
+- :class:`ActuationFreshness` keeps the latest *valid* actuation of either machine
+  (:class:`PlantActuation` for the tracks' :class:`DriveCommand`,
+  :class:`~excavator_sim.drivetrain.wheeled_io.WheeledPlantActuation` for the wheels') and
+  answers, for a simulated time, the command that acts: the safe command (torque 0, drives
+  disabled, brakes applied) before the first one, after ``timeout_s`` of simulated time
+  without a new one, and after a bad one (a **drive fault**, latched until a valid actuation
+  arrives: the last valid actuation is not reused).
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 from excavator_sim.drivetrain.vehicle import SAFE_COMMAND, DriveCommand
 from excavator_sim.errors import CommandError
@@ -33,15 +39,27 @@ FLAG_JOINTS = ("drive_enable", "brake")
 TORQUE_RANGE_FACTOR = 2.0
 
 
+Command = TypeVar("Command")
+
+
 class ActuationError(CommandError):
     """A plant actuation that cannot act: the drives are braked (drive fault)."""
 
 
-def parse_actuation(names: Sequence[str], position: Sequence[float],
-                    velocity: Sequence[float], effort: Sequence[float],
-                    torque_limit_nm: float) -> DriveCommand:
-    """The drive command of one ``plant/actuation`` message (its name/position/velocity/effort
-    arrays), or :class:`ActuationError`."""
+def check_names(names: Sequence[str], position: Sequence[float], velocity: Sequence[float],
+                effort: Sequence[float], required: Sequence[str], machine: str
+                ) -> dict[str, int]:
+    """Checks a ``plant/actuation`` message's arrays against the machine's ``required`` joint
+    names (each once, nothing else, every array one entry per name); returns each name's index.
+
+    Args:
+        names, position, velocity, effort: the message's arrays.
+        required: the joint names the machine takes, flags included.
+        machine: who takes them, in the unknown-name error ("a tracked machine", "it").
+
+    Raises:
+        ActuationError: naming what is wrong and the fix.
+    """
     names = list(names)
     n = len(names)
     for label, arr in (("position", position), ("velocity", velocity), ("effort", effort)):
@@ -49,18 +67,39 @@ def parse_actuation(names: Sequence[str], position: Sequence[float],
             raise ActuationError(f"plant/actuation has {n} names but {len(arr)} {label} values: "
                                  f"send {label} with one entry per name (NaN where it does not "
                                  "apply)")
-    required = (*DRIVE_JOINTS, *FLAG_JOINTS)
     unknown = sorted(set(names) - set(required))
     if unknown:
-        raise ActuationError(f"plant/actuation names {unknown} this machine does not have: a "
-                             f"tracked machine takes {list(required)} (is the PLC's plant "
+        raise ActuationError(f"plant/actuation names {unknown} this machine does not have: "
+                             f"{machine} takes {list(required)} (is the PLC's plant "
                              "configured for another vehicle model?)")
     missing = [name for name in required if name not in names]
     twice = sorted({name for name in names if names.count(name) > 1})
     if missing or twice:
         raise ActuationError(f"plant/actuation must name each of {list(required)} once: "
                              f"missing {missing}, repeated {twice}")
-    index = {name: k for k, name in enumerate(names)}
+    return {name: k for k, name in enumerate(names)}
+
+
+def read_flags(position: Sequence[float], index: dict[str, int]) -> tuple[bool, bool]:
+    """``(drive_enable, brake)`` from the pseudo-joints' positions (exactly 1.0 on, 0.0 off),
+    or :class:`ActuationError`."""
+    flags = []
+    for name in FLAG_JOINTS:
+        value = float(position[index[name]])
+        if value not in (0.0, 1.0):
+            raise ActuationError(f"plant/actuation {name} position is {value}: send 1.0 (on) "
+                                 "or 0.0 (off)")
+        flags.append(value == 1.0)
+    return flags[0], flags[1]
+
+
+def parse_actuation(names: Sequence[str], position: Sequence[float],
+                    velocity: Sequence[float], effort: Sequence[float],
+                    torque_limit_nm: float) -> DriveCommand:
+    """The drive command of one ``plant/actuation`` message (its name/position/velocity/effort
+    arrays), or :class:`ActuationError`."""
+    required = (*DRIVE_JOINTS, *FLAG_JOINTS)
+    index = check_names(names, position, velocity, effort, required, "a tracked machine")
     limit = TORQUE_RANGE_FACTOR * torque_limit_nm
     torques = []
     for name in DRIVE_JOINTS:
@@ -74,22 +113,19 @@ def parse_actuation(names: Sequence[str], position: Sequence[float],
                                  f"torque limit {torque_limit_nm:.6g} N m): check the PLC's "
                                  "scaling (N m at the sprocket) and clamp at the limit")
         torques.append(value)
-    flags = []
-    for name in FLAG_JOINTS:
-        value = float(position[index[name]])
-        if value not in (0.0, 1.0):
-            raise ActuationError(f"plant/actuation {name} position is {value}: send 1.0 (on) "
-                                 "or 0.0 (off)")
-        flags.append(value == 1.0)
-    return DriveCommand(torques[0], torques[1], enable=flags[0], brake=flags[1])
+    enable, brake = read_flags(position, index)
+    return DriveCommand(torques[0], torques[1], enable=enable, brake=brake)
 
 
 @dataclass
-class PlantActuation:
-    """Freshness and faults of the PLC's actuation, in simulated time [s]."""
+class ActuationFreshness(Generic[Command]):
+    """Freshness and faults of the PLC's actuation, in simulated time [s], for a machine whose
+    commands are ``Command`` and whose safe command (torque 0, drives disabled, brakes
+    applied) is ``safe``."""
 
     timeout_s: float            # older than this -> safe command; 0 = hold until replaced
-    latest: DriveCommand | None = None
+    safe: Command
+    latest: Command | None = None
     last_s: float = math.nan    # simulated time the latest valid actuation arrived
     fault: str = ""             # the drive fault (a bad actuation), "" when none
     received: int = 0           # valid actuations
@@ -98,7 +134,7 @@ class PlantActuation:
     timed_out: bool = False
     age_at_timeout_s: float = math.nan   # the latest actuation's age when it went stale [s]
 
-    def accept(self, command: DriveCommand, now_s: float) -> None:
+    def accept(self, command: Command, now_s: float) -> None:
         """A valid actuation arrived at simulated time ``now_s``: it acts, a fault clears."""
         self.latest = command
         self.last_s = now_s
@@ -127,8 +163,15 @@ class PlantActuation:
         self.age_at_timeout_s = now_s - self.last_s
         return True
 
-    def command(self) -> DriveCommand:
+    def command(self) -> Command:
         """The command that acts now (after :meth:`check`)."""
         if self.latest is None or self.timed_out:
-            return SAFE_COMMAND
+            return self.safe
         return self.latest
+
+
+@dataclass
+class PlantActuation(ActuationFreshness[DriveCommand]):
+    """The tracked machine's :class:`ActuationFreshness` (safe command: ``SAFE_COMMAND``)."""
+
+    safe: DriveCommand = SAFE_COMMAND

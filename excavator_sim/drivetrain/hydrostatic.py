@@ -19,13 +19,16 @@ asks for. The drive answers it as
   (``rotating_inertia_kg_m2``: the motor's ``J_m i_gear^2`` dominates).
 
 The torque state is integrated here; the sprocket's speed with the rest of the machine
-(:mod:`excavator_sim.drivetrain.vehicle`), where the brake's stick/slip is resolved.
+(:mod:`excavator_sim.drivetrain.vehicle`, :mod:`~excavator_sim.drivetrain.wheeled`), whose
+step resolves the brake's stick/slip (:func:`excavator_sim.drivetrain.implicit_step.settle_brakes`).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from excavator_sim.errors import SimConfigError
 
@@ -50,6 +53,22 @@ class HydrostaticDriveParams:
             if not (math.isfinite(value) and value > 0.0):
                 raise SimConfigError(f"hydrostatic drive: {key} = {value} must be a finite "
                                      "number > 0")
+
+    @classmethod
+    def from_config(cls, values: Mapping[str, Any], radius_m: float
+                    ) -> HydrostaticDriveParams:
+        """The drive of a machine configuration's keys (the tracks' ``tracks.*`` of sim.yaml,
+        a wheeled undercarriage's ``drive`` section): ``relief_pressure_pa``,
+        ``motor_displacement_m3``, ``gear_ratio``, ``torque_time_constant_s``,
+        ``rotating_inertia_kg_m2``, ``brake_torque_nm`` and ``speed_limit_m_s`` (a ground
+        speed [m/s], turned into the sprocket's or wheel's speed by ``radius_m`` [m])."""
+        return cls(relief_pressure_pa=values["relief_pressure_pa"],
+                   motor_displacement_m3=values["motor_displacement_m3"],
+                   gear_ratio=values["gear_ratio"],
+                   time_constant_s=values["torque_time_constant_s"],
+                   rotating_inertia_kg_m2=values["rotating_inertia_kg_m2"],
+                   brake_torque_nm=values["brake_torque_nm"],
+                   speed_limit_rad_s=values["speed_limit_m_s"] / radius_m)
 
     @property
     def torque_limit_nm(self) -> float:

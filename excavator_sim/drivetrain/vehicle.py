@@ -57,6 +57,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from excavator_sim.drivetrain.hydrostatic import HydrostaticDrive, HydrostaticDriveParams
+from excavator_sim.drivetrain.implicit_step import (
+    ExternalLoad,
+    PlanarBody,
+    settle_brakes,
+)
 from excavator_sim.drivetrain.soil import TractionSoil
 from excavator_sim.drivetrain.traction import (
     slip,
@@ -68,8 +73,6 @@ from excavator_sim.drivetrain.traction import (
 from excavator_sim.errors import SimConfigError
 
 TRACKS = ("track_left", "track_right")
-_MAX_ITERATIONS = 60
-_TOLERANCE_M_S = 1e-9    # converged when the residual (in track-speed units) is below this
 
 
 @dataclass(frozen=True)
@@ -131,15 +134,6 @@ class Ground:
     soils: tuple[TractionSoil, TractionSoil]
 
 
-@dataclass(frozen=True)
-class ExternalLoad:
-    """A load on the machine from outside (the bucket's soil force): force [N] in base_link's
-    axes and the yaw moment about the base origin [N m]."""
-
-    force_body_n: tuple[float, float, float] = (0.0, 0.0, 0.0)
-    moment_z_nm: float = 0.0
-
-
 @dataclass
 class TrackReading:
     """One track after a step."""
@@ -174,44 +168,21 @@ class _Step:
     brake_slip: list[float] = field(default_factory=lambda: [0.0, 0.0])
 
 
-class TrackedVehicle:
-    """The drive train's state and its implicit step."""
+class TrackedVehicle(PlanarBody):
+    """The drive train's state and its implicit step (``velocity``: u, w, r_z, omega_l,
+    omega_r)."""
 
     def __init__(self, params: VehicleParams, mass_kg: float, yaw_inertia_kg_m2: float,
                  x: float = 0.0, y: float = 0.0, yaw: float = 0.0):
         self.params = params
-        self.mass_kg = float(mass_kg)
-        self.yaw_inertia_kg_m2 = float(yaw_inertia_kg_m2)
-        if not (self.mass_kg > 0.0 and self.yaw_inertia_kg_m2 > 0.0):
-            raise SimConfigError(f"tracked vehicle: mass {mass_kg} kg and yaw inertia "
-                                 f"{yaw_inertia_kg_m2} kg m^2 must be > 0")
-        self.x, self.y, self.yaw = float(x), float(y), float(yaw)
-        self.velocity = np.zeros(5)   # u, w, r_z, omega_l, omega_r
+        super().__init__("tracked vehicle", mass_kg, yaw_inertia_kg_m2, x, y, yaw, 5,
+                         params.gravity_m_s2)
         self.drives = (HydrostaticDrive(params.drive), HydrostaticDrive(params.drive))
         self.tracks = (TrackReading(), TrackReading())
-        self.specific_force = np.array([0.0, 0.0, params.gravity_m_s2])  # body axes [m/s^2]
-        self.unconverged = 0   # steps whose Newton iteration did not converge
-        self.iterations = 0    # Newton iterations of the last step
         g = params.tracks
         self._half = 0.5 * g.gauge_m
         self._y = (self._half, -self._half)
         self._stations = station_offsets(g.contact_length_m)
-
-    # --- read-outs -----------------------------------------------------------------------
-    @property
-    def ground_speed_m_s(self) -> float:
-        """Speed over ground along base_link x [m/s] (what a radar sensor reads)."""
-        return float(self.velocity[0])
-
-    @property
-    def yaw_rate_rad_s(self) -> float:
-        return float(self.velocity[2])
-
-    def world_velocity(self, attitude: np.ndarray) -> tuple[float, float, float]:
-        """(dx/dt, dy/dt, dyaw/dt) of the base in world [m/s, m/s, rad/s]."""
-        u, w, rz = (float(v) for v in self.velocity[:3])
-        return (float(attitude[0, 0]) * u + float(attitude[0, 1]) * w,
-                float(attitude[1, 0]) * u + float(attitude[1, 1]) * w, rz)
 
     # --- the step ------------------------------------------------------------------------
     def step(self, dt: float, command: DriveCommand, ground: Ground,
@@ -247,26 +218,9 @@ class TrackedVehicle:
             den=self._slip_scales(self.velocity),
             const=self._constant_forces(gb, ext, self.velocity))
         v0 = self.velocity.copy()
-        held = [braked, braked]   # try holding a braked sprocket first
-        v = self._solve(k, v0, held)
-        for _ in range(2):
-            over = False
-            for i in (0, 1):
-                if held[i]:
-                    need = self._brake_torque_to_hold(k, v0, v, i)
-                    cap = p.drive.brake_torque_nm
-                    if abs(need) > cap:   # the brake slips at its capacity
-                        held[i] = False
-                        k.brake_slip[i] = math.copysign(cap, need)
-                        over = True
-            if not over:
-                break
-            v = self._solve(k, v0, held)
-        for i in (0, 1):
-            # a slipping brake stops the sprocket, never turns it back: held from here on
-            if braked and not held[i] and v0[3 + i] * v[3 + i] < 0.0:
-                v[3 + i] = 0.0
-                held[i] = True
+        v, held = settle_brakes(lambda h: self._solve(k, v0, h),
+                                lambda x, i: self._brake_torque_to_hold(k, v0, x, i),
+                                v0, braked, p.drive.brake_torque_nm, k.brake_slip, rounds=2)
         self._finish(k, v0, v, attitude, braked, held)
 
     def _finish(self, k: _Step, v0: np.ndarray, v: np.ndarray, attitude: np.ndarray,
@@ -274,14 +228,8 @@ class TrackedVehicle:
         dt = k.dt
         r = self.params.tracks.sprocket_radius_m
         floor = self.params.slip_speed_floor_m_s
-        u, w, rz = (float(x) for x in v[:3])
-        self.velocity = v
-        self.x += dt * (float(attitude[0, 0]) * u + float(attitude[0, 1]) * w)
-        self.y += dt * (float(attitude[1, 0]) * u + float(attitude[1, 1]) * w)
-        self.yaw += dt * rz
-        ax = (u - float(v0[0])) / dt - rz * w
-        ay = (w - float(v0[1])) / dt + rz * u
-        self.specific_force = np.array([ax - k.g[0], ay - k.g[1], -k.g[2]])
+        u, rz = float(v[0]), float(v[2])
+        self._move(dt, v0, v, attitude, k.g)
         for i, track in enumerate(self.tracks):
             omega = float(v[3 + i])
             vt = r * omega
@@ -305,14 +253,6 @@ class TrackedVehicle:
         return (math.hypot(max(abs(r * float(v[3])), abs(u - rz * self._y[0])), eps),
                 math.hypot(max(abs(r * float(v[4])), abs(u - rz * self._y[1])), eps))
 
-    def _constant_forces(self, gb: np.ndarray, ext: ExternalLoad, v: np.ndarray) -> np.ndarray:
-        """Gravity, the external load and the gyroscopic terms at ``v`` [N, N, N m, 0, 0]."""
-        m = self.mass_kg
-        u, w, rz = float(v[0]), float(v[1]), float(v[2])
-        return np.array([m * float(gb[0]) + ext.force_body_n[0] + m * rz * w,
-                         m * float(gb[1]) + ext.force_body_n[1] - m * rz * u,
-                         ext.moment_z_nm, 0.0, 0.0])
-
     def _brake_torque_to_hold(self, k: _Step, v0: np.ndarray, v: np.ndarray, i: int) -> float:
         """The brake torque that holds sprocket i at rest over the step [N m]."""
         j = self.params.drive.rotating_inertia_kg_m2
@@ -322,63 +262,15 @@ class TrackedVehicle:
     # --- Newton ----------------------------------------------------------------------------
     def _solve(self, k: _Step, v0: np.ndarray, held: list[bool]) -> np.ndarray:
         """The minimiser of the step's incremental potential over the free unknowns (held
-        sprockets stay at rest): its gradient ``M (v - v0) / dt - f(v)`` vanishes."""
+        sprockets stay at rest): its gradient ``M (v - v0) / dt - f(v)`` vanishes
+        (:func:`~excavator_sim.drivetrain.implicit_step.minimise_step`)."""
         p = self.params
         r = p.tracks.sprocket_radius_m
         j = p.drive.rotating_inertia_kg_m2
         mass = np.array([k.m, k.m, k.inertia, j, j]) / k.dt
-        free = np.array([n for n in range(5) if not (n >= 3 and held[n - 3])])
-        all_free = free.size == 5
         # convergence: the gradient's change of velocity, in track-speed units [m/s]
         scale = np.array([1.0, 1.0, self._half, r, r]) / mass
-        v = v0.copy()
-        for n in range(3, 5):
-            if held[n - 3]:
-                v[n] = 0.0
-
-        def gradient(x: np.ndarray, jacobian: bool) -> tuple[np.ndarray, np.ndarray]:
-            f, df = self._forces(k, x, jacobian)
-            return mass * (x - v0) - f, df
-
-        g, df = gradient(v, True)
-        self.iterations = 0
-        for it in range(_MAX_ITERATIONS):
-            if float(np.max(np.abs((scale * g)[free]))) < _TOLERANCE_M_S:
-                return v
-            self.iterations = it + 1
-            hessian = np.diag(mass) - df
-            delta = np.zeros(5)
-            try:
-                if all_free:
-                    delta = np.linalg.solve(hessian, -g)
-                else:
-                    delta[free] = np.linalg.solve(hessian[np.ix_(free, free)], -g[free])
-            except np.linalg.LinAlgError:
-                break
-            slope0 = float(g @ delta)   # < 0: a descent direction of the convex potential
-            if slope0 >= 0.0:
-                break
-            step = 1.0
-            g_t, _ = gradient(v + delta, False)
-            slope = float(g_t @ delta)
-            if slope > 0.1 * abs(slope0):   # the minimum lies well before the full step
-                lo, hi = 0.0, 1.0
-                for _ in range(40):
-                    step = 0.5 * (lo + hi)
-                    g_t, _ = gradient(v + step * delta, False)
-                    slope = float(g_t @ delta)
-                    if abs(slope) <= 0.1 * abs(slope0):
-                        break
-                    if slope > 0.0:
-                        hi = step
-                    else:
-                        lo = step
-            v = v + step * delta
-            g, df = gradient(v, True)
-        if float(np.max(np.abs((scale * g)[free]))) < _TOLERANCE_M_S:
-            return v
-        self.unconverged += 1
-        return v
+        return self._solve_held(lambda x, jac: self._forces(k, x, jac), mass, v0, held, scale)
 
     def _forces(self, k: _Step, v: np.ndarray, jacobian: bool
                 ) -> tuple[np.ndarray, np.ndarray]:

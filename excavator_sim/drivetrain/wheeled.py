@@ -35,8 +35,9 @@ Integration: as :class:`~excavator_sim.drivetrain.vehicle.TrackedVehicle`: one b
 step of the dissipative forces, with the slip's scale, the steering angles and the gyroscopic
 terms taken at the start of the step; the step is the unique minimiser of a strictly convex
 incremental potential, found by Newton's method with an exact line search on its slope
-(:func:`minimise_step`): stable at any step for the stiff low-speed tyre law (the slip velocity
-gain ``C / floor`` is ~1e7-1e8 N s/m). Positions follow with the new velocities
+(:func:`~excavator_sim.drivetrain.implicit_step.minimise_step`, shared with the tracked
+machine, as is the brakes' stick/slip): stable at any step for the stiff low-speed tyre law
+(the slip velocity gain ``C / floor`` is ~1e7-1e8 N s/m). Positions follow with the new velocities
 (semi-implicit Euler); on a slope the horizontal motion is the ground-plane velocity projected
 by the attitude.
 """
@@ -44,12 +45,17 @@ by the attitude.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from excavator_sim.drivetrain.hydrostatic import HydrostaticDrive, HydrostaticDriveParams
+from excavator_sim.drivetrain.implicit_step import (
+    ExternalLoad,
+    PlanarBody,
+    settle_brakes,
+)
 from excavator_sim.drivetrain.steering import SteeringActuator, SteeringParams
 from excavator_sim.drivetrain.tyre import (
     TyreParams,
@@ -57,12 +63,9 @@ from excavator_sim.drivetrain.tyre import (
     slip_scale,
     tyre_force,
 )
-from excavator_sim.drivetrain.vehicle import ExternalLoad
 from excavator_sim.errors import CommandError, SimConfigError
 
 WHEELS = ("fl", "fr", "rl", "rr")
-_MAX_ITERATIONS = 60
-_TOLERANCE_M_S = 1e-9    # converged when the residual (in wheel-speed units) is below this
 _NO_JACOBIAN = np.zeros((7, 7))
 
 
@@ -187,25 +190,18 @@ class _Step:
     brake_slip: list[float] = field(default_factory=lambda: [0.0] * 4)
 
 
-class WheeledVehicle:
-    """The wheeled drive train's state and its implicit step."""
+class WheeledVehicle(PlanarBody):
+    """The wheeled drive train's state and its implicit step (``velocity``: u, w, r_z,
+    omega_fl, omega_fr, omega_rl, omega_rr)."""
 
     def __init__(self, params: WheeledParams, mass_kg: float, yaw_inertia_kg_m2: float,
                  x: float = 0.0, y: float = 0.0, yaw: float = 0.0):
         self.params = params
-        self.mass_kg = float(mass_kg)
-        self.yaw_inertia_kg_m2 = float(yaw_inertia_kg_m2)
-        if not (self.mass_kg > 0.0 and self.yaw_inertia_kg_m2 > 0.0):
-            raise SimConfigError(f"wheeled vehicle: mass {mass_kg} kg and yaw inertia "
-                                 f"{yaw_inertia_kg_m2} kg m^2 must be > 0")
-        self.x, self.y, self.yaw = float(x), float(y), float(yaw)
-        self.velocity = np.zeros(7)   # u, w, r_z, omega_fl, omega_fr, omega_rl, omega_rr
+        super().__init__("wheeled vehicle", mass_kg, yaw_inertia_kg_m2, x, y, yaw, 7,
+                         params.gravity_m_s2)
         self.drives = {w: HydrostaticDrive(params.drive) for w in params.driven}
         self.steering = {w: SteeringActuator(params.steering) for w in params.steered}
         self.wheels = {w: WheelReading() for w in WHEELS}
-        self.specific_force = np.array([0.0, 0.0, params.gravity_m_s2])
-        self.unconverged = 0
-        self.iterations = 0
         self._pos = tuple(params.geometry.position(w) for w in WHEELS)
         self._radius = params.geometry.wheel_radius_m
         self._drive_at = tuple(self.drives.get(w) for w in WHEELS)
@@ -219,15 +215,6 @@ class WheeledVehicle:
         points: Ackermann the rear-axle centre ``(-l/2, 0)``, 4WD4WS the origin)."""
         u, w, rz = (float(v) for v in self.velocity[:3])
         return u - rz * y_ref_m, w + rz * x_ref_m, rz
-
-    @property
-    def yaw_rate_rad_s(self) -> float:
-        return float(self.velocity[2])
-
-    @property
-    def ground_speed_m_s(self) -> float:
-        """Speed over ground along the body's x at the origin [m/s] (a radar sensor)."""
-        return float(self.velocity[0])
 
     def wheel_speeds(self, names: Sequence[str]) -> list[float]:
         """Measured ``r omega`` [m/s] of the named wheels (the wheel speed sensors)."""
@@ -312,40 +299,16 @@ class WheeledVehicle:
                   torque=tuple(self.drives[w].torque_nm if w in self.drives else 0.0
                                for w in WHEELS),
                   const=self._constant_forces(gb, ext, v0), tyre=tyre)
-        held = [braked] * 4
-        v = self._solve(k, v0, held)
-        for _ in range(3):
-            over = False
-            for i in range(4):
-                if held[i]:
-                    need = self._brake_torque_to_hold(k, v0, v, i)
-                    cap = p.drive.brake_torque_nm
-                    if abs(need) > cap:    # the brake slips at its capacity
-                        held[i] = False
-                        k.brake_slip[i] = math.copysign(cap, need)
-                        over = True
-            if not over:
-                break
-            v = self._solve(k, v0, held)
-        for i in range(4):
-            # a slipping brake stops the wheel, never turns it back: held from here on
-            if braked and not held[i] and v0[3 + i] * v[3 + i] < 0.0:
-                v[3 + i] = 0.0
-                held[i] = True
+        v, held = settle_brakes(lambda h: self._solve(k, v0, h),
+                                lambda x, i: self._brake_torque_to_hold(k, v0, x, i),
+                                v0, braked, p.drive.brake_torque_nm, k.brake_slip, rounds=3)
         self._finish(k, v0, v, attitude, gb, braked, held)
 
     def _finish(self, k: _Step, v0: np.ndarray, v: np.ndarray, attitude: np.ndarray,
                 gb: np.ndarray, braked: bool, held: list[bool]) -> None:
         dt = k.dt
         r = self.params.geometry.wheel_radius_m
-        u, w, rz = (float(x) for x in v[:3])
-        self.velocity = v
-        self.x += dt * (float(attitude[0, 0]) * u + float(attitude[0, 1]) * w)
-        self.y += dt * (float(attitude[1, 0]) * u + float(attitude[1, 1]) * w)
-        self.yaw += dt * rz
-        ax = (u - float(v0[0])) / dt - rz * w
-        ay = (w - float(v0[1])) / dt + rz * u
-        self.specific_force = np.array([ax - float(gb[0]), ay - float(gb[1]), -float(gb[2])])
+        self._move(dt, v0, v, attitude, gb)
         for i, name in enumerate(WHEELS):
             reading = self.wheels[name]
             omega = float(v[3 + i])
@@ -365,16 +328,6 @@ class WheeledVehicle:
             reading.braked = braked
             reading.held = held[i]
 
-    def _constant_forces(self, gb: np.ndarray, ext: ExternalLoad, v: np.ndarray) -> np.ndarray:
-        """Gravity, the external load and the gyroscopic terms at ``v``."""
-        m = self.mass_kg
-        u, w, rz = float(v[0]), float(v[1]), float(v[2])
-        f = np.zeros(7)
-        f[0] = m * float(gb[0]) + ext.force_body_n[0] + m * rz * w
-        f[1] = m * float(gb[1]) + ext.force_body_n[1] - m * rz * u
-        f[2] = ext.moment_z_nm
-        return f
-
     def _brake_torque_to_hold(self, k: _Step, v0: np.ndarray, v: np.ndarray, i: int) -> float:
         """The brake torque that holds wheel i at rest over the step [N m]."""
         f, _ = self._forces(k, v, jacobian=False)
@@ -386,19 +339,10 @@ class WheeledVehicle:
 
     def _solve(self, k: _Step, v0: np.ndarray, held: list[bool]) -> np.ndarray:
         mass = self._mass(k.dt)
-        free = np.array([n for n in range(7) if not (n >= 3 and held[n - 3])])
         half = 0.5 * math.hypot(self.params.geometry.wheelbase_m, self.params.geometry.track_m)
         r = self.params.geometry.wheel_radius_m
         scale = np.array([1.0, 1.0, half, r, r, r, r]) / mass
-        start = v0.copy()
-        for n in range(3, 7):
-            if held[n - 3]:
-                start[n] = 0.0
-        v, converged, self.iterations = minimise_step(
-            lambda x, jac: self._forces(k, x, jac), mass, v0, start, free, scale)
-        if not converged:
-            self.unconverged += 1
-        return v
+        return self._solve_held(lambda x, jac: self._forces(k, x, jac), mass, v0, held, scale)
 
     def _forces(self, k: _Step, v: np.ndarray, jacobian: bool
                 ) -> tuple[np.ndarray, np.ndarray]:
@@ -438,62 +382,3 @@ class WheeledVehicle:
                         row[idx[q]] -= hx * ax[q] + hy * by[q]
                 jac[n][n] += dm_rr * r + k.torque[i] * dfactor
         return np.array(f), (np.array(jac) if jacobian else _NO_JACOBIAN)
-
-
-def minimise_step(forces: Callable[[np.ndarray, bool], tuple[np.ndarray, np.ndarray]],
-                  mass: np.ndarray, v0: np.ndarray, start: np.ndarray, free: np.ndarray,
-                  scale: np.ndarray) -> tuple[np.ndarray, bool, int]:
-    """The backward-Euler step as the minimiser of the incremental potential: the ``free``
-    unknowns where ``mass (v - v0) - f(v)`` vanishes (``mass`` = the diagonal mass over dt;
-    the others stay at ``start``). Newton's method with an exact line search on the slope of
-    the potential along the Newton direction (``f``'s Jacobian must be symmetric negative
-    semi-definite). Converged when ``max |scale * gradient|`` over the free unknowns is below
-    1e-9 (``scale`` turns the gradient into speeds). Returns (v, converged, iterations)."""
-    n = v0.size
-    all_free = free.size == n
-    v = start.copy()
-
-    def gradient(x: np.ndarray, jacobian: bool) -> tuple[np.ndarray, np.ndarray]:
-        f, df = forces(x, jacobian)
-        return mass * (x - v0) - f, df
-
-    g, df = gradient(v, True)
-    iterations = 0
-    for it in range(_MAX_ITERATIONS):
-        if float(np.max(np.abs((scale * g)[free]))) < _TOLERANCE_M_S:
-            return v, True, iterations
-        iterations = it + 1
-        hessian = np.diag(mass) - df
-        delta = np.zeros(n)
-        try:
-            if all_free:
-                delta = np.linalg.solve(hessian, -g)
-            else:
-                delta[free] = np.linalg.solve(hessian[np.ix_(free, free)], -g[free])
-        except np.linalg.LinAlgError:
-            break
-        slope0 = float(g @ delta)
-        if slope0 >= 0.0:
-            break
-        step = 1.0
-        # the full step with its Jacobian: taken as it is in most iterations (no second call)
-        g_t, df_t = gradient(v + delta, True)
-        slope = float(g_t @ delta)
-        if slope > 0.1 * abs(slope0):   # the minimum lies well before the full step
-            lo, hi = 0.0, 1.0
-            for _ in range(40):
-                step = 0.5 * (lo + hi)
-                g_t, _ = gradient(v + step * delta, False)
-                slope = float(g_t @ delta)
-                if abs(slope) <= 0.1 * abs(slope0):
-                    break
-                if slope > 0.0:
-                    hi = step
-                else:
-                    lo = step
-            v = v + step * delta
-            g, df = gradient(v, True)
-        else:
-            v, g, df = v + delta, g_t, df_t
-    converged = float(np.max(np.abs((scale * g)[free]))) < _TOLERANCE_M_S
-    return v, converged, iterations

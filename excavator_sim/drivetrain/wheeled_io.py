@@ -12,8 +12,12 @@ sim_node's wheeled branch (issue 28) has only to call these.
   steering's rate are refused (a wrong unit or scale: deg/s for rad/s is 57 x); up to there the
   relief valve and the steering valve clip as on the machine. A bad message raises
   :class:`~excavator_sim.drivetrain.actuation.ActuationError` naming the value, the limit and
-  the fix: a drive fault that brakes (:class:`~excavator_sim.drivetrain.actuation.PlantActuation`
-  keeps the rules of freshness and faults for both kinds of machine).
+  the fix: a drive fault that brakes. The checks of the names and flags are the tracked
+  machine's (:func:`~excavator_sim.drivetrain.actuation.check_names`,
+  :func:`~excavator_sim.drivetrain.actuation.read_flags`).
+- :class:`WheeledPlantActuation`: the rules of freshness and faults
+  (:class:`~excavator_sim.drivetrain.actuation.ActuationFreshness`) for a
+  :class:`WheeledCommand`, safe command ``SAFE_WHEELED_COMMAND``.
 - :func:`wheeled_sensor_arrays`: ``wheel_<name>`` for all four wheels (position = travelled
   distance [m], velocity = ``r omega`` [m/s], effort = the drive's torque [N m], 0 on an
   undriven wheel), ``steer_<name>`` per steered wheel (position = angle [rad]),
@@ -25,13 +29,23 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from excavator_sim.drivetrain.actuation import (
     FLAG_JOINTS,
     TORQUE_RANGE_FACTOR,
     ActuationError,
+    ActuationFreshness,
+    check_names,
+    read_flags,
 )
-from excavator_sim.drivetrain.wheeled import WHEELS, WheeledCommand, WheeledParams, WheeledVehicle
+from excavator_sim.drivetrain.wheeled import (
+    SAFE_WHEELED_COMMAND,
+    WHEELS,
+    WheeledCommand,
+    WheeledParams,
+    WheeledVehicle,
+)
 
 DRIVE_PREFIX = "wheel_"
 STEER_PREFIX = "steer_"
@@ -52,26 +66,9 @@ def parse_wheeled_actuation(names: Sequence[str], position: Sequence[float],
                             params: WheeledParams) -> WheeledCommand:
     """The command of one ``plant/actuation`` message for a wheeled machine, or
     :class:`ActuationError`."""
-    names = list(names)
-    n = len(names)
-    for label, arr in (("position", position), ("velocity", velocity), ("effort", effort)):
-        if len(arr) != n:
-            raise ActuationError(f"plant/actuation has {n} names but {len(arr)} {label} values: "
-                                 f"send {label} with one entry per name (NaN where it does not "
-                                 "apply)")
     drives, steers = drive_joints(params), steer_joints(params)
-    required = (*drives, *steers, *FLAG_JOINTS)
-    unknown = sorted(set(names) - set(required))
-    if unknown:
-        raise ActuationError(f"plant/actuation names {unknown} this machine does not have: it "
-                             f"takes {list(required)} (is the PLC's plant configured for "
-                             "another vehicle model?)")
-    missing = [name for name in required if name not in names]
-    twice = sorted({name for name in names if names.count(name) > 1})
-    if missing or twice:
-        raise ActuationError(f"plant/actuation must name each of {list(required)} once: "
-                             f"missing {missing}, repeated {twice}")
-    index = {name: k for k, name in enumerate(names)}
+    index = check_names(names, position, velocity, effort, (*drives, *steers, *FLAG_JOINTS),
+                        "it")
     torque_limit = params.drive.torque_limit_nm
     torques = tuple(_bounded(name, "effort (torque set-point)", float(effort[index[name]]),
                              TORQUE_RANGE_FACTOR * torque_limit, "N m at the wheel",
@@ -83,14 +80,17 @@ def parse_wheeled_actuation(names: Sequence[str], position: Sequence[float],
                            RATE_RANGE_FACTOR * max_rate, "rad/s",
                            f"{RATE_RANGE_FACTOR:g} x the steering's rate {max_rate:.6g} rad/s")
                   for name in steers)
-    flags = []
-    for name in FLAG_JOINTS:
-        value = float(position[index[name]])
-        if value not in (0.0, 1.0):
-            raise ActuationError(f"plant/actuation {name} position is {value}: send 1.0 (on) "
-                                 "or 0.0 (off)")
-        flags.append(value == 1.0)
-    return WheeledCommand(torques, rates, enable=flags[0], brake=flags[1])
+    enable, brake = read_flags(position, index)
+    return WheeledCommand(torques, rates, enable=enable, brake=brake)
+
+
+@dataclass
+class WheeledPlantActuation(ActuationFreshness[WheeledCommand]):
+    """A wheeled machine's :class:`~excavator_sim.drivetrain.actuation.ActuationFreshness`
+    (safe command: ``SAFE_WHEELED_COMMAND``: torque 0, steering valves closed, brakes
+    applied)."""
+
+    safe: WheeledCommand = SAFE_WHEELED_COMMAND
 
 
 def _bounded(name: str, what: str, value: float, limit: float, unit: str, why: str) -> float:

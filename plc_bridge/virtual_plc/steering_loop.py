@@ -32,28 +32,20 @@ ahead waits for the wheels, then drives along the crab direction."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 import numpy as np
 
-from plc_bridge.virtual_plc.speed_loop import MAX_DT_S
+from plc_bridge.virtual_plc.pi_core import ClampedPi, channel_count, positive
 
 ALIGNED_RAD = 0.035   # 2 deg: within it a wheel counts as aligned (full speed)
 STOP_RAD = 0.26       # 15 deg: a wheel this far off stops the drive
 
 
-def _non_negative(name: str, value: float, unit: str, *, zero_ok: bool) -> float:
-    v = float(value)
-    if not math.isfinite(v) or v < 0.0 or (v == 0.0 and not zero_ok):
-        raise ValueError(f"{name} = {value!r} {unit} must be finite and "
-                         f"{'>= 0' if zero_ok else '> 0'}")
-    return v
-
-
-class SteeringLoop:
+class SteeringLoop(ClampedPi):
     """``n`` steering actuators, each a P(I) angle loop with clamping anti-windup and a rate
-    limit (module docstring).
+    limit (module docstring; the controller is
+    :class:`~plc_bridge.virtual_plc.pi_core.ClampedPi`).
 
     Args:
         n: number of steering actuators.
@@ -64,92 +56,43 @@ class SteeringLoop:
         names: actuator names for messages (default ``0``, ``1``...).
     """
 
+    CHANNELS = "steering actuators"
+    SETPOINTS = "angle set-points"
+    MEASUREMENTS = "measured angles [rad]"
+    MEASURED_NAME = "measured steering angle"
+    SETPOINT_NAME = "steering angle set-point"
+    CHANNEL_PREFIX = ""
+    ON_FAULT = "every steering valve closed (rates 0)"
+
     def __init__(self, n: int, kp_1_s: float, max_rate_rad_s: float, ki_1_s2: float = 0.0,
                  deadband_rad: float = 0.0, names: Sequence[str] | None = None) -> None:
-        if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= 16:
-            raise ValueError(f"n = {n!r} steering actuators must be an integer in 1..16")
-        self.n = n
-        self.kp = _non_negative("kp_1_s", kp_1_s, "1/s", zero_ok=False)
-        self.limit = _non_negative("max_rate_rad_s", max_rate_rad_s, "rad/s", zero_ok=False)
-        self.ki = _non_negative("ki_1_s2", ki_1_s2, "1/s^2", zero_ok=True)
-        self.deadband = _non_negative("deadband_rad", deadband_rad, "rad", zero_ok=True)
+        channel_count(n, self.CHANNELS)
+        self.kp = positive("kp_1_s", kp_1_s, "1/s")
+        self.limit = positive("max_rate_rad_s", max_rate_rad_s, "rad/s")
+        self.ki = positive("ki_1_s2", ki_1_s2, "1/s^2", zero_ok=True)
+        self.deadband = positive("deadband_rad", deadband_rad, "rad", zero_ok=True)
         if self.deadband > 0.1:
             raise ValueError(f"deadband_rad = {deadband_rad!r} rad is more than 0.1 rad "
                              "(5.7 deg): the wheels would stop far from their angles; give a "
                              "few thousandths of a radian at most")
-        self.names = tuple(names) if names is not None else tuple(str(i) for i in range(n))
-        if len(self.names) != n:
-            raise ValueError(f"names {list(self.names)} must name the {n} steering actuators")
-        self._integral = np.zeros(n)
-        self._rates = np.zeros(n)
-        self._saturated = np.zeros(n, dtype=bool)
-        self.fault = ""
-
-    @property
-    def integral(self) -> np.ndarray:
-        """The integral terms [rad/s] (copies)."""
-        return self._integral.copy()
+        super().__init__(n, names)
 
     @property
     def rates(self) -> np.ndarray:
         """The last rate commands [rad/s] (copies)."""
-        return self._rates.copy()
-
-    @property
-    def saturated(self) -> np.ndarray:
-        """Per actuator: the rate command is at its limit (valve fully open)."""
-        return self._saturated.copy()
-
-    def reset(self) -> None:
-        """Integrators and outputs to 0 (the fault is not cleared: see ``step``)."""
-        self._integral[:] = 0.0
-        self._rates[:] = 0.0
-        self._saturated[:] = False
+        return self._output.copy()
 
     def step(self, dt_s: float, setpoint_rad: np.ndarray | Sequence[float],
              measured_rad: np.ndarray | Sequence[float], enabled: bool) -> np.ndarray:
         """One PLC scan of ``dt_s`` [s]; returns the steering rate commands [rad/s] (a copy)."""
-        dt = float(dt_s)
-        if not math.isfinite(dt) or dt < 0.0:
-            raise ValueError(f"dt_s = {dt_s!r} s must be finite and >= 0")
-        dt = min(dt, MAX_DT_S)
-        sp = np.asarray(setpoint_rad, dtype=float).reshape(-1)
-        meas = np.asarray(measured_rad, dtype=float).reshape(-1)
-        if sp.shape != (self.n,) or meas.shape != (self.n,):
-            raise ValueError(f"expected {self.n} angle set-points and {self.n} measured "
-                             f"angles [rad], got {sp.shape[0]} and {meas.shape[0]}")
-        bad = self._non_finite(meas, "measured steering angle") or \
-            (self._non_finite(sp, "steering angle set-point") if enabled else "")
-        if bad:
-            self.fault = bad
-            self.reset()
-            return self.rates
-        if not enabled:
-            self.fault = ""   # a stop with finite measurements acknowledges a fault
-            self.reset()
-            return self.rates
-        if self.fault:
-            self.reset()
-            return self.rates
-        error = sp - meas
-        error = np.where(np.abs(error) <= self.deadband, 0.0, error)
-        p = self.kp * error
-        i = self._integral
-        candidate = np.clip(i + self.ki * error * dt, -self.limit, self.limit)
-        up = np.minimum(candidate, np.maximum(i, self.limit - p))
-        down = np.maximum(candidate, np.minimum(i, -self.limit - p))
-        self._integral = np.where(error > 0.0, up, np.where(error < 0.0, down, i))
-        raw = p + self._integral
-        self._rates = np.clip(raw, -self.limit, self.limit)
-        self._saturated = np.abs(raw) >= self.limit * (1.0 - 1e-9)
-        return self.rates
+        return self._scan(dt_s, setpoint_rad, measured_rad, enabled)
 
-    def _non_finite(self, values: np.ndarray, what: str) -> str:
-        for name, v in zip(self.names, values, strict=True):
-            if not math.isfinite(v):
-                return (f"{what} of {name} is {v}: every steering valve closed (rates 0), "
-                        "integrators reset; a stop with finite measurements clears it")
-        return ""
+    def _terms(self, setpoint: np.ndarray, measured: np.ndarray
+               ) -> tuple[np.ndarray, np.ndarray]:
+        """Error ``w - y`` [rad], 0 within the deadband; proportional term ``kp e`` [rad/s]."""
+        error = setpoint - measured
+        error = np.where(np.abs(error) <= self.deadband, 0.0, error)
+        return error, self.kp * error
 
 
 def alignment(setpoint_rad: np.ndarray | Sequence[float],

@@ -1,0 +1,78 @@
+"""An rclpy node in a private context, spun by a daemon thread: for the programs that talk to
+the stack from inside another program (the web dashboard, the benches, the tests' probes)
+without owning rclpy's global context, so several can live in one process and each shuts down
+alone. The class does the plumbing only; its users create their subscriptions and publishers on
+``node`` (before :meth:`NodeThread.start`, or after: the executor picks them up).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+
+class NodeThread:
+    """A node ``name`` in its own context; :meth:`start` spins it on a daemon thread.
+
+    Args:
+        name: the node's name.
+        ros_args: ROS arguments for the context (``--ros-args`` is prepended), e.g.
+            ``["-r", "__ns:=/machine1"]``; None for none.
+    """
+
+    def __init__(self, name: str, ros_args: Sequence[str] | None = None) -> None:
+        import rclpy  # here, not at import: a module that only names the class needs no ROS
+
+        self.context = rclpy.Context()
+        rclpy.init(args=["--ros-args", *ros_args] if ros_args else None, context=self.context)
+        self.node = rclpy.create_node(name, context=self.context)
+        self.executor: Any = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._spin_s = 0.05
+
+    def start(self, *, events: bool = False, spin_timeout_s: float = 0.05,
+              thread_name: str | None = None) -> None:
+        """Spin the node on a daemon thread.
+
+        Args:
+            events: use rclpy's EventsExecutor (its C++ event queue: about a third of the CPU
+                of the SingleThreadedExecutor for a busy node) where this rclpy has one.
+            spin_timeout_s: how long one spin waits for work [s] (the latency of ``close``).
+            thread_name: the thread's name (shown by debuggers and ``py-spy``).
+        """
+        from rclpy.executors import SingleThreadedExecutor
+
+        if events:
+            try:
+                from rclpy.experimental.events_executor import EventsExecutor
+
+                self.executor = EventsExecutor(context=self.context)
+            except ImportError:
+                self.executor = SingleThreadedExecutor(context=self.context)
+        else:
+            self.executor = SingleThreadedExecutor(context=self.context)
+        self.executor.add_node(self.node)
+        self._spin_s = spin_timeout_s
+        self._thread = threading.Thread(target=self._spin, daemon=True, name=thread_name)
+        self._thread.start()
+
+    def _spin(self) -> None:
+        while not self._stop.is_set() and self.context.ok():
+            try:
+                self.executor.spin_once(timeout_sec=self._spin_s)
+            except Exception:
+                if self._stop.is_set():   # the context went down under a spin: closing
+                    break
+                raise
+
+    def close(self) -> None:
+        """Stop the thread (2 s at most), then the executor, the node and the context."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(2.0)
+        if self.executor is not None:
+            self.executor.shutdown()
+        self.node.destroy_node()
+        self.context.try_shutdown()
