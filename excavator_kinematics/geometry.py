@@ -287,7 +287,10 @@ class ExcavatorGeometry:
 
     @classmethod
     def from_yaml(cls, path: str | Path | None = None) -> ExcavatorGeometry:
-        """Load a geometry file; ``None`` loads the package's ``config/excavator.yaml``."""
+        """Load a geometry file; ``None`` loads the package's ``config/excavator.yaml``.
+
+        A machine preset with a ``geometry`` section (``config/machines/<name>.yaml``) is a
+        geometry file too: its geometry, the preset's masses over the package's."""
         path = Path(path) if path is not None else config_file("excavator.yaml")
         try:
             data = yaml.safe_load(path.read_text())
@@ -297,6 +300,13 @@ class ExcavatorGeometry:
             raise ConfigError(f"geometry file {path} is not valid YAML: {exc}") from None
         if not isinstance(data, Mapping):
             raise ConfigError(f"geometry file {path} must hold a mapping at the top level")
+        if "points" not in data and isinstance(data.get("geometry"), Mapping):
+            # A machine preset (config/machines/<name>.yaml) with a geometry of its own: its
+            # ``geometry`` section, with the preset's masses over the package's.
+            masses = {**dict(default_geometry().masses_kg),
+                      **dict(data["geometry"].get("masses_kg") or {}),
+                      **dict(data.get("masses_kg") or {})}
+            data = {**data["geometry"], "masses_kg": masses}
         return cls.from_dict(data, source=str(path))
 
 

@@ -5,6 +5,9 @@ The default machine is what ``config/excavator.yaml`` (geometry, masses) and ``c
 (docs/simulation.md, "Machine class"). A preset is a YAML file that sets, over those two::
 
     description: one line
+    geometry: {points: ..., links: ..., cylinders: ..., bucket: ..., swing: ...}
+                                   # optional: a linkage of its own (config/excavator.yaml layout)
+    published: {source: ..., reach_at_ground_m: ...}   # optional: the spec sheet it matches
     masses_kg: {caterpillar: ..., chassis: ..., boom: ...}   # over excavator.yaml's masses
     parameters: {hydraulics: {...}, tracks: {...}}   # sim_node parameters (sim.yaml layout)
 
@@ -29,6 +32,7 @@ import yaml
 
 from excavator_common.parameter_files import flatten
 from excavator_common.paths import config_file
+from excavator_kinematics.errors import ConfigError
 from excavator_kinematics.geometry import ExcavatorGeometry, default_geometry
 from excavator_sim.errors import SimConfigError
 
@@ -47,11 +51,23 @@ class MachinePreset:
     description: str
     masses_kg: Mapping[str, float]
     parameters: Mapping[str, Any]
+    geometry_data: Mapping[str, Any] | None = None
+    # The spec sheet's working ranges [m] the geometry was fitted to, with their ``source``.
+    published: Mapping[str, Any] | None = None
 
     def geometry(self, base: ExcavatorGeometry | None = None) -> ExcavatorGeometry:
-        """``base`` (default: config/excavator.yaml) with this preset's masses."""
+        """This preset's linkage (if it has one, else ``base``'s; default: config/excavator.yaml)
+        with ``base``'s masses and the preset's over them."""
         base = base if base is not None else default_geometry()
-        return dataclasses.replace(base, masses_kg={**dict(base.masses_kg), **self.masses_kg})
+        masses = {**dict(base.masses_kg), **self.masses_kg}
+        if self.geometry_data is not None:
+            try:
+                own = ExcavatorGeometry.from_dict({**self.geometry_data, "masses_kg": masses},
+                                                  source=f"{self.source}: geometry")
+            except ConfigError as exc:
+                raise SimConfigError(str(exc)) from None
+            return own
+        return dataclasses.replace(base, masses_kg=masses)
 
 
 def available_machines() -> list[str]:
@@ -80,10 +96,21 @@ def load_machine(name_or_path: str | Path) -> MachinePreset:
     if not isinstance(data, Mapping):
         raise SimConfigError(f"machine preset {path}: expected a mapping with masses_kg and/or "
                              "parameters")
-    unknown = sorted(set(data) - {"description", "masses_kg", "parameters"})
+    unknown = sorted(set(data) - {"description", "geometry", "published", "masses_kg",
+                                   "parameters"})
     if unknown:
         raise SimConfigError(f"machine preset {path}: unknown key(s) {unknown}; known: "
-                             "description, masses_kg, parameters")
+                             "description, geometry, published, masses_kg, parameters")
+    geometry = data.get("geometry")
+    if geometry is not None:
+        if not isinstance(geometry, Mapping):
+            raise SimConfigError(f"machine preset {path}: geometry must be a mapping "
+                                 "(config/excavator.yaml layout: points, links, cylinders, "
+                                 "bucket, swing)")
+        try:
+            ExcavatorGeometry.from_dict(geometry, source=f"{path}: geometry")
+        except ConfigError as exc:
+            raise SimConfigError(str(exc)) from None
     masses: dict[str, float] = {}
     for part, value in (data.get("masses_kg") or {}).items():
         if part not in MASS_PARTS:
@@ -100,4 +127,6 @@ def load_machine(name_or_path: str | Path) -> MachinePreset:
                              "(config/sim.yaml layout)")
     return MachinePreset(name=path.stem, source=str(path),
                          description=str(data.get("description", "")).strip(),
-                         masses_kg=masses, parameters=flatten(params))
+                         masses_kg=masses, parameters=flatten(params),
+                         geometry_data=dict(geometry) if geometry is not None else None,
+                         published=dict(data["published"]) if data.get("published") else None)
