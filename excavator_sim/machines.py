@@ -6,7 +6,8 @@ The default machine is what ``config/excavator.yaml`` (geometry, masses) and ``c
 
     description: one line
     geometry: {points: ..., links: ..., cylinders: ..., bucket: ..., swing: ...}
-                                   # optional: a linkage of its own (config/excavator.yaml layout)
+                                   # optional: a linkage of its own (config/excavator.yaml layout),
+                                   # or another preset's name: its linkage
     published: {source: ..., reach_at_ground_m: ...}   # optional: the spec sheet it matches
     masses_kg: {caterpillar: ..., chassis: ..., boom: ...}   # over excavator.yaml's masses
     parameters: {hydraulics: {...}, tracks: {...}}   # sim_node parameters (sim.yaml layout)
@@ -102,6 +103,14 @@ def load_machine(name_or_path: str | Path) -> MachinePreset:
         raise SimConfigError(f"machine preset {path}: unknown key(s) {unknown}; known: "
                              "description, geometry, published, masses_kg, parameters")
     geometry = data.get("geometry")
+    if isinstance(geometry, str):  # another preset's linkage, by name or path
+        if geometry == name_or_path or machine_path(geometry) == path:
+            raise SimConfigError(f"machine preset {path}: geometry names the preset itself")
+        other = load_machine(geometry)
+        if other.geometry_data is None:
+            raise SimConfigError(f"machine preset {path}: geometry {geometry!r} names a preset "
+                                 "without a geometry of its own")
+        geometry = other.geometry_data
     if geometry is not None:
         if not isinstance(geometry, Mapping):
             raise SimConfigError(f"machine preset {path}: geometry must be a mapping "

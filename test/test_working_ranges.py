@@ -2,7 +2,8 @@
 
 Each figure within 3 % of the published one (issue 30); the cylinders designed for the fitted
 joint ranges are buildable (extended / closed <= 1.65); the seed's linkage is kept as the preset
-``seed_midi`` with its former figures; the diagram is drawn from the geometry.
+``seed_midi`` with its former figures; the default machine is the fitted preset; the diagram is
+drawn from the geometry.
 """
 
 from __future__ import annotations
@@ -75,3 +76,11 @@ def test_cli_prints_the_table_and_draws_the_diagram(tmp_path: Path,
     text = capsys.readouterr().out
     assert "maximum digging depth" in text and "4.643" in text
     assert out.stat().st_size > 20_000 and out.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_the_default_machine_is_the_fitted_preset() -> None:
+    """config/excavator.yaml's linkage is the one the fit wrote (no hand edit drifts from it)."""
+    from excavator_kinematics.geometry import default_geometry
+
+    default = default_geometry()
+    assert load_machine("cat_309cr").geometry(default) == default
