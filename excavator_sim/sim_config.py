@@ -38,9 +38,9 @@ from excavator_sim.machines import MachinePreset, load_machine
 from excavator_sim.model_builder import InitialPose
 
 _CYL_DEFAULTS = {   # bore, rod [m], count, flow out / in [L/min], damping [N s/m], armature [kg]
-    "boom_cylinder": (0.110, 0.065, 1, 105.0, 72.0, 2.0e6, 250.0),
-    "arm_cylinder": (0.095, 0.060, 1, 98.0, 76.0, 1.5e6, 250.0),
-    "bucket_cylinder": (0.085, 0.055, 1, 66.0, 59.0, 1.0e6, 120.0),
+    "boom_cylinder": (0.110, 0.065, 1, 178.0, 122.0, 2.0e6, 250.0),
+    "arm_cylinder": (0.095, 0.060, 1, 116.0, 90.0, 1.5e6, 250.0),
+    "bucket_cylinder": (0.085, 0.055, 1, 76.5, 68.5, 1.0e6, 120.0),
 }
 
 
