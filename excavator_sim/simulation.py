@@ -165,6 +165,7 @@ class ExcavatorSimulation:
         self.swing_stops = 0
         self._swing_released: float | None = None
         self._swing_braking = 0.0  # direction [+-1] of a released house still braking, else 0
+        self._swing_check = False  # a neutral-lever swing command awaits its stopping check
         self._speed_caps: dict[str, float] = {}
         self._axis_targets = self._axis_targets_from_joints(self._targets)
         # Loop-closure compliance: rod extension minus the rigid linkage's extension at the
@@ -287,16 +288,23 @@ class ExcavatorSimulation:
             if not math.isfinite(v):
                 raise CommandError(f"{name} target is {v}: targets must be finite numbers [rad]")
             new[name] = v
+        # A rate-mode command (teleop: positions with velocities) whose swing speed is 0 is the
+        # swing lever in neutral: checked against the stopping distance (_update_controls).
+        # Sent again unchanged it stays released; a position-only command is a target to reach.
+        neutral = ("swing" in positions and velocities is not None
+                   and float(velocities.get("swing", math.nan)) == 0.0)
         if "swing" in positions:
-            if new["swing"] == self._swing_released:
+            if neutral and new["swing"] == self._swing_released:
                 new["swing"] = self._targets["swing"]  # the same released command: held stop
-            elif self._swing_released is not None:
-                self._swing_released = None  # a new command: the drive follows it again
-                if self._swing_braking != 0.0:
-                    self._swing_braking = 0.0
-                    d = self.data
-                    self._reference["swing"] = (float(d.qpos[self._q_adr["swing"]]),
-                                                float(d.qvel[self._v_adr["swing"]]))
+            else:
+                self._swing_check = neutral and new["swing"] != self._targets["swing"]
+                if self._swing_released is not None:
+                    self._swing_released = None  # a new command: the drive follows it again
+                    if self._swing_braking != 0.0:
+                        self._swing_braking = 0.0
+                        d = self.data
+                        self._reference["swing"] = (float(d.qpos[self._q_adr["swing"]]),
+                                                    float(d.qvel[self._v_adr["swing"]]))
         lo, hi = self.geometry.swing_limits_rad
         if not lo <= new["swing"] <= hi:
             raise CommandError(f"swing target {new['swing']:.6g} rad outside {lo:.3f}..{hi:.3f}"
@@ -449,6 +457,7 @@ class ExcavatorSimulation:
             self._targets = {n: float(d.qpos[self._q_adr[n]]) for n in ACTIVE_JOINTS}
             self._swing_released = None
             self._swing_braking = 0.0
+            self._swing_check = False
             self._speed_caps = {}
             self._axis_targets = self._axis_targets_from_joints(self._targets)
             self._track_speeds = (0.0, 0.0)
@@ -518,7 +527,8 @@ class ExcavatorSimulation:
                 # turns): the valve closes, the crossover relief brakes the house at its torque
                 # until it stops, and it stays there (:func:`swing_stop`).
                 q_sw, v_sw = qpos[qadr], qvel[vadr]
-                if self._swing_released is None:
+                if self._swing_check:
+                    self._swing_check = False
                     held = swing_stop(q_sw, v_sw, self._axis_targets[axis], decel)
                     if held != self._axis_targets[axis]:
                         self._swing_released = self._targets["swing"]
