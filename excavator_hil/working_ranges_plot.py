@@ -165,3 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.plot:
         print(f"wrote {write_plot(args.plot, geometry, title, published)}")
     return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
