@@ -197,9 +197,10 @@ NODE_PARAMETERS: tuple[ParameterSpec, ...] = (
     ParameterSpec("geometry_file", "", "excavator geometry YAML; empty = the package's "
                   "config/excavator.yaml", "path"),
     ParameterSpec("machine", "", "machine class preset: a name in config/machines/ (e.g. "
-                  "heavy_36t) or a preset file's path; its masses and parameters replace the "
-                  "files' values; empty = the default class (config/excavator.yaml, "
-                  "config/sim.yaml)"),
+                  "heavy_36t, seed_midi) or a preset file's path; its linkage (if it has one), "
+                  "masses and parameters replace the files' values (give ik_node and "
+                  "teleop_node the same file as geometry_file); empty = the default machine "
+                  "(config/excavator.yaml, config/sim.yaml)"),
     ParameterSpec("marker_rate_hz", 20.0, "rate of the markers MarkerArray, in wall time; "
                   "0 = off", "Hz", 0.0, 1000.0, dynamic=True, deprecated_names=("marker_rate",)),
     ParameterSpec("publish_robot_description", True, "publish the generated URDF on "
