@@ -529,7 +529,9 @@ class ExcavatorSimulation:
                 q_sw, v_sw = qpos[qadr], qvel[vadr]
                 if self._swing_check:
                     self._swing_check = False
-                    held = swing_stop(q_sw, v_sw, self._axis_targets[axis], decel)
+                    # a house at rest (or creeping) has nothing to brake: the target stands
+                    held = (swing_stop(q_sw, v_sw, self._axis_targets[axis], decel)
+                            if abs(v_sw) > SWING_STOP_SPEED_RAD_S else self._axis_targets[axis])
                     if held != self._axis_targets[axis]:
                         self._swing_released = self._targets["swing"]
                         self._swing_braking = math.copysign(1.0, v_sw)
