@@ -112,6 +112,8 @@ def build_parser() -> argparse.ArgumentParser:
         ("ament-register", "register the pip-installed package in an ament prefix (the venv) "
                            "for ros2 launch / ros2 run"),
         ("dashboard", "browser dashboard: targets, machine, soil, PLC bridge, stop (127.0.0.1)"),
+        ("working-ranges", "the ISO 7135 working ranges of the default machine or a preset "
+                           "(--machine), against its spec sheet; --plot FILE draws them"),
     ):
         cmd = sub.add_parser(name, help=text, add_help=False)
         cmd.add_argument("rest", nargs=argparse.REMAINDER)
@@ -186,6 +188,7 @@ def _module_main(module: str) -> Callable[[argparse.Namespace], int]:
 # Sub-commands implemented elsewhere: they parse their own arguments (see their --help).
 PASS_THROUGH: dict[str, Callable[[argparse.Namespace], int]] = {
     "demo": _module_main("excavator_hil.demo.run"),
+    "working-ranges": _module_main("excavator_hil.working_ranges_plot"),
     "render": _module_main("excavator_hil.render"),
     "urdf": _module_main("excavator_sim.urdf"),
     "soil-plots": _module_main("excavator_hil.soil_plots"),

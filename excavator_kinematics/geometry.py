@@ -9,6 +9,7 @@ never typed in.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -287,7 +288,10 @@ class ExcavatorGeometry:
 
     @classmethod
     def from_yaml(cls, path: str | Path | None = None) -> ExcavatorGeometry:
-        """Load a geometry file; ``None`` loads the package's ``config/excavator.yaml``."""
+        """Load a geometry file; ``None`` loads the package's ``config/excavator.yaml``.
+
+        A machine preset with a ``geometry`` section (``config/machines/<name>.yaml``) is a
+        geometry file too: its geometry, the preset's masses over the package's."""
         path = Path(path) if path is not None else config_file("excavator.yaml")
         try:
             data = yaml.safe_load(path.read_text())
@@ -297,6 +301,23 @@ class ExcavatorGeometry:
             raise ConfigError(f"geometry file {path} is not valid YAML: {exc}") from None
         if not isinstance(data, Mapping):
             raise ConfigError(f"geometry file {path} must hold a mapping at the top level")
+        other = data.get("geometry") if "points" not in data else None
+        if isinstance(other, str):  # a preset naming another preset's linkage
+            other_path = (config_file("machines") / f"{other}.yaml"
+                          if "/" not in other and not other.endswith((".yaml", ".yml"))
+                          else Path(other))
+            if other_path.resolve() == path.resolve():
+                raise ConfigError(f"geometry file {path}: geometry names the file itself")
+            base = cls.from_yaml(other_path)
+            masses = {**dict(base.masses_kg), **dict(data.get("masses_kg") or {})}
+            return dataclasses.replace(base, masses_kg=masses)
+        if "points" not in data and isinstance(data.get("geometry"), Mapping):
+            # A machine preset (config/machines/<name>.yaml) with a geometry of its own: its
+            # ``geometry`` section, with the preset's masses over the package's.
+            masses = {**dict(default_geometry().masses_kg),
+                      **dict(data["geometry"].get("masses_kg") or {}),
+                      **dict(data.get("masses_kg") or {})}
+            data = {**data["geometry"], "masses_kg": masses}
         return cls.from_dict(data, source=str(path))
 
 

@@ -31,8 +31,9 @@ import mujoco
 
 from excavator_kinematics.geometry import LPM_TO_M3S, CylinderFlow
 
-__all__ = ["LPM_TO_M3S", "CylinderHydraulics", "Hydraulics", "SwingDrive", "TrackDrive",
-           "add_actuators", "reference_step"]
+__all__ = ["LPM_TO_M3S", "SWING_BRAKE_SHARE", "SWING_STOP_SPEED_RAD_S", "CylinderHydraulics",
+           "Hydraulics", "SwingDrive", "TrackDrive", "add_actuators", "reference_step",
+           "swing_stop"]
 
 
 @dataclass(frozen=True)
@@ -124,11 +125,13 @@ SPEED_APPROACH_S = 0.1
 
 def reference_step(ref: float, ref_speed: float, target: float, speed_lo: float,
                    speed_hi: float, accel: float, period: float,
-                   cap: float = math.inf) -> tuple[float, float]:
+                   cap: float = math.inf, decel: float = 0.0) -> tuple[float, float]:
     """One ``period`` [s] of an axis' reference trajectory toward ``target``: flow-limited
     speed (``-speed_lo`` .. ``speed_hi``, ``speed_lo`` < 0, and ``cap``), acceleration-limited
     (``accel``), easing into the top speed (``SPEED_APPROACH_S``) and slowing down so it stops
-    exactly at the target (never past it). Returns the new (position, speed)."""
+    exactly at the target (never past it). ``decel`` (> ``accel``) lets it brake harder than
+    it plans to when a target appears inside its stopping distance (the swing's crossover
+    relief: :func:`swing_stop`). Returns the new (position, speed)."""
     err = target - ref
     if err == 0.0 and ref_speed == 0.0:
         return ref, 0.0
@@ -142,11 +145,37 @@ def reference_step(ref: float, ref_speed: float, target: float, speed_lo: float,
                    gap if gap < 1e-4 else math.inf)
         ref_speed = ref_speed + math.copysign(step, want)
     else:
-        ref_speed = min(max(want, ref_speed - accel * period), ref_speed + accel * period)
+        brake = max(accel, decel) if want * ref_speed >= 0.0 else accel
+        ref_speed = min(max(want, ref_speed - brake * period), ref_speed + brake * period)
     new_ref = ref + ref_speed * period
     if (target - new_ref) * err <= 0.0:  # arrived: no overshoot
         return target, 0.0
     return new_ref, ref_speed
+
+
+# The swing's braking deceleration as a share of the crossover relief torque over the upper
+# structure's inertia: the remaining 20 % is the position loop's margin for the inertia's change
+# with the front's pose and the bucket's load (docs/simulation.md, "Swing drive").
+SWING_BRAKE_SHARE = 0.8
+# Below this speed [rad/s] a released, braking house counts as stopped: it is held there.
+SWING_STOP_SPEED_RAD_S = 0.02
+
+
+def swing_stop(ref: float, ref_speed: float, target: float, decel: float) -> float:
+    """The swing target the drive can hold: ``target``, or, if it lies ahead in the direction of
+    motion but inside the stopping distance at ``decel`` [rad/s^2], the point where the house
+    stops. A swing valve closed while the house turns (joystick released) blocks both motor
+    ports: the crossover relief valves brake the house at their pressure until its inertia is
+    spent, and nothing swings it back (JCB JS70 manual, swing brake operation; Mustang ME8003
+    service manual: the anti-swing-back valve bleeds the pressure left trapped at the stop).
+    A target behind the house (the lever reversed) is commanded motion: it is kept."""
+    if ref_speed == 0.0 or decel <= 0.0:
+        return target
+    ahead = (target - ref) * ref_speed
+    stopping = ref_speed * abs(ref_speed) / (2.0 * decel)
+    if 0.0 <= ahead < stopping * ref_speed:
+        return ref + stopping
+    return target
 
 
 def damper_name(cylinder: str) -> str:

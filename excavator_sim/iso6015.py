@@ -13,8 +13,9 @@
   service manual's "cylinder speed check" measures; the machine's own axis times follow from
   the flow limits.
 - **Operating weight**: the model's total mass (upper structure, undercarriage, front).
-- **Reach, digging depth, heaped bucket**: the tip's farthest distance from the swing axis and
-  lowest point below the ground over the joint ranges; SAE J296's heaped capacity.
+- **Reach at ground level, digging depth, heaped bucket**: ISO 7135's (the tip on the ground
+  farthest from the swing axis; its lowest point below the ground; over the joint ranges:
+  ``excavator_kinematics.working_ranges``); SAE J296's heaped capacity.
 
 ``python -m excavator_sim.iso6015 [--machine heavy_36t]`` prints them with the validation table
 against the 7-9 t class's published ranges (:data:`MIDI_CLASS`; docs/simulation.md).
@@ -30,9 +31,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from excavator_kinematics.forward_kinematics import ForwardKinematics
 from excavator_kinematics.geometry import ExcavatorGeometry
 from excavator_kinematics.linkage import Linkage
+from excavator_kinematics.working_ranges import working_ranges
 from excavator_sim.hydraulics import Hydraulics
 
 GRAVITY_M_S2 = 9.81
@@ -57,7 +58,7 @@ class MachineFigures:
     bucket_dump_s: float
     swing_torque_nm: float
     relief_pressure_pa: float
-    max_reach_m: float = math.nan
+    reach_at_ground_m: float = math.nan
     dig_depth_m: float = math.nan
     heaped_capacity_m3: float = math.nan
 
@@ -125,7 +126,7 @@ def machine_figures(geometry: ExcavatorGeometry, hydraulics: Hydraulics,
         bucket_curl_s=stroke("bucket_cylinder") / cyl["bucket_cylinder"].extend_speed_m_s,
         bucket_dump_s=stroke("bucket_cylinder") / cyl["bucket_cylinder"].retract_speed_m_s,
         swing_torque_nm=hydraulics.swing.torque_limit_nm, relief_pressure_pa=p,
-        max_reach_m=reach, dig_depth_m=depth, heaped_capacity_m3=heaped_capacity_m3(geometry),
+        reach_at_ground_m=reach, dig_depth_m=depth, heaped_capacity_m3=heaped_capacity_m3(geometry),
     )
 
 
@@ -139,16 +140,11 @@ def heaped_capacity_m3(geometry: ExcavatorGeometry) -> float:
     return struck + width * length ** 2 / 4.0 - length ** 3 / 12.0
 
 
-def _reach_and_depth(geometry: ExcavatorGeometry, linkage: Linkage,
-                     samples: int = 61) -> tuple[float, float]:
-    """(maximum reach [m]: swing axis to the bucket tip, the farthest over the joint ranges;
-    digging depth [m]: the lowest tip below the ground plane), sampled on a joint grid."""
-    lim = linkage.joint_limits
-    grids = np.meshgrid(*(np.linspace(lim[j][0], lim[j][1], samples)
-                          for j in ("boom", "arm", "bucket")), indexing="ij")
-    q = np.stack([np.zeros(grids[0].size), *(g.ravel() for g in grids)], axis=-1)
-    tip = ForwardKinematics(geometry, linkage).tip(q)
-    return float(np.hypot(tip[:, 0], tip[:, 1]).max()), float(-tip[:, 2].min())
+def _reach_and_depth(geometry: ExcavatorGeometry, linkage: Linkage) -> tuple[float, float]:
+    """(maximum reach at ground level [m], maximum digging depth [m]) as ISO 7135 states them
+    (``excavator_kinematics.working_ranges``): the figures the class's sheets publish."""
+    ranges = working_ranges(geometry, linkage)
+    return ranges.reach_at_ground_m, ranges.dig_depth_m
 
 
 @dataclass(frozen=True)
@@ -207,10 +203,10 @@ MIDI_CLASS: tuple[PublishedRange, ...] = (
     PublishedRange("relief pressure", 24.5, 29.2, "MPa",
                    "no 7-9 t figure found; Cat 305E CR (5 t) 24.5-26.0 main / 27.25 line; "
                    "Komatsu PC130-8 (13 t) 29.2 swing", True),
-    PublishedRange("max reach", 6.9, 7.5, "m",
-                   "at ground level: Doosan DX80R 6.91 m; Cat 309 CR 6.95 / 7.46 m", False),
+    PublishedRange("max reach at ground level", 6.9, 7.5, "m",
+                   "Doosan DX80R 6.91 m; Cat 309 CR 6.95 / 7.46 m", True),
     PublishedRange("digging depth", 4.1, 4.7, "m",
-                   "Doosan DX80R 4.19 m; Cat 309 CR 4.11 / 4.64 m; Bobcat E85 4.62 m", False),
+                   "Doosan DX80R 4.19 m; Cat 309 CR 4.11 / 4.64 m; Bobcat E85 4.62 m", True),
     PublishedRange("bucket, heaped (SAE J296)", 0.09, 0.35, "m^3",
                    "Komatsu PC78US-8 0.09-0.34 (0.28 std); Doosan DX80R 0.28", False),
     PublishedRange("boom cylinder out (raise)", 2.2, 3.2, "s", _CAT_305E, True),
@@ -229,7 +225,7 @@ def model_value(figures: MachineFigures, figure: str) -> float:
         "bucket digging force (ISO 6015)": figures.bucket_digging_force_n / 1e3,
         "arm crowd force (ISO 6015)": figures.arm_crowd_force_n / 1e3,
         "relief pressure": figures.relief_pressure_pa / 1e6,
-        "max reach": figures.max_reach_m,
+        "max reach at ground level": figures.reach_at_ground_m,
         "digging depth": figures.dig_depth_m,
         "bucket, heaped (SAE J296)": figures.heaped_capacity_m3,
         "boom cylinder out (raise)": figures.boom_raise_s,

@@ -5,6 +5,10 @@ The default machine is what ``config/excavator.yaml`` (geometry, masses) and ``c
 (docs/simulation.md, "Machine class"). A preset is a YAML file that sets, over those two::
 
     description: one line
+    geometry: {points: ..., links: ..., cylinders: ..., bucket: ..., swing: ...}
+                                   # optional: a linkage of its own (config/excavator.yaml layout),
+                                   # or another preset's name: its linkage
+    published: {source: ..., reach_at_ground_m: ...}   # optional: the spec sheet it matches
     masses_kg: {caterpillar: ..., chassis: ..., boom: ...}   # over excavator.yaml's masses
     parameters: {hydraulics: {...}, tracks: {...}}   # sim_node parameters (sim.yaml layout)
     undercarriage: {type: wheeled, vehicle_model: ackermann, ...}  # a wheeled machine
@@ -33,6 +37,7 @@ import yaml
 
 from excavator_common.parameter_files import flatten
 from excavator_common.paths import config_file
+from excavator_kinematics.errors import ConfigError
 from excavator_kinematics.geometry import ExcavatorGeometry, default_geometry
 from excavator_sim.errors import SimConfigError
 from excavator_sim.undercarriage import WheeledUndercarriage, parse_undercarriage
@@ -53,11 +58,23 @@ class MachinePreset:
     masses_kg: Mapping[str, float]
     parameters: Mapping[str, Any]
     undercarriage: WheeledUndercarriage | None = None   # None: tracked (config/sim.yaml)
+    geometry_data: Mapping[str, Any] | None = None
+    # The spec sheet's working ranges [m] the geometry was fitted to, with their ``source``.
+    published: Mapping[str, Any] | None = None
 
     def geometry(self, base: ExcavatorGeometry | None = None) -> ExcavatorGeometry:
-        """``base`` (default: config/excavator.yaml) with this preset's masses."""
+        """This preset's linkage (if it has one, else ``base``'s; default: config/excavator.yaml)
+        with ``base``'s masses and the preset's over them."""
         base = base if base is not None else default_geometry()
-        return dataclasses.replace(base, masses_kg={**dict(base.masses_kg), **self.masses_kg})
+        masses = {**dict(base.masses_kg), **self.masses_kg}
+        if self.geometry_data is not None:
+            try:
+                own = ExcavatorGeometry.from_dict({**self.geometry_data, "masses_kg": masses},
+                                                  source=f"{self.source}: geometry")
+            except ConfigError as exc:
+                raise SimConfigError(str(exc)) from None
+            return own
+        return dataclasses.replace(base, masses_kg=masses)
 
 
 def available_machines() -> list[str]:
@@ -86,10 +103,30 @@ def load_machine(name_or_path: str | Path) -> MachinePreset:
     if not isinstance(data, Mapping):
         raise SimConfigError(f"machine preset {path}: expected a mapping with masses_kg and/or "
                              "parameters")
-    unknown = sorted(set(data) - {"description", "masses_kg", "parameters", "undercarriage"})
+    unknown = sorted(set(data) - {"description", "geometry", "published", "masses_kg",
+                                   "parameters", "undercarriage"})
     if unknown:
         raise SimConfigError(f"machine preset {path}: unknown key(s) {unknown}; known: "
-                             "description, masses_kg, parameters, undercarriage")
+                             "description, geometry, published, masses_kg, parameters, "
+                             "undercarriage")
+    geometry = data.get("geometry")
+    if isinstance(geometry, str):  # another preset's linkage, by name or path
+        if geometry == name_or_path or machine_path(geometry) == path:
+            raise SimConfigError(f"machine preset {path}: geometry names the preset itself")
+        other = load_machine(geometry)
+        if other.geometry_data is None:
+            raise SimConfigError(f"machine preset {path}: geometry {geometry!r} names a preset "
+                                 "without a geometry of its own")
+        geometry = other.geometry_data
+    if geometry is not None:
+        if not isinstance(geometry, Mapping):
+            raise SimConfigError(f"machine preset {path}: geometry must be a mapping "
+                                 "(config/excavator.yaml layout: points, links, cylinders, "
+                                 "bucket, swing)")
+        try:
+            ExcavatorGeometry.from_dict(geometry, source=f"{path}: geometry")
+        except ConfigError as exc:
+            raise SimConfigError(str(exc)) from None
     masses: dict[str, float] = {}
     for part, value in (data.get("masses_kg") or {}).items():
         if part not in MASS_PARTS:
@@ -108,4 +145,6 @@ def load_machine(name_or_path: str | Path) -> MachinePreset:
              if data.get("undercarriage") is not None else None)
     return MachinePreset(name=path.stem, source=str(path),
                          description=str(data.get("description", "")).strip(),
-                         masses_kg=masses, parameters=flatten(params), undercarriage=under)
+                         masses_kg=masses, parameters=flatten(params), undercarriage=under,
+                         geometry_data=dict(geometry) if geometry is not None else None,
+                         published=dict(data["published"]) if data.get("published") else None)

@@ -38,9 +38,9 @@ from excavator_sim.machines import MachinePreset, load_machine
 from excavator_sim.model_builder import InitialPose
 
 _CYL_DEFAULTS = {   # bore, rod [m], count, flow out / in [L/min], damping [N s/m], armature [kg]
-    "boom_cylinder": (0.110, 0.065, 1, 105.0, 72.0, 2.0e6, 250.0),
-    "arm_cylinder": (0.095, 0.060, 1, 98.0, 76.0, 1.5e6, 250.0),
-    "bucket_cylinder": (0.085, 0.055, 1, 66.0, 59.0, 1.0e6, 120.0),
+    "boom_cylinder": (0.110, 0.065, 1, 178.0, 122.0, 2.0e6, 250.0),
+    "arm_cylinder": (0.095, 0.060, 1, 116.0, 90.0, 1.5e6, 250.0),
+    "bucket_cylinder": (0.085, 0.055, 1, 76.5, 68.5, 1.0e6, 120.0),
 }
 
 
@@ -197,9 +197,10 @@ NODE_PARAMETERS: tuple[ParameterSpec, ...] = (
     ParameterSpec("geometry_file", "", "excavator geometry YAML; empty = the package's "
                   "config/excavator.yaml", "path"),
     ParameterSpec("machine", "", "machine class preset: a name in config/machines/ (e.g. "
-                  "heavy_36t) or a preset file's path; its masses and parameters replace the "
-                  "files' values; empty = the default class (config/excavator.yaml, "
-                  "config/sim.yaml)"),
+                  "heavy_36t, seed_midi) or a preset file's path; its linkage (if it has one), "
+                  "masses and parameters replace the files' values (give ik_node and "
+                  "teleop_node the same file as geometry_file); empty = the default machine "
+                  "(config/excavator.yaml, config/sim.yaml)"),
     ParameterSpec("marker_rate_hz", 20.0, "rate of the markers MarkerArray, in wall time; "
                   "0 = off", "Hz", 0.0, 1000.0, dynamic=True, deprecated_names=("marker_rate",)),
     ParameterSpec("publish_robot_description", True, "publish the generated URDF on "

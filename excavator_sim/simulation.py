@@ -49,8 +49,11 @@ from excavator_sim.hydraulics import (
     BASE_ACTUATORS,
     CYLINDER_ACCEL_M_S2,
     CYLINDER_ACTUATORS,
+    SWING_BRAKE_SHARE,
+    SWING_STOP_SPEED_RAD_S,
     damper_name,
     reference_step,
+    swing_stop,
 )
 from excavator_sim.model_builder import (
     ACTIVE_JOINTS,
@@ -156,6 +159,13 @@ class ExcavatorSimulation:
         # Setpoints: the configured initial pose (the keyframe rests there, its rods at these
         # joints' extensions, pre-loaded for gravity: model_builder.preload_cylinders).
         self._targets = {n: float(getattr(c.initial, n)) for n in ACTIVE_JOINTS}
+        # Swing targets moved to where the house stops (inside its stopping distance): a count,
+        # and the command so replaced (sent again unchanged, it stays replaced: the lever is
+        # still where it was; a new value is a new command).
+        self.swing_stops = 0
+        self._swing_released: float | None = None
+        self._swing_braking = 0.0  # direction [+-1] of a released house still braking, else 0
+        self._swing_check = False  # a neutral-lever swing command awaits its stopping check
         self._speed_caps: dict[str, float] = {}
         self._axis_targets = self._axis_targets_from_joints(self._targets)
         # Loop-closure compliance: rod extension minus the rigid linkage's extension at the
@@ -197,6 +207,11 @@ class ExcavatorSimulation:
         swing_inertia = float(m_full[self._v_adr["swing"], self._v_adr["swing"]])
         self._swing_accel = 0.5 * c.hydraulics.swing.torque_limit_nm / swing_inertia
         self.swing_inertia_kg_m2 = swing_inertia
+        # The swing's inertia changes with the front's pose and the bucket's load: its diagonal
+        # element of the mass matrix (mj_step's, current) sets the swing's acceleration and
+        # braking every control period ("Swing drive", docs/simulation.md).
+        v_swing = self._v_adr["swing"]
+        self._swing_madr = int(self.model.M_rowadr[v_swing] + self.model.M_rownnz[v_swing] - 1)
 
         # The drive train (drive_mode plant): its mass and yaw inertia are the MuJoCo model's
         # (the whole machine on the base's planar joints, updated every period as the front
@@ -273,6 +288,23 @@ class ExcavatorSimulation:
             if not math.isfinite(v):
                 raise CommandError(f"{name} target is {v}: targets must be finite numbers [rad]")
             new[name] = v
+        # A rate-mode command (teleop: positions with velocities) whose swing speed is 0 is the
+        # swing lever in neutral: checked against the stopping distance (_update_controls).
+        # Sent again unchanged it stays released; a position-only command is a target to reach.
+        neutral = ("swing" in positions and velocities is not None
+                   and float(velocities.get("swing", math.nan)) == 0.0)
+        if "swing" in positions:
+            if neutral and new["swing"] == self._swing_released:
+                new["swing"] = self._targets["swing"]  # the same released command: held stop
+            else:
+                self._swing_check = neutral and new["swing"] != self._targets["swing"]
+                if self._swing_released is not None:
+                    self._swing_released = None  # a new command: the drive follows it again
+                    if self._swing_braking != 0.0:
+                        self._swing_braking = 0.0
+                        d = self.data
+                        self._reference["swing"] = (float(d.qpos[self._q_adr["swing"]]),
+                                                    float(d.qvel[self._v_adr["swing"]]))
         lo, hi = self.geometry.swing_limits_rad
         if not lo <= new["swing"] <= hi:
             raise CommandError(f"swing target {new['swing']:.6g} rad outside {lo:.3f}..{hi:.3f}"
@@ -423,6 +455,9 @@ class ExcavatorSimulation:
             for _, qadr, _, actadr, *_ in self._base_axes:
                 d.act[actadr] = d.qpos[qadr]
             self._targets = {n: float(d.qpos[self._q_adr[n]]) for n in ACTIVE_JOINTS}
+            self._swing_released = None
+            self._swing_braking = 0.0
+            self._swing_check = False
             self._speed_caps = {}
             self._axis_targets = self._axis_targets_from_joints(self._targets)
             self._track_speeds = (0.0, 0.0)
@@ -478,14 +513,52 @@ class ExcavatorSimulation:
         # Plain floats: this runs every control period, numpy scalar access would dominate.
         qpos, qvel, act_state = d.qpos.tolist(), d.qvel.tolist(), d.act.tolist()
         for axis, aid, qadr, vadr, actadr, lo, hi, f_lo, f_hi, kp, kv in self._axes:
-            accel = self._swing_accel if axis == "swing" else CYLINDER_ACCEL_M_S2
+            accel, decel = CYLINDER_ACCEL_M_S2, 0.0
             # Reference trajectory toward the target: flow-limited speed, acceleration-limited,
             # slowing down so it stops exactly at the target.
             ref, ref_speed = self._reference[axis]
+            if axis == "swing":
+                torque = self.config.hydraulics.swing.torque_limit_nm
+                inertia = max(float(d.M[self._swing_madr]), 1.0)
+                self.swing_inertia_kg_m2 = inertia
+                accel, decel = 0.5 * torque / inertia, SWING_BRAKE_SHARE * torque / inertia
+                self._swing_accel = accel
+                # A target inside the stopping distance (the joystick released while the house
+                # turns): the valve closes, the crossover relief brakes the house at its torque
+                # until it stops, and it stays there (:func:`swing_stop`).
+                q_sw, v_sw = qpos[qadr], qvel[vadr]
+                if self._swing_check:
+                    self._swing_check = False
+                    # a house at rest (or creeping) has nothing to brake: the target stands
+                    held = (swing_stop(q_sw, v_sw, self._axis_targets[axis], decel)
+                            if abs(v_sw) > SWING_STOP_SPEED_RAD_S else self._axis_targets[axis])
+                    if held != self._axis_targets[axis]:
+                        self._swing_released = self._targets["swing"]
+                        self._swing_braking = math.copysign(1.0, v_sw)
+                        self.swing_stops += 1
+                if self._swing_braking != 0.0:
+                    if v_sw * self._swing_braking > SWING_STOP_SPEED_RAD_S:
+                        # Valve closed: no flow, the held oil column slips at the relief (the
+                        # anti-windup bound below), i.e. the drive brakes at its torque limit.
+                        held_now, speed = act_state[actadr], qvel[vadr]
+                        ahead = q_sw + speed * period
+                        held = min(max(held_now, ahead + (1.2 * f_lo + kv * speed) / kp),
+                                   ahead + (1.2 * f_hi + kv * speed) / kp)
+                        d.ctrl[aid] = min(max((held - held_now) / period, lo), hi)
+                        self._reference[axis] = (q_sw, 0.0)
+                        continue
+                    # Stopped: the anti-swing-back valve bleeds the trapped pressure; the house
+                    # is held where it stopped (the position loop from here on).
+                    self._swing_braking = 0.0
+                    lo_q, hi_q = self.geometry.swing_limits_rad
+                    stop = min(max(q_sw + v_sw * abs(v_sw) / (2.0 * decel), lo_q), hi_q)
+                    self._axis_targets[axis] = self._targets["swing"] = stop
+                    self._reference[axis] = (q_sw, v_sw)
+                    ref, ref_speed = self._reference[axis]
             cap = self._axis_speed_cap(axis) if self._speed_caps else math.inf
             target = self._axis_targets[axis] + self._compliance.get(axis, 0.0)
             new_ref, ref_speed = reference_step(ref, ref_speed, target, lo, hi, accel, period,
-                                                cap)
+                                                cap, decel)
             self._reference[axis] = (new_ref, ref_speed)
             # Valve speed: feed-forward + proportional on the measured rod position. Acting on
             # the measurement (not the held setpoint) also removes the oil column's compression.

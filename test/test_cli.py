@@ -20,4 +20,4 @@ def test_ik_command_solves_a_target_and_reports_the_reached_tip() -> None:
 def test_ik_command_fails_with_the_reason_for_an_unreachable_target() -> None:
     out = _cli("ik", "--target", "9.0", "0.0", "0.0")
     assert out.returncode == 1
-    assert "out of reach" in out.stdout and "2.923..5.544 m" in out.stdout
+    assert "out of reach" in out.stdout and "2.973..6.074 m" in out.stdout

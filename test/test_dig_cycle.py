@@ -52,10 +52,10 @@ def test_unreachable_waypoint_is_named_before_anything_moves() -> None:
 
 
 def test_leg_that_leaves_the_workspace_between_feasible_waypoints_is_named() -> None:
-    """Both ends reachable (FK of boom 51/48, arm -42/-40, bucket 42/140 deg), but the straight
+    """Both ends reachable (FK of boom 62/58, arm -46/-44, bucket 42/140 deg), but the straight
     Cartesian leg between them leaves the workspace; the same leg in joint space is fine."""
-    high = Waypoint("high", (5.383, 0.0, 3.737), 0.890, 1.0)
-    curl_out = Waypoint("curl out", (5.508, 0.0, 5.040), 2.583, 2.0)
+    high = Waypoint("high", (5.473, 0.0, 5.003), 1.012, 1.0)
+    curl_out = Waypoint("curl out", (5.533, 0.0, 6.316), 2.688, 2.0)
     IK.solve(high.tip, high.pitch)
     IK.solve(curl_out.tip, curl_out.pitch)
     with pytest.raises(DemoError, match=r"leg to 'curl out' at t = "):

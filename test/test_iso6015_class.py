@@ -34,10 +34,14 @@ def test_default_machine_is_of_its_geometrys_class(published) -> None:
 
 
 def test_the_geometry_is_the_midi_class_it_is_said_to_be() -> None:
+    """Issue 30: the default linkage is a Cat 309 CR's (long stick): 7.46 m reach at ground
+    level, 4.64 m digging depth (the seed's 6.75 / 1.88 m are the preset seed_midi's)."""
     fig = default_figures()
-    assert fig.max_reach_m == pytest.approx(6.85, abs=0.01)   # issue 14: 6.85 m reach
-    assert fig.dig_depth_m == pytest.approx(1.88, abs=0.01)   # and 1.88 m digging depth
+    assert fig.reach_at_ground_m == pytest.approx(7.46, abs=0.01)
+    assert fig.dig_depth_m == pytest.approx(4.64, abs=0.01)
     assert 0.2 <= fig.heaped_capacity_m3 <= 0.4
+    seed = machine_figures(load_machine("seed_midi").geometry(), load_sim_config().hydraulics)
+    assert seed.dig_depth_m == pytest.approx(1.88, abs=0.01)
 
 
 def test_soil_forces_matter_to_the_default_machine() -> None:
@@ -59,8 +63,8 @@ def test_the_36t_machine_is_a_preset_with_its_old_figures() -> None:
     assert fig.bucket_digging_force_n == pytest.approx(194.4e3, rel=2e-3)
     assert fig.arm_crowd_force_n == pytest.approx(132.1e3, rel=2e-3)
     assert fig.relief_pressure_pa == 34.3e6
-    # the geometry is untouched: only masses and hydraulics differ
-    assert preset.geometry().H == default_geometry().H
+    # the seed's linkage, as before issue 30: only masses and hydraulics differ from seed_midi
+    assert preset.geometry().H == load_machine("seed_midi").geometry().H
 
 
 def test_the_preset_reaches_the_mujoco_model() -> None:

@@ -1,4 +1,8 @@
-"""The linkage against the seed's tables, the upstream default pose, and closed-form round trips."""
+"""The linkage against the seed's tables, the upstream default pose, and closed-form round trips.
+
+The seed's tables are the seed linkage's, the preset ``seed_midi`` (the default machine's linkage
+is a Cat 309 CR's since issue 30): the linkage code is checked against them there, and the round
+trips run on the default machine's linkage too (the end of this file)."""
 
 from __future__ import annotations
 
@@ -21,7 +25,7 @@ from excavator_kinematics.errors import (
 from excavator_kinematics.geometry import ExcavatorGeometry, default_geometry
 from excavator_kinematics.linkage import Linkage, absolute_to_joint, joint_to_absolute
 
-GEOMETRY = default_geometry()
+GEOMETRY = ExcavatorGeometry.from_yaml(config_file("machines") / "seed_midi.yaml")
 LINKAGE = Linkage(GEOMETRY)
 LIMITS = LINKAGE.joint_limits
 
@@ -228,3 +232,25 @@ def test_unreadable_or_invalid_yaml(tmp_path: Path) -> None:
     bad.write_text("points: [unclosed")
     with pytest.raises(ConfigError, match="not valid YAML"):
         ExcavatorGeometry.from_yaml(bad)
+
+
+DEFAULT_LINKAGE = Linkage(default_geometry())
+DEFAULT_LIMITS = DEFAULT_LINKAGE.joint_limits
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.tuples(*(st.floats(*DEFAULT_LIMITS[j]) for j in ("boom", "arm", "bucket"))))
+def test_default_machine_inverse_of_forward_is_identity(q: tuple[float, float, float]) -> None:
+    ext = DEFAULT_LINKAGE.extensions(*q)
+    back = DEFAULT_LINKAGE.joints(*ext)
+    assert np.allclose(back, q, atol=1e-9)
+
+
+def test_default_machine_limits_are_its_strokes() -> None:
+    """Each joint's range ends where its cylinder's stroke ends (the bucket's curl end at the
+    stroke's start, short of the four-bar's toggle)."""
+    g = default_geometry()
+    for name, (lo, hi) in DEFAULT_LINKAGE.extension_limits.items():
+        cyl = g.cylinders[name]
+        assert lo == pytest.approx(cyl.stroke_min_m, abs=1e-9)
+        assert hi == pytest.approx(cyl.stroke_max_m, abs=1e-9)

@@ -70,7 +70,7 @@ def set_pose(built, data: mujoco.MjData, q: np.ndarray) -> None:
 @pytest.mark.parametrize("pose", [
     InitialPose(),
     InitialPose(swing=1.0, boom=0.9, arm=-2.2, bucket=2.4),
-    InitialPose(swing=-2.0, boom=0.0, arm=-0.7, bucket=0.71),
+    InitialPose(swing=-2.0, boom=0.0, arm=-0.75, bucket=0.71),
 ])
 def test_initial_pose_closes_the_loops(pose: InitialPose) -> None:
     b = build_model(GEOMETRY, LINKAGE, ModelOptions(terrain=SMALL_GRID, initial=pose))

@@ -37,8 +37,8 @@ from excavator_kinematics.teleop.valves import FlowLimits, Hydraulics
 
 GEOMETRY = default_geometry()
 LINKAGE = Linkage(GEOMETRY)
-# the pumps of config/sim.yaml: two 75 L/min (the default teleop total_flow_lpm)
-TOTAL_FLOW_LPM = 150.0
+# the default machine's pump flow (a Cat 309 CR's 235 L/min: the default teleop total_flow_lpm)
+TOTAL_FLOW_LPM = 235.0
 LIMITS = FlowLimits.from_file(total_flow_lpm=TOTAL_FLOW_LPM)
 HYDRAULICS = Hydraulics(LINKAGE, LIMITS)
 JAC = TaskJacobian(GEOMETRY)

@@ -77,7 +77,13 @@ def test_a_scripted_joystick_session_digs_a_trench(nodes) -> None:
         grid[i0:i0 + h.shape[0], j0:j0 + h.shape[1]] = h
     xs = -4.0 + (np.arange(NX) + 0.5) * CELL
     ys = -8.0 + (np.arange(NY) + 0.5) * CELL
-    trench = grid[(xs > 3.8) & (xs < 6.0)][:, np.abs(ys) < 0.6]
+    # in front of the machine, within its reach (the geometry's, not a fixed window: the
+    # default linkage reaches 7.46 m since issue 30), away from the dump at 90 deg
+    from excavator_kinematics.geometry import default_geometry
+    from excavator_kinematics.working_ranges import working_ranges
+
+    reach = working_ranges(default_geometry()).reach_at_ground_m
+    trench = grid[(xs > 2.0) & (xs < reach + 0.5)][:, np.abs(ys) < 0.6]
     removed_m3 = float(np.clip(-trench, 0.0, None).sum() * CELL * CELL)
     load = max(m.data for m in loads)
     print(f"teleop dig: trench min {trench.min():.3f} m, removed {removed_m3:.3f} m^3, "

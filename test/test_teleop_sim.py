@@ -112,3 +112,49 @@ def test_coordinated_bucket_rate(sim: ExcavatorSimulation) -> None:
     assert commanded[2] > 0
     assert achieved[2] == pytest.approx(commanded[2], rel=0.05)
     assert np.linalg.norm(achieved[:2]) < 0.05 * commanded[2]
+
+
+def _release_after(sim: ExcavatorSimulation, stick: str, value: float, seconds: float,
+                   joint: str) -> tuple[float, float, np.ndarray, np.ndarray]:
+    """Hold ``stick`` for ``seconds`` of simulated time, release it and record ``joint`` for 4 s.
+    Returns (position and speed at the release, times after it, positions after it)."""
+    _settle(sim)
+    core = TeleopCore(sim.geometry, FlowLimits.from_file(total_flow_lpm=560.0),
+                      TeleopSettings(), sim.linkage)
+    _drive(sim, core, _axes(stick, value), seconds)
+    state = _state(sim)
+    k = NAMES.index(joint)
+    ts, qs, _ = _drive(sim, core, [0.0] * 6, 4.0)
+    return float(state.q[k]), float(state.qd[k]), ts - ts[0], qs[:, k]
+
+
+@pytest.mark.parametrize("direction", [+1.0, -1.0])
+def test_a_released_swing_stops_where_its_brake_puts_it_and_stays(
+        sim: ExcavatorSimulation, direction: float) -> None:
+    """Issue 30: the house released at speed coasts against the swing motor's crossover relief
+    (at most its torque over the upper structure's inertia) and stays where it stops: no
+    swing-back beyond 5 mrad (before: ~0.07 rad on the seed linkage, 0.155 rad on the Cat 309 CR
+    one, then +-0.05 rad at ~1 Hz for over 2 s), no ring (<= 1 mrad peak to peak from 1.5 s
+    after the release on). Simulated time throughout."""
+    q0, v0, ts, q = _release_after(sim, "left_x", direction, 2.0, "swing")
+    assert abs(v0) > 0.5, f"the swing never got going ({v0:.3f} rad/s)"
+    travel = (q - q0) * np.sign(v0)
+    peak = float(travel.max())
+    # it stops no sooner than the relief torque can stop it (the drive never brakes harder)
+    torque = sim.config.hydraulics.swing.torque_limit_nm
+    assert peak >= 0.9 * v0 ** 2 / (2.0 * torque / sim.swing_inertia_kg_m2)
+    come_back = peak - float(travel[int(np.argmax(travel)):].min())
+    assert come_back <= 5e-3, f"swung back {come_back * 1e3:.1f} mrad after stopping"
+    late = travel[ts >= 1.5]
+    assert float(np.ptp(late)) <= 1e-3, f"rings {np.ptp(late) * 1e3:.2f} mrad peak to peak"
+    assert sim.swing_stops >= 1
+
+
+def test_a_released_boom_stays_where_it_stops(sim: ExcavatorSimulation) -> None:
+    """The rule the swing now follows, for the boom (stick released at full flow): it comes back
+    <= 4 mrad and holds."""
+    q0, v0, ts, q = _release_after(sim, "right_y", -1.0, 1.0, "boom")
+    travel = (q - q0) * np.sign(v0)
+    come_back = float(travel.max() - travel[int(np.argmax(travel)):].min())
+    assert come_back <= 4e-3, f"boom came back {come_back * 1e3:.1f} mrad"
+    assert float(np.ptp(travel[ts >= 1.5])) <= 1e-3

@@ -78,7 +78,7 @@ PARAMETERS: tuple[ParameterSpec, ...] = (
        "config/excavator.yaml"),
     _p("hydraulics_file", "", None, None, "path", "simulation parameter file with the flow "
        "limits (hydraulics.*, tracks.speed_limit_m_s); empty = the package's config/sim.yaml"),
-    _p("total_flow_lpm", 150.0, 1.0, 1.0e4, "L/min", "the pumps' total flow shared by the "
+    _p("total_flow_lpm", 235.0, 1.0, 1.0e4, "L/min", "the pumps' total flow shared by the "
        "cylinders (flow sharing)"),
     _p("shaping.dead_band", 0.1, 0.0, 0.9, "-", "stick dead band, fraction of full deflection",
        **_RUN_TIME),

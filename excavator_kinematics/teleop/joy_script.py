@@ -80,6 +80,89 @@ class JoyScript:
         return axes, buttons
 
 
+# Depth [m] of the teeth below the ground at the end of the dig segment: where the seed linkage's
+# 1.45 s of boom-down (the script's timing before issue 30) put them.
+DIG_DEPTH_M = 0.34
+DRAG_S = 4.6  # the drag: the arm pulled in, the boom raised just enough to keep the depth
+
+
+class _Kinematic:
+    """The default machine moved by the teleop core's joint rates (the valves' flow limits,
+    config/sim.yaml) on its kinematics, from the simulator's initial pose: what a stick held for
+    a while does, without a simulation, so the script follows the machine's geometry."""
+
+    def __init__(self, pattern: str) -> None:
+        import numpy as np
+
+        from excavator_common.parameter_files import read_parameter_file
+        from excavator_common.paths import config_file
+        from excavator_kinematics.errors import ConfigError
+        from excavator_kinematics.forward_kinematics import ForwardKinematics
+        from excavator_kinematics.geometry import default_geometry
+        from excavator_kinematics.linkage import Linkage
+        from excavator_kinematics.teleop.controller import TeleopCore, TeleopSettings
+        from excavator_kinematics.teleop.valves import FlowLimits
+
+        flat = read_parameter_file(config_file("sim.yaml"), "sim_node", error=ConfigError)
+        self.q = np.array([float(flat[f"initial.{n}_rad"])
+                           for n in ("swing", "boom", "arm", "bucket")])
+        geometry = default_geometry()
+        linkage = Linkage(geometry)
+        self.fk = ForwardKinematics(geometry, linkage)
+        self.core = TeleopCore(geometry, FlowLimits.from_file(), TeleopSettings(pattern=pattern),
+                               linkage)
+
+    def tip_z(self) -> float:
+        return float(self.fk.tip(self.q)[2])
+
+    def hold(self, sticks: dict[str, float], seconds: float = 10.0,
+             until_z: float | None = None) -> float:
+        """Hold ``sticks`` for ``seconds`` (or until the tip is down at ``until_z`` [m]);
+        returns the time held [s]."""
+        import numpy as np
+
+        from excavator_kinematics.teleop.controller import MachineState
+
+        axes = [0.0] * N_AXES
+        for name, value in sticks.items():
+            axes[DEFAULT_AXES[name]] = value
+        dt, t = 0.01, 0.0
+        while t < seconds - 1e-9 and (until_z is None or self.tip_z() > until_z):
+            rate = self.core.stick_command(axes, MachineState(self.q, np.zeros(4))).valve
+            self.q[1:] += dt * np.array([rate.joint_rate[n] for n in ("boom", "arm", "bucket")])
+            t += dt
+        return t
+
+
+def dig_seconds(sticks: dict[str, float], pattern: str = "iso",
+                depth_m: float = DIG_DEPTH_M) -> float:
+    """Seconds of holding ``sticks`` from the simulator's initial pose until the teeth are
+    ``depth_m`` [m] below the ground (:class:`_Kinematic`), rounded up to 0.05 s."""
+    import math
+
+    t = _Kinematic(pattern).hold(sticks, until_z=-depth_m)
+    return math.ceil(t / 0.05 - 1e-9) * 0.05
+
+
+def drag_boom(dig: dict[str, float], arm_stick: str, boom_stick: str, pattern: str = "iso",
+              arm: float = -0.6, seconds: float = DRAG_S, depth_m: float = DIG_DEPTH_M) -> float:
+    """The boom deflection (0..-0.8, raising) that, held with the arm pulled in for ``seconds``
+    after the dig, keeps the teeth at ``depth_m`` at the end of the drag (bisection on the
+    kinematics of :class:`_Kinematic`), rounded to 0.01."""
+    dig_s = dig_seconds(dig, pattern, depth_m)
+    lo, hi = -0.8, 0.0  # more raising (lo) ends higher
+    for _ in range(12):
+        mid = 0.5 * (lo + hi)
+        k = _Kinematic(pattern)
+        k.hold(dig, dig_s)
+        k.hold({arm_stick: arm, boom_stick: mid}, seconds)
+        if k.tip_z() > -depth_m:
+            lo = mid
+        else:
+            hi = mid
+    return round(0.5 * (lo + hi), 2)
+
+
 def dig_script(pattern: str = "iso", dump: bool = False) -> JoyScript:
     """One dig pass from the simulator's initial pose, as an operator does it with two sticks:
     boom down into the ground, drag the arm in (boom up a little to keep the depth), curl the
@@ -87,13 +170,14 @@ def dig_script(pattern: str = "iso", dump: bool = False) -> JoyScript:
     names which hand holds boom and arm. Segment labels are the phases (approach, dig, drag,
     curl, lift, swing, dump, return)."""
     boom, arm = ("right_y", "left_y") if pattern == "iso" else ("left_y", "right_y")
+    dig = {boom: 0.7, "right_x": -0.25}
     segments = [
         Segment(0.5, {}, label="approach"),
-        # timed for the default 8.2 t machine's rod speeds at full flow (docs/simulation.md):
-        # boom 0.18 up / 0.19 m/s down, arm 0.23 in / 0.30 m/s out, bucket 0.19 curl / 0.30
-        # m/s dump
-        Segment(1.45, {boom: 0.7, "right_x": -0.25}, label="dig"),
-        Segment(4.6, {arm: -0.6, boom: -0.3}, label="drag"),
+        # the boom goes down until the teeth are DIG_DEPTH_M in the ground: timed from the
+        # default machine's geometry and flows (dig_seconds); the rest was timed for the 8.2 t
+        # machine's rod speeds on the seed linkage (docs/simulation.md)
+        Segment(dig_seconds(dig, pattern), dig, label="dig"),
+        Segment(DRAG_S, {arm: -0.6, boom: drag_boom(dig, arm, boom, pattern)}, label="drag"),
         Segment(2.3, {"right_x": 0.9}, label="curl"),
         Segment(2.9, {boom: -0.8}, label="lift"),
     ]
