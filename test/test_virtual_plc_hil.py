@@ -359,6 +359,35 @@ def test_steering_rate_commands_follow_the_angle_error_within_the_rate_limit():
     assert not res.plant_out["enable"] and res.plant_out["brake"]
 
 
+def test_a_halted_machine_under_a_zero_command_is_held_on_its_brakes():
+    """A zero set-point with the tracks at rest holds the machine on its brakes (the bucket's
+    drag must not pull it along against a speed loop holding zero); a set-point releases
+    them; a zero set-point while moving is the speed loop's to bring down first."""
+    import numpy as np
+
+    cfg, prog = _program("skid_steer")
+    t, k = 0.0, 0
+
+    def scan(sp: float, v: float) -> Any:
+        nonlocal t, k
+        t, k = t + 0.005, k + 1
+        return prog.scan(t, 0.005, True, False, np.array([sp, sp]), np.zeros(0),
+                         _plant_in(cfg, k, speed_left=v, speed_right=v), True)
+
+    for _ in range(4):                         # the plant alive: lost cleared
+        prog.scan(t := t + 0.005, 0.005, False, False, np.zeros(2), np.zeros(0),
+                  _plant_in(cfg, k := k + 1), False)
+    res = scan(0.0, 0.0)
+    assert res.mode == "drive" and res.plant_out["brake"] and res.torques == [0.0, 0.0]
+    res = scan(0.0, 0.01)                      # crept below standstill: still held
+    assert res.plant_out["brake"] and res.torques == [0.0, 0.0]
+    res = scan(0.5, 0.0)                       # a set-point: released, the loop drives
+    assert not res.plant_out["brake"] and res.plant_out["enable"]
+    assert min(res.torques) > 0.0
+    res = scan(0.0, 0.4)                       # zero while moving: the loop brakes it down
+    assert not res.plant_out["brake"] and max(res.torques) < 0.0
+
+
 def test_one_late_plant_in_write_does_not_bring_a_lost_plant_back():
     """A plant_in write held up on a cut link arrives after the fault (a newer alive counter,
     measurements seconds old): plant_lost stays latched; only a counter that runs again clears

@@ -19,7 +19,12 @@ monitor DB:
 - drive: per-drive PI speed loops (``speed_loop.PiSpeedLoop``: clamping anti-windup) from the
   bridge's speed set-points [m/s] and ``plant_in``'s measured speeds to torque set-points
   [N m]; per steered wheel a P angle loop to a steering-rate command [rad/s], limited to
-  ``steer_rate_rad_s``; ``enable`` on, ``brake`` off;
+  ``steer_rate_rad_s``; ``enable`` on, ``brake`` off; a zero speed set-point on every drive
+  with every measured speed below ``STANDSTILL_M_S`` holds the machine on its brakes (torque
+  0, the PI reset), as a travel lever in neutral closes the counterbalance valve and the
+  spring-applied brake engages (../shared/research/drives_traction_wheeled.md, section 2.1):
+  the bucket's drag while digging must not pull a halted machine along (it pulled it 0.17 m
+  when the speed loop alone held zero); the steering loops keep working;
 - controlled stop (a stop from the bridge, its watchdog, not ready, not automatic): the speed
   loops bring the drives to 0 (the hydrostat brakes), steering held; once every measured speed
   is below ``STANDSTILL_M_S`` the holding brakes go on and the drives off (``parked``);
@@ -199,8 +204,13 @@ class HilProgram:
             fault = fault or self.loop.fault
             self.mode, running = "safe", False
             torques = np.zeros(len(speeds))
-        if self.mode == "stopping" and all(abs(v) < STANDSTILL_M_S for v in speeds):
+        at_rest = all(abs(v) < STANDSTILL_M_S for v in speeds)
+        if self.mode == "stopping" and at_rest:
             self.mode, running = "parked", False   # at standstill: brakes on, drives off
+            torques = self.loop.step(dt_s, sp, speeds, False)
+        # halted under a zero command: held on the brakes, not by the speed loop
+        held = self.mode == "drive" and at_rest and not np.any(sp)
+        if held:
             torques = self.loop.step(dt_s, sp, speeds, False)
         if self.mode == "drive":
             error = np.asarray(angle_sp, dtype=float) - np.asarray(angles, dtype=float)
@@ -210,7 +220,8 @@ class HilProgram:
             rates = np.zeros(len(angles))   # steering held
         self.alive = (self.alive + 1) & 0xFFFF
         seq = self.seq.next(int(plant_in.get("actuation_seq", 0)))
-        out: dict[str, Any] = {"alive": self.alive, "enable": running, "brake": not running,
+        out: dict[str, Any] = {"alive": self.alive, "enable": running,
+                               "brake": not running or held,
                                "seq": dint(seq)}
         out.update(zip(self._torque_names, (float(t) for t in torques), strict=True))
         out.update(zip(self._rate_names, (float(r) for r in rates), strict=True))
