@@ -83,7 +83,8 @@ def test_the_closed_loop_drove_the_path_and_its_figures_are_in_the_summary(
     else:
         assert "no settled stretch on firm ground" in stdout
     assert s["loop_mean_slip"]["patch"] > 2.0 * abs(s["loop_mean_slip"]["firm"]) > 0.0, s
-    assert s["loop_steepest_pitch_deg"] == pytest.approx(
+    # either flank (the ridge has two of the same grade): the steeper as measured, by magnitude
+    assert abs(s["loop_steepest_pitch_deg"]) == pytest.approx(
         np.degrees(path.steepest_grade_rad), abs=1.5), s
     assert np.isfinite(s["loop_peak_torque_nm"]) and s["loop_torque_limit_nm"] > 0.0
     for words in ("speed loop (PLC)", "steady-state error", "on the ridge", "slip ",

@@ -523,7 +523,7 @@ def test_the_foxglove_view_joins_excavator_launch_and_shows_the_machine(
                        f"redis_url:={redis_server.url}",  # type: ignore[attr-defined]
                        f"virtual_plc_port:={free_port()}")
     launches.append(launch)
-    expected = {f"/ns1/{n}" for n in SIM_NODES | BRIDGE_NODES | {"foxglove_view"}}
+    expected = {f"/ns1/{n}" for n in SIM_NODES | LOOP_NODES | {"foxglove_view"}}
     assert wait_for_nodes(probe, launch, expected) == expected
     assert probe.parameter("/ns1/foxglove_view", "use_sim_time") is True
     wait_for(lambda: "served as package://" in launch.log(), 90.0,
