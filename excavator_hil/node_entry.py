@@ -10,17 +10,19 @@ the virtual PLC's stop handler) a SIGINT ends the process at once, quietly, with
 interrupted node does). After ``main()`` returns, the process ends without the interpreter's
 teardown.
 
-Only the standard library is imported here, so the handler is in place before anything slow.
+Only the standard library (and ``excavator_common.process_exit``, which imports nothing else) is
+imported here, so the handler is in place before anything slow.
 """
 
 from __future__ import annotations
 
 import importlib
-import logging
 import os
 import signal
 import sys
 from typing import NoReturn
+
+from excavator_common.process_exit import exit_without_teardown
 
 
 def _interrupted_while_starting(signum: int, frame: object) -> None:
@@ -32,13 +34,9 @@ def _run(module: str) -> NoReturn:
     signal.signal(signal.SIGINT, _interrupted_while_starting)
     # Left in place until main() installs its own (run_node, the virtual PLC's stop handler).
     code = int(importlib.import_module(module).main() or 0)
-    # main() has stopped the node and cleaned up; the interpreter's own teardown of numpy,
-    # MuJoCo, numba/LLVM and rclpy modules adds 0.6-0.9 s on a loaded machine for nothing: skip
-    # it, after flushing what is buffered.
-    logging.shutdown()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
+    # main() has stopped the node and cleaned up: no interpreter teardown (slow, and it can
+    # crash after a clean stop; excavator_common.process_exit)
+    exit_without_teardown(code)
 
 
 def ik_node() -> NoReturn:

@@ -169,4 +169,6 @@ def main(args: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from excavator_common.process_exit import exit_without_teardown
+
+    exit_without_teardown(main())

@@ -28,7 +28,6 @@ from __future__ import annotations
 import functools
 import math
 import re
-import sys
 import threading
 import time
 from typing import Any
@@ -467,4 +466,6 @@ def main(args: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from excavator_common.process_exit import exit_without_teardown
+
+    exit_without_teardown(main())

@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-import sys
 import time
 from typing import Any
 
@@ -380,4 +379,6 @@ def main(args: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from excavator_common.process_exit import exit_without_teardown
+
+    exit_without_teardown(main())

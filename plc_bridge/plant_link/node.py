@@ -17,7 +17,6 @@ file), ``plc_host`` / ``plc_port`` / ``model`` override them.
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 from rclpy.node import Node
@@ -152,4 +151,6 @@ def main(args: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from excavator_common.process_exit import exit_without_teardown
+
+    exit_without_teardown(main())
