@@ -17,7 +17,11 @@ from typing import NoReturn
 
 
 def exit_without_teardown(code: int | None) -> NoReturn:
-    """Flush what is buffered (logging, stdout, stderr) and end the process with ``code``."""
+    """Write what an ``atexit`` handler of ours would (the stall probe's report), flush what
+    is buffered (logging, stdout, stderr) and end the process with ``code``."""
+    from excavator_common import stall_probe  # at the end only: the entry stays light
+
+    stall_probe.write_now()
     logging.shutdown()
     sys.stdout.flush()
     sys.stderr.flush()

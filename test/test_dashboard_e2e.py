@@ -396,7 +396,10 @@ def test_dashboard_drives_and_stops_the_rig(stack, browser, probe, tmp_path):
     wait_for(lambda: _text(browser, ".dash-verdict").startswith("refused: OUT_OF_RANGE"), 10.0,
              lambda: f"an out-of-range verdict: {_text(browser, '.dash-verdict')}")
     assert _number(browser, "x") == 25.0, "the field keeps what was typed"
-    assert "outside the field's range -7.00..7.00 m" in _text(browser, ".dash-number-x")
+    from excavator_hil.dashboard.core import TargetChecker
+
+    x_range = TargetChecker(default_geometry()).fields()["x"].range_text   # the machine's reach
+    assert f"outside the field's range {x_range}" in _text(browser, ".dash-number-x")
     assert "x = 25.00 m is outside" in _text(browser, ".dash-verdict-detail")
     assert browser.find_element(By.CSS_SELECTOR, ".dash-send").get_attribute("disabled")
     _type_number(browser, "x", 6.9)
