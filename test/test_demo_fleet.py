@@ -10,7 +10,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
+from helpers import not_shown
 
 from excavator_hil.bags.io import TYPESTORE, read_bag
 
@@ -57,10 +59,17 @@ def test_the_machines_stand_apart_and_stamp_with_one_clock(fleet_demo: tuple[Pat
     assert abs(last["/exc1/joint_states"]["base_y"]) < 0.5
     assert abs(last["/exc2/joint_states"]["base_y"] - 10.0) < 0.5
     # one clock: the two machines' stamps are the same instants (both sims step the owner's
-    # periods; each bag misses a few messages at most)
-    both = stamps["/exc1/joint_states"] & stamps["/exc2/joint_states"]
-    assert len(both) > 0.9 * min(len(s) for s in stamps.values()), {
-        k: len(v) for k, v in stamps.items()}
+    # periods). The bag misses messages of either machine where a loaded host held its recorder
+    # back (a KEEP_LAST writer drops what is not acknowledged: 606 of 855 shared once), so each
+    # machine's stamp is judged where the other's stream has no gap (helpers.not_shown); on
+    # separate clocks (an offset, another period) nearly every stamp would be one the other
+    # never showed.
+    one, two = stamps["/exc1/joint_states"], stamps["/exc2/joint_states"]
+    both = one & two
+    assert len(both) > 0.3 * min(len(one), len(two)), (len(one), len(two), len(both))
+    period = min(np.diff(sorted(one)).min(), np.diff(sorted(two)).min())
+    assert not_shown(two, one, period) == [] and not_shown(one, two, period) == [], (
+        not_shown(two, one, period)[:5], not_shown(one, two, period)[:5])
 
 
 @pytest.mark.parametrize(("args", "words"), [
