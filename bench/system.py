@@ -372,93 +372,28 @@ def wrench_age_at_recorder(bag: Path) -> dict[str, float]:
             "max_ms_whole_bag": float(max(whole))}
 
 
-class OpenDashboard:
-    """The dashboard process and a headless Chromium showing its page, for one full run."""
+class _Viewer:
+    """A viewer's server process (``app``, its output in ``log``) and the client that shows it
+    (``client``), started for one full run and stopped after it."""
 
-    CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu",
-                      "--disable-background-networking", "--disable-component-update",
-                      "--disable-sync", "--no-first-run")
+    app: subprocess.Popen[str]
+    client: subprocess.Popen[bytes]
 
-    def __init__(self, env: dict[str, str]) -> None:
-        import shutil
-        import socket
-
-        browser = shutil.which("chromium") or shutil.which("chromium-browser")
-        if browser is None:
-            raise SystemExit("--dashboard needs Debian's chromium (make browser)")
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        self.log = Path(tempfile.mkdtemp(prefix="bench_dashboard_")) / "dashboard.log"
+    def _start_app(self, name: str, args: list[str], env: dict[str, str], ready: str) -> None:
+        self.name = name
+        self.log = Path(tempfile.mkdtemp(prefix=f"bench_{name}_")) / f"{name}.log"
         self._log = self.log.open("w")
-        self.app = subprocess.Popen(
-            [sys.executable, "-m", "excavator_hil.dashboard.app", "--port", str(port),
-             "--redis-url", "redis://127.0.0.1:1/0"], cwd=REPO, env=env, stdout=self._log,
-            stderr=subprocess.STDOUT, text=True)
-        self._wait_for("DASHBOARD READY", 120.0)
-        profile = tempfile.mkdtemp(prefix="bench_chromium_")
-        # at niceness 10 as docs/dashboard.md says to run a browser on the HIL host (the
-        # dashboard server puts itself at 10); as root without CAP_SYS_NICE, else Chromium
-        # sets its compositor and IO threads to -8 and most others to 0, above the bridge
-        low = ["nice", "-n", "10"]
-        if os.geteuid() == 0 and shutil.which("setpriv"):
-            low = ["setpriv", "--bounding-set=-sys_nice", "--inh-caps=-sys_nice", *low]
-        self.browser = subprocess.Popen(
-            [*low, browser, *self.CHROMIUM_FLAGS, f"--user-data-dir={profile}",
-             f"http://127.0.0.1:{port}/"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        self._wait_for("page opened", 120.0)
+        self.app = subprocess.Popen(args, cwd=REPO, env=env, stdout=self._log,
+                                    stderr=subprocess.STDOUT, text=True)
+        self._wait_for(ready, 120.0)
 
     def _wait_for(self, text: str, timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s
         while text not in self.log.read_text(errors="replace"):
             if self.app.poll() is not None or time.monotonic() > deadline:
-                raise SystemExit(f"dashboard: no {text!r}; log:\n{self.log.read_text()[-2000:]}")
-            time.sleep(0.2)
-
-    def pids(self) -> list[int]:
-        return [self.app.pid, self.browser.pid]
-
-    def close(self) -> None:
-        for proc in (self.browser, self.app):
-            proc.terminate()
-            try:
-                proc.wait(20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-        self._log.close()
-
-
-class OpenFoxglove:
-    """The Foxglove live view and a protocol client subscribed to all its channels, for one
-    full run (both at niceness 10, as docs/foxglove.md says to run them on the HIL host)."""
-
-    def __init__(self, env: dict[str, str]) -> None:
-        import shutil
-        import socket
-
-        node = shutil.which("node")
-        peer = REPO / "test" / "peers" / "foxglove"
-        if node is None or not (peer / "node_modules").is_dir():
-            raise SystemExit("--foxglove needs node and the protocol client (make foxglove-peer)")
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        self.log = Path(tempfile.mkdtemp(prefix="bench_foxglove_")) / "foxglove_view.log"
-        self._log = self.log.open("w")
-        low = ["nice", "-n", "10"]
-        self.app = subprocess.Popen(
-            [*low, sys.executable, "-m", "excavator_hil.foxglove_view.node", "--ros-args", "-p",
-             f"port:={port}", "-p", "use_sim_time:=true"], cwd=REPO, env=env, stdout=self._log,
-            stderr=subprocess.STDOUT, text=True)
-        deadline = time.monotonic() + 120.0
-        while "Foxglove WebSocket server on" not in self.log.read_text(errors="replace"):
-            if self.app.poll() is not None or time.monotonic() > deadline:
-                raise SystemExit(f"foxglove_view did not start; log:\n"
+                raise SystemExit(f"{self.name}: no {text!r}; log:\n"
                                  f"{self.log.read_text()[-2000:]}")
             time.sleep(0.2)
-        self.client = subprocess.Popen(
-            [*low, node, str(peer / "client.js"), f"ws://127.0.0.1:{port}", "3600"], cwd=peer,
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
     def pids(self) -> list[int]:
         return [self.app.pid, self.client.pid]
@@ -471,6 +406,66 @@ class OpenFoxglove:
             except subprocess.TimeoutExpired:
                 proc.kill()
         self._log.close()
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+class OpenDashboard(_Viewer):
+    """The dashboard process and a headless Chromium showing its page, for one full run."""
+
+    CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu",
+                      "--disable-background-networking", "--disable-component-update",
+                      "--disable-sync", "--no-first-run")
+
+    def __init__(self, env: dict[str, str]) -> None:
+        import shutil
+
+        browser = shutil.which("chromium") or shutil.which("chromium-browser")
+        if browser is None:
+            raise SystemExit("--dashboard needs Debian's chromium (make browser)")
+        port = _free_port()
+        self._start_app("dashboard", [sys.executable, "-m", "excavator_hil.dashboard.app",
+                                      "--port", str(port), "--redis-url",
+                                      "redis://127.0.0.1:1/0"], env, "DASHBOARD READY")
+        profile = tempfile.mkdtemp(prefix="bench_chromium_")
+        # at niceness 10 as docs/dashboard.md says to run a browser on the HIL host (the
+        # dashboard server puts itself at 10); as root without CAP_SYS_NICE, else Chromium
+        # sets its compositor and IO threads to -8 and most others to 0, above the bridge
+        low = ["nice", "-n", "10"]
+        if os.geteuid() == 0 and shutil.which("setpriv"):
+            low = ["setpriv", "--bounding-set=-sys_nice", "--inh-caps=-sys_nice", *low]
+        self.client = subprocess.Popen(
+            [*low, browser, *self.CHROMIUM_FLAGS, f"--user-data-dir={profile}",
+             f"http://127.0.0.1:{port}/"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self._wait_for("page opened", 120.0)
+
+
+class OpenFoxglove(_Viewer):
+    """The Foxglove live view and a protocol client subscribed to all its channels, for one
+    full run (both at niceness 10, as docs/foxglove.md says to run them on the HIL host)."""
+
+    def __init__(self, env: dict[str, str]) -> None:
+        import shutil
+
+        node = shutil.which("node")
+        peer = REPO / "test" / "peers" / "foxglove"
+        if node is None or not (peer / "node_modules").is_dir():
+            raise SystemExit("--foxglove needs node and the protocol client (make foxglove-peer)")
+        port = _free_port()
+        low = ["nice", "-n", "10"]
+        self._start_app("foxglove_view", [
+            *low, sys.executable, "-m", "excavator_hil.foxglove_view.node", "--ros-args", "-p",
+            f"port:={port}", "-p", "use_sim_time:=true"], env, "Foxglove WebSocket server on")
+        self.client = subprocess.Popen(
+            [*low, node, str(peer / "client.js"), f"ws://127.0.0.1:{port}", "3600"], cwd=peer,
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
 # --- the process set-up: the old one (before issue 12's fixes) and the new ----------------

@@ -141,7 +141,6 @@ from excavator_sim.command_timeout import CommandTimeout
 from excavator_sim.drivetrain.actuation import ActuationError, PlantActuation, parse_actuation
 from excavator_sim.drivetrain.vehicle import SAFE_COMMAND
 from excavator_sim.errors import CommandError, HeightFieldError, SimConfigError
-from excavator_sim.heightfield import flat_to_patch
 from excavator_sim.model_builder import CYLINDER_JOINTS
 from excavator_sim.pacing import Pacer, Window, WrenchGate
 from excavator_sim.plausibility import fmt_vector
@@ -154,6 +153,7 @@ from excavator_sim.sim_config import (
 from excavator_sim.simulation import TRACK_JOINTS, ExcavatorSimulation
 from excavator_sim.soil.bucket_prism import BucketPrism
 from excavator_sim.soil_lockstep import SoilLockstep
+from excavator_sim.terrain_patch import flat_to_patch
 
 if TYPE_CHECKING:
     from excavator_sim.soil.in_process import InProcessSoil

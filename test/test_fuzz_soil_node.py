@@ -22,12 +22,12 @@ from hypothesis import strategies as st
 from std_msgs.msg import Float64, Float64MultiArray
 
 from excavator_kinematics.geometry import default_geometry
-from excavator_sim.heightfield import flat_to_patch
 from excavator_sim.plausibility import shipped_machine_envelope
 from excavator_sim.soil.bucket_prism import BucketPose, BucketPrism
 from excavator_sim.soil.config import load_soil_config
 from excavator_sim.soil.forces import DiMaioForceModel
 from excavator_sim.soil.terrain import Terrain
+from excavator_sim.terrain_patch import flat_to_patch
 
 BUCKET = BucketPrism.from_geometry(default_geometry())
 CONFIG = load_soil_config()  # what the node runs on without overrides

@@ -11,8 +11,10 @@ every part real, each in its own process but the bridge):
   simulated time), no actuation older than the actuation timeout drives (sim_node's own record
   on /diagnostics), and nothing the PLC wrote before the fault acts after it: every
   ``actuation_seq`` the plant link reports in ``plant_in`` after the fault (the PLC's log of
-  plant_in writes) is the one it had forwarded before, or a seq the PLC wrote after the fault
-  (the PLC's seq is its Unix time in ms, so the seq itself says when it was written);
+  plant_in writes) is the one it had forwarded before, or a block the PLC wrote after the fault
+  (its log of the plant_out blocks it wrote); the PLC killed and the link cut also with the
+  plant link on OPC UA (helpers.OpcUaHilLoop: Basic256Sha256 SignAndEncrypt with a user login
+  to the virtual PLC's OPC UA server; the bridge stays on S7);
 - NaN, inf or an out-of-range torque in ``plant_out`` written by a rogue S7 client (a buggy PLC
   program; the virtual PLC's own plant program frozen): a drive fault that brakes, named on
   /diagnostics, seen by the PLC (``plant_in.drive_fault``, its fault bit on Redis), while the
@@ -34,7 +36,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from helpers import HilLoop, RogueWriter, wait_for
+from helpers import HilLoop, OpcUaHilLoop, RogueWriter, wait_for
 
 from excavator_hil.hil_harness import HilRig
 from plc_bridge import redis_keys as keys
@@ -55,9 +57,11 @@ def make_loop(redis_server: Any, spawn: Any, tmp_path: Path,
               ros_node: Any) -> Iterator[Callable[..., HilLoop]]:
     loops: list[HilLoop] = []
 
-    def make(**kw: Any) -> HilLoop:
-        lp = HilLoop(redis_server.url, spawn, tmp_path, ros_node,
-                     actuation_timeout_s=TIMEOUT_S, **kw)
+    def make(transport: str = "s7", **kw: Any) -> HilLoop:
+        # the plant link's transport: the bridge stays on S7 either way
+        loop = OpcUaHilLoop if transport == "opcua" else HilLoop
+        lp = loop(redis_server.url, spawn, tmp_path, ros_node,
+                  actuation_timeout_s=TIMEOUT_S, **kw)
         loops.append(lp)
         return lp
 
@@ -229,10 +233,20 @@ def test_a_lost_simulation_puts_the_plc_in_its_safe_state_and_the_loop_recovers(
 
 
 # --- the PLC, the plant link, the link between them --------------------------------------------
-@pytest.mark.parametrize("how", ["paused", "killed"])
+def link_lost(lp: HilLoop, transport: str) -> None:
+    """The plant link on /diagnostics: ERROR ``link_lost``, naming the PLC on its transport."""
+    wait_for(lambda: lp.record.last("plant_link")[2].get("status") == "link_lost", 30.0,
+             lambda: f"plant link link_lost ({lp.record.last('plant_link')})")
+    assert lp.record.last("plant_link")[0] == 2      # ERROR
+    if transport == "opcua":
+        assert "opc.tcp://" in str(lp.record.last("plant_link")[1])
+
+
+@pytest.mark.parametrize(("how", "transport"),
+                         [("paused", "s7"), ("killed", "s7"), ("killed", "opcua")])
 def test_a_lost_plc_brakes_the_simulated_drives_and_nothing_old_acts_after_it(
-        make_loop: Callable[..., HilLoop], how: str) -> None:
-    lp = make_loop()
+        make_loop: Callable[..., HilLoop], how: str, transport: str) -> None:
+    lp = make_loop(transport)
     rig = lp.rig
     lp.drive(SPEED_M_S)
     timeouts = sim_timeouts(lp)
@@ -247,9 +261,7 @@ def test_a_lost_plc_brakes_the_simulated_drives_and_nothing_old_acts_after_it(
     try:
         _, t_rest = braked_to_a_standstill(lp, t0)
         no_actuation_outlived_its_timeout(lp, timeouts, t_rest)
-        wait_for(lambda: lp.record.last("plant_link")[2].get("status") == "link_lost", 30.0,
-                 lambda: f"plant link link_lost ({lp.record.last('plant_link')})")
-        assert lp.record.last("plant_link")[0] == 2      # ERROR
+        link_lost(lp, transport)
         lp.wait_status("stopped:plc_link_lost", 30.0)
         time.sleep(1.0)   # the fault lasts a while (not a measurement: the PLC is away)
     finally:
@@ -257,7 +269,7 @@ def test_a_lost_plc_brakes_the_simulated_drives_and_nothing_old_acts_after_it(
         if how == "paused":
             proc.send_signal(signal.SIGCONT)
         else:
-            rig.start_plc()                              # a new PLC on the same port
+            rig.start_plc()               # a new PLC on the same ports (OPC UA served again)
     recovered(lp)
     nothing_from_before_acts(rig, back, fault)
 
@@ -285,9 +297,10 @@ def test_a_killed_plant_link_brakes_on_the_actuation_timeout(
     nothing_from_before_acts(lp.rig, back, fault)
 
 
+@pytest.mark.parametrize("transport", ["s7", "opcua"])
 def test_a_cut_plant_link_cable_brakes_and_nothing_old_acts_after_it(
-        make_loop: Callable[..., HilLoop]) -> None:
-    lp = make_loop(plant_watchdog_s=WATCHDOG_S, via_proxy=True)
+        make_loop: Callable[..., HilLoop], transport: str) -> None:
+    lp = make_loop(transport, plant_watchdog_s=WATCHDOG_S, via_proxy=True)
     assert lp.proxy is not None
     lp.drive(SPEED_M_S)
     timeouts = sim_timeouts(lp)
@@ -297,8 +310,7 @@ def test_a_cut_plant_link_cable_brakes_and_nothing_old_acts_after_it(
     try:
         _, t_rest = braked_to_a_standstill(lp, t0)
         no_actuation_outlived_its_timeout(lp, timeouts, t_rest)
-        wait_for(lambda: lp.record.last("plant_link")[2].get("status") == "link_lost", 30.0,
-                 lambda: f"plant link link_lost ({lp.record.last('plant_link')})")
+        link_lost(lp, transport)
         # the PLC's plant_in is no longer written: its plant watchdog, the cause on Redis
         plant_lost_on_redis(lp)
     finally:

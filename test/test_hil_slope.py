@@ -26,7 +26,7 @@ import numpy as np
 import pytest
 from helpers import HilLoop, held_window, wait_for
 
-from excavator_sim.heightfield import patch_to_flat
+from excavator_sim.terrain_patch import patch_to_flat
 from plc_bridge import redis_keys as keys
 
 SPEED_M_S = 0.5

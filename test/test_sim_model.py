@@ -358,7 +358,7 @@ def test_default_height_field_nodes_are_the_soil_grid_cell_centres() -> None:
        nj=st.integers(1, 6), seed=st.integers(0, 2**32 - 1))
 def test_terrain_patch_wire_format_round_trip(i0: int, j0: int, ni: int, nj: int,
                                               seed: int) -> None:
-    from excavator_sim.heightfield import flat_to_patch, patch_to_flat
+    from excavator_sim.terrain_patch import flat_to_patch, patch_to_flat
 
     heights = np.random.default_rng(seed).normal(0.0, 1.0, (ni, nj))
     (si, sj), data = patch_to_flat(i0, j0, heights)

@@ -21,7 +21,7 @@ from visualization_msgs.msg import MarkerArray
 
 from excavator_kinematics.forward_kinematics import ForwardKinematics
 from excavator_kinematics.geometry import default_geometry
-from excavator_sim.heightfield import patch_to_flat
+from excavator_sim.terrain_patch import patch_to_flat
 
 NAMES = {"swing", "boom", "arm", "bucket", "boom_cylinder", "arm_cylinder", "bucket_cylinder",
          "track_left", "track_right", "boom_cylinder_pivot", "arm_cylinder_pivot",

@@ -86,7 +86,7 @@ def test_sim_and_soil_nodes_dig_a_scoop_together(nodes, probe: RosTestNode) -> N
     assert len(drag) >= 3
     assert np.mean(np.linalg.norm(drag, axis=1)) > 500.0
     # terrain: lower where the bucket passed, in the soil grid and in MuJoCo's height field
-    from excavator_sim.heightfield import flat_to_patch
+    from excavator_sim.terrain_patch import flat_to_patch
 
     def trench_now() -> np.ndarray:
         grid = np.zeros((NX, NY))

@@ -94,7 +94,7 @@ def channel(soil_process: NodeProcess, probe: RosTestNode) -> Channel:
 
 def _terrain_from_patches(patches: list[Float64MultiArray], nx: int, ny: int) -> np.ndarray:
     """Rebuild the grid [m] from the data topic, decoded by the simulator's own reader."""
-    from excavator_sim.heightfield import flat_to_patch
+    from excavator_sim.terrain_patch import flat_to_patch
 
     grid = np.zeros((nx, ny))  # the initial flat ground (the start-up full grid may predate
     # discovery: DDS does not replay volatile messages)
@@ -162,7 +162,7 @@ def test_a_scoop_fills_the_bucket_pushes_back_and_leaves_a_trench(channel: Chann
 
 
 def _is_full_grid(msg: Float64MultiArray, nx: int, ny: int) -> bool:
-    from excavator_sim.heightfield import flat_to_patch
+    from excavator_sim.terrain_patch import flat_to_patch
 
     i0, j0, heights = flat_to_patch(msg.layout.dim[0].size, msg.layout.dim[1].size, msg.data)
     return (i0, j0, heights.shape) == (0, 0, (nx, ny))

@@ -95,7 +95,7 @@ class Machine:
 
 
 def _grid(patches: list[Float64MultiArray], nx: int, ny: int) -> np.ndarray:
-    from excavator_sim.heightfield import flat_to_patch
+    from excavator_sim.terrain_patch import flat_to_patch
 
     grid = np.zeros((nx, ny))
     for msg in patches:

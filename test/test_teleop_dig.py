@@ -69,7 +69,7 @@ def test_a_scripted_joystick_session_digs_a_trench(nodes) -> None:
     finally:
         probe.close()
 
-    from excavator_sim.heightfield import flat_to_patch
+    from excavator_sim.terrain_patch import flat_to_patch
 
     grid = np.zeros((NX, NY))
     for p in patches:

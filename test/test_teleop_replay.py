@@ -32,7 +32,7 @@ from std_msgs.msg import Float64MultiArray
 
 from excavator_hil.bags.io import read_bag
 from excavator_kinematics.teleop.joy_script import dig_script
-from excavator_sim.heightfield import flat_to_patch
+from excavator_sim.terrain_patch import flat_to_patch
 
 NX = NY = 320  # config/soil.yaml terrain: 16 m x 16 m at 0.05 m centred at (4, 0)
 CELL = 0.05

@@ -10,7 +10,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from excavator_sim.heightfield import flat_to_patch
 from excavator_sim.soil.terrain_messages import (
     XYZ_FIELDS,
     XYZ_POINT_STEP,
@@ -20,6 +19,7 @@ from excavator_sim.soil.terrain_messages import (
     patch_array,
     stride_for,
 )
+from excavator_sim.terrain_patch import flat_to_patch
 
 
 @given(nx=st.integers(2, 40), ny=st.integers(2, 40), stride=st.integers(1, 5))

@@ -32,6 +32,7 @@ from excavator_kinematics.bucket_orientation import bucket_quaternion
 from excavator_kinematics.errors import fmt_number
 from excavator_kinematics.geometry import CYLINDER_NAMES, ExcavatorGeometry
 from excavator_kinematics.inverse_kinematics import ACTIVE_JOINTS, IKStatus, InverseKinematics
+from excavator_sim.terrain_patch import flat_to_patch
 from plc_bridge import redis_keys as keys
 
 # --- targets ------------------------------------------------------------------------------------
@@ -342,19 +343,15 @@ class TerrainGrid:
 
     def apply_patch(self, ni: int, nj: int, data: Sequence[float] | np.ndarray) -> None:
         """Write a ``soil/terrain_patch`` (dims ni, nj; data ``[i0, j0, heights...]`` [m], the
-        wire format of ``excavator_sim.heightfield``). ValueError names a patch that does not
+        wire format of ``excavator_sim.terrain_patch``). ValueError names a patch that does not
         fit this grid (another grid than the configured one)."""
-        values = np.asarray(data, dtype=float)
-        if ni < 1 or nj < 1 or values.size != 2 + ni * nj:
-            raise ValueError(f"terrain patch of {ni} x {nj} cells needs 2 + {ni * nj} values, "
-                             f"got {values.size}")
-        i0, j0 = int(values[0]), int(values[1])
+        i0, j0, new = flat_to_patch(ni, nj, data)   # HeightFieldError (a ValueError): sizes
         nx, ny = self.z.shape
         if i0 < 0 or j0 < 0 or i0 + ni > nx or j0 + nj > ny:
             raise ValueError(f"terrain patch [{i0}:{i0 + ni}, {j0}:{j0 + nj}] outside the "
                              f"configured {nx} x {ny} grid: pass the soil_node's parameter file "
                              "as --soil-config")
-        self.z[i0:i0 + ni, j0:j0 + nj] = values[2:].reshape(ni, nj)
+        self.z[i0:i0 + ni, j0:j0 + nj] = new
 
     def height_at(self, x: np.ndarray | float, y: np.ndarray | float) -> np.ndarray:
         """Bilinear height [m] at world points; NaN outside the grid."""

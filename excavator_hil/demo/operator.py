@@ -503,9 +503,9 @@ class DemoOperator(Node):
         from excavator_hil.render import render_png
         from excavator_kinematics.geometry import default_geometry
         from excavator_kinematics.linkage import Linkage
-        from excavator_sim.heightfield import flat_to_patch
         from excavator_sim.sim_config import load_sim_config
         from excavator_sim.simulation import ExcavatorSimulation
+        from excavator_sim.terrain_patch import flat_to_patch
 
         with self._lock:
             joints = dict(self.joints)

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from excavator_hil.urdf_tf import Quat, Vec3, rpy_quaternion
+from excavator_sim.terrain_patch import flat_to_patch
 
 
 # --- terrain ---------------------------------------------------------------------------------
@@ -60,20 +61,15 @@ class TerrainTiles:
 
     def apply_patch(self, ni: int, nj: int, data: Sequence[float] | np.ndarray) -> None:
         """Write a ``soil/terrain_patch`` (dims ni, nj; ``[i0, j0, heights row-major...]`` [m],
-        excavator_sim.heightfield's wire format) and mark the tiles whose mesh it changes
+        excavator_sim.terrain_patch's wire format) and mark the tiles whose mesh it changes
         (a tile's mesh also holds the first row/column of its neighbours). ValueError names a
         patch that does not fit this grid."""
-        values = np.asarray(data, dtype=float)
-        if ni < 1 or nj < 1 or values.size != 2 + ni * nj:
-            raise ValueError(f"terrain patch of {ni} x {nj} cells needs 2 + {ni * nj} values, "
-                             f"got {values.size}")
-        i0, j0 = int(values[0]), int(values[1])
+        i0, j0, new = flat_to_patch(ni, nj, data)   # HeightFieldError (a ValueError): sizes
         nx, ny = self.z.shape
         if i0 < 0 or j0 < 0 or i0 + ni > nx or j0 + nj > ny:
             raise ValueError(f"terrain patch [{i0}:{i0 + ni}, {j0}:{j0 + nj}] outside the "
                              f"{nx} x {ny} grid: give the view soil_node's parameter file "
                              "(parameter soil_params)")
-        new = values[2:].reshape(ni, nj)
         box = self.z[i0:i0 + ni, j0:j0 + nj]
         # only cells whose height changed count: soil_node re-sends the whole grid at its
         # heightmap_rate_hz while anything changed, and most of it is as it was
