@@ -49,6 +49,7 @@ import ctypes.util
 import functools
 import gc
 import os
+import signal
 import shutil
 import sys
 import threading
@@ -202,6 +203,10 @@ def fair_slice(slice_s: float, tid: int = 0) -> float | None:
 GROUPS = ("bridge", "redis", "sim", "background")
 
 
+# The option of the wrapper (before ``--``) for a COMMAND that takes SIGINT over itself.
+HOLD_SIGINT = "--hold-sigint"
+
+
 @dataclass(frozen=True)
 class ProcessSetup:
     """What the processes of a stack are started with (docs/plc_bridge.md, "HIL host set-up").
@@ -211,12 +216,15 @@ class ProcessSetup:
     scheduling. ``background_nice``: nice value of the background, 0 = unchanged.
     ``bridge_slice_ms``: fair-scheduler slice of the bridge, the virtual PLC and redis-server,
     0 = the kernel's. ``pin_cpus``: the Redis -> PLC path on the last CPU, the simulation on
-    the others (hosts with >= 2 CPUs)."""
+    the others (hosts with >= 2 CPUs). ``hold_sigint``: the bridge group's commands are the
+    package's node executables (:mod:`excavator_hil.node_entry`, as in the launch files), which
+    take a Ctrl-C held across the fair-slice prefix's exec (:data:`HOLD_SIGINT`)."""
 
     rt_priority: int = 0
     background_nice: int = 10
     bridge_slice_ms: float = 0.1
     pin_cpus: bool = False
+    hold_sigint: bool = False
 
 
 def command_prefixes(setup: ProcessSetup, python: str = sys.executable
@@ -246,8 +254,9 @@ def command_prefixes(setup: ProcessSetup, python: str = sys.executable
     if setup.background_nice > 0 and shutil.which("nice"):
         layout["background"] += ["nice", "-n", str(setup.background_nice)]
     if setup.bridge_slice_ms > 0:
-        for group in ("bridge", "redis"):
-            layout[group] += [python, "-m", "excavator_common.realtime",
+        hold_bridge = [HOLD_SIGINT] if setup.hold_sigint else []
+        for group, hold in (("bridge", hold_bridge), ("redis", [])):
+            layout[group] += [python, "-m", "excavator_common.realtime", *hold,
                               "--fair-slice-ms", f"{setup.bridge_slice_ms:g}", "--"]
     return layout
 
@@ -340,11 +349,30 @@ def parse_command(argv: list[str] | None = None) -> tuple[float, list[str]]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """``python -m excavator_common.realtime --fair-slice-ms MS -- COMMAND...``: exec COMMAND
-    (it keeps this process's scheduling attributes) with the fair-scheduler slice MS."""
-    slice_s, command = parse_command(argv)
+    """``python -m excavator_common.realtime [--hold-sigint] --fair-slice-ms MS -- COMMAND...``:
+    exec COMMAND (it keeps this process's scheduling attributes) with the fair-scheduler slice
+    MS.
+
+    With ``--hold-sigint`` COMMAND starts with SIGINT blocked: a Ctrl-C between the exec and
+    the new program's own SIGINT handling would kill it by the default action (exit -2,
+    "process has died" under ros2 launch); blocked, it stays pending across exec until the
+    program has its handler in place and unblocks it (the package's node executables do,
+    :mod:`excavator_hil.node_entry`). Only for such programs: redis-server would never see it.
+    """
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})   # first: the window is short
+    args = list(sys.argv[1:] if argv is None else argv)
+    head = args[:args.index("--")] if "--" in args else args
+    hold = HOLD_SIGINT in head
+    if hold:
+        args.remove(HOLD_SIGINT)
+    else:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    slice_s, command = parse_command(args)
     fair_slice(slice_s)
-    os.execvp(command[0], command)
+    try:
+        os.execvp(command[0], command)
+    finally:   # exec failed: this process goes on (and reports it) with SIGINT as it was
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
 
 if __name__ == "__main__":

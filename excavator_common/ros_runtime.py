@@ -90,6 +90,10 @@ def run_node(factory: Callable[[], N], args: Sequence[str] | None = None,
     try:
         check_ros_arguments(argv)
         rclpy.init(args=None if args is None else list(args))
+    except KeyboardInterrupt:   # Ctrl-C before the node exists: nothing to clean up
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        rclpy.try_shutdown()
+        return 0
     except ConfigurationError as exc:
         return fatal(f"invalid configuration: {exc}")
     except _RCLError as exc:
@@ -102,18 +106,10 @@ def run_node(factory: Callable[[], N], args: Sequence[str] | None = None,
             node = factory()
         except (KeyboardInterrupt, ExternalShutdownException):
             raise
-        except ConfigurationError as exc:
-            code = fatal(f"invalid configuration: {exc}")
-        except ParameterException as exc:
-            code = fatal(f"invalid configuration: {exc}; give each parameter a value of its "
-                         "type (bools: true or false) within its range")
-        except _RCLError as exc:
-            code = fatal(f"start-up failed: {clean_rcl_message(exc)}")
         except Exception as exc:  # noqa: BLE001 - a start-up error is one line, never a traceback
-            if os.environ.get(TRACEBACK_ENV) == "1":
-                traceback.print_exc()
-            code = fatal(f"start-up failed: {type(exc).__name__}: {exc} (set "
-                         f"{TRACEBACK_ENV}=1 for the traceback)")
+            # A Ctrl-C while the node was built shuts rclpy's context down under it ("the
+            # given context is not valid"): an interrupted start, not a failed one.
+            code = 0 if _INTERRUPTED.is_set() else _startup_failure(exc)
         if node is not None:
             # rclpy only logs a use_sim_time of the wrong type (and a node that declares its
             # overrides automatically keeps it): a start-up error like any other parameter's.
@@ -148,6 +144,21 @@ def run_node(factory: Callable[[], N], args: Sequence[str] | None = None,
 _INTERRUPTED = threading.Event()   # set by the first SIGINT
 
 
+def _startup_failure(exc: Exception) -> int:
+    """The ``[FATAL]`` line of an exception raised while the node was built; returns 2."""
+    if isinstance(exc, ConfigurationError):
+        return fatal(f"invalid configuration: {exc}")
+    if isinstance(exc, ParameterException):
+        return fatal(f"invalid configuration: {exc}; give each parameter a value of its "
+                     "type (bools: true or false) within its range")
+    if isinstance(exc, _RCLError):
+        return fatal(f"start-up failed: {clean_rcl_message(exc)}")
+    if os.environ.get(TRACEBACK_ENV) == "1":
+        traceback.print_exception(exc)
+    return fatal(f"start-up failed: {type(exc).__name__}: {exc} (set "
+                 f"{TRACEBACK_ENV}=1 for the traceback)")
+
+
 class _Executor(SingleThreadedExecutor):
     """rclpy's single-threaded executor, safe to half-build. A Ctrl-C that lands while it is
     built makes rclpy's signal handler shut the context down; the constructor then fails
@@ -170,7 +181,15 @@ def shutdown_quietly(node: Node | None, cleanup: Callable[[], None] | None = Non
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if node is not None:
         if cleanup is not None:
-            cleanup()
+            try:
+                cleanup()
+            except Exception as exc:
+                if not _INTERRUPTED.is_set():
+                    raise
+                # a Ctrl-C landed in the middle of a start-up step (a thread being started, a
+                # connection being made): what it half built is left to the process's end
+                print(f"[WARN] cleanup after Ctrl-C: {type(exc).__name__}: {exc}",
+                      file=sys.stderr, flush=True)
         node.destroy_node()
     rclpy.try_shutdown()
 

@@ -387,7 +387,7 @@ def realtime_plan(mode: str, rt_priority: str, pin_cpus: str, plc_params: str,
             notes[g].append(f"not pinned: {support.pin_why}")
     prefixes = realtime.command_prefixes(realtime.ProcessSetup(
         rt_priority=0, background_nice=BACKGROUND_NICE, bridge_slice_ms=slice_ms,
-        pin_cpus=pin))
+        pin_cpus=pin, hold_sigint=True))
     if pin:
         cpus = support.cpus
         notes["bridge"].append(f"pinned to CPU {cpus[-1]}")

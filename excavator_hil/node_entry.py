@@ -32,6 +32,9 @@ def _interrupted_while_starting(signum: int, frame: object) -> None:
 
 def _run(module: str) -> NoReturn:
     signal.signal(signal.SIGINT, _interrupted_while_starting)
+    # the real-time prefix (excavator_common.realtime) execs the node with SIGINT blocked so a
+    # Ctrl-C in between is kept pending, not fatal: it is taken here, by the handler above
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     # Left in place until main() installs its own (run_node, the virtual PLC's stop handler).
     code = int(importlib.import_module(module).main() or 0)
     # main() has stopped the node and cleaned up: no interpreter teardown (slow, and it can

@@ -330,3 +330,58 @@ def test_bridge_rt_priority_covers_the_executor_thread(tmp_path: Path, node_proc
     assert sched["plc-bridge-loop"] == (os.SCHED_FIFO, 20), sched
     wait_for(lambda: _thread_scheduling(pid)["main"] == (os.SCHED_FIFO, 19), 10.0,
              lambda: f"the executor thread under SCHED_FIFO 19: {_thread_scheduling(pid)}")
+
+
+# A program that, like the node executables (excavator_hil.node_entry), takes SIGINT over some
+# time after it started: it says so, then unblocks SIGINT and waits for one.
+_LATE_HANDLER = """
+import os, signal, sys, time
+time.sleep(1.0)                         # the start-up a Ctrl-C can land in
+signal.signal(signal.SIGINT, lambda *_: (print("TAKEN", flush=True), os._exit(0)))
+print("HANDLER", flush=True)
+signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+time.sleep(5.0)
+print("NO SIGINT", flush=True)
+"""
+
+
+def _sigint_blocked(pid: int) -> bool:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("SigBlk:"):
+            return bool(int(line.split()[1], 16) & (1 << (signal.SIGINT - 1)))
+    return False
+
+
+@pytest.mark.parametrize("hold", [True, False])
+def test_a_ctrl_c_during_the_exec_is_held_for_a_node_that_takes_it_over(hold: bool) -> None:
+    """``--hold-sigint``: a Ctrl-C landing while the fair-slice prefix execs the node (and
+    while the node starts) stays pending until the node's handler is in place; without it,
+    Python's default handling ends the program with a traceback or exit -2 (what ros2 launch
+    called "process has died" when Ctrl-C came early)."""
+    hold_arg = [realtime.HOLD_SIGINT] if hold else []
+    proc = subprocess.Popen([sys.executable, "-m", "excavator_common.realtime", *hold_arg,
+                             "--fair-slice-ms", "0.1", "--", sys.executable, "-c",
+                             _LATE_HANDLER], cwd=REPO, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    if hold:   # once the prefix holds it (before its exec): a Ctrl-C in the window
+        wait_for(lambda: _sigint_blocked(proc.pid), 60, "SIGINT blocked by the prefix")
+    else:
+        time.sleep(0.3)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    if hold:
+        assert proc.returncode == 0, err
+        assert out.split() == ["HANDLER", "TAKEN"], (out, err)
+    else:
+        assert proc.returncode != 0 and "TAKEN" not in out, (out, err)
+
+
+def test_only_the_launch_holds_sigint_for_the_bridge_group() -> None:
+    """The demo starts its nodes as ``python -m module`` (no node_entry to unblock SIGINT) and
+    redis-server never would: neither gets the hold; the launch's node executables do."""
+    demo = process_layout(DemoOptions(bridge_slice_ms=0.1))
+    assert realtime.HOLD_SIGINT not in demo["bridge"] + demo["redis"]
+    held = realtime.command_prefixes(realtime.ProcessSetup(bridge_slice_ms=0.1,
+                                                           hold_sigint=True))
+    assert realtime.HOLD_SIGINT in held["bridge"]
+    assert realtime.HOLD_SIGINT not in held["redis"]

@@ -90,3 +90,73 @@ def test_interrupt_while_the_executor_is_built_ends_quietly() -> None:
     assert done.returncode == 0, done.stderr
     assert "Exception ignored" not in done.stderr, done.stderr
     assert "Traceback" not in done.stderr, done.stderr
+
+
+START_UP_RACE = textwrap.dedent("""
+    import os, signal, sys, threading
+    import rclpy.node
+    from excavator_common import parameter_files
+    from excavator_common.ros_runtime import run_node
+
+    WHERE = sys.argv[1]
+
+    def interrupt():
+        os.kill(os.getpid(), signal.SIGINT)
+        for _ in range(2_000_000):   # bytecodes enough for the Python handler to run
+            pass
+
+    if WHERE == "arguments":   # while the command line is checked, before rclpy.init
+        checked = parameter_files.check_ros_arguments
+        def check(argv):
+            interrupt()
+            checked(argv)
+        import excavator_common.ros_runtime as rt
+        rt.check_ros_arguments = check
+
+    class Node(rclpy.node.Node):
+        def __init__(self):
+            if WHERE == "factory":   # rclpy's handler shuts the context down under it
+                try:
+                    interrupt()
+                except KeyboardInterrupt:
+                    pass   # swallowed by a library, as C++ bindings do
+            super().__init__("start_up_race_probe")
+            if WHERE in ("cleanup", "cleanup_no_interrupt"):
+                self.create_timer(0.05, self.tick)
+
+        def tick(self):
+            if WHERE == "cleanup":
+                interrupt()
+            raise KeyboardInterrupt
+
+    def cleanup(node):   # a thread object whose start() the Ctrl-C interrupted
+        threading.Thread(target=lambda: None).join()
+
+    sys.exit(run_node(Node, ["start_up_race_probe"], cleanup=cleanup))
+""")
+
+
+def _race(where: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-c", START_UP_RACE, where], cwd=REPO,
+                          capture_output=True, text=True, timeout=120, env=dict(os.environ),
+                          check=False)
+
+
+def test_a_ctrl_c_at_any_moment_of_start_up_ends_quietly_with_code_0() -> None:
+    """Seen under ros2 launch with a Ctrl-C 1-4 s after start on a loaded host: a traceback
+    from the parameter-file check, "[FATAL] start-up failed: ... context is not valid" from
+    a node built while rclpy's handler shut the context down, and "cannot join thread before
+    it is started" from the bridge's cleanup. Each is an interrupted start: exit 0, no
+    traceback, no [FATAL]."""
+    for where in ("arguments", "factory", "cleanup"):
+        done = _race(where)
+        assert done.returncode == 0, (where, done.stderr)
+        assert "Traceback" not in done.stderr and "[FATAL]" not in done.stderr, (where,
+                                                                                 done.stderr)
+    assert "[WARN] cleanup after Ctrl-C: RuntimeError" in _race("cleanup").stderr
+
+
+def test_a_failing_cleanup_without_a_ctrl_c_is_still_an_error() -> None:
+    done = _race("cleanup_no_interrupt")
+    assert done.returncode != 0
+    assert "cannot join thread before it is started" in done.stderr

@@ -224,9 +224,14 @@ class BridgeCore:
         """Stop the loop; its last act writes a stop to the PLC and the status to Redis."""
         self._stop.set()
         self.waker.notify()
-        if self._thread is not None:
-            self._thread.join(timeout_s)
-            self._thread = None
+        thread, self._thread = self._thread, None
+        if thread is not None:
+            try:
+                thread.join(timeout_s)
+            except RuntimeError:
+                # "cannot join thread before it is started": a Ctrl-C landed inside
+                # Thread.start(); the loop, if it runs, sees _stop at its first cycle
+                pass
 
     def set_enabled(self, enabled: bool, reason: str = "deactivated", wait_s: float = 0.5
                     ) -> None:
