@@ -49,8 +49,8 @@ import ctypes.util
 import functools
 import gc
 import os
-import signal
 import shutil
+import signal
 import sys
 import threading
 from collections.abc import Callable, Iterable

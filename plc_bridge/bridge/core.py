@@ -226,12 +226,10 @@ class BridgeCore:
         self.waker.notify()
         thread, self._thread = self._thread, None
         if thread is not None:
-            try:
+            # "cannot join thread before it is started": a Ctrl-C landed inside
+            # Thread.start(); the loop, if it runs, sees _stop at its first cycle
+            with contextlib.suppress(RuntimeError):
                 thread.join(timeout_s)
-            except RuntimeError:
-                # "cannot join thread before it is started": a Ctrl-C landed inside
-                # Thread.start(); the loop, if it runs, sees _stop at its first cycle
-                pass
 
     def set_enabled(self, enabled: bool, reason: str = "deactivated", wait_s: float = 0.5
                     ) -> None:
