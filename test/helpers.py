@@ -32,7 +32,14 @@ __all__ = ["REPO", "HilLoop", "NodeProcess", "PlantRecord", "RedisServer", "Rogu
 
 
 def private_domain_id() -> int:
-    """A ROS domain id for this test run: 1..200, from the pid, so parallel runs differ."""
+    """A ROS domain id for this test run: 1..200, from the pid, so parallel runs differ. Under
+    pytest-xdist (``make test`` runs two workers) each worker of a run gets its own: the run's
+    controller pid picks a pair, the worker's number the member (gw0, gw1...)."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    if worker.startswith("gw") and worker[2:].isdigit():
+        count = max(1, int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
+        slots = 200 // count
+        return 1 + (os.getppid() % slots) * count + int(worker[2:]) % count
     return 1 + os.getpid() % 200
 
 
