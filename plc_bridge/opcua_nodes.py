@@ -7,10 +7,12 @@
   The DB names are the ones ``scl_export`` generates (``PlcBridge_<block>``).
 - S7-1200 (firmware >= 4.4): no standard interface; a user "server interface" maps the
   variables to numeric identifiers in the interface's own namespace URI: given per field in
-  ``opcua_node_ids`` (``"control.alive = 2"``).
+  ``opcua_node_ids`` (``"control.alive = 2"``). Known from third-party sources only
+  (docs/plc_setup.md section 8, "What was checked").
 
 Each field is written with an explicit variant type (a CPU answers BadTypeMismatch to a guessed
-one): REAL -> Float, INT -> Int16, DINT -> Int32, BOOL -> Boolean, UINT and WORD -> UInt16.
+one): REAL -> Float, INT -> Int16, DINT -> Int32, BOOL -> Boolean, UINT and WORD -> UInt16, the
+S7-1500 Communication Function Manual's mapping (A5E03735815, chapter 9).
 """
 
 from __future__ import annotations

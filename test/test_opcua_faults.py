@@ -14,7 +14,7 @@ from collections.abc import Iterator
 
 import pytest
 from helpers import Spawner, module_redis, opcua_rig
-from test_bridge_faults import COMMAND, counter, is_stop, link_lost_logged, running
+from test_bridge_faults import COMMAND, counter, is_stop, link_lost_logged, running, visible_since
 from test_bridge_faults import SANITY_S as S7_SANITY_S
 from test_opcua_transport import PASSWORD, Lab, _commands, _free_port, _secret, connect
 
@@ -180,14 +180,56 @@ def test_a_link_cut_stops_the_bridge_and_nothing_sent_before_it_acts_after(redis
         proxy.close()
 
 
+def test_a_cpu_in_stop_that_takes_writes_stops_the_bridge_as_alive_stale(rig):
+    """The CPU in STOP as the S7-1500 manual describes it (the virtual PLC's default): its
+    OPC UA server answers writes Good and the values land, but no scan takes them. The bridge
+    sees the alive counter stand still and stops as plc_alive_stale, the detail naming STOP as
+    a cause, on Redis and in what /diagnostics publishes; it keeps its session (the PLC
+    answers), the PLC's program takes none of the writes; after RUN the first command it takes
+    is a stop."""
+    running(rig, 60.0)
+    assert rig.plc.opcua()["stop_writes"] == "accept"
+    session = rig.core.plc.session
+    reconnects = counter(rig, "plc_reconnects")
+    before = rig.plc.status()["changed_at"].get("cpu_stop")
+    rig.plc.faults(cpu_stop=True)
+    t_stop = visible_since(rig, "cpu_stop", before)
+    wait_until(lambda: rig.get(keys.BRIDGE_STATUS) == "stopped:plc_alive_stale", 20.0,
+               lambda: f"stopped:plc_alive_stale (now {rig.get(keys.BRIDGE_STATUS)})")
+    assert "STOP" in (rig.get(keys.BRIDGE_DETAIL) or "")
+    snap = rig.core.snapshot()   # what /diagnostics publishes (status: detail)
+    assert snap.status == "stopped:plc_alive_stale" and "STOP" in snap.detail
+    assert rig.core.wait_cycles(3, 10.0)
+    in_stop = rig.plc.writes(t_stop)
+    assert in_stop and all(w["refused"] == "cpu_stop" for w in in_stop), in_stop[:3]
+    assert rig.core.plc.session is session and counter(rig, "plc_reconnects") == reconnects
+    t_run = time.monotonic()
+    rig.plc.faults(cpu_stop=False)
+    taken = wait_until(lambda: [w for w in rig.plc.writes(t_run) if w["refused"] is None]
+                       or None, 30.0, "a command taken after RUN")
+    assert is_stop(taken[0], rig), f"the first command taken after RUN: {taken[0]}"
+    running(rig, 60.0)
+    assert rig.core.plc.session is session
+
+
 def test_a_cpu_in_stop_is_named_and_run_resumes_with_a_stop(rig):
-    """The CPU in STOP (the virtual PLC's ``cpu_stop``): every OPC UA write is answered
-    BadOutOfService. The bridge stops as plc_cpu_stop, naming it on Redis and in what
+    """A server that answers writes in STOP with BadOutOfService (the virtual PLC with
+    ``stop_writes`` "bad"; not what the S7-1500 manual describes, but a Bad status the
+    bridge must name): the bridge stops as plc_cpu_stop, naming it on Redis and in what
     /diagnostics publishes, keeps its session (the PLC answers: no reconnect), and nothing
     reaches the PLC's program; after RUN the first command the PLC takes is a stop."""
     running(rig, 60.0)
     session = rig.core.plc.session
     reconnects = counter(rig, "plc_reconnects")
+    rig.plc.opcua(stop_writes="bad")
+    try:
+        _cpu_stop_answered_bad(rig, session, reconnects)
+    finally:
+        rig.plc.faults(cpu_stop=False)
+        rig.plc.opcua(stop_writes="accept")
+
+
+def _cpu_stop_answered_bad(rig: HilRig, session: object, reconnects: int) -> None:
     rig.plc.faults(cpu_stop=True)
     wait_until(lambda: rig.get(keys.BRIDGE_STATUS) == "stopped:plc_cpu_stop", 20.0,
                lambda: f"stopped:plc_cpu_stop (now {rig.get(keys.BRIDGE_STATUS)})")

@@ -421,10 +421,41 @@ def test_a_type_mismatch_is_refused_at_connect_naming_the_node(served, lab, tmp_
         and "INT (Int16)" in err, err
 
 
+def test_a_cpu_in_stop_takes_writes_in_the_server_but_not_in_the_program(served, lab):
+    """What the S7-1500 manual says a CPU in STOP does with an OPC UA write ("the OPC UA
+    server will accept those values. However, the CPU will not process the values", A5E03735815
+    section 9.1): the virtual PLC's default. The write is answered Good (the link sees no
+    STOP and no error: the bridge's alive check is what finds it, test_opcua_faults), the
+    values land in the block, no scan takes them (logged refused cpu_stop, as over S7)."""
+    plc, server = served
+    assert server.stop_writes == "accept"   # the default, as on a CPU
+    cfg = opcua_config(lab, server.port)
+    link = PlcLink(cfg)
+    try:
+        assert connect(link) == ""
+        server.cpu_stop = True
+        t0 = time.monotonic()
+        data = _commands(cfg, 6_000_000, 2)[1]
+        assert link.write(cfg.control_db, data), link.last_error
+        assert link.cpu_stop == "" and link.connected and link.reconnects == 0
+        landed = cfg.control.decode(plc.snapshot("control"))
+        assert landed == cfg.control.decode(data), landed   # read back as written
+        logged = plc.writes(t0)
+        assert logged and all(w["refused"] == "cpu_stop" for w in logged), logged
+        assert logged[-1]["seq"] == 6_000_001
+    finally:
+        server.cpu_stop = False
+        link.close()
+
+
 def test_a_cpu_in_stop_answers_writes_bad_and_the_link_says_so(served, lab):
+    """A server that answers writes in STOP with BadOutOfService (``stop_writes="bad"``; not
+    what the S7-1500 manual describes, but a Bad status the bridge must name): the link calls
+    it STOP and keeps its session."""
     _, server = served
     cfg = opcua_config(lab, server.port)
     link = PlcLink(cfg)
+    server.stop_writes = "bad"
     try:
         assert connect(link) == ""
         server.cpu_stop = True
@@ -438,6 +469,7 @@ def test_a_cpu_in_stop_answers_writes_bad_and_the_link_says_so(served, lab):
         assert link.cpu_stop == "" and link.reconnects == 0
     finally:
         server.cpu_stop = False
+        server.stop_writes = "accept"
         link.close()
 
 

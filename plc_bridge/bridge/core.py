@@ -569,8 +569,8 @@ class BridgeCore:
         if now - self._plc_alive_change_s > self.config.plc_alive_timeout_s:
             return "plc_alive_stale", (f"PLC alive counter unchanged for more than "
                                        f"{self.config.plc_alive_timeout_s:g} s: the CPU in STOP "
-                                       f"(over S7 PUT/GET still answers in STOP) or its program "
-                                       f"not running the block")
+                                       f"(PUT/GET and an S7-1500's OPC UA server still answer "
+                                       f"in STOP) or its program not running the block")
         if self._watchdog_since is not None and self.gate.armed and \
                 now - self._watchdog_since > self.config.plc_alive_timeout_s:
             # the PLC's latched watchdog does not clear although every command goes out after

@@ -14,10 +14,12 @@ Failed connects back off up to ``reconnect_max_s``; a connect refused by a check
 every 5 s; the back-off is reset only after the link has worked for ``STABLE_S``, so a PLC that
 accepts and then fails is not hammered.
 
-A CPU in STOP that says so (OPC UA: a write answered BadOutOfService, ``PlcStoppedError``) is
-not a lost link: the write fails, ``cpu_stop`` names it, the session stays (no reconnect
-storm against a PLC that answers); the first write taken again clears it. Over S7 a CPU in
-STOP still answers PUT/GET: the bridge sees its alive counter stand still.
+A CPU in STOP that says so (an OPC UA server answering a write BadOutOfService,
+``PlcStoppedError``) is not a lost link: the write fails, ``cpu_stop`` names it, the session
+stays (no reconnect storm against a PLC that answers); the first write taken again clears it.
+A CPU in STOP that still takes the bytes (PUT/GET; an S7-1500's OPC UA server, which accepts
+the write and does not process it, per Siemens' manual) is found by the bridge from its alive
+counter standing still.
 
 A lost link's session is aborted at once (S7: the socket closed with RST), so a control-DB write
 sent before the loss can never be delivered after it by this process.

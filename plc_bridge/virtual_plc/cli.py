@@ -103,6 +103,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--opcua-namespace-shift", dest="opcua_shift", type=_count(0, 100),
                    default=0, help="namespaces registered before the Siemens one (0: it is "
                    "at index 3, as on a CPU)")
+    p.add_argument("--opcua-stop-writes", dest="opcua_stop_writes", default="accept",
+                   choices=("accept", "bad"), help="what an OPC UA write gets while the CPU is "
+                   "in STOP: 'accept' (Good, the value lands, no scan takes it: what the "
+                   "S7-1500 manual describes; the default) or 'bad' (BadOutOfService)")
     p.add_argument("--control-port", type=_port(-1), default=0,
                    help="loopback JSON control channel port for fault injection (0 = free port,"
                         " -1 = off)")
@@ -168,6 +172,7 @@ def main(argv: list[str] | None = None) -> int:
                                 allow_insecure=args.opcua_insecure,
                                 min_publishing_interval_ms=args.opcua_min_pub,
                                 namespace_shift=args.opcua_shift,
+                                stop_writes=args.opcua_stop_writes,
                                 user_certs={f.stem: f.read_bytes() for f in
                                             sorted(Path(args.opcua_user_certs).glob("*.der"))}
                                 if args.opcua_user_certs else None)

@@ -10,8 +10,11 @@ request per line, one response per line::
     {"cmd": "link", "up": false}               -> stop (or restart) the S7 server
     {"cmd": "opcua", "up": false}              -> stop (or start again) the OPC UA server only,
                                                   the process and its S7 server staying up;
-                                                  returns opcua_up and its open subscriptions
-                                                  ({"cmd": "opcua"}: only report them)
+                                                  returns opcua_up, its open subscriptions
+                                                  and stop_writes ({"cmd": "opcua"}: only
+                                                  report them; "stop_writes": "bad" or
+                                                  "accept" sets what a write to a CPU in
+                                                  STOP gets)
     {"cmd": "writes", "since": 12.5}           -> control-DB writes with monotonic t >= since,
                                                   each with the guard's verdict ("refused")
     {"cmd": "reads", "since": 12.5}            -> monitor-DB reads [t, alive] since then
@@ -91,10 +94,17 @@ class ControlServer:
                 if self.opcua is None:
                     raise ValueError("this virtual PLC serves no OPC UA (start it with "
                                      "--opcua-port)")
+                if "stop_writes" in req:
+                    from plc_bridge.virtual_plc.opcua_server import STOP_WRITES
+                    if req["stop_writes"] not in STOP_WRITES:
+                        raise ValueError(f"stop_writes {req['stop_writes']!r}: one of "
+                                         f"{', '.join(STOP_WRITES)}")
+                    self.opcua.stop_writes = str(req["stop_writes"])
                 if "up" in req:
                     self.opcua.restart(bool(req["up"]))
                 result = {"opcua_up": self.opcua.running,
-                          "subscriptions": self.opcua.subscriptions()}
+                          "subscriptions": self.opcua.subscriptions(),
+                          "stop_writes": self.opcua.stop_writes}
             elif cmd == "writes":
                 result = self.plc.writes(float(req.get("since", 0.0)))
             elif cmd == "reads":
@@ -143,8 +153,10 @@ class ControlClient:
         result: dict[str, Any] = self.call("link", up=up)   # the server's JSON reply
         return result
 
-    def opcua(self, up: bool | None = None) -> dict[str, Any]:
-        args = {} if up is None else {"up": up}
+    def opcua(self, up: bool | None = None, stop_writes: str | None = None) -> dict[str, Any]:
+        args: dict[str, Any] = {} if up is None else {"up": up}
+        if stop_writes is not None:
+            args["stop_writes"] = stop_writes
         result: dict[str, Any] = self.call("opcua", **args)   # the server's JSON reply
         return result
 

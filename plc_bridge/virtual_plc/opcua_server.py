@@ -23,9 +23,14 @@ S7-1500 addresses them, secured as a hardened CPU is (asyncua server).
   "the server will still only send a message every" minimum interval); values are sampled
   into the address space at that interval.
 - the CPU in STOP (``cpu_stop``, the virtual PLC's fault flag of that name, shared with its
-  S7 server): writes are answered BadOutOfService (the status a real CPU returns is to be
-  checked on hardware), reads go on and show the blocks as the last scan left them (the alive
-  counter stands still).
+  S7 server): as the S7-1500 manual describes it ("If you write values to the OPC UA server,
+  the OPC UA server will accept those values. However, the CPU will not process the values",
+  Communication Function Manual A5E03735815, section 9.1, "Server response in detail"):
+  writes are answered Good and land in the block, no scan takes them (logged ``refused:
+  "cpu_stop"``, as over S7), reads show the new values and otherwise the blocks as the last
+  scan left them (the alive counter stands still). ``stop_writes="bad"`` answers writes
+  BadOutOfService instead, for a server that says so (not seen on a Siemens CPU; the bridge
+  names it ``plc_cpu_stop``).
 - ``restart()`` stops the OPC UA server and starts it again on the same port, the process and
   its S7 server staying up (the control channel's ``opcua`` command): sessions and
   subscriptions end with it.
@@ -58,6 +63,9 @@ from plc_bridge.opcua_pki import APPLICATION_URIS, Pki
 from plc_bridge.virtual_plc.server import VirtualPlc
 
 _LOG = logging.getLogger("virtual_plc.opcua")
+# what a write to a CPU in STOP gets: "accept" (Good; the value lands, no scan takes it: what
+# the S7-1500 manual describes) or "bad" (BadOutOfService)
+STOP_WRITES = ("accept", "bad")
 SECURE_POLICIES = (
     ua.SecurityPolicyType.Basic256Sha256_SignAndEncrypt, ua.SecurityPolicyType.Basic256Sha256_Sign,
     ua.SecurityPolicyType.Aes256Sha256RsaPss_SignAndEncrypt,
@@ -163,7 +171,7 @@ class _DbAttributes(AttributeService):  # type: ignore[misc]
             return ua.StatusCode(ua.StatusCodes.BadUserAccessDenied)
         if w.AttributeId != AttributeIds.Value or not f.writable:
             return ua.StatusCode(ua.StatusCodes.BadNotWritable)
-        if owner.cpu_stop:
+        if owner.cpu_stop and owner.stop_writes == "bad":
             return ua.StatusCode(ua.StatusCodes.BadOutOfService)
         variant = w.Value.Value if w.Value is not None else None
         if variant is None or variant.VariantType != f.variant:
@@ -175,7 +183,10 @@ class _DbAttributes(AttributeService):  # type: ignore[misc]
         except Exception:  # noqa: BLE001 - out of range for the S7 type
             return ua.StatusCode(ua.StatusCodes.BadOutOfRange)
         if f.role == "control":
-            owner.scan_control(raw)
+            if owner.cpu_stop:   # landed, read back as written, but no scan takes it
+                owner.plc.log_untaken_control(time.monotonic(), raw)
+            else:
+                owner.scan_control(raw)
         return ua.StatusCode()
 
 
@@ -186,7 +197,10 @@ class OpcUaServer:
                  pki: Pki | None = None, users: dict[str, str] | None = None,
                  allow_anonymous: bool = False, allow_insecure: bool = False,
                  min_publishing_interval_ms: float = 100.0, namespace_shift: int = 0,
-                 user_certs: dict[str, bytes] | None = None):
+                 user_certs: dict[str, bytes] | None = None, stop_writes: str = "accept"):
+        if stop_writes not in STOP_WRITES:
+            raise ValueError(f"stop_writes {stop_writes!r}: one of {', '.join(STOP_WRITES)}")
+        self.stop_writes = stop_writes
         if pki is None and not allow_insecure:
             raise ValueError("an OPC UA server without a PKI folder serves only policy None: "
                              "pass allow_insecure=True (a lab) or a Pki")

@@ -40,9 +40,10 @@ stall=, nan_feedback=, freeze_plant_out=, cpu_stop=)``, ``link_down()`` / ``link
 (stop/restart the S7 server: connections drop). ``cpu_stop``: the CPU in STOP for both servers
 (no scan: alive counter and DBs as they were, outputs off; S7 writes land but are not taken,
 logged ``refused: "cpu_stop"``; the S7 server's CPU state STOP, though python-snap7 3.3's SZL
-answer does not report it; OPC UA writes answered BadOutOfService). ``freeze_plant_out``: the
-plant program stops writing ``plant_out`` while the communication still answers (a CPU in
-STOP answers PUT/GET).
+answer does not report it; OPC UA writes land and are not taken either, as the S7-1500
+manual describes, or are answered BadOutOfService with ``stop_writes="bad"``,
+opcua_server.py). ``freeze_plant_out``: the plant program stops writing ``plant_out`` while
+the communication still answers (a CPU in STOP answers PUT/GET).
 ``stall`` makes the server stop answering (a pulled cable): requests hang until it is cleared.
 Every write of the control DB is logged with its monotonic time [s], decoded values and the
 guard's verdict (``refused``: the reason, or None when taken; ``writes(since)``), every read
@@ -93,9 +94,9 @@ class Faults:
     nan_feedback: bool = False   # a broken sensor: NaN in the first measured speed
     freeze_plant_out: bool = False   # HIL: plant_out no longer written (CPU in STOP)
     # the CPU in STOP: no scan (alive frozen, monitor and plant_out DBs keep their last bytes,
-    # outputs off), control writes not taken (S7: logged refused "cpu_stop"; OPC UA: answered
-    # BadOutOfService), the S7 server's CPU state STOP; RUN again: the watchdog, tripped by
-    # the writes not taken, wants a stop first
+    # outputs off), control writes not taken (logged refused "cpu_stop"; OPC UA with
+    # stop_writes="bad": answered BadOutOfService), the S7 server's CPU state STOP; RUN again:
+    # the watchdog, tripped by the writes not taken, wants a stop first
     cpu_stop: bool = False
 
 
@@ -562,6 +563,11 @@ class VirtualPlc:
         why = self._judge(now, raw)
         self._writes.append((now, raw, why))
         return why
+
+    def log_untaken_control(self, now: float, raw: bytes) -> None:
+        """An OPC UA write that landed in the control block of a CPU in STOP: no scan takes it;
+        logged as an S7 write in STOP is (``refused: "cpu_stop"``)."""
+        self._writes.append((now, raw, "cpu_stop"))
 
     def log_read(self, role: str, raw: bytes, now: float) -> None:
         """An OPC UA read that carried the monitor's alive counter or plant_out's seq."""
