@@ -3,6 +3,7 @@
     excavator-hil dashboard [--port 8080] [--redis-url redis://127.0.0.1:6379/0]
     excavator-hil dashboard --host 0.0.0.0 --token "$(openssl rand -hex 16)"
     ros2 run excavator_hil dashboard --ros-args -r __ns:=/exc1
+    excavator-hil dashboard --machine exc2 --redis-url redis://127.0.0.1:6379/1   # a fleet
 
 Binds 127.0.0.1 by default. Any other interface needs ``--token`` (or the environment variable
 ``EXCAVATOR_HIL_DASHBOARD_TOKEN``): the page is then only served to ``/?token=...``. Prints
@@ -50,6 +51,13 @@ def build_parser(prog: str = "excavator-hil dashboard") -> argparse.ArgumentPars
                    help="soil_node parameter file: the terrain grid (default config/soil.yaml)")
     p.add_argument("--geometry", default=None,
                    help="excavator geometry YAML (default config/excavator.yaml)")
+    p.add_argument("--machine", default="",
+                   help="the machine of a fleet served at start, by namespace (exc2 or /exc2; "
+                        "default: the dashboard's own namespace); the page's selector lists "
+                        "the machines on the graph and switches between them")
+    p.add_argument("--redis-machine", default="",
+                   help="the machine whose PLC bridge --redis-url reaches (default: --machine, "
+                        "or the own namespace): Drive works while that machine is chosen")
     p.add_argument("--refresh-hz", type=float, default=10.0,
                    help="machine view refresh per browser tab [Hz] (1..30, default 10)")
     p.add_argument("--redis-period", type=float, default=0.2,
@@ -89,6 +97,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(f"--redis-period {args.redis_period:.6g} outside 0.05..5 s")
     if not 0 <= args.nice <= 19:
         return _fail(f"--nice {args.nice} outside 0..19 (0: as the control path; 19: lowest)")
+    from excavator_common.machines import machine_namespace
+
+    for option, value in (("--machine", args.machine), ("--redis-machine", args.redis_machine)):
+        if value:
+            try:
+                machine_namespace(value)
+            except ValueError as exc:
+                return _fail(f"{option}: {exc}")
     if not _is_loopback(args.host) and not args.token:
         return _fail(f"--host {args.host} is not a loopback address: set --token (at least "
                      f"{MIN_TOKEN_CHARS} characters, or ${TOKEN_ENV}) so only holders of "
@@ -148,11 +164,15 @@ def serve(args: argparse.Namespace, geometry: object, plc: object, terrain: obje
     watch = BridgeWatch(plc.wheels, plc.steering)  # type: ignore[attr-defined]
     t = terrain
     grid = TerrainGrid.from_cells(t.x0, t.y0, t.cell_xy_m, t.nx, t.ny)  # type: ignore[attr-defined]
-    ros = RosLink(checker, grid, ros_args)
+    ros = RosLink(checker, grid, ros_args, machine=args.machine)
     bridge = RedisLink(plc.redis_url, watch, limits,  # type: ignore[attr-defined]
                        plc.notify_channel, period_s=args.redis_period)  # type: ignore[attr-defined]
+    from excavator_common.machines import machine_namespace
+
     dash = Dashboard(checker, SideView(geometry), ros, bridge,  # type: ignore[arg-type]
-                     plc.model, refresh_hz=args.refresh_hz)  # type: ignore[attr-defined]
+                     plc.model, refresh_hz=args.refresh_hz,  # type: ignore[attr-defined]
+                     bridge_machine=machine_namespace(args.redis_machine) if args.redis_machine
+                     else ros.machine)
 
     if args.token:
         app.add_middleware(TokenGate, token=args.token)

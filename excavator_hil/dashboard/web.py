@@ -3,6 +3,13 @@ the installed package; nothing is fetched from the internet).
 
 One page, ``/``; each browser tab gets its own widgets and timers over the shared ``Dashboard``
 state (the adapters' latest values), so a second viewer costs the control path nothing.
+
+A fleet: the header's machine selector lists the machines on the graph (RosLink, from
+excavator_common.machines) and switches the dashboard to the one chosen (every tab follows):
+the machine view, the joint readout, the soil readout, the target's frame and Send serve that
+machine. A Send names the machine its tab showed and is refused when another one is served
+now. The PLC panel and Drive are the bridge of ``--redis-url`` (``bridge_machine``): Drive is
+only possible while that machine is chosen, and switching away from it while driving stops.
 """
 
 from __future__ import annotations
@@ -62,6 +69,7 @@ class Dashboard:
     bridge: RedisLink
     model: str
     refresh_hz: float = 10.0   # side view (and 3D view when shown) [Hz]
+    bridge_machine: str = ""   # the machine of the Redis link's bridge ("": the one at start)
     chart_hz: float = 1.0      # soil charts [Hz]
 
 
@@ -224,7 +232,9 @@ def build_page(dash: Dashboard) -> None:
     client = context.client
     peer = client.request.client.host if client.request and client.request.client else "?"
     print(f"dashboard: page opened from {peer} (client {client.id})", flush=True)
-    state: dict[str, Any] = {"terrain_version": -1, "scene": None}
+    state: dict[str, Any] = {"terrain_version": -1, "scene": None, "machine": dash.ros.machine,
+                             "machines_version": dash.ros.machines_version}
+    bridge_machine = dash.bridge_machine or dash.ros.machine
     query = client.request.query_params if client.request else {}
     open_3d = query.get("view3d", "0").lower() in ("1", "true", "on", "yes")
 
@@ -278,6 +288,10 @@ def build_page(dash: Dashboard) -> None:
     ui.page_title("excavator_hil dashboard")
     with ui.header().classes("items-center bg-grey-9 q-py-xs"):
         ui.label("excavator_hil").classes("text-h6")
+        machine_sel = ui.select(options=dash.ros.choice.options(), value=dash.ros.machine,
+                                label="machine").classes("dash-machine min-w-[180px]").props(
+            "dense dark options-dense")
+        machine_error = ui.label("").classes("dash-machine-error text-caption text-orange")
         ros_badge = ui.badge("ROS: waiting").classes("dash-ros-badge")
         bridge_badge = ui.badge("bridge: ?").classes("dash-bridge-badge")
         ui.space()
@@ -290,7 +304,8 @@ def build_page(dash: Dashboard) -> None:
         # ---------------------------------------------------------------- left: targets
         with ui.column().classes("w-1/4 min-w-[320px]"):
             with ui.card().classes("w-full"):
-                ui.label("Bucket-tip target (base_link)").classes("text-subtitle1 text-bold")
+                target_title = ui.label("").classes(
+                    "dash-target-machine text-subtitle1 text-bold")
                 # Each field is a slider and a number input kept in step by ``_take`` (a
                 # two-way binding of the two looped on NaN, never equal to itself, until a
                 # RecursionError, and the page kept its previous verdict).
@@ -399,9 +414,54 @@ def build_page(dash: Dashboard) -> None:
             _check()
             return
         x, y, z, pitch = r.target
-        dash.ros.send_target(x, y, z, pitch)
+        try:   # to the machine this tab shows, or nowhere (another tab chose another)
+            served = dash.ros.send_target(x, y, z, pitch, machine=state["machine"])
+        except ValueError as exc:
+            sent.set_text(f"not sent: {exc}")
+            return
         sent.set_text(f"sent target_pose ({x:.2f}, {y:.2f}, {z:.2f}) m, pitch "
-                      f"{math.degrees(pitch):.1f} deg at {time.strftime('%H:%M:%S')}")
+                      f"{math.degrees(pitch):.1f} deg to {served} at {time.strftime('%H:%M:%S')}")
+
+    def _target_title() -> None:
+        prefix = dash.ros.frame_prefix(state["machine"])
+        frame = "?/base_link: waiting for its robot_description" if prefix is None else (
+            prefix + "base_link")
+        target_title.set_text(f"Bucket-tip target ({frame}) of {state['machine']}")
+
+    def _choose(value: Any) -> None:
+        """The user picks a machine in this tab's selector (or a client sent anything)."""
+        if state.get("syncing_machine"):
+            return
+        try:
+            dash.ros.select(value)
+        except ValueError as exc:
+            machine_error.set_text(f"refused: {exc}")
+            _sync_selector()
+            return
+        machine_error.set_text("")
+        _machine_changed()
+
+    def _sync_selector() -> None:
+        state["syncing_machine"] = True
+        try:
+            machine_sel.set_options(dash.ros.choice.options(), value=dash.ros.machine)
+        finally:
+            state["syncing_machine"] = False
+        state["machines_version"] = dash.ros.machines_version
+
+    def _machine_changed() -> None:
+        """The dashboard serves another machine (chosen here or in another tab): this tab's
+        views start over for it; driving another machine's bridge stops."""
+        state["machine"] = dash.ros.machine
+        for key in ("joints", "rows", "profile_key", "pose_3d"):
+            state.pop(key, None)
+        if dash.bridge.driving and state["machine"] != bridge_machine:
+            dash.bridge.stop()
+        drive_switch.set_enabled(state["machine"] == bridge_machine)
+        if machine_sel.value != dash.ros.machine:
+            _sync_selector()
+        _target_title()
+        _check()
 
     def _from_machine() -> None:
         j = dash.ros.joints
@@ -429,6 +489,14 @@ def build_page(dash: Dashboard) -> None:
             drive_switch.value = dash.bridge.driving
             state["syncing"] = False
             return
+        if on and state["machine"] != bridge_machine:
+            drive_error.set_text(f"refused: the PLC bridge here is {bridge_machine}'s "
+                                 f"(--redis-url), not {state['machine']}'s: choose "
+                                 f"{bridge_machine} to drive")
+            state["syncing"] = True
+            drive_switch.value = False
+            state["syncing"] = False
+            return
         if on:
             state["driver"] = client.id
             # this tab's sliders (valid numbers only) are the twist to drive with
@@ -449,6 +517,7 @@ def build_page(dash: Dashboard) -> None:
             dash.bridge.stop()
 
     client.on_disconnect(_on_disconnect)
+    machine_sel.on_value_change(lambda e: _choose(e.value))
     stop_btn.on_click(_stop)
     send_btn.on_click(_send)
     from_btn.on_click(_from_machine)
@@ -596,12 +665,18 @@ def build_page(dash: Dashboard) -> None:
 
     def _refresh_readout() -> None:
         """Readouts and badges at ``readout_hz``; each widget only when its text changed."""
+        if dash.ros.machine != state["machine"]:
+            _machine_changed()   # another tab chose another machine
+        elif dash.ros.machines_version != state["machines_version"]:
+            _sync_selector()     # machines came or went
         if state.get("hidden"):
             return   # a hidden tab (another tab in front, minimised): nothing to send
+        _target_title()
         j: JointReadout | None = dash.ros.joints
         now = time.monotonic()
         if j is None:
-            ros_badge.set_text("ROS: no joint_states")
+            ros_badge.set_text(f"ROS: no joint_states of {state['machine']}" + (
+                "" if dash.ros.choice.present else " (not on the graph)"))
             _set_prop(ros_badge, "color", "red")
         else:
             age = now - (dash.ros.joints_received_s or now)
@@ -677,6 +752,8 @@ def build_page(dash: Dashboard) -> None:
         series[0]["data"], series[1]["data"] = loads, forces
         soil.update()
 
+    _target_title()
+    drive_switch.set_enabled(state["machine"] == bridge_machine)
     _check()
     _show_3d(open_3d)
     # One timer: the panels' updates leave in the same websocket message as a side-view frame,
