@@ -10,7 +10,10 @@ reach its topics as ``/exc2/<topic>``; their own namespace keeps relative names,
 started inside a machine's namespace works as before.
 
 Rules (docs/dashboard.md, docs/teleoperation.md):
-- the list is what the graph shows now, naturally sorted (``/exc2`` before ``/exc10``);
+- the list is what the graph shows now, naturally sorted (``/exc2`` before ``/exc10``); a
+  selector's options are every machine seen since start, in the order they were first seen
+  (a machine that left is marked, not removed): an option's place never changes under a user
+  who is about to pick it;
 - a choice is only ever made by the user: the tool's own namespace at start (or the machine it
   was started for), then whatever the user picks from the list; a machine that leaves the graph
   stays chosen (shown as gone), never replaced by another one;
@@ -98,6 +101,7 @@ class MachineChoice:
     own: str = "/"
     chosen: str = ""
     listed: list[str] = field(default_factory=list)
+    seen: list[str] = field(default_factory=list)   # every machine listed once, first seen first
 
     def __post_init__(self) -> None:
         self.own = machine_namespace(self.own)
@@ -109,6 +113,7 @@ class MachineChoice:
         new = sorted({machine_namespace(m) for m in listed}, key=_natural)
         changed = new != self.listed
         self.listed = new
+        self.seen += [m for m in new if m not in self.seen]
         return changed
 
     @property
@@ -131,9 +136,9 @@ class MachineChoice:
         return name
 
     def options(self) -> dict[str, str]:
-        """Value -> label for a selector: the listed machines, and the chosen one (marked) when
-        it is not on the graph."""
-        out = {m: m + (" (own namespace)" if m == self.own else "") for m in self.listed}
-        if self.chosen not in out:
-            out[self.chosen] = self.chosen + " (not on the graph)"
-        return dict(sorted(out.items(), key=lambda kv: _natural(kv[0])))
+        """Value -> label for a selector, in a stable order (a selector picks by place): the
+        chosen one first when it was never on the graph, then every machine seen, first seen
+        first; those not on the graph now marked so."""
+        names = ([] if self.chosen in self.seen else [self.chosen]) + self.seen
+        return {m: m + (" (own namespace)" if m == self.own else "")
+                + ("" if m in self.listed else " (not on the graph)") for m in names}

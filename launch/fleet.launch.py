@@ -41,8 +41,8 @@ Operated (each one for the whole fleet, in the root namespace, off unless asked)
   the fleet's namespaces (excavator_hil.rviz_fleet; ``rviz/fleet.rviz`` for exc1,exc2).
 
 Every node is required (RViz is not): when one ends by itself the launch stops the others and
-exits with code 1 naming it; ``respawn:=true`` starts it again instead. ``realtime:=auto`` applies the
-demo's real-time set-up where the host supports it, one log line per node.
+exits with code 1 naming it; ``respawn:=true`` starts it again instead. ``realtime:=auto``
+applies the demo's real-time set-up where the host supports it, one log line per node.
 """
 
 from __future__ import annotations

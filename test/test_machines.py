@@ -66,7 +66,8 @@ def test_the_choice_is_the_users_only() -> None:
     assert choice.update(["/exc2", "/exc1"]) is True
     assert choice.update(["/exc1", "/exc2"]) is False      # same machines: no change
     assert choice.chosen == "/", "nothing is chosen for the user"
-    assert choice.options() == {"/": "/ (not on the graph)", "/exc1": "/exc1", "/exc2": "/exc2"}
+    assert choice.options() == {"/": "/ (own namespace) (not on the graph)", "/exc1": "/exc1",
+                                "/exc2": "/exc2"}
     assert choice.choose("exc2") == "/exc2" and choice.present
     # a machine that is not on the graph, or no name at all: refused, the choice unchanged
     for bad, words in (("exc3", "not on the graph: choose one of /exc1, /exc2"),
@@ -79,8 +80,13 @@ def test_the_choice_is_the_users_only() -> None:
     choice.update(["/exc1"])
     assert choice.chosen == "/exc2" and not choice.present
     assert choice.options() == {"/exc1": "/exc1", "/exc2": "/exc2 (not on the graph)"}
+    # a machine that comes later is added after those seen: no option changes its place
+    choice.update(["/exc0", "/exc1", "/exc2"])
+    assert list(choice.options()) == ["/exc1", "/exc2", "/exc0"]
+    assert choice.options()["/exc2"] == "/exc2"
     # the own namespace can always be chosen back
     assert choice.choose("/") == "/"
+    assert list(choice.options()) == ["/", "/exc1", "/exc2", "/exc0"]
 
 
 def test_the_choice_at_start_is_the_machine_named_or_the_own_namespace() -> None:
@@ -89,5 +95,8 @@ def test_the_choice_at_start_is_the_machine_named_or_the_own_namespace() -> None
     choice = MachineChoice(own="/exc1")
     choice.update(["/exc1", "/exc2"])
     assert choice.options() == {"/exc1": "/exc1 (own namespace)", "/exc2": "/exc2"}
+    choice.update(["/exc2"])
+    assert choice.options() == {"/exc1": "/exc1 (own namespace) (not on the graph)",
+                                "/exc2": "/exc2"}
     with pytest.raises(ValueError, match="namespace"):
         MachineChoice(own="/", chosen="1x")
