@@ -39,6 +39,18 @@ STILL_M = 0.01       # [m]
 BOOM_AXIS = 4        # config/teleop.yaml: axes.right_y, the ISO pattern's boom
 
 
+def test_the_launch_refuses_a_machine_not_in_the_fleet() -> None:
+    pytest.importorskip("launch_ros", reason="launch_ros is not installed")
+    from test_fleet_launch import _load_launch_module
+
+    fleet = _load_launch_module()
+    assert fleet._chosen("teleop_machine", "", ["exc1", "exc2"]) == "exc1"
+    assert fleet._chosen("teleop_machine", "/exc2", ["exc1", "exc2"]) == "exc2"
+    with pytest.raises(ValueError, match=r"teleop_machine: 'exc3' is not one of the fleet's "
+                       r"machines \(exc1, exc2\)"):
+        fleet._chosen("teleop_machine", "exc3", ["exc1", "exc2"])
+
+
 def _two_free_ports() -> int:
     while True:
         port = free_port()
@@ -89,7 +101,8 @@ def test_teleop_and_dashboard_drive_machine_2_while_machine_1_stays_still(
         [ros2, "launch", "excavator_hil", "fleet.launch.py", "count:=2", "soil:=false",
          "plant:=standalone", f"redis_url:=redis://127.0.0.1:{redis_server.port}",
          f"virtual_plc_port:={plc_port}", "teleop:=true", "teleop_machine:=exc2",
-         "dashboard:=true", f"port:={web_port}"],
+         "dashboard:=true", f"port:={web_port}", "foxglove:=true",
+         f"foxglove_port:={free_port()}"],
         stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
     page: PageClient | None = None
     stop_joy = threading.Event()
@@ -99,7 +112,8 @@ def test_teleop_and_dashboard_drive_machine_2_while_machine_1_stays_still(
             log.flush()
             return (tmp_path / "launch.log").read_text(errors="replace")[-4000:]
 
-        expected = {("teleop_node", "/"), ("dashboard", "/"), ("sim_node", "/exc1"),
+        expected = {("teleop_node", "/"), ("dashboard", "/"), ("foxglove_view", "/"),
+                    ("sim_node", "/exc1"),
                     ("sim_node", "/exc2"), ("ik_node", "/exc1"), ("ik_node", "/exc2")}
         def missing() -> list[tuple[str, str]]:
             return sorted(expected - set(node.get_node_names_and_namespaces()))
@@ -116,6 +130,13 @@ def test_teleop_and_dashboard_drive_machine_2_while_machine_1_stays_still(
                                                                    "/exc2/joint_command"),
                  LIMIT_S, "teleop_node's /exc2/joint_command publisher")
         assert ("/", "teleop_node") not in ros_node.endpoints("publishers", "/exc1/joint_command")
+        assert ros_node.parameter("/teleop_node", "machine") == "exc2"
+        # one Foxglove view for the fleet: every machine's URDF and joint states
+        assert ros_node.parameter("/foxglove_view", "machines") == "exc1,exc2"
+        for ns in ("exc1", "exc2"):
+            wait_for(lambda ns=ns: ("/", "foxglove_view") in ros_node.endpoints(
+                "subscriptions", f"/{ns}/robot_description"), LIMIT_S,
+                f"foxglove_view on /{ns}/robot_description")
 
         def pos(states: list, name: str) -> float:
             m = states[-1]
