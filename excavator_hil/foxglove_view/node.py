@@ -233,7 +233,9 @@ class FoxgloveView(Node):
         self.get_logger().info(
             f"Foxglove WebSocket server on ws://{v['host']}:{self.server.port}: open it in the "
             "Foxglove app (Open connection -> Foxglove WebSocket) with the layout "
-            "layouts/excavator_foxglove.json; terrain "
+            + ("layouts/excavator_foxglove.json" if list(self.machines) == [""] else
+               "layouts/excavator_foxglove_fleet.json (exc1,exc2; others: python -m "
+               "excavator_hil.foxglove_view.layout --machines ...)") + "; terrain "
             f"{self.terrain.z.shape[0]} x {self.terrain.z.shape[1]} cells in "
             f"{self.terrain.tiles_shape[0] * self.terrain.tiles_shape[1]} tiles"
             + (f", PLC channels from {redis_url}" if redis_url else ", no PLC channels "
