@@ -596,6 +596,10 @@ def build_page(dash: Dashboard) -> None:
         objs = state["scene"]
         pose = (tuple(round(v, 3) for v in j.base), tuple(round(v, 3) for v in j.q))
         if pose != state.get("pose_3d"):
+            if state.get("pose_3d") is None:   # a new scene or machine: the camera on it
+                bx, by, _ = pose[0]
+                objs["scene"].move_camera(x=bx - 3, y=by - 7, z=5, look_at_x=bx + 3,
+                                          look_at_y=by, look_at_z=0.5)
             state["pose_3d"] = pose
             state["scene_active_s"] = time.monotonic()
             bx, by, yaw = pose[0]
