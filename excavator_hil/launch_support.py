@@ -679,8 +679,9 @@ LAUNCH_FILES: dict[str, tuple[str | LaunchArgument, ...]] = {
         LaunchArgument("dashboard_machine", "the machine the dashboard shows at start and whose "
                        "PLC bridge (its Redis database) it drives; empty: the first"),
         _A["foxglove"].but(description="one Foxglove live view on ws://127.0.0.1:8765 with every "
-                           "machine in one scene (machines parameter: the fleet's namespaces); "
-                           "layout layouts/excavator_foxglove_fleet.json"),
+                           "machine in one scene (machines parameter: the fleet's namespaces) "
+                           "and each one's PLC plots (/<ns>/plc/*); layout "
+                           "layouts/excavator_foxglove_fleet.json"),
         "foxglove_host", "foxglove_port",
         _A["rviz"].but(default="false", description="start RViz with every machine in one scene "
                        "(a config for the fleet's namespaces, as rviz/fleet.rviz for exc1,exc2)"),

@@ -36,7 +36,8 @@ Operated (each one for the whole fleet, in the root namespace, off unless asked)
   switches between them; it starts on ``dashboard_machine`` (default the first), whose bridge's
   Redis database its PLC panel reads and drives;
 - ``foxglove:=true``: one Foxglove live view, every machine in one scene (URDF and /tf of each
-  under its prefix, ``machines`` parameter), layout ``layouts/excavator_foxglove_fleet.json``;
+  under its prefix, ``machines`` parameter), each machine's PLC plots from its database
+  (``/<ns>/plc/*``), layout ``layouts/excavator_foxglove_fleet.json``;
 - ``rviz:=true``: RViz with a RobotModel per machine (``/<ns>/robot_description``), written for
   the fleet's namespaces (excavator_hil.rviz_fleet; ``rviz/fleet.rviz`` for exc1,exc2).
 
@@ -207,6 +208,8 @@ def _operated(context: LaunchContext, plan: Any, names: list[str], redis_base: s
                                    "the TCP port of the Foxglove WebSocket server"))
         out += supervised_node(context, plan, name="foxglove_view", parameters=[{
             "host": arg("foxglove_host"), "port": port, "machines": ",".join(names),
+            # each machine's PLC plots from its bridge's database (/<ns>/plc/*)
+            "redis_url": redis_base, "redis_db_base": db_base,
             "soil_params": arg("soil_params"), **clock}])
     if arg("rviz") == "true":
         if not rviz_installed():

@@ -133,6 +133,10 @@ def test_teleop_and_dashboard_drive_machine_2_while_machine_1_stays_still(
         assert ros_node.parameter("/teleop_node", "machine") == "exc2"
         # one Foxglove view for the fleet: every machine's URDF and joint states
         assert ros_node.parameter("/foxglove_view", "machines") == "exc1,exc2"
+        # ... and each machine's PLC plots from its bridge's database (db_base + k)
+        assert ros_node.parameter("/foxglove_view", "redis_db_base") == 0
+        assert ros_node.parameter("/foxglove_view", "redis_url") == (
+            f"redis://127.0.0.1:{redis_server.port}")
         for ns in ("exc1", "exc2"):
             wait_for(lambda ns=ns: ("/", "foxglove_view") in ros_node.endpoints(
                 "subscriptions", f"/{ns}/robot_description"), LIMIT_S,
