@@ -236,6 +236,7 @@ def test_teleop_and_dashboard_drive_machine_2_while_machine_1_stays_still(
         handled()
         drive = page.props("dash-drive")
         assert drive.get("disable") is True and drive.get("model-value") is False, drive
+        assert page.text("dash-plc-machine") == "PLC bridge of /exc1"
 
         # --- machine 1 over the whole test ---------------------------------------------------
         time.sleep(1.0)   # a last second of its record, after the last command sent anywhere

@@ -235,6 +235,7 @@ def build_page(dash: Dashboard) -> None:
     state: dict[str, Any] = {"terrain_version": -1, "scene": None, "machine": dash.ros.machine,
                              "machines_version": dash.ros.machines_version}
     bridge_machine = dash.bridge_machine or dash.ros.machine
+    bridge_of = "" if bridge_machine == "/" else f" of {bridge_machine}"   # (a single machine)
     query = client.request.query_params if client.request else {}
     open_3d = query.get("view3d", "0").lower() in ("1", "true", "on", "yes")
 
@@ -363,7 +364,9 @@ def build_page(dash: Dashboard) -> None:
 
         # ---------------------------------------------------------------- right: PLC
         with ui.column().classes("w-1/3 min-w-[340px]"), ui.card().classes("w-full"):
-            ui.label("PLC bridge").classes("text-subtitle1 text-bold")
+            # the bridge of --redis-url: one machine's, whichever machine is shown
+            ui.label(f"PLC bridge{bridge_of}").classes(
+                "dash-plc-machine text-subtitle1 text-bold")
             plc_status = ui.label("status: -").classes("dash-plc-status text-bold")
             plc_detail = ui.label("").classes("dash-plc-detail text-caption")
             with ui.row().classes("dash-plc-bits"):
@@ -696,7 +699,7 @@ def build_page(dash: Dashboard) -> None:
             age_label.set_text(f"base {j.base[0]:.2f}, {j.base[1]:.2f} m, yaw "
                                f"{math.degrees(j.base[2]):.1f} deg; stamp {j.stamp_s:.1f} s")
         v = dash.bridge.view
-        bridge_badge.set_text(f"bridge: {'DOWN' if v.bridge_down else v.status}"
+        bridge_badge.set_text(f"bridge{bridge_of}: {'DOWN' if v.bridge_down else v.status}"
                               f"{' / PLC DOWN' if v.plc_down and not v.bridge_down else ''}")
         bad = v.bridge_down or v.plc_down or v.status != "running"
         _set_prop(bridge_badge, "color", "red" if bad else "green")
