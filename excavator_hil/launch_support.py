@@ -676,8 +676,9 @@ LAUNCH_FILES: dict[str, tuple[str | LaunchArgument, ...]] = {
                             "namespace): its selector lists the fleet's machines and switches "
                             "between them"),
         "host", "port", "token", "refresh_hz",
-        LaunchArgument("dashboard_machine", "the machine the dashboard shows at start and whose "
-                       "PLC bridge (its Redis database) it drives; empty: the first"),
+        LaunchArgument("dashboard_machine", "the machine the dashboard shows at start (the "
+                       "selector switches; the PLC panel and Drive follow: each machine's "
+                       "bridge in its Redis database); empty: the first"),
         _A["foxglove"].but(description="one Foxglove live view on ws://127.0.0.1:8765 with every "
                            "machine in one scene (machines parameter: the fleet's namespaces) "
                            "and each one's PLC plots (/<ns>/plc/*); layout "

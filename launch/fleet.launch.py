@@ -33,8 +33,8 @@ Operated (each one for the whole fleet, in the root namespace, off unless asked)
 - ``teleop:=true``: one teleop_node on ``/joy`` driving ``teleop_machine`` (default the first;
   its ``machine`` parameter: ``/<ns>/joint_command``, ``track_command``, ...);
 - ``dashboard:=true``: the browser dashboard; its selector lists the fleet's machines and
-  switches between them; it starts on ``dashboard_machine`` (default the first), whose bridge's
-  Redis database its PLC panel reads and drives;
+  switches between them (target, views, Send, and the PLC panel and Drive on that machine's
+  bridge, its Redis database); it starts on ``dashboard_machine`` (default the first);
 - ``foxglove:=true``: one Foxglove live view, every machine in one scene (URDF and /tf of each
   under its prefix, ``machines`` parameter), each machine's PLC plots from its database
   (``/<ns>/plc/*``), layout ``layouts/excavator_foxglove_fleet.json``;
@@ -201,6 +201,9 @@ def _operated(context: LaunchContext, plan: Any, names: list[str], redis_base: s
             "--host", arg("host"), "--port", arg("port"), "--token", arg("token"),
             "--redis-url", f"{redis_base}/{db_base + names.index(machine)}",
             "--plc-config", arg("plc_params"), "--machine", machine,
+            # each machine's bridge: the PLC panel and Drive follow the machine chosen
+            *[a for k, ns in enumerate(names)
+              for a in ("--machine-redis", f"{ns}={redis_base}/{db_base + k}")],
             "--refresh-hz", arg("refresh_hz"), "--nice", str(plan.background_nice)],
             parameters=[clock])
     if arg("foxglove") == "true":

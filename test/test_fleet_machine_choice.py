@@ -87,6 +87,11 @@ def test_the_dashboards_ros_link_serves_only_the_machine_chosen() -> None:
      "--machine: machine 'exc-2' is not a ROS namespace"),
     ([sys.executable, "-m", "excavator_hil.cli", "dashboard", "--redis-machine", "a b"],
      "--redis-machine: machine 'a b' is not a ROS namespace"),
+    ([sys.executable, "-m", "excavator_hil.cli", "dashboard", "--machine-redis", "exc1"],
+     "--machine-redis 'exc1': give NS=URL"),
+    ([sys.executable, "-m", "excavator_hil.cli", "dashboard", "--machine-redis",
+      "exc1=redis://127.0.0.1:1/0", "--machine-redis", "/exc1=redis://127.0.0.1:1/1"],
+     "--machine-redis: /exc1 is given twice"),
 ])
 def test_a_bad_machine_name_stops_the_start_with_one_message(command: list[str],
                                                               message: str) -> None:

@@ -7,7 +7,9 @@ the parts this test does not need): a joystick on ``/joy`` (a probe) moves machi
 through teleop_node; the dashboard, started on machine 1 (``dashboard_machine`` default), lists
 both machines, is switched to machine 2 from its page's own socket.io events (as
 test_dashboard_events.py speaks them), refuses a machine that is not on the graph, and its Send
-moves machine 2 to the IK's solution, the target in machine 2's frame ``exc2/base_link``.
+moves machine 2 to the IK's solution, the target in machine 2's frame ``exc2/base_link``; its
+Drive drives machine 2's tracks through machine 2's bridge (Redis database 1) and STOP stops
+them, machine 1's database untouched.
 Machine 1 is judged on every joint_states it published over the whole test (from the moment
 both machines were up and still until the end): no joint and no base coordinate moved beyond
 what a machine holding still does; and nothing at all was published on its ``joint_command``,
@@ -66,6 +68,7 @@ def test_teleop_and_dashboard_drive_machine_2_while_machine_1_stays_still(
     pytest.importorskip("launch_ros", reason="launch_ros is not installed (the ros-kilted "
                         "wheels have no launch; see /work/shared/ros2-launch)")
     pytest.importorskip("socketio", reason="python-socketio (NiceGUI's) not installed")
+    import redis
     from geometry_msgs.msg import PoseStamped
     from rclpy.qos import QoSProfile, ReliabilityPolicy
     from sensor_msgs.msg import JointState, Joy
@@ -74,6 +77,7 @@ def test_teleop_and_dashboard_drive_machine_2_while_machine_1_stays_still(
 
     from excavator_kinematics.geometry import default_geometry
     from excavator_kinematics.inverse_kinematics import InverseKinematics
+    from plc_bridge import redis_keys as keys
 
     ros2 = _ros2()
     if ros2 is None:
@@ -231,12 +235,25 @@ def test_teleop_and_dashboard_drive_machine_2_while_machine_1_stays_still(
         wait_for(lambda: np.max(np.abs(q(m2)[:4] - solution.q)) < 0.05, LIMIT_S,
                  lambda: f"machine 2 at the IK solution ({q(m2)[:4]} vs {solution.q})\n"
                  f"{text()}", 0.1)
-        # Drive: the dashboard's bridge is machine 1's (dashboard_machine): off on machine 2
+        # Drive: machine 2's bridge (its database, 1), the tracks from the page, then STOP
+        assert page.text("dash-plc-machine") == "PLC bridge of /exc2"
+        dbs = [redis.Redis.from_url(f"redis://127.0.0.1:{redis_server.port}/{k}")
+               for k in (0, 1)]
+        x2 = pos(m2, "base_x")
         page.emit_to("dash-drive", "update:modelValue", "true")
+        page.emit_to("dash-twist-longitudinal", "update:modelValue", "0.3")
         handled()
-        drive = page.props("dash-drive")
-        assert drive.get("disable") is True and drive.get("model-value") is False, drive
-        assert page.text("dash-plc-machine") == "PLC bridge of /exc1"
+        assert page.text("dash-drive-error") == "", page.text("dash-drive-error")
+        wait_for(lambda: dbs[1].get(keys.LONGITUDINAL) == b"0.3", 30.0,
+                 lambda: f"machine 2's longitudinal key ({dbs[1].get(keys.LONGITUDINAL)})")
+        wait_for(lambda: pos(m2, "base_x") > x2 + 0.2, LIMIT_S,
+                 lambda: f"machine 2 to drive (base_x {pos(m2, 'base_x')} from {x2}; bridge "
+                 f"{dbs[1].get(keys.BRIDGE_STATUS)})\n{text()}", 0.1)
+        page.emit_to("dash-stop", "click")
+        wait_for(lambda: dbs[1].get(keys.LONGITUDINAL) == b"0", 30.0, "the stop in database 1")
+        # machine 1's bridge got nothing from the dashboard: no velocity, no heartbeat
+        assert [dbs[0].get(k) for k in (keys.LONGITUDINAL, keys.LATERAL, keys.ANGULAR,
+                                        keys.HEARTBEAT)] == [None] * 4
 
         # --- machine 1 over the whole test ---------------------------------------------------
         time.sleep(1.0)   # a last second of its record, after the last command sent anywhere

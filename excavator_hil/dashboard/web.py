@@ -8,8 +8,9 @@ A fleet: the header's machine selector lists the machines on the graph (RosLink,
 excavator_common.machines) and switches the dashboard to the one chosen (every tab follows):
 the machine view, the joint readout, the soil readout, the target's frame and Send serve that
 machine. A Send names the machine its tab showed and is refused when another one is served
-now. The PLC panel and Drive are the bridge of ``--redis-url`` (``bridge_machine``): Drive is
-only possible while that machine is chosen, and switching away from it while driving stops.
+now. The PLC panel and Drive are the chosen machine's bridge where the dashboard has one
+(``bridges``: ``--machine-redis``, or ``--redis-url`` for ``bridge_machine``), else the default
+bridge's, named as such, with Drive off; switching machines stops any driving.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import hmac
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from http.cookies import SimpleCookie
 from typing import Any
 from urllib.parse import parse_qs
@@ -71,6 +72,15 @@ class Dashboard:
     refresh_hz: float = 10.0   # side view (and 3D view when shown) [Hz]
     bridge_machine: str = ""   # the machine of the Redis link's bridge ("": the one at start)
     chart_hz: float = 1.0      # soil charts [Hz]
+    # machine -> its bridge's Redis link (a fleet: one per machine); default {bridge_machine:
+    # bridge}
+    bridges: dict[str, RedisLink] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.bridge_machine:
+            self.bridge_machine = self.ros.machine
+        if not self.bridges:
+            self.bridges = {self.bridge_machine: self.bridge}
 
 
 class TokenGate:
@@ -234,8 +244,17 @@ def build_page(dash: Dashboard) -> None:
     print(f"dashboard: page opened from {peer} (client {client.id})", flush=True)
     state: dict[str, Any] = {"terrain_version": -1, "scene": None, "machine": dash.ros.machine,
                              "machines_version": dash.ros.machines_version}
-    bridge_machine = dash.bridge_machine or dash.ros.machine
-    bridge_of = "" if bridge_machine == "/" else f" of {bridge_machine}"   # (a single machine)
+
+    def _bridge_machine() -> str:
+        """The machine whose bridge the PLC panel shows: the chosen one's, else the default."""
+        return state["machine"] if state["machine"] in dash.bridges else dash.bridge_machine
+
+    def _bridge() -> RedisLink:
+        return dash.bridges[_bridge_machine()]
+
+    def _bridge_of() -> str:
+        m = _bridge_machine()
+        return "" if m == "/" and len(dash.bridges) == 1 else f" of {m}"   # (a single machine)
     query = client.request.query_params if client.request else {}
     open_3d = query.get("view3d", "0").lower() in ("1", "true", "on", "yes")
 
@@ -278,10 +297,10 @@ def build_page(dash: Dashboard) -> None:
             if number is None:
                 raise ValueError(f"{name} = {shown(value)} is not a number")
             command[name] = number
-            dash.bridge.set_command(*command.values())
+            _bridge().set_command(*command.values())
         except ValueError as exc:
             drive_error.set_text(f"refused: {exc}; still commanded: " + ", ".join(
-                f"{n} {v:.3f}" for n, v in zip(TWIST, dash.bridge.command, strict=True)))
+                f"{n} {v:.3f}" for n, v in zip(TWIST, _bridge().command, strict=True)))
             return float(twist[name].value)
         drive_error.set_text("")
         return number
@@ -365,7 +384,7 @@ def build_page(dash: Dashboard) -> None:
         # ---------------------------------------------------------------- right: PLC
         with ui.column().classes("w-1/3 min-w-[340px]"), ui.card().classes("w-full"):
             # the bridge of --redis-url: one machine's, whichever machine is shown
-            ui.label(f"PLC bridge{bridge_of}").classes(
+            plc_title = ui.label(f"PLC bridge{_bridge_of()}").classes(
                 "dash-plc-machine text-subtitle1 text-bold")
             plc_status = ui.label("status: -").classes("dash-plc-status text-bold")
             plc_detail = ui.label("").classes("dash-plc-detail text-caption")
@@ -458,9 +477,13 @@ def build_page(dash: Dashboard) -> None:
         state["machine"] = dash.ros.machine
         for key in ("joints", "rows", "profile_key", "pose_3d"):
             state.pop(key, None)
-        if dash.bridge.driving and state["machine"] != bridge_machine:
-            dash.bridge.stop()
-        drive_switch.set_enabled(state["machine"] == bridge_machine)
+        for m, link in dash.bridges.items():   # driving another machine's bridge: it stops
+            if link.driving and m != state["machine"]:
+                link.stop()
+        drive_switch.set_enabled(state["machine"] in dash.bridges)
+        plc_title.set_text(f"PLC bridge{_bridge_of()}")
+        for key in ("plc_rows",):
+            state.pop(key, None)
         if machine_sel.value != dash.ros.machine:
             _sync_selector()
         _target_title()
@@ -479,7 +502,10 @@ def build_page(dash: Dashboard) -> None:
         for s in twist.values():
             s.value = 0.0
         drive_switch.value = False
-        dash.bridge.stop()
+        # the bridge shown, and any this dashboard drives
+        for link in {id(b): b for b in (_bridge(), *(b for b in dash.bridges.values()
+                                                     if b.driving))}.values():
+            link.stop()
         state["stopping"] = False
         ui.notify("STOP: velocity keys 0, heartbeat stopped", type="negative")
 
@@ -489,35 +515,36 @@ def build_page(dash: Dashboard) -> None:
         if not isinstance(on, bool):   # a client sent "false" (truthy) or 1: refused, shown
             drive_error.set_text(f"refused: Drive = {shown(on)} is not true or false")
             state["syncing"] = True
-            drive_switch.value = dash.bridge.driving
+            drive_switch.value = _bridge().driving
             state["syncing"] = False
             return
-        if on and state["machine"] != bridge_machine:
-            drive_error.set_text(f"refused: the PLC bridge here is {bridge_machine}'s "
-                                 f"(--redis-url), not {state['machine']}'s: choose "
-                                 f"{bridge_machine} to drive")
+        if on and state["machine"] not in dash.bridges:
+            drive_error.set_text(f"refused: no PLC bridge of {state['machine']} here "
+                                 f"(--machine-redis); bridges of {', '.join(dash.bridges)}")
             state["syncing"] = True
             drive_switch.value = False
             state["syncing"] = False
             return
         if on:
             state["driver"] = client.id
+            state["driven"] = _bridge()
             # this tab's sliders (valid numbers only) are the twist to drive with
-            dash.bridge.set_command(*(float(twist[n].value) for n in TWIST))
-            dash.bridge.start_driving()
+            _bridge().set_command(*(float(twist[n].value) for n in TWIST))
+            _bridge().start_driving()
         else:
-            dash.bridge.stop()
+            _bridge().stop()
 
     def _zero_twist() -> None:
         for s in twist.values():
             s.value = 0.0
-        dash.bridge.set_command(0.0, 0.0, 0.0)
+        _bridge().set_command(0.0, 0.0, 0.0)
         drive_error.set_text("")
 
     def _on_disconnect() -> None:
         # a closed tab must not keep the machine driving: its heartbeat stops with it
-        if state.get("driver") == client.id and dash.bridge.driving:
-            dash.bridge.stop()
+        driven = state.get("driven")
+        if state.get("driver") == client.id and driven is not None and driven.driving:
+            driven.stop()
 
     client.on_disconnect(_on_disconnect)
     machine_sel.on_value_change(lambda e: _choose(e.value))
@@ -698,8 +725,8 @@ def build_page(dash: Dashboard) -> None:
                                f"pitch {math.degrees(j.pitch):.1f} deg")
             age_label.set_text(f"base {j.base[0]:.2f}, {j.base[1]:.2f} m, yaw "
                                f"{math.degrees(j.base[2]):.1f} deg; stamp {j.stamp_s:.1f} s")
-        v = dash.bridge.view
-        bridge_badge.set_text(f"bridge{bridge_of}: {'DOWN' if v.bridge_down else v.status}"
+        v = _bridge().view
+        bridge_badge.set_text(f"bridge{_bridge_of()}: {'DOWN' if v.bridge_down else v.status}"
                               f"{' / PLC DOWN' if v.plc_down and not v.bridge_down else ''}")
         bad = v.bridge_down or v.plc_down or v.status != "running"
         _set_prop(bridge_badge, "color", "red" if bad else "green")
@@ -709,7 +736,7 @@ def build_page(dash: Dashboard) -> None:
     def _refresh_plc() -> None:
         if state.get("hidden"):
             return   # a hidden tab (another tab in front, minimised): nothing to send
-        v = dash.bridge.view
+        v = _bridge().view
         text = v.status if not v.reason else f"stopped: {v.reason} ({v.reason_text})"
         plc_status.set_text(f"model {dash.model}; status {text}")
         _set_classes(plc_status, "dash-plc-status text-bold " + (
@@ -721,9 +748,9 @@ def build_page(dash: Dashboard) -> None:
                 bit in ("valid", "ready", "auto") and not on)
             chip.set_text(f"{bit}: {'-' if on is None else ('1' if on else '0')}")
             _set_prop(chip, "color", "grey" if on is None else ("red" if bad else "green"))
-        if drive_switch.value != dash.bridge.driving:   # stopped elsewhere (another tab, exit)
+        if drive_switch.value != _bridge().driving:   # stopped elsewhere (another tab, exit)
             state["stopping"] = True
-            drive_switch.value = dash.bridge.driving
+            drive_switch.value = _bridge().driving
             state["stopping"] = False
         if not keys_panel.value:
             return   # the key table is folded away: nothing to send
@@ -736,7 +763,7 @@ def build_page(dash: Dashboard) -> None:
                  {"key": "PLC alive counter age", "value": fmt(
                      None if v.plc_alive_age_s is None else v.plc_alive_age_s * 1e3, "ms", 0)},
                  {"key": "Redis round trip (MGET)", "value": fmt(v.redis_rtt_ms, "ms", 2)},
-                 {"key": "dashboard driving", "value": str(dash.bridge.driving)}]
+                 {"key": "dashboard driving", "value": str(_bridge().driving)}]
         if rows != state.get("plc_rows"):
             state["plc_rows"] = rows
             plc_table.rows = rows
@@ -760,7 +787,7 @@ def build_page(dash: Dashboard) -> None:
         soil.update()
 
     _target_title()
-    drive_switch.set_enabled(state["machine"] == bridge_machine)
+    drive_switch.set_enabled(state["machine"] in dash.bridges)
     _check()
     _show_3d(open_3d)
     # One timer: the panels' updates leave in the same websocket message as a side-view frame,
