@@ -39,9 +39,11 @@ def _single() -> dict[str, Any]:
     return data
 
 
-def fleet_rviz(machines: Sequence[str], shared_terrain: bool = True) -> str:
+def fleet_rviz(machines: Sequence[str], shared_terrain: bool = True,
+               spacing_m: float = 20.0) -> str:
     """The RViz config (YAML text) showing ``machines`` (namespaces, as fleet.launch.py names
-    them) in one scene. ValueError naming a bad namespace or an empty list."""
+    them, ``spacing_m`` apart along world y: the camera on the middle of them) in one scene.
+    ValueError naming a bad namespace or an empty list."""
     names = [machine_namespace(m) for m in machines]
     if not names:
         raise ValueError("no machines: give the fleet's namespaces, e.g. exc1,exc2")
@@ -74,8 +76,8 @@ def fleet_rviz(machines: Sequence[str], shared_terrain: bool = True) -> str:
     displays.append(tf)
     config["Visualization Manager"]["Displays"] = displays
     view = config["Visualization Manager"]["Views"]["Current"]
-    span = _spread(names)   # the camera on the middle of the fleet, all of it in sight
-    view["Distance"] = float(view["Distance"]) + span
+    span = spacing_m * (len(names) - 1)   # the camera on the middle of the fleet, all in sight
+    view["Distance"] = float(view["Distance"]) + abs(span)
     view["Focal Point"] = {**view["Focal Point"], "Y": span / 2}
     header = ("# RViz for a fleet of " + ", ".join(names) + " (terrain "
               + ("shared" if shared_terrain else "per machine")
@@ -93,22 +95,21 @@ def _terrain(single: dict[str, dict[str, Any]], base: str, label: str) -> list[d
     return [cloud, soil]
 
 
-def _spread(names: Sequence[str]) -> float:
-    """How far the fleet spreads [m] at fleet.launch.py's default spacing (20 m)."""
-    return 20.0 * (len(names) - 1)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m excavator_hil.rviz_fleet",
         description="Write an RViz config showing a fleet's machines in one scene to stdout.")
     parser.add_argument("machines", help="the fleet's namespaces, comma-separated (exc1,exc2)")
+    parser.add_argument("--spacing", type=float, default=20.0,
+                        help="distance between machines along world y [m] (fleet.launch.py's "
+                             "spacing, default 20)")
     parser.add_argument("--terrain-per-machine", action="store_true",
                         help="a terrain per machine (fleet.launch.py shared_terrain:=false)")
     args = parser.parse_args(argv)
     try:
         text = fleet_rviz([m for m in args.machines.split(",") if m.strip()],
-                          shared_terrain=not args.terrain_per_machine)
+                          shared_terrain=not args.terrain_per_machine,
+                          spacing_m=args.spacing)
     except ValueError as exc:
         parser.error(str(exc))
     sys.stdout.write(text)

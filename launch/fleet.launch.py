@@ -171,7 +171,7 @@ def _machines(context: LaunchContext) -> list[Action]:
             nodes += node("soil_node", ns, parameters=[arg("soil_params"), {
                 "terrain.centre_y_m": soil_centre_y + y}, follow])
         actions.append(GroupAction(nodes, scoped=True))
-    return actions + _operated(context, plan, names, redis_base, db_base, shared)
+    return actions + _operated(context, plan, names, redis_base, db_base, shared, spacing)
 
 
 def _chosen(argument: str, value: str, names: list[str]) -> str:
@@ -184,7 +184,7 @@ def _chosen(argument: str, value: str, names: list[str]) -> str:
 
 
 def _operated(context: LaunchContext, plan: Any, names: list[str], redis_base: str,
-              db_base: int, shared: bool) -> list[Action]:
+              db_base: int, shared: bool, spacing: float) -> list[Action]:
     """The tools that serve every machine, in the root namespace, on the fleet's /clock."""
     def arg(name: str) -> str:
         return LaunchConfiguration(name).perform(context)
@@ -221,7 +221,7 @@ def _operated(context: LaunchContext, plan: Any, names: list[str], redis_base: s
 
         fd, path = tempfile.mkstemp(prefix="excavator_hil_fleet_", suffix=".rviz")
         with os.fdopen(fd, "w") as f:
-            f.write(fleet_rviz(names, shared_terrain=shared))
+            f.write(fleet_rviz(names, shared_terrain=shared, spacing_m=spacing))
         out += supervised_node(context, plan, name="rviz2", package="rviz2", required=False,
                                arguments=["-d", path], parameters=[clock])
     return out

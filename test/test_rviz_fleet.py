@@ -86,3 +86,11 @@ def test_the_shipped_foxglove_fleet_layout_is_the_generators() -> None:
     assert text == build_layout(["exc1", "exc2"])
     assert all(urdf_asset(m) in text for m in ("exc1", "exc2"))
     json.loads(text)
+
+
+def test_the_camera_looks_at_the_middle_of_the_fleet() -> None:
+    for names, spacing in ((["exc1", "exc2"], 20.0), (["a", "b", "c"], 30.0), (["a"], 20.0)):
+        view = yaml.safe_load(fleet_rviz(names, spacing_m=spacing))[
+            "Visualization Manager"]["Views"]["Current"]
+        assert view["Focal Point"]["Y"] == pytest.approx(spacing * (len(names) - 1) / 2)
+        assert view["Distance"] >= 18.0 + spacing * (len(names) - 1)
