@@ -117,14 +117,17 @@ def test_teleop_and_dashboard_drive_machine_2_while_machine_1_stays_still(
             return (tmp_path / "launch.log").read_text(errors="replace")[-4000:]
 
         expected = {("teleop_node", "/"), ("dashboard", "/"), ("foxglove_view", "/"),
-                    ("sim_node", "/exc1"),
-                    ("sim_node", "/exc2"), ("ik_node", "/exc1"), ("ik_node", "/exc2")}
+                    ("sim_node", "/exc1"), ("sim_node", "/exc2"), ("ik_node", "/exc1"),
+                    ("ik_node", "/exc2")}
+
         def missing() -> list[tuple[str, str]]:
             return sorted(expected - set(node.get_node_names_and_namespaces()))
         wait_for(lambda: not missing(), LIMIT_S,
                  lambda: f"the fleet's nodes ({missing()} missing)\n{text()}", 0.2)
-        wait_for(lambda: "DASHBOARD READY" in text() or launch.poll() is not None, LIMIT_S,
-                 text)
+        def ready() -> bool:   # in the whole log (its tail may have moved on)
+            log.flush()
+            return "DASHBOARD READY" in (tmp_path / "launch.log").read_text(errors="replace")
+        wait_for(lambda: ready() or launch.poll() is not None, LIMIT_S, text)
         assert launch.poll() is None, text()
         wait_for(lambda: len(m1) > 50 and len(m2) > 50, LIMIT_S,
                  lambda: f"joint_states of both machines ({len(m1)}, {len(m2)})\n{text()}", 0.1)
