@@ -665,7 +665,28 @@ LAUNCH_FILES: dict[str, tuple[str | LaunchArgument, ...]] = {
                         "virtual PLC's plant (a plant link per machine, sim_node drive_mode "
                         "plant, plant_mode external); standalone: the virtual PLCs' built-in "
                         "plants, each sim_node's tracks following its plc/wheel_states"),
-        "plant_link_params", *_SUPERVISION, *_REALTIME),
+        "plant_link_params",
+        # operated: the tools that serve any machine of the fleet, one each for all of them
+        _A["teleop"].but(description="start one teleop_node (root namespace: the joystick on "
+                         "/joy) driving teleop_machine"),
+        "teleop_params",
+        LaunchArgument("teleop_machine", "the machine teleop_node drives (one of the fleet's "
+                       "namespaces, e.g. exc2; its parameter machine); empty: the first"),
+        _A["dashboard"].but(description="browser dashboard on http://127.0.0.1:8080/ (root "
+                            "namespace): its selector lists the fleet's machines and switches "
+                            "between them"),
+        "host", "port", "token", "refresh_hz",
+        LaunchArgument("dashboard_machine", "the machine the dashboard shows at start (the "
+                       "selector switches; the PLC panel and Drive follow: each machine's "
+                       "bridge in its Redis database); empty: the first"),
+        _A["foxglove"].but(description="one Foxglove live view on ws://127.0.0.1:8765 with every "
+                           "machine in one scene (machines parameter: the fleet's namespaces) "
+                           "and each one's PLC plots (/<ns>/plc/*); layout "
+                           "layouts/excavator_foxglove_fleet.json"),
+        "foxglove_host", "foxglove_port",
+        _A["rviz"].but(default="false", description="start RViz with every machine in one scene "
+                       "(a config for the fleet's namespaces, as rviz/fleet.rviz for exc1,exc2)"),
+        *_SUPERVISION, *_REALTIME),
 }
 
 

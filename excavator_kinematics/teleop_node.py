@@ -37,6 +37,13 @@ joint_states, soil wrench and hand pose of its stamp (excavator_kinematics.teleo
 impedance_schedule), and every hand pose is published on ``teleop/hand_applied`` with the stamp
 it was taken in at: record that one and play it back onto ``hand_pose``. See
 docs/teleoperation.md, "Replay".
+
+In a fleet, ``machine`` (e.g. ``exc2``) picks the machine driven: its ``joint_states`` and
+``soil/wrench`` in, its ``joint_command``, ``track_command`` and ``teleop/valve_command`` out
+(``/exc2/...``); the operator's topics (``joy``, ``joy_travel``, ``hand_pose``,
+``teleop/force_feedback``, ``teleop/joy_applied``, ``teleop/hand_applied``) stay in the node's
+own namespace. Empty (the default): the node's own namespace, as
+``--ros-args -r __ns:=/exc2`` would. Read at start-up: one node drives one machine.
 """
 
 from __future__ import annotations
@@ -52,6 +59,7 @@ from rclpy.node import Node
 from sensor_msgs.msg import JointState, Joy
 
 from excavator_common.command_age_node import CommandAgeCheck
+from excavator_common.machines import machine_namespace, machine_topic
 from excavator_common.node_args import NodeUsage
 from excavator_common.parameter_node import NodeParameters
 from excavator_common.ros_runtime import (
@@ -97,6 +105,15 @@ class TeleopNode(Node):
                                       values["total_flow_lpm"])
         self.core = TeleopCore(geometry, limits, settings)
         self.fk = ForwardKinematics(geometry, self.core.linkage)
+        # the machine driven (a fleet's namespace) or, empty, this node's own namespace
+        own = self.get_namespace()
+        try:
+            self.machine = machine_namespace(values["machine"]) if values["machine"] else own
+        except ValueError as exc:
+            raise ConfigError(f"machine: {exc}") from None
+
+        def machine(name: str) -> str:
+            return machine_topic(self.machine, name, own)
         self.period = 1.0 / values["control_rate_hz"]
         # Sim-time commands (replay): each command answers its Joy at the Joy's stamp + this.
         self.command_delay_s = float(values["command_delay_s"])
@@ -119,9 +136,10 @@ class TeleopNode(Node):
         # host still gets every one (a reliable KEEP_LAST writer overwrites what is not yet
         # acknowledged); otherwise only the latest matters.
         depth = 1000 if self.command_delay_s > 0.0 else 10
-        self.cmd_pub = self.create_publisher(JointState, "joint_command", depth)
-        self.track_pub = self.create_publisher(JointState, "track_command", 10)
-        self.valve_pub = self.create_publisher(JointState, "teleop/valve_command", 10)
+        self.cmd_pub = self.create_publisher(JointState, machine("joint_command"), depth)
+        self.track_pub = self.create_publisher(JointState, machine("track_command"), 10)
+        self.valve_pub = self.create_publisher(JointState, machine("teleop/valve_command"),
+                                               10)
         # scheduled mode: each Joy as answered, stamped with the time it acted at (record this)
         self.joy_applied_pub = self.create_publisher(Joy, "teleop/joy_applied", depth)
         self.feedback_pub = self.create_publisher(WrenchStamped, "teleop/force_feedback", 10)
@@ -131,10 +149,13 @@ class TeleopNode(Node):
         if values["travel.enabled"] and values["travel.separate_device"]:
             self.create_subscription(Joy, "joy_travel", self.on_joy_travel, 10)
         # scheduled: every state may be the one a Joy's stamp needs (none may be dropped)
-        self.create_subscription(JointState, "joint_states", self.on_joint_states, depth)
+        self.create_subscription(JointState, machine("joint_states"), self.on_joint_states,
+                                 depth)
         self.create_subscription(PoseStamped, "hand_pose", self.on_hand_pose, depth)
-        self.create_subscription(WrenchStamped, "soil/wrench", self.on_wrench, depth)
-        self.diagnostics = Diagnostics(self, f"{self.get_name()}: teleoperation")
+        self.create_subscription(WrenchStamped, machine("soil/wrench"), self.on_wrench, depth)
+        # the status names the machine driven (in a fleet, several teleop nodes may run)
+        self.diagnostics = Diagnostics(self, f"{self.get_name()}: teleoperation of "
+                                       f"{self.machine}")
         self.rejections = Rejections(self, self.diagnostics, "operator input")
 
         now = -math.inf
@@ -158,7 +179,7 @@ class TeleopNode(Node):
         self.control_timer = self.create_timer(self.period, self.on_timer)
         self.create_timer(1.0, self.publish_status)
         self.get_logger().info(f"ready: mode {self.core.mode}, pattern {settings.pattern}, "
-                               f"{values['control_rate_hz']:.0f} Hz")
+                               f"{values['control_rate_hz']:.0f} Hz, machine {self.machine}")
         if self.command_delay_s > 0.0 and not self.get_parameter("use_sim_time").value:
             self.get_logger().warning(
                 f"command_delay_s {self.command_delay_s:g} s without use_sim_time: commands "
@@ -524,7 +545,8 @@ def _factory() -> TeleopNode:
 
 USAGE = NodeUsage(
     "teleop_node", "An operator drives the machine: joysticks (ISO/SAE patterns), coordinated "
-    "bucket control or impedance teleoperation with force feedback, to joint and track commands.",
+    "bucket control or impedance teleoperation with force feedback, to joint and track commands; "
+    "in a fleet -p machine:=exc2 drives /exc2 (the joystick stays on this node's joy).",
     subscribes=("joy, joy_travel (sensor_msgs/Joy)", "joint_states (sensor_msgs/JointState)",
                 "hand_pose (geometry_msgs/PoseStamped)",
                 "soil/wrench (geometry_msgs/WrenchStamped)"),

@@ -29,14 +29,28 @@ time, so every machine's stamps are times on /clock; every other node (the bridg
 the PLC's ``plc/wheel_states`` reach the sims stamped in their time) follows /clock. See
 docs/deployment.md.
 
-Every node is required: when one ends by itself the launch stops the others and exits with
-code 1 naming it; ``respawn:=true`` starts it again instead. ``realtime:=auto`` applies the
-demo's real-time set-up where the host supports it, one log line per node.
+Operated (each one for the whole fleet, in the root namespace, off unless asked):
+- ``teleop:=true``: one teleop_node on ``/joy`` driving ``teleop_machine`` (default the first;
+  its ``machine`` parameter: ``/<ns>/joint_command``, ``track_command``, ...);
+- ``dashboard:=true``: the browser dashboard; its selector lists the fleet's machines and
+  switches between them (target, views, Send, and the PLC panel and Drive on that machine's
+  bridge, its Redis database); it starts on ``dashboard_machine`` (default the first);
+- ``foxglove:=true``: one Foxglove live view, every machine in one scene (URDF and /tf of each
+  under its prefix, ``machines`` parameter), each machine's PLC plots from its database
+  (``/<ns>/plc/*``), layout ``layouts/excavator_foxglove_fleet.json``;
+- ``rviz:=true``: RViz with a RobotModel per machine (``/<ns>/robot_description``), written for
+  the fleet's namespaces (excavator_hil.rviz_fleet; ``rviz/fleet.rviz`` for exc1,exc2).
+
+Every node is required (RViz is not): when one ends by itself the launch stops the others and
+exits with code 1 naming it; ``respawn:=true`` starts it again instead. ``realtime:=auto``
+applies the demo's real-time set-up where the host supports it, one log line per node.
 """
 
 from __future__ import annotations
 
+import os
 import re
+import tempfile
 from typing import Any
 
 from launch import Action, LaunchContext, LaunchDescription
@@ -46,9 +60,12 @@ from launch_ros.actions import PushRosNamespace
 
 from excavator_hil.fleet import fleet_namespaces, shared_soil_grid, sim_grid_parameters
 from excavator_hil.launch_support import (
+    RVIZ_HINT,
     declare_arguments,
+    number_argument,
     plan_from_arguments,
     plant_link_parameters,
+    rviz_installed,
     supervised_node,
 )
 
@@ -154,5 +171,58 @@ def _machines(context: LaunchContext) -> list[Action]:
             nodes += node("soil_node", ns, parameters=[arg("soil_params"), {
                 "terrain.centre_y_m": soil_centre_y + y}, follow])
         actions.append(GroupAction(nodes, scoped=True))
-    return actions
+    return actions + _operated(context, plan, names, redis_base, db_base, shared, spacing)
+
+
+def _chosen(argument: str, value: str, names: list[str]) -> str:
+    """A machine named by a launch argument: one of the fleet's, default the first."""
+    name = value.strip().strip("/") or names[0]
+    if name not in names:
+        raise ValueError(f"{argument}: {value!r} is not one of the fleet's machines "
+                         f"({', '.join(names)})")
+    return name
+
+
+def _operated(context: LaunchContext, plan: Any, names: list[str], redis_base: str,
+              db_base: int, shared: bool, spacing: float) -> list[Action]:
+    """The tools that serve every machine, in the root namespace, on the fleet's /clock."""
+    def arg(name: str) -> str:
+        return LaunchConfiguration(name).perform(context)
+
+    clock = {"use_sim_time": True}
+    out: list[Action] = []
+    if arg("teleop") == "true":
+        machine = _chosen("teleop_machine", arg("teleop_machine"), names)
+        out += supervised_node(context, plan, name="teleop_node", parameters=[
+            arg("teleop_params"), {"machine": machine}, clock])
+    if arg("dashboard") == "true":
+        machine = _chosen("dashboard_machine", arg("dashboard_machine"), names)
+        out += supervised_node(context, plan, name="dashboard", arguments=[
+            "--host", arg("host"), "--port", arg("port"), "--token", arg("token"),
+            "--redis-url", f"{redis_base}/{db_base + names.index(machine)}",
+            "--plc-config", arg("plc_params"), "--machine", machine,
+            # each machine's bridge: the PLC panel and Drive follow the machine chosen
+            *[a for k, ns in enumerate(names)
+              for a in ("--machine-redis", f"{ns}={redis_base}/{db_base + k}")],
+            "--refresh-hz", arg("refresh_hz"), "--nice", str(plan.background_nice)],
+            parameters=[clock])
+    if arg("foxglove") == "true":
+        port = int(number_argument("foxglove_port", arg("foxglove_port"), int, (0, 65535),
+                                   "the TCP port of the Foxglove WebSocket server"))
+        out += supervised_node(context, plan, name="foxglove_view", parameters=[{
+            "host": arg("foxglove_host"), "port": port, "machines": ",".join(names),
+            # each machine's PLC plots from its bridge's database (/<ns>/plc/*)
+            "redis_url": redis_base, "redis_db_base": db_base,
+            "soil_params": arg("soil_params"), **clock}])
+    if arg("rviz") == "true":
+        if not rviz_installed():
+            raise RuntimeError(f"rviz:=true, but {RVIZ_HINT}")
+        from excavator_hil.rviz_fleet import fleet_rviz
+
+        fd, path = tempfile.mkstemp(prefix="excavator_hil_fleet_", suffix=".rviz")
+        with os.fdopen(fd, "w") as f:
+            f.write(fleet_rviz(names, shared_terrain=shared, spacing_m=spacing))
+        out += supervised_node(context, plan, name="rviz2", package="rviz2", required=False,
+                               arguments=["-d", path], parameters=[clock])
+    return out
 

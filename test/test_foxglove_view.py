@@ -124,6 +124,11 @@ def test_the_shipped_layout_is_the_one_the_sdk_model_writes():
     assert [layer["url"] for layer in fleet["config"]["layers"].values()] == [
         "package://excavator_hil/exc1/robot_description.urdf",
         "package://excavator_hil/exc2/robot_description.urdf"]
+    right = json.loads(build_layout(["exc1", "exc2"]))["content"]["items"][1]["content"]
+    plotted = {p["value"].split(".")[0] for item in right["items"]
+               for p in item["content"]["config"].get("paths", [])}
+    assert plotted == {f"/{m}/{c}" for m in ("exc1", "exc2") for c in (
+        "plc/command", "plc/measured", "plc/latency", "soil/bucket_load", "soil/force")}
 
 
 # --- core: terrain tiles -------------------------------------------------------------------------
@@ -486,7 +491,11 @@ def test_the_live_view_over_the_foxglove_protocol(ros_node, redis_server, tmp_pa
 def test_bad_parameters_end_the_view_with_one_message(tmp_path):
     for args, words in ((["-p", "port:=70000"], "port = 70000 is outside 0 .. 65535"),
                         (["-p", "tf_rate:=5.0"], "unknown parameter 'tf_rate'"),
-                        (["-p", "machines:=exc1,exc-2"], "exc-2 is not a namespace")):
+                        (["-p", "machines:=exc1,exc-2"], "exc-2 is not a namespace"),
+                        (["-p", "redis_url:=redis://127.0.0.1:1/0", "-p", "redis_db_base:=0"],
+                         "redis_db_base = 0 needs machines"),
+                        (["-p", "machines:=exc1", "-p", "redis_url:=redis://127.0.0.1:1/0",
+                          "-p", "redis_db_base:=0"], "names a database")):
         proc = NodeProcess("excavator_hil.foxglove_view.node", ["--ros-args", *args],
                            log_dir=tmp_path)
         try:
@@ -497,19 +506,28 @@ def test_bad_parameters_end_the_view_with_one_message(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_fleet_in_one_scene(ros_node, tmp_path):
+def test_a_fleet_in_one_scene(ros_node, redis_server, tmp_path):
     """``machines:=exc1,exc2``: each machine's URDF (with its frame prefix) as its own asset and
-    channel, both machines' frames on the one /tf, each under its prefix from ``world``."""
+    channel, both machines' frames on the one /tf, each under its prefix from ``world``; with
+    ``redis_db_base`` each machine's PLC channels from its own bridge's database."""
     node_exe = peer_executable()
+    import redis
     from rclpy.qos import DurabilityPolicy, QoSProfile
     from sensor_msgs.msg import JointState
     from std_msgs.msg import String
 
     from excavator_sim.urdf import generate_urdf
+    from plc_bridge import redis_keys as keys
 
     port = free_port()
+    server = redis_server.url.rsplit("/", 1)[0]     # the server, as fleet.launch.py gives it
+    for k, longitudinal in ((3, "0.2"), (4, "0.7")):  # machine k's bridge: database 3 + k
+        redis.Redis.from_url(f"{server}/{k}").mset({
+            keys.LONGITUDINAL: longitudinal, keys.LATERAL: "0", keys.ANGULAR: "0",
+            keys.MON_LONGITUDINAL: "0", keys.MON_LATERAL: "0", keys.MON_ANGULAR: "0"})
     view = NodeProcess("excavator_hil.foxglove_view.node", [
-        "--ros-args", "-p", f"port:={port}", "-p", "machines:=exc1,exc2"], log_dir=tmp_path)
+        "--ros-args", "-p", f"port:={port}", "-p", "machines:=exc1,exc2",
+        "-p", f"redis_url:={server}", "-p", "redis_db_base:=3"], log_dir=tmp_path)
     peer = None
     try:
         n = ros_node.node
@@ -548,7 +566,15 @@ def test_a_fleet_in_one_scene(ros_node, tmp_path):
         topics = {c["topic"] for e in peer.events() if e["event"] == "advertise"
                   for c in e["channels"]}
         assert {"/exc1/robot_description", "/exc2/robot_description", "/exc2/soil/bucket_load",
-                "/exc1/soil/force", "/tf", "/terrain"} <= topics
+                "/exc1/soil/force", "/tf", "/terrain", "/exc1/plc/command",
+                "/exc2/plc/latency"} <= topics
+        assert not any(t.startswith("/plc/") for t in topics), topics
+        # each machine's command from its own bridge's database
+        for m, longitudinal in (("exc1", 0.2), ("exc2", 0.7)):
+            wait_for(lambda m=m: peer.messages(f"/{m}/plc/command"), LIMIT_S,
+                     lambda m=m: f"/{m}/plc/command\n{peer.out.read_text()[-2000:]}", 0.1)
+            assert peer.messages(f"/{m}/plc/command")[-1]["decoded"]["longitudinal"] == (
+                longitudinal)
     finally:
         if peer is not None:
             peer.stop()

@@ -7,7 +7,11 @@ reads plain attributes and never blocks on the network:
   best effort (a slow dashboard never makes a publisher resend or queue: the control path does
   not wait for it) and raw: a message is decoded only when it is kept (at most ``rate_hz``
   joint states and 10 soil samples a second; sim_node publishes 100 Hz). Publishes
-  ``target_pose`` (geometry_msgs/PoseStamped in ``base_link``) like any user would.
+  ``target_pose`` (geometry_msgs/PoseStamped in the machine's ``<prefix>base_link``) like any
+  user would. Serves one machine of a fleet at a time (``select``): the machines are the
+  namespaces with ``joint_states`` on the graph (excavator_common.machines), read every second;
+  a machine's topics are subscribed when it is first chosen and kept (only the chosen one's
+  messages are decoded), its frame prefix read from its ``robot_description``.
 - ``RedisLink``: one MGET of the bridge's keys every ``period_s``; the operational layer's
   writes (the three velocity keys in one MSET, the heartbeat toggle every 0.5 s while driving,
   a PUBLISH on the bridge's notify channel after each write) and the stop.
@@ -15,6 +19,7 @@ reads plain attributes and never blocks on the network:
 
 from __future__ import annotations
 
+import functools
 import math
 import threading
 import time
@@ -24,6 +29,12 @@ from typing import Any
 import numpy as np
 import redis
 
+from excavator_common.machines import (
+    MachineChoice,
+    frame_prefix_from_urdf,
+    machine_topic,
+    machines_on_graph,
+)
 from excavator_common.node_thread import NodeThread
 from excavator_hil.dashboard.core import (
     BridgeView,
@@ -40,16 +51,22 @@ from plc_bridge import redis_keys as keys
 
 
 class RosLink(NodeThread):
-    """Subscribes what the dashboard shows, publishes ``target_pose``."""
+    """Subscribes what the dashboard shows of the chosen machine, publishes its
+    ``target_pose``.
+
+    Args:
+        machine: the machine served at start (a namespace, e.g. ``exc2``); empty: the node's
+            own namespace (the single machine's topics, relative names).
+    """
 
     def __init__(self, checker: TargetChecker, terrain: TerrainGrid | None = None,
                  ros_args: Sequence[str] | None = None, rate_hz: float = 20.0,
-                 node_name: str = "dashboard"):
+                 node_name: str = "dashboard", machine: str = ""):
         from geometry_msgs.msg import PoseStamped, WrenchStamped
-        from rclpy.qos import QoSProfile, ReliabilityPolicy
+        from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
         from rclpy.serialization import deserialize_message
         from sensor_msgs.msg import JointState
-        from std_msgs.msg import Float64, Float64MultiArray
+        from std_msgs.msg import Float64, Float64MultiArray, String
 
         self.checker = checker
         self.period_s = 1.0 / rate_hz
@@ -69,18 +86,22 @@ class RosLink(NodeThread):
         self.decoded = dict.fromkeys(self.received, 0)  # messages deserialized
         self._decode = deserialize_message
         self._JointState, self._Float64, self._Wrench = JointState, Float64, WrenchStamped
+        self._String = String
 
         super().__init__(node_name, ros_args)
         self._PoseStamped = PoseStamped
-        latest = QoSProfile(depth=1, reliability=ReliabilityPolicy.BEST_EFFORT)
-        # raw: the bytes arrive, and only the messages kept are deserialized (a JointState
-        # costs ~30 us of Python to decode, x 100 Hz for nothing)
-        self.node.create_subscription(JointState, "joint_states", self._on_joints, latest,
-                                      raw=True)
-        self.node.create_subscription(Float64, "soil/bucket_load", self._on_load, latest,
-                                      raw=True)
-        self.node.create_subscription(WrenchStamped, "soil/wrench", self._on_wrench, latest,
-                                      raw=True)
+        self._latest = QoSProfile(depth=1, reliability=ReliabilityPolicy.BEST_EFFORT)
+        self._latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)
+        # the machine served: the user's choice among the machines on the graph
+        self._lock = threading.Lock()
+        self.own = self.node.get_namespace()
+        self.choice = MachineChoice(own=self.own, chosen=machine)
+        self.machines_version = 0     # +1 whenever the list of machines on the graph changed
+        self.prefixes: dict[str, str] = {}      # machine -> TF frame prefix (robot_description)
+        self.description_errors: dict[str, str] = {}
+        self._subscribed: set[str] = set()
+        self._target_pubs: dict[str, Any] = {}
+        self._subscribe(self.choice.chosen)
         # The data topic, not the soil/heightmap mesh: a 96 x 96 mesh costs ~0.6 s of Python
         # per message to deserialize, a whole 320 x 320 grid here ~1 ms. soil_node sends the
         # whole grid at start and at heightmap_rate_hz while it changes, patches in between
@@ -91,14 +112,83 @@ class RosLink(NodeThread):
             self.node.create_subscription(
                 Float64MultiArray, "soil/terrain_patch", self._on_patch,
                 QoSProfile(depth=10, reliability=ReliabilityPolicy.BEST_EFFORT))
-        self.target_pub = self.node.create_publisher(PoseStamped, "target_pose", 10)
+        self.node.create_timer(1.0, self._discover)
         # rclpy's EventsExecutor (C++ event queue) where there is one: ~1/3 of the CPU of the
         # SingleThreadedExecutor for the ~400 messages a second of the stack (bench/dashboard.py)
         self.start(events=True, thread_name="dashboard-ros")
 
+    # --- the machine served ------------------------------------------------------------------
+    @property
+    def machine(self) -> str:
+        """The machine served now (absolute namespace)."""
+        return self.choice.chosen
+
+    def topic(self, name: str, machine: str | None = None) -> str:
+        """Topic ``name`` of ``machine`` (default: the one served), as this node names it."""
+        return machine_topic(self.machine if machine is None else machine, name, self.own)
+
+    def _subscribe(self, machine: str) -> None:
+        """The machine's topics, subscribed once (kept when another machine is chosen: the
+        callbacks drop what is not the chosen machine's before decoding it)."""
+        if machine in self._subscribed:
+            return
+        self._subscribed.add(machine)
+        node, latest = self.node, self._latest
+        # raw: the bytes arrive, and only the messages kept are deserialized (a JointState
+        # costs ~30 us of Python to decode, x 100 Hz for nothing)
+        node.create_subscription(self._JointState, self.topic("joint_states", machine),
+                                 functools.partial(self._on_joints, machine), latest, raw=True)
+        node.create_subscription(self._Float64, self.topic("soil/bucket_load", machine),
+                                 functools.partial(self._on_load, machine), latest, raw=True)
+        node.create_subscription(self._Wrench, self.topic("soil/wrench", machine),
+                                 functools.partial(self._on_wrench, machine), latest, raw=True)
+        node.create_subscription(self._String, self.topic("robot_description", machine),
+                                 functools.partial(self._on_description, machine),
+                                 self._latched, raw=True)
+        self._target_pubs[machine] = node.create_publisher(
+            self._PoseStamped, self.topic("target_pose", machine), 10)
+
+    def select(self, machine: object) -> str:
+        """Serve ``machine`` (what a client sent): one of the machines on the graph, or the
+        node's own namespace. ValueError naming the value and the choices; the machine served
+        is then unchanged. The readouts start empty for a newly chosen machine."""
+        with self._lock:
+            before = self.choice.chosen
+            name = self.choice.choose(machine)
+            if name != before:
+                self.joints = self.joints_received_s = None
+                self.load = RollingSeries(60.0, 10.0)
+                self.force = RollingSeries(60.0, 10.0)
+                self._subscribe(name)
+        return name
+
+    def _discover(self) -> None:
+        """The machines on the graph now (timer, 1 Hz)."""
+        listed = machines_on_graph(self.node.get_topic_names_and_types())
+        with self._lock:
+            if self.choice.update(listed):
+                self.machines_version += 1
+
+    def frame_prefix(self, machine: str) -> str | None:
+        """The machine's TF frame prefix; None while its robot_description has not arrived
+        (the own namespace's machine: '' then, a single machine's frames)."""
+        prefix = self.prefixes.get(machine)
+        if prefix is None and machine == self.own:
+            return ""
+        return prefix
+
     # --- callbacks (executor thread) ---------------------------------------------------------
-    def _on_joints(self, raw: bytes) -> None:
+    def _on_description(self, machine: str, raw: bytes) -> None:
+        try:
+            self.prefixes[machine] = frame_prefix_from_urdf(self._decode(raw, self._String).data)
+            self.description_errors.pop(machine, None)
+        except ValueError as exc:
+            self.description_errors[machine] = str(exc)
+
+    def _on_joints(self, machine: str, raw: bytes) -> None:
         self.received["joint_states"] += 1
+        if machine != self.choice.chosen:
+            return
         now = time.monotonic()
         if now - self._last_joint_s < self.period_s:
             return
@@ -107,19 +197,23 @@ class RosLink(NodeThread):
         self.decoded["joint_states"] += 1
         stamp = msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
         r = joint_readout(self.checker, msg.name, msg.position, stamp)
-        if r is not None:
+        if r is not None and machine == self.choice.chosen:   # (a choice made meanwhile)
             self.joints, self.joints_received_s = r, now
             self.joint_messages += 1
 
-    def _on_load(self, raw: bytes) -> None:
+    def _on_load(self, machine: str, raw: bytes) -> None:
         self.received["soil/bucket_load"] += 1
+        if machine != self.choice.chosen:
+            return
         now = time.monotonic()
         if self.load.accepts(now):
             self.decoded["soil/bucket_load"] += 1
             self.load.add(now, float(self._decode(raw, self._Float64).data))
 
-    def _on_wrench(self, raw: bytes) -> None:
+    def _on_wrench(self, machine: str, raw: bytes) -> None:
         self.received["soil/wrench"] += 1
+        if machine != self.choice.chosen:
+            return
         now = time.monotonic()
         if self.force.accepts(now):
             self.decoded["soil/wrench"] += 1
@@ -143,21 +237,36 @@ class RosLink(NodeThread):
         self.terrain_version += 1
 
     # --- commands (any thread) ---------------------------------------------------------------
-    def send_target(self, x: float, y: float, z: float, pitch: float) -> None:
-        """Publish ``target_pose``: tip (x, y, z) [m] in ``base_link``, bucket pitch [rad]. A
-        target the IK refuses (NaN, inf, out of reach) raises ValueError with its reason and
-        nothing is published: the page checks first, this is the last gate before the topic."""
+    def send_target(self, x: float, y: float, z: float, pitch: float,
+                    machine: str | None = None) -> str:
+        """Publish the served machine's ``target_pose``: tip (x, y, z) [m] in its
+        ``<prefix>base_link``, bucket pitch [rad]; returns the machine. A target the IK refuses
+        (NaN, inf, out of reach) raises ValueError with its reason and nothing is published:
+        the page checks first, this is the last gate before the topic. ``machine``: the one
+        the sender was shown; when another is served now (chosen meanwhile, from another tab),
+        ValueError and nothing is published."""
         verdict = self.checker.check(x, y, z, pitch)
         if not verdict.ok:
             raise ValueError(verdict.message)
+        with self._lock:
+            served = self.choice.chosen
+            if machine is not None and machine != served:
+                raise ValueError(f"the dashboard serves {served} now, not {machine}: "
+                                 "nothing sent; check the target and send again")
+            prefix = self.frame_prefix(served)
+            if prefix is None:
+                raise ValueError(f"waiting for {self.topic('robot_description', served)} "
+                                 "(the machine's TF frame prefix): nothing sent")
+            pub = self._target_pubs[served]
         (px, py, pz), (qx, qy, qz, qw) = self.checker.pose(x, y, z, pitch)
         msg = self._PoseStamped()
-        msg.header.frame_id = "base_link"
+        msg.header.frame_id = prefix + "base_link"
         msg.header.stamp = self.node.get_clock().now().to_msg()
         p, o = msg.pose.position, msg.pose.orientation
         p.x, p.y, p.z = float(px), float(py), float(pz)
         o.x, o.y, o.z, o.w = float(qx), float(qy), float(qz), float(qw)
-        self.target_pub.publish(msg)
+        pub.publish(msg)
+        return served
 
 
 class RedisLink:

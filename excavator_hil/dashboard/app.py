@@ -3,6 +3,9 @@
     excavator-hil dashboard [--port 8080] [--redis-url redis://127.0.0.1:6379/0]
     excavator-hil dashboard --host 0.0.0.0 --token "$(openssl rand -hex 16)"
     ros2 run excavator_hil dashboard --ros-args -r __ns:=/exc1
+    excavator-hil dashboard --machine exc2 --redis-url redis://127.0.0.1:6379/1   # a fleet
+    excavator-hil dashboard --machine-redis exc1=redis://127.0.0.1:6379/0 \
+        --machine-redis exc2=redis://127.0.0.1:6379/1          # each machine's bridge
 
 Binds 127.0.0.1 by default. Any other interface needs ``--token`` (or the environment variable
 ``EXCAVATOR_HIL_DASHBOARD_TOKEN``): the page is then only served to ``/?token=...``. Prints
@@ -50,6 +53,17 @@ def build_parser(prog: str = "excavator-hil dashboard") -> argparse.ArgumentPars
                    help="soil_node parameter file: the terrain grid (default config/soil.yaml)")
     p.add_argument("--geometry", default=None,
                    help="excavator geometry YAML (default config/excavator.yaml)")
+    p.add_argument("--machine", default="",
+                   help="the machine of a fleet served at start, by namespace (exc2 or /exc2; "
+                        "default: the dashboard's own namespace); the page's selector lists "
+                        "the machines on the graph and switches between them")
+    p.add_argument("--redis-machine", default="",
+                   help="the machine whose PLC bridge --redis-url reaches (default: --machine, "
+                        "or the own namespace): Drive works while that machine is chosen")
+    p.add_argument("--machine-redis", action="append", default=[], metavar="NS=URL",
+                   help="a fleet: machine NS's bridge is on Redis URL (repeat per machine; "
+                        "replaces --redis-url/--redis-machine): the PLC panel and Drive follow "
+                        "the machine chosen")
     p.add_argument("--refresh-hz", type=float, default=10.0,
                    help="machine view refresh per browser tab [Hz] (1..30, default 10)")
     p.add_argument("--redis-period", type=float, default=0.2,
@@ -89,6 +103,28 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(f"--redis-period {args.redis_period:.6g} outside 0.05..5 s")
     if not 0 <= args.nice <= 19:
         return _fail(f"--nice {args.nice} outside 0..19 (0: as the control path; 19: lowest)")
+    from excavator_common.machines import machine_namespace
+
+    for option, value in (("--machine", args.machine), ("--redis-machine", args.redis_machine)):
+        if value:
+            try:
+                machine_namespace(value)
+            except ValueError as exc:
+                return _fail(f"{option}: {exc}")
+    machine_redis: dict[str, str] = {}
+    for entry in args.machine_redis:
+        name, sep, redis_url = entry.partition("=")
+        if not sep or not redis_url.strip():
+            return _fail(f"--machine-redis {entry!r}: give NS=URL, e.g. "
+                         "exc2=redis://127.0.0.1:6379/1")
+        try:
+            ns = machine_namespace(name)
+        except ValueError as exc:
+            return _fail(f"--machine-redis: {exc}")
+        if ns in machine_redis:
+            return _fail(f"--machine-redis: {ns} is given twice; one bridge per machine")
+        machine_redis[ns] = redis_url.strip()
+    args.machine_redis_map = machine_redis
     if not _is_loopback(args.host) and not args.token:
         return _fail(f"--host {args.host} is not a loopback address: set --token (at least "
                      f"{MIN_TOKEN_CHARS} characters, or ${TOKEN_ENV}) so only holders of "
@@ -145,14 +181,23 @@ def serve(args: argparse.Namespace, geometry: object, plc: object, terrain: obje
     checker = TargetChecker(geometry)  # type: ignore[arg-type]
     limits = DriveLimits.for_model(plc.model, plc.max_longitudinal_m_s,  # type: ignore[attr-defined]
                                    plc.max_lateral_m_s, plc.max_angular_rad_s)  # type: ignore[attr-defined]
-    watch = BridgeWatch(plc.wheels, plc.steering)  # type: ignore[attr-defined]
     t = terrain
     grid = TerrainGrid.from_cells(t.x0, t.y0, t.cell_xy_m, t.nx, t.ny)  # type: ignore[attr-defined]
-    ros = RosLink(checker, grid, ros_args)
-    bridge = RedisLink(plc.redis_url, watch, limits,  # type: ignore[attr-defined]
-                       plc.notify_channel, period_s=args.redis_period)  # type: ignore[attr-defined]
+    ros = RosLink(checker, grid, ros_args, machine=args.machine)
+    from excavator_common.machines import machine_namespace
+
+    # the bridges: each fleet machine's (--machine-redis), or the one of --redis-url
+    urls: dict[str, str] = args.machine_redis_map or {
+        machine_namespace(args.redis_machine) if args.redis_machine else ros.machine:
+        plc.redis_url}  # type: ignore[attr-defined]
+    bridges = {m: RedisLink(url, BridgeWatch(plc.wheels, plc.steering),  # type: ignore[attr-defined]
+                            limits, plc.notify_channel,  # type: ignore[attr-defined]
+                            period_s=args.redis_period) for m, url in urls.items()}
+    bridge_machine = ros.machine if ros.machine in bridges else next(iter(bridges))
+    bridge = bridges[bridge_machine]
     dash = Dashboard(checker, SideView(geometry), ros, bridge,  # type: ignore[arg-type]
-                     plc.model, refresh_hz=args.refresh_hz)  # type: ignore[attr-defined]
+                     plc.model, refresh_hz=args.refresh_hz,  # type: ignore[attr-defined]
+                     bridge_machine=bridge_machine, bridges=bridges)
 
     if args.token:
         app.add_middleware(TokenGate, token=args.token)
@@ -198,7 +243,8 @@ def serve(args: argparse.Namespace, geometry: object, plc: object, terrain: obje
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         if not closed:
             closed.append(True)
-            bridge.close(stop=True)
+            for link in bridges.values():
+                link.close(stop=True)
             ros.close()
             # what the subscriptions cost: messages in, and how many of them were decoded
             print(f"dashboard: messages received {ros.received}, decoded {ros.decoded}",

@@ -3,6 +3,14 @@ the installed package; nothing is fetched from the internet).
 
 One page, ``/``; each browser tab gets its own widgets and timers over the shared ``Dashboard``
 state (the adapters' latest values), so a second viewer costs the control path nothing.
+
+A fleet: the header's machine selector lists the machines on the graph (RosLink, from
+excavator_common.machines) and switches the dashboard to the one chosen (every tab follows):
+the machine view, the joint readout, the soil readout, the target's frame and Send serve that
+machine. A Send names the machine its tab showed and is refused when another one is served
+now. The PLC panel and Drive are the chosen machine's bridge where the dashboard has one
+(``bridges``: ``--machine-redis``, or ``--redis-url`` for ``bridge_machine``), else the default
+bridge's, named as such, with Drive off; switching machines stops any driving.
 """
 
 from __future__ import annotations
@@ -12,7 +20,7 @@ import hmac
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from http.cookies import SimpleCookie
 from typing import Any
 from urllib.parse import parse_qs
@@ -62,7 +70,17 @@ class Dashboard:
     bridge: RedisLink
     model: str
     refresh_hz: float = 10.0   # side view (and 3D view when shown) [Hz]
+    bridge_machine: str = ""   # the machine of the Redis link's bridge ("": the one at start)
     chart_hz: float = 1.0      # soil charts [Hz]
+    # machine -> its bridge's Redis link (a fleet: one per machine); default {bridge_machine:
+    # bridge}
+    bridges: dict[str, RedisLink] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.bridge_machine:
+            self.bridge_machine = self.ros.machine
+        if not self.bridges:
+            self.bridges = {self.bridge_machine: self.bridge}
 
 
 class TokenGate:
@@ -224,7 +242,19 @@ def build_page(dash: Dashboard) -> None:
     client = context.client
     peer = client.request.client.host if client.request and client.request.client else "?"
     print(f"dashboard: page opened from {peer} (client {client.id})", flush=True)
-    state: dict[str, Any] = {"terrain_version": -1, "scene": None}
+    state: dict[str, Any] = {"terrain_version": -1, "scene": None, "machine": dash.ros.machine,
+                             "machines_version": dash.ros.machines_version}
+
+    def _bridge_machine() -> str:
+        """The machine whose bridge the PLC panel shows: the chosen one's, else the default."""
+        return state["machine"] if state["machine"] in dash.bridges else dash.bridge_machine
+
+    def _bridge() -> RedisLink:
+        return dash.bridges[_bridge_machine()]
+
+    def _bridge_of() -> str:
+        m = _bridge_machine()
+        return "" if m == "/" and len(dash.bridges) == 1 else f" of {m}"   # (a single machine)
     query = client.request.query_params if client.request else {}
     open_3d = query.get("view3d", "0").lower() in ("1", "true", "on", "yes")
 
@@ -267,10 +297,10 @@ def build_page(dash: Dashboard) -> None:
             if number is None:
                 raise ValueError(f"{name} = {shown(value)} is not a number")
             command[name] = number
-            dash.bridge.set_command(*command.values())
+            _bridge().set_command(*command.values())
         except ValueError as exc:
             drive_error.set_text(f"refused: {exc}; still commanded: " + ", ".join(
-                f"{n} {v:.3f}" for n, v in zip(TWIST, dash.bridge.command, strict=True)))
+                f"{n} {v:.3f}" for n, v in zip(TWIST, _bridge().command, strict=True)))
             return float(twist[name].value)
         drive_error.set_text("")
         return number
@@ -278,6 +308,10 @@ def build_page(dash: Dashboard) -> None:
     ui.page_title("excavator_hil dashboard")
     with ui.header().classes("items-center bg-grey-9 q-py-xs"):
         ui.label("excavator_hil").classes("text-h6")
+        machine_sel = ui.select(options=dash.ros.choice.options(), value=dash.ros.machine,
+                                label="machine").classes("dash-machine min-w-[180px]").props(
+            "dense dark options-dense")
+        machine_error = ui.label("").classes("dash-machine-error text-caption text-orange")
         ros_badge = ui.badge("ROS: waiting").classes("dash-ros-badge")
         bridge_badge = ui.badge("bridge: ?").classes("dash-bridge-badge")
         ui.space()
@@ -290,7 +324,8 @@ def build_page(dash: Dashboard) -> None:
         # ---------------------------------------------------------------- left: targets
         with ui.column().classes("w-1/4 min-w-[320px]"):
             with ui.card().classes("w-full"):
-                ui.label("Bucket-tip target (base_link)").classes("text-subtitle1 text-bold")
+                target_title = ui.label("").classes(
+                    "dash-target-machine text-subtitle1 text-bold")
                 # Each field is a slider and a number input kept in step by ``_take`` (a
                 # two-way binding of the two looped on NaN, never equal to itself, until a
                 # RecursionError, and the page kept its previous verdict).
@@ -348,7 +383,9 @@ def build_page(dash: Dashboard) -> None:
 
         # ---------------------------------------------------------------- right: PLC
         with ui.column().classes("w-1/3 min-w-[340px]"), ui.card().classes("w-full"):
-            ui.label("PLC bridge").classes("text-subtitle1 text-bold")
+            # the bridge of --redis-url: one machine's, whichever machine is shown
+            plc_title = ui.label(f"PLC bridge{_bridge_of()}").classes(
+                "dash-plc-machine text-subtitle1 text-bold")
             plc_status = ui.label("status: -").classes("dash-plc-status text-bold")
             plc_detail = ui.label("").classes("dash-plc-detail text-caption")
             with ui.row().classes("dash-plc-bits"):
@@ -399,9 +436,58 @@ def build_page(dash: Dashboard) -> None:
             _check()
             return
         x, y, z, pitch = r.target
-        dash.ros.send_target(x, y, z, pitch)
+        try:   # to the machine this tab shows, or nowhere (another tab chose another)
+            served = dash.ros.send_target(x, y, z, pitch, machine=state["machine"])
+        except ValueError as exc:
+            sent.set_text(f"not sent: {exc}")
+            return
         sent.set_text(f"sent target_pose ({x:.2f}, {y:.2f}, {z:.2f}) m, pitch "
-                      f"{math.degrees(pitch):.1f} deg at {time.strftime('%H:%M:%S')}")
+                      f"{math.degrees(pitch):.1f} deg to {served} at {time.strftime('%H:%M:%S')}")
+
+    def _target_title() -> None:
+        prefix = dash.ros.frame_prefix(state["machine"])
+        frame = "?/base_link: waiting for its robot_description" if prefix is None else (
+            prefix + "base_link")
+        target_title.set_text(f"Bucket-tip target ({frame}) of {state['machine']}")
+
+    def _choose(value: Any) -> None:
+        """The user picks a machine in this tab's selector (or a client sent anything)."""
+        if state.get("syncing_machine"):
+            return
+        try:
+            dash.ros.select(value)
+        except ValueError as exc:
+            machine_error.set_text(f"refused: {exc}")
+            _sync_selector()
+            return
+        machine_error.set_text("")
+        _machine_changed()
+
+    def _sync_selector() -> None:
+        state["syncing_machine"] = True
+        try:
+            machine_sel.set_options(dash.ros.choice.options(), value=dash.ros.machine)
+        finally:
+            state["syncing_machine"] = False
+        state["machines_version"] = dash.ros.machines_version
+
+    def _machine_changed() -> None:
+        """The dashboard serves another machine (chosen here or in another tab): this tab's
+        views start over for it; driving another machine's bridge stops."""
+        state["machine"] = dash.ros.machine
+        for key in ("joints", "rows", "profile_key", "pose_3d"):
+            state.pop(key, None)
+        for m, link in dash.bridges.items():   # driving another machine's bridge: it stops
+            if link.driving and m != state["machine"]:
+                link.stop()
+        drive_switch.set_enabled(state["machine"] in dash.bridges)
+        plc_title.set_text(f"PLC bridge{_bridge_of()}")
+        for key in ("plc_rows",):
+            state.pop(key, None)
+        if machine_sel.value != dash.ros.machine:
+            _sync_selector()
+        _target_title()
+        _check()
 
     def _from_machine() -> None:
         j = dash.ros.joints
@@ -416,7 +502,10 @@ def build_page(dash: Dashboard) -> None:
         for s in twist.values():
             s.value = 0.0
         drive_switch.value = False
-        dash.bridge.stop()
+        # the bridge shown, and any this dashboard drives
+        for link in {id(b): b for b in (_bridge(), *(b for b in dash.bridges.values()
+                                                     if b.driving))}.values():
+            link.stop()
         state["stopping"] = False
         ui.notify("STOP: velocity keys 0, heartbeat stopped", type="negative")
 
@@ -426,29 +515,39 @@ def build_page(dash: Dashboard) -> None:
         if not isinstance(on, bool):   # a client sent "false" (truthy) or 1: refused, shown
             drive_error.set_text(f"refused: Drive = {shown(on)} is not true or false")
             state["syncing"] = True
-            drive_switch.value = dash.bridge.driving
+            drive_switch.value = _bridge().driving
+            state["syncing"] = False
+            return
+        if on and state["machine"] not in dash.bridges:
+            drive_error.set_text(f"refused: no PLC bridge of {state['machine']} here "
+                                 f"(--machine-redis); bridges of {', '.join(dash.bridges)}")
+            state["syncing"] = True
+            drive_switch.value = False
             state["syncing"] = False
             return
         if on:
             state["driver"] = client.id
+            state["driven"] = _bridge()
             # this tab's sliders (valid numbers only) are the twist to drive with
-            dash.bridge.set_command(*(float(twist[n].value) for n in TWIST))
-            dash.bridge.start_driving()
+            _bridge().set_command(*(float(twist[n].value) for n in TWIST))
+            _bridge().start_driving()
         else:
-            dash.bridge.stop()
+            _bridge().stop()
 
     def _zero_twist() -> None:
         for s in twist.values():
             s.value = 0.0
-        dash.bridge.set_command(0.0, 0.0, 0.0)
+        _bridge().set_command(0.0, 0.0, 0.0)
         drive_error.set_text("")
 
     def _on_disconnect() -> None:
         # a closed tab must not keep the machine driving: its heartbeat stops with it
-        if state.get("driver") == client.id and dash.bridge.driving:
-            dash.bridge.stop()
+        driven = state.get("driven")
+        if state.get("driver") == client.id and driven is not None and driven.driving:
+            driven.stop()
 
     client.on_disconnect(_on_disconnect)
+    machine_sel.on_value_change(lambda e: _choose(e.value))
     stop_btn.on_click(_stop)
     send_btn.on_click(_send)
     from_btn.on_click(_from_machine)
@@ -527,6 +626,10 @@ def build_page(dash: Dashboard) -> None:
         objs = state["scene"]
         pose = (tuple(round(v, 3) for v in j.base), tuple(round(v, 3) for v in j.q))
         if pose != state.get("pose_3d"):
+            if state.get("pose_3d") is None:   # a new scene or machine: the camera on it
+                bx, by, _ = pose[0]
+                objs["scene"].move_camera(x=bx - 3, y=by - 7, z=5, look_at_x=bx + 3,
+                                          look_at_y=by, look_at_z=0.5)
             state["pose_3d"] = pose
             state["scene_active_s"] = time.monotonic()
             bx, by, yaw = pose[0]
@@ -596,12 +699,18 @@ def build_page(dash: Dashboard) -> None:
 
     def _refresh_readout() -> None:
         """Readouts and badges at ``readout_hz``; each widget only when its text changed."""
+        if dash.ros.machine != state["machine"]:
+            _machine_changed()   # another tab chose another machine
+        elif dash.ros.machines_version != state["machines_version"]:
+            _sync_selector()     # machines came or went
         if state.get("hidden"):
             return   # a hidden tab (another tab in front, minimised): nothing to send
+        _target_title()
         j: JointReadout | None = dash.ros.joints
         now = time.monotonic()
         if j is None:
-            ros_badge.set_text("ROS: no joint_states")
+            ros_badge.set_text(f"ROS: no joint_states of {state['machine']}" + (
+                "" if dash.ros.choice.present else " (not on the graph)"))
             _set_prop(ros_badge, "color", "red")
         else:
             age = now - (dash.ros.joints_received_s or now)
@@ -616,8 +725,8 @@ def build_page(dash: Dashboard) -> None:
                                f"pitch {math.degrees(j.pitch):.1f} deg")
             age_label.set_text(f"base {j.base[0]:.2f}, {j.base[1]:.2f} m, yaw "
                                f"{math.degrees(j.base[2]):.1f} deg; stamp {j.stamp_s:.1f} s")
-        v = dash.bridge.view
-        bridge_badge.set_text(f"bridge: {'DOWN' if v.bridge_down else v.status}"
+        v = _bridge().view
+        bridge_badge.set_text(f"bridge{_bridge_of()}: {'DOWN' if v.bridge_down else v.status}"
                               f"{' / PLC DOWN' if v.plc_down and not v.bridge_down else ''}")
         bad = v.bridge_down or v.plc_down or v.status != "running"
         _set_prop(bridge_badge, "color", "red" if bad else "green")
@@ -627,7 +736,7 @@ def build_page(dash: Dashboard) -> None:
     def _refresh_plc() -> None:
         if state.get("hidden"):
             return   # a hidden tab (another tab in front, minimised): nothing to send
-        v = dash.bridge.view
+        v = _bridge().view
         text = v.status if not v.reason else f"stopped: {v.reason} ({v.reason_text})"
         plc_status.set_text(f"model {dash.model}; status {text}")
         _set_classes(plc_status, "dash-plc-status text-bold " + (
@@ -639,9 +748,9 @@ def build_page(dash: Dashboard) -> None:
                 bit in ("valid", "ready", "auto") and not on)
             chip.set_text(f"{bit}: {'-' if on is None else ('1' if on else '0')}")
             _set_prop(chip, "color", "grey" if on is None else ("red" if bad else "green"))
-        if drive_switch.value != dash.bridge.driving:   # stopped elsewhere (another tab, exit)
+        if drive_switch.value != _bridge().driving:   # stopped elsewhere (another tab, exit)
             state["stopping"] = True
-            drive_switch.value = dash.bridge.driving
+            drive_switch.value = _bridge().driving
             state["stopping"] = False
         if not keys_panel.value:
             return   # the key table is folded away: nothing to send
@@ -654,7 +763,7 @@ def build_page(dash: Dashboard) -> None:
                  {"key": "PLC alive counter age", "value": fmt(
                      None if v.plc_alive_age_s is None else v.plc_alive_age_s * 1e3, "ms", 0)},
                  {"key": "Redis round trip (MGET)", "value": fmt(v.redis_rtt_ms, "ms", 2)},
-                 {"key": "dashboard driving", "value": str(dash.bridge.driving)}]
+                 {"key": "dashboard driving", "value": str(_bridge().driving)}]
         if rows != state.get("plc_rows"):
             state["plc_rows"] = rows
             plc_table.rows = rows
@@ -677,6 +786,8 @@ def build_page(dash: Dashboard) -> None:
         series[0]["data"], series[1]["data"] = loads, forces
         soil.update()
 
+    _target_title()
+    drive_switch.set_enabled(state["machine"] in dash.bridges)
     _check()
     _show_3d(open_3d)
     # One timer: the panels' updates leave in the same websocket message as a side-view frame,

@@ -26,7 +26,8 @@ from .node import urdf_asset
 def build_layout(machines: Sequence[str] = ()) -> str:
     """The layout as JSON (indented, stable): for the view's one machine, or for a fleet's
     ``machines`` (namespaces, as the view's ``machines`` parameter): a URDF layer each, the
-    camera on the first, each one's soil plotted."""
+    camera on the first, each one's soil and PLC plotted (``/<ns>/plc/*``: the view's
+    ``redis_db_base``)."""
     import foxglove.layouts as fl
 
     names = list(machines) or [""]
@@ -52,17 +53,24 @@ def build_layout(machines: Sequence[str] = ()) -> str:
             fallback_color="#f2b134") for m in names},
         topics={"/terrain": fl.BaseRendererSceneUpdateTopicSettings(visible=True),
                 "/soil/wrench_arrow": fl.BaseRendererSceneUpdateTopicSettings(visible=True)}))
+    # the PLC channels: /plc/* of the one bridge, or each machine's /<ns>/plc/* (a fleet's
+    # view with redis_db_base)
+    def who(m: str) -> str:
+        return m + " " if m else ""
+
     right = fl.SplitContainer(direction="column", items=[
         fl.SplitItem(content=plot(
-            "PLC: command vs measured",
-            ("/plc/command.longitudinal", "command longitudinal [m/s]"),
-            ("/plc/measured.longitudinal", "measured longitudinal [m/s]"),
-            ("/plc/command.angular", "command angular [rad/s]"),
-            ("/plc/measured.angular", "measured angular [rad/s]"))),
+            "PLC: command vs measured", *[series for m in names for series in (
+                (f"{ch(m, 'plc/command')}.longitudinal", f"{who(m)}command longitudinal [m/s]"),
+                (f"{ch(m, 'plc/measured')}.longitudinal",
+                 f"{who(m)}measured longitudinal [m/s]"),
+                (f"{ch(m, 'plc/command')}.angular", f"{who(m)}command angular [rad/s]"),
+                (f"{ch(m, 'plc/measured')}.angular", f"{who(m)}measured angular [rad/s]"))])),
         fl.SplitItem(content=plot(
-            "PLC bridge latency",
-            ("/plc/latency.redis_rtt_ms", "Redis round trip [ms]"),
-            ("/plc/latency.plc_unacknowledged_writes", "writes not yet acknowledged"))),
+            "PLC bridge latency", *[series for m in names for series in (
+                (f"{ch(m, 'plc/latency')}.redis_rtt_ms", f"{who(m)}Redis round trip [ms]"),
+                (f"{ch(m, 'plc/latency')}.plc_unacknowledged_writes",
+                 f"{who(m)}writes not yet acknowledged"))])),
         fl.SplitItem(content=plot(
             "Soil", *[series for m in names for series in (
                 (f"{ch(m, 'soil/bucket_load')}.volume_m3", f"{m + ' ' if m else ''}bucket load "

@@ -19,7 +19,9 @@ Channels (Foxglove schemas, protobuf; ROS 2 messages passed through as CDR):
 - ``/soil/bucket_load`` (JSON ``{"volume_m3"}``), ``/soil/force`` (JSON ``{"fx_n", ...}``);
 - ``/plc/command``, ``/plc/measured`` (JSON ``{"longitudinal", "lateral", "angular"}``
   [m/s, m/s, rad/s]) and ``/plc/latency`` (JSON ``{"redis_rtt_ms",
-  "plc_unacknowledged_writes"}``) from the bridge's Redis keys, when ``redis_url`` is set;
+  "plc_unacknowledged_writes"}``) from the bridge's Redis keys, when ``redis_url`` is set; for
+  a fleet (``machines`` and ``redis_db_base`` >= 0) each machine's, ``/<ns>/plc/*``, from its
+  bridge's database ``redis_db_base + k``;
 - ``/diagnostics`` (diagnostic_msgs/msg/DiagnosticArray, CDR): every node's, as it comes.
 """
 
@@ -164,19 +166,23 @@ class FoxgloveView(Node):
                                                  "fz_n": "[N] world z", "magnitude_n": "[N]"}),
                 context=self.fox)
         velocity = {"longitudinal": "[m/s]", "lateral": "[m/s]", "angular": "[rad/s]"}
-        self.plc_channels: dict[str, Any] = {}
         redis_url = str(v["redis_url"])
-        if redis_url:
+        # the bridges read: (Redis URL, its channels); one, or one per machine of a fleet
+        self.plc_readers: list[tuple[str, dict[str, Any]]] = []
+        for url, base in self._plc_sources(redis_url, int(v["redis_db_base"]), names):
+            channels: dict[str, Any] = {}
             for name, title in (("command", "PLC bridge command (Redis control keys)"),
                                 ("measured", "PLC measured velocities (Redis monitor keys)")):
-                self.plc_channels[name] = foxglove.Channel(
-                    f"/plc/{name}", schema=_json_schema(title, velocity), context=self.fox)
-            self.plc_channels["latency"] = foxglove.Channel("/plc/latency", schema=_json_schema(
+                channels[name] = foxglove.Channel(
+                    f"{base}/plc/{name}", schema=_json_schema(title, velocity),
+                    context=self.fox)
+            channels["latency"] = foxglove.Channel(f"{base}/plc/latency", schema=_json_schema(
                 "PLC bridge latency", {
                     "redis_rtt_ms": "round trip of this view's read of the bridge's keys [ms]",
                     "plc_unacknowledged_writes": "bridge writes the PLC has not acknowledged "
                                                  "yet (plc.bridge.seq - seq_accepted)"}),
                 context=self.fox)
+            self.plc_readers.append((url, channels))
 
         view = self
 
@@ -225,20 +231,41 @@ class FoxgloveView(Node):
 
         self._stop = threading.Event()
         self._redis_thread: threading.Thread | None = None
-        if redis_url:
+        if self.plc_readers:
             self._redis_thread = threading.Thread(
-                target=self._read_plc, args=(redis_url, 1.0 / float(v["plc_rate_hz"])),
+                target=self._read_plc, args=(1.0 / float(v["plc_rate_hz"]),),
                 name="foxglove-plc", daemon=True)
             self._redis_thread.start()
         self.get_logger().info(
             f"Foxglove WebSocket server on ws://{v['host']}:{self.server.port}: open it in the "
             "Foxglove app (Open connection -> Foxglove WebSocket) with the layout "
-            "layouts/excavator_foxglove.json; terrain "
+            + ("layouts/excavator_foxglove.json" if list(self.machines) == [""] else
+               "layouts/excavator_foxglove_fleet.json (exc1,exc2; others: python -m "
+               "excavator_hil.foxglove_view.layout --machines ...)") + "; terrain "
             f"{self.terrain.z.shape[0]} x {self.terrain.z.shape[1]} cells in "
             f"{self.terrain.tiles_shape[0] * self.terrain.tiles_shape[1]} tiles"
-            + (f", PLC channels from {redis_url}" if redis_url else ", no PLC channels "
-               "(redis_url empty)")
+            + (f", PLC channels from {', '.join(url for url, _ in self.plc_readers)}"
+               if self.plc_readers else ", no PLC channels (redis_url empty)")
             + (f"; machines {', '.join(self.machines)}" if list(self.machines) != [""] else ""))
+
+    @staticmethod
+    def _plc_sources(url: str, db_base: int, machines: list[str]) -> list[tuple[str, str]]:
+        """(Redis URL, channel prefix) of each bridge read: ``url``'s on /plc/*, or with
+        ``db_base`` >= 0 machine k's database ``db_base + k`` of the server ``url`` on
+        /<ns>/plc/*. HilConfigError naming the fix for a combination that cannot be meant."""
+        if not url:
+            return []
+        if db_base < 0:
+            return [(url, "")]
+        if not machines:
+            raise HilConfigError(f"foxglove_view: redis_db_base = {db_base} needs machines "
+                                 "(a fleet's namespaces, e.g. exc1,exc2), or set it to -1")
+        server = url.rstrip("/")
+        if re.search(r"/\d+$", server.split("@")[-1].split("//", 1)[-1]):
+            raise HilConfigError(f"foxglove_view: redis_url = {url!r} names a database: with "
+                                 f"redis_db_base = {db_base} give the server only (machine k "
+                                 "uses database redis_db_base + k)")
+        return [(f"{server}/{db_base + k}", f"/{m}") for k, m in enumerate(machines)]
 
     def _status_name(self) -> str:
         ns = self.get_namespace().strip("/")
@@ -402,31 +429,36 @@ class FoxgloveView(Node):
         self.counters["terrain_tiles_sent"] += len(entities)
 
     # --- PLC bridge (Redis, read only, its own thread) -------------------------------------------
-    def _read_plc(self, url: str, period_s: float) -> None:
+    def _read_plc(self, period_s: float) -> None:
+        """Every bridge's keys (one MGET each) every ``period_s``, onto its channels."""
         import redis
 
         from plc_bridge import redis_keys as keys
 
         names = [keys.LONGITUDINAL, keys.LATERAL, keys.ANGULAR, keys.MON_LONGITUDINAL,
                  keys.MON_LATERAL, keys.MON_ANGULAR, keys.BRIDGE_SEQ, keys.STATE_SEQ_ACCEPTED]
-        client = redis.Redis.from_url(url, socket_timeout=1.0, socket_connect_timeout=1.0)
+        clients = [(url, redis.Redis.from_url(url, socket_timeout=1.0,
+                                              socket_connect_timeout=1.0), channels)
+                   for url, channels in self.plc_readers]
         next_s = time.monotonic()
         while not self._stop.is_set():
-            t0 = time.monotonic()
-            try:
-                values = client.mget(names)
-            except redis.RedisError as exc:
-                self.counters["plc_read_errors"] += 1
-                self.last_error = f"Redis {url}: {exc}"
-            else:
+            for url, client, channels in clients:
+                t0 = time.monotonic()
+                try:
+                    values = client.mget(names)
+                except redis.RedisError as exc:
+                    self.counters["plc_read_errors"] += 1
+                    self.last_error = f"Redis {url}: {exc}"
+                    continue
                 rtt_ms = 1e3 * (time.monotonic() - t0)
                 out = plc_channels(values[0:3], values[3:6], values[6], values[7], rtt_ms)
                 for name, fields in out.items():
-                    self.plc_channels[name].log(fields)
+                    channels[name].log(fields)
                 self.counters["plc_reads"] += 1
             next_s = max(next_s + period_s, time.monotonic())
             self._stop.wait(next_s - time.monotonic())
-        client.close()
+        for _, client, _ in clients:
+            client.close()
 
     # --- status ----------------------------------------------------------------------------------
     def _publish_status(self) -> None:

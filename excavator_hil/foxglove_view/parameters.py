@@ -27,5 +27,9 @@ FOXGLOVE_VIEW = ParameterTable("foxglove_view", (
                   "topics /<ns>/...; '' = the one machine of the view's own namespace"),
     ParameterSpec("redis_url", "", "Redis of the PLC bridge, read only: command vs measured "
                   "velocities and latency on /plc/* ('' = no PLC channels)"),
+    ParameterSpec("redis_db_base", -1, "a fleet's PLC channels (with machines): machine k's "
+                  "bridge in database redis_db_base + k of the server redis_url (given without "
+                  "a database, as fleet.launch.py's), on /<ns>/plc/*; -1 = one database, "
+                  "redis_url's, on /plc/*", "", -1, 15),
     ParameterSpec("plc_rate_hz", 20.0, "rate of the Redis reads for /plc/*", "Hz", 1.0, 100.0),
 ), error=HilConfigError)

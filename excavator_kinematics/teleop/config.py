@@ -74,6 +74,10 @@ PARAMETERS: tuple[ParameterSpec, ...] = (
        "answer each Joy from the joint_states of its stamp, impedance mode ticks on simulated "
        "time; each joint_command is stamped input stamp + this (sim_node applies it then); "
        "0 = stamp when sent, applied on arrival"),
+    _p("machine", "", None, None, "", "the machine of a fleet to drive, by namespace (exc2 or "
+       "/exc2): its joint_states, soil/wrench in, its joint_command, track_command, "
+       "teleop/valve_command out; the operator's joy, joy_travel, hand_pose and the teleop/ "
+       "feedback topics stay in this node's namespace; empty = this node's own namespace"),
     _p("geometry_file", "", None, None, "path", "excavator geometry YAML; empty = the package's "
        "config/excavator.yaml"),
     _p("hydraulics_file", "", None, None, "path", "simulation parameter file with the flow "
