@@ -393,6 +393,8 @@ def test_a_4ws_machine_steers_first_then_drives(node_processes, tmp_path):
             for _ in range(10):
                 assert rig.rates() == pytest.approx([0.35] * 4)
                 assert rig.torques() == [0.0] * 4           # the wheels point the wrong way
+                out = rig.plant_out()   # not held on the brakes: they would lock the steering
+                assert out["enable"] and not out["brake"], out
                 time.sleep(0.02)
             rig.plant.set(**dict(zip(rig.cfg.angle_fields(), crab, strict=True)))
             wait_for(lambda: all(t > 100.0 for t in rig.torques()), 10.0,

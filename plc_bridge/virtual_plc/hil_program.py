@@ -209,6 +209,7 @@ class HilProgram:
         running = self.mode in ("drive", "stopping")
         sp = np.asarray(speed_sp, dtype=float) if self.mode == "drive" else \
             np.zeros(len(speeds))
+        commanded = bool(np.any(sp))   # the bridge asks for motion (before the alignment)
         if self.align and self.mode == "drive":
             sp = sp * alignment(angle_sp, angles)
         torques = self.loop.step(dt_s, sp, speeds, running)
@@ -220,8 +221,10 @@ class HilProgram:
         if self.mode == "stopping" and at_rest:
             self.mode, running = "parked", False   # at standstill: brakes on, drives off
             torques = self.loop.step(dt_s, sp, speeds, False)
-        # halted under a zero command: held on the brakes, not by the speed loop
-        held = self.mode == "drive" and at_rest and not np.any(sp)
+        # halted under a zero command: held on the brakes, not by the speed loop (not while
+        # the wheels steer first to a command that moves: a braked machine's steering valves
+        # stay closed, it would never get there)
+        held = self.mode == "drive" and at_rest and not commanded
         if held:
             torques = self.loop.step(dt_s, sp, speeds, False)
         # the steering loops work in drive mode only; else the valves close: steering held
