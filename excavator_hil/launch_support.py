@@ -528,6 +528,11 @@ ARGUMENTS: dict[str, LaunchArgument] = {a.name: a for a in (
                    "192.168.0.1"),
     LaunchArgument("redis_url", "Redis URL (redis:// or rediss://, user:pass@ for AUTH)",
                    "redis://127.0.0.1:6379/0"),
+    LaunchArgument("machine", "machine preset (a name in config/machines/ or a file; empty = "
+                   "the default tracked machine): sim_node simulates it, and a wheeled one "
+                   "(wheeled_ackermann_11t, wheeled_4ws_11t) sets the bridge's model and "
+                   "vehicle geometry to its own and needs plant:=closed; checked against the "
+                   "bridge at start-up (excavator_hil.machine_match)"),
     LaunchArgument("model", "vehicle kinematic model between Redis and the PLC", "skid_steer",
                    MODELS),
     LaunchArgument("virtual_plc", "start the virtual PLC and connect the bridge to it",
@@ -585,9 +590,9 @@ ARGUMENTS: dict[str, LaunchArgument] = {a.name: a for a in (
 
 _A = ARGUMENTS
 _SIM = ("namespace", "use_sim_time", "rviz", "soil", "track_command", "sim_params",
-        "soil_params", "ik_params", "teleop", "teleop_params", "soil_in_process")
+        "soil_params", "ik_params", "teleop", "teleop_params", "soil_in_process", "machine")
 _BRIDGE = ("namespace", "use_sim_time", "plc_params", "plc_host", "redis_url", "model",
-           "virtual_plc", "virtual_plc_port")
+           "virtual_plc", "virtual_plc_port", "machine")
 # ``plant`` per file: where a file runs only one half of the loop, the loop is closed only when
 # asked (the other half must run too); sim.launch.py's own description
 _PLANT_SIM = _A["plant"].but(description="closed: sim_node's tracks are the PLC's plant "

@@ -5,6 +5,16 @@ Bodies (frames as in docs/simulation.md; side-view points (x, z) of the geometry
 - ``caterpillar`` (= ``base_link``, origin A on the ground): planar joints ``base_x``, ``base_y``
   (slides along world x, y) and ``base_yaw`` (hinge about z). The tracks drive these three
   joints as a skid-steer vehicle; the machine stays on the ground plane (no roll/pitch/heave).
+- A wheeled undercarriage (``ModelOptions.wheels``, a machine preset's ``undercarriage:``)
+  replaces the track boxes by four wheels at the drive train's wheel positions (the centre of
+  the wheel rectangle at base_link's origin): a steered wheel is a knuckle body
+  ``knuckle_<w>`` on hinge ``steer_<w>`` (about z, limited to the steering's end stops) carrying
+  body ``wheel_<w>`` on hinge ``wheel_<w>`` (about y: positive rolls forward); an unsteered
+  wheel is body ``wheel_<w>`` on its hinge alone. These joints are the drive train's
+  (:mod:`excavator_sim.drivetrain.wheeled`): the simulation sets them from it every period, and
+  the URDF and ``joint_states`` carry them under the names ``plant/actuation`` uses. Their
+  bodies are light (``WHEEL_BODY_MASS_KG``) and touch nothing: the undercarriage's mass is the
+  ``caterpillar`` part's, the tyres' forces are the drive train's.
 - ``chassis`` at B, hinge ``swing`` about +z.
 - ``boom`` at C, ``arm`` at H, ``bucket`` at M: hinges ``boom``/``arm``/``bucket`` with axis
   (0, -1, 0), so positive = counter-clockwise in the side view, qpos = the linkage's relative
@@ -37,6 +47,7 @@ import numpy as np
 
 from excavator_kinematics.geometry import Cylinder, ExcavatorGeometry, Vec2
 from excavator_kinematics.linkage import Linkage
+from excavator_sim.drivetrain.wheeled import WHEELS, WheeledParams
 from excavator_sim.heightfield import TerrainGrid, add_height_field, fill_flat
 from excavator_sim.hydraulics import Hydraulics, add_actuators
 
@@ -74,6 +85,17 @@ PASSIVE_JOINTS = ("boom_cylinder_pivot", "arm_cylinder_pivot", "bucket_cylinder_
 LOOPS = (("loop_E", "boom_rod_E", "boom_E"), ("loop_G", "arm_rod_G", "arm_G"),
          ("loop_K", "h_link_K", "arm_K"), ("loop_J", "side_link_J", "h_link_J"))
 
+# A wheeled undercarriage's joints (see the module docstring) and their bodies' mass [kg]: they
+# show the wheels, the drive train moves them.
+WHEEL_BODY_MASS_KG = 1.0
+WHEEL_WIDTH_M = 0.6   # [m] drawn: a twin 8.25-20 / 10.00-20 class wheel
+
+
+def wheel_joint_names(params: WheeledParams) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """``(wheel joints, steering joints)`` of a wheeled undercarriage, in ``WHEELS`` order."""
+    return (tuple(f"wheel_{w}" for w in WHEELS), tuple(f"steer_{w}" for w in params.steered))
+
+
 _AXIS_SIDE = [0.0, -1.0, 0.0]  # positive = counter-clockwise in the side view (x right, z up)
 CONTACT_RADIUS = 0.05  # [m] bucket contact spheres (teeth edge and heel)
 
@@ -100,6 +122,7 @@ class ModelOptions:
     terrain_contact: bool = True
     initial: InitialPose = field(default_factory=InitialPose)
     timestep: float = 0.001
+    wheels: WheeledParams | None = None   # a wheeled undercarriage; None: tracks
     equality_solref: tuple[float, float] = (0.002, 1.0)
     equality_solimp: tuple[float, float, float] = (0.99, 0.999, 0.001)
 
@@ -221,6 +244,54 @@ def _cylinder_bodies(parent: mujoco.MjsBody, cyl: Cylinder, axis: str, pivot: Ve
     return rod
 
 
+def _light_body(parent: mujoco.MjsBody, name: str, pos: list[float]) -> mujoco.MjsBody:
+    body = parent.add_body()
+    body.name = name
+    body.pos = pos
+    body.explicitinertial = True
+    body.mass = WHEEL_BODY_MASS_KG
+    body.ipos = [0.0, 0.0, 0.0]
+    body.inertia = [0.1, 0.1, 0.1]
+    return body
+
+
+def _wheels(cat: mujoco.MjsBody, params: WheeledParams, swing_height_m: float) -> None:
+    """The wheeled undercarriage's frame, knuckles and wheels (module docstring)."""
+    geo = params.geometry
+    r = geo.wheel_radius_m
+    frame = cat.add_geom()
+    frame.name = "wheel_frame"
+    frame.type = mujoco.mjtGeom.mjGEOM_BOX
+    bottom = 0.9 * r
+    frame.pos = [0.0, 0.0, 0.5 * (bottom + swing_height_m)]
+    frame.size = [0.5 * geo.wheelbase_m + 0.3, max(0.3, 0.5 * geo.track_m - WHEEL_WIDTH_M),
+                  max(0.05, 0.5 * (swing_height_m - bottom))]
+    _visual(frame, GREY)
+    end_stop = params.steering.max_angle_rad
+    for w in WHEELS:
+        x, y = geo.position(w)
+        parent = cat
+        pos = [x, y, r]
+        if w in params.steered:
+            parent = _light_body(cat, f"knuckle_{w}", pos)
+            _hinge(parent, f"steer_{w}", (-end_stop, end_stop), axis=[0.0, 0.0, 1.0])
+            pos = [0.0, 0.0, 0.0]
+        wheel = _light_body(parent, f"wheel_{w}", pos)
+        _hinge(wheel, f"wheel_{w}", axis=[0.0, 1.0, 0.0])
+        tyre = wheel.add_geom()
+        tyre.name = f"tyre_{w}"
+        tyre.type = mujoco.mjtGeom.mjGEOM_CYLINDER
+        tyre.quat = [math.cos(0.25 * math.pi), math.sin(0.25 * math.pi), 0.0, 0.0]  # axis y
+        tyre.size = [r, 0.5 * WHEEL_WIDTH_M, 0.0]
+        _visual(tyre, DARK)
+        hub = wheel.add_geom()   # shows the wheel turning
+        hub.name = f"hub_{w}"
+        hub.type = mujoco.mjtGeom.mjGEOM_BOX
+        hub.pos = [0.0, 0.0, 0.0]
+        hub.size = [0.8 * r, 0.5 * WHEEL_WIDTH_M + 0.01, 0.06]
+        _visual(hub, YELLOW)
+
+
 def build_spec(geometry: ExcavatorGeometry, linkage: Linkage, options: ModelOptions,
                track_width_m: float = 2.4) -> mujoco.MjSpec:
     """The excavator as an ``MjSpec`` (not compiled): bodies, joints, loops, actuators, terrain."""
@@ -266,21 +337,24 @@ def build_spec(geometry: ExcavatorGeometry, linkage: Linkage, options: ModelOpti
         j.axis = axis
     _hinge(cat, "base_yaw", axis=[0.0, 0.0, 1.0])
     _set_inertial(cat, "caterpillar", masses["caterpillar"])
-    half_track = 0.5 * track_width_m
-    track_h = 0.8
-    for side, y in (("left", half_track), ("right", -half_track)):
-        t = cat.add_geom()
-        t.name = f"track_{side}"
-        t.type = mujoco.mjtGeom.mjGEOM_BOX
-        t.pos = [0.0, y, 0.5 * track_h]
-        t.size = [2.3, 0.3, 0.5 * track_h]
-        _visual(t, DARK)
-    frame = cat.add_geom()
-    frame.name = "track_frame"
-    frame.type = mujoco.mjtGeom.mjGEOM_BOX
-    frame.pos = [0.0, 0.0, 0.5 * g.B[1]]
-    frame.size = [1.2, half_track - 0.3, 0.25 * g.B[1]]
-    _visual(frame, GREY)
+    if options.wheels is not None:
+        _wheels(cat, options.wheels, g.B[1])
+    else:
+        half_track = 0.5 * track_width_m
+        track_h = 0.8
+        for side, y in (("left", half_track), ("right", -half_track)):
+            t = cat.add_geom()
+            t.name = f"track_{side}"
+            t.type = mujoco.mjtGeom.mjGEOM_BOX
+            t.pos = [0.0, y, 0.5 * track_h]
+            t.size = [2.3, 0.3, 0.5 * track_h]
+            _visual(t, DARK)
+        frame = cat.add_geom()
+        frame.name = "track_frame"
+        frame.type = mujoco.mjtGeom.mjGEOM_BOX
+        frame.pos = [0.0, 0.0, 0.5 * g.B[1]]
+        frame.size = [1.2, half_track - 0.3, 0.25 * g.B[1]]
+        _visual(frame, GREY)
     _site(cat, "base_link", [0.0, 0.0, 0.0])
 
     # --- chassis (swing at B) ------------------------------------------------------------

@@ -36,6 +36,7 @@ from excavator_sim.heightfield import TerrainGrid
 from excavator_sim.hydraulics import CylinderHydraulics, Hydraulics, SwingDrive, TrackDrive
 from excavator_sim.machines import MachinePreset, load_machine
 from excavator_sim.model_builder import InitialPose
+from excavator_sim.undercarriage import WheeledUndercarriage
 
 _CYL_DEFAULTS = {   # bore, rod [m], count, flow out / in [L/min], damping [N s/m], armature [kg]
     "boom_cylinder": (0.110, 0.065, 1, 178.0, 122.0, 2.0e6, 250.0),
@@ -308,12 +309,24 @@ class SimConfig:
     terrain_contact: bool
     drive_mode: str = "kinematic"   # kinematic | plant
     drivetrain: DrivetrainConfig | None = None   # the drive train (drive_mode plant)
+    # a wheeled machine (a machine preset's undercarriage:, issue 28); None: on tracks
+    undercarriage: WheeledUndercarriage | None = None
+
+    def __post_init__(self) -> None:
+        if self.undercarriage is not None and self.drive_mode != "plant":
+            raise SimConfigError(
+                f"machine preset {self.undercarriage.source} is a wheeled machine "
+                f"({self.undercarriage.vehicle_model}): it runs with drive_mode plant (the "
+                "PLC's plant/actuation drives and steers its wheels; track speeds cannot move "
+                f"it); set drive_mode: plant, not {self.drive_mode!r}")
 
 
-def config_from_flat(values: Mapping[str, Any], source: str = "parameters") -> SimConfig:
+def config_from_flat(values: Mapping[str, Any], source: str = "parameters",
+                     undercarriage: WheeledUndercarriage | None = None) -> SimConfig:
     """Validate dotted-name values (missing ones take their defaults, deprecated names are
     renamed with a warning, node-only ones are checked and ignored) into a
-    :class:`SimConfig`."""
+    :class:`SimConfig`; ``undercarriage``: a wheeled machine preset's (it needs drive_mode
+    plant)."""
     v = SIM_PARAMETERS.validate(values, source, instances=INSTANCES)
     cylinders = {}
     for name in _CYL_DEFAULTS:
@@ -355,7 +368,8 @@ def config_from_flat(values: Mapping[str, Any], source: str = "parameters") -> S
                      publish_rate=v["publish_rate_hz"], control_period=v["control_period_s"],
                      initial=initial, hydraulics=hyd, terrain=terrain,
                      terrain_contact=bool(v["terrain.contact"]),
-                     drive_mode=str(v["drive_mode"]), drivetrain=drivetrain_config(v))
+                     drive_mode=str(v["drive_mode"]), drivetrain=drivetrain_config(v),
+                     undercarriage=undercarriage)
 
 
 def traction_soil(v: Mapping[str, Any], name: str) -> TractionSoil:
@@ -391,15 +405,6 @@ def load_sim_machine(machine: str | Path) -> MachinePreset:
     parameters are all sim_node parameters: an unknown one is an error naming the preset, the
     key and the closest known name."""
     preset = load_machine(machine)
-    if preset.undercarriage is not None:
-        # Until sim_node has its wheeled branch (issue 28), a wheeled preset would run on
-        # tracks with the wheeled machine's masses: a silently wrong drive. Refuse it.
-        raise SimConfigError(
-            f"machine preset {preset.source} has a wheeled undercarriage "
-            f"({preset.undercarriage.vehicle_model}); sim_node drives tracked machines only "
-            "until its wheeled branch lands (issue 28); choose a tracked preset "
-            f"(one without undercarriage:), or use the wheeled drive train's core "
-            "(excavator_sim.drivetrain.wheeled) directly")
     unknown = SIM_PARAMETERS.unknown(preset.parameters)
     if unknown:
         raise SimConfigError(SIM_PARAMETERS.unknown_message(unknown,
@@ -417,10 +422,12 @@ def load_sim_config(path: str | Path | None = None,
     path = Path(path) if path is not None else config_file("sim.yaml")
     source = str(path)
     merged: dict[str, Any] = {}
+    under = None
     if machine is not None and machine != "":
         preset = machine if isinstance(machine, MachinePreset) else load_sim_machine(machine)
         merged.update(preset.parameters)
+        under = preset.undercarriage
         source = f"{source} + machine preset {preset.source}"
     merged.update(overrides or {})
     return config_from_flat(load_parameters(SIM_PARAMETERS, path, merged, instances=INSTANCES),
-                            source=source)
+                            source=source, undercarriage=under)

@@ -50,7 +50,14 @@ Subscribes
   inf, a torque beyond twice the drive's limit, a flag not 0/1, a missing or unknown name): a
   **drive fault**, ERROR on ``/diagnostics`` naming it, latched until a valid actuation (the last
   valid one is not reused); the simulation keeps running. In kinematic mode it is refused
-  (rejection), and in plant mode ``track_command`` is.
+  (rejection), and in plant mode ``track_command`` is. A **wheeled machine** (``machine`` a
+  wheeled preset, issue 28; drive_mode plant is then required) takes ``wheel_<w>`` of its
+  driven wheels (``effort`` = torque set-point [N m at the wheel]) and ``steer_<w>`` of its
+  steered wheels (``velocity`` = steering rate command [rad/s]) with the same pseudo-joints and
+  the same fail-safe; a torque beyond twice the wheel drive's limit or a steering rate beyond
+  twice the steering's rate is a drive fault too (:mod:`excavator_sim.drivetrain.wheeled_io`;
+  up to there the relief valve and the steering valve clip, and the end stops hold the
+  angle).
 - ``soil/terrain_patch`` (std_msgs/Float64MultiArray): a changed rectangle of the terrain,
   written into MuJoCo's height field (format: :mod:`excavator_sim.heightfield`, dims ``i``,
   ``j``, data ``[i0, j0, heights...]`` [m]); the grids must match (``terrain.*`` parameters).
@@ -77,7 +84,11 @@ accelerometer reads it; pitch and roll from the terrain's plane under the tracks
 itself staying planar), ``plant/sensors`` (drive_mode plant; sensor_msgs/JointState:
 ``track_left`` / ``track_right`` position = travelled distance [m], velocity = sprocket speed
 [m/s], effort = drive torque [N m]; ``ground_speed`` velocity [m/s] along base_link x;
-pseudo-joints ``drive_ready``, ``drive_fault``, ``brake`` in position, 1.0 = true),
+pseudo-joints ``drive_ready``, ``drive_fault``, ``brake`` in position, 1.0 = true; a wheeled
+machine: ``wheel_<w>`` of all four wheels (travelled distance [m], ``r omega`` [m/s], drive
+torque [N m], 0 on an undriven wheel) and ``steer_<w>`` position = measured steering angle
+[rad] in place of the tracks; its ``joint_states`` carry ``wheel_<w>`` [rad, rad/s] and
+``steer_<w>`` [rad, rad/s], the URDF's joints),
 ``robot_description`` once (transient local;
 the URDF of the model this node simulates, rooted at ``world``, its other links prefixed with
 the ``frame_prefix`` parameter, e.g. ``exc1/``, for a fleet), ``/diagnostics`` at 1 Hz. Poses,
@@ -138,8 +149,19 @@ from excavator_kinematics.geometry import ExcavatorGeometry, default_geometry
 from excavator_sim.clock_follower import ClockFollower
 from excavator_sim.command_schedule import CommandSchedule, StampTooFarAheadError
 from excavator_sim.command_timeout import CommandTimeout
-from excavator_sim.drivetrain.actuation import ActuationError, PlantActuation, parse_actuation
+from excavator_sim.drivetrain.actuation import (
+    ActuationError,
+    ActuationFreshness,
+    PlantActuation,
+    parse_actuation,
+)
 from excavator_sim.drivetrain.vehicle import SAFE_COMMAND
+from excavator_sim.drivetrain.wheeled import SAFE_WHEELED_COMMAND, WheeledCommand
+from excavator_sim.drivetrain.wheeled_io import (
+    WheeledPlantActuation,
+    parse_wheeled_actuation,
+    wheeled_sensor_arrays,
+)
 from excavator_sim.errors import CommandError, HeightFieldError, SimConfigError
 from excavator_sim.model_builder import CYLINDER_JOINTS
 from excavator_sim.pacing import Pacer, Window, WrenchGate
@@ -210,7 +232,8 @@ class SimNode(Node):
         follow_clock = bool(values["follow_clock"])
         self.follow_clock = follow_clock
         config = config_from_flat(values, source="sim_node parameters" + (
-            f" + machine preset {preset.source}" if preset else ""))
+            f" + machine preset {preset.source}" if preset else ""),
+            undercarriage=preset.undercarriage if preset else None)
         # in-process soil (issue 12 item 3): soil_node's core inside the simulation step
         soil_in_process = bool(values["soil_in_process"])
         soil_params_file = str(values["soil_params_file"])
@@ -233,8 +256,11 @@ class SimNode(Node):
         self.sim = ExcavatorSimulation(config, geometry)
         self.config = config
         # the PLC's actuation (drive_mode plant): fresh, valid, or the drives brake
-        self.plant = PlantActuation(float(values["plant_actuation_timeout_s"]))
-        self.plant_mode = self.sim.drivetrain is not None
+        timeout = float(values["plant_actuation_timeout_s"])
+        self.plant: ActuationFreshness[Any] = (
+            WheeledPlantActuation(timeout) if self.sim.wheeled is not None
+            else PlantActuation(timeout))
+        self.plant_mode = self.sim.vehicle is not None
         self._plant_refused = 0   # plant/actuation refused in kinematic mode
         self.gate = WrenchGate(max_age_s=max_wrench_age)
         # over DDS only: the in-process soil answers within the step (the parameter check
@@ -318,8 +344,10 @@ class SimNode(Node):
         self._imu_msg = Imu()
         self._imu_msg.header.frame_id = f"{frame_prefix}base_link"
         self._sensors_msg = JointState()
-        self._sensors_msg.name = ["track_left", "track_right", "ground_speed", "drive_ready",
-                                  "drive_fault", "brake"]
+        self._sensors_msg.name = (
+            wheeled_sensor_arrays(self.sim.wheeled, False)[0] if self.sim.wheeled is not None
+            else ["track_left", "track_right", "ground_speed", "drive_ready", "drive_fault",
+                  "brake"])
         self._wall_start = time.monotonic()
         self._sim_start = self.sim.time
         self._markers = self._make_markers()
@@ -336,7 +364,9 @@ class SimNode(Node):
             f"ready: dt {config.timestep} s, real_time_factor {config.real_time_factor}, "
             f"publish_rate_hz {config.publish_rate}, max_wrench_age_s {max_wrench_age}, /clock "
             f"{_clock_mode(self.publishes_clock, follow_clock)}, "
-            f"{self.sim.model.nv} dof, drive_mode {config.drive_mode}, terrain "
+            f"{self.sim.model.nv} dof, drive_mode {config.drive_mode}"
+            + (f" on wheels ({config.undercarriage.vehicle_model})"
+               if config.undercarriage is not None else "") + ", terrain "
             f"{g.nx} x {g.ny} nodes from ({g.x0}, {g.y0}) m every {g.cell_size} m, machine "
             f"{preset.name if preset else 'default'} "
             f"({sum(self.sim.geometry.masses_kg.values()) / 1e3:.1f} t, "
@@ -500,14 +530,19 @@ class SimNode(Node):
                              "follow track_command); start sim_node with drive_mode:=plant for "
                              "hardware in the loop")
             return
-        torque_limit = self.sim.drivetrain.params.drive.torque_limit_nm  # type: ignore[union-attr]
+        command: Any
         try:
-            command = parse_actuation(msg.name, msg.position, msg.velocity, msg.effort,
-                                      torque_limit)
+            if self.sim.wheeled is not None:
+                command = parse_wheeled_actuation(msg.name, msg.position, msg.velocity,
+                                                  msg.effort, self.sim.wheeled.params)
+            else:
+                assert self.sim.drivetrain is not None
+                command = parse_actuation(msg.name, msg.position, msg.velocity, msg.effort,
+                                          self.sim.drivetrain.params.drive.torque_limit_nm)
         except ActuationError as exc:
             onset = not self.plant.fault
             self.plant.reject(str(exc))
-            self.sim.set_drive_command(SAFE_COMMAND)
+            self._brake_drives()
             if onset:   # said when it starts, counted after (a stream of bad ones: no flood)
                 message = f"drive fault: {exc}; drives braked until a valid plant/actuation"
                 self.get_logger().error(message)
@@ -516,16 +551,19 @@ class SimNode(Node):
         if self.plant.fault:
             self.get_logger().info("drive fault cleared: a valid plant/actuation arrived")
         self.plant.accept(command, self.sim.time)
-        self.sim.set_drive_command(command)
+        if isinstance(command, WheeledCommand):
+            self.sim.set_wheeled_command(command)
+        else:
+            self.sim.set_drive_command(command)
 
-    def _plant_values(self) -> dict[str, str | int]:
-        """The drive train's figures for /diagnostics (drive_mode plant)."""
-        v = self.sim.drivetrain
-        if v is None:
-            return {"drive_mode": "kinematic", "plant_actuation_refused": self._plant_refused}
-        cmd = self.sim.drive_command
-        ground = self.sim.ground
-        left, right = v.tracks
+    def _brake_drives(self) -> None:
+        """The fail-safe command: torque 0, brakes applied (and the steering valves closed)."""
+        if self.sim.wheeled is not None:
+            self.sim.set_wheeled_command(SAFE_WHEELED_COMMAND)
+        else:
+            self.sim.set_drive_command(SAFE_COMMAND)
+
+    def _actuation_values(self) -> dict[str, str | int]:
         return {
             "drive_mode": "plant", "drive_fault": self.plant.fault,
             "plant_actuations": self.plant.received,
@@ -533,6 +571,44 @@ class SimNode(Node):
             "plant_actuation_age_s": f"{self.plant.age_s(self.sim.time):.3f}",
             "plant_actuation_timeouts": self.plant.timeouts,
             "plant_actuation_age_at_timeout_s": f"{self.plant.age_at_timeout_s:.3f}",
+        }
+
+    def _wheeled_values(self) -> dict[str, str | int]:
+        """A wheeled machine's figures for /diagnostics (per wheel in fl, fr, rl, rr order)."""
+        v = self.sim.wheeled
+        assert v is not None
+        cmd = self.sim.wheeled_command
+        wheels = list(v.wheels.values())
+        p = v.params
+        return {
+            **self._actuation_values(),
+            "vehicle_model": self.config.undercarriage.vehicle_model
+            if self.config.undercarriage is not None else "",
+            "drive_enable": int(cmd.enable), "brake": int(wheels[0].braked),
+            "torque_setpoint_nm": " / ".join(f"{t:.0f}" for t in cmd.torques_nm),
+            "steer_rate_command_rad_s": " / ".join(f"{r:.3f}" for r in cmd.steer_rates_rad_s),
+            "drive_torque_nm": " / ".join(f"{w.torque_nm:.0f}" for w in wheels),
+            "wheel_speed_m_s": " / ".join(f"{w.speed_m_s:.3f}" for w in wheels),
+            "steer_angle_rad": " / ".join(f"{a:.4f}" for a in v.steer_angles(p.steered)),
+            "wheel_slip": " / ".join(f"{w.slip:.4f}" for w in wheels),
+            "ground_speed_m_s": f"{v.ground_speed_m_s:.3f}",
+            "yaw_rate_rad_s": f"{v.yaw_rate_rad_s:.4f}",
+            "drive_torque_limit_nm": f"{p.drive.torque_limit_nm:.0f}",
+            "drivetrain_unconverged_steps": v.unconverged,
+        }
+
+    def _plant_values(self) -> dict[str, str | int]:
+        """The drive train's figures for /diagnostics (drive_mode plant)."""
+        if self.sim.wheeled is not None:
+            return self._wheeled_values()
+        v = self.sim.drivetrain
+        if v is None:
+            return {"drive_mode": "kinematic", "plant_actuation_refused": self._plant_refused}
+        cmd = self.sim.drive_command
+        ground = self.sim.ground
+        left, right = v.tracks
+        return {
+            **self._actuation_values(),
             "drive_enable": int(cmd.enable), "brake": int(left.braked),
             "torque_setpoint_nm": f"{cmd.torque_left_nm:.0f} / {cmd.torque_right_nm:.0f}",
             "drive_torque_nm": f"{left.torque_nm:.0f} / {right.torque_nm:.0f}",
@@ -553,6 +629,11 @@ class SimNode(Node):
     def on_track_command(self, msg: JointState, info: MessageInfo) -> None:
         if not self.command_age.admit_in_transit("track_command", info):
             return  # too old: nor does it keep the tracks alive (track_command_timeout_s)
+        if self.sim.wheeled is not None:
+            self._reject("track_command refused: this is a wheeled machine (drive_mode is "
+                         "plant: its drive train moves it from plant/actuation, wheel torques "
+                         "and steering rates); drive it through the PLC")
+            return
         if self.plant_mode:
             self._reject("track_command refused: drive_mode is plant (the drive train moves "
                          "the base from plant/actuation); start sim_node with "
@@ -653,7 +734,7 @@ class SimNode(Node):
             self._commands_checked = True
             if self.plant_mode:
                 if self.plant.check(self.sim.time):
-                    self.sim.set_drive_command(SAFE_COMMAND)
+                    self._brake_drives()
                     self.get_logger().warning(self._plant_actuation_timeout_message())
             elif self.track_timeout.expires(self.sim.time):
                 self.stop_tracks()
@@ -751,8 +832,16 @@ class SimNode(Node):
 
     def publish_sensors(self, stamp: Time) -> None:
         """plant/sensors: what the machine's sensors measure (the contract of issue 27)."""
+        assert self.sensors_pub is not None
+        if self.sim.wheeled is not None:
+            msg = self._sensors_msg
+            msg.header.stamp = stamp
+            _, msg.position, msg.velocity, msg.effort = wheeled_sensor_arrays(
+                self.sim.wheeled, bool(self.plant.fault))
+            self.sensors_pub.publish(msg)
+            return
         v = self.sim.drivetrain
-        assert v is not None and self.sensors_pub is not None
+        assert v is not None
         left, right = v.tracks
         nan = math.nan
         msg = self._sensors_msg
@@ -976,7 +1065,8 @@ USAGE = NodeUsage(
     subscribes=("joint_command, track_command (sensor_msgs/JointState)",
                 "soil/wrench (geometry_msgs/WrenchStamped)",
                 "soil/terrain_patch (std_msgs/Float64MultiArray)",
-                "plant/actuation (sensor_msgs/JointState, the PLC's drives, drive_mode plant)",
+                "plant/actuation (sensor_msgs/JointState, the PLC's drives and steering, "
+                "drive_mode plant)",
                 "/clock (with follow_clock)"),
     publishes=("joint_states (sensor_msgs/JointState)", "bucket_pose (geometry_msgs/PoseStamped)",
                "bucket_twist (geometry_msgs/TwistStamped)",

@@ -16,6 +16,11 @@ Control structure (why: many MuJoCo steps per Python call, see docs/simulation.m
   Janosi-Hanamoto traction, grade from the terrain, the bucket's soil force) under
   :meth:`set_drive_command`, stepped once per control period; the base's servos then follow
   its pose.
+- A wheeled machine (``SimConfig.undercarriage``, a machine preset's, issue 28) runs in
+  ``plant`` mode only: the wheeled drive train (:mod:`excavator_sim.drivetrain.wheeled`: wheel
+  drives, brakes, rate-limited steering, brush-model tyres) moves the base under
+  :meth:`set_wheeled_command`, and the model's wheel and steering joints are set from it every
+  period (they show the machine; the drive train computes its forces).
 """
 
 from __future__ import annotations
@@ -43,6 +48,13 @@ from excavator_sim.drivetrain.vehicle import (
     Ground,
     TrackedVehicle,
 )
+from excavator_sim.drivetrain.wheeled import (
+    SAFE_WHEELED_COMMAND,
+    WHEELS,
+    WheeledCommand,
+    WheeledGround,
+    WheeledVehicle,
+)
 from excavator_sim.errors import CommandError, SimConfigError
 from excavator_sim.heightfield import HeightField
 from excavator_sim.hydraulics import (
@@ -64,6 +76,7 @@ from excavator_sim.model_builder import (
     ModelOptions,
     build_model,
     loop_residuals,
+    wheel_joint_names,
 )
 from excavator_sim.plausibility import STATE_SPEED_FACTOR, MachineEnvelope, fmt_vector
 from excavator_sim.sim_config import SimConfig, load_sim_config
@@ -87,7 +100,19 @@ def model_options(config: SimConfig) -> ModelOptions:
     """The model builder's options for a simulation configured by ``config``."""
     return ModelOptions(hydraulics=config.hydraulics, terrain=config.terrain,
                         terrain_contact=config.terrain_contact, initial=config.initial,
-                        timestep=config.timestep)
+                        timestep=config.timestep,
+                        wheels=(config.undercarriage.params if config.undercarriage is not None
+                                else None))
+
+
+def state_joints(config: SimConfig) -> tuple[str, ...]:
+    """The joints of :meth:`ExcavatorSimulation.joint_state` for a machine so configured:
+    ``STATE_JOINTS``, a wheeled machine's wheels (``wheel_<w>``) and steering joints
+    (``steer_<w>``) in place of the tracks."""
+    if config.undercarriage is None:
+        return STATE_JOINTS
+    wheels, steers = wheel_joint_names(config.undercarriage.params)
+    return (*ACTIVE_JOINTS, *CYLINDER_JOINTS, *wheels, *steers, *PASSIVE_JOINTS, *BASE_JOINTS)
 
 
 @dataclass(frozen=True)
@@ -137,14 +162,28 @@ class ExcavatorSimulation:
         mujoco.mj_forward(self.model, self.data)
 
         b = self.built
+        self.state_joints = state_joints(c)
+        # a wheeled machine's wheel and steering joints (set from its drive train)
+        self._wheel_joints: tuple[tuple[str, ...], tuple[str, ...]] = (
+            wheel_joint_names(c.undercarriage.params) if c.undercarriage is not None
+            else ((), ()))
         self._q_adr = {n: b.qpos_adr[n] for n in (*ACTIVE_JOINTS, *CYLINDER_JOINTS,
-                                                   *PASSIVE_JOINTS, *BASE_JOINTS)}
+                                                   *PASSIVE_JOINTS, *BASE_JOINTS,
+                                                   *self._wheel_joints[0],
+                                                   *self._wheel_joints[1])}
         self._v_adr = {n: b.dof_adr[n] for n in self._q_adr}
-        in_mujoco = [k for k, n in enumerate(STATE_JOINTS) if n not in TRACK_JOINTS]
+        joints = self.state_joints
+        in_mujoco = [k for k, n in enumerate(joints) if n not in TRACK_JOINTS]
         self._state_mj = np.array(in_mujoco)
-        self._state_qadr = np.array([self._q_adr[STATE_JOINTS[k]] for k in in_mujoco])
-        self._state_vadr = np.array([self._v_adr[STATE_JOINTS[k]] for k in in_mujoco])
-        self._state_tracks = np.array([STATE_JOINTS.index(n) for n in TRACK_JOINTS])
+        self._state_qadr = np.array([self._q_adr[joints[k]] for k in in_mujoco])
+        self._state_vadr = np.array([self._v_adr[joints[k]] for k in in_mujoco])
+        self._state_tracks = np.array([joints.index(n) for n in TRACK_JOINTS if n in joints])
+        self._wheel_state = np.array([joints.index(n) for n in self._wheel_joints[0]], dtype=int)
+        self._steer_state = np.array([joints.index(n) for n in self._wheel_joints[1]], dtype=int)
+        self._wheel_qadr = [self._q_adr[n] for n in (*self._wheel_joints[0],
+                                                     *self._wheel_joints[1])]
+        self._wheel_vadr = [self._v_adr[n] for n in (*self._wheel_joints[0],
+                                                     *self._wheel_joints[1])]
         self._act = {n: b.actuator_id[n] for n in (*CYLINDER_ACTUATORS, "swing",
                                                    *BASE_ACTUATORS)}
         # The valves' damping actuators take the same speed command as their cylinders.
@@ -219,20 +258,37 @@ class ExcavatorSimulation:
         if c.drive_mode not in DRIVE_MODES:
             raise SimConfigError(f"drive_mode {c.drive_mode!r} is not one of {DRIVE_MODES}")
         self.drive_mode = c.drive_mode
-        self.drivetrain: TrackedVehicle | None = None
+        self.drivetrain: TrackedVehicle | None = None    # a tracked machine's (plant)
+        self.wheeled: WheeledVehicle | None = None       # a wheeled machine's (always plant)
+        self.vehicle: TrackedVehicle | WheeledVehicle | None = None   # whichever moves it
         self._drive_command = SAFE_COMMAND
+        self._wheeled_command = SAFE_WHEELED_COMMAND
         self._ground: Ground | None = None
+        self._wheeled_ground: WheeledGround | None = None
         self._attitude_before = np.eye(3)
         self._imu_memory: tuple[float, np.ndarray, np.ndarray] | None = None
-        if c.drive_mode == "plant":
+        if c.undercarriage is not None:
+            if c.drive_mode != "plant":
+                raise SimConfigError(f"a wheeled machine runs with drive_mode plant, not "
+                                     f"{c.drive_mode!r}")
+            mass, inertia = self.base_inertia()
+            init = c.initial
+            self.wheeled = self.vehicle = WheeledVehicle(
+                c.undercarriage.params, mass, inertia, x=init.base_x, y=init.base_y,
+                yaw=init.base_yaw)
+            self._wheeled_ground = self.wheeled_ground_under(init.base_x, init.base_y,
+                                                             init.base_yaw)
+            self._attitude_before = self._wheeled_ground.attitude
+        elif c.drive_mode == "plant":
             if c.drivetrain is None:
                 raise SimConfigError("drive_mode plant needs the drive train's parameters "
                                      "(SimConfig.drivetrain: load the config with "
                                      "excavator_sim.sim_config)")
             mass, inertia = self.base_inertia()
             init = c.initial
-            self.drivetrain = TrackedVehicle(c.drivetrain.params, mass, inertia,
-                                             x=init.base_x, y=init.base_y, yaw=init.base_yaw)
+            self.drivetrain = self.vehicle = TrackedVehicle(
+                c.drivetrain.params, mass, inertia, x=init.base_x, y=init.base_y,
+                yaw=init.base_yaw)
             self._ground = self.ground_under(init.base_x, init.base_y, init.base_yaw)
             self._attitude_before = self._ground.attitude
 
@@ -332,6 +388,10 @@ class ExcavatorSimulation:
         """Left/right track speeds [m/s] (forward positive), held until replaced
         (``drive_mode`` kinematic; refused in plant mode, where the drive train moves the base
         under :meth:`set_drive_command`)."""
+        if self.wheeled is not None:
+            raise CommandError("track speeds refused: this is a wheeled machine (its drive "
+                               "train moves it from the PLC's plant/actuation: wheel torques "
+                               "and steering rates)")
         if self.drivetrain is not None:
             raise CommandError("track speeds refused: drive_mode is plant (the drive train "
                                "moves the base from the PLC's plant/actuation); set drive_mode "
@@ -349,6 +409,9 @@ class ExcavatorSimulation:
         """The PLC's actuation of the drives (``drive_mode`` plant), acting from the next
         control period until replaced: torque set-points at the sprockets [N m] (clipped at the
         relief limit), drive enable, brake. ``SAFE_COMMAND`` brakes."""
+        if self.wheeled is not None:
+            raise CommandError("track drive command refused: this is a wheeled machine; "
+                               "send a WheeledCommand (set_wheeled_command)")
         if self.drivetrain is None:
             raise CommandError("drive command refused: drive_mode is kinematic (the base "
                                "follows the track speeds); set drive_mode plant for the drive "
@@ -363,6 +426,32 @@ class ExcavatorSimulation:
     def drive_command(self) -> DriveCommand:
         """The drive command acting (drive_mode plant)."""
         return self._drive_command
+
+    def set_wheeled_command(self, command: WheeledCommand) -> None:
+        """A wheeled machine's actuation by the PLC, acting from the next control period until
+        replaced: torque set-points of the driven wheels [N m at the wheel] and steering rate
+        commands [rad/s] (in the drive train's ``driven``/``steered`` order), drive enable,
+        brake. ``SAFE_WHEELED_COMMAND`` brakes and closes the steering valves."""
+        if self.wheeled is None:
+            raise CommandError("wheeled command refused: this machine runs on tracks; choose a "
+                               "wheeled machine preset (sim_node parameter machine)")
+        p = self.wheeled.params
+        for what, values, names, unit in (("torque", command.torques_nm, p.driven, "N m"),
+                                          ("steering rate", command.steer_rates_rad_s,
+                                           p.steered, "rad/s")):
+            if len(values) > len(names):
+                raise CommandError(f"wheeled command: {len(values)} {what}s for the "
+                                   f"{len(names)} wheels {list(names)}: send one per wheel")
+            for name, v in zip(names, values, strict=False):
+                if not math.isfinite(v):
+                    raise CommandError(f"wheeled command: {what} of wheel {name} is {v}: must "
+                                       f"be finite [{unit}]")
+        self._wheeled_command = command
+
+    @property
+    def wheeled_command(self) -> WheeledCommand:
+        """The wheeled machine's command acting."""
+        return self._wheeled_command
 
     def apply_bucket_wrench(self, force_world: ArrayLike, torque_world: ArrayLike) -> None:
         """Force [N] and torque [N m] in ``world`` at the bucket origin M, held until replaced."""
@@ -461,8 +550,8 @@ class ExcavatorSimulation:
             self._speed_caps = {}
             self._axis_targets = self._axis_targets_from_joints(self._targets)
             self._track_speeds = (0.0, 0.0)
-            if self.drivetrain is not None:
-                self.drivetrain.velocity[:] = 0.0
+            if self.vehicle is not None:
+                self.vehicle.velocity[:] = 0.0
         d.time = t_end
         for w in _DIVERGENCE_WARNINGS:
             d.warning[w].number = 0
@@ -574,7 +663,9 @@ class ExcavatorSimulation:
             d.ctrl[aid] = min(max((held - held_now) / period, lo), hi)
             if aid in self._dampers:
                 d.ctrl[self._dampers[aid]] = d.ctrl[aid]
-        if self.drivetrain is not None:
+        if self.wheeled is not None:
+            self._step_wheeled(period)
+        elif self.drivetrain is not None:
             self._step_drivetrain(period)
         else:
             self._kinematic_base(period, qpos, qvel, act_state)
@@ -605,18 +696,55 @@ class ExcavatorSimulation:
         = its mean velocity over the period (the MuJoCo base tracks it within millimetres)."""
         v = self.drivetrain
         assert v is not None and self._ground is not None
-        d = self.data
         v.mass_kg, v.yaw_inertia_kg_m2 = self.base_inertia()
         before = (v.x, v.y, v.yaw)
         ground = self._ground
         v.step(period, self._drive_command, ground, self._bucket_load(ground.attitude))
         self._attitude_before = ground.attitude
         self._ground = self.ground_under(v.x, v.y, v.yaw)
+        self._follow_base(period, before, (v.x, v.y, v.yaw))
+
+    def _follow_base(self, period: float, before: tuple[float, float, float],
+                     after: tuple[float, float, float]) -> None:
+        """The base's servos set to follow the drive train from ``before`` to ``after``."""
+        d = self.data
         for (aid, _qadr, _vadr, actadr, lo, hi, _f, kp, kv), start, end in zip(
-                self._base_axes, before, (v.x, v.y, v.yaw), strict=True):
+                self._base_axes, before, after, strict=True):
             speed = (end - start) / period
             d.act[actadr] = start + kv * speed / kp
             d.ctrl[aid] = min(max(speed, lo), hi)
+
+    def _step_wheeled(self, period: float) -> None:
+        """A wheeled machine: as :meth:`_step_drivetrain`, then its wheel and steering joints
+        set to the drive train's (angle = travel / r; at rest in MuJoCo: the drive train, not
+        MuJoCo, integrates them, and their speeds are published from it)."""
+        v = self.wheeled
+        assert v is not None and self._wheeled_ground is not None
+        v.mass_kg, v.yaw_inertia_kg_m2 = self.base_inertia()
+        before = (v.x, v.y, v.yaw)
+        ground = self._wheeled_ground
+        v.step(period, self._wheeled_command, ground, self._bucket_load(ground.attitude))
+        self._attitude_before = ground.attitude
+        self._wheeled_ground = self.wheeled_ground_under(v.x, v.y, v.yaw)
+        self._follow_base(period, before, (v.x, v.y, v.yaw))
+        d = self.data
+        d.qpos[self._wheel_qadr] = self._wheel_positions()
+        d.qvel[self._wheel_vadr] = 0.0
+
+    def _wheel_positions(self) -> list[float]:
+        """The wheels' angles [rad] (travel / rolling radius) and the steering angles [rad]."""
+        v = self.wheeled
+        assert v is not None
+        r = v.params.geometry.wheel_radius_m
+        return ([v.wheels[w].travel_m / r for w in WHEELS]
+                + v.steer_angles(v.params.steered))
+
+    def _wheel_velocities(self) -> list[float]:
+        """The wheels' speeds [rad/s] and the steering rates [rad/s]."""
+        v = self.wheeled
+        assert v is not None
+        return ([float(x) for x in v.velocity[3:7]]
+                + [v.steering[w].rate_rad_s for w in v.params.steered])
 
     def _bucket_load(self, attitude_now: np.ndarray) -> ExternalLoad | None:
         """The bucket wrench (soil on the bucket) as a load on the machine: force in base_link's
@@ -658,6 +786,20 @@ class ExcavatorSimulation:
         """The ground under the drive train now (drive_mode plant), else None."""
         return self._ground
 
+    def wheeled_ground_under(self, x: float, y: float, yaw: float) -> WheeledGround:
+        """A wheeled machine's attitude on the terrain at (x, y, yaw): the plane under its four
+        wheels (the tyre's own friction)."""
+        assert self.config.undercarriage is not None
+        geo = self.config.undercarriage.params.geometry
+        normal = ground_normal(self.terrain.height_at_point, x, y, yaw, geo.wheelbase_m,
+                               geo.track_m)
+        return WheeledGround(attitude(yaw, normal))
+
+    @property
+    def wheeled_ground(self) -> WheeledGround | None:
+        """The ground under a wheeled machine now, else None."""
+        return self._wheeled_ground
+
     def _apply_wrench(self) -> None:
         d = self.data
         # Bucket wrench at M: MuJoCo applies xfrc_applied at the body's centre of mass, so add
@@ -673,7 +815,7 @@ class ExcavatorSimulation:
             self._wrench_active = any(self._wrench.tolist())
 
     def _integrate_tracks(self, period: float) -> None:
-        if self.drivetrain is not None:   # the drive train integrates its own
+        if self.vehicle is not None:   # the drive train integrates its own
             return
         left, right = self._measured_track_speeds()
         if left != 0.0 or right != 0.0:
@@ -695,21 +837,29 @@ class ExcavatorSimulation:
     # --- state ---------------------------------------------------------------------------
     def joint_state(self) -> JointStateSnapshot:
         """Every named joint: swing/boom/arm/bucket [rad, rad/s], *_cylinder extensions [m, m/s],
-        track_left/right (position = travelled distance [m], velocity [m/s]), the passive
+        track_left/right (position = travelled distance [m], velocity [m/s]; a wheeled machine:
+        ``wheel_<w>`` wheel angle [rad] and speed [rad/s], ``steer_<w>`` steering angle [rad]
+        and rate [rad/s], the URDF's joints), the passive
         joints (cylinder pivots, h_link, side_link) [rad, rad/s] and the base's planar joints
         ``base_x``, ``base_y`` [m, m/s] (position in ``world``) and ``base_yaw`` [rad, rad/s]
         (heading about z; not wrapped, as MuJoCo integrates it)."""
         d = self.data
-        pos = np.empty(len(STATE_JOINTS))
-        vel = np.empty(len(STATE_JOINTS))
+        joints = self.state_joints
+        pos = np.empty(len(joints))
+        vel = np.empty(len(joints))
         pos[self._state_mj] = d.qpos[self._state_qadr]
         vel[self._state_mj] = d.qvel[self._state_vadr]
+        if self.wheeled is not None:
+            wheel_and_steer = np.concatenate([self._wheel_state, self._steer_state])
+            pos[wheel_and_steer] = self._wheel_positions()
+            vel[wheel_and_steer] = self._wheel_velocities()
+            return JointStateSnapshot(joints, pos, vel)
         if self.drivetrain is not None:
             pos[self._state_tracks] = [t.travel_m for t in self.drivetrain.tracks]
         else:
             pos[self._state_tracks] = self._track_travel
         vel[self._state_tracks] = self._measured_track_speeds()
-        return JointStateSnapshot(STATE_JOINTS, pos, vel)
+        return JointStateSnapshot(joints, pos, vel)
 
     def joint_positions(self) -> dict[str, float]:
         """swing/boom/arm/bucket [rad] and the three extensions [m]."""
@@ -729,6 +879,9 @@ class ExcavatorSimulation:
         if self.drivetrain is not None and self._ground is not None:
             return imu_reading(self._attitude_before, self._ground.attitude,
                                self.config.control_period, self.drivetrain.specific_force)
+        if self.wheeled is not None and self._wheeled_ground is not None:
+            return imu_reading(self._attitude_before, self._wheeled_ground.attitude,
+                               self.config.control_period, self.wheeled.specific_force)
         d = self.data
         x, y, yaw = (float(d.qpos[self._q_adr[n]]) for n in BASE_JOINTS)
         velocity = np.array([float(d.qvel[self._v_adr["base_x"]]),

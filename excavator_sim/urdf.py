@@ -12,7 +12,11 @@ a chain through two massless links, in MuJoCo's order (a body's joints compose i
 ``world`` -(``base_x``, prismatic along x [m])-> ``base_x_slider`` -(``base_y``, prismatic along
 y [m])-> ``base_xy_slider`` -(``base_yaw``, continuous about z [rad])-> ``base_link`` (the
 caterpillar), then the machine as before. URDF requires limits on a prismatic joint; the base
-ones are +-``BASE_TRAVEL_LIMIT_M`` (the simulation does not limit them). ``bucket_tip`` is a
+ones are +-``BASE_TRAVEL_LIMIT_M`` (the simulation does not limit them). A wheeled machine
+(a machine preset with ``undercarriage:``) has under ``base_link`` its ``knuckle_<w>`` links on
+the revolute ``steer_<w>`` joints (about z, within the steering's end stops) and its
+``wheel_<w>`` links on the continuous ``wheel_<w>`` joints (about y), the names
+``joint_states`` and ``plant/actuation`` carry. ``bucket_tip`` is a
 fixed child of ``bucket`` at the teeth. Primitives: capsules become cylinders (URDF has no
 capsule in RViz).
 """
@@ -28,6 +32,7 @@ import numpy as np
 from excavator_common.frames import check_frame_prefix
 from excavator_kinematics.geometry import ExcavatorGeometry, default_geometry
 from excavator_kinematics.linkage import Linkage
+from excavator_sim.drivetrain.wheeled import WheeledParams
 from excavator_sim.model_builder import ModelOptions, build_model
 
 ROOT_BODY = "caterpillar"  # named base_link in the URDF
@@ -205,12 +210,13 @@ def _descends_from(model: mujoco.MjModel, body: int, ancestor: int) -> bool:
 
 
 def generate_urdf(geometry: ExcavatorGeometry | None = None, track_width_m: float = 2.6,
-                  frame_prefix: str = "") -> str:
+                  frame_prefix: str = "", wheels: WheeledParams | None = None) -> str:
     """URDF XML string of the excavator described by ``geometry`` (default config), link names
-    but ``world`` prefixed with ``frame_prefix``."""
+    but ``world`` prefixed with ``frame_prefix``; on ``wheels`` (a wheeled machine preset's
+    ``undercarriage.params``) instead of tracks."""
     geometry = geometry if geometry is not None else default_geometry()
-    built = build_model(geometry, Linkage(geometry), ModelOptions(terrain_contact=False),
-                        track_width_m)
+    built = build_model(geometry, Linkage(geometry),
+                        ModelOptions(terrain_contact=False, wheels=wheels), track_width_m)
     return '<?xml version="1.0"?>\n' + urdf_from_model(built.model, frame_prefix=frame_prefix)
 
 
@@ -222,10 +228,20 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Generate the excavator URDF from the geometry.")
     parser.add_argument("--geometry", type=Path, default=None,
                         help="geometry YAML (default: the package's config/excavator.yaml)")
+    parser.add_argument("--machine", default="",
+                        help="machine preset (a name in config/machines/ or a file): its "
+                             "linkage, masses and undercarriage (wheels) over the geometry")
     parser.add_argument("-o", "--output", type=Path, default=None, help="file (default: stdout)")
     args = parser.parse_args(argv)
     geometry = ExcavatorGeometry.from_yaml(args.geometry) if args.geometry else None
-    text = generate_urdf(geometry)
+    wheels = None
+    if args.machine:
+        from excavator_sim.machines import load_machine
+
+        preset = load_machine(args.machine)
+        geometry = preset.geometry(geometry)
+        wheels = preset.undercarriage.params if preset.undercarriage is not None else None
+    text = generate_urdf(geometry, wheels=wheels)
     if args.output is None:
         print(text)
     else:

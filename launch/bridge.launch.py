@@ -39,6 +39,7 @@ from excavator_hil.launch_support import (
     plant_link_parameters,
     supervised_node,
 )
+from excavator_hil.machine_match import check_launch_machine
 
 PACKAGE = "excavator_hil"
 
@@ -65,11 +66,16 @@ def _nodes(context: LaunchContext) -> list[Action]:
     params = arg("plc_params")
     port = int(number_argument("virtual_plc_port", arg("virtual_plc_port"), int, (1, 65535),
                                "the TCP port of the virtual PLC's S7 server"))
+    # machine:= a preset: a wheeled one brings its model and vehicle geometry (start-up check)
+    machine_overrides = check_launch_machine(arg("machine"), params, arg("model"), closed)
+    model = str(machine_overrides.get("model", arg("model")))
     nodes: list[Action] = []
     if virtual:
         nodes += supervised_node(
             context, plan, name="virtual_plc",
-            arguments=["--port", str(port), "--model", arg("model"),
+            arguments=["--port", str(port), "--model", model,
+                       *(f"--vehicle={k.split('.')[-1]}={v}" for k, v in machine_overrides.items()
+                         if k.startswith("vehicle.")),
                        "--config", params, "--rt-priority", str(plan.plc_rt_priority),
                        # closed: the simulated machine is the plant (plant_in / plant_out)
                        "--plant-mode", "external" if closed else "internal"])
@@ -80,8 +86,9 @@ def _nodes(context: LaunchContext) -> list[Action]:
         "plc_host": "127.0.0.1" if virtual else arg("plc_host"),
         "plc_port": port if virtual else 102,
         "redis_url": arg("redis_url"),
-        "model": arg("model"),
         "autostart": True,
+        **machine_overrides,
+        "model": model,
         "use_sim_time": arg("use_sim_time") == "true",
     }
     if plan.rt_priority is not None:   # else plc_params' rt_priority stands
@@ -90,7 +97,7 @@ def _nodes(context: LaunchContext) -> list[Action]:
     if closed:
         nodes += supervised_node(context, plan, name="plant_link", parameters=[
             plant_link_parameters(arg("plant_link_params"), params, bridge["plc_host"],
-                                  int(bridge["plc_port"]), arg("model"), plan),
+                                  int(bridge["plc_port"]), model, plan),
             # the bridge's time base: plant/actuation stamped on the clock the simulation runs
             {"use_sim_time": bridge["use_sim_time"]}])
     return nodes

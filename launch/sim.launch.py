@@ -55,7 +55,9 @@ def generate_launch_description() -> LaunchDescription:
 
 
 def _nodes(context: LaunchContext) -> list[Action]:
-    # The URDF is generated from config/excavator.yaml, the same geometry as the IK and MuJoCo.
+    # The URDF is generated from config/excavator.yaml (and the machine preset), the same
+    # geometry as the IK and MuJoCo.
+    from excavator_sim.machines import load_machine
     from excavator_sim.urdf import generate_urdf
 
     rviz = LaunchConfiguration("rviz").perform(context) == "true"
@@ -78,8 +80,16 @@ def _nodes(context: LaunchContext) -> list[Action]:
     # pose within its period; soil_in_process:=false runs soil_node over DDS instead
     soil_in_process = soil and arg("soil_in_process") == "true"
     closed = arg("plant") == "closed"
+    # machine:= a preset; a wheeled one runs in the closed loop only (its URDF has its wheels)
+    machine = arg("machine")
+    preset = load_machine(machine) if machine else None
+    wheels = preset.undercarriage.params if preset and preset.undercarriage else None
+    if wheels is not None and not closed:
+        raise RuntimeError(f"machine:={machine} is a wheeled machine: it moves only under the "
+                           "PLC's actuation; launch it with plant:=closed")
     nodes = [
         *node("sim_node", parameters=[arg("sim_params"), {
+            "machine": machine,
             "publish_robot_description": False,
             # With soil_node the soil model is the ground (forces, failure, load); rigid
             # height-field contact would hold the bucket on the surface.
@@ -98,7 +108,8 @@ def _nodes(context: LaunchContext) -> list[Action]:
         *(node("teleop_node", parameters=[arg("teleop_params"), common])
           if arg("teleop") == "true" else []),
         *node("robot_state_publisher", package="robot_state_publisher",
-              parameters=[{"robot_description": generate_urdf()}, common]),
+              parameters=[{"robot_description": generate_urdf(
+                  preset.geometry() if preset else None, wheels=wheels)}, common]),
     ]
     if not rviz and not rviz_installed():
         nodes.append(LogInfo(msg="RViz not started: rviz2 is not installed here (on a ROS 2 "

@@ -24,14 +24,29 @@ from excavator_kinematics.errors import KinematicsError
 from excavator_kinematics.vehicle import make_vehicle_model
 from plc_bridge.db_layout import DbLayout, parse_field_spec
 from plc_bridge.errors import BridgeConfigError, LayoutError
-from plc_bridge.parameters import BRIDGE_PARAMETERS, MODELS, VIRTUAL_PLC
+from plc_bridge.parameters import BRIDGE_PARAMETERS, MODELS, VIRTUAL_PLC, WHEELED_DRIVES
 
-__all__ = ["BRIDGE", "MODELS", "BridgeConfig", "VirtualPlcParams", "build_config", "check_host",
-           "default_config_path", "default_virtual_plc_path", "load_config", "redact_url"]
+__all__ = ["BRIDGE", "MODELS", "BridgeConfig", "DriveTuning", "VirtualPlcParams", "build_config",
+           "check_host", "default_config_path", "default_virtual_plc_path", "load_config",
+           "redact_url"]
 
 
 def _vp(name: str) -> float:
     return float(VIRTUAL_PLC[name].default)  # type: ignore[arg-type]  # a number spec's default
+
+
+@dataclass(frozen=True)
+class DriveTuning:
+    """One machine's loop settings in the virtual PLC's external mode."""
+
+    speed_kp_nm_s_per_m: float
+    speed_ki_nm_per_m: float
+    torque_limit_nm: float     # each drive's [N m]
+    steer_rate_rad_s: float    # the steering loops' rate limit [rad/s]
+
+
+DRIVE_TUNING_KEYS = ("speed_kp_nm_s_per_m", "speed_ki_nm_per_m", "torque_limit_nm",
+                     "steer_rate_rad_s")
 
 
 @dataclass(frozen=True)
@@ -50,6 +65,21 @@ class VirtualPlcParams:
     speed_sp_weight: float = _vp("speed_sp_weight")
     torque_limit_nm: float = _vp("torque_limit_nm")
     steer_kp_1_s: float = _vp("steer_kp_1_s")
+    # external mode, per wheeled model: wheeled.<model>.<key> (WHEELED_DRIVES' keys)
+    wheeled: Mapping[str, Mapping[str, float]] = field(default_factory=lambda: {
+        model: {key: _vp(f"wheeled.{model}.{key}") for key in DRIVE_TUNING_KEYS}
+        for model in WHEELED_DRIVES})
+
+    def drive_tuning(self, model: str) -> DriveTuning:
+        """The speed and steering loops' gains and limits for the machine of ``model``: a
+        wheeled model's ``wheeled.<model>.*``, skid_steer the top-level ones (its steering
+        rate is unused)."""
+        w = self.wheeled.get(model)
+        if w is None:
+            return DriveTuning(self.speed_kp_nm_s_per_m, self.speed_ki_nm_per_m,
+                               self.torque_limit_nm, self.steer_rate_rad_s)
+        return DriveTuning(w["speed_kp_nm_s_per_m"], w["speed_ki_nm_per_m"],
+                           w["torque_limit_nm"], w["steer_rate_rad_s"])
 
 
 _HOSTNAME = re.compile(r"(?=.{1,253}$)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
@@ -192,8 +222,11 @@ def load_virtual_plc(path: str | Path | None = None, warn: Warn | None = None
                      ) -> VirtualPlcParams:
     """The virtual PLC's plant and watchdog (default config/virtual_plc.yaml)."""
     values = load_parameters(VIRTUAL_PLC, path or default_virtual_plc_path(), warn=warn)
-    numbers = {k: float(v) for k, v in values.items() if k not in ("use_sim_time", "plant_mode")}
-    return VirtualPlcParams(plant_mode=str(values["plant_mode"]), **numbers)
+    numbers = {k: float(v) for k, v in values.items()
+               if k not in ("use_sim_time", "plant_mode") and "." not in k}
+    wheeled = {model: {key: float(values[f"wheeled.{model}.{key}"]) for key in DRIVE_TUNING_KEYS}
+               for model in WHEELED_DRIVES}
+    return VirtualPlcParams(plant_mode=str(values["plant_mode"]), wheeled=wheeled, **numbers)
 
 
 def load_config(path: str | Path | None = None, overrides: Mapping[str, Any] | None = None,

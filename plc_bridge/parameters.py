@@ -469,6 +469,41 @@ SECTIONS: dict[str, tuple[str, ...]] = {
 }
 
 
+# external mode, per wheeled model: the speed and steering loops of the machine that model
+# drives (config/machines/wheeled_*_11t.yaml: 11.1 t, 0.48 m wheels, a 7.80 kN m wheel drive
+# (35 MPa x 40 cm^3 x 35 / 2 pi), 0.35 rad/s steering); skid_steer takes the top-level
+# speed_kp_nm_s_per_m, speed_ki_nm_per_m and torque_limit_nm (the tracked machine's).
+# model: (kp [N m s/m], ki [N m/m], torque limit [N m], steering rate [rad/s], why kp)
+WHEELED_DRIVES: dict[str, tuple[float, float, float, float, str]] = {
+    "ackermann": (8800.0, 6600.0, 7790.0, 0.35, "3.3 rad/s crossover on 5.56 t per driven "
+                  "wheel (11.1 t on the two rear wheels) at 0.48 m"),
+    "4wd4ws": (4400.0, 3300.0, 7790.0, 0.35, "3.3 rad/s crossover on 2.78 t per wheel (11.1 t "
+               "on four driven wheels) at 0.48 m"),
+}
+
+
+def _wheeled_drive_specs() -> list[ParameterSpec]:
+    out = []
+    for model, (kp, ki, torque, rate, why) in WHEELED_DRIVES.items():
+        k = f"wheeled.{model}."
+        out += [
+            _spec(k + "speed_kp_nm_s_per_m", kp, f"external, model {model}: proportional gain "
+                  f"of each wheel's PI speed loop ({why})", "N m s/m", 1.0, 1.0e6),
+            _spec(k + "speed_ki_nm_per_m", ki, f"external, model {model}: integral gain of the "
+                  "wheels' speed loops (integral time kp/ki = 1.33 s, as the tracks')", "N m/m",
+                  0.0, 1.0e7),
+            _spec(k + "torque_limit_nm", torque, f"external, model {model}: torque limit of "
+                  "each wheel drive: keep it at or below the machine's relief torque (7.80 kN m "
+                  "for the shipped wheeled presets; the simulation refuses more than twice it)",
+                  "N m", 1.0, 1.0e6),
+            _spec(k + "steer_rate_rad_s", rate, f"external, model {model}: the steering "
+                  "loops' rate limit (the valve fully open): the machine's steering rate "
+                  "(0.35 rad/s on the shipped presets; the simulation refuses more than twice "
+                  "it as a drive fault)", "rad/s", 1e-3, 10.0),
+        ]
+    return out
+
+
 VIRTUAL_PLC = ParameterTable("virtual_plc", (
     _spec("plant_hz", 200.0, "PLC cycle of the simulated plant", "Hz", 10.0, 2000.0),
     _spec("speed_time_constant_s", 0.05, "first-order wheel/track speed response", "s", 1e-4,
@@ -499,7 +534,9 @@ VIRTUAL_PLC = ParameterTable("virtual_plc", (
           "tracks x 0.30 m sprocket radius (assumed); keep it at or below the simulated "
           "drive's relief torque", "N m", 1.0, 1.0e6),
     _spec("steer_kp_1_s", 5.0, "external: steering angle loops (wheeled models): rate command "
-          "= gain x angle error, limited to steer_rate_rad_s", "1/s", 0.01, 100.0),
+          "= gain x angle error, limited to the model's wheeled.<model>.steer_rate_rad_s",
+          "1/s", 0.01, 100.0),
+    *_wheeled_drive_specs(),
 ), error=BridgeConfigError)
 
 

@@ -6,8 +6,13 @@ from __future__ import annotations
 
 import pytest
 
+from excavator_common.paths import config_file
 from excavator_hil.errors import HilConfigError
-from excavator_hil.machine_match import check_machine_and_bridge
+from excavator_hil.machine_match import (
+    bridge_overrides_for_machine,
+    check_launch_machine,
+    check_machine_and_bridge,
+)
 from excavator_sim.machines import load_machine
 from plc_bridge.config import load_config
 
@@ -48,3 +53,27 @@ def test_a_mismatch_is_a_start_up_error_naming_the_fix() -> None:
                                  load_config(None, {"model": "ackermann"}))
     with pytest.raises(HilConfigError, match=r"no file .*wheeled_99t"):
         check_machine_and_bridge("wheeled_99t", load_config(None, {}))
+
+
+def test_a_launch_takes_the_wheeled_machines_model_and_geometry() -> None:
+    """The launch's ``machine`` argument: a wheeled machine brings its model and vehicle
+    geometry to the bridge (with ``model`` left at its default), the pair passes the check,
+    and only in the closed loop; a tracked machine changes nothing."""
+    plc = str(config_file("plc.yaml"))
+    assert bridge_overrides_for_machine("", "skid_steer") == {}
+    assert check_launch_machine("heavy_36t", plc, "skid_steer", plant_closed=False) == {}
+    for machine, model in (("wheeled_ackermann_11t", "ackermann"),
+                           ("wheeled_4ws_11t", "4wd4ws")):
+        got = check_launch_machine(machine, plc, "skid_steer", plant_closed=True)
+        assert got["model"] == model
+        assert got[f"vehicle.{model}.wheelbase_m"] == 2.6
+        assert check_launch_machine(machine, plc, model, plant_closed=True) == got
+        with pytest.raises(HilConfigError, match=r"moves only under the PLC's actuation; "
+                                                 r"launch it with plant:=closed"):
+            check_launch_machine(machine, plc, "skid_steer", plant_closed=False)
+    with pytest.raises(HilConfigError, match=r"is a ackermann machine but the launch's model "
+                                             r"is '4wd4ws': leave model out"):
+        check_launch_machine("wheeled_ackermann_11t", plc, "4wd4ws", plant_closed=True)
+    with pytest.raises(HilConfigError, match=r"runs on tracks .* but the bridge's model is "
+                                             r"'ackermann'"):
+        check_launch_machine("", plc, "ackermann", plant_closed=True)

@@ -107,11 +107,16 @@ class Hil:
         """A live bridge's explicit stop."""
         self.bridge.write(False, (0.0,) * len(self.cfg.wheels), (0.0,) * len(self.cfg.steering))
 
-    def drive(self, *speeds: float) -> None:
+    def drive(self, *speeds: float, angles: tuple[float, ...] | None = None) -> None:
         """A live bridge's command (after a stop if the PLC's latch wants one)."""
         if self.bridge.monitor()["watchdog"]:
             self.stop()
-        self.bridge.write(True, speeds, (0.0,) * len(self.cfg.steering))
+        self.bridge.write(True, speeds, angles if angles is not None
+                          else (0.0,) * len(self.cfg.steering))
+
+    def rates(self) -> list[float]:
+        out = self.plant_out()
+        return [out[n] for n in self.cfg.steer_rate_sp_fields()]
 
     def close(self) -> None:
         self.plant.close()
@@ -320,6 +325,85 @@ def test_a_frozen_plant_program_stops_the_seq(hil):
     assert reads and all(isinstance(s, int) for _, s in reads)
 
 
+# --- wheeled machines over S7: their own torque limits and steering rates --------------------
+class KeepWriting:
+    """The bridge's command written every 20 ms from a thread on its own S7 connection (a live
+    bridge: the PLC's watchdog sees its alive counter run; a snap7 client is one thread's),
+    continuing ``rig.bridge``'s alive counter and seq. A context manager."""
+
+    def __init__(self, rig: Hil, *speeds: float, angles: tuple[float, ...]) -> None:
+        self.client = snap7.Client()
+        self.client.connect("127.0.0.1", 0, 1, rig.port)
+        self.writer = Writer(self.client, rig.cfg.model)
+        self.writer.alive, self.writer.seq = rig.bridge.alive, rig.bridge.seq
+        self.command = (speeds, angles)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.02):
+            self.writer.write(True, *self.command)
+
+    def __enter__(self) -> KeepWriting:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(2.0)
+        self.client.disconnect()
+
+
+def test_an_ackermann_machine_gets_its_wheel_drives_limit_and_its_steering_rate(
+        node_processes, tmp_path):
+    """model ackermann: the rear wheels' speed loops saturate at the wheel drive's limit
+    (wheeled.ackermann.torque_limit_nm, 7.79 kN m, not the tracks' 8.55), and the front
+    wheels' angle loops command at most the machine's 0.35 rad/s (a 2 rad/s command, the
+    internal plant's figure, is a drive fault in the simulation), P below it."""
+    rig = Hil(node_processes, tmp_path, model="ackermann")
+    tuning = VP.drive_tuning("ackermann")
+    assert (tuning.torque_limit_nm, tuning.steer_rate_rad_s) == (7790.0, 0.35)
+    try:
+        _alive_plant(rig)
+        rig.drive(1.0, 1.0, angles=(0.4, 0.05))
+        with KeepWriting(rig, 1.0, 1.0, angles=(0.4, 0.05)):
+            wait_for(lambda: rig.plant_out()["enable"], 10.0, "driving")
+            rates = rig.rates()
+            assert rates == pytest.approx([0.35, VP.steer_kp_1_s * 0.05]), rates
+            wait_for(lambda: rig.torques() == pytest.approx([7790.0, 7790.0]), 30.0,
+                     lambda: f"the rear wheels at their drives' limit (now {rig.torques()})")
+            wait_for(lambda: rig.bridge.monitor()["drive_saturated"], 10.0, "drive_saturated")
+            assert max(rig.torques()) < LIMIT
+    finally:
+        rig.close()
+
+
+def test_a_4ws_machine_steers_first_then_drives(node_processes, tmp_path):
+    """model 4wd4ws, a crab command (all wheels to 90 deg) with the wheels straight: the
+    steering valves open at the machine's rate, the drives give no torque until the wheels
+    point where they should (steer, then drive); once the measured angles are there, they
+    drive."""
+    rig = Hil(node_processes, tmp_path, model="4wd4ws")
+    crab = (math.pi / 2,) * 4
+    try:
+        _alive_plant(rig)
+        rig.drive(0.5, 0.5, 0.5, 0.5, angles=crab)
+        with KeepWriting(rig, 0.5, 0.5, 0.5, 0.5, angles=crab):
+            wait_for(lambda: rig.plant_out()["enable"], 10.0, "driving")
+            for _ in range(10):
+                assert rig.rates() == pytest.approx([0.35] * 4)
+                assert rig.torques() == [0.0] * 4           # the wheels point the wrong way
+                out = rig.plant_out()   # not held on the brakes: they would lock the steering
+                assert out["enable"] and not out["brake"], out
+                time.sleep(0.02)
+            rig.plant.set(**dict(zip(rig.cfg.angle_fields(), crab, strict=True)))
+            wait_for(lambda: all(t > 100.0 for t in rig.torques()), 10.0,
+                     lambda: f"the drives once the wheels are at 90 deg ({rig.torques()})")
+            assert rig.rates() == pytest.approx([0.0] * 4, abs=1e-9)
+    finally:
+        rig.close()
+
+
 # --- the program alone (pure, no S7): steering loops of the wheeled models, seq ---------------
 def _program(model: str):
     import dataclasses
@@ -348,7 +432,8 @@ def test_steering_rate_commands_follow_the_angle_error_within_the_rate_limit():
     assert not res.plant_lost and res.mode == "parked" and res.steer_rates == [0.0, 0.0]
     res = prog.scan(t + 0.005, 0.005, True, False, np.array([0.5, 0.5]),
                     np.array([0.3, -0.5]), _plant_in(cfg, 9, angle_fl=0.1, angle_fr=0.1), True)
-    kp, rate = VP.steer_kp_1_s, VP.steer_rate_rad_s
+    kp, rate = VP.steer_kp_1_s, VP.drive_tuning("ackermann").steer_rate_rad_s
+    assert rate == 0.35                  # the wheeled machine's steering, not the internal 2.0
     assert res.steer_rates == pytest.approx([min(kp * 0.2, rate), -min(kp * 0.6, rate)])
     assert res.plant_out["steer_rate_sp_fl"] == res.steer_rates[0]
     res = prog.scan(t + 0.01, 0.005, True, False, np.array([0.5, 0.5]),

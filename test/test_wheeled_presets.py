@@ -93,14 +93,20 @@ def test_the_bridge_model_and_the_preset_are_chosen_together() -> None:
         ws4.check_bridge_model("4wd4ws", {"wheelbase_m": -1.0})
 
 
-def test_sim_node_refuses_a_wheeled_preset_until_its_wheeled_branch_lands() -> None:
+def test_a_wheeled_preset_runs_in_plant_mode_only() -> None:
+    """A wheeled machine moves only under the PLC's actuation: kinematic mode (track speeds) is
+    a start-up error naming the fix; plant mode carries the undercarriage into the config."""
     for name in (ACK, WS4):
-        with pytest.raises(SimConfigError, match=r"has a wheeled undercarriage .*sim_node drives "
-                                                 r"tracked machines only"):
-            load_sim_machine(name)
-        with pytest.raises(SimConfigError, match="wheeled undercarriage"):
+        assert load_sim_machine(name).undercarriage is not None
+        with pytest.raises(SimConfigError, match=r"is a wheeled machine .*it runs with "
+                                                 r"drive_mode plant.*set drive_mode: plant, "
+                                                 r"not 'kinematic'"):
             load_sim_config(machine=name)
+        config = load_sim_config(machine=name, overrides={"drive_mode": "plant"})
+        assert config.undercarriage is not None
+        assert config.undercarriage.vehicle_model == ("ackermann" if name == ACK else "4wd4ws")
     assert load_sim_machine("heavy_36t").undercarriage is None
+    assert load_sim_config(machine="heavy_36t").undercarriage is None
 
 
 def write_preset(tmp_path: Path, edit: dict[str, Any]) -> Path:

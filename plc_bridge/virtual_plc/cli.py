@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import gc
+import math
 import os
 import signal
 import sys
@@ -68,6 +69,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="vehicle model (default: 'model' of the config)")
     p.add_argument("--config", default=None, help="the bridge's parameter file: data blocks, "
                    "model, vehicle limits (default config/plc.yaml)")
+    p.add_argument("--vehicle", action="append", default=[], metavar="KEY=VALUE",
+                   help="a vehicle parameter of the model over the config's (repeatable), e.g. "
+                        "wheelbase_m=2.6: the limits of the machine it drives (the launch's "
+                        "machine:= sets the bridge's and these alike)")
     p.add_argument("--plant-config", dest="plant_config", default=None,
                    help="the virtual PLC's plant and watchdog (default config/virtual_plc.yaml)")
     p.add_argument("--plant-mode", dest="plant_mode", choices=PLANT_MODES, default=None,
@@ -118,7 +123,20 @@ def main(argv: list[str] | None = None) -> int:
     # started by ros2 launch / ros2 run: the ROS arguments are not ours
     args = build_parser().parse_args(split_ros_args(argv)[0])
     try:
-        config = load_config(args.config, {"model": args.model}, args.plant_config)
+        overrides: dict[str, object] = {"model": args.model}
+        if args.vehicle:
+            model = args.model or load_config(args.config).model
+            for item in args.vehicle:
+                key, sep, value = item.partition("=")
+                try:
+                    number = float(value)
+                except ValueError:
+                    number = math.nan
+                if not sep or not key or not math.isfinite(number):
+                    raise BridgeConfigError(f"--vehicle {item!r}: give KEY=VALUE with a finite "
+                                            f"number, e.g. wheelbase_m=2.6 (vehicle.{model}.*)")
+                overrides[f"vehicle.{model}.{key}"] = number
+        config = load_config(args.config, overrides, args.plant_config)
     except BridgeConfigError as e:
         print(f"virtual_plc: {e}", file=sys.stderr)
         return 2

@@ -18,8 +18,13 @@ monitor DB:
   newer counter and measurements seconds old, and must not bring the plant back;
 - drive: per-drive PI speed loops (``speed_loop.PiSpeedLoop``: clamping anti-windup) from the
   bridge's speed set-points [m/s] and ``plant_in``'s measured speeds to torque set-points
-  [N m]; per steered wheel a P angle loop to a steering-rate command [rad/s], limited to
-  ``steer_rate_rad_s``; ``enable`` on, ``brake`` off; a zero speed set-point on every drive
+  [N m]; per steered wheel an angle loop (``steering_loop.SteeringLoop``: P, rate-limited) to a
+  steering-rate command [rad/s]; gains and limits the model's machine's
+  (``VirtualPlcParams.drive_tuning``: ``wheeled.<model>.*`` for a wheeled machine, whose
+  steering is 0.35 rad/s and wheel drives 7.8 kN m, not the tracks' figures); a machine that
+  steers every driven wheel (4WD4WS) drives only as far as its wheels point where they should
+  (``steering_loop.alignment``: "steer, then drive", a crab command from straight ahead waits
+  for the wheels); ``enable`` on, ``brake`` off; a zero speed set-point on every drive
   with every measured speed below ``STANDSTILL_M_S`` holds the machine on its brakes (torque
   0, the PI reset), as a travel lever in neutral closes the counterbalance valve and the
   spring-applied brake engages (../shared/research/drives_traction_wheeled.md, section 2.1):
@@ -50,6 +55,7 @@ from plc_bridge.command_seq import HALF, SEQ_MARGIN, SEQ_MODULUS, from_dint, seq
 from plc_bridge.config import BridgeConfig
 from plc_bridge.virtual_plc.plant import AliveWatchdog
 from plc_bridge.virtual_plc.speed_loop import PiSpeedLoop
+from plc_bridge.virtual_plc.steering_loop import SteeringLoop, alignment
 
 STANDSTILL_M_S = 0.02   # below this on every drive a controlled stop applies the brakes [m/s]
 RECOVER_CHANGES = 3     # alive changes after a loss before plant_lost may clear (one may be late)
@@ -138,11 +144,15 @@ class HilProgram:
         decides at the first scan."""
         vp = config.virtual_plc
         self.config = config
-        self.loop = PiSpeedLoop(len(config.wheels), vp.speed_kp_nm_s_per_m,
-                                vp.speed_ki_nm_per_m, vp.torque_limit_nm, vp.speed_sp_weight,
+        self.tuning = vp.drive_tuning(config.model)
+        t = self.tuning
+        self.loop = PiSpeedLoop(len(config.wheels), t.speed_kp_nm_s_per_m,
+                                t.speed_ki_nm_per_m, t.torque_limit_nm, vp.speed_sp_weight,
                                 names=config.wheels)
-        self.steer_kp_1_s = vp.steer_kp_1_s
-        self.steer_rate_rad_s = vp.steer_rate_rad_s
+        self.steer = (SteeringLoop(len(config.steering), vp.steer_kp_1_s, t.steer_rate_rad_s,
+                                   names=config.steering) if config.steering else None)
+        # steer, then drive: where every driven wheel is steered (4WD4WS)
+        self.align = bool(config.steering) and tuple(config.steering) == tuple(config.wheels)
         self.watchdog = AliveWatchdog(vp.plant_watchdog_timeout_s)
         self.plant_lost = True
         self._changes = 0                           # alive changes since the last loss
@@ -199,6 +209,9 @@ class HilProgram:
         running = self.mode in ("drive", "stopping")
         sp = np.asarray(speed_sp, dtype=float) if self.mode == "drive" else \
             np.zeros(len(speeds))
+        commanded = bool(np.any(sp))   # the bridge asks for motion (before the alignment)
+        if self.align and self.mode == "drive":
+            sp = sp * alignment(angle_sp, angles)
         torques = self.loop.step(dt_s, sp, speeds, running)
         if self.loop.fault:                 # a non-finite measured speed: safe state
             fault = fault or self.loop.fault
@@ -208,16 +221,15 @@ class HilProgram:
         if self.mode == "stopping" and at_rest:
             self.mode, running = "parked", False   # at standstill: brakes on, drives off
             torques = self.loop.step(dt_s, sp, speeds, False)
-        # halted under a zero command: held on the brakes, not by the speed loop
-        held = self.mode == "drive" and at_rest and not np.any(sp)
+        # halted under a zero command: held on the brakes, not by the speed loop (not while
+        # the wheels steer first to a command that moves: a braked machine's steering valves
+        # stay closed, it would never get there)
+        held = self.mode == "drive" and at_rest and not commanded
         if held:
             torques = self.loop.step(dt_s, sp, speeds, False)
-        if self.mode == "drive":
-            error = np.asarray(angle_sp, dtype=float) - np.asarray(angles, dtype=float)
-            rates = np.clip(self.steer_kp_1_s * error, -self.steer_rate_rad_s,
-                            self.steer_rate_rad_s)
-        else:
-            rates = np.zeros(len(angles))   # steering held
+        # the steering loops work in drive mode only; else the valves close: steering held
+        rates = (self.steer.step(dt_s, angle_sp, angles, self.mode == "drive")
+                 if self.steer is not None else np.zeros(0))
         self.alive = (self.alive + 1) & 0xFFFF
         seq = self.seq.next(int(plant_in.get("actuation_seq", 0)))
         out: dict[str, Any] = {"alive": self.alive, "enable": running,
