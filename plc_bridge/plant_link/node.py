@@ -14,8 +14,9 @@ entity of the node: the parameter services, the QoS event handlers, ...); woken 
 period by the two 100 Hz topics it spent more CPU than the exchange itself, all of it holding
 the GIL the exchange thread waits for when it comes back from the PLC's socket. The executor
 now serves only the 1 Hz diagnostics timer and the parameter services. (rclpy's
-EventsExecutor would do the dispatch in C++, but in rclpy 9.1 its ``spin_once`` deadlocks
-with a second Python thread that sleeps.) ``EXCAVATOR_HIL_PLANT_LINK_INPUTS=executor`` restores
+EventsExecutor would do the dispatch in C++, but with it this node never reached ``running``
+and did not end on SIGINT, rclpy 9.1.2; its ``spin_once`` beside a Python thread that sleeps
+hung in a minimal script too.) ``EXCAVATOR_HIL_PLANT_LINK_INPUTS=executor`` restores
 the executor's callbacks, for measuring the difference (bench/plant_link.py).
 
 Parameters: one spec, ``plc_bridge.parameters.PLANT_LINK`` (docs/configuration.md): declared
