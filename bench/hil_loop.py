@@ -20,13 +20,22 @@ stays on its 48 m terrain).
 - Late and missed exchanges, link faults: the plant link's counters (/diagnostics, 1 Hz: the
   window is the measurement's give or take a second). RTF: simulated time (plant/sensors
   stamps) over wall time, and sim_node's own.
-  CPU: the plant link process's user + system time over the wall time (/proc/<pid>/stat).
+  CPU: the plant link process's user + system time over the wall time (/proc/<pid>/stat),
+  and per exchange (over the exchanges it counted: a figure the host's load changes little).
+
+Processes are started as the launch files and the demo start them (``--setup launch``,
+``excavator_common.realtime.command_prefixes``): the virtual PLC and the plant link with the
+bridge group's short fair-scheduler slice, sim_node as the simulation group; ``--rt-priority
+N`` adds SCHED_FIFO N for the plant link's exchange thread and the virtual PLC where this host
+permits it (each says so when it does not). ``--setup none`` starts them plainly (the runs
+before the plant link's executor change, docs/benchmarks.md).
 
 Goals on a calm 2-core host (issue 27): the plant exchange adds <= 1 period (10 ms) at p99,
 zero missed exchanges in 10 minutes, RTF 1.0 held (within 1 %), the plant link <= 10 % of a
 core. Last stdout line: one JSON object (``goal_met``).
 
-    .venv/bin/python bench/hil_loop.py [--minutes 10] [--quick]
+    .venv/bin/python bench/hil_loop.py [--minutes 10] [--quick] [--setup launch|none]
+        [--rt-priority N]
 """
 
 from __future__ import annotations
@@ -49,6 +58,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from excavator_common.node_thread import NodeThread  # noqa: E402
+from excavator_common.realtime import ProcessSetup, command_prefixes  # noqa: E402
 from excavator_hil.hil_harness import HilRig, timed_mset, wait_until  # noqa: E402
 from excavator_hil.local_services import LocalRedisServer, ManagedProcess  # noqa: E402
 from plc_bridge import redis_keys as keys  # noqa: E402
@@ -196,7 +206,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="one minute (a check that it runs)")
     ap.add_argument("--command-period", type=float, default=0.5, metavar="S",
                     help="a new speed command every S seconds (default 0.5)")
+    ap.add_argument("--setup", choices=("launch", "none"), default="launch",
+                    help="launch (default): the processes' scheduling set-up of the launch "
+                         "files and the demo; none: plain processes")
+    ap.add_argument("--rt-priority", type=int, default=0, metavar="N",
+                    help="SCHED_FIFO priority of the plant link's exchange thread and the "
+                         "virtual PLC (0 = normal scheduling; needs CAP_SYS_NICE)")
     args = ap.parse_args(argv)
+    if not 0 <= args.rt_priority <= 99:
+        ap.error(f"--rt-priority {args.rt_priority} is outside 0..99")
     minutes = 1.0 if args.quick else args.minutes
     if not 0.05 <= minutes <= 24 * 60:
         ap.error(f"--minutes {minutes:g} is outside 0.05..1440")
@@ -210,8 +228,16 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp_dir:
         tmp = Path(tmp_dir)
 
+        prefixes = command_prefixes(ProcessSetup(rt_priority=args.rt_priority)) \
+            if args.setup == "launch" else {}
+        groups = {"plc_bridge.virtual_plc.cli": "bridge", "plc_bridge.plant_link.node": "bridge",
+                  "excavator_sim.sim_node": "sim"}
+
         def spawn(module: str, a: list[str]) -> ManagedProcess:
-            p = ManagedProcess(module, a, log_dir=tmp, cwd=REPO)
+            if module == "plc_bridge.virtual_plc.cli" and args.rt_priority:
+                a = [*a, "--rt-priority", str(args.rt_priority)]
+            p = ManagedProcess(module, a, log_dir=tmp, cwd=REPO,
+                               prefix=prefixes.get(groups.get(module, ""), []))
             procs.append(p)
             return p
 
@@ -228,7 +254,8 @@ def main(argv: list[str] | None = None) -> int:
             spawn("excavator_sim.sim_node", ["--ros-args", "--params-file",
                                              str(REPO / "config" / "sim.yaml"), *SIM_ARGS])
             link = spawn("plc_bridge.plant_link.node",
-                         ["--ros-args", "-p", f"plc_port:={rig.plc_port}"])
+                         ["--ros-args", "-p", f"plc_port:={rig.plc_port}",
+                          "-p", f"rt_priority:={args.rt_priority}"])
             wait_until(lambda: len(ros.stamps) > 50 and "plant_link" in ros.diag, 180.0,
                        "plant/sensors and the plant link's diagnostics")
             watcher = KeyWatcher(server.url, keys.wheel_speed_key("left"))
@@ -287,6 +314,7 @@ def main(argv: list[str] | None = None) -> int:
     rtf = ((stamps[-1][1] - stamps[0][1]) / (stamps[-1][0] - stamps[0][0])
            if len(stamps) > 1 else math.nan)
     cpu_share = cpu / wall
+    cpu_us_per_exchange = 1e6 * cpu / max(1, delta["exchanges"])
     figures: dict[str, Any] = {
         "commands": len(sent), "commands_matched": len(down["whole"]),
         "seconds": wall, **{f"down_{name}_p50_ms": pct(v, 50) for name, v in down.items()},
@@ -295,7 +323,8 @@ def main(argv: list[str] | None = None) -> int:
         "up_samples": len(up), "exchanges": delta, "rtf_from_stamps": rtf,
         "sim_node_rtf": sim_diag.get("achieved_real_time_factor"),
         "sim_node_lag": {k: v for k, v in sim_diag.items() if "lag" in k},
-        "plant_link_cpu_share": cpu_share}
+        "plant_link_cpu_share": cpu_share, "plant_link_cpu_us_per_exchange": cpu_us_per_exchange,
+        "setup": args.setup, "rt_priority": args.rt_priority}
     goals = {"exchange_p99_le_1_period": figures["down_exchange_p99_ms"] <= PERIOD_S * 1e3,
              "zero_missed": delta["missed"] == 0 and delta["link_faults"] == 0,
              "rtf_1_held": abs(rtf - 1.0) <= 0.01,
@@ -313,7 +342,8 @@ def main(argv: list[str] | None = None) -> int:
           f"{figures['up_plant_in_to_key_p99_ms']:.2f} ms")
     print(f"plant link over {wall:.0f} s: {delta['exchanges']} exchanges, {delta['late']} late, "
           f"{delta['missed']} missed, {delta['link_faults']} link faults; CPU "
-          f"{100 * cpu_share:.1f} % of a core; RTF {rtf:.4f} (sim_node: "
+          f"{100 * cpu_share:.1f} % of a core ({cpu_us_per_exchange:.0f} us per exchange); "
+          f"RTF {rtf:.4f} (sim_node: "
           f"{figures['sim_node_rtf']})")
     goal = all(goals.values())
     failed = ", ".join(k for k, ok in goals.items() if not ok)

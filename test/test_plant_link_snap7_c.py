@@ -169,3 +169,41 @@ def test_the_write_allow_list_holds_at_the_c_server(c_hil):
     for db in (plc.config.control_db, plc.config.plant_out_db):
         with pytest.raises(WriteNotAllowedError, match=rf"DB{db} refused: only \[102\]"):
             link.plc.write(db, b"\x00\x00")
+
+
+def test_the_exchange_takes_its_inputs_itself_just_before_it_writes_plant_in(c_hil):
+    """``take_inputs`` (the node's take of plant/sensors and imu) runs in the exchange thread,
+    once a period, before plant_in is built: the last block written carries the sensors of the
+    last take. A take that fails is counted and never faults the link nor brakes."""
+    plc, _, _ = c_hil
+    threads: set[str] = set()
+    stamps: list[int] = []
+    sent: list[Actuation] = []
+
+    def take() -> None:
+        threads.add(threading.current_thread().name)
+        if len(stamps) in (12, 15):     # two takes fail (a context gone, a bug)
+            stamps.append(0)
+            raise RuntimeError("take failed")
+        stamps.append(1_000_000_000 + 10_000_000 * len(stamps))
+        link.set_sensors(Sensors(stamps[-1], (0.1 * len(stamps), 0.0), (0.0, 0.0), (), 0.0,
+                                 True, False, False))
+
+    config = with_overrides(load_plant_link_config(), plc_port=plc.port, pdu_size_bytes=240)
+    link = PlantLink(config, sent.append, take_inputs=take)
+    link.start()
+    try:
+        wait_for(lambda: link.snapshot().status == "running" and link.wait_exchanges(30, 5.0),
+                 30.0, lambda: f"30 exchanges running (now {link.snapshot()})")
+    finally:
+        link.stop()
+    assert threads == {"plant-link"}
+    last = next(s for s in reversed(stamps) if s)
+    cfg = plc.config
+    pin = cfg.plant_in.decode(plc.get(cfg.plant_in_db))
+    assert pin["sim_time"] == last // 1_000_000          # the newest take, not an older one
+    snap = link.snapshot()
+    assert snap.counters["take_errors"] == stamps.count(0) == 2
+    assert snap.counters["link_faults"] == 0
+    assert sent and all(a.enable and not a.brake for a in sent[:-1])   # the last: stop()'s brake
+    assert sent[-1].reason == "plant link stopped"

@@ -191,6 +191,9 @@ class PlantLinkCore:
         self.drive_fault = ""      # the refusal in force (a drive fault), '' when none
         self._torque_names = config.torque_sp_fields()
         self._rate_names = config.steer_rate_sp_fields()
+        self._speed_names = config.speed_fields()
+        self._measured_torque_names = config.torque_fields()
+        self._angle_names = config.angle_fields()
 
     @property
     def alive(self) -> int:
@@ -200,7 +203,7 @@ class PlantLinkCore:
         """The ``plant_in`` block for this exchange (every field; non-finite values as NaN
         bytes). ``alive`` advances only when ``sensors.stamp_ns`` is newer than the last
         written one."""
-        cfg, v = self.config, self._values
+        v = self._values
         last = self._last_stamp_ns
         new_run = last is not None and last - sensors.stamp_ns > NEW_RUN_BACK_NS
         if new_run:
@@ -218,15 +221,13 @@ class PlantLinkCore:
             v.update(yaw_rate=imu.yaw_rate, pitch=imu.pitch, roll=imu.roll)
         v["ground_speed"] = sensors.ground_speed
         v["actuation_seq"] = dint(self.last_forwarded or 0)
-        v.update(zip(cfg.speed_fields(), sensors.speeds, strict=True))
-        v.update(zip(cfg.torque_fields(), sensors.torques, strict=True))
-        v.update(zip(cfg.angle_fields(), sensors.angles, strict=True))
-        # optional header fields a site may have left out of its layout
-        values = {k: val for k, val in v.items() if self._in.has(k)}
-        for f in self._in.fields:
-            values.setdefault(f.name, False if f.s7_type == "BOOL" else 0)
+        v.update(zip(self._speed_names, sensors.speeds, strict=True))
+        v.update(zip(self._measured_torque_names, sensors.torques, strict=True))
+        v.update(zip(self._angle_names, sensors.angles, strict=True))
         self.counters["plant_in_writes"] += 1
-        return self._in.encode(values, nonfinite_ok=True)
+        # ``v`` holds every field of the layout (zero_values); the encoder takes those and
+        # ignores the optional header fields a site may have left out of its layout
+        return self._in.encode(v, nonfinite_ok=True)
 
     def plant_out(self, raw: bytes | bytearray) -> Actuation | None:
         """A read of ``plant_out``: the actuation to forward, a braking one instead of a

@@ -9,9 +9,11 @@ Each period:
    finite values; a baseline after a (re)connect) and ``publish`` gets it at once, in this
    thread, before anything else: the read and its forwarding are one step, so nothing read
    before a link fault can be forwarded after it;
-2. write ``plant_in`` from the latest sensors and IMU the ROS side handed over
-   (``set_sensors``, ``set_imu``: a lock and an assignment, so the ROS executor never waits
-   for the PLC); nothing is written before the first sensors arrived.
+2. write ``plant_in`` from the latest sensors and IMU: ``take_inputs()`` (the node's: it
+   takes what arrived on ``plant/sensors`` and ``imu`` since the last period, in this thread)
+   just before, so the block carries the newest measurement; ``set_sensors`` / ``set_imu`` (a
+   lock and an assignment) are how the values get here either way. Nothing is written before
+   the first sensors arrived.
 
 A failed request is a link fault: counted, the link dropped (RST) and reconnected in the
 background, the core told (the next read is a baseline), and one braking actuation published
@@ -39,7 +41,7 @@ from plc_bridge.transport.plc_link import PlcLink
 
 _LOG = logging.getLogger("plant_link")
 
-COUNTERS = ("exchanges", "late", "missed", "link_down_periods", "link_faults")
+COUNTERS = ("exchanges", "late", "missed", "link_down_periods", "link_faults", "take_errors")
 
 
 @dataclass
@@ -62,7 +64,8 @@ class PlantLink:
 
     def __init__(self, config: PlantLinkConfig, publish: Callable[[Actuation], None],
                  clock: Callable[[], float] = time.monotonic,
-                 logger: logging.Logger | None = None) -> None:
+                 logger: logging.Logger | None = None,
+                 take_inputs: Callable[[], None] | None = None) -> None:
         self.config = config
         plc = config.plc
         self.core = PlantLinkCore(plc)
@@ -71,6 +74,7 @@ class PlantLink:
                            rate_parameter="exchange_hz", name="plant", who="the plant link",
                            clock=clock)
         self._publish = publish
+        self._take_inputs = take_inputs
         self.clock = clock
         self.log = logger or _LOG
         self.counters: dict[str, int] = dict.fromkeys(COUNTERS, 0)
@@ -161,6 +165,7 @@ class PlantLink:
         """One period: read plant_out (forward what is fresh), write plant_in."""
         cfg = self.config.plc
         if not self.plc.poll(now):
+            self._take()          # sensors judged (and counted) while the link is down too
             self.counters["link_down_periods"] += 1
             self._set_status("connecting" if not self.counters["link_faults"] else "link_lost",
                              f"{self.plc.where}: {self.plc.last_error}")
@@ -185,6 +190,7 @@ class PlantLink:
             elif fault_before and not self.core.drive_fault:
                 self.log.info("plant_link: drive fault cleared: a valid plant_out forwarded")
             self._send(act)
+        self._take()
         with self._lock:
             sensors, imu = self._sensors, self._imu
         if sensors is None:
@@ -195,6 +201,19 @@ class PlantLink:
             self._fault(f"write of plant_in DB{cfg.plant_in_db} failed: {self.plc.last_error}")
             return
         self._set_status("running", "")
+
+    def _take(self) -> None:
+        """The inputs that arrived since the last period (``take_inputs``), if the owner takes
+        them here; an error (the node's context gone at shutdown) is counted, said once, and
+        never ends the exchange (plant_in is then written from the last values taken)."""
+        if self._take_inputs is None:
+            return
+        try:
+            self._take_inputs()
+        except Exception:
+            self.counters["take_errors"] += 1
+            if self.counters["take_errors"] == 1:
+                self.log.exception("plant_link: taking plant/sensors and imu failed")
 
     def _fault(self, detail: str) -> None:
         """A link fault: the link dropped (RST), the core told, the drives braked."""

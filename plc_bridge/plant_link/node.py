@@ -1,11 +1,23 @@
 """``plant_link``: the ROS 2 node over ``link.PlantLink`` (thin shell, rclpy only here).
 
 Subscribes ``plant/sensors`` (sensor_msgs/JointState) and ``imu`` (sensor_msgs/Imu) from the
-simulation and hands each message's values to the exchange thread (a lock and an assignment:
-the executor never waits for the PLC); publishes ``plant/actuation`` (sensor_msgs/JointState)
-from that thread, once per exchange that read a fresh ``plant_out`` (and once when it brakes
-on a fault), stamped with this node's clock at the read; ``/diagnostics`` at 1 Hz (status,
-cause, counters: late and missed exchanges, link faults, refused blocks).
+simulation; publishes ``plant/actuation`` (sensor_msgs/JointState) from the exchange thread,
+once per exchange that read a fresh ``plant_out`` (and once when it brakes on a fault),
+stamped with this node's clock at the read; ``/diagnostics`` at 1 Hz (status, cause,
+counters: late and missed exchanges, link faults, refused blocks).
+
+The two subscriptions are **taken by the exchange thread**, once a period just before it
+writes ``plant_in`` (every message that arrived since, each judged as before), not run by the
+executor: they are in a callback group the executor never waits on (``TakenByExchange``).
+rclpy's SingleThreadedExecutor rebuilds its wait set in Python at every wake-up (every
+entity of the node: the parameter services, the QoS event handlers, ...); woken twice a
+period by the two 100 Hz topics it spent more CPU than the exchange itself, all of it holding
+the GIL the exchange thread waits for when it comes back from the PLC's socket. The executor
+now serves only the 1 Hz diagnostics timer and the parameter services. (rclpy's
+EventsExecutor would do the dispatch in C++, but with it this node never reached ``running``
+and did not end on SIGINT, rclpy 9.1.2; its ``spin_once`` beside a Python thread that sleeps
+hung in a minimal script too.) ``EXCAVATOR_HIL_PLANT_LINK_INPUTS=executor`` restores
+the executor's callbacks, for measuring the difference (bench/plant_link.py).
 
 Parameters: one spec, ``plc_bridge.parameters.PLANT_LINK`` (docs/configuration.md): declared
 with description, unit and range (``ros2 param describe /plant_link exchange_hz``), read only;
@@ -17,8 +29,10 @@ file), ``plc_host`` / ``plc_port`` / ``model`` override them.
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
+from rclpy.callback_groups import CallbackGroup
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.qos import qos_profile_sensor_data
@@ -40,6 +54,39 @@ from plc_bridge.plant_link.core import (
     sensors_from_joints,
 )
 from plc_bridge.plant_link.link import PlantLink
+
+# ``executor``: the executor runs the input callbacks (the set-up before; bench/plant_link.py)
+INPUTS_ENV = "EXCAVATOR_HIL_PLANT_LINK_INPUTS"
+
+
+def inputs_taken_by_exchange() -> bool:
+    """False when ``EXCAVATOR_HIL_PLANT_LINK_INPUTS`` is ``executor``."""
+    return os.environ.get(INPUTS_ENV, "exchange").lower() != "executor"
+
+
+class TakenByExchange(CallbackGroup):
+    """A callback group the executor never runs nor waits on (``can_execute`` is False): its
+    subscriptions are read by the exchange thread (:func:`take_all`)."""
+
+    def can_execute(self, entity: Any) -> bool:
+        return False
+
+    def beginning_execution(self, entity: Any) -> bool:
+        return False
+
+    def ending_execution(self, entity: Any) -> None:
+        pass
+
+
+def take_all(subscription: Any) -> list[Any]:
+    """Every message waiting on ``subscription``, oldest first (rclpy's own take, as its
+    executor and ``wait_for_message`` do it); [] when none."""
+    taken = []
+    handle = subscription.handle
+    with handle:
+        while (info := handle.take_message(subscription.msg_type, subscription.raw)) is not None:
+            taken.append(info[0])
+    return taken
 
 
 class PlantLinkParameters(NodeParameters):
@@ -77,12 +124,18 @@ class PlantLinkNode(Node):
         plc = self.config.plc
         self.actuation_pub = self.create_publisher(JointState, "plant/actuation", 10)
         self.diagnostics = Diagnostics(self, "plant_link")
-        self.link = PlantLink(self.config, self._publish_actuation)
+        taken = inputs_taken_by_exchange()
+        self.link = PlantLink(self.config, self._publish_actuation,
+                              take_inputs=self._take_inputs if taken else None)
         self._sensor_errors = 0
         self._last_sensor_error = ""
-        self.create_subscription(JointState, "plant/sensors", self._on_sensors,
-                                 qos_profile_sensor_data)
-        self.create_subscription(Imu, "imu", self._on_imu, qos_profile_sensor_data)
+        group = TakenByExchange() if taken else None
+        self._sensors_sub = self.create_subscription(
+            JointState, "plant/sensors", self._on_sensors, qos_profile_sensor_data,
+            callback_group=group)
+        self._imu_sub = self.create_subscription(Imu, "imu", self._on_imu,
+                                                 qos_profile_sensor_data, callback_group=group)
+        self._actuation = JointState()   # filled anew and published at each forwarding
         self.create_timer(1.0, self._publish_diagnostics)
         self.link.start()
         self.get_logger().info(
@@ -91,6 +144,13 @@ class PlantLinkNode(Node):
             f"{self.config.exchange_hz:g} Hz")
 
     # --- simulation -> PLC ---------------------------------------------------------------------
+    def _take_inputs(self) -> None:
+        """In the exchange thread, once a period: what arrived since the last one, in order."""
+        for sensors in take_all(self._sensors_sub):
+            self._on_sensors(sensors)
+        for imu in take_all(self._imu_sub):
+            self._on_imu(imu)
+
     def _on_sensors(self, msg: JointState) -> None:
         stamp_ns = msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec
         try:
@@ -111,8 +171,10 @@ class PlantLinkNode(Node):
 
     # --- PLC -> simulation (called in the exchange thread) -------------------------------------
     def _publish_actuation(self, act: Actuation) -> None:
-        msg = JointState()
-        msg.header.stamp = self.get_clock().now().to_msg()
+        """One message object, filled anew each time (only this thread publishes it)."""
+        msg = self._actuation
+        msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(
+            self.get_clock().now().nanoseconds, 1_000_000_000)
         msg.header.frame_id = ""
         names, position, velocity, effort = actuation_arrays(self.config.plc, act)
         msg.name, msg.position, msg.velocity, msg.effort = names, position, velocity, effort
