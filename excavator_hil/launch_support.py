@@ -13,10 +13,12 @@ so this module imports without ROS launch installed).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shlex
 import signal
+import threading
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -239,12 +241,14 @@ def supervision(context: Any) -> Supervision:
 
     sup = Supervision()
     logger = get_logger("excavator_hil")
+    interrupted = _record_sigint()
 
     def on_start(event: Any, _context: Any) -> None:
         sup.started(event.action, time.monotonic())
 
     def on_exit(event: Any, ctx: Any) -> list[Any] | None:
-        decision = sup.exited(event.action, event.returncode, time.monotonic(), ctx.is_shutdown)
+        decision = sup.exited(event.action, event.returncode, time.monotonic(),
+                              ctx.is_shutdown or interrupted.is_set())
         out: list[Any] = []
         if decision is not None:
             if decision.respawn:
@@ -261,6 +265,43 @@ def supervision(context: Any) -> Supervision:
     context.register_event_handler(OnProcessExit(on_exit=on_exit))
     context.extend_globals({SUPERVISION_KEY: sup})
     return sup
+
+
+_SIGINT_SEEN = threading.Event()
+
+
+def _record_sigint() -> threading.Event:
+    """An event set when this process gets SIGINT (once installed, chained before the handler
+    in place; Python's default one, KeyboardInterrupt, is dropped: see ``record``).
+
+    A terminal's Ctrl-C (and ``kill -INT`` of the process group) reaches ``ros2 launch`` and
+    its nodes at once. launch handles its SIGINT in its event loop (a wakeup fd), and a node's
+    exit reaches the same loop from the child watcher: when both are ready in one turn of the
+    loop their order is the selector's, and a node that ended from its own SIGINT could be
+    judged while ``is_shutdown`` still said no ("required node ... exited (code 0) although
+    nothing asked it to", exit code 1 for a Ctrl-C). Python runs this handler in the main
+    thread at the first bytecode after the signal arrived, before launch's loop looks at any
+    process exit that came after it."""
+    previous = signal.getsignal(signal.SIGINT)
+    if getattr(previous, "_records_sigint", False):
+        return _SIGINT_SEEN
+
+    def record(signum: int, frame: Any) -> Any:
+        _SIGINT_SEEN.set()
+        # Python's default handler raises KeyboardInterrupt wherever the main thread is: launch
+        # handles SIGINT through its wakeup fd and only swallows that exception around its
+        # loop, but raised inside one of its tasks it kills the task (seen: "Task exception was
+        # never retrieved ... KeyboardInterrupt" in the task that had just reaped a node, then
+        # launch sent SIGTERM and SIGKILL to that node long gone and ran on). Not raised here.
+        if callable(previous) and previous is not signal.default_int_handler:
+            return previous(signum, frame)
+        return None
+
+    record._records_sigint = True   # type: ignore[attr-defined]
+    # ValueError off the main thread (launch runs its loop there): is_shutdown only, then
+    with contextlib.suppress(ValueError):
+        signal.signal(signal.SIGINT, record)
+    return _SIGINT_SEEN
 
 
 def respawn_policy(context: Any) -> RespawnPolicy:

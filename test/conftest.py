@@ -7,6 +7,7 @@ loopback and each pytest run gets its own ROS domain.
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -26,6 +27,13 @@ for _name in ("ROS_DISCOVERY_SERVER", "ROS_STATIC_PEERS", "FASTDDS_DEFAULT_PROFI
 os.environ["ROS_DOMAIN_ID"] = os.environ.get("EXCAVATOR_HIL_TEST_DOMAIN_ID") or str(
     private_domain_id())
 os.environ.setdefault("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp")
+# A suite started in the background by a non-interactive shell (``make test &``, ``nohup``)
+# inherits SIGINT ignored, and so would every process it starts: ``ros2 launch`` would never
+# see the Ctrl-C a test sends (its nodes set their own handlers and end: "exited although
+# nothing asked it to"), a program expected to die of SIGINT would live on. The tests run as a
+# terminal's foreground job does.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 os.environ.setdefault("MUJOCO_GL", "egl")
 
 # No hypothesis deadline anywhere: its default (200 ms per example, timed on this process's

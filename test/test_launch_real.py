@@ -206,6 +206,34 @@ def test_sim_launch_with_defaults_runs_and_ends_on_ctrl_c(
     assert launch.log().count("process has finished cleanly") >= len(SIM_NODES) - 1
 
 
+def test_a_ctrl_c_that_launch_takes_after_its_nodes_ended_still_ends_with_0(
+        ament_prefix: Path, tmp_path: Path, launches: list[RosLaunch],
+        probe: RosTestNode) -> None:
+    """A terminal's Ctrl-C reaches ``ros2 launch`` and its nodes at once; launch takes its
+    SIGINT in its event loop, where the nodes' exits arrive too. Made certain here that the
+    nodes have ended before launch runs again (it is stopped, SIGSTOP, while the process group
+    gets SIGINT): their exits are still a Ctrl-C's, not failures, and the launch ends with 0
+    (launch_support records the SIGINT as it arrives)."""
+    launch = RosLaunch(ament_prefix, tmp_path, "sim.launch.py", "soil:=false")
+    launches.append(launch)
+    wait_for_nodes(probe, launch, {f"/{n}" for n in SIM_NODES})
+    nodes = [p for p in launch.processes() if p.pid != launch.proc.pid]
+    assert nodes, launch.log()
+    os.kill(launch.proc.pid, signal.SIGSTOP)
+    try:
+        os.killpg(launch.proc.pid, signal.SIGINT)
+        def ended(p: psutil.Process) -> bool:   # a zombie until the stopped launch reaps it
+            try:
+                return p.status() == psutil.STATUS_ZOMBIE
+            except psutil.NoSuchProcess:
+                return True
+
+        wait_for(lambda: all(ended(p) for p in nodes), 60.0, "the nodes ending on SIGINT")
+    finally:
+        os.kill(launch.proc.pid, signal.SIGCONT)
+    assert_clean_exit(launch, launch.wait())
+
+
 def test_sim_launch_with_the_soil_over_dds_starts_soil_node(
         ament_prefix: Path, tmp_path: Path, launches: list[RosLaunch],
         probe: RosTestNode) -> None:
