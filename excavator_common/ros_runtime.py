@@ -32,8 +32,10 @@ from excavator_common.parameter_files import check_ros_arguments
 # bucket_pose, soil/wrench, soil/bucket_load): a reliable writer keeps only this many samples
 # for a reader that fell behind. The recorder runs at nice 10 beside the real-time paths; on a
 # busy host it was held up 0.28 s and lost 27 soil wrenches of a depth-10 history (the chaos
-# soak). 100 covers a second; a reader that keeps up sees no difference.
-RECORDED_STREAM_DEPTH = 100
+# soak). 100 covered a second, and the soak beside a second test process (pytest-xdist) still
+# lost runs of 0.2-0.6 s of joint_states outside any fault: 500 covers 5 s. A reader that
+# keeps up sees no difference; one that falls behind costs the writer at most 500 samples.
+RECORDED_STREAM_DEPTH = 500
 
 _RCLError = _rclpy_impl.RCLError
 

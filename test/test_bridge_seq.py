@@ -220,10 +220,17 @@ def test_two_bridges_on_one_plc_both_stop_and_the_one_left_drives_again(tmp_path
         b_core = BridgeCore(dataclasses.replace(a.config, redis_url=servers[1].url))
         b_core.start()
         try:
-            wait_for(lambda: a.core.status == b_core.status == "stopped:plc_refused", 20.0,
-                     lambda: f"both stopped:plc_refused (a {a.core.status}, b {b_core.status})")
-            assert "another writer is on DB100" in a.core.snapshot().detail
-            assert "not this bridge's current ones" in b_core.snapshot().detail
+            # status and detail from one snapshot each: b's status moves on (it re-synchronises
+            # and waits for a heartbeat toggle) between two separate reads on a loaded host
+            def both_refused() -> tuple[object, object] | None:
+                sa, sb = a.core.snapshot(), b_core.snapshot()
+                return (sa, sb) if sa.status == sb.status == "stopped:plc_refused" else None
+
+            sa, sb = wait_for(both_refused, 20.0,
+                              lambda: f"both stopped:plc_refused (a {a.core.status}, "
+                                      f"b {b_core.status})")
+            assert "another writer is on DB100" in sa.detail
+            assert "not this bridge's current ones" in sb.detail
             t_both = time.monotonic()
             wait_for(lambda: len(a.plc.writes(t_both)) >= 100, 20.0, "100 writes")
             writes = a.plc.writes(t_both - 2 * QUIET_S)
