@@ -11,7 +11,8 @@ export MUJOCO_GL ?= egl
 # (and skips without it).
 ROS2_LAUNCH ?= $(firstword $(wildcard ../shared/ros2-launch ../../shared/ros2-launch))
 LAUNCH_STAMP := $(VENV)/.ros2-launch
-# The suite in two processes (pytest-xdist), a test file each: most of its time is spent waiting
+# The suite in two processes (pytest-xdist), a test file each (test/conftest.py: the whole-stack
+# files one at a time): most of its time is spent waiting
 # on real-time simulations and real processes, not computing. Every test holds on a loaded host
 # (README, "Development"), so a second worker is load like any other; each worker has its own
 # ROS domain (test/helpers.py). TEST_WORKERS=0 runs it in one process.
@@ -95,7 +96,7 @@ test: lint browser faketime $(LAUNCH_STAMP)
 	-$(MAKE) --no-print-directory snap7-c
 	-$(MAKE) --no-print-directory node-opcua
 	-$(MAKE) --no-print-directory foxglove-peer
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 bench: $(STAMP)
 	for b in bench/*.py; do $(PY) $$b || exit 1; done

@@ -85,3 +85,23 @@ def ros_node() -> Iterator[object]:
         yield node
     finally:
         node.close()
+
+
+# Under pytest-xdist (``make test``: two workers, ``--dist loadgroup``) the tests of a file stay
+# on one worker (module fixtures run once), and the files that run a whole stack (a demo, the
+# soak, a recorded teleoperation session: a machine's worth of processes at RTF 1) run one at a
+# time on one worker: two of them at once overloaded two cores (a joystick demo whose commands
+# reached the simulation over a second old and were dropped, a soak whose recorder lost
+# messages), which is no test of the product. The other worker runs the rest beside them.
+WHOLE_STACK_FILES = frozenset({
+    "test_demo.py", "test_demo_fleet.py", "test_soak.py", "test_teleop_demo.py",
+    "test_teleop_dig.py", "test_teleop_replay.py", "test_teleop_impedance_replay.py",
+    "test_fleet_operated.py"})
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        name = item.path.name
+        item.add_marker(pytest.mark.xdist_group("whole_stack" if name in WHOLE_STACK_FILES
+                                                else name))
