@@ -11,12 +11,11 @@ export MUJOCO_GL ?= egl
 # (and skips without it).
 ROS2_LAUNCH ?= $(firstword $(wildcard ../shared/ros2-launch ../../shared/ros2-launch))
 LAUNCH_STAMP := $(VENV)/.ros2-launch
-# The suite in two processes (pytest-xdist), a test file each (test/conftest.py: the whole-stack
-# files one at a time): most of its time is spent waiting
-# on real-time simulations and real processes, not computing. Every test holds on a loaded host
-# (README, "Development"), so a second worker is load like any other; each worker has its own
-# ROS domain (test/helpers.py). TEST_WORKERS=0 runs it in one process.
-TEST_WORKERS ?= 2
+# TEST_WORKERS=2 runs the suite in two pytest-xdist processes, a test file each and the
+# whole-stack files one at a time (test/conftest.py); each worker has its own ROS domain
+# (test/helpers.py). Default 0, one process: on this 2-core class of machine with one core kept
+# busy, two workers took as long (1590 s against 1550 s calm in one) and 8 tests failed of load.
+TEST_WORKERS ?= 0
 
 .PHONY: demo test lint bench browser faketime clean-venv snap7-c node-opcua foxglove-peer
 
