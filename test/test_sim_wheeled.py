@@ -12,18 +12,17 @@ from __future__ import annotations
 
 import itertools
 import math
-import threading
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
-from diagnostic_msgs.msg import DiagnosticArray
 from helpers import REPO, NodeProcess, RosTestNode, wait_for
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import Imu, JointState
 from std_msgs.msg import String
+from test_sim_plant import Plant
 
 from excavator_sim.drivetrain.grade import attitude
 from excavator_sim.drivetrain.wheeled import (
@@ -212,59 +211,25 @@ def _value(msg: JointState, name: str, field: str) -> float:
     return float(getattr(msg, field)[list(msg.name).index(name)])
 
 
-class WheeledPlant:
-    """The test's plant link for a wheeled machine: sends actuations at 100 Hz (wall time)
-    from a thread, collects what sim_node publishes."""
+class WheeledPlant(Plant):
+    """test_sim_plant's plant link stand-in (actuations at 100 Hz from a thread, what sim_node
+    publishes collected), with a wheeled machine's actuation and its joint states and
+    robot description."""
 
     def __init__(self, probe: RosTestNode):
-        self.sensors: list[JointState] = probe.collect(JointState, "plant/sensors", 200)
+        super().__init__(probe)
         self.joints: list[JointState] = probe.collect(JointState, "joint_states", 200)
-        self.imu: list[Imu] = probe.collect(Imu, "imu", 200)
-        self.diagnostics: list[DiagnosticArray] = probe.collect(DiagnosticArray,
-                                                                "/diagnostics", 50)
         latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL,
                              reliability=ReliabilityPolicy.RELIABLE)
         self.description: list[String] = probe.collect(String, "robot_description", latched)
-        self.pub = probe.node.create_publisher(JointState, "plant/actuation", 10)
-        self.tracks = probe.node.create_publisher(JointState, "track_command", 10)
-        self.message: JointState | None = None
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._send, daemon=True)
-        self._thread.start()
 
-    def _send(self) -> None:
-        while not self._stop.wait(0.01):
-            msg = self.message
-            if msg is not None:
-                self.pub.publish(msg)
-
-    def send(self, torque: float, rate: float, enable: float = 1.0, brake: float = 0.0,
-             torque_rr: float | None = None, rate_fr: float | None = None) -> None:
+    def send(self, torque: float, rate: float,  # type: ignore[override]
+             enable: float = 1.0, brake: float = 0.0, torque_rr: float | None = None,
+             rate_fr: float | None = None) -> None:
         self.message = JointState(
             name=ACTUATION_NAMES, position=[NAN] * 4 + [enable, brake],
             velocity=[NAN, NAN, rate, rate if rate_fr is None else rate_fr, NAN, NAN],
             effort=[torque, torque if torque_rr is None else torque_rr] + [NAN] * 4)
-
-    def silence(self) -> None:
-        self.message = None
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join(2.0)
-
-    def latest(self) -> JointState:
-        return self.sensors[-1]
-
-    def status(self) -> tuple[int, str, dict[str, str]] | None:
-        for d in reversed(self.diagnostics):
-            for s in d.status:
-                if s.name.startswith("sim_node") and "sim_time_s" in {kv.key for kv in s.values}:
-                    return s.level[0], s.message, {kv.key: kv.value for kv in s.values}
-        return None
-
-    def messages(self) -> list[tuple[int, str]]:
-        return [(s.level[0], s.message) for d in self.diagnostics for s in d.status
-                if s.name.startswith("sim_node")]
 
 
 @pytest.fixture(scope="module")
