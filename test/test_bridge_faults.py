@@ -116,6 +116,24 @@ def visible_since(rig: HilRig, flag: str, before: float | None) -> float:
     return wait_until(changed, 10.0, f"{flag} in the monitor DB")
 
 
+
+def stopped_in_cpu_stop(rig: HilRig, timeout_s: float) -> float:
+    """Put the PLC in STOP; check that the bridge stops as plc_alive_stale naming STOP (on
+    Redis and in what /diagnostics publishes) and that the PLC takes none of the writes sent
+    in STOP. Returns the time STOP became visible [s, monotonic]."""
+    before = rig.plc.status()["changed_at"].get("cpu_stop")
+    rig.plc.faults(cpu_stop=True)
+    t_stop = visible_since(rig, "cpu_stop", before)
+    wait_until(lambda: rig.get(keys.BRIDGE_STATUS) == "stopped:plc_alive_stale", timeout_s,
+               lambda: f"stopped:plc_alive_stale (now {rig.get(keys.BRIDGE_STATUS)})")
+    assert "STOP" in (rig.get(keys.BRIDGE_DETAIL) or "")
+    snap = rig.core.snapshot()   # what /diagnostics publishes (status: detail)
+    assert snap.status == "stopped:plc_alive_stale" and "STOP" in snap.detail
+    assert rig.core.wait_cycles(3, 10.0)
+    in_stop = rig.plc.writes(t_stop)
+    assert in_stop and all(w["refused"] == "cpu_stop" for w in in_stop), in_stop[:3]
+    return t_stop
+
 def assert_no_motion(rig: HilRig, t_from: float, t_to: float | None = None) -> int:
     writes = [w for w in rig.plc.writes(t_from) if t_to is None or w["t"] <= t_to]
     bad = [w for w in writes if not is_stop(w, rig)]
@@ -309,17 +327,7 @@ def test_a_cpu_in_stop_stops_the_bridge_and_run_resumes_with_a_stop(rig):
     STOP in its SZL, so the bridge cannot tell more); the PLC takes none of the writes sent
     in STOP; after RUN the first command it takes is a stop."""
     running(rig)
-    before = rig.plc.status()["changed_at"].get("cpu_stop")
-    rig.plc.faults(cpu_stop=True)
-    t_stop = visible_since(rig, "cpu_stop", before)
-    wait_until(lambda: rig.get(keys.BRIDGE_STATUS) == "stopped:plc_alive_stale", 10.0,
-               lambda: f"stopped:plc_alive_stale (now {rig.get(keys.BRIDGE_STATUS)})")
-    assert "STOP" in (rig.get(keys.BRIDGE_DETAIL) or "")
-    snap = rig.core.snapshot()   # what /diagnostics publishes (status: detail)
-    assert snap.status == "stopped:plc_alive_stale" and "STOP" in snap.detail
-    assert rig.core.wait_cycles(3, 10.0)
-    in_stop = rig.plc.writes(t_stop)
-    assert in_stop and all(w["refused"] == "cpu_stop" for w in in_stop), in_stop[:3]
+    stopped_in_cpu_stop(rig, 10.0)
     wait_until(lambda: max(abs(v) for v in rig.plc.status()["speeds"]) < 1e-3, 20.0,
                "the drives to stop (outputs off in STOP)")
     t_run = time.monotonic()

@@ -14,7 +14,14 @@ from collections.abc import Iterator
 
 import pytest
 from helpers import Spawner, module_redis, opcua_rig
-from test_bridge_faults import COMMAND, counter, is_stop, link_lost_logged, running, visible_since
+from test_bridge_faults import (
+    COMMAND,
+    counter,
+    is_stop,
+    link_lost_logged,
+    running,
+    stopped_in_cpu_stop,
+)
 from test_bridge_faults import SANITY_S as S7_SANITY_S
 from test_opcua_transport import PASSWORD, Lab, _commands, _free_port, _secret, connect
 
@@ -191,17 +198,7 @@ def test_a_cpu_in_stop_that_takes_writes_stops_the_bridge_as_alive_stale(rig):
     assert rig.plc.opcua()["stop_writes"] == "accept"
     session = rig.core.plc.session
     reconnects = counter(rig, "plc_reconnects")
-    before = rig.plc.status()["changed_at"].get("cpu_stop")
-    rig.plc.faults(cpu_stop=True)
-    t_stop = visible_since(rig, "cpu_stop", before)
-    wait_until(lambda: rig.get(keys.BRIDGE_STATUS) == "stopped:plc_alive_stale", 20.0,
-               lambda: f"stopped:plc_alive_stale (now {rig.get(keys.BRIDGE_STATUS)})")
-    assert "STOP" in (rig.get(keys.BRIDGE_DETAIL) or "")
-    snap = rig.core.snapshot()   # what /diagnostics publishes (status: detail)
-    assert snap.status == "stopped:plc_alive_stale" and "STOP" in snap.detail
-    assert rig.core.wait_cycles(3, 10.0)
-    in_stop = rig.plc.writes(t_stop)
-    assert in_stop and all(w["refused"] == "cpu_stop" for w in in_stop), in_stop[:3]
+    stopped_in_cpu_stop(rig, 20.0)
     assert rig.core.plc.session is session and counter(rig, "plc_reconnects") == reconnects
     t_run = time.monotonic()
     rig.plc.faults(cpu_stop=False)
