@@ -79,14 +79,16 @@ def run_node(factory: Callable[[], N], args: Sequence[str] | None = None,
     ``ConfigError``, ``SimConfigError``, ``SoilConfigError``, ``BridgeConfigError``...); set
     ``EXCAVATOR_HIL_TRACEBACK=1`` for the traceback of an unexpected one.
     """
-    # The first SIGINT interrupts (KeyboardInterrupt) and ignores every later one at once, so
-    # the second of ros2 launch's pair cannot land in the cleanup (rclpy's handler chains here).
+    # The first SIGINT interrupts (KeyboardInterrupt until the node spins, rclpy's shutdown of
+    # the context after) and ignores every later one at once, so the second of ros2 launch's
+    # pair cannot land in the cleanup (rclpy's handler chains here).
     argv = list(sys.argv if args is None else args)
     usage = usage or NodeUsage(os.path.basename(argv[0]) if argv else "node",
                                "a ROS 2 node of excavator_hil")
     done = check_command_line(usage, argv)
     if done is not None:
         return done
+    _RAISE_ON_SIGINT.set()
     signal.signal(signal.SIGINT, _interrupt_once)
     stall_probe.start_from_environment(os.path.splitext(os.path.basename(sys.argv[0]))[0])
     try:
@@ -126,7 +128,9 @@ def run_node(factory: Callable[[], N], args: Sequence[str] | None = None,
                 realtime.short_gil_slices()
                 executor = _Executor()
                 try:
-                    rclpy.spin(node, executor)
+                    _RAISE_ON_SIGINT.clear()
+                    if not _INTERRUPTED.is_set():
+                        rclpy.spin(node, executor)
                 finally:
                     executor.shutdown()
     except (KeyboardInterrupt, ExternalShutdownException):
@@ -144,6 +148,13 @@ def run_node(factory: Callable[[], N], args: Sequence[str] | None = None,
 
 
 _INTERRUPTED = threading.Event()   # set by the first SIGINT
+# Cleared once the executor spins: from then on rclpy's own SIGINT handler (it runs first and
+# chains to ours) shuts the context down and wakes the executor, which ends its spin between
+# callbacks (ExternalShutdownException). A KeyboardInterrupt raised there could land anywhere in
+# the executor: in a Task being built, whose __del__ then printed "Exception ignored ... 'Task'
+# object has no attribute '_exception'" at exit (seen in CI under ros2 launch's Ctrl-C).
+_RAISE_ON_SIGINT = threading.Event()
+_RAISE_ON_SIGINT.set()
 
 
 def _startup_failure(exc: Exception) -> int:
@@ -174,7 +185,8 @@ class _Executor(SingleThreadedExecutor):
 def _interrupt_once(signum: int, frame: object) -> None:
     _INTERRUPTED.set()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    raise KeyboardInterrupt
+    if _RAISE_ON_SIGINT.is_set():
+        raise KeyboardInterrupt
 
 
 def shutdown_quietly(node: Node | None, cleanup: Callable[[], None] | None = None) -> None:

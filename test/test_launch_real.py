@@ -206,6 +206,14 @@ def test_sim_launch_with_defaults_runs_and_ends_on_ctrl_c(
     assert launch.log().count("process has finished cleanly") >= len(SIM_NODES) - 1
 
 
+def _describe(p: psutil.Process) -> str:
+    """``pid command (status)`` of a process, for a failure message."""
+    try:
+        return f"{p.pid} {' '.join(p.cmdline()[:4])} ({p.status()})"
+    except psutil.NoSuchProcess:
+        return f"{p.pid} (ended)"
+
+
 def test_a_ctrl_c_that_launch_takes_after_its_nodes_ended_still_ends_with_0(
         ament_prefix: Path, tmp_path: Path, launches: list[RosLaunch],
         probe: RosTestNode) -> None:
@@ -228,7 +236,11 @@ def test_a_ctrl_c_that_launch_takes_after_its_nodes_ended_still_ends_with_0(
             except psutil.NoSuchProcess:
                 return True
 
-        wait_for(lambda: all(ended(p) for p in nodes), 60.0, "the nodes ending on SIGINT")
+        def alive() -> str:
+            return "; ".join(_describe(p) for p in nodes if not ended(p))
+
+        wait_for(lambda: all(ended(p) for p in nodes), 60.0,
+                 lambda: f"the nodes ending on SIGINT (alive: {alive()})")
     finally:
         os.kill(launch.proc.pid, signal.SIGCONT)
     assert_clean_exit(launch, launch.wait())
