@@ -32,6 +32,9 @@ VARIANT_TYPES: dict[str, str] = {"REAL": "Float", "INT": "Int16", "DINT": "Int32
 # the field of a block written last, in a request of its own (docs/plc_bridge.md, "A command
 # taken whole"): the PLC takes a block's values only when this field changes
 COMMIT_FIELD = "seq"
+# the monitor block's field that shows which seq the PLC took last: once it shows the seq
+# written last, the next command needs no "seq := 0" request (docs/plc_bridge.md, "OPC UA")
+SEQ_ACCEPTED_FIELD = "seq_accepted"
 BLOCKS = ("control", "monitor", "plant_in", "plant_out")
 
 

@@ -16,6 +16,7 @@ login), real certificates made by the project's own command; no mocks.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import os
 import shutil
 import time
@@ -156,12 +157,13 @@ def _free_port() -> int:
 
 
 # --- a command taken whole -----------------------------------------------------------------------
-def _commands(cfg: BridgeConfig, first_seq: int, n: int) -> list[bytes]:
-    """A stop, then drive commands whose every field says which seq they belong to."""
+def _commands(cfg: BridgeConfig, first_seq: int, n: int, stops: int = 1) -> list[bytes]:
+    """``stops`` stops (two clear a latched watchdog: the second one's alive is a change), then
+    drive commands whose every field says which seq they belong to."""
     out = []
     for k in range(first_seq, first_seq + n):
         v = cfg.control.zero_values()
-        drive = k > first_seq
+        drive = k >= first_seq + stops
         v.update(alive=k % 65536, enable=drive, stop=not drive, seq=k,
                  speed_sp_left=float(k % 1000) / 1000.0 if drive else 0.0,
                  speed_sp_right=-float(k % 1000) / 1000.0 if drive else 0.0)
@@ -169,12 +171,13 @@ def _commands(cfg: BridgeConfig, first_seq: int, n: int) -> list[bytes]:
     return out
 
 
-def _torn(cfg: BridgeConfig, writes: list[dict[str, Any]], first_seq: int) -> list[dict]:
+def _torn(cfg: BridgeConfig, writes: list[dict[str, Any]], first_seq: int, stops: int = 1
+          ) -> list[dict]:
     """Commands the PLC took whose values are not those of their seq."""
     bad = []
     for w in writes:
         k = int(w["seq"])
-        if k <= first_seq:
+        if k < first_seq + stops:
             continue
         want = float(np.float32(float(k % 1000) / 1000.0))
         if not (w["speed_sp_left"] == want and w["speed_sp_right"] == -want
@@ -227,6 +230,99 @@ def test_a_command_is_taken_whole_with_a_scan_between_every_write(served, lab, w
         assert [int(w["seq"]) for w in taken] == sorted({int(w["seq"]) for w in taken})
     else:
         assert torn, "a seq-first writer should have shown a torn command"
+
+
+_FIRST_SEQS = itertools.count(2_000_000, 10_000)
+
+
+class _AlwaysTwoRequests(OpcUaSession):
+    """A writer that always leaves out the "seq := 0" request, judged by the PLC or not."""
+
+    async def _write(self, block: Any, values: dict[str, Any]) -> None:
+        self._judged.add(block.db_number)
+        await super()._write(block, values)
+
+
+class _LateScans:
+    """A CPU whose scan ran just before every other new ``seq`` landed: that ``seq`` is first
+    scanned after the next variable written (what a slow OB1 cycle does), whatever it is."""
+
+    def __init__(self, server: OpcUaServer) -> None:
+        self._scan = server.scan_control
+        self._seq_at = server._seq_at
+        self._seq = 0
+        self._changes = 0
+
+    def __call__(self, raw: bytes) -> None:
+        seq = int.from_bytes(raw[self._seq_at:self._seq_at + 4], "big", signed=True)
+        changed, self._seq = seq not in (0, self._seq), seq
+        if changed:
+            self._changes += 1
+            if self._changes % 2 == 0:
+                return   # this scan came before the write
+        self._scan(raw)
+
+
+@pytest.mark.parametrize("scans", ["after_every_write", "late_every_other_seq"])
+@pytest.mark.parametrize("writer", ["bridge", "always_two_requests"])
+def test_a_command_judged_by_the_plc_lets_the_next_one_skip_seq_0(served, lab, writer, scans,
+                                                                  monkeypatch):
+    """With a read of the monitor block between the commands (the bridge's cycle), a command
+    whose predecessor the read shows as ``seq_accepted`` is two Write requests (the values,
+    then the new seq): every scan during them finds the seq taken last. One the PLC has not
+    judged yet keeps the three: a CPU that scans late takes the older seq with the new values
+    half written from a writer that always uses two (the check can fail), never from the
+    bridge."""
+    plc, server = served
+    # not under test here: the watchdog (commands lost to late scans leave its alive unchanged
+    # for longer than its timeout on a slow host)
+    monkeypatch.setattr(plc.guard, "timeout_s", 3600.0)
+    if scans != "after_every_write":
+        monkeypatch.setattr(server, "scan_control", _LateScans(server))
+    cfg = opcua_config(lab, server.port)
+    link = PlcLink(cfg)
+    assert connect(link) == ""
+    assert link.session is not None
+    if writer != "bridge":
+        link.session.__class__ = _AlwaysTwoRequests
+    first = next(_FIRST_SEQS)   # newer than every seq the module's PLC took before
+    t0 = time.monotonic()
+    try:
+        judged = 0   # commands whose predecessor a read showed taken
+        for k, data in enumerate(_commands(cfg, first, 40, stops=2)):
+            assert link.write(cfg.control_db, data), link.last_error
+            # the next cycle's read: the PLC reports a take in its monitor block at its own
+            # cycle, so read a while (a seq never taken is never reported)
+            deadline = time.monotonic() + (1.0 if scans == "after_every_write" else 0.2)
+            while True:
+                raw = link.read(cfg.monitor_db, cfg.monitor.size)
+                assert raw is not None, link.last_error
+                if cfg.monitor.decode(bytes(raw))["seq_accepted"] == first + k:
+                    judged += k < 39
+                    break
+                if time.monotonic() > deadline:
+                    break
+                time.sleep(0.005)
+        requests = link.session.write_requests
+    finally:
+        link.close()
+    scanned = [w for w in plc.writes(t0) if int(w["seq"]) >= first]
+    torn = _torn(cfg, scanned, first, stops=2)
+    taken = [w for w in scanned if w["refused"] is None]
+    if writer == "always_two_requests":
+        if scans == "after_every_write":
+            assert torn == [] and len(taken) == 40
+        else:
+            assert torn, "a late scan should have taken a torn command from this writer"
+        return
+    assert torn == [], f"torn commands taken: {torn[:3]}"
+    assert requests == 3 * 40 - judged   # "seq := 0" left out exactly after a judged one
+    if scans == "after_every_write":
+        assert len(taken) == 40 and judged >= 20, (len(taken), judged)
+    else:
+        # a seq the CPU scanned late is overwritten by "seq := 0" before it is taken: lost,
+        # never torn; the next one is taken whole
+        assert len(taken) >= 15 and judged >= 10, (len(taken), judged)
 
 
 # --- security acceptance -------------------------------------------------------------------------

@@ -46,10 +46,17 @@ from asyncua.crypto import security_policies
 from asyncua.ua.attribute_ids import AttributeIds
 from asyncua.ua.uaerrors import UaStatusCodeError
 
+from plc_bridge.command_seq import SEQ_MODULUS
 from plc_bridge.config import BridgeConfig
 from plc_bridge.db_layout import DbLayout
 from plc_bridge.errors import LinkRefusedError, PlcStoppedError
-from plc_bridge.opcua_nodes import COMMIT_FIELD, FieldNode, field_nodes, parse_node_ids
+from plc_bridge.opcua_nodes import (
+    COMMIT_FIELD,
+    SEQ_ACCEPTED_FIELD,
+    FieldNode,
+    field_nodes,
+    parse_node_ids,
+)
 from plc_bridge.opcua_pki import APPLICATION_URIS, Pki, describe, read_password
 
 _LOG = logging.getLogger("plc_bridge.opcua")
@@ -138,6 +145,15 @@ class OpcUaSession:
         self.namespace_index = -1
         self.warning = warning
         self._timeout_s = CONNECT_TIMEOUT_S
+        # The sequence lock's first request (seq := 0) guards a PLC that has not yet judged the
+        # seq written last: a scan landing while the next command's values are written would
+        # find that seq still new and take it with the values half replaced. Once a read of
+        # the monitor block shows it as seq_accepted, the PLC has seen it, and a scan finds it
+        # "the one taken last" (PlcBridge_Guard's #SeenSeq) and takes nothing until the new
+        # seq: two requests do (docs/plc_bridge.md, "OPC UA").
+        self._committed: dict[int, int] = {}   # db number -> the seq written last [mod 2^32]
+        self._judged: set[int] = set()          # db numbers whose last seq a read shows taken
+        self.write_requests = 0                 # Write requests sent (the bench counts them)
 
     # --- start-up -----------------------------------------------------------------------------
     @staticmethod
@@ -296,6 +312,7 @@ class OpcUaSession:
 
     async def _write_request(self, block: DbLayout,
                              items: list[tuple[FieldNode, ua.NodeId, Any]]) -> None:
+        self.write_requests += 1
         dvs = [ua.DataValue(Value=ua.Variant(v, getattr(ua.VariantType, n.variant)))
                for n, _, v in items]
         results = await self.client.uaclient.write_attributes([i for _, i, _ in items], dvs)
@@ -319,9 +336,14 @@ class OpcUaSession:
             await self._write_request(block, items)
             return
         node, nid, seq = commit[0]
-        await self._write_request(block, [(node, nid, 0)])
+        db = block.db_number
+        if db not in self._judged:
+            await self._write_request(block, [(node, nid, 0)])
+        self._judged.discard(db)
+        self._committed.pop(db, None)   # until the new seq's request is answered
         await self._write_request(block, [it for it in items if it[0].field != COMMIT_FIELD])
         await self._write_request(block, [(node, nid, seq)])
+        self._committed[db] = int(seq) % SEQ_MODULUS
 
     async def _read(self, block: DbLayout) -> dict[str, Any]:
         nodes = self.nodes[block.db_number]
@@ -337,6 +359,10 @@ class OpcUaSession:
                 raise ConnectionError(f"read of {block.name}.{n.field}: {got}, the layout says "
                                       f"{n.variant}")
             out[n.field] = variant.Value
+        accepted = out.get(SEQ_ACCEPTED_FIELD)
+        if accepted is not None:
+            self._judged |= {db for db, seq in self._committed.items()
+                             if int(accepted) % SEQ_MODULUS == seq}
         return out
 
     def abort(self, graceful: bool = False) -> None:
