@@ -363,6 +363,9 @@ def run(kind: str, config: BridgeConfig, plc: ControlClient, cycles: int, hz: fl
         c1, o1 = counts()
         status = bridge.status if isinstance(bridge, BridgeCore) else "n/a"
         passes = bridge.priority_passes if isinstance(bridge, BridgeCore) else 0
+        # OPC UA: Write requests of this session (2 or 3 per command: docs/plc_bridge.md)
+        session = bridge.plc.session if isinstance(bridge, BridgeCore) else None
+        requests = getattr(session, "write_requests", None)
         bridge.stop()
         result = json.loads(Path(out.name).read_text())
         probe.wait()
@@ -385,6 +388,8 @@ def run(kind: str, config: BridgeConfig, plc: ControlClient, cycles: int, hz: fl
         "plc_to_redis_samples": int(up.size),
         "cycles": int(c1 - c0), "overruns": int(o1 - o0), "seconds": t1 - t0,
         "final_status": status, "priority_passes": passes,
+        **({"opcua_write_requests_per_write": requests / max(1, len(writes))}
+           if requests is not None else {}),
         "machine": probe_figures(probe_data, hz, overrun_times),
     }
 
