@@ -32,7 +32,11 @@ from excavator_sim.machines import load_machine
 from plc_bridge import redis_keys as keys
 
 CASES = [pytest.param("wheeled_ackermann_11t", BodyTwist(1.0, 0.0, 0.15), id="ackermann-turn"),
-         pytest.param("wheeled_4ws_11t", BodyTwist(0.0, 0.5, 0.0), id="4ws-crab-left")]
+         pytest.param("wheeled_4ws_11t", BodyTwist(0.0, 0.5, 0.0), id="4ws-crab-left"),
+         pytest.param("wheeled_4ws_11t", BodyTwist(0.0, 0.0, 0.2), id="4ws-spin"),
+         # backwards and to the left: atan2(0.4, -0.3) = 127 deg is past the 92 deg end stops,
+         # so the model flips each wheel by pi (-53 deg) and drives it backwards
+         pytest.param("wheeled_4ws_11t", BodyTwist(-0.3, 0.4, 0.0), id="4ws-flip-back-left")]
 WINDOW_S = 3.0     # the steady-state window [s of simulated time]
 
 
@@ -82,46 +86,66 @@ def bridge_file(tmp_path: Path, machine: str) -> Path:
         "vehicle": {under.vehicle_model: dict(under.model_parameters())}})
 
 
-@pytest.mark.parametrize(("machine", "twist"), CASES)
-def test_a_redis_command_drives_the_simulated_wheeled_machine_with_the_commanded_twist(
-        redis_server: Any, spawn: Any, tmp_path: Path, ros_node: Any, machine: str,
-        twist: BodyTwist) -> None:
-    from excavator_hil.hil_harness import HilRig
+class WheeledLoop:
+    """The loop of one wheeled machine: the bridge (HilRig, its virtual PLC with the machine's
+    loops), sim_node with the machine, the plant link, and the record of what sim_node
+    published."""
 
-    under = load_machine(machine).undercarriage
-    assert under is not None
-    params = bridge_file(tmp_path, machine)
-    plant = ros_parameters_file(tmp_path / "virtual_plc_external.yaml", {
-        "plant_mode": "external", "plant_watchdog_timeout_s": PATIENT_S,
-        "watchdog_timeout_s": PATIENT_S})
-    rig = HilRig(under.vehicle_model, redis_server.url, spawn, config_path=str(params),
-                 plc_args=["--plant-config", str(plant)])
-    try:
-        check_machine_and_bridge(machine, rig.config)      # the start-up match: it passes
-        record = WheeledRecord(ros_node, tuple(f"steer_{w}" for w in under.params.steered))
-        sim = spawn("excavator_sim.sim_node",
-                    ["--ros-args", "--params-file", str(REPO / "config" / "sim.yaml"),
-                     *SIM_LOOP_ARGS, "-p", f"machine:={machine}",
-                     "-p", "plant_actuation_timeout_s:=0.5"])
-        link = spawn("plc_bridge.plant_link.node",
-                     ["--ros-args", "-p", f"plc_port:={rig.plc_port}",
-                      "-p", f"plc_config_file:={params}"])
+    def __init__(self, machine: str, redis_url: str, spawn: Any, tmp_path: Path,
+                 ros_node: Any) -> None:
+        from excavator_hil.hil_harness import HilRig
 
-        def logs() -> str:
-            return (f"sim_node:\n{sim.log()[-2000:]}\nplant_link:\n{link.log()[-2000:]}\n"
-                    f"bridge {rig.get(keys.BRIDGE_STATUS)}: {rig.get(keys.BRIDGE_DETAIL)}")
+        under = load_machine(machine).undercarriage
+        assert under is not None
+        self.under = under
+        params = bridge_file(tmp_path, machine)
+        plant = ros_parameters_file(tmp_path / "virtual_plc_external.yaml", {
+            "plant_mode": "external", "plant_watchdog_timeout_s": PATIENT_S,
+            "watchdog_timeout_s": PATIENT_S})
+        self.rig = HilRig(under.vehicle_model, redis_url, spawn, config_path=str(params),
+                          plc_args=["--plant-config", str(plant)])
+        try:
+            check_machine_and_bridge(machine, self.rig.config)   # the start-up match: passes
+            self.record = WheeledRecord(ros_node,
+                                        tuple(f"steer_{w}" for w in under.params.steered))
+            self.sim = spawn("excavator_sim.sim_node",
+                             ["--ros-args", "--params-file", str(REPO / "config" / "sim.yaml"),
+                              *SIM_LOOP_ARGS, "-p", f"machine:={machine}",
+                              "-p", "plant_actuation_timeout_s:=0.5"])
+            self.link = spawn("plc_bridge.plant_link.node",
+                              ["--ros-args", "-p", f"plc_port:={self.rig.plc_port}",
+                               "-p", f"plc_config_file:={params}"])
+            wait_for(lambda: len(self.record.rows) > 10, 60.0,
+                     lambda: f"plant/sensors\n{self.logs()}")
+            self.rig.start()
+        except BaseException:
+            self.rig.close()
+            raise
 
-        wait_for(lambda: len(record.rows) > 10, 60.0, lambda: f"plant/sensors\n{logs()}")
-        rig.start()
+    def logs(self) -> str:
+        rig = self.rig
+        return (f"sim_node:\n{self.sim.log()[-2000:]}\nplant_link:\n{self.link.log()[-2000:]}"
+                f"\nbridge {rig.get(keys.BRIDGE_STATUS)}: {rig.get(keys.BRIDGE_DETAIL)}")
+
+    def drive(self, twist: BodyTwist) -> tuple[list[tuple[float, float, list[float]]], float]:
+        """Command ``twist`` and wait for WINDOW_S of simulated time on it: the speed within 3 %,
+        the yaw rate within 0.02 rad/s, the steering angles within 0.5 deg of the model's
+        inverse. Returns that window's plant/sensors rows and the twist's speed scale [m/s]."""
+        rig, record = self.rig, self.record
         rig.command(twist.vx, twist.vy, twist.wz)
         wait_for(lambda: rig.get(keys.BRIDGE_STATUS) == "running", 60.0,
-                 lambda: f"bridge running\n{logs()}")
-        want = under.kinematic_model().inverse(twist)
+                 lambda: f"bridge running\n{self.logs()}")
+        model = self.under.kinematic_model()
+        want = model.inverse(twist)
         assert want.feasible
         target = [float(a) for a in want.angles]      # per steered wheel [rad]
         # u along base_link x is the same at every point of the body: the reference point's
-        # v_x; w too where the machine does not turn (the crab); the yaw rate is the body's
-        scale = math.hypot(twist.vx, twist.vy)
+        # v_x; w too where the machine does not turn (the crab); the yaw rate is the body's.
+        # The speed scale: the translation's, or for a spin the wheels' (wz times the half
+        # diagonal of the wheel rectangle) - base_link is the spin's centre on 4WD4WS
+        g = self.under.params.geometry
+        scale = max(math.hypot(twist.vx, twist.vy),
+                    abs(twist.wz) * 0.5 * math.hypot(g.wheelbase_m, g.track_m))
         tol_angle = math.radians(0.5)
 
         def on_twist(t: float) -> bool:
@@ -129,7 +153,8 @@ def test_a_redis_command_drives_the_simulated_wheeled_machine_with_the_commanded
                 return False
             u, w = record.body[t]
             return (abs(u - twist.vx) <= 0.03 * scale and abs(record.yaw_rate[t] - twist.wz)
-                    <= 0.02 and (twist.wz != 0.0 or abs(w - twist.vy) <= 0.03 * scale))
+                    <= 0.02 and (twist.wz != 0.0 or abs(w - twist.vy) <= 0.03 * scale)
+                    and (twist.vx != 0.0 or twist.vy != 0.0 or abs(w) <= 0.03 * scale))
 
         def steady() -> list[tuple[float, float, list[float]]]:
             run: list[tuple[float, float, list[float]]] = []
@@ -145,8 +170,20 @@ def test_a_redis_command_drives_the_simulated_wheeled_machine_with_the_commanded
         window = wait_for(steady, 150.0, lambda: f"{WINDOW_S} s of simulated time on the "
                           f"commanded twist {twist} (angles {target}); last "
                           f"{record.rows[-3:]}, body {list(record.body.values())[-3:]}\n"
-                          f"{logs()}")
+                          f"{self.logs()}")
         assert len(window) > 100
+        return window, scale
+
+
+@pytest.mark.parametrize(("machine", "twist"), CASES)
+def test_a_redis_command_drives_the_simulated_wheeled_machine_with_the_commanded_twist(
+        redis_server: Any, spawn: Any, tmp_path: Path, ros_node: Any, machine: str,
+        twist: BodyTwist) -> None:
+    loop = WheeledLoop(machine, redis_server.url, spawn, tmp_path, ros_node)
+    rig = loop.rig
+    try:
+        _, scale = loop.drive(twist)
+        logs = loop.logs
         # the Redis monitor keys: the model's direct on the measured wheels, the true twist
         def monitored() -> tuple[float, float, float] | None:
             got = [rig.get(k) for k in (keys.MON_LONGITUDINAL, keys.MON_LATERAL,
@@ -159,5 +196,47 @@ def test_a_redis_command_drives_the_simulated_wheeled_machine_with_the_commanded
                  and math.hypot(m[0] - twist.vx, m[1] - twist.vy) <= 0.03 * scale
                  and abs(m[2] - twist.wz) <= max(0.03 * abs(twist.wz), 0.002), 60.0,
                  lambda: f"the monitor keys at the twist (now {monitored()})\n{logs()}")
+    finally:
+        rig.close()
+
+
+def test_ackermann_refuses_a_turn_on_the_spot_stops_the_machine_and_holds_its_steering(
+        redis_server: Any, spawn: Any, tmp_path: Path, ros_node: Any) -> None:
+    """v_x = 0 with a yaw rate is a command the Ackermann model must refuse: the bridge stops
+    (``infeasible_command``, the model's note), the machine comes to a standstill, and its front
+    wheels stay at the angles of the turn it was driving (within 0.5 deg) all the way."""
+    loop = WheeledLoop("wheeled_ackermann_11t", redis_server.url, spawn, tmp_path, ros_node)
+    rig, record = loop.rig, loop.record
+    try:
+        turn = BodyTwist(1.0, 0.0, 0.15)
+        window, _ = loop.drive(turn)
+        held = window[-1][2]
+        t_refused = window[-1][0]
+        rig.command(0.0, 0.0, 0.15)
+        wait_for(lambda: rig.get(keys.BRIDGE_STATUS) == "stopped:infeasible_command", 60.0,
+                 lambda: f"the bridge refusing the turn on the spot\n{loop.logs()}")
+        assert "cannot turn on the spot" in (rig.get(keys.BRIDGE_DETAIL) or "")
+
+        def standstill() -> float | None:
+            """The simulated time [s] from which the machine stood for 1 s, or None."""
+            since = None
+            for t, (u, w) in sorted(record.body.items()):
+                if t <= t_refused:
+                    continue
+                still = math.hypot(u, w) <= 0.01 and abs(record.yaw_rate.get(t, 0.0)) <= 0.005
+                since = (since if since is not None else t) if still else None
+                if since is not None and t - since >= 1.0:
+                    return since
+            return None
+
+        wait_for(lambda: standstill() is not None, 90.0,
+                 lambda: f"the machine standing still (body {list(record.body.values())[-3:]})"
+                         f"\n{loop.logs()}")
+        after = [angles for t, _, angles in list(record.rows) if t > t_refused]
+        assert after, "no plant/sensors after the refusal"
+        worst = max(abs(a - h) for angles in after for a, h in zip(angles, held, strict=True))
+        assert worst <= math.radians(0.5), (
+            f"the steering moved {math.degrees(worst):.2f} deg from the turn's {held} after "
+            f"the refusal")
     finally:
         rig.close()
