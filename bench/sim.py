@@ -16,6 +16,12 @@ Cases, all on the same model in this process (one core; run with nothing else bu
   positions every 10 ms (``mj_step(m, d, 10)``). Watched for divergence (MuJoCo's bad-qacc
   warning, non-finite or runaway state, loops torn open): the step where it diverged is
   reported instead of a rate.
+- ``machine:<preset>`` (``--machines``, issue 28): each machine preset with its drive train
+  (``drive_mode`` plant) on the ``contact`` case's terrain and sweep, its drives actuated as a
+  PLC does (tracks: sprocket torques; wheels: wheel torques and steering rates), the direction
+  reversed with each pose so that it stays on the mound; ``tracked`` is the default machine.
+  Each preset's RTF is also given as a ratio to the tracked machine's, measured in the same
+  round.
 - ``node+contact`` (when rclpy is importable): the real ``SimNode`` in this process at
   ``real_time_factor 0`` publishing joint_states, /clock, bucket pose/twist at 100 Hz and
   markers at 20 Hz, terrain contact on with the same mound, spun for ``--node-seconds`` of wall
@@ -67,8 +73,12 @@ def run(sim: ExcavatorSimulation, sim_seconds: float, chunk: int, read_state: bo
     return time.perf_counter() - start
 
 
-def make(contact: bool) -> ExcavatorSimulation:
-    sim = ExcavatorSimulation(load_sim_config(overrides={"terrain.contact": contact}))
+def make(contact: bool, machine: str | None = None) -> ExcavatorSimulation:
+    overrides: dict[str, object] = {"terrain.contact": contact}
+    if machine is not None:
+        overrides["drive_mode"] = "plant"
+    sim = ExcavatorSimulation(load_sim_config(overrides=overrides, machine=(
+        None if machine in (None, TRACKED) else machine)))
     if contact:
         # A mound under the bucket's path: the teeth cut 0.1-0.35 m into it.
         g = sim.terrain.grid
@@ -76,6 +86,49 @@ def make(contact: bool) -> ExcavatorSimulation:
         j0, j1 = round((-4.0 - g.y0) / g.cell_size), round((4.0 - g.y0) / g.cell_size)
         sim.terrain.set_region(i0, j0, np.full((i1 - i0, j1 - j0), 1.2))
     return sim
+
+
+TRACKED = "tracked"   # --machines: the default machine, on its tracks
+DRIVE_TORQUE_NM = {"tracks": 3000.0, "wheels": 800.0}   # per sprocket / per driven wheel
+STEER_RATE_RAD_S = 0.1
+
+
+def actuate(sim: ExcavatorSimulation, forward: bool) -> None:
+    """The PLC's actuation of the machine's drives: forward or back, steering one way or the
+    other (wheeled)."""
+    from excavator_sim.drivetrain.vehicle import DriveCommand
+    from excavator_sim.drivetrain.wheeled import WheeledCommand
+
+    sign = 1.0 if forward else -1.0
+    if sim.wheeled is None:
+        t = sign * DRIVE_TORQUE_NM["tracks"]
+        sim.set_drive_command(DriveCommand(t, t, enable=True, brake=False))
+        return
+    p = sim.wheeled.params
+    sim.set_wheeled_command(WheeledCommand(
+        torques_nm=tuple(sign * DRIVE_TORQUE_NM["wheels"] for _ in p.driven),
+        steer_rates_rad_s=tuple(sign * STEER_RATE_RAD_S for _ in p.steered),
+        enable=True, brake=False))
+
+
+def run_machine(sim: ExcavatorSimulation, sim_seconds: float) -> float:
+    """As :func:`run` (contact, state read every 10 ms) with the drives actuated; wall [s]."""
+    steps = round(sim_seconds / sim.timestep)
+    per_pose = round(3.0 / sim.timestep)
+    chunk = 10
+    done = 0
+    start = time.perf_counter()
+    while done < steps:
+        if done % per_pose == 0:
+            k = done // per_pose
+            sim.set_joint_targets(POSES[k % 2])
+            actuate(sim, forward=k % 2 == 0)
+        sim.step(chunk)
+        done += chunk
+        sim.joint_state()
+        sim.bucket_pose()
+        sim.bucket_twist()
+    return time.perf_counter() - start
 
 
 # Upstream velocity gains [N s/m] (swing [N m s/rad]) and command range [m/s] ([rad/s]).
@@ -203,7 +256,11 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3, help="best of this many runs")
     parser.add_argument("--node-seconds", type=float, default=5.0,
                         help="wall time of the node case (0 skips it)")
+    parser.add_argument("--machines", default=f"{TRACKED},wheeled_ackermann_11t,wheeled_4ws_11t",
+                        help="machine presets of the per-machine case, comma-separated "
+                             f"({TRACKED!r}: the default machine; empty: skip the case)")
     args = parser.parse_args()
+    machines = [m for m in args.machines.split(",") if m]
     results: dict[str, dict[str, float]] = {}
     # Start-up: ExcavatorSimulation() = model build (MjSpec) + compile + initial state.
     construct = math.inf
@@ -224,6 +281,10 @@ def main() -> None:
             seconds = args.seconds if name != "baseline" else min(args.seconds, 10.0)
             sims[name] = make(contact)
             walls[name] = min(walls[name], run(sims[name], seconds, chunk, read_state))
+        for machine in machines:
+            name = f"machine:{machine}"
+            sims[name] = make(True, machine)
+            walls[name] = min(walls.get(name, math.inf), run_machine(sims[name], args.seconds))
         if seed.get("diverged_at_step") is None:
             # As long as the physics case (at least one full 3 s pose hold).
             trial = run_seed_style(max(args.seconds, 6.1))
@@ -240,6 +301,15 @@ def main() -> None:
                          "max_loop_residual_m": sim.constraint_residual()}
         print(f"{name:14s} {steps / wall:10.0f} steps/s  RTF {seconds / wall:7.1f}  "
               f"({seconds:.0f} s simulated in {wall:.2f} s, {contacts} contacts at the end)")
+    for machine in machines:
+        name = f"machine:{machine}"
+        sim, wall = sims[name], walls[name]
+        results[name] = {"steps_per_s": args.seconds / sim.timestep / wall,
+                         "rtf": args.seconds / wall, "sim_s": args.seconds, "wall_s": wall,
+                         "contacts_at_end": int(sim.data.ncon),
+                         "max_loop_residual_m": sim.constraint_residual()}
+        print(f"{name:14s} RTF {args.seconds / wall:7.1f}  ({args.seconds:.0f} s simulated in "
+              f"{wall:.2f} s, drives actuated, contact on)")
     results["seed-style"] = seed
     if seed["diverged_at_step"] is None:
         print(f"{'seed-style':14s} {seed['steps_per_s']:10.0f} steps/s  RTF {seed['rtf']:7.1f}  "
@@ -272,6 +342,10 @@ def main() -> None:
                                   if seed["diverged_at_step"] is None else None),
         "construct_simulation_s": round(construct, 4),
         "construct_sim_node_s": round(node["construct_s"], 4) if node else None,
+        "rtf_machine": {m: round(results[f"machine:{m}"]["rtf"], 1) for m in machines},
+        "rtf_machine_vs_tracked": (
+            {m: round(results[f"machine:{m}"]["rtf"] / results[f"machine:{TRACKED}"]["rtf"], 2)
+             for m in machines} if TRACKED in machines else None),
         "goal_rtf_physics": 50.0,
         "goal_rtf_node_contact": 20.0,
         "cases": results,
