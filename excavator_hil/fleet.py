@@ -43,6 +43,20 @@ def fleet_namespaces(count: str, namespaces: str) -> list[str]:
     return names
 
 
+def fleet_machines(machine: str, count: int) -> list[str]:
+    """Each machine's preset from the ``machine`` argument: one for every machine (empty: the
+    default tracked machine), or a comma-separated list of exactly ``count``; ValueError naming
+    the bad value and the fix. The presets themselves are checked where they are loaded."""
+    presets = [m.strip() for m in machine.split(",")] if "," in machine else [machine.strip()]
+    if len(presets) == 1:
+        return presets * count
+    if len(presets) != count:
+        raise ValueError(f"machine: {machine!r} names {len(presets)} presets for {count} "
+                         f"machines; give one preset for all or one per machine, in the "
+                         f"namespaces' order")
+    return presets
+
+
 def shared_soil_grid(single: TerrainConfig, machines: int, spacing_m: float) -> TerrainConfig:
     """The soil grid of ``single`` (one machine's, around y = its centre) stretched over the
     strips of ``machines`` machines ``spacing_m`` apart along y; ValueError when the simulators'

@@ -705,7 +705,13 @@ LAUNCH_FILES: dict[str, tuple[str | LaunchArgument, ...]] = {
         "db_base",
         _A["virtual_plc_port"].but(description="S7 port of the first machine's virtual PLC; "
                                    "machine k uses this + k"),
-        "model", "sim_params", "soil_params", "ik_params",
+        "model",
+        _A["machine"].but(description="machine preset of every machine (a name in "
+                          "config/machines/ or a file; empty = the default tracked machine), "
+                          "or a comma-separated list, one per machine (a mixed fleet); a "
+                          "wheeled one brings its model and vehicle geometry to its bridge and "
+                          "virtual PLC and needs plant:=closed"),
+        "sim_params", "soil_params", "ik_params",
         _A["plc_params"].but(description="plc_bridge parameter file"),
         _PLANT_LOOP.but(description="closed (default): each machine's simulation is its "
                         "virtual PLC's plant (a plant link per machine, sim_node drive_mode "

@@ -15,7 +15,11 @@ group with its namespace pushed:
   ``<ns>/odom`` ... (``world`` is shared, so all machines hang in one TF tree);
 - its own strip of the world: base at y = k * ``spacing`` [m];
 - Redis database ``db_base + k`` on the one shared server ``redis_url`` (key names unchanged);
-- its virtual PLC on TCP port ``virtual_plc_port + k``.
+- its virtual PLC on TCP port ``virtual_plc_port + k``;
+- its machine preset: ``machine`` (one for all, or a comma-separated list, one per machine: a
+  mixed fleet); a wheeled preset brings its kinematic model and vehicle geometry to the
+  machine's bridge and virtual PLC (start-up check, excavator_hil.machine_match) and its
+  wheels to its URDF, and needs ``plant:=closed``.
 
 One terrain (``shared_terrain:=true``, the default): one soil_node in the root namespace serves
 every machine (``machines`` parameter: ``/<ns>/bucket_pose`` in, ``/<ns>/soil/wrench`` out) from
@@ -58,7 +62,12 @@ from launch.actions import GroupAction, OpaqueFunction
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import PushRosNamespace
 
-from excavator_hil.fleet import fleet_namespaces, shared_soil_grid, sim_grid_parameters
+from excavator_hil.fleet import (
+    fleet_machines,
+    fleet_namespaces,
+    shared_soil_grid,
+    sim_grid_parameters,
+)
 from excavator_hil.launch_support import (
     RVIZ_HINT,
     declare_arguments,
@@ -78,6 +87,8 @@ def generate_launch_description() -> LaunchDescription:
 
 
 def _machines(context: LaunchContext) -> list[Action]:
+    from excavator_hil.machine_match import check_launch_machine
+    from excavator_sim.machines import load_machine
     from excavator_sim.sim_config import load_sim_config
     from excavator_sim.soil.config import load_soil_config
     from excavator_sim.urdf import generate_urdf
@@ -86,6 +97,7 @@ def _machines(context: LaunchContext) -> list[Action]:
         return LaunchConfiguration(name).perform(context)
 
     names = fleet_namespaces(arg("count"), arg("namespaces"))
+    machines = fleet_machines(arg("machine"), len(names))
     try:
         spacing = float(arg("spacing"))
     except ValueError:
@@ -120,11 +132,17 @@ def _machines(context: LaunchContext) -> list[Action]:
         actions += node("soil_node", parameters=[arg("soil_params"), {
             "machines": ",".join(names), "terrain.centre_y_m": grid.centre_y_m,
             "terrain.size_y_m": grid.size_y_m, "use_sim_time": True}])
-    for k, ns in enumerate(names):
+    for k, (ns, machine) in enumerate(zip(names, machines, strict=True)):
         y = k * spacing
         owner = k == 0                       # the one /clock publisher
         prefix = f"{ns}/"
+        # a wheeled preset: its model and vehicle geometry for the bridge and the PLC
+        overrides = check_launch_machine(machine, arg("plc_params"), arg("model"), closed)
+        model = str(overrides.get("model", arg("model")))
+        preset = load_machine(machine) if machine else None
+        wheels = preset.undercarriage.params if preset and preset.undercarriage else None
         sim_params = {
+            "machine": machine,
             "frame_prefix": prefix,
             "publish_robot_description": False,
             "terrain.contact": not soil,
@@ -141,7 +159,7 @@ def _machines(context: LaunchContext) -> list[Action]:
         bridge: dict[str, object] = {
             "config_file": arg("plc_params"), "plc_host": "127.0.0.1",
             "plc_port": plc_port + k, "redis_url": f"{redis_base}/{db_base + k}",
-            "model": arg("model"), "autostart": True, "frame_prefix": prefix,
+            **overrides, "model": model, "autostart": True, "frame_prefix": prefix,
             # on /clock like every node of the fleet: plc/wheel_states, odom stamped in the
             # simulation's time (on wall time they reached the sims decades ahead of them)
             "use_sim_time": True}
@@ -155,10 +173,13 @@ def _machines(context: LaunchContext) -> list[Action]:
                                 else [])]),
             *node("ik_node", ns, parameters=[arg("ik_params"), {"frame_prefix": prefix}, follow]),
             *node("robot_state_publisher", ns, package="robot_state_publisher",
-                  parameters=[{"robot_description": generate_urdf(frame_prefix=prefix)},
-                              follow]),
+                  parameters=[{"robot_description": generate_urdf(
+                      preset.geometry() if preset else None, frame_prefix=prefix,
+                      wheels=wheels)}, follow]),
             *node("virtual_plc", ns, arguments=[
-                "--port", str(plc_port + k), "--model", arg("model"),
+                "--port", str(plc_port + k), "--model", model,
+                *(f"--vehicle={key.split('.')[-1]}={v}" for key, v in overrides.items()
+                  if key.startswith("vehicle.")),
                 "--config", arg("plc_params"), "--rt-priority", str(plan.plc_rt_priority),
                 "--plant-mode", "external" if closed else "internal"]),
             *node("plc_bridge", ns, parameters=[arg("plc_params"), bridge]),
@@ -166,7 +187,7 @@ def _machines(context: LaunchContext) -> list[Action]:
         if closed:   # this machine's plant link, on its own virtual PLC
             nodes += node("plant_link", ns, parameters=[plant_link_parameters(
                 arg("plant_link_params"), arg("plc_params"), "127.0.0.1", plc_port + k,
-                arg("model"), plan), {"use_sim_time": True}])
+                model, plan), {"use_sim_time": True}])
         if soil and not shared:
             nodes += node("soil_node", ns, parameters=[arg("soil_params"), {
                 "terrain.centre_y_m": soil_centre_y + y}, follow])

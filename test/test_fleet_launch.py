@@ -1,4 +1,6 @@
-"""fleet.launch.py under the real ``ros2 launch``: two machines on one graph.
+"""fleet.launch.py under the real ``ros2 launch``: two machines on one graph, a mixed fleet
+(``machine:=,wheeled_4ws_11t``: machine 1 the default tracked machine, machine 2 the 4WD4WS
+wheeled excavator, its bridge and virtual PLC on its model, its URDF with its wheels).
 
 Each machine's nodes and topics in its namespace (its plant link too: the hardware-in-the-loop
 loop closed by default), its own URDF frame prefix and place in the world, one /clock publisher
@@ -38,6 +40,14 @@ def fleet():
     pytest.importorskip("launch_ros", reason="launch_ros is not installed (the ros-kilted wheels "
                         "have no launch; see /work/shared/ros2-launch)")
     return _load_launch_module()
+
+
+def test_machine_presets_one_for_all_or_one_per_machine(fleet):
+    assert fleet.fleet_machines("", 2) == ["", ""]
+    assert fleet.fleet_machines("wheeled_4ws_11t", 3) == ["wheeled_4ws_11t"] * 3
+    assert fleet.fleet_machines(" , wheeled_4ws_11t", 2) == ["", "wheeled_4ws_11t"]
+    with pytest.raises(ValueError, match="names 3 presets for 2 machines"):
+        fleet.fleet_machines("a,b,c", 2)
 
 
 def test_namespaces_from_count_or_list(fleet):
@@ -102,8 +112,8 @@ def test_two_machines_under_ros2_launch(fleet, redis_server, ros_node, tmp_path)
     launch = subprocess.Popen(
         [ros2, "launch", "excavator_hil", "fleet.launch.py", "count:=2",
          f"redis_url:=redis://127.0.0.1:{redis_server.port}", f"virtual_plc_port:={port}",
-         f"spacing:={spacing}"], stdout=log, stderr=subprocess.STDOUT, env=env,
-        start_new_session=True)
+         f"spacing:={spacing}", "machine:=,wheeled_4ws_11t"], stdout=log,
+        stderr=subprocess.STDOUT, env=env, start_new_session=True)
     heartbeat = Heartbeat(f"{redis_server.url[:-2]}/1", 0.25)
     try:
         def text() -> str:
@@ -158,6 +168,11 @@ def test_two_machines_under_ros2_launch(fleet, redis_server, ros_node, tmp_path)
         description = urdf[-1].data
         assert '<link name="exc2/base_link"' in description and '<link name="world"' in description
         assert '"base_link"' not in description and "exc1/" not in description
+        # ... on its wheels: the 4WD4WS preset's steered wheels, its bridge and PLC on its model
+        assert '<joint name="steer_fl"' in description, description[:400]
+        assert ros_node.parameter("/exc2/plc_bridge", "model") == "4wd4ws"
+        assert ros_node.parameter("/exc1/plc_bridge", "model") == "skid_steer"
+        assert ros_node.parameter("/exc2/sim_node", "machine") == "wheeled_4ws_11t"
 
         def base(ns: str, joint: str) -> float:
             m = joints[ns][-1]
