@@ -1,0 +1,323 @@
+# ruff: noqa: RUF046  (explicit int() keeps numba from typing floor() results as floats)
+"""The soil in the bucket as a body of its own: a bucket-frame height grid of whole soil units.
+
+Grid. The opening of the prism (the strike plane through J and T, extruded over the width) is
+cut into cells: ``s`` along the chord J -> T, ``w`` across the width (bucket y). Each cell is
+the foot of a column that runs along the opening's inward normal, from the bucket's floor (the
+back J-B or the base B-T, whichever lies under the cell: ``floor_n`` [m], negative, below the
+strike plane) up through the strike plane (n = 0) into the heap above the rim (n > 0). A
+column holds a whole number of soil units, the terrain's own unit ``dx * dx * dz``, so one
+unit raises it by ``dn = dx^2 dz / (ds dw)``: terrain + bucket + spill is an integer sum and
+never drifts.
+
+Carried. The grid is fixed to the bucket: while the effective gravity does not change in the
+bucket's frame, nothing moves (the load keeps its shape, rigid with the bucket).
+
+Relaxed (:func:`settle`), as the terrain's ``terrain_kernels.relax``: between 4-neighbour
+columns whose tops (the soil surface points) stand steeper than the angle of repose *against
+the effective gravity*, half the excess slides over (integer units); at the opening's edges a
+column whose top stands steeper than repose above the rim's edge loses units over it (over the
+ends J and T the walls fall to nothing, so any soil may go; over the side plates only what
+stands above the rim). The effective gravity is ``g - a`` with ``a`` the soil's acceleration
+(the pseudo-static method: Okabe 1926, Mononobe & Matsuo 1929; a dry slope of inclination
+beta fails under a horizontal acceleration above ``g tan(phi - beta)``, Newmark 1965's yield
+acceleration of a sliding block). So a swing tilts the soil's "down" outwards (centripetal)
+and backwards (angular acceleration), and the heap slides off where that tilt plus its slope
+passes the repose angle.
+
+Opening down. When the effective gravity has no component towards the floor (the opening
+faces down or sideways: ``up . n_in <= 0``) the columns no longer stack on the floor: in each
+column the units lying above the lowest point of the opening's rim fall out through the
+opening, below the column (the dump, by the bucket's angle); those below it stay (a convex
+bucket's pocket: every point of the prism below the opening's lowest point is walled in).
+
+Pure numpy + numba; no ROS, no MuJoCo. :class:`BucketBody` keeps the grid and turns the
+kernel's spills into world points for the terrain (``Terrain`` drops them on the cells under
+those points).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from numba import njit
+
+from excavator_sim.soil.bucket_prism import BucketPose, BucketPrism
+from excavator_sim.soil.errors import SoilInputError
+
+GRAVITY_M_S2 = 9.81
+# at most this many relaxation sweeps per update (a sweep that moves nothing ends it early)
+SWEEPS = 8
+
+
+@njit(cache=True)
+def _excess(ds_: float, dw_: float, dn_: float, us: float, uw: float, un: float,
+            tan_r: float) -> float:
+    """How far [m] point a stands above the repose cone of point b (difference a - b)."""
+    dz = us * ds_ + uw * dw_ + un * dn_
+    if dz <= 0.0:
+        return 0.0
+    horiz2 = ds_ * ds_ + dw_ * dw_ + dn_ * dn_ - dz * dz
+    horiz = math.sqrt(horiz2) if horiz2 > 0.0 else 0.0
+    return dz - tan_r * horiz
+
+
+@njit(cache=True)
+def settle(units: np.ndarray, floor_n: np.ndarray, ds: float, dw: float, dn: float,
+           length: float, width: float, up: np.ndarray, tan_r: float, cos_r: float,
+           sweeps: int, spill: np.ndarray) -> int:
+    """Relax the columns ``units`` (ns, nw) under the effective "up" ``up`` = (u_s, u_w, u_n)
+    (a unit vector in the opening's frame: along the chord, across, along the inward normal
+    of the opening, i.e. out of the bucket) and add the units that leave the bucket to
+    ``spill`` (ns + 2, nw + 2): ring cells for the edges (row 0: over J, row ns + 1: over T,
+    column 0 / nw + 1: over the side plates), inner cells (i + 1, j + 1) for soil falling
+    out of the opening below column (i, j). Returns the units moved or spilled."""
+    ns, nw = units.shape
+    us, uw, un = up[0], up[1], up[2]
+    moved = 0
+    if un < cos_r:
+        # The opening is steeper than repose: no heap stands on it, and what the bucket holds
+        # is what lies inside it (n <= 0) under the repose plane rising inwards from the lip
+        # (the opening's lower edge), as the closed form's held_soil_shape; when the opening
+        # faces down and runs under that plane, only the pocket below the lip's level. The
+        # rest leaves over the lip (opening up) or falls through the opening under its column
+        # (opening down). Units kept restack from the floor.
+        s_lip = 0.0 if us >= 0.0 else length
+        ring_i = 0 if us >= 0.0 else ns + 1
+        along = math.sqrt(max(0.0, 1.0 - us * us))
+        pocket_only = un <= 0.0 and abs(us) <= tan_r * along
+        for i in range(ns):
+            s = (i + 0.5) * ds
+            for j in range(nw):
+                k = units[i, j]
+                if k == 0:
+                    continue
+                keep = 0
+                for q in range(k):
+                    n = floor_n[i] + (q + 0.5) * dn
+                    if n > 0.0:
+                        break
+                    if pocket_only:
+                        held = us * (s - s_lip) + un * n < 0.0
+                    else:
+                        held = _excess(s - s_lip, 0.0, n, us, uw, un, tan_r) <= 0.0
+                    if held:
+                        keep += 1
+                if keep < k:
+                    if un > 0.0:
+                        spill[ring_i, j + 1] += k - keep
+                    else:
+                        spill[i + 1, j + 1] += k - keep
+                    moved += k - keep
+                    units[i, j] = keep
+        return moved
+    for _ in range(sweeps):
+        moved_now = 0
+        for i in range(ns):
+            s = (i + 0.5) * ds
+            for j in range(nw):
+                w = -0.5 * width + (j + 0.5) * dw
+                for k in range(4):
+                    if units[i, j] == 0:
+                        break
+                    top = floor_n[i] + units[i, j] * dn
+                    ii = i + (1 if k == 0 else (-1 if k == 1 else 0))
+                    jj = j + (1 if k == 2 else (-1 if k == 3 else 0))
+                    if 0 <= ii < ns and 0 <= jj < nw:
+                        other = floor_n[ii] + units[ii, jj] * dn
+                        e = _excess((i - ii) * ds, (j - jj) * dw, top - other, us, uw, un,
+                                    tan_r)
+                        if e <= 0.0:
+                            continue
+                        m = min(units[i, j], int(math.ceil(e / (2.0 * un * dn))))
+                        units[i, j] -= m
+                        units[ii, jj] += m
+                        moved_now += m
+                        continue
+                    # an edge of the opening: the rim's edge point at n = 0
+                    if ii < 0 or ii >= ns:
+                        es = 0.0 if ii < 0 else length
+                        e = _excess(s - es, 0.0, top, us, uw, un, tan_r)
+                        free = units[i, j]  # the walls end at the vertex: nothing holds it
+                    else:
+                        ew = -0.5 * width if jj < 0 else 0.5 * width
+                        e = _excess(0.0, w - ew, top, us, uw, un, tan_r)
+                        below = int(math.ceil(-floor_n[i] / dn - 1e-9))  # held by the plate
+                        free = units[i, j] - below
+                    if e <= 0.0 or free <= 0:
+                        continue
+                    m = min(free, int(math.ceil(e / (un * dn))))
+                    units[i, j] -= m
+                    spill[ii + 1, jj + 1] += m
+                    moved_now += m
+        moved += moved_now
+        if moved_now == 0:
+            break
+    return moved
+
+
+@dataclass(frozen=True)
+class BodyGrid:
+    """The bucket-frame grid: the opening's frame in the bucket frame and the columns' floor."""
+
+    origin: np.ndarray  # J in the bucket frame (x, y, z) [m]
+    e_s: np.ndarray  # unit vector J -> T (bucket frame)
+    e_w: np.ndarray  # unit vector across (bucket +y)
+    e_n: np.ndarray  # unit normal of the opening, out of the bucket (away from B)
+    length_m: float  # |J T|
+    width_m: float
+    ds: float
+    dw: float
+    dn: float  # column rise per soil unit [m]
+    floor_n: np.ndarray  # (ns,) floor of each column row below the strike plane [m] (<= 0)
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return len(self.floor_n), round(self.width_m / self.dw)
+
+    @classmethod
+    def for_bucket(cls, prism: BucketPrism, cell_xy_m: float, cell_z_m: float) -> BodyGrid:
+        """Cells of about ``cell_xy_m`` over the opening; a column of ``cell_z_m`` units."""
+        j = np.array(prism.j, dtype=float)
+        b = np.array(prism.b, dtype=float)
+        t = np.array(prism.t, dtype=float)
+        j[1] = b[1] = t[1] = 0.0
+        chord = t - j
+        length = float(np.linalg.norm(chord))
+        e_s = chord / length
+        e_w = np.array([0.0, 1.0, 0.0])
+        e_n = np.cross(e_s, e_w)
+        if (b - j) @ e_n > 0.0:
+            e_n = -e_n  # out of the bucket: away from B
+        s_b = float((b - j) @ e_s)
+        depth_b = float(-(b - j) @ e_n)
+        if not (0.0 < s_b < length):
+            raise SoilInputError(
+                f"bucket base B={prism.b} does not lie over the opening J={prism.j} - "
+                f"T={prism.t} (its foot on J-T at {s_b:.3f} m of {length:.3f} m): the angle "
+                "at J or T is obtuse, which the per-cell bucket soil cannot cover; use "
+                "terrain.bucket_soil_model closed_form or a bucket with acute J and T")
+        ns = max(2, math.ceil(length / cell_xy_m))
+        nw = max(1, math.ceil(prism.width_m / cell_xy_m))
+        ds, dw = length / ns, prism.width_m / nw
+        s = (np.arange(ns) + 0.5) * ds
+        depth = np.where(s <= s_b, depth_b * s / s_b, depth_b * (length - s) / (length - s_b))
+        dn = cell_xy_m * cell_xy_m * cell_z_m / (ds * dw)
+        return cls(j, e_s, e_w, e_n, length, float(prism.width_m), ds, dw, dn, -depth)
+
+    def frame(self) -> np.ndarray:
+        """3x3 matrix whose rows are e_s, e_w, e_n (bucket frame -> opening frame)."""
+        return np.stack([self.e_s, self.e_w, self.e_n])
+
+    def struck_units(self) -> int:
+        """Units that fill the columns up to the strike plane (the struck capacity)."""
+        return int(np.floor(-self.floor_n / self.dn + 1e-9).sum()) * self.shape[1]
+
+
+class BucketBody:
+    """The bucket's soil: whole units per column of :class:`BodyGrid`, relaxed every update."""
+
+    def __init__(self, prism: BucketPrism, cell_xy_m: float, cell_z_m: float,
+                 repose_rad: float) -> None:
+        self.grid = BodyGrid.for_bucket(prism, cell_xy_m, cell_z_m)
+        self.units = np.zeros(self.grid.shape, dtype=np.int64)
+        self.tan_r = math.tan(repose_rad)
+        self.cos_r = math.cos(repose_rad)
+        self.cell_xy_m = cell_xy_m
+        self.unit_volume_m3 = cell_xy_m * cell_xy_m * cell_z_m
+        self._frame = self.grid.frame()
+
+    @property
+    def total_units(self) -> int:
+        return int(self.units.sum())
+
+    def add_at(self, points_bucket: np.ndarray, counts: np.ndarray) -> None:
+        """Put ``counts`` units into the columns over the bucket-frame points (n, 3) [m]
+        (where dug soil entered the bucket); points off the opening go to the nearest
+        column."""
+        g = self.grid
+        rel = (np.asarray(points_bucket, dtype=float) - g.origin) @ self._frame.T
+        ns, nw = g.shape
+        i = np.clip(np.floor(rel[:, 0] / g.ds).astype(np.int64), 0, ns - 1)
+        j = np.clip(np.floor((rel[:, 1] + 0.5 * g.width_m) / g.dw).astype(np.int64), 0,
+                    nw - 1)
+        np.add.at(self.units, (i, j), np.asarray(counts, dtype=np.int64))
+
+    def up_vector(self, rotation: np.ndarray, acceleration_m_s2: np.ndarray | None
+                  ) -> np.ndarray:
+        """The effective "up" (minus the unit effective gravity ``g - a``) in the opening's
+        frame, for a bucket -> world ``rotation`` and the soil's ``acceleration_m_s2``
+        (world, None: at rest)."""
+        g_eff = np.array([0.0, 0.0, -GRAVITY_M_S2])
+        if acceleration_m_s2 is not None:
+            g_eff = g_eff - np.asarray(acceleration_m_s2, dtype=float)
+        norm = float(np.linalg.norm(g_eff))
+        if not math.isfinite(norm) or norm < 1e-9:
+            raise SoilInputError(
+                f"bucket acceleration {acceleration_m_s2!r} m/s^2 cancels gravity or is not "
+                "finite: the soil has no 'down'; pass the bucket's acceleration in world "
+                "[m/s^2] (free fall is outside this model)")
+        up: np.ndarray = self._frame @ (rotation.T @ (-g_eff / norm))
+        return up
+
+    def settle(self, pose: BucketPose, acceleration_m_s2: np.ndarray | None = None
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Relax the soil for the bucket at ``pose``; returns what left the bucket: world
+        points [m] (n, 3) where it leaves, the horizontal outward direction (n, 2) it falls
+        along (zero: straight down through the opening) and the unit counts (n,)."""
+        g = self.grid
+        rot = pose.rotation()
+        up = self.up_vector(rot, acceleration_m_s2)
+        ns, nw = g.shape
+        spill = np.zeros((ns + 2, nw + 2), dtype=np.int64)
+        settle(self.units, g.floor_n, g.ds, g.dw, g.dn, g.length_m, g.width_m, up, self.tan_r,
+               self.cos_r, SWEEPS, spill)
+        a, b = np.nonzero(spill)
+        if len(a) == 0:
+            return np.zeros((0, 3)), np.zeros((0, 2)), np.zeros(0, dtype=np.int64)
+        s = np.clip((a - 0.5) * g.ds, 0.0, g.length_m)
+        w = np.clip(-0.5 * g.width_m + (b - 0.5) * g.dw, -0.5 * g.width_m, 0.5 * g.width_m)
+        local = g.origin + s[:, None] * g.e_s + w[:, None] * g.e_w
+        points = local @ rot.T + pose.position
+        out_local = np.zeros((len(a), 3))
+        out_local[a == 0] = -g.e_s
+        out_local[a == ns + 1] = g.e_s
+        inner = (a > 0) & (a < ns + 1)
+        out_local[inner & (b == 0)] = -g.e_w
+        out_local[inner & (b == nw + 1)] = g.e_w
+        out = (out_local @ rot.T)[:, :2]
+        norm = np.linalg.norm(out, axis=1)
+        out = np.where(norm[:, None] > 1e-9, out / np.maximum(norm, 1e-9)[:, None], 0.0)
+        return points, out, spill[a, b]
+
+    def surface_points(self, pose: BucketPose) -> np.ndarray:
+        """World points [m] (ns, nw, 3) of the columns' tops (for drawing)."""
+        g = self.grid
+        ns, nw = g.shape
+        s = (np.arange(ns) + 0.5) * g.ds
+        w = -0.5 * g.width_m + (np.arange(nw) + 0.5) * g.dw
+        n = g.floor_n[:, None] + self.units * g.dn
+        local = (g.origin + s[:, None, None] * g.e_s + w[None, :, None] * g.e_w
+                 + n[:, :, None] * g.e_n)
+        points: np.ndarray = local @ pose.rotation().T + pose.position
+        return points
+
+    def centre_of_mass_bucket_m(self) -> np.ndarray | None:
+        """Centre of mass of the load in the bucket frame [m] (None: empty): the hook for a
+        payload on the simulator's bucket body."""
+        total = self.total_units
+        if total == 0:
+            return None
+        g = self.grid
+        ns, nw = g.shape
+        s = (np.arange(ns) + 0.5) * g.ds
+        w = -0.5 * g.width_m + (np.arange(nw) + 0.5) * g.dw
+        n_mid = g.floor_n[:, None] + 0.5 * self.units * g.dn
+        weights = self.units / total
+        cs = float((weights.sum(axis=1) * s).sum())
+        cw = float((weights.sum(axis=0) * w).sum())
+        cn = float((weights * n_mid).sum())
+        centre: np.ndarray = g.origin + cs * g.e_s + cw * g.e_w + cn * g.e_n
+        return centre
