@@ -5,6 +5,7 @@ edge, the dump empties by the bucket's angle, mass exact to the unit over random
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 
 import numpy as np
@@ -170,7 +171,7 @@ def test_dump_empties_by_the_angle_of_the_bucket() -> None:
         terrain.update(dataclasses.replace(start, pitch=start.pitch + math.radians(k)))
         loads.append(terrain.load_units)
         assert terrain.total_units == total
-    assert all(b <= a for a, b in zip(loads, loads[1:], strict=False))
+    assert all(b <= a for a, b in itertools.pairwise(loads))
     assert any(0.2 * full < v < 0.8 * full for v in loads)  # part held, part gone
     assert loads[-1] == 0
     xs, _ = terrain.cell_centres()

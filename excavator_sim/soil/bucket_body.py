@@ -321,3 +321,42 @@ class BucketBody:
         cn = float((weights * n_mid).sum())
         centre: np.ndarray = g.origin + cs * g.e_s + cw * g.e_w + cn * g.e_n
         return centre
+
+
+class AccelerationEstimate:
+    """The bucket's acceleration [m/s^2] in ``world`` from its velocities and their times:
+    the difference of successive velocities, low-passed over ``time_constant_s`` (one noisy
+    step must not spill a load), capped at ``limit_m_s2`` (the pseudo-static model stands for
+    sustained accelerations, not impacts). None until two samples are known, and after a gap
+    (a time going back, or more than ``gap_s`` between samples)."""
+
+    def __init__(self, time_constant_s: float = 0.02, limit_m_s2: float = 0.8 * GRAVITY_M_S2,
+                 gap_s: float = 0.2) -> None:
+        self.time_constant_s = time_constant_s
+        self.limit_m_s2 = limit_m_s2
+        self.gap_s = gap_s
+        self._last: tuple[float, np.ndarray] | None = None
+        self._value: np.ndarray | None = None
+
+    def update(self, time_s: float, velocity_m_s: np.ndarray) -> np.ndarray | None:
+        """The estimate after the velocity [m/s] at ``time_s`` [s] (non-finite input is
+        ignored)."""
+        v = np.asarray(velocity_m_s, dtype=float)
+        if not (math.isfinite(time_s) and np.all(np.isfinite(v))):
+            return self._value
+        last, self._last = self._last, (time_s, v.copy())
+        if last is None:
+            return self._value
+        dt = time_s - last[0]
+        if not (0.0 < dt <= self.gap_s):
+            if dt != 0.0:
+                self._value = None
+            return self._value
+        raw = (v - last[1]) / dt
+        k = dt / (self.time_constant_s + dt)
+        value: np.ndarray = raw if self._value is None else self._value + k * (raw - self._value)
+        norm = float(np.linalg.norm(value))
+        if norm > self.limit_m_s2:
+            value = value * (self.limit_m_s2 / norm)
+        self._value = value
+        return value
