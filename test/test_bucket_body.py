@@ -100,6 +100,26 @@ def test_a_carried_load_keeps_its_volume_through_a_full_speed_90_deg_swing() -> 
             assert np.array_equal(terrain.body.units, shape)
 
 
+def test_a_struck_full_bucket_keeps_its_load_through_the_same_swing() -> None:
+    """Filled to the strike plane (0.286 m^3, the struck capacity), opening level, 4.4 m from
+    the swing axis: the effective gravity tilts up to ~41 deg at the hardest start, less than
+    the repose angle (48.7 deg), so the flat surface holds (measured: 100 %)."""
+    (jx, jz), _, (tx, tz) = BUCKET.side_view
+    start = BucketPose(4.4, 0.0, 2.3, math.atan2(tz - jz, tx - jx) + math.pi, 0.0)
+    terrain = Terrain(CONFIG, BUCKET)
+    body = terrain.body
+    assert body is not None
+    body.units[:, :] = np.floor(-body.grid.floor_n / body.grid.dn)[:, None]
+    terrain.load_units = body.total_units
+    terrain.update(start)
+    full, total = terrain.load_units, terrain.total_units
+    assert full * CONFIG.unit_volume_m3 > 0.95 * BUCKET.volume_m3
+    for pose, acc in _swing(start, SWING.speed_limit_rad_s, SWING_ACCEL_RAD_S2):
+        terrain.update(pose, acceleration_m_s2=acc)
+        assert terrain.load_units >= 0.99 * full
+        assert terrain.total_units == total
+
+
 def test_a_heaped_load_swung_hard_loses_its_heap_outwards_and_not_at_rest() -> None:
     """The same swing with the bucket heaped (SAE J296-like, level opening): the centripetal
     acceleration (1.05^2 x r) tilts the effective gravity outwards past what the heap's slope
@@ -195,6 +215,13 @@ def test_carried_at_rest_keeps_its_shape_and_the_level_bucket_holds_the_heaped_c
     j296 = BUCKET.volume_m3 + w * length ** 2 / 4 - length ** 3 / 12
     # the J296 heap is rated at 1:1; this soil's repose is 48.7 deg, a little steeper
     assert j296 <= held <= 1.05 * j296, (held, j296)
+    # the payload hook: the load's centre of mass lies inside the bucket's side triangle's box
+    centre = Terrain(CONFIG, BUCKET).load_centre_bucket_m()
+    assert centre is None  # empty
+    com = body.centre_of_mass_bucket_m()
+    assert com is not None
+    xs_ = BUCKET.side_view[:, 0]
+    assert xs_.min() < com[0] < xs_.max() and abs(com[1]) < 0.01 * BUCKET.width_m
     shape = body.units.copy()
     for k in range(200):  # moved about, same attitude, no acceleration: rigid
         moved = dataclasses.replace(pose, x=1.0 + 0.01 * k, yaw=0.7 + 0.01 * k)

@@ -304,6 +304,12 @@ class Terrain:
     def load_mass_kg(self) -> float:
         return self.load_volume_m3 * self.config.density_kg_m3
 
+    def load_centre_bucket_m(self) -> np.ndarray | None:
+        """Centre of mass of the load in the bucket frame [m] with the per-cell bucket soil
+        (None: empty, or the closed form, which keeps no shape): with ``load_mass_kg`` the
+        hook for a payload on the simulator's bucket body (docs/soil.md, "The load's mass")."""
+        return self.body.centre_of_mass_bucket_m() if self.body is not None else None
+
     def heights_m(self, box: Box | None = None) -> np.ndarray:
         """Heights [m] of the cells in ``box`` (i0, i1, j0, j1), or of the whole grid."""
         if box is None:
