@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from excavator_kinematics.geometry import default_geometry
 from excavator_sim.sim_config import load_sim_config
-from excavator_sim.soil.bucket_body import GRAVITY_M_S2, BucketBody
+from excavator_sim.soil.bucket_body import GRAVITY_M_S2, AccelerationEstimate, BucketBody
 from excavator_sim.soil.bucket_prism import BucketPose, BucketPrism
 from excavator_sim.soil.config import load_soil_config
 from excavator_sim.soil.errors import SoilConfigError, SoilInputError
@@ -270,3 +270,60 @@ def test_bad_model_name_and_a_gravity_cancelling_acceleration_are_named() -> Non
         terrain.update(BucketPose(4.0, 0.0, 1.0, 0.0, 0.0),
                        acceleration_m_s2=np.array([0.0, 0.0, -GRAVITY_M_S2]))
     assert terrain.total_units == Terrain(CONFIG, BUCKET).total_units
+
+
+def test_acceleration_estimate_from_velocities_and_their_times() -> None:
+    """A steady swing's origin velocity turns at w: the estimate converges to the centripetal
+    w^2 r; a NaN sample is ignored, a gap forgets, the cap holds (0.8 g)."""
+    est = AccelerationEstimate()
+    w, r, dt = 1.05, 4.4, 0.001
+    value = None
+    for k in range(400):
+        t = k * dt
+        v = w * r * np.array([-math.sin(w * t), math.cos(w * t), 0.0])
+        value = est.update(t, v)
+        if k == 100:
+            assert est.update(t, np.array([np.nan, 0.0, 0.0])) is value
+    assert value is not None
+    t_end = 399 * dt
+    inward = -np.array([math.cos(w * t_end), math.sin(w * t_end), 0.0])
+    # within the 20 ms low-pass lag (w tau = 0.02 rad of the turning vector)
+    assert value == pytest.approx(w * w * r * inward, abs=0.15)
+    assert est.update(t_end + 1.0, np.zeros(3)) is None  # a gap of 1 s: no estimate
+    est.update(t_end + 1.001, np.array([100.0, 0.0, 0.0]))  # 1e5 m/s^2 in one step
+    capped = est.update(t_end + 1.002, np.array([200.0, 0.0, 0.0]))
+    assert capped is not None
+    assert np.linalg.norm(capped) == pytest.approx(0.8 * GRAVITY_M_S2)
+
+
+def test_the_coupling_passes_the_swing_acceleration_to_the_bucket_soil() -> None:
+    """SoilCoupling.update with the poses' times: a heaped bucket swung hard loses its heap
+    (the estimated acceleration reaches the body); without times it keeps it."""
+    from excavator_sim.soil.coupling import SoilCoupling
+
+    config = dataclasses.replace(load_soil_config(), terrain=CONFIG)
+    (jx, jz), _, (tx, tz) = BUCKET.side_view
+    start = BucketPose(5.0, 0.0, 1.5, math.atan2(tz - jz, tx - jx) + math.pi, 0.0)
+    left = {}
+    for timed in (False, True):
+        coupling = SoilCoupling(config, BUCKET)
+        body = coupling.terrain.body
+        assert body is not None
+        body.units[:, :] = np.floor(-body.grid.floor_n / body.grid.dn)[:, None] + 12
+        coupling.terrain.load_units = body.total_units
+        coupling.terrain.update(start)
+        heaped = coupling.terrain.load_units
+        radius = math.hypot(start.x, start.y)
+        path = _swing(start, SWING.speed_limit_rad_s, SWING_ACCEL_RAD_S2)
+        yaw_prev = start.yaw
+        for k, (pose, _acc) in enumerate(path):
+            t = (k + 1) * 0.001
+            rate = (pose.yaw - yaw_prev) / 0.001
+            yaw_prev = pose.yaw
+            v = rate * radius * np.array([-math.sin(pose.yaw), math.cos(pose.yaw), 0.0])
+            x, y, z, w_ = pose.quaternion()
+            coupling.update(pose.position, (w_, x, y, z), v, np.array([0.0, 0.0, rate]),
+                            time_s=t if timed else None)
+        left[timed] = coupling.terrain.load_units / heaped
+    assert left[False] == 1.0
+    assert left[True] < 0.995
