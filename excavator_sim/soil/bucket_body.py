@@ -13,23 +13,25 @@ never drifts.
 Carried. The grid is fixed to the bucket: while the effective gravity does not change in the
 bucket's frame, nothing moves (the load keeps its shape, rigid with the bucket).
 
-Relaxed (:func:`settle`), as the terrain's ``terrain_kernels.relax``: between 4-neighbour
-columns whose tops (the soil surface points) stand steeper than the angle of repose *against
-the effective gravity*, half the excess slides over (integer units); at the opening's edges a
-column whose top stands steeper than repose above the rim's edge loses units over it (over the
-ends J and T the walls fall to nothing, so any soil may go; over the side plates only what
-stands above the rim). The effective gravity is ``g - a`` with ``a`` the soil's acceleration
-(the pseudo-static method: Okabe 1926, Mononobe & Matsuo 1929; a dry slope of inclination
-beta fails under a horizontal acceleration above ``g tan(phi - beta)``, Newmark 1965's yield
-acceleration of a sliding block). So a swing tilts the soil's "down" outwards (centripetal)
-and backwards (angular acceleration), and the heap slides off where that tilt plus its slope
-passes the repose angle.
+Relaxed (:func:`settle`), as the terrain's ``terrain_kernels.relax``, with "down" the
+effective gravity ``g - a`` (``a`` the soil's acceleration; the pseudo-static method: Okabe
+1926, Mononobe & Matsuo 1929; a dry slope of inclination beta fails under a horizontal
+acceleration above ``g tan(phi - beta)``, Newmark 1965's yield acceleration of a sliding
+block). So a swing tilts the soil's "down" outwards (centripetal) and against the start
+(angular acceleration). Two regimes, by the opening's tilt against that "down":
 
-Opening down. When the effective gravity has no component towards the floor (the opening
-faces down or sideways: ``up . n_in <= 0``) the columns no longer stack on the floor: in each
-column the units lying above the lowest point of the opening's rim fall out through the
-opening, below the column (the dump, by the bucket's angle); those below it stay (a convex
-bucket's pocket: every point of the prism below the opening's lowest point is walled in).
+- flatter than the repose angle: between 4-neighbour columns whose tops stand steeper than
+  repose, half the excess slides over (integer units); at the opening's edges a column whose
+  top stands steeper than repose above the rim's edge point loses units over it (over the ends
+  J and T the walls fall to nothing, so any soil may go; over the side plates only what stands
+  above the rim). The heap stands at the repose angle and slides off where tilt plus slope
+  pass it;
+- steeper than repose: nothing stands above the strike plane; the bucket holds what lies
+  inside it under the repose plane rising inwards from the lip (the opening's lower edge),
+  the closed form's held shape (``terrain.held_soil_shape``), or, when the opening faces down
+  and runs under that plane, the pocket below the lip's level. The rest leaves over the lip
+  (opening up) or through the opening under its column (opening down): the dump follows the
+  bucket's angle.
 
 Pure numpy + numba; no ROS, no MuJoCo. :class:`BucketBody` keeps the grid and turns the
 kernel's spills into world points for the terrain (``Terrain`` drops them on the cells under
@@ -65,6 +67,120 @@ def _excess(ds_: float, dw_: float, dn_: float, us: float, uw: float, un: float,
 
 
 @njit(cache=True)
+def held_caps(floor_n: np.ndarray, ds: float, dn: float, length: float, up: np.ndarray,
+              tan_r: float, cap: np.ndarray) -> None:
+    """Per column the units it holds with the opening steeper than repose (``settle``): the
+    slots inside the bucket (n <= 0) under the repose plane rising inwards from the lip, or
+    below the lip's level when the opening faces down and runs under that plane."""
+    ns, nw = cap.shape
+    us, uw, un = up[0], up[1], up[2]
+    s_lip = 0.0 if us >= 0.0 else length
+    along = math.sqrt(max(0.0, 1.0 - us * us))
+    pocket_only = un <= 0.0 and abs(us) <= tan_r * along
+    for i in range(ns):
+        s = (i + 0.5) * ds
+        slots = int(math.floor(-floor_n[i] / dn + 1e-9))
+        held = 0
+        for q in range(slots):
+            n = floor_n[i] + (q + 0.5) * dn
+            if pocket_only:
+                ok = us * (s - s_lip) + un * n < 0.0
+            else:
+                ok = _excess(s - s_lip, 0.0, n, us, uw, un, tan_r) <= 0.0
+            if ok:
+                held += 1
+        for j in range(nw):
+            cap[i, j] = held
+
+
+@njit(cache=True)
+def heap_caps(floor_n: np.ndarray, ds: float, dw: float, dn: float, length: float,
+              width: float, up: np.ndarray, tan_r: float, cap: np.ndarray) -> None:
+    """Per column the units it holds with the opening flatter than repose: everything up to
+    the strike plane, and above it while the column's top stays within the repose angle of
+    every edge of the rim (the heap; over the side plates only above the rim)."""
+    ns, nw = cap.shape
+    us, uw, un = up[0], up[1], up[2]
+    for i in range(ns):
+        s = (i + 0.5) * ds
+        q = int(math.floor(-floor_n[i] / dn + 1e-9))
+        for j in range(nw):
+            w = -0.5 * width + (j + 0.5) * dw
+            k = q
+            while k < q + 10_000:
+                n = floor_n[i] + (k + 1) * dn
+                if (_excess(s, 0.0, n, us, uw, un, tan_r) > 0.0
+                        or _excess(s - length, 0.0, n, us, uw, un, tan_r) > 0.0
+                        or (n > 0.0 and (_excess(0.0, w + 0.5 * width, n, us, uw, un, tan_r)
+                                         > 0.0
+                                         or _excess(0.0, w - 0.5 * width, n, us, uw, un,
+                                                    tan_r) > 0.0))):
+                    break
+                k += 1
+            cap[i, j] = k
+
+
+@njit(cache=True)
+def pour(units: np.ndarray, floor_n: np.ndarray, ds: float, dw: float, dn: float,
+         width: float, up: np.ndarray, cap: np.ndarray, count: int) -> int:
+    """Pour ``count`` units into the columns where the next unit sits lowest against the
+    effective "up" (a level fill from the bottom, each column up to ``cap``): soil pushed
+    into the bucket settles in its lowest free room. Returns the units placed (fewer when
+    the caps are reached; all when the opening faces down or sideways is not a fill: none)."""
+    ns, nw = units.shape
+    us, uw, un = up[0], up[1], up[2]
+    if un <= 1e-9 or count <= 0:
+        return 0
+    step = un * dn
+    # bisection on the level Z [m, along up]: units that fit with their slot centre <= Z
+    lo, hi = np.inf, -np.inf
+    for i in range(ns):
+        for j in range(nw):
+            base = us * (i + 0.5) * ds + uw * (-0.5 * width + (j + 0.5) * dw) + un * floor_n[i]
+            lo = min(lo, base)
+            hi = max(hi, base + step * (units[i, j] + count + 1))
+    for _ in range(60):
+        mid = 0.5 * (lo + hi)
+        added = 0
+        for i in range(ns):
+            for j in range(nw):
+                base = (us * (i + 0.5) * ds + uw * (-0.5 * width + (j + 0.5) * dw)
+                        + un * floor_n[i])
+                q = int(math.floor((mid - base) / step - 0.5)) + 1
+                q = min(max(q, units[i, j]), cap[i, j])
+                added += max(0, q - units[i, j])
+        if added <= count:
+            lo = mid
+        else:
+            hi = mid
+    placed = 0
+    for i in range(ns):
+        for j in range(nw):
+            base = us * (i + 0.5) * ds + uw * (-0.5 * width + (j + 0.5) * dw) + un * floor_n[i]
+            q = int(math.floor((lo - base) / step - 0.5)) + 1
+            q = min(max(q, units[i, j]), cap[i, j])
+            if q > units[i, j]:
+                placed += q - units[i, j]
+                units[i, j] = q
+    # the few left at the level: one each into the lowest next slots
+    while placed < count:
+        best_i, best_j, best_z = -1, -1, np.inf
+        for i in range(ns):
+            for j in range(nw):
+                if units[i, j] >= cap[i, j]:
+                    continue
+                z = (us * (i + 0.5) * ds + uw * (-0.5 * width + (j + 0.5) * dw)
+                     + un * (floor_n[i] + (units[i, j] + 0.5) * dn))
+                if z < best_z:
+                    best_i, best_j, best_z = i, j, z
+        if best_i < 0:
+            break
+        units[best_i, best_j] += 1
+        placed += 1
+    return placed
+
+
+@njit(cache=True)
 def settle(units: np.ndarray, floor_n: np.ndarray, ds: float, dw: float, dn: float,
            length: float, width: float, up: np.ndarray, tan_r: float, cos_r: float,
            sweeps: int, spill: np.ndarray) -> int:
@@ -81,37 +197,36 @@ def settle(units: np.ndarray, floor_n: np.ndarray, ds: float, dw: float, dn: flo
         # The opening is steeper than repose: no heap stands on it, and what the bucket holds
         # is what lies inside it (n <= 0) under the repose plane rising inwards from the lip
         # (the opening's lower edge), as the closed form's held_soil_shape; when the opening
-        # faces down and runs under that plane, only the pocket below the lip's level. The
+        # faces down and runs under that plane, only the pocket below the lip's level. Soil
+        # beyond a column's share first slumps into the held room lowest down (pour), the
         # rest leaves over the lip (opening up) or falls through the opening under its column
         # (opening down). Units kept restack from the floor.
-        s_lip = 0.0 if us >= 0.0 else length
         ring_i = 0 if us >= 0.0 else ns + 1
-        along = math.sqrt(max(0.0, 1.0 - us * us))
-        pocket_only = un <= 0.0 and abs(us) <= tan_r * along
+        cap = np.empty_like(units)
+        held_caps(floor_n, ds, dn, length, up, tan_r, cap)
+        over = np.zeros_like(units)
+        pool = 0
         for i in range(ns):
-            s = (i + 0.5) * ds
             for j in range(nw):
-                k = units[i, j]
-                if k == 0:
-                    continue
-                keep = 0
-                for q in range(k):
-                    n = floor_n[i] + (q + 0.5) * dn
-                    if n > 0.0:
-                        break
-                    if pocket_only:
-                        held = us * (s - s_lip) + un * n < 0.0
-                    else:
-                        held = _excess(s - s_lip, 0.0, n, us, uw, un, tan_r) <= 0.0
-                    if held:
-                        keep += 1
-                if keep < k:
+                if units[i, j] > cap[i, j]:
+                    over[i, j] = units[i, j] - cap[i, j]
+                    pool += over[i, j]
+                    units[i, j] = cap[i, j]
+        if pool == 0:
+            return 0
+        left = pool - pour(units, floor_n, ds, dw, dn, width, up, cap, pool)
+        for i in range(ns):
+            for j in range(nw):
+                if left == 0:
+                    break
+                m = min(over[i, j], left)
+                if m > 0:
                     if un > 0.0:
-                        spill[ring_i, j + 1] += k - keep
+                        spill[ring_i, j + 1] += m
                     else:
-                        spill[i + 1, j + 1] += k - keep
-                    moved += k - keep
-                    units[i, j] = keep
+                        spill[i + 1, j + 1] += m
+                    left -= m
+                    moved += m
         return moved
     for _ in range(sweeps):
         moved_now = 0
@@ -244,6 +359,22 @@ class BucketBody:
         j = np.clip(np.floor((rel[:, 1] + 0.5 * g.width_m) / g.dw).astype(np.int64), 0,
                     nw - 1)
         np.add.at(self.units, (i, j), np.asarray(counts, dtype=np.int64))
+
+    def pour(self, count: int, pose: BucketPose,
+             acceleration_m_s2: np.ndarray | None = None) -> int:
+        """Put ``count`` units (soil dug into the bucket) where they settle: the lowest free
+        room against the effective gravity, a level fill within what each column holds (the
+        heap at the repose angle from the rim's edges when the opening is flatter than repose,
+        the held caps when it is steeper). Returns the units placed; the caller puts the rest
+        (none unless the opening faces down or is full) with :meth:`add_at`."""
+        g = self.grid
+        up = self.up_vector(pose.rotation(), acceleration_m_s2)
+        cap = np.empty_like(self.units)
+        if up[2] < self.cos_r:
+            held_caps(g.floor_n, g.ds, g.dn, g.length_m, up, self.tan_r, cap)
+        else:
+            heap_caps(g.floor_n, g.ds, g.dw, g.dn, g.length_m, g.width_m, up, self.tan_r, cap)
+        return int(pour(self.units, g.floor_n, g.ds, g.dw, g.dn, g.width_m, up, cap, count))
 
     def up_vector(self, rotation: np.ndarray, acceleration_m_s2: np.ndarray | None
                   ) -> np.ndarray:

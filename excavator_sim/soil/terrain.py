@@ -481,22 +481,26 @@ class Terrain:
 
     def _carry(self, pose: BucketPose, box: Box, before: np.ndarray, taken: int,
                acceleration_m_s2: np.ndarray | None) -> tuple[int, Box | None]:
-        """The per-cell bucket soil: the units just dug enter the bucket's columns over the
-        cells they came from, the body relaxes under the effective gravity and what leaves it
+        """The per-cell bucket soil: the units just dug settle in the bucket's lowest free room
+        (a level fill: the cutting pushes them in; any without room stay in the columns over
+        the cells they came from), the body relaxes under the effective gravity and what leaves it
         lands on the terrain cells under the edge it leaves by (one cell beyond an edge, in
         the direction it falls over it; straight below through an opening facing down).
         Writes the terrain only after every landing cell is known to be on the grid."""
         body = self.body
         assert body is not None
         c = self.config
-        if taken:
+        placed = body.pour(taken, pose, acceleration_m_s2) if taken else 0
+        if taken > placed:  # no room below the rim (or the opening faces down): where it came
             i0, i1, j0, j1 = box
             dug = before - self.h[i0:i1, j0:j1]
             a, b = np.nonzero(dug > 0)
             xs, ys = self.cell_centres()
             z = (self.h[i0 + a, j0 + b] + 0.5 * dug[a, b]) * c.cell_z_m
             world = np.stack([xs[i0 + a], ys[j0 + b], z], axis=1)
-            body.add_at((world - pose.position) @ pose.rotation(), dug[a, b])
+            share = np.floor(dug[a, b] * (taken - placed) / taken).astype(np.int64)
+            share[: (taken - placed) - int(share.sum())] += 1
+            body.add_at((world - pose.position) @ pose.rotation(), share)
         points, out, counts = body.settle(pose, acceleration_m_s2)
         self.load_units = body.total_units
         if len(counts) == 0:
