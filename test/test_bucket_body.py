@@ -222,6 +222,10 @@ def test_carried_at_rest_keeps_its_shape_and_the_level_bucket_holds_the_heaped_c
     assert com is not None
     xs_ = BUCKET.side_view[:, 0]
     assert xs_.min() < com[0] < xs_.max() and abs(com[1]) < 0.01 * BUCKET.width_m
+    # drawn (renders: SoilCoupling.bucket_soil): opening straight up, the boxes hold the load
+    boxes = body.columns(pose)
+    assert float((8 * boxes[:, 3] * boxes[:, 4] * boxes[:, 5]).sum()) == pytest.approx(held)
+    assert np.allclose(boxes[:, 6], pose.yaw)
     shape = body.units.copy()
     for k in range(200):  # moved about, same attitude, no acceleration: rigid
         moved = dataclasses.replace(pose, x=1.0 + 0.01 * k, yaw=0.7 + 0.01 * k)

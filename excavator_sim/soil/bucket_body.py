@@ -435,6 +435,33 @@ class BucketBody:
         points: np.ndarray = local @ pose.rotation().T + pose.position
         return points
 
+    def columns(self, pose: BucketPose) -> np.ndarray:
+        """The soil as boxes to draw, in ``bucket_soil.soil_columns``'s format (rows of centre
+        x, y, z, half sizes along the heading, across and up [m], yaw [rad]): one vertical box
+        per non-empty column, spanning the column's soil from floor to top in z, its cell's
+        size in plan. Exact in volume while the opening faces straight up (the carry); a
+        picture, not a measure, when the bucket is tilted."""
+        g = self.grid
+        i, j = np.nonzero(self.units)
+        if len(i) == 0:
+            return np.zeros((0, 7))
+        s = (i + 0.5) * g.ds
+        w = -0.5 * g.width_m + (j + 0.5) * g.dw
+        floor = g.origin + s[:, None] * g.e_s + w[:, None] * g.e_w + g.floor_n[i, None] * g.e_n
+        top = floor + (self.units[i, j] * g.dn)[:, None] * g.e_n
+        rot = pose.rotation()
+        fw, tw = floor @ rot.T + pose.position, top @ rot.T + pose.position
+        centre = 0.5 * (fw + tw)
+        half_up = 0.5 * np.abs(tw[:, 2] - fw[:, 2])
+        out = np.empty((len(i), 7))
+        out[:, 0:3] = centre
+        out[:, 3] = 0.5 * g.ds
+        out[:, 4] = 0.5 * g.dw
+        out[:, 5] = half_up
+        out[:, 6] = pose.yaw
+        drawn: np.ndarray = out[half_up > 1e-6]
+        return drawn
+
     def centre_of_mass_bucket_m(self) -> np.ndarray | None:
         """Centre of mass of the load in the bucket frame [m] (None: empty): the hook for a
         payload on the simulator's bucket body."""

@@ -66,9 +66,12 @@ class SoilCoupling:
     def bucket_soil(self, column_m: float | None = None) -> np.ndarray:
         """The soil in the bucket at the last step's pose as columns in ``world``
         (``soil_columns``; ``column_m`` default: the soil cell), e.g. for
-        ``excavator_hil.render.render_png(..., bucket_soil=...)``."""
+        ``excavator_hil.render.render_png(..., bucket_soil=...)``; with the per-cell bucket
+        soil its columns (``BucketBody.columns``)."""
         if self.last_pose is None:
             return np.zeros((0, 7))
+        if self.terrain.body is not None:  # the per-cell bucket soil: its own columns
+            return self.terrain.body.columns(self.last_pose)
         c = self.terrain.config
         return soil_columns(self.terrain.bucket, self.last_pose, self.terrain.load_volume_m3,
                             c.repose_angle_rad, column_m or c.cell_xy_m)
