@@ -125,8 +125,9 @@ def pour(units: np.ndarray, floor_n: np.ndarray, ds: float, dw: float, dn: float
          width: float, up: np.ndarray, cap: np.ndarray, count: int) -> int:
     """Pour ``count`` units into the columns where the next unit sits lowest against the
     effective "up" (a level fill from the bottom, each column up to ``cap``): soil pushed
-    into the bucket settles in its lowest free room. Returns the units placed (fewer when
-    the caps are reached; all when the opening faces down or sideways is not a fill: none)."""
+    into the bucket settles in its lowest free room. Returns the units placed: fewer than
+    ``count`` when the caps are reached, none when the opening faces down or sideways (no
+    floor to fill against)."""
     ns, nw = units.shape
     us, uw, un = up[0], up[1], up[2]
     if un <= 1e-9 or count <= 0:

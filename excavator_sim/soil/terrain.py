@@ -13,7 +13,10 @@ Each ``update(pose)``:
 3. relaxes the slopes in the box to the angle of repose (walls hold soil back);
 4. keeps in the bucket what its shape holds at the current tilt (``bucket_capacity_m2``: the
    soil surface may rise at the repose angle from the lower lip of the opening) and drops the
-   rest just outside the lip, where the next relaxation spreads it.
+   rest just outside the lip, where the next relaxation spreads it. With
+   ``bucket_soil_model: cells`` the bucket's soil is instead a body of its own
+   (``bucket_body.BucketBody``): the dug units settle in it, it relaxes under the effective
+   gravity (``acceleration_m_s2``) and what leaves it lands under the edge it leaves by.
 Only the box around the bucket (bounding box plus ``margin_cells``) is read or written.
 """
 
