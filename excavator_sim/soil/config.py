@@ -28,7 +28,7 @@ from excavator_common.paths import config_file
 from excavator_sim.soil.earthmoving import FeeSoil
 from excavator_sim.soil.errors import SoilConfigError
 from excavator_sim.soil.forces import DiMaioParams
-from excavator_sim.soil.terrain import TerrainConfig
+from excavator_sim.soil.terrain import BUCKET_SOIL_MODELS, TerrainConfig
 
 
 def _f(name: str, default: float | int | None, lo: float, hi: float, unit: str,
@@ -68,6 +68,11 @@ PARAMETERS: tuple[ParameterSpec, ...] = (
     _f("terrain.relax_iterations", 3, 0, 100, "count", "relaxation sweeps per update"),
     _f("terrain.margin_cells", 4, 1, 100, "count", "cells updated around the bucket's "
        "bounding box"),
+    ParameterSpec("terrain.bucket_soil_model", "closed_form", "the soil in the bucket: "
+                  "closed_form (one count, its shape at the pose in closed form) or cells (a "
+                  "body of its own, a bucket-frame height grid relaxed under the effective "
+                  "gravity: spills when tilted or swung hard, docs/soil.md)",
+                  choices=BUCKET_SOIL_MODELS),
     _f("forces.slices", 8, 1, 256, "count", "strips across the cutting edge the force model "
        "is integrated over"),
     _f("forces.lookahead_m", 0.1, 0.0, 2.0, "m", "surface sampled up to this far ahead of "

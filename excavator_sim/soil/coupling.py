@@ -1,12 +1,12 @@
 """Soil and simulator in one process (no ROS): what soil_node and sim_node do over DDS, as a
 direct call per physics step, for tests, benchmarks and a fast offline mode.
 
-Works with any object offering the simulator's methods (``ExcavatorSimulation``):
-``bucket_pose() -> (position [m], quaternion (w, x, y, z))``, ``bucket_twist() -> (linear
-[m/s], angular [rad/s])`` in ``world``, ``apply_bucket_wrench(force [N], torque [N m])`` and a
-``terrain`` height field with ``set_region(i0, j0, heights [m])`` whose nodes are the soil
-grid's cell centres (``config/sim.yaml`` terrain = ``config/soil.yaml`` terrain). This module
-imports neither MuJoCo nor rclpy.
+Works with any object offering the simulator's methods (``ExcavatorSimulation``): ``time``
+[s], ``bucket_pose() -> (position [m], quaternion (w, x, y, z))``, ``bucket_twist() ->
+(linear [m/s], angular [rad/s])`` in ``world``, ``apply_bucket_wrench(force [N], torque
+[N m])`` and a ``terrain`` height field with ``set_region(i0, j0, heights [m])`` whose nodes
+are the soil grid's cell centres (``config/sim.yaml`` terrain = ``config/soil.yaml``
+terrain). This module imports neither MuJoCo nor rclpy.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from excavator_sim.soil.bucket_body import AccelerationEstimate
 from excavator_sim.soil.bucket_prism import BucketPose, BucketPrism
 from excavator_sim.soil.bucket_soil import soil_columns
 from excavator_sim.soil.config import SoilConfig
@@ -59,25 +60,32 @@ class SoilCoupling:
         self.plausibility = (SoilPlausibility(config.terrain, bucket, limits)
                              if limits is not None else None)
         self.last_pose: BucketPose | None = None
+        # the bucket's acceleration (per-cell bucket soil: it tilts the soil's gravity)
+        self.acceleration = AccelerationEstimate()
 
     def bucket_soil(self, column_m: float | None = None) -> np.ndarray:
         """The soil in the bucket at the last step's pose as columns in ``world``
         (``soil_columns``; ``column_m`` default: the soil cell), e.g. for
-        ``excavator_hil.render.render_png(..., bucket_soil=...)``."""
+        ``excavator_hil.render.render_png(..., bucket_soil=...)``; with the per-cell bucket
+        soil its columns (``BucketBody.columns``)."""
         if self.last_pose is None:
             return np.zeros((0, 7))
+        if self.terrain.body is not None:  # the per-cell bucket soil: its own columns
+            return self.terrain.body.columns(self.last_pose)
         c = self.terrain.config
         return soil_columns(self.terrain.bucket, self.last_pose, self.terrain.load_volume_m3,
                             c.repose_angle_rad, column_m or c.cell_xy_m)
 
     def update(self, position: Any, quat_wxyz: Any, linear: Any, angular: Any,
-               outside_ok: bool = False) -> SoilUpdate:
+               outside_ok: bool = False, time_s: float | None = None) -> SoilUpdate:
         """The soil's answer to the bucket at origin ``position`` [m], orientation
         ``quat_wxyz``, velocity ``linear`` [m/s] and ``angular`` [rad/s] (``world``): soil
         moved, wrench, load and the changed terrain box. With ``outside_ok`` a bucket outside
         the grid leaves the terrain alone and the force is computed over no ground (only the
         load weighs), as soil_node does; else ``OutsideGridError``. Implausible input raises
-        ``ImplausibleInputError`` before any soil moves."""
+        ``ImplausibleInputError`` before any soil moves. ``time_s``: the instant of the pose
+        and twist [s] (simulated), from which the bucket's acceleration is estimated (None:
+        the soil in the bucket feels gravity only)."""
         w, x, y, z = (float(v) for v in quat_wxyz)
         pose = BucketPose.from_quaternion((float(position[0]), float(position[1]),
                                            float(position[2])), (x, y, z, w))
@@ -87,8 +95,9 @@ class SoilCoupling:
             self.plausibility.check_pose(pose, self.terrain.surface_m)
         outside = ""
         surface: SurfaceFn = self.terrain.surface_m
+        acc = self.acceleration.update(time_s, lin) if time_s is not None else None
         try:
-            self.terrain.update(pose)
+            self.terrain.update(pose, acceleration_m_s2=acc)
         except OutsideGridError as exc:
             if not outside_ok:
                 raise
@@ -112,7 +121,8 @@ class SoilCoupling:
         if self.plausibility is not None:
             self.plausibility.check_twist(np.asarray(lin), np.asarray(ang))
             self.plausibility.check_pose(pose, self.terrain.surface_m)
-        update = self.terrain.update(pose)
+        acc = self.acceleration.update(float(sim.time), np.asarray(lin, dtype=float))
+        update = self.terrain.update(pose, acceleration_m_s2=acc)
         self.last_pose = pose
         result = self.forces.step(pose, np.asarray(lin), np.asarray(ang),
                                   self.terrain.surface_m, self.terrain.load_volume_m3)

@@ -111,7 +111,8 @@ class InProcessSoil:
         try:
             with self._lock:
                 update = self.coupling.update(position, quat_wxyz, linear, angular,
-                                              outside_ok=True)
+                                              outside_ok=True,
+                                              time_s=stamp.sec + 1e-9 * stamp.nanosec)
                 if update.changed is not None:
                     self._dirty = True
         except (SoilError, ArithmeticError) as exc:

@@ -91,6 +91,7 @@ from excavator_common.ros_runtime import (
 )
 from excavator_kinematics.geometry import default_geometry
 from excavator_sim.plausibility import shipped_machine_envelope
+from excavator_sim.soil.bucket_body import AccelerationEstimate
 from excavator_sim.soil.bucket_prism import BucketPose, BucketPrism
 from excavator_sim.soil.bucket_soil import columns_to_triangles, soil_columns
 from excavator_sim.soil.config import INSTANCES, SOIL_PARAMETERS, soil_config_from_parameters
@@ -130,6 +131,9 @@ class _Machine:
     twist: tuple[np.ndarray, np.ndarray] = field(
         default_factory=lambda: (np.zeros(3), np.zeros(3)))
     last_stamp: float | None = None
+    # the bucket's acceleration from the twists' stamps (per-cell bucket soil)
+    acceleration: AccelerationEstimate = field(default_factory=AccelerationEstimate)
+    acceleration_now: np.ndarray | None = None
     updates: int = 0
     update_time_s: float = 0.0
     last_force: np.ndarray = field(default_factory=lambda: np.zeros(3))
@@ -238,6 +242,8 @@ class SoilNode(Node):
             self._reject(str(exc))
             return
         machine.twist = twist
+        stamp = msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
+        machine.acceleration_now = machine.acceleration.update(stamp, twist[0])
 
     def on_pose(self, msg: PoseStamped, info: MessageInfo | None, machine: _Machine) -> None:
         self._count_superseded(info)
@@ -258,7 +264,7 @@ class SoilNode(Node):
             with self._terrain_lock:
                 self.plausibility.check_pose(pose, m.terrain.surface_m)  # before soil moves
                 try:
-                    update = m.terrain.update(pose)
+                    update = m.terrain.update(pose, acceleration_m_s2=m.acceleration_now)
                     surface: SurfaceFn = m.terrain.surface_m
                 except OutsideGridError as exc:
                     outside = str(exc)

@@ -13,7 +13,10 @@ Each ``update(pose)``:
 3. relaxes the slopes in the box to the angle of repose (walls hold soil back);
 4. keeps in the bucket what its shape holds at the current tilt (``bucket_capacity_m2``: the
    soil surface may rise at the repose angle from the lower lip of the opening) and drops the
-   rest just outside the lip, where the next relaxation spreads it.
+   rest just outside the lip, where the next relaxation spreads it. With
+   ``bucket_soil_model: cells`` the bucket's soil is instead a body of its own
+   (``bucket_body.BucketBody``): the dug units settle in it, it relaxes under the effective
+   gravity (``acceleration_m_s2``) and what leaves it lands under the edge it leaves by.
 Only the box around the bucket (bounding box plus ``margin_cells``) is read or written.
 """
 
@@ -25,6 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from excavator_sim.soil import terrain_kernels as kern
+from excavator_sim.soil.bucket_body import BucketBody
 from excavator_sim.soil.bucket_prism import EDGES, FACES, BucketPose, BucketPrism
 from excavator_sim.soil.errors import OutsideGridError, SoilConfigError, SoilInputError
 
@@ -33,6 +37,7 @@ _FACE_SIZES = np.array([len(f) for f in FACES], dtype=np.int64)
 _EDGES = np.array(EDGES, dtype=np.int64)
 
 Box = tuple[int, int, int, int]  # (i0, i1, j0, j1), half-open cell index ranges
+BUCKET_SOIL_MODELS = ("closed_form", "cells")
 _Z_LIMIT_UNITS = 1e12  # |bucket z| / cell_z_m beyond this would overflow the int64 heights
 
 
@@ -58,8 +63,15 @@ class TerrainConfig:
     relax_iterations: int = 3
     margin_cells: int = 4
     density_kg_m3: float = 1700.0
+    # the soil in the bucket: "closed_form" (one count, the shape held at the pose in closed
+    # form, held_soil_shape) or "cells" (a body of its own: bucket_body.BucketBody)
+    bucket_soil_model: str = "closed_form"
 
     def __post_init__(self) -> None:
+        if self.bucket_soil_model not in BUCKET_SOIL_MODELS:
+            raise SoilConfigError(
+                f"terrain parameter bucket_soil_model={self.bucket_soil_model!r} is not one of "
+                f"{', '.join(BUCKET_SOIL_MODELS)}; set it in config/soil.yaml")
         checks = (
             ("size_x_m", self.size_x_m, 0.1, 1000.0),
             ("size_y_m", self.size_y_m, 0.1, 1000.0),
@@ -269,6 +281,10 @@ class Terrain:
                 )
             self.h = np.round(heights_m / config.cell_z_m).astype(np.int64)
         self.load_units = 0
+        # the per-cell bucket soil (bucket_soil_model "cells"); load_units is its total
+        self.body = (BucketBody(bucket, config.cell_xy_m, config.cell_z_m,
+                                config.repose_angle_rad)
+                     if config.bucket_soil_model == "cells" else None)
         self._dmax = math.floor(config.cell_xy_m * math.tan(config.repose_angle_rad)
                                     / config.cell_z_m)
         self._prev_mouth: np.ndarray | None = None
@@ -290,6 +306,12 @@ class Terrain:
     @property
     def load_mass_kg(self) -> float:
         return self.load_volume_m3 * self.config.density_kg_m3
+
+    def load_centre_bucket_m(self) -> np.ndarray | None:
+        """Centre of mass of the load in the bucket frame [m] with the per-cell bucket soil
+        (None: empty, or the closed form, which keeps no shape): with ``load_mass_kg`` the
+        hook for a payload on the simulator's bucket body (docs/soil.md, "The load's mass")."""
+        return self.body.centre_of_mass_bucket_m() if self.body is not None else None
 
     def heights_m(self, box: Box | None = None) -> np.ndarray:
         """Heights [m] of the cells in ``box`` (i0, i1, j0, j1), or of the whole grid."""
@@ -365,11 +387,14 @@ class Terrain:
         return (max(i0 - margin, 0), min(i1 + margin, c.nx),
                 max(j0 - margin, 0), min(j1 + margin, c.ny))
 
-    def update(self, pose: BucketPose, full_grid: bool = False) -> TerrainUpdate:
+    def update(self, pose: BucketPose, full_grid: bool = False,
+               acceleration_m_s2: np.ndarray | None = None) -> TerrainUpdate:
         """Move soil for the bucket at ``pose``. ``full_grid`` processes every cell (the naive
         baseline of the benchmark; same result up to relaxation reach). Atomic: when it raises
         (``OutsideGridError``: footprint or spilled soil off the grid) the terrain, the load and
-        the motion history are as before the call."""
+        the motion history are as before the call. ``acceleration_m_s2``: the bucket's
+        acceleration in ``world`` (None: at rest); with the per-cell bucket soil it tilts the
+        soil's effective gravity (a hard swing spills), the closed form ignores it."""
         c = self.config
         corners = self.bucket.corners(pose)
         box = self._box_around(corners, c.margin_cells)
@@ -402,16 +427,23 @@ class Terrain:
         # soil lands before writing, so restoring the box and the load undoes a failed update.
         saved_h = self.h[i0:i1, j0:j1].copy()
         saved_load, saved_cap = self.load_units, self.capacity_units
+        saved_body = self.body.units.copy() if self.body is not None else None
         taken, pushed = (0, 0)
         try:
             if covered:
                 taken, pushed = kern.dig(self.h, i0, j0, cap, scooping, dir_a, dir_b,
                                          centre_a, centre_b)
             self.load_units += taken
-            spilled, spill_box = self._spill(pose)
+            if self.body is None:
+                spilled, spill_box = self._spill(pose)
+            else:
+                spilled, spill_box = self._carry(pose, box, saved_h, taken,
+                                                 acceleration_m_s2)
         except BaseException:
             self.h[i0:i1, j0:j1] = saved_h
             self.load_units, self.capacity_units = saved_load, saved_cap
+            if self.body is not None and saved_body is not None:
+                self.body.units[:, :] = saved_body
             self._prev_mouth = prev_mouth
             raise
         relaxed = kern.relax(self.h, i0, j0, cap, self._dmax, c.relax_iterations)
@@ -449,6 +481,44 @@ class Terrain:
             self._unsettled = None
             return None
         return u
+
+    def _carry(self, pose: BucketPose, box: Box, before: np.ndarray, taken: int,
+               acceleration_m_s2: np.ndarray | None) -> tuple[int, Box | None]:
+        """The per-cell bucket soil: the units just dug settle in the bucket's lowest free room
+        (a level fill: the cutting pushes them in; any without room stay in the columns over
+        the cells they came from), the body relaxes under the effective gravity and what leaves it
+        lands on the terrain cells under the edge it leaves by (one cell beyond an edge, in
+        the direction it falls over it; straight below through an opening facing down).
+        Writes the terrain only after every landing cell is known to be on the grid."""
+        body = self.body
+        assert body is not None
+        c = self.config
+        placed = body.pour(taken, pose, acceleration_m_s2) if taken else 0
+        if taken > placed:  # no room below the rim (or the opening faces down): where it came
+            i0, i1, j0, j1 = box
+            dug = before - self.h[i0:i1, j0:j1]
+            a, b = np.nonzero(dug > 0)
+            xs, ys = self.cell_centres()
+            z = (self.h[i0 + a, j0 + b] + 0.5 * dug[a, b]) * c.cell_z_m
+            world = np.stack([xs[i0 + a], ys[j0 + b], z], axis=1)
+            share = np.floor(dug[a, b] * (taken - placed) / taken).astype(np.int64)
+            share[: (taken - placed) - int(share.sum())] += 1
+            body.add_at((world - pose.position) @ pose.rotation(), share)
+        points, out, counts = body.settle(pose, acceleration_m_s2)
+        self.load_units = body.total_units
+        if len(counts) == 0:
+            return 0, None
+        xs_, ys_ = points[:, 0] + out[:, 0] * c.cell_xy_m, points[:, 1] + out[:, 1] * c.cell_xy_m
+        ii = np.floor((xs_ - c.x0) / c.cell_xy_m).astype(np.int64)
+        jj = np.floor((ys_ - c.y0) / c.cell_xy_m).astype(np.int64)
+        if np.any((ii < 0) | (ii >= c.nx) | (jj < 0) | (jj >= c.ny)):
+            raise OutsideGridError(
+                f"soil falling from the bucket at x in [{xs_.min():.3f}, {xs_.max():.3f}], "
+                f"y in [{ys_.min():.3f}, {ys_.max():.3f}] m would land outside the terrain "
+                "grid; enlarge size_x_m/size_y_m in config/soil.yaml or dump over the terrain")
+        np.add.at(self.h, (ii, jj), counts)
+        return int(counts.sum()), (int(ii.min()), int(ii.max()) + 1, int(jj.min()),
+                                   int(jj.max()) + 1)
 
     def _spill(self, pose: BucketPose) -> tuple[int, Box | None]:
         """Drop the load the bucket cannot hold at this tilt just outside its lip."""

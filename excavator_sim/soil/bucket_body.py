@@ -1,0 +1,521 @@
+# ruff: noqa: RUF046  (explicit int() keeps numba from typing floor() results as floats)
+"""The soil in the bucket as a body of its own: a bucket-frame height grid of whole soil units.
+
+Grid. The opening of the prism (the strike plane through J and T, extruded over the width) is
+cut into cells: ``s`` along the chord J -> T, ``w`` across the width (bucket y). Each cell is
+the foot of a column that runs along the opening's inward normal, from the bucket's floor (the
+back J-B or the base B-T, whichever lies under the cell: ``floor_n`` [m], negative, below the
+strike plane) up through the strike plane (n = 0) into the heap above the rim (n > 0). A
+column holds a whole number of soil units, the terrain's own unit ``dx * dx * dz``, so one
+unit raises it by ``dn = dx^2 dz / (ds dw)``: terrain + bucket + spill is an integer sum and
+never drifts.
+
+Carried. The grid is fixed to the bucket: while the effective gravity does not change in the
+bucket's frame, nothing moves (the load keeps its shape, rigid with the bucket).
+
+Relaxed (:func:`settle`), as the terrain's ``terrain_kernels.relax``, with "down" the
+effective gravity ``g - a`` (``a`` the soil's acceleration; the pseudo-static method: Okabe
+1926, Mononobe & Matsuo 1929; a dry slope of inclination beta fails under a horizontal
+acceleration above ``g tan(phi - beta)``, Newmark 1965's yield acceleration of a sliding
+block). So a swing tilts the soil's "down" outwards (centripetal) and against the start
+(angular acceleration). Two regimes, by the opening's tilt against that "down":
+
+- flatter than the repose angle: between 4-neighbour columns whose tops stand steeper than
+  repose, half the excess slides over (integer units); at the opening's edges a column whose
+  top stands steeper than repose above the rim's edge point loses units over it (over the ends
+  J and T the walls fall to nothing, so any soil may go; over the side plates only what stands
+  above the rim). The heap stands at the repose angle and slides off where tilt plus slope
+  pass it;
+- steeper than repose: nothing stands above the strike plane; the bucket holds what lies
+  inside it under the repose plane rising inwards from the lip (the opening's lower edge),
+  the closed form's held shape (``terrain.held_soil_shape``), or, when the opening faces down
+  and runs under that plane, the pocket below the lip's level. The rest leaves over the lip
+  (opening up) or through the opening under its column (opening down): the dump follows the
+  bucket's angle.
+
+Pure numpy + numba; no ROS, no MuJoCo. :class:`BucketBody` keeps the grid and turns the
+kernel's spills into world points for the terrain (``Terrain`` drops them on the cells under
+those points).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from numba import njit
+
+from excavator_sim.soil.bucket_prism import BucketPose, BucketPrism
+from excavator_sim.soil.errors import SoilInputError
+
+GRAVITY_M_S2 = 9.81
+# at most this many relaxation sweeps per update (a sweep that moves nothing ends it early)
+SWEEPS = 8
+
+
+@njit(cache=True)
+def _excess(ds_: float, dw_: float, dn_: float, us: float, uw: float, un: float,
+            tan_r: float) -> float:
+    """How far [m] point a stands above the repose cone of point b (difference a - b)."""
+    dz = us * ds_ + uw * dw_ + un * dn_
+    if dz <= 0.0:
+        return 0.0
+    horiz2 = ds_ * ds_ + dw_ * dw_ + dn_ * dn_ - dz * dz
+    horiz = math.sqrt(horiz2) if horiz2 > 0.0 else 0.0
+    return dz - tan_r * horiz
+
+
+@njit(cache=True)
+def held_caps(floor_n: np.ndarray, ds: float, dn: float, length: float, up: np.ndarray,
+              tan_r: float, cap: np.ndarray) -> None:
+    """Per column the units it holds with the opening steeper than repose (``settle``): the
+    slots inside the bucket (n <= 0) under the repose plane rising inwards from the lip, or
+    below the lip's level when the opening faces down and runs under that plane."""
+    ns, nw = cap.shape
+    us, uw, un = up[0], up[1], up[2]
+    s_lip = 0.0 if us >= 0.0 else length
+    along = math.sqrt(max(0.0, 1.0 - us * us))
+    pocket_only = un <= 0.0 and abs(us) <= tan_r * along
+    for i in range(ns):
+        s = (i + 0.5) * ds
+        slots = int(math.floor(-floor_n[i] / dn + 1e-9))
+        held = 0
+        for q in range(slots):
+            n = floor_n[i] + (q + 0.5) * dn
+            if pocket_only:
+                ok = us * (s - s_lip) + un * n < 0.0
+            else:
+                ok = _excess(s - s_lip, 0.0, n, us, uw, un, tan_r) <= 0.0
+            if ok:
+                held += 1
+        for j in range(nw):
+            cap[i, j] = held
+
+
+@njit(cache=True)
+def heap_caps(floor_n: np.ndarray, ds: float, dw: float, dn: float, length: float,
+              width: float, up: np.ndarray, tan_r: float, cap: np.ndarray) -> None:
+    """Per column the units it holds with the opening flatter than repose: everything up to
+    the strike plane, and above it while the column's top stays within the repose angle of
+    every edge of the rim (the heap; over the side plates only above the rim)."""
+    ns, nw = cap.shape
+    us, uw, un = up[0], up[1], up[2]
+    for i in range(ns):
+        s = (i + 0.5) * ds
+        q = int(math.floor(-floor_n[i] / dn + 1e-9))
+        for j in range(nw):
+            w = -0.5 * width + (j + 0.5) * dw
+            k = q
+            while k < q + 10_000:
+                n = floor_n[i] + (k + 1) * dn
+                if (_excess(s, 0.0, n, us, uw, un, tan_r) > 0.0
+                        or _excess(s - length, 0.0, n, us, uw, un, tan_r) > 0.0
+                        or (n > 0.0 and (_excess(0.0, w + 0.5 * width, n, us, uw, un, tan_r)
+                                         > 0.0
+                                         or _excess(0.0, w - 0.5 * width, n, us, uw, un,
+                                                    tan_r) > 0.0))):
+                    break
+                k += 1
+            cap[i, j] = k
+
+
+@njit(cache=True)
+def pour(units: np.ndarray, floor_n: np.ndarray, ds: float, dw: float, dn: float,
+         width: float, up: np.ndarray, cap: np.ndarray, count: int) -> int:
+    """Pour ``count`` units into the columns where the next unit sits lowest against the
+    effective "up" (a level fill from the bottom, each column up to ``cap``): soil pushed
+    into the bucket settles in its lowest free room. Returns the units placed: fewer than
+    ``count`` when the caps are reached, none when the opening faces down or sideways (no
+    floor to fill against)."""
+    ns, nw = units.shape
+    us, uw, un = up[0], up[1], up[2]
+    if un <= 1e-9 or count <= 0:
+        return 0
+    step = un * dn
+    # bisection on the level Z [m, along up]: units that fit with their slot centre <= Z
+    lo, hi = np.inf, -np.inf
+    for i in range(ns):
+        for j in range(nw):
+            base = us * (i + 0.5) * ds + uw * (-0.5 * width + (j + 0.5) * dw) + un * floor_n[i]
+            lo = min(lo, base)
+            hi = max(hi, base + step * (units[i, j] + count + 1))
+    for _ in range(60):
+        mid = 0.5 * (lo + hi)
+        added = 0
+        for i in range(ns):
+            for j in range(nw):
+                base = (us * (i + 0.5) * ds + uw * (-0.5 * width + (j + 0.5) * dw)
+                        + un * floor_n[i])
+                q = int(math.floor((mid - base) / step - 0.5)) + 1
+                q = min(max(q, units[i, j]), cap[i, j])
+                added += max(0, q - units[i, j])
+        if added <= count:
+            lo = mid
+        else:
+            hi = mid
+    placed = 0
+    for i in range(ns):
+        for j in range(nw):
+            base = us * (i + 0.5) * ds + uw * (-0.5 * width + (j + 0.5) * dw) + un * floor_n[i]
+            q = int(math.floor((lo - base) / step - 0.5)) + 1
+            q = min(max(q, units[i, j]), cap[i, j])
+            if q > units[i, j]:
+                placed += q - units[i, j]
+                units[i, j] = q
+    # the few left at the level: one each into the lowest next slots
+    while placed < count:
+        best_i, best_j, best_z = -1, -1, np.inf
+        for i in range(ns):
+            for j in range(nw):
+                if units[i, j] >= cap[i, j]:
+                    continue
+                z = (us * (i + 0.5) * ds + uw * (-0.5 * width + (j + 0.5) * dw)
+                     + un * (floor_n[i] + (units[i, j] + 0.5) * dn))
+                if z < best_z:
+                    best_i, best_j, best_z = i, j, z
+        if best_i < 0:
+            break
+        units[best_i, best_j] += 1
+        placed += 1
+    return placed
+
+
+@njit(cache=True)
+def settle(units: np.ndarray, floor_n: np.ndarray, ds: float, dw: float, dn: float,
+           length: float, width: float, up: np.ndarray, tan_r: float, cos_r: float,
+           sweeps: int, spill: np.ndarray) -> int:
+    """Relax the columns ``units`` (ns, nw) under the effective "up" ``up`` = (u_s, u_w, u_n)
+    (a unit vector in the opening's frame: along the chord, across, along the inward normal
+    of the opening, i.e. out of the bucket) and add the units that leave the bucket to
+    ``spill`` (ns + 2, nw + 2): ring cells for the edges (row 0: over J, row ns + 1: over T,
+    column 0 / nw + 1: over the side plates), inner cells (i + 1, j + 1) for soil falling
+    out of the opening below column (i, j). Returns the units moved or spilled."""
+    ns, nw = units.shape
+    us, uw, un = up[0], up[1], up[2]
+    moved = 0
+    if un < cos_r:
+        # The opening is steeper than repose: no heap stands on it, and what the bucket holds
+        # is what lies inside it (n <= 0) under the repose plane rising inwards from the lip
+        # (the opening's lower edge), as the closed form's held_soil_shape; when the opening
+        # faces down and runs under that plane, only the pocket below the lip's level. Soil
+        # beyond a column's share first slumps into the held room lowest down (pour), the
+        # rest leaves over the lip (opening up) or falls through the opening under its column
+        # (opening down). Units kept restack from the floor.
+        ring_i = 0 if us >= 0.0 else ns + 1
+        cap = np.empty_like(units)
+        held_caps(floor_n, ds, dn, length, up, tan_r, cap)
+        over = np.zeros_like(units)
+        pool = 0
+        for i in range(ns):
+            for j in range(nw):
+                if units[i, j] > cap[i, j]:
+                    over[i, j] = units[i, j] - cap[i, j]
+                    pool += over[i, j]
+                    units[i, j] = cap[i, j]
+        if pool == 0:
+            return 0
+        left = pool - pour(units, floor_n, ds, dw, dn, width, up, cap, pool)
+        for i in range(ns):
+            for j in range(nw):
+                if left == 0:
+                    break
+                m = min(over[i, j], left)
+                if m > 0:
+                    if un > 0.0:
+                        spill[ring_i, j + 1] += m
+                    else:
+                        spill[i + 1, j + 1] += m
+                    left -= m
+                    moved += m
+        return moved
+    for _ in range(sweeps):
+        moved_now = 0
+        for i in range(ns):
+            s = (i + 0.5) * ds
+            for j in range(nw):
+                w = -0.5 * width + (j + 0.5) * dw
+                for k in range(4):
+                    if units[i, j] == 0:
+                        break
+                    top = floor_n[i] + units[i, j] * dn
+                    ii = i + (1 if k == 0 else (-1 if k == 1 else 0))
+                    jj = j + (1 if k == 2 else (-1 if k == 3 else 0))
+                    if 0 <= ii < ns and 0 <= jj < nw:
+                        other = floor_n[ii] + units[ii, jj] * dn
+                        e = _excess((i - ii) * ds, (j - jj) * dw, top - other, us, uw, un,
+                                    tan_r)
+                        if e <= 0.0:
+                            continue
+                        m = min(units[i, j], int(math.ceil(e / (2.0 * un * dn))))
+                        units[i, j] -= m
+                        units[ii, jj] += m
+                        moved_now += m
+                        continue
+                    # an edge of the opening: the rim's edge point at n = 0
+                    if ii < 0 or ii >= ns:
+                        es = 0.0 if ii < 0 else length
+                        e = _excess(s - es, 0.0, top, us, uw, un, tan_r)
+                        free = units[i, j]  # the walls end at the vertex: nothing holds it
+                    else:
+                        ew = -0.5 * width if jj < 0 else 0.5 * width
+                        e = _excess(0.0, w - ew, top, us, uw, un, tan_r)
+                        below = int(math.ceil(-floor_n[i] / dn - 1e-9))  # held by the plate
+                        free = units[i, j] - below
+                    if e <= 0.0 or free <= 0:
+                        continue
+                    m = min(free, int(math.ceil(e / (un * dn))))
+                    units[i, j] -= m
+                    spill[ii + 1, jj + 1] += m
+                    moved_now += m
+        moved += moved_now
+        if moved_now == 0:
+            break
+    return moved
+
+
+@dataclass(frozen=True)
+class BodyGrid:
+    """The bucket-frame grid: the opening's frame in the bucket frame and the columns' floor."""
+
+    origin: np.ndarray  # J in the bucket frame (x, y, z) [m]
+    e_s: np.ndarray  # unit vector J -> T (bucket frame)
+    e_w: np.ndarray  # unit vector across (bucket +y)
+    e_n: np.ndarray  # unit normal of the opening, out of the bucket (away from B)
+    length_m: float  # |J T|
+    width_m: float
+    ds: float
+    dw: float
+    dn: float  # column rise per soil unit [m]
+    floor_n: np.ndarray  # (ns,) floor of each column row below the strike plane [m] (<= 0)
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return len(self.floor_n), round(self.width_m / self.dw)
+
+    @classmethod
+    def for_bucket(cls, prism: BucketPrism, cell_xy_m: float, cell_z_m: float) -> BodyGrid:
+        """Cells of about ``cell_xy_m`` over the opening; a column of ``cell_z_m`` units."""
+        j = np.array(prism.j, dtype=float)
+        b = np.array(prism.b, dtype=float)
+        t = np.array(prism.t, dtype=float)
+        j[1] = b[1] = t[1] = 0.0
+        chord = t - j
+        length = float(np.linalg.norm(chord))
+        e_s = chord / length
+        e_w = np.array([0.0, 1.0, 0.0])
+        e_n = np.cross(e_s, e_w)
+        if (b - j) @ e_n > 0.0:
+            e_n = -e_n  # out of the bucket: away from B
+        s_b = float((b - j) @ e_s)
+        depth_b = float(-(b - j) @ e_n)
+        if not (0.0 < s_b < length):
+            raise SoilInputError(
+                f"bucket base B={prism.b} does not lie over the opening J={prism.j} - "
+                f"T={prism.t} (its foot on J-T at {s_b:.3f} m of {length:.3f} m): the angle "
+                "at J or T is obtuse, which the per-cell bucket soil cannot cover; use "
+                "terrain.bucket_soil_model closed_form or a bucket with acute J and T")
+        ns = max(2, math.ceil(length / cell_xy_m))
+        nw = max(1, math.ceil(prism.width_m / cell_xy_m))
+        ds, dw = length / ns, prism.width_m / nw
+        s = (np.arange(ns) + 0.5) * ds
+        depth = np.where(s <= s_b, depth_b * s / s_b, depth_b * (length - s) / (length - s_b))
+        dn = cell_xy_m * cell_xy_m * cell_z_m / (ds * dw)
+        return cls(j, e_s, e_w, e_n, length, float(prism.width_m), ds, dw, dn, -depth)
+
+    def frame(self) -> np.ndarray:
+        """3x3 matrix whose rows are e_s, e_w, e_n (bucket frame -> opening frame)."""
+        return np.stack([self.e_s, self.e_w, self.e_n])
+
+    def struck_units(self) -> int:
+        """Units that fill the columns up to the strike plane (the struck capacity)."""
+        return int(np.floor(-self.floor_n / self.dn + 1e-9).sum()) * self.shape[1]
+
+
+class BucketBody:
+    """The bucket's soil: whole units per column of :class:`BodyGrid`, relaxed every update."""
+
+    def __init__(self, prism: BucketPrism, cell_xy_m: float, cell_z_m: float,
+                 repose_rad: float) -> None:
+        self.grid = BodyGrid.for_bucket(prism, cell_xy_m, cell_z_m)
+        self.units = np.zeros(self.grid.shape, dtype=np.int64)
+        self.tan_r = math.tan(repose_rad)
+        self.cos_r = math.cos(repose_rad)
+        self.cell_xy_m = cell_xy_m
+        self.unit_volume_m3 = cell_xy_m * cell_xy_m * cell_z_m
+        self._frame = self.grid.frame()
+
+    @property
+    def total_units(self) -> int:
+        return int(self.units.sum())
+
+    def add_at(self, points_bucket: np.ndarray, counts: np.ndarray) -> None:
+        """Put ``counts`` units into the columns over the bucket-frame points (n, 3) [m]
+        (where dug soil entered the bucket); points off the opening go to the nearest
+        column."""
+        g = self.grid
+        rel = (np.asarray(points_bucket, dtype=float) - g.origin) @ self._frame.T
+        ns, nw = g.shape
+        i = np.clip(np.floor(rel[:, 0] / g.ds).astype(np.int64), 0, ns - 1)
+        j = np.clip(np.floor((rel[:, 1] + 0.5 * g.width_m) / g.dw).astype(np.int64), 0,
+                    nw - 1)
+        np.add.at(self.units, (i, j), np.asarray(counts, dtype=np.int64))
+
+    def pour(self, count: int, pose: BucketPose,
+             acceleration_m_s2: np.ndarray | None = None) -> int:
+        """Put ``count`` units (soil dug into the bucket) where they settle: the lowest free
+        room against the effective gravity, a level fill within what each column holds (the
+        heap at the repose angle from the rim's edges when the opening is flatter than repose,
+        the held caps when it is steeper). Returns the units placed; the caller puts the rest
+        (none unless the opening faces down or is full) with :meth:`add_at`."""
+        g = self.grid
+        up = self.up_vector(pose.rotation(), acceleration_m_s2)
+        cap = np.empty_like(self.units)
+        if up[2] < self.cos_r:
+            held_caps(g.floor_n, g.ds, g.dn, g.length_m, up, self.tan_r, cap)
+        else:
+            heap_caps(g.floor_n, g.ds, g.dw, g.dn, g.length_m, g.width_m, up, self.tan_r, cap)
+        return int(pour(self.units, g.floor_n, g.ds, g.dw, g.dn, g.width_m, up, cap, count))
+
+    def up_vector(self, rotation: np.ndarray, acceleration_m_s2: np.ndarray | None
+                  ) -> np.ndarray:
+        """The effective "up" (minus the unit effective gravity ``g - a``) in the opening's
+        frame, for a bucket -> world ``rotation`` and the soil's ``acceleration_m_s2``
+        (world, None: at rest)."""
+        g_eff = np.array([0.0, 0.0, -GRAVITY_M_S2])
+        if acceleration_m_s2 is not None:
+            g_eff = g_eff - np.asarray(acceleration_m_s2, dtype=float)
+        norm = float(np.linalg.norm(g_eff))
+        if not math.isfinite(norm) or norm < 1e-9:
+            raise SoilInputError(
+                f"bucket acceleration {acceleration_m_s2!r} m/s^2 cancels gravity or is not "
+                "finite: the soil has no 'down'; pass the bucket's acceleration in world "
+                "[m/s^2] (free fall is outside this model)")
+        up: np.ndarray = self._frame @ (rotation.T @ (-g_eff / norm))
+        return up
+
+    def settle(self, pose: BucketPose, acceleration_m_s2: np.ndarray | None = None
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Relax the soil for the bucket at ``pose``; returns what left the bucket: world
+        points [m] (n, 3) where it leaves, the horizontal outward direction (n, 2) it falls
+        along (zero: straight down through the opening) and the unit counts (n,)."""
+        g = self.grid
+        rot = pose.rotation()
+        up = self.up_vector(rot, acceleration_m_s2)
+        ns, nw = g.shape
+        spill = np.zeros((ns + 2, nw + 2), dtype=np.int64)
+        settle(self.units, g.floor_n, g.ds, g.dw, g.dn, g.length_m, g.width_m, up, self.tan_r,
+               self.cos_r, SWEEPS, spill)
+        a, b = np.nonzero(spill)
+        if len(a) == 0:
+            return np.zeros((0, 3)), np.zeros((0, 2)), np.zeros(0, dtype=np.int64)
+        s = np.clip((a - 0.5) * g.ds, 0.0, g.length_m)
+        w = np.clip(-0.5 * g.width_m + (b - 0.5) * g.dw, -0.5 * g.width_m, 0.5 * g.width_m)
+        local = g.origin + s[:, None] * g.e_s + w[:, None] * g.e_w
+        points = local @ rot.T + pose.position
+        out_local = np.zeros((len(a), 3))
+        out_local[a == 0] = -g.e_s
+        out_local[a == ns + 1] = g.e_s
+        inner = (a > 0) & (a < ns + 1)
+        out_local[inner & (b == 0)] = -g.e_w
+        out_local[inner & (b == nw + 1)] = g.e_w
+        out = (out_local @ rot.T)[:, :2]
+        norm = np.linalg.norm(out, axis=1)
+        out = np.where(norm[:, None] > 1e-9, out / np.maximum(norm, 1e-9)[:, None], 0.0)
+        return points, out, spill[a, b]
+
+    def surface_points(self, pose: BucketPose) -> np.ndarray:
+        """World points [m] (ns, nw, 3) of the columns' tops (for drawing)."""
+        g = self.grid
+        ns, nw = g.shape
+        s = (np.arange(ns) + 0.5) * g.ds
+        w = -0.5 * g.width_m + (np.arange(nw) + 0.5) * g.dw
+        n = g.floor_n[:, None] + self.units * g.dn
+        local = (g.origin + s[:, None, None] * g.e_s + w[None, :, None] * g.e_w
+                 + n[:, :, None] * g.e_n)
+        points: np.ndarray = local @ pose.rotation().T + pose.position
+        return points
+
+    def columns(self, pose: BucketPose) -> np.ndarray:
+        """The soil as boxes to draw, in ``bucket_soil.soil_columns``'s format (rows of centre
+        x, y, z, half sizes along the heading, across and up [m], yaw [rad]): one vertical box
+        per non-empty column, spanning the column's soil from floor to top in z, its cell's
+        size in plan. Exact in volume while the opening faces straight up (the carry); a
+        picture, not a measure, when the bucket is tilted."""
+        g = self.grid
+        i, j = np.nonzero(self.units)
+        if len(i) == 0:
+            return np.zeros((0, 7))
+        s = (i + 0.5) * g.ds
+        w = -0.5 * g.width_m + (j + 0.5) * g.dw
+        floor = g.origin + s[:, None] * g.e_s + w[:, None] * g.e_w + g.floor_n[i, None] * g.e_n
+        top = floor + (self.units[i, j] * g.dn)[:, None] * g.e_n
+        rot = pose.rotation()
+        fw, tw = floor @ rot.T + pose.position, top @ rot.T + pose.position
+        centre = 0.5 * (fw + tw)
+        half_up = 0.5 * np.abs(tw[:, 2] - fw[:, 2])
+        out = np.empty((len(i), 7))
+        out[:, 0:3] = centre
+        out[:, 3] = 0.5 * g.ds
+        out[:, 4] = 0.5 * g.dw
+        out[:, 5] = half_up
+        out[:, 6] = pose.yaw
+        drawn: np.ndarray = out[half_up > 1e-6]
+        return drawn
+
+    def centre_of_mass_bucket_m(self) -> np.ndarray | None:
+        """Centre of mass of the load in the bucket frame [m] (None: empty): the hook for a
+        payload on the simulator's bucket body."""
+        total = self.total_units
+        if total == 0:
+            return None
+        g = self.grid
+        ns, nw = g.shape
+        s = (np.arange(ns) + 0.5) * g.ds
+        w = -0.5 * g.width_m + (np.arange(nw) + 0.5) * g.dw
+        n_mid = g.floor_n[:, None] + 0.5 * self.units * g.dn
+        weights = self.units / total
+        cs = float((weights.sum(axis=1) * s).sum())
+        cw = float((weights.sum(axis=0) * w).sum())
+        cn = float((weights * n_mid).sum())
+        centre: np.ndarray = g.origin + cs * g.e_s + cw * g.e_w + cn * g.e_n
+        return centre
+
+
+class AccelerationEstimate:
+    """The bucket's acceleration [m/s^2] in ``world`` from its velocities and their times:
+    the difference of successive velocities, low-passed over ``time_constant_s`` (one noisy
+    step must not spill a load), capped at ``limit_m_s2`` (the pseudo-static model stands for
+    sustained accelerations, not impacts). None until two samples are known, and after a gap
+    (a time going back, or more than ``gap_s`` between samples)."""
+
+    def __init__(self, time_constant_s: float = 0.02, limit_m_s2: float = 0.8 * GRAVITY_M_S2,
+                 gap_s: float = 0.2) -> None:
+        self.time_constant_s = time_constant_s
+        self.limit_m_s2 = limit_m_s2
+        self.gap_s = gap_s
+        self._last: tuple[float, np.ndarray] | None = None
+        self._value: np.ndarray | None = None
+
+    def update(self, time_s: float, velocity_m_s: np.ndarray) -> np.ndarray | None:
+        """The estimate after the velocity [m/s] at ``time_s`` [s] (non-finite input is
+        ignored)."""
+        v = np.asarray(velocity_m_s, dtype=float)
+        if not (math.isfinite(time_s) and np.all(np.isfinite(v))):
+            return self._value
+        last, self._last = self._last, (time_s, v.copy())
+        if last is None:
+            return self._value
+        dt = time_s - last[0]
+        if not (0.0 < dt <= self.gap_s):
+            if dt != 0.0:
+                self._value = None
+            return self._value
+        raw = (v - last[1]) / dt
+        k = dt / (self.time_constant_s + dt)
+        value: np.ndarray = raw if self._value is None else self._value + k * (raw - self._value)
+        norm = float(np.linalg.norm(value))
+        if norm > self.limit_m_s2:
+            value = value * (self.limit_m_s2 / norm)
+        self._value = value
+        return value
