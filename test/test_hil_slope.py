@@ -95,11 +95,14 @@ def test_the_plc_holds_speed_up_a_slope_its_torque_limit_allows(loop: HilLoop,
     # the pitch the IMU gave over the window is the slope's (the attitude from the terrain)
     pitches = [loop.record.pitch[t] for t in steady[:, 0] if t in loop.record.pitch]
     assert pitches and np.allclose(pitches, -slope, atol=1e-6)
-    # not saturated: the PLC's bit, the Redis key, the bridge's record of the monitor DB
+    # not saturated: the PLC's bit, the Redis key, the bridge's record of the monitor DB, read
+    # in a cycle the bridge ran (a starved host's virtual PLC can miss its alive deadline: the
+    # bridge then stops for that, and runs again with the next heartbeat edge)
+    snap = wait_for(lambda: (s := loop.rig.core.snapshot()).status == "running" and s, 60.0,
+                    lambda: f"a cycle of the bridge running\n{loop.logs()}")
+    assert not snap.plc_state["drive_saturated"]
     assert not loop.rig.plc.status()["hil"]["saturated"]  # type: ignore[union-attr]
     assert loop.rig.get(keys.state_key("drive_saturated")) == "false"
-    assert not loop.rig.core.snapshot().plc_state["drive_saturated"]
-    assert loop.rig.get(keys.BRIDGE_STATUS) == "running"
 
 
 def test_the_plc_reports_saturation_up_a_slope_beyond_its_torque_limit(loop: HilLoop,
@@ -114,11 +117,20 @@ def test_the_plc_reports_saturation_up_a_slope_beyond_its_torque_limit(loop: Hil
     # the PLC's monitor bit, as the bridge publishes it on Redis and keeps it for /diagnostics
     wait_for(lambda: loop.rig.get(keys.state_key("drive_saturated")) == "true", 60.0,
              lambda: f"drive_saturated on Redis\n{loop.logs()}")
-    assert loop.rig.core.snapshot().plc_state["drive_saturated"]
-    hil = loop.rig.plc.status()["hil"]  # type: ignore[union-attr]
-    assert hil["saturated"] and hil["torques"] == [LIMIT_NM, LIMIT_NM], hil
-    # saturation is reported, not a stop: the bridge keeps commanding
-    assert loop.rig.get(keys.BRIDGE_STATUS) == "running"
+    # saturation is reported, not a stop: a cycle of the bridge (its snapshot: one cycle's
+    # status, command and monitor DB) running and commanding the climb while the PLC reports
+    # the drives saturated. (Judged on that record, not on the status key at one instant: a
+    # starved host's virtual PLC can miss its alive deadline, a stop of its own, after which
+    # the bridge runs again with the next heartbeat edge.)
+    wait_for(lambda: (s := loop.rig.core.snapshot()).status == "running"
+             and s.plc_state.get("drive_saturated")
+             and s.commanded.vx == pytest.approx(SPEED_M_S), 60.0,
+             lambda: f"a cycle of the bridge running, commanding {SPEED_M_S} m/s with the "
+                     f"drives saturated (last {loop.rig.core.snapshot()})\n{loop.logs()}")
+    # the PLC's own record: both drives at the torque limit, saturated
+    hil = wait_for(lambda: (h := loop.rig.plc.status()["hil"])["saturated"]  # type: ignore[union-attr]
+                   and h, 60.0, lambda: f"the PLC saturated\n{loop.logs()}")
+    assert hil["torques"] == [LIMIT_NM, LIMIT_NM], hil
     # the record: the drives give the limit (their torque follows it first order), and the
     # speed is not held: the machine does not climb at the commanded speed (it rolls back
     # while the torque builds up, then the running gear's losses stall it)
