@@ -139,7 +139,17 @@ class HilRig:
         if self.config_path:
             args += ["--config", self.config_path]
         self.plc_proc = self._spawn("plc_bridge.virtual_plc.cli", [*args, *self.plc_args])
-        self.plc = wait_until(self._try_control, 20.0, "the virtual PLC's control channel")
+        # a start-up: imports and the servers' start take seconds, more on a starved host; a
+        # PLC that ended meanwhile fails at once, with its exit code and log
+        self.plc = wait_until(self._plc_started, 60.0, "the virtual PLC's control channel")
+
+    def _plc_started(self) -> ControlClient | None:
+        proc = getattr(self.plc_proc, "proc", self.plc_proc)
+        if proc.poll() is not None:
+            log = self.plc_proc.log() if hasattr(self.plc_proc, "log") else ""
+            raise RuntimeError(f"the virtual PLC ended with {proc.returncode} while starting"
+                               + (f"; its log:\n{log}" if log else ""))
+        return self._try_control()
 
     def _try_control(self) -> ControlClient | None:
         try:
