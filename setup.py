@@ -66,7 +66,7 @@ setup(
             "virtual_plc = excavator_hil.node_entry:virtual_plc",
             "plant_link = excavator_hil.node_entry:plant_link",
             "foxglove_view = excavator_hil.node_entry:foxglove_view",
-            "dashboard = excavator_hil.dashboard.app:main",
+            "dashboard = excavator_hil.node_entry:dashboard",
             "excavator-hil = excavator_hil.cli:main",
         ],
     },

@@ -127,7 +127,10 @@ class HilRig:
             "redis_url": redis_url, "plc_port": self.plc_port, "model": model,
             **(overrides or {})})
         self.core = BridgeCore(self.config)
-        self.redis = redis.Redis.from_url(redis_url, socket_timeout=1.0)
+        # the operational layer's keys and the checks' reads: no deadline of the product's, and
+        # no time is taken from a reply (timed_mset reads Redis's own TIME), so a starved
+        # redis-server's late answer (over 1 s under load) is awaited, not an error
+        self.redis = redis.Redis.from_url(redis_url, socket_timeout=10.0)
         # ARTOF toggles every 0.5 s; tests toggle faster so a loaded CI box keeps a wide margin
         # to the 0.75 s timeout
         self.heartbeat = Heartbeat(redis_url, heartbeat_period_s)
@@ -139,7 +142,17 @@ class HilRig:
         if self.config_path:
             args += ["--config", self.config_path]
         self.plc_proc = self._spawn("plc_bridge.virtual_plc.cli", [*args, *self.plc_args])
-        self.plc = wait_until(self._try_control, 20.0, "the virtual PLC's control channel")
+        # a start-up: imports and the servers' start take seconds, more on a starved host; a
+        # PLC that ended meanwhile fails at once, with its exit code and log
+        self.plc = wait_until(self._plc_started, 60.0, "the virtual PLC's control channel")
+
+    def _plc_started(self) -> ControlClient | None:
+        proc = getattr(self.plc_proc, "proc", self.plc_proc)
+        if proc.poll() is not None:
+            log = self.plc_proc.log() if hasattr(self.plc_proc, "log") else ""
+            raise RuntimeError(f"the virtual PLC ended with {proc.returncode} while starting"
+                               + (f"; its log:\n{log}" if log else ""))
+        return self._try_control()
 
     def _try_control(self) -> ControlClient | None:
         try:

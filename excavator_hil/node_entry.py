@@ -4,11 +4,11 @@ A node's module imports numpy, MuJoCo, numba and rclpy first: seconds on a loade
 ``ros2 launch`` sends SIGINT twice on Ctrl-C (the terminal's and its own); arriving during those
 imports, the first raised KeyboardInterrupt in the middle of an import (a traceback in the launch
 output) and the second could hold the interpreter's exit for seconds (8.5 s measured) until
-launch escalated to SIGTERM. Nothing has started yet that needs cleaning up, so until the node's
-the node's ``main()`` installs its own handling (``excavator_common.ros_runtime.run_node``,
-the virtual PLC's stop handler) a SIGINT ends the process at once, quietly, with code 0 (as an
-interrupted node does). After ``main()`` returns, the process ends without the interpreter's
-teardown.
+launch escalated to SIGTERM. Nothing has started yet that needs cleaning up, so until the
+node's ``main()`` installs its own handling (``excavator_common.ros_runtime.run_node``, the
+virtual PLC's stop handler, the dashboard's server) a SIGINT ends the process at once, quietly,
+with code 0 (as an interrupted node does). After ``main()`` returns, the process ends without
+the interpreter's teardown.
 
 Only the standard library (and ``excavator_common.process_exit``, which imports nothing else) is
 imported here, so the handler is in place before anything slow.
@@ -68,6 +68,10 @@ def virtual_plc() -> NoReturn:
 
 def plant_link() -> NoReturn:
     _run("plc_bridge.plant_link.node")
+
+
+def dashboard() -> NoReturn:
+    _run("excavator_hil.dashboard.app")
 
 
 def foxglove_view() -> NoReturn:

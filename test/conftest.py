@@ -11,6 +11,7 @@ import signal
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import settings
@@ -99,12 +100,18 @@ WHOLE_STACK_FILES = frozenset({
     "test_fleet_operated.py"})
 
 
+def xdist_group(nodeid: str) -> str:
+    """The worker group of a test: its file, or "whole_stack" for the files above."""
+    name = nodeid.split("::", 1)[0].rsplit("/", 1)[-1]
+    return "whole_stack" if name in WHOLE_STACK_FILES else nodeid.split("::", 1)[0]
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # the marks, for whoever reads them (``-m``, reports); the grouping itself is the
+    # scheduler's below
     for item in items:
-        name = item.path.name
-        item.add_marker(pytest.mark.xdist_group("whole_stack" if name in WHOLE_STACK_FILES
-                                                else name))
+        item.add_marker(pytest.mark.xdist_group(xdist_group(item.nodeid)))
     if os.environ.get("PYTEST_XDIST_WORKER"):
         # The whole-stack group is the run's longest unit of work (about half the suite's time):
         # first in the collection, it starts at once on one worker while the other works through
@@ -112,3 +119,21 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         # --no-loadscope-reorder), instead of starting late and leaving that worker alone at the
         # end. Stable: the files keep their order within each part.
         items.sort(key=lambda item: item.path.name not in WHOLE_STACK_FILES)
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``--dist loadgroup`` grouped by :func:`xdist_group`. xdist 3.8 groups by an ``@group``
+    suffix it writes into ``item._nodeid``, which pytest 9 no longer reads (the node id is
+    ``item._id``): with the marks alone every test was a group of its own, a file's tests ran
+    on both workers at once (each with its own module fixtures) and the whole-stack files side
+    by side. The scheduler here groups by the node id itself."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class FileGroupScheduling(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            # (the file part: an ``@group`` suffix, should a later xdist write one, is after it)
+            return xdist_group(nodeid)
+
+    return FileGroupScheduling(config, log)

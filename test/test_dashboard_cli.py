@@ -90,3 +90,41 @@ def test_double_sigint_exits_cleanly(tmp_path):
     proc.interrupt(count=2, gap=0.01)
     assert proc.proc.wait(20) == 0, proc.log()
     assert "Traceback" not in proc.log()
+
+
+# 0.05 s lands in the imports, 1 s and 3 s in the links' start or the server's, on any host
+@pytest.mark.parametrize("delay_s", [0.05, 1.0, 3.0])
+def test_the_dashboard_executable_ends_quietly_on_a_double_sigint_while_starting(
+        delay_s: float, tmp_path: Path) -> None:
+    """The ``dashboard`` executable (its console-script target, as the ament prefix and
+    ``ros2 launch`` run it) interrupted by launch's Ctrl-C (two SIGINTs) wherever its start-up
+    is: exit 0, no traceback (a KeyboardInterrupt raised inside an import was printed before it
+    started through ``excavator_hil.node_entry``, as the nodes do)."""
+    import contextlib
+    import os
+    import signal
+    import time
+
+    from excavator_hil.ament_register import console_scripts
+
+    module, func = console_scripts()["dashboard"].split(":")
+    script = tmp_path / "dashboard"
+    script.write_text(f"import sys\nfrom {module} import {func}\n"
+                      "print('entry point imported', flush=True)\n"
+                      f"sys.exit({func}())\n")
+    proc = subprocess.Popen([sys.executable, str(script), "--port", str(free_port()),
+                             "--redis-url", f"redis://127.0.0.1:{free_port()}/0"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            start_new_session=True, cwd=tmp_path)
+    assert proc.stdout is not None
+    first = proc.stdout.readline()
+    assert first == b"entry point imported\n", first
+    time.sleep(delay_s)
+    os.killpg(proc.pid, signal.SIGINT)
+    time.sleep(0.03)
+    with contextlib.suppress(ProcessLookupError):  # already gone after the first
+        os.killpg(proc.pid, signal.SIGINT)
+    out, _ = proc.communicate(timeout=30)
+    text = (first + out).decode(errors="replace")
+    assert proc.returncode == 0, text
+    assert "Traceback" not in text and "KeyboardInterrupt" not in text, text

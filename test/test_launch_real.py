@@ -158,7 +158,10 @@ def wait_for_nodes(probe: RosTestNode, launch: RosLaunch, expected: set[str]) ->
         assert launch.proc.poll() is None, f"ros2 launch ended early; log:\n{launch.log()}"
         return expected <= graph(probe)[0]
 
-    wait_for(up, 60.0, lambda: f"nodes {sorted(expected)}; have {sorted(graph(probe)[0])}; "
+    # a start-up: a whole launch's processes importing at once on a host whose cores are
+    # taken (a dashboard still importing rclpy's messages 60 s after the launch, two workers
+    # and a busy core)
+    wait_for(up, 120.0, lambda: f"nodes {sorted(expected)}; have {sorted(graph(probe)[0])}; "
              f"log:\n{launch.log()}", period=0.2)
     return graph(probe)[0]
 

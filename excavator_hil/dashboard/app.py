@@ -252,6 +252,10 @@ def serve(args: argparse.Namespace, geometry: object, plc: object, terrain: obje
 
     app.on_startup(_ready)
     app.on_shutdown(_shutdown)
+    # Until _ready has put its own handlers in place, a SIGINT raises KeyboardInterrupt here
+    # (caught below: the links closed by `finally`), not the quiet exit of the start-up
+    # (excavator_hil.node_entry), which would skip the cleanup once links are open.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         ui.run(host=args.host, port=args.port, title="excavator_hil dashboard", reload=False,
                show=False, show_welcome_message=False, favicon="🚜",
@@ -265,4 +269,7 @@ def serve(args: argparse.Namespace, geometry: object, plc: object, terrain: obje
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # main() has closed the links: no interpreter teardown (excavator_common.process_exit)
+    from excavator_common.process_exit import exit_without_teardown
+
+    exit_without_teardown(main())
