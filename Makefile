@@ -11,11 +11,11 @@ export MUJOCO_GL ?= egl
 # (and skips without it).
 ROS2_LAUNCH ?= $(firstword $(wildcard ../shared/ros2-launch ../../shared/ros2-launch))
 LAUNCH_STAMP := $(VENV)/.ros2-launch
-# TEST_WORKERS=2 runs the suite in two pytest-xdist processes, a test file each and the
-# whole-stack files one at a time (test/conftest.py); each worker has its own ROS domain
-# (test/helpers.py). Default 0, one process: on this 2-core class of machine with one core kept
-# busy, two workers took as long (1590 s against 1550 s calm in one) and 8 tests failed of load.
-TEST_WORKERS ?= 0
+# The suite runs in two pytest-xdist processes: a test file per unit of work, the whole-stack
+# files (demos, the soak, recorded teleoperation) one unit, started first (test/conftest.py);
+# each worker has its own ROS domain (test/helpers.py). One process took ~26 min on this 2-core
+# class of machine, over CI's 20. TEST_WORKERS=0: one process.
+TEST_WORKERS ?= 2
 
 .PHONY: demo test lint bench browser faketime clean-venv snap7-c node-opcua foxglove-peer
 
