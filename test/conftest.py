@@ -11,6 +11,7 @@ import signal
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import settings
@@ -97,6 +98,24 @@ WHOLE_STACK_FILES = frozenset({
     "test_demo.py", "test_demo_fleet.py", "test_soak.py", "test_teleop_demo.py",
     "test_teleop_dig.py", "test_teleop_replay.py", "test_teleop_impedance_replay.py",
     "test_fleet_operated.py"})
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``--dist loadgroup`` as the groups below say: a file per unit of work, the whole-stack
+    files one unit. xdist 3.8 groups by renaming ``item._nodeid`` with an ``@group`` suffix,
+    which pytest 9 ignores (``Item.nodeid`` comes from its structured id): its loadgroup spread
+    the tests of one file over both workers (module fixtures, a demo or the soak, ran twice, and
+    two whole stacks ran at once). Scopes by file here, on the controller, work on both."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class FileGroups(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            file = nodeid.split("::", 1)[0].split("@", 1)[0]
+            return "whole_stack" if Path(file).name in WHOLE_STACK_FILES else file
+
+    return FileGroups(config, log)
 
 
 @pytest.hookimpl(tryfirst=True)
