@@ -161,7 +161,7 @@ def _executor() -> Any:
     """rclpy's EventsExecutor (C++, Kilted's rclpy.experimental) where it exists, else the
     single-threaded one."""
     try:
-        from rclpy.experimental import EventsExecutor
+        from rclpy.experimental.events_executor import EventsExecutor
     except ImportError:
         from rclpy.executors import SingleThreadedExecutor
 
