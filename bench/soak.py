@@ -41,6 +41,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--mean-gap", type=float, default=SoakOptions.mean_gap_s, metavar="S",
                     help="mean time between faults [s] (default "
                          f"{SoakOptions.mean_gap_s:g}; every kind comes at least once)")
+    ap.add_argument("--time-scale", type=float, default=1.0, metavar="F",
+                    help="stretches every leg of the dig cycle, as the demo's (default 1; "
+                         "0.6 is the quick demo's: a cycle of 15 s instead of 25 s)")
     args = ap.parse_args(argv)
     if not 0.5 <= args.minutes <= 24 * 60:
         ap.error(f"--minutes {args.minutes:g} is outside 0.5..1440: the seven kinds of fault "
@@ -50,9 +53,13 @@ def main(argv: list[str] | None = None) -> int:
     if not 5.0 <= args.mean_gap <= 3600.0:
         ap.error(f"--mean-gap {args.mean_gap:g} s is outside 5..3600 s: a fault needs time "
                  "to be recovered from")
+    if not 0.3 <= args.time_scale <= 5.0:
+        ap.error(f"--time-scale {args.time_scale:g} is outside 0.3..5: faster, the legs "
+                 "exceed the cylinders' speeds; slower, a cycle outlasts a fault's window")
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(10**6)
     options = SoakOptions(output_dir=args.output, minutes=args.minutes, seed=seed,
                           respawn_delay_s=args.respawn_delay, mean_gap_s=args.mean_gap)
+    options.demo.time_scale = args.time_scale
     report = run_soak(options, log=lambda line: print(line, flush=True))
     print(report.text, flush=True)
     print(json.dumps(report.summary, default=str), flush=True)

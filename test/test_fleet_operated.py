@@ -249,9 +249,16 @@ def test_teleop_and_dashboard_drive_machine_2_while_machine_1_stays_still(
         assert page.text("dash-drive-error") == "", page.text("dash-drive-error")
         wait_for(lambda: dbs[1].get(keys.LONGITUDINAL) == b"0.3", 30.0,
                  lambda: f"machine 2's longitudinal key ({dbs[1].get(keys.LONGITUDINAL)})")
+        def sim_said() -> str:
+            """What the sims said (dropped, refused or timed-out commands): the log's tail is
+            mostly the bridges' overrun warnings on a loaded host."""
+            log.flush()
+            lines = (tmp_path / "launch.log").read_text(errors="replace").splitlines()
+            return "\n".join([x for x in lines if "[sim_node" in x][-12:])
         wait_for(lambda: pos(m2, "base_x") > x2 + 0.2, LIMIT_S,
                  lambda: f"machine 2 to drive (base_x {pos(m2, 'base_x')} from {x2}; bridge "
-                 f"{dbs[1].get(keys.BRIDGE_STATUS)})\n{text()}", 0.1)
+                 f"{dbs[1].get(keys.BRIDGE_STATUS)}; {len(m2)} joint states)\nthe sims:\n"
+                 f"{sim_said()}\n{text()}", 0.1)
         page.emit_to("dash-stop", "click")
         wait_for(lambda: dbs[1].get(keys.LONGITUDINAL) == b"0", 30.0, "the stop in database 1")
         # machine 1's bridge got nothing from the dashboard: no velocity, no heartbeat

@@ -259,6 +259,14 @@ def test_the_bag_must_hold_what_was_published_outside_fault_windows() -> None:
     found, _, _ = checks.bag_gaps({"joint_states": stamps}, streams, [elsewhere], BOUNDS,
                                   100.0, 120.0)
     assert len(found) == 1 and "2.00 s" in found[0].detail
+    # a recorder that never recorded again after its fault: the window (up to the next
+    # fault) excuses the part it covers, not the rest
+    gone = [x for x in stamps if x < 55.0]
+    later = _fault(SIGSTOP, "ik_node", 109.0, 110.0)
+    found, excused, _ = checks.bag_gaps({"joint_states": gone}, streams, [freeze, later],
+                                        BOUNDS, 100.0, 120.0)
+    assert len(found) == 1 and "outside the window of #0 sigstop bag_record" in found[0].detail
+    assert "10.99 s of it" in found[0].detail and excused == [], found
     not_a_source = _fault(REDIS_RESTART, "redis-server", 104.5, 107.5)
     found, _, _ = checks.bag_gaps({"joint_states": stamps}, streams, [not_a_source], BOUNDS,
                                   100.0, 120.0)

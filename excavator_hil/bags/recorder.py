@@ -15,6 +15,7 @@ import importlib
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from rclpy.clock import Clock as RosClock
 from rclpy.clock_type import ClockType
@@ -156,6 +157,18 @@ class BagRecorder(Node):
         self.get_logger().info(f"bag {self.writer.path} closed ({counts or 'no messages'})")
 
 
+def _executor() -> Any:
+    """rclpy's EventsExecutor (C++, Kilted's rclpy.experimental) where it exists, else the
+    single-threaded one."""
+    try:
+        from rclpy.experimental.events_executor import EventsExecutor
+    except ImportError:
+        from rclpy.executors import SingleThreadedExecutor
+
+        return SingleThreadedExecutor()
+    return EventsExecutor()
+
+
 def _rihs(type_hash: object) -> str | None:
     """rclpy's TypeHash -> ``RIHS01_<hex>`` (None when the publisher announced none)."""
     version, value = getattr(type_hash, "version", -1), getattr(type_hash, "value", b"")
@@ -182,9 +195,17 @@ def record(output: str, topics: Sequence[str] | None, storage: str, duration_s: 
         return 2
     deadline = time.monotonic() + duration_s if duration_s > 0 else float("inf")
     realtime.quiet_gc()   # start-up objects frozen: no full collection over them while recording
+    # One executor for the whole recording, rclpy's events executor: the recorder runs niced
+    # (the demo's background_nice) and must keep up with every 100 Hz stream on a busy host.
+    # rclpy.spin_once(node) added and removed the node on the global executor for every message
+    # (~200 us of CPU a message); the soak under load then lost most of joint_states and
+    # soil/wrench that its observer received (the subscriptions' depth ran over while the
+    # recorder waited for a CPU). The events executor takes a message for ~80 us.
+    executor = _executor()
+    executor.add_node(node)
     try:
         while rclpy.ok() and not node.done and time.monotonic() < deadline:
-            rclpy.spin_once(node, timeout_sec=0.05)
+            executor.spin_once(timeout_sec=0.05)
     except (KeyboardInterrupt, ExternalShutdownException):  # Ctrl-C, SIGTERM
         pass
     except RuntimeError:

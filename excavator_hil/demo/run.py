@@ -48,7 +48,13 @@ from typing import Any
 from excavator_hil.demo.drive_path import DrivePath
 from excavator_hil.demo.options import DemoOptions
 from excavator_hil.demo.summary import DemoSummary
-from excavator_hil.local_services import LocalRedisServer, ManagedProcess, free_port, wait_for
+from excavator_hil.local_services import (
+    LocalRedisServer,
+    ManagedProcess,
+    free_port,
+    stop_together,
+    wait_for,
+)
 
 MachineSummaries = dict[str, DemoSummary]
 MAX_DEMO_MACHINES = 4
@@ -279,8 +285,9 @@ class DemoStack:
                                    f"lines ({proc.log_path}):\n{tail}")
 
     def stop(self) -> None:
-        for name in reversed(list(self.procs)):
-            self.procs[name].stop(timeout=15.0)
+        # all at once (the recorder first in the list: the last started): none of them needs
+        # another to end first, and one by one took the sum of their shutdowns
+        stop_together([self.procs[name] for name in reversed(list(self.procs))], timeout=15.0)
         self.redis.stop()
 
 

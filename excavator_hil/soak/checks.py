@@ -368,7 +368,14 @@ def bag_gaps(bag_stamps: dict[str, list[float]], observed: dict[str, list[Stream
                         hit = max(overlaps, key=lambda x: x[0])[1] if overlaps else None
                         text = (f"{topic}: {len(missing)} messages the observer received are "
                                 f"missing, {b - a:.2f} s of simulated time ({a:.2f}..{b:.2f} s)")
-                        if hit is None:
+                        # a window excuses only what it covers: a recorder that stopped in
+                        # one and never recorded again has a gap outside it too
+                        outside = _longest_outside(missing, windows, a, b)
+                        if hit is not None and outside > bounds.bag_gap_s:
+                            found.append(Violation(
+                                "bag_gap", w0, f"{text}: {outside:.2f} s of it outside the "
+                                f"window of {hit.fault.describe()}"))
+                        elif hit is None:
                             found.append(Violation("bag_gap", w0, text))
                         else:
                             early = hit.started - w0   # a killed recorder's unwritten chunk
@@ -379,6 +386,28 @@ def bag_gaps(bag_stamps: dict[str, list[float]], observed: dict[str, list[Stream
                 prev_present = sample
         losses.append(BagLoss(topic, lost, seen, longest))
     return found, excused, losses
+
+
+def _longest_outside(missing: Sequence[StreamSample],
+                     windows: Sequence[tuple[FaultRecord, float, float]], a: float,
+                     b: float) -> float:
+    """The longest stretch [s simulated] of a run of ``missing`` messages (between the stamps
+    ``a`` and ``b`` present around it) received outside every fault window."""
+    inside = [any(f0 <= m.t_recv <= f1 for _, f0, f1 in windows) for m in missing]
+    longest = 0.0
+    i = 0
+    while i < len(missing):
+        if inside[i]:
+            i += 1
+            continue
+        j = i
+        while j + 1 < len(missing) and not inside[j + 1]:
+            j += 1
+        lo = missing[i - 1].stamp_s if i > 0 else a
+        hi = missing[j + 1].stamp_s if j + 1 < len(missing) else b
+        longest = max(longest, hi - lo)
+        i = j + 1
+    return longest
 
 
 # --- soil, resources --------------------------------------------------------------------------

@@ -34,7 +34,7 @@ import redis
 
 from excavator_common.clock_offset import realtime_minus_monotonic
 from excavator_hil.demo.options import DemoOptions
-from excavator_hil.local_services import ManagedProcess, free_port, wait_for
+from excavator_hil.local_services import ManagedProcess, free_port, stop_together, wait_for
 from excavator_hil.soak import checks
 from excavator_hil.soak.bounds import SoakBounds, load_bounds
 from excavator_hil.soak.records import (
@@ -342,14 +342,14 @@ class Rig:
     def stop(self) -> None:
         self._stop.set()
         self._thread.join(30.0)
-        if self.observer is not None:
-            self.observer.stop(timeout=20.0)
+        ending = [] if self.observer is None else [self.observer]
         for name in ("dashboard", *reversed(list(self.stack.procs))):
             entry = self.entries.get(name)
             if entry is not None and entry.alive():
                 with contextlib.suppress(OSError):
                     os.kill(entry.handle.proc.pid, signal.SIGCONT)
-                entry.handle.stop(timeout=15.0)
+                ending.append(entry.handle)
+        stop_together(ending, timeout=20.0)   # at once: one by one took the sum of them
         self.stack.redis.stop()
         if self.proxy is not None:
             self.proxy.stop(timeout=5.0)
