@@ -105,3 +105,27 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         name = item.path.name
         item.add_marker(pytest.mark.xdist_group("whole_stack" if name in WHOLE_STACK_FILES
                                                 else name))
+
+
+def _group(nodeid: str) -> str:
+    """The xdist scope of a test: its file, or "whole_stack" for the files that run a whole
+    stack (``WHOLE_STACK_FILES``)."""
+    path = nodeid.split("::", 1)[0].split("@", 1)[0]
+    return "whole_stack" if Path(path).name in WHOLE_STACK_FILES else path
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    """``--dist loadgroup`` scheduled by :func:`_group` from the test's file. xdist 3.8 puts a
+    test's ``xdist_group`` into its node id (``item._nodeid``), which pytest 9.2 no longer reads
+    (the id is built from ``_id``): the groups were silently lost, the tests of a file spread
+    over both workers (a module fixture, a recorded session, ran once per worker) and two
+    whole-stack files ran at once."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class FileGroupScheduling(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            return _group(nodeid)
+
+    return FileGroupScheduling(config, log)
