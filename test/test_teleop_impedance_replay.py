@@ -30,7 +30,7 @@ from excavator_kinematics.geometry import default_geometry
 from excavator_kinematics.inverse_kinematics import InverseKinematics
 
 APPLIED = "/teleop/hand_applied"
-DELAY_S = 0.8  # command_delay_s [s of sim time]: as test_teleop_replay's
+DELAY_S = 0.5  # command_delay_s [s of sim time]: as test_teleop_replay's
 HAND_PERIOD_S = 0.02  # the device's 50 Hz [s of sim time]
 SOIL = "loose_sand"
 SCALE = 10.0  # impedance.position_scale [m/m]

@@ -41,9 +41,11 @@ JOINTS = ("swing", "boom", "arm", "bucket")
 # replay's exactness rests on the stamps and the lockstep, not on the pace)
 RTF = 1.0
 # teleop_node command_delay_s [s of sim time]: the time a command has to reach sim_node before
-# its stamp (0.8 s of wall time at RTF 1; 1 s at the former RTF 0.5 and delay 0.5); below
-# sim_node's max_command_lead_s (1 s), beyond which a stamp is applied on arrival
-DELAY_S = 0.8
+# its stamp (0.5 s of wall time at RTF 1; 1 s at the former RTF 0.5). Not longer: the scripted
+# dig is computed from the joint_states of each Joy's stamp and acts the delay later, so a
+# longer delay digs a different (at 0.8 s: shallower, 0.047 m^3) trench; and below sim_node's
+# max_command_lead_s (1 s), beyond which a stamp is applied on arrival
+DELAY_S = 0.5
 # The default soil: the bucket stalls in it at times, and where a stall ends depended on when the
 # soil's wrench arrived over DDS (+17 % once, docs/teleoperation.md "Replay"); with the lockstep
 # it no longer does (loose sand was the test's soil before).
