@@ -78,3 +78,21 @@ class CommandAgeCheck:
 
     def counters(self) -> dict[str, str | int]:
         return self.rule.counters()
+
+
+def take_waiting(subscription: Any) -> list[tuple[Any, Any]]:
+    """Every ``(message, info)`` waiting on ``subscription``, oldest first (rclpy's own take,
+    as its executor does it); [] when none.
+
+    rclpy's executor takes one message per subscription per round of its wait set, after the
+    ready timers: a node whose timer works longer than the commands' period (a simulation
+    stepping a burst to catch up on a loaded host) takes them slower than they come, and the
+    backlog, up to the subscription's depth, ages them past ``max_command_age_s`` in its own
+    queue although the link delivered them at once. Taking all that waits before the work
+    judges each by the link's delay alone."""
+    taken = []
+    handle = subscription.handle
+    with handle:
+        while (info := handle.take_message(subscription.msg_type, subscription.raw)) is not None:
+            taken.append((info[0], info[1]))
+    return taken

@@ -132,7 +132,7 @@ from std_msgs.msg import Float64MultiArray, String
 from visualization_msgs.msg import Marker, MarkerArray
 
 from excavator_common import realtime
-from excavator_common.command_age_node import CommandAgeCheck
+from excavator_common.command_age_node import CommandAgeCheck, take_waiting
 from excavator_common.frames import check_frame_prefix
 from excavator_common.node_args import NodeUsage
 from excavator_common.parameter_node import NodeParameters, parameter_overrides
@@ -296,9 +296,14 @@ class SimNode(Node):
             self.description_pub.publish(String(data=urdf_from_model(self.sim.model,
                                                                      frame_prefix=frame_prefix)))
         # Deep enough that a burst of stamped commands after a stall is applied, none lost.
-        self.create_subscription(JointState, "joint_command", self.on_joint_command, 100)
-        self.create_subscription(JointState, "track_command", self.on_track_command, 100)
-        self.create_subscription(JointState, "plant/actuation", self.on_plant_actuation, 10)
+        # Taken all at once before each step (take_commands), not one per executor round.
+        self._command_subs = (
+            (self.create_subscription(JointState, "joint_command", self.on_joint_command, 100),
+             self.on_joint_command),
+            (self.create_subscription(JointState, "track_command", self.on_track_command, 100),
+             self.on_track_command),
+            (self.create_subscription(JointState, "plant/actuation", self.on_plant_actuation,
+                                      10), self.on_plant_actuation))
         self.imu_pub = self.create_publisher(Imu, "imu", 10)
         self.sensors_pub = (self.create_publisher(JointState, "plant/sensors", 10)
                             if self.plant_mode else None)
@@ -667,9 +672,19 @@ class SimNode(Node):
         self.terrain_patches += 1
 
     # --- stepping and outputs ------------------------------------------------------------
+    def take_commands(self) -> None:
+        """Every command waiting (joint_command, track_command, plant/actuation), oldest first,
+        before the periods of a timer or clock call: rclpy's executor takes one per round,
+        after the timer, so while this node steps bursts to catch up it would take them slower
+        than they come and their age in its own queue would drop them (max_command_age_s)."""
+        for subscription, callback in self._command_subs:
+            for msg, info in take_waiting(subscription):
+                callback(msg, info)
+
     def on_clock(self, msg: Clock) -> None:
         """follow_clock: step to the owner's time (whole periods; the first clock aligns)."""
         assert self.follower is not None
+        self.take_commands()
         now = time.monotonic()
         clock_s = msg.clock.sec + 1e-9 * msg.clock.nanosec
         first = not self.follower.aligned
@@ -697,6 +712,7 @@ class SimNode(Node):
         ``_MAX_BURST`` per call; free run (real_time_factor 0): periods for a few ms, returning
         to the executor in between for commands."""
         self._commands_checked = False
+        self.take_commands()
         if self.pacer is None:
             deadline = time.monotonic() + _FREE_RUN_SLICE_S
             while self.lockstep.may_step(time.monotonic()):

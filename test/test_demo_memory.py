@@ -89,3 +89,9 @@ def test_the_nodes_without_plots_load_no_matplotlib() -> None:
     for module in ("excavator_sim.soil.soil_node", "excavator_kinematics.ik_node",
                    "plc_bridge.bridge.node", "excavator_hil.demo.operator"):
         assert "matplotlib" not in _imports(module), module
+
+
+def test_teleop_node_loads_scipy_only_for_the_impedance_mode() -> None:
+    """scipy.linalg (the impedance model's matrix exponential) is a third of teleop_node's
+    start-up: the joystick modes, the demo's and the usual one, start without it."""
+    assert "scipy" not in _imports("excavator_kinematics.teleop_node")

@@ -11,8 +11,10 @@ from excavator_hil.demo.run import run_demo
 
 
 def test_the_demo_digs_and_dumps_with_a_scripted_joystick(tmp_path: Path) -> None:
+    # standalone: a 0.3 m drive before the dig (the closed loop drives its 21 m course
+    # whatever drive_distance_m says: test_demo's subject, half a minute of simulated time)
     options = DemoOptions(output_dir=tmp_path / "out", quick=True, joystick=True,
-                          drive_distance_m=0.3, time_scale=0.6)
+                          drive_distance_m=0.3, time_scale=0.6, plant="standalone")
     summary = run_demo(options)
     assert summary.phases[:3] == ["drive", "approach", "dig"]
     assert "dump" in summary.phases and "return" in summary.phases

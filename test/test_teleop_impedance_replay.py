@@ -23,14 +23,14 @@ import numpy as np
 import pytest
 from geometry_msgs.msg import PoseStamped, WrenchStamped
 from helpers import REPO, NodeProcess, wait_for
-from test_teleop_replay import LEAD_S, LOCKSTEP_S, START_AFTER_S, Observer, stop_all
+from test_teleop_replay import LEAD_S, LOCKSTEP_S, MAX_AGE_S, RTF, START_AFTER_S, Observer, stop_all
 
 from excavator_hil.bags.io import read_bag
 from excavator_kinematics.geometry import default_geometry
 from excavator_kinematics.inverse_kinematics import InverseKinematics
 
 APPLIED = "/teleop/hand_applied"
-DELAY_S = 0.5  # command_delay_s [s of sim time]
+DELAY_S = 0.5  # command_delay_s [s of sim time]: as test_teleop_replay's
 HAND_PERIOD_S = 0.02  # the device's 50 Hz [s of sim time]
 SOIL = "loose_sand"
 SCALE = 10.0  # impedance.position_scale [m/m]
@@ -60,7 +60,7 @@ def sim_node(logs: Path) -> NodeProcess:
     return NodeProcess("excavator_sim.sim_node",
                        ["--ros-args", "--params-file", str(REPO / "config" / "sim.yaml"),
                         "-p", "terrain.contact:=false", "-p", "use_sim_time:=true",
-                        "-p", "real_time_factor:=0.5", "-p", "marker_rate_hz:=0.0",
+                        "-p", f"real_time_factor:={RTF}", "-p", "marker_rate_hz:=0.0",
                         "-p", f"soil_lockstep_timeout_s:={LOCKSTEP_S}"], log_dir=logs)
 
 
@@ -68,6 +68,8 @@ def other_nodes(logs: Path) -> list[NodeProcess]:
     teleop = ["--ros-args", "--params-file", str(REPO / "config" / "teleop.yaml"),
               "-p", "use_sim_time:=true", "-p", "mode:=impedance",
               "-p", f"command_delay_s:={DELAY_S}", "-p", "hand_timeout_s:=1.0",
+              # a scripted device in this test's process, as test_teleop_replay says
+              "-p", f"max_command_age_s:={MAX_AGE_S}",
               *(a for p in IMPEDANCE for a in ("-p", p))]
     return [NodeProcess("excavator_sim.soil.soil_node",
                         ["--ros-args", "--params-file", str(REPO / "config" / "soil.yaml"),

@@ -37,14 +37,25 @@ from excavator_sim.terrain_patch import flat_to_patch
 NX = NY = 320  # config/soil.yaml terrain: 16 m x 16 m at 0.05 m centred at (4, 0)
 CELL = 0.05
 JOINTS = ("swing", "boom", "arm", "bucket")
-DELAY_S = 0.5  # teleop_node command_delay_s [s of sim time]: 1 s of wall time at RTF 0.5
+# sim_node's pace: simulated time as fast as the wall clock, where the host allows (the
+# replay's exactness rests on the stamps and the lockstep, not on the pace)
+RTF = 1.0
+# teleop_node command_delay_s [s of sim time]: the time a command has to reach sim_node before
+# its stamp (0.5 s of wall time at RTF 1; 1 s at the former RTF 0.5). Not longer: the scripted
+# dig is computed from the joint_states of each Joy's stamp and acts the delay later, so a
+# longer delay digs a different (at 0.8 s: shallower, 0.047 m^3) trench; and below sim_node's
+# max_command_lead_s (1 s), beyond which a stamp is applied on arrival
+DELAY_S = 0.5
 # The default soil: the bucket stalls in it at times, and where a stall ends depended on when the
 # soil's wrench arrived over DDS (+17 % once, docs/teleoperation.md "Replay"); with the lockstep
 # it no longer does (loose sand was the test's soil before).
 SOIL = "hard_dry_earth"
 JOY_PERIOD_S = 0.05  # the joy driver's 20 Hz [s of sim time]
-LEAD_S = 0.5  # the player publishes this far ahead of the bag time [s of sim time]
+# the player publishes this far ahead of the bag time [s of sim time]; teleop_node refuses a Joy
+# more than 1 s ahead of its joint_states
+LEAD_S = 0.5
 START_AFTER_S = 3.0
+MAX_AGE_S = 1.0  # teleop_node's max_command_age_s for the session's Joys / hand poses [s]
 # sim_node waits this long at most for soil_node's answer to each pose [s of wall time]: the soil
 # coupling then depends on the simulated time alone (excavator_sim.soil_lockstep); the range's
 # top, since a timeout breaks the exactness: a host loaded far past CI's (load 8-13 on two cores)
@@ -59,7 +70,7 @@ def sim_node(logs: Path) -> NodeProcess:
     return NodeProcess("excavator_sim.sim_node",
                        ["--ros-args", "--params-file", str(REPO / "config" / "sim.yaml"),
                         "-p", "terrain.contact:=false", "-p", "use_sim_time:=true",
-                        "-p", "real_time_factor:=0.5", "-p", "marker_rate_hz:=0.0",
+                        "-p", f"real_time_factor:={RTF}", "-p", "marker_rate_hz:=0.0",
                         "-p", f"soil_lockstep_timeout_s:={LOCKSTEP_S}"], log_dir=logs)
 
 
@@ -68,6 +79,11 @@ def teleop_node(logs: Path, *params: str) -> NodeProcess:
                        ["--ros-args", "--params-file", str(REPO / "config" / "teleop.yaml"),
                         "-p", "use_sim_time:=true", "-p", f"command_delay_s:={DELAY_S}",
                         "-p", "joy_timeout_s:=5.0", "-p", "state_timeout_s:=5.0",
+                        # the scripted joystick is a thread of this test on the same host: a
+                        # Joy it sends late is the host starving the test, not a link holding
+                        # it up (the default 0.25 s dropped Joys under load and so changed the
+                        # session); the rule itself: the restamp test below, test_command_age
+                        "-p", f"max_command_age_s:={MAX_AGE_S}",
                         *(a for p in params for a in ("-p", p))], log_dir=logs)
 
 
