@@ -14,6 +14,7 @@ so this module imports without ROS launch installed).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import re
 import shlex
@@ -150,6 +151,9 @@ class Decision:
 
     respawn: bool
     message: str
+    # launch itself will not start the node again (respawn off): the stop may wait for the
+    # launch's own SIGINT (SIGINT_GRACE_S) without the node coming back in between
+    may_wait: bool = False
 
 
 @dataclass
@@ -171,6 +175,7 @@ class Supervision:
     def __init__(self) -> None:
         self.running = 0
         self.failure: str | None = None
+        self.unconfirmed = False   # the failure waits for the launch's own pending SIGINT
         self._nodes: dict[int, _Supervised] = {}
 
     def add(self, action: Any, name: str, policy: RespawnPolicy) -> None:
@@ -197,8 +202,9 @@ class Supervision:
         ran_s = now_s - node.started_s if node.started_s is not None else 0.0
         policy = node.policy
         if not policy.enabled:
-            return self._fail(head, f"{head}: stopping the other nodes of this launch "
-                                    "(respawn:=true starts it again instead)")
+            return dataclasses.replace(
+                self._fail(head, f"{head}: stopping the other nodes of this launch "
+                                 "(respawn:=true starts it again instead)"), may_wait=True)
         if returncode == 2:
             return self._fail(head, f"{head}: not respawned (the same configuration would be "
                                     "refused again); stopping the other nodes of this launch")
@@ -222,9 +228,18 @@ class Supervision:
         self.failure = summary
         return Decision(False, message)
 
+    def confirm(self, interrupted: bool) -> bool:
+        """The failure judged on a node's exit, once launch had the moment it needs to see its
+        own SIGINT (``SIGINT_GRACE_S``): withdrawn when it did (``interrupted``: the exit was a
+        Ctrl-C's, not a failure), kept otherwise. Returns whether it stands."""
+        self.unconfirmed = False
+        if interrupted:
+            self.failure = None
+        return self.failure is not None
+
     def verdict(self) -> str | None:
         """The failure to end the launch with, once no process of it runs any more."""
-        if self.failure is None or self.running > 0:
+        if self.failure is None or self.unconfirmed or self.running > 0:
             return None
         return (f"{self.failure}; the launch stopped its other nodes and exits with code 1")
 
@@ -235,7 +250,7 @@ def supervision(context: Any) -> Supervision:
     found = context.get_locals_as_dict().get(SUPERVISION_KEY)
     if isinstance(found, Supervision):
         return found
-    from launch.actions import Shutdown
+    from launch.actions import OpaqueFunction, Shutdown, TimerAction
     from launch.event_handlers import OnProcessExit, OnProcessStart
     from launch.logging import get_logger
 
@@ -253,9 +268,26 @@ def supervision(context: Any) -> Supervision:
         if decision is not None:
             if decision.respawn:
                 logger.warning(decision.message)
-            else:
+            elif not decision.may_wait:
                 logger.error(decision.message)
                 out.append(Shutdown(reason=decision.message))
+            else:
+                # judged after SIGINT_GRACE_S: a Ctrl-C reaches launch and its nodes at once, and
+                # a process stopped while it came (seen in CI under a SIGSTOPped launch) can see
+                # a node's exit before its own SIGINT has been delivered to it
+                sup.unconfirmed = True
+
+                def confirm(c: Any) -> list[Any]:
+                    if not sup.confirm(c.is_shutdown or interrupted.is_set()):
+                        return []
+                    logger.error(decision.message)
+                    verdict = sup.verdict()
+                    if verdict is not None:
+                        raise RequiredNodeError(verdict)
+                    return [Shutdown(reason=decision.message)]
+
+                out.append(TimerAction(period=SIGINT_GRACE_S,
+                                       actions=[OpaqueFunction(function=confirm)]))
         verdict = sup.verdict()
         if verdict is not None:
             raise RequiredNodeError(verdict)
@@ -268,6 +300,10 @@ def supervision(context: Any) -> Supervision:
 
 
 _SIGINT_SEEN = threading.Event()
+# How long a required node's unexpected exit waits for the launch's own SIGINT before it is a
+# failure [s]: the signal is pending when the process runs again, so its handler runs within
+# milliseconds; a real failure stops the launch this much later.
+SIGINT_GRACE_S = 0.5
 
 
 def _record_sigint() -> threading.Event:
