@@ -695,3 +695,32 @@ def _private(path: Path, text: str) -> Path:
     with os.fdopen(fd, "w") as f:
         f.write(text)
     return path
+
+
+def double_sigint_while_starting(module: str, func: str, args: list[str], delay_s: float,
+                                 cwd: Path) -> tuple[int, str]:
+    """``ros2 launch``'s Ctrl-C (two SIGINTs 0.03 s apart to the process group) ``delay_s``
+    after the console-script target ``module:func`` was imported in a fresh interpreter (a
+    script as the entry point's, printing a line once imported): its exit code and output."""
+    import contextlib
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    script = cwd / func
+    script.write_text(f"import sys\nfrom {module} import {func}\n"
+                      "print('entry point imported', flush=True)\n"
+                      f"sys.exit({func}())\n")
+    proc = subprocess.Popen([sys.executable, str(script), *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, start_new_session=True, cwd=cwd)
+    assert proc.stdout is not None
+    first = proc.stdout.readline()
+    assert first == b"entry point imported\n", first
+    time.sleep(delay_s)
+    os.killpg(proc.pid, signal.SIGINT)
+    time.sleep(0.03)
+    with contextlib.suppress(ProcessLookupError):  # already gone after the first
+        os.killpg(proc.pid, signal.SIGINT)
+    out, _ = proc.communicate(timeout=30)
+    return proc.returncode, (first + out).decode(errors="replace")

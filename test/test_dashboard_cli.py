@@ -100,31 +100,13 @@ def test_the_dashboard_executable_ends_quietly_on_a_double_sigint_while_starting
     ``ros2 launch`` run it) interrupted by launch's Ctrl-C (two SIGINTs) wherever its start-up
     is: exit 0, no traceback (a KeyboardInterrupt raised inside an import was printed before it
     started through ``excavator_hil.node_entry``, as the nodes do)."""
-    import contextlib
-    import os
-    import signal
-    import time
+    from helpers import double_sigint_while_starting
 
     from excavator_hil.ament_register import console_scripts
 
     module, func = console_scripts()["dashboard"].split(":")
-    script = tmp_path / "dashboard"
-    script.write_text(f"import sys\nfrom {module} import {func}\n"
-                      "print('entry point imported', flush=True)\n"
-                      f"sys.exit({func}())\n")
-    proc = subprocess.Popen([sys.executable, str(script), "--port", str(free_port()),
-                             "--redis-url", f"redis://127.0.0.1:{free_port()}/0"],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            start_new_session=True, cwd=tmp_path)
-    assert proc.stdout is not None
-    first = proc.stdout.readline()
-    assert first == b"entry point imported\n", first
-    time.sleep(delay_s)
-    os.killpg(proc.pid, signal.SIGINT)
-    time.sleep(0.03)
-    with contextlib.suppress(ProcessLookupError):  # already gone after the first
-        os.killpg(proc.pid, signal.SIGINT)
-    out, _ = proc.communicate(timeout=30)
-    text = (first + out).decode(errors="replace")
-    assert proc.returncode == 0, text
+    code, text = double_sigint_while_starting(
+        module, func, ["--port", str(free_port()), "--redis-url",
+                       f"redis://127.0.0.1:{free_port()}/0"], delay_s, tmp_path)
+    assert code == 0, text
     assert "Traceback" not in text and "KeyboardInterrupt" not in text, text

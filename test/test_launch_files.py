@@ -384,33 +384,12 @@ def test_node_executable_ends_quietly_on_a_double_sigint_while_starting(
         delay_s: float, tmp_path: Path) -> None:
     """``ros2 launch``'s Ctrl-C (two SIGINTs) while ``sim_node`` is still importing, building
     or running: it exits with code 0, no traceback, well before launch's 5 s SIGTERM."""
-    import contextlib
-    import os
-    import signal
-    import subprocess
-    import sys
-    import time
+    from helpers import double_sigint_while_starting
 
-    from excavator_hil.node_entry import sim_node  # noqa: F401  (the console script's target)
-
-    script = tmp_path / "sim_node"
-    script.write_text("import sys\nfrom excavator_hil.node_entry import sim_node\n"
-                      "print('entry point imported', flush=True)\n"
-                      "sys.exit(sim_node())\n")
-    proc = subprocess.Popen([sys.executable, str(script), "--ros-args", "-p",
-                             "use_sim_time:=true"], stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, start_new_session=True, cwd=tmp_path)
-    assert proc.stdout is not None
-    first = proc.stdout.readline()
-    assert first == b"entry point imported\n", first
-    time.sleep(delay_s)
-    os.killpg(proc.pid, signal.SIGINT)
-    time.sleep(0.03)
-    with contextlib.suppress(ProcessLookupError):  # already gone after the first
-        os.killpg(proc.pid, signal.SIGINT)
-    out, _ = proc.communicate(timeout=30)
-    text = (first + out).decode(errors="replace")
-    assert proc.returncode == 0, text
+    code, text = double_sigint_while_starting("excavator_hil.node_entry", "sim_node",
+                                              ["--ros-args", "-p", "use_sim_time:=true"],
+                                              delay_s, tmp_path)
+    assert code == 0, text
     assert "Traceback" not in text and "KeyboardInterrupt" not in text, text
 
 

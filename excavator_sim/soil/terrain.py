@@ -509,16 +509,25 @@ class Terrain:
         if len(counts) == 0:
             return 0, None
         xs_, ys_ = points[:, 0] + out[:, 0] * c.cell_xy_m, points[:, 1] + out[:, 1] * c.cell_xy_m
-        ii = np.floor((xs_ - c.x0) / c.cell_xy_m).astype(np.int64)
-        jj = np.floor((ys_ - c.y0) / c.cell_xy_m).astype(np.int64)
-        if np.any((ii < 0) | (ii >= c.nx) | (jj < 0) | (jj >= c.ny)):
-            raise OutsideGridError(
-                f"soil falling from the bucket at x in [{xs_.min():.3f}, {xs_.max():.3f}], "
-                f"y in [{ys_.min():.3f}, {ys_.max():.3f}] m would land outside the terrain "
-                "grid; enlarge size_x_m/size_y_m in config/soil.yaml or dump over the terrain")
+        ii, jj = self._landing_cells(
+            xs_, ys_, f"from the bucket at x in [{xs_.min():.3f}, {xs_.max():.3f}], "
+                      f"y in [{ys_.min():.3f}, {ys_.max():.3f}] m")
         np.add.at(self.h, (ii, jj), counts)
         return int(counts.sum()), (int(ii.min()), int(ii.max()) + 1, int(jj.min()),
                                    int(jj.max()) + 1)
+
+    def _landing_cells(self, xs: np.ndarray, ys: np.ndarray, where: str
+                       ) -> tuple[np.ndarray, np.ndarray]:
+        """The cells (i, j) under points (xs, ys) [m] where falling soil lands;
+        OutsideGridError naming ``where`` and the fix when one is off the grid."""
+        c = self.config
+        ii = np.floor((xs - c.x0) / c.cell_xy_m).astype(np.int64)
+        jj = np.floor((ys - c.y0) / c.cell_xy_m).astype(np.int64)
+        if np.any((ii < 0) | (ii >= c.nx) | (jj < 0) | (jj >= c.ny)):
+            raise OutsideGridError(
+                f"soil falling {where} would land outside the terrain grid; enlarge "
+                "size_x_m/size_y_m in config/soil.yaml or dump over the terrain")
+        return ii, jj
 
     def _spill(self, pose: BucketPose) -> tuple[int, Box | None]:
         """Drop the load the bucket cannot hold at this tilt just outside its lip."""
@@ -543,14 +552,8 @@ class Terrain:
         fractions = (np.arange(n) + 0.5) / n * 2.0 - 1.0
         xs = lip_centre[0] + fractions * left[0]
         ys = lip_centre[1] + fractions * left[1]
-        ii = np.floor((xs - c.x0) / c.cell_xy_m).astype(np.int64)
-        jj = np.floor((ys - c.y0) / c.cell_xy_m).astype(np.int64)
-        if np.any((ii < 0) | (ii >= c.nx) | (jj < 0) | (jj >= c.ny)):
-            raise OutsideGridError(
-                f"soil falling from the bucket lip at x={lip_centre[0]:.3f}, "
-                f"y={lip_centre[1]:.3f} m would land outside the terrain grid; enlarge "
-                "size_x_m/size_y_m in config/soil.yaml or dump over the terrain"
-            )
+        ii, jj = self._landing_cells(xs, ys, f"from the bucket lip at x={lip_centre[0]:.3f}, "
+                                             f"y={lip_centre[1]:.3f} m")
         share, rest = divmod(excess, n)
         amounts = np.full(n, share, dtype=np.int64)
         amounts[:rest] += 1
