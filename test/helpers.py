@@ -455,6 +455,10 @@ class RogueWriter:
 PATIENT_S = 10.0   # PLC watchdogs a stalled test process (the bridge runs in it) cannot trip
 # sim_node's parameters for the loop: a 48 m x 48 m terrain at 0.4 m (the machine can drive
 # for a while without leaving it), no markers, wall-clock pacing without /clock
+# sim_node on a small, coarse terrain (41 x 41 nodes 0.4 m apart) without markers: a node test
+# that needs no ground detail starts and steps cheaply
+SMALL_SIM_ARGS = ["-p", "marker_rate_hz:=0.0", "-p", "terrain.nx:=41", "-p", "terrain.ny:=41",
+                  "-p", "terrain.cell_size_m:=0.4"]
 SIM_LOOP_ARGS = ["-p", "drive_mode:=plant", "-p", "use_sim_time:=false",
                  "-p", "marker_rate_hz:=0.0", "-p", "terrain.nx:=121", "-p", "terrain.ny:=121",
                  "-p", "terrain.cell_size_m:=0.4", "-p", "terrain.x0_m:=-24.0",

@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import REPO, NodeProcess, RosTestNode, wait_for
+from helpers import REPO, SMALL_SIM_ARGS, NodeProcess, RosTestNode, wait_for
 from hypothesis import given
 from hypothesis import strategies as st
 from rosgraph_msgs.msg import Clock
@@ -62,9 +62,7 @@ def test_sim_node_applies_a_command_stamped_ahead_at_its_stamp(tmp_path: Path) -
     clocks: list[Clock] = probe.collect(Clock, "/clock", 100)
     sim = NodeProcess("excavator_sim.sim_node",
                       ["--ros-args", "--params-file", str(REPO / "config" / "sim.yaml"),
-                       "-p", "use_sim_time:=true", "-p", "marker_rate_hz:=0.0",
-                       "-p", "terrain.nx:=41", "-p", "terrain.ny:=41",
-                       "-p", "terrain.cell_size_m:=0.4"], log_dir=tmp_path)
+                       "-p", "use_sim_time:=true", *SMALL_SIM_ARGS], log_dir=tmp_path)
     try:
         cmd = probe.node.create_publisher(JointState, "joint_command", 10)
         wait_for(lambda: clocks and states and cmd.get_subscription_count() > 0, 30.0,

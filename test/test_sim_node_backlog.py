@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from diagnostic_msgs.msg import DiagnosticArray
-from helpers import REPO, NodeProcess, RosTestNode, wait_for
+from helpers import REPO, SMALL_SIM_ARGS, NodeProcess, RosTestNode, wait_for
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import JointState
 
@@ -47,9 +47,7 @@ def test_commands_queued_while_the_simulation_is_busy_are_all_taken_before_it_st
     diagnostics: list[DiagnosticArray] = probe.collect(DiagnosticArray, "/diagnostics", 100)
     sim = NodeProcess("excavator_sim.sim_node",
                       ["--ros-args", "--params-file", str(REPO / "config" / "sim.yaml"),
-                       "-p", "use_sim_time:=true", "-p", "follow_clock:=true",
-                       "-p", "marker_rate_hz:=0.0", "-p", "terrain.nx:=41",
-                       "-p", "terrain.ny:=41", "-p", "terrain.cell_size_m:=0.4",
+                       "-p", "use_sim_time:=true", "-p", "follow_clock:=true", *SMALL_SIM_ARGS,
                        "-p", f"max_catch_up_s:={JUMP_S + 5.0}",
                        # the busy callback ages them on the wall clock: not this test's subject
                        "-p", "max_command_age_s:=60.0"], log_dir=tmp_path)
