@@ -36,6 +36,9 @@ os.environ.setdefault("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp")
 if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 os.environ.setdefault("MUJOCO_GL", "egl")
+# A node process that dies of a signal (SIGSEGV, SIGABRT) prints every thread's Python stack in
+# its log: the one clue a crash on a CI host leaves.
+os.environ["PYTHONFAULTHANDLER"] = "1"
 
 # No hypothesis deadline anywhere: its default (200 ms per example, timed on this process's
 # clock) fails a pure test whose example a loaded host held back for a moment ("Unreliable test

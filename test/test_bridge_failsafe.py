@@ -284,6 +284,24 @@ def test_slow_plc_is_served_at_its_rate_with_a_warning(redis_server, spawn, capl
         proxy.close()
 
 
+def test_one_slow_reply_at_connect_does_not_refuse_the_plc(redis_server, spawn):
+    """The first read after the S7 handshake (the connection's third answer: COTP connect
+    confirm, setup communication, read) of every connection is held 0.3 s, three times
+    plc_timeout_s: the PLC answers the next reads at once, so the link is taken. Judged on
+    that one read, every connect was refused and the bridge never ran."""
+    rig, proxy = _rig_via_proxy(redis_server.url, spawn, plc_timeout_s=0.1)
+    proxy.slow_reply = (2, 0.3)
+    try:
+        rig.command(*COMMAND)
+        rig.start()
+        rig.wait_status("running", 30.0)
+        assert "raise plc_timeout_s" not in rig.core.snapshot().detail
+        assert proxy.accepted >= 1
+    finally:
+        rig.close()
+        proxy.close()
+
+
 def test_plc_slower_than_plc_timeout_is_refused_with_the_measured_time(redis_server, spawn):
     rig, proxy = _rig_via_proxy(redis_server.url, spawn, plc_timeout_s=0.02)
     proxy.reply_delay_s = 0.03

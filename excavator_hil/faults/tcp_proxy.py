@@ -5,7 +5,9 @@ middlebox): while ``stall()`` holds, everything each side sends is read and *kep
 ``release()`` the kept bytes are delivered, even when the side that sent them has closed its
 socket in the meantime. That is how a write sent before a link outage can reach a PLC after it.
 ``block_new`` refuses new connections (accept, then close) while set; ``reply_delay_s`` delays
-every chunk from the server to the client (a PLC or link that answers slowly). ``cut()`` is a
+every chunk from the server to the client (a PLC or link that answers slowly), and
+``slow_reply = (n, s)`` only the n-th chunk (from 0) of each connection's answers by s seconds
+(one reply held up, e.g. by a busy host). ``cut()`` is a
 link cut as a cable pulled between the two: the open connections stall (their bytes kept) and
 new ones are refused; ``restore()`` plugs it back (what was kept is delivered first).
 ``record=True`` keeps a copy of every byte it reads, per direction (``recorded["to_server"]``,
@@ -42,6 +44,7 @@ class _Pipe:
                  delay: bool) -> None:
         self.proxy, self.src, self.dst, self.delay = proxy, src, dst, delay
         self.buf = bytearray()
+        self.chunks = 0   # chunks read from src so far
         self.src_open = True
         self.stalled = proxy.stalled_now
         self.done = False
@@ -60,6 +63,9 @@ class _Pipe:
                                 p.recorded["to_client" if self.delay else "to_server"] += chunk
                             if self.delay and p.reply_delay_s > 0:
                                 time.sleep(p.reply_delay_s)
+                            if self.delay and p.slow_reply and p.slow_reply[0] == self.chunks:
+                                time.sleep(p.slow_reply[1])
+                            self.chunks += 1
                             self.buf += chunk
                         else:
                             self.src_open = False
@@ -105,6 +111,7 @@ class TcpProxy:
             {"to_server": bytearray(), "to_client": bytearray()} if record else None)
         self.block_new = False
         self.reply_delay_s = 0.0
+        self.slow_reply: tuple[int, float] | None = None
         self.closed = False
         self.stalled_now = False   # connections accepted while stalled start stalled too
         self.accepted = 0
