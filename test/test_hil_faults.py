@@ -172,6 +172,7 @@ def recovered(lp: HilLoop) -> None:
     n = len(lp.record.rows)   # by arrival: a new run's simulated time starts from 0 again
     wait_for(lambda: any(r[1] > 0.8 * SPEED_M_S for r in lp.record.rows[n:]), 90.0,
              lambda: f"driving again\n{lp.logs()}")
+    wait_for(lambda: lp.rig.get(keys.STATE_VALID) == "true", 10.0, "the measurements valid again")
 
 
 # --- the simulation frozen or killed ---------------------------------------------------------
@@ -199,6 +200,9 @@ def plant_lost_on_redis(lp: HilLoop) -> None:
     wait_for(lambda: rig.get(keys.state_key("plant_lost")) == "true", 10.0, "plant_lost key")
     assert rig.get(keys.state_key("fault")) == "true"
     assert rig.core.snapshot().plc_state["plant_lost"]   # the bridge's /diagnostics plc.*
+    # the PLC's inputs are the last the simulation sent: no measurement of now, never frozen
+    assert rig.get(keys.MON_LONGITUDINAL) == keys.INVALID
+    assert rig.get(keys.STATE_VALID) == "false"
 
 
 @pytest.mark.parametrize("how", ["frozen", "killed"])

@@ -665,14 +665,26 @@ class BridgeCore:
         speeds: dict[str, float] = {}
         angles: dict[str, float] = {}
         mapping: dict[str, str] = {}
-        if st is not None:
+        # HIL: with plant_lost the PLC's inputs are the last the simulation sent, frozen: not
+        # a measurement of now (design: monitor keys never left frozen)
+        if st is not None and not st.get("plant_lost"):
             sp = np.array([st[n] for n in self._speed_mon], dtype=float)
             an = np.array([st[n] for n in self._angle_mon], dtype=float)
             try:
                 measured = self.model.direct(sp, an)
             except InvalidInputError as e:
                 detail = f"{detail}; PLC feedback unusable: {e}".lstrip("; ")
-        if measured is not None and st is not None:
+        if st is not None:   # the PLC's own state, as read
+            for bit in keys.STATE_BITS:
+                if bit in st:
+                    mapping[keys.state_key(bit)] = _bool(bool(st[bit]))
+            mapping[keys.STATE_PLC_ALIVE] = str(st["alive"])
+            mapping[keys.STATE_SEQ_ACCEPTED] = str(from_dint(int(st["seq_accepted"])))
+            if "refused" in st:
+                mapping[keys.STATE_REFUSED] = str(st["refused"])
+            if "refused_reason" in st:
+                mapping[keys.STATE_REFUSED_REASON] = refusal_name(int(st["refused_reason"]))
+        if measured is not None and st is not None:   # what the machine does now
             lon, lat, ang = artof_from_twist(measured, cfg.lateral_positive)
             mapping[keys.MON_LONGITUDINAL] = _fmt(lon)
             mapping[keys.MON_LATERAL] = _fmt(lat)
@@ -683,15 +695,6 @@ class BridgeCore:
             for s, n in zip(cfg.steering, self._angle_mon, strict=True):
                 angles[s] = float(st[n])
                 mapping[keys.wheel_angle_key(s)] = _fmt(angles[s])
-            for bit in keys.STATE_BITS:
-                if bit in st:
-                    mapping[keys.state_key(bit)] = _bool(bool(st[bit]))
-            mapping[keys.STATE_PLC_ALIVE] = str(st["alive"])
-            mapping[keys.STATE_SEQ_ACCEPTED] = str(from_dint(int(st["seq_accepted"])))
-            if "refused" in st:
-                mapping[keys.STATE_REFUSED] = str(st["refused"])
-            if "refused_reason" in st:
-                mapping[keys.STATE_REFUSED_REASON] = refusal_name(int(st["refused_reason"]))
             mapping[keys.STATE_VALID] = "true"
         else:
             mapping.update(dict.fromkeys(self._measured_keys, keys.INVALID))
