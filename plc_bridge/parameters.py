@@ -212,6 +212,8 @@ _LAYOUT: dict[str, list[str]] = {
         "was taken",
         "drive_saturated | BOOL | 1 | HIL: a drive speed loop is at its torque limit (the "
         "set-point is not held: slope, soil, obstacle)",
+        "drive_fault | BOOL | 1 | HIL: a drive in fault (the simulation refused an actuation, "
+        "or a measurement is not finite): drives in their safe state while it lasts",
         "refused | DINT | 1 | count of refused control writes (stale seq, watchdog tripped, bad "
         "setpoint)",
         "seq_accepted | DINT | 1 | the last seq the PLC accepted (0: none since the PLC started); "

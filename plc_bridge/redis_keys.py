@@ -25,9 +25,10 @@ MON_LATERAL = "plc.monitor.navigation.velocity.lateral"
 MON_ANGULAR = "plc.monitor.navigation.velocity.angular"
 STATE_PREFIX = "plc.monitor.state."
 STATE_VALID = "plc.monitor.state.valid"          # "true" while the monitor values are live
-# PLC status bits, published when the monitor DB has them (plant_lost, drive_saturated: HIL)
+# PLC status bits, published when the monitor DB has them (plant_lost, drive_saturated,
+# drive_fault: HIL)
 STATE_BITS: tuple[str, ...] = ("ready", "fault", "estop", "auto", "watchdog", "setpoint_fault",
-                               "plant_lost", "drive_saturated")
+                               "plant_lost", "drive_saturated", "drive_fault")
 STATE_PLC_ALIVE = "plc.monitor.state.plc_alive"  # the PLC's u16 alive counter
 # the PLC's verdicts on the bridge's writes (monitor DB): its count of refused writes, the cause
 # of the last one (none, stale_seq, watchdog_tripped, setpoint_fault, bad_setpoint) and the last

@@ -246,6 +246,10 @@ def hil_io_source(config: BridgeConfig, plant_watchdog_ms: int = 250) -> str:
     sensors = [*config.speed_fields(), *(n for n in config.torque_fields()
                                          if config.plant_in.has(n)), *config.angle_fields()]
     actuators = [*config.torque_sp_fields(), *config.steer_rate_sp_fields()]
+    # the drives' fault bit: the simulation's (plant_in.drive_fault) in HIL, the real drives'
+    # otherwise; the program copies it into the monitor DB's drive_fault
+    fault_in = [f'      #DriveFault := "{pin}".drive_fault;'] if config.plant_in.has(
+        "drive_fault") else ["      #DriveFault := FALSE;"]
     unit = {f.name: f.unit for lay in (config.plant_in, config.plant_out) for f in lay.fields}
 
     # a run's seq starts beyond what the plant link forwarded (its actuation_seq), whenever
@@ -284,11 +288,13 @@ def hil_io_source(config: BridgeConfig, plant_watchdog_ms: int = 250) -> str:
         "      Brake : Bool;                // the program: holding brakes applied",
         *decl(actuators, "", "the program's set-point"),
         *decl(sensors, "Io_", "from the input image (scaled)"),
+        "      Io_DriveFault : Bool;        // the real drives' fault, from the input image",
         "   END_VAR",
         "   VAR_OUTPUT",
         "      HilActive : Bool;            // HIL mode in force: the plant is the simulation",
         "      HilRefused : Bool;           // HIL requested, the interlock not made: refused",
         "      PlantLost : Bool;            // -> monitor DB 'plant_lost'; stop the drives",
+        "      DriveFault : Bool;           // -> monitor DB 'drive_fault'; stop the drives",
         *decl(sensors, "", "to the program: plant_in in HIL, the input image otherwise"),
         "      Io_Enable : Bool;            // to the output image (FALSE in HIL)",
         "      Io_Brake : Bool;             // to the output image (TRUE in HIL)",
@@ -343,6 +349,7 @@ def hil_io_source(config: BridgeConfig, plant_watchdog_ms: int = 250) -> str:
         "   IF #Active THEN",
         "      // sensors from the simulation",
         *(f'      #{n} := "{pin}".{n};' for n in sensors),
+        *fault_in,
         "      // the real drives: held safe whatever the program commands",
         "      #Io_Enable := FALSE;",
         "      #Io_Brake := TRUE;",
@@ -358,6 +365,7 @@ def hil_io_source(config: BridgeConfig, plant_watchdog_ms: int = 250) -> str:
         "   ELSE",
         "      // the real machine: the input and output images",
         *(f"      #{n} := #Io_{n};" for n in sensors),
+        "      #DriveFault := #Io_DriveFault;",
         "      #Io_Enable := #Enable AND #RealOk;",
         "      #Io_Brake := #Brake OR NOT #RealOk;",
         "      IF #RealOk THEN",

@@ -371,6 +371,9 @@ def test_generated_hil_io_block_maps_the_io_behind_the_interlock(model):
     assert "#Io_Enable := FALSE;" in active and "#Io_Brake := TRUE;" in active
     for n in (*cfg.speed_fields(), *cfg.torque_fields(), *cfg.angle_fields()):
         assert f"#{n} := {pin}.{n};" in active, n
+    # the drive fault follows the plant too: the simulation's in HIL, the real drives' else
+    assert f"#DriveFault := {pin}.drive_fault;" in active
+    assert "#DriveFault := #Io_DriveFault;" in body[body.index("   ELSE\n      // the real"):]
     for n in (*cfg.torque_sp_fields(), *cfg.steer_rate_sp_fields()):
         assert f"#Io_{n} := 0.0;" in active and f"{pout}.{n} := #{n};" in active, n
     assert f"#WdTimer(IN := #Active AND ({pin}.alive = #LastAlive)" in body

@@ -372,10 +372,13 @@ def test_a_bad_plant_out_is_a_drive_fault_that_brakes_while_the_simulation_runs(
                 lambda: f"the plant link's drive fault ({lp.record.last('plant_link')})")
             assert f"torque_sp_left = {bad}" in message and "drive fault" in message, message
             assert f"torque_sp_left = {bad}" in values["last_refusal"]
-        # the PLC sees its drive in fault (plant_in.drive_fault): safe state, its fault bit
-        wait_for(lambda: rig.get(keys.state_key("fault")) == "true", 30.0,
-                 lambda: f"the PLC's fault on Redis\n{lp.logs()}")
-        lp.wait_status("stopped:plc_fault", 30.0)
+        # the PLC sees its drive in fault (plant_in.drive_fault): safe state, its fault and
+        # drive_fault bits, the bridge naming the cause
+        wait_for(lambda: rig.get(keys.state_key("drive_fault")) == "true", 30.0,
+                 lambda: f"the PLC's drive fault on Redis\n{lp.logs()}")
+        assert rig.get(keys.state_key("fault")) == "true"
+        lp.wait_status("stopped:plc_drive_fault", 30.0)
+        assert "drive_fault" in (rig.get(keys.BRIDGE_DETAIL) or "")
         wait_for(lambda: rig.plc.status()["hil"]["mode"] == "safe", 10.0,  # type: ignore
                  "the PLC in its safe state")
         # the simulation keeps running: simulated time goes on, the machine braked
@@ -383,3 +386,4 @@ def test_a_bad_plant_out_is_a_drive_fault_that_brakes_while_the_simulation_runs(
         assert lp.sim.alive()
     rig.plc.faults(freeze_plant_out=False)  # type: ignore[union-attr]
     recovered(lp)
+    assert lp.rig.get(keys.state_key("drive_fault")) == "false"

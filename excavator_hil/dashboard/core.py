@@ -494,6 +494,8 @@ REASONS: dict[str, str] = {
     "plc_fault": "PLC fault bit set",
     "plc_plant_lost": "HIL: the simulation stopped answering the PLC (drives in their safe "
                       "state)",
+    "plc_drive_fault": "HIL: a drive in fault (the simulation refused an actuation; drives in "
+                       "their safe state)",
     "plc_refused": "the PLC refuses the bridge's commands (its reason in the detail)",
     "plc_setpoint_fault": "the PLC refused a setpoint (NaN/inf/out of range)",
     "plc_watchdog": "the PLC's watchdog tripped (the bridge or its link stalled)",

@@ -549,6 +549,12 @@ class BridgeCore:
             return "plc_plant_lost", ("PLC reports plant_lost: the simulation's alive counter "
                                       "in plant_in stopped (simulation frozen or ended, or the "
                                       "plant link down); drives in their safe state")
+        if st.get("drive_fault"):
+            return "plc_drive_fault", ("PLC reports drive_fault: a drive in fault (the "
+                                       "simulation refused an actuation: NaN, inf or out of "
+                                       "range in plant_out; or a measurement not finite); "
+                                       "drives in their safe state, see sim_node's "
+                                       "/diagnostics")
         if st["fault"]:
             return "plc_fault", "PLC reports a fault"
         refusal = self.refusals.refusal

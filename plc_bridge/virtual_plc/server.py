@@ -337,7 +337,7 @@ class VirtualPlc:
             values["watchdog"] = tripped
         if cfg.monitor.has("setpoint_fault"):
             values["setpoint_fault"] = sp_fault
-        for name in ("plant_lost", "drive_saturated"):   # HIL bits: no plant to lose here
+        for name in ("plant_lost", "drive_saturated", "drive_fault"):   # HIL bits: no plant here
             if cfg.monitor.has(name):
                 values[name] = False
         if cfg.monitor.has("refused"):
@@ -403,6 +403,7 @@ class VirtualPlc:
             "estop": f.estop, "auto": f.auto}
         optional = {"watchdog": tripped, "setpoint_fault": sp_fault, "plant_lost":
                     res.plant_lost, "drive_saturated": res.saturated,
+                    "drive_fault": bool(res.fault) and not res.plant_lost,
                     "refused": min(refused, 2**31 - 1), "refused_reason": refused_reason}
         values.update({k: v for k, v in optional.items() if cfg.monitor.has(k)})
         values["seq_accepted"] = to_dint(seq_accepted)
