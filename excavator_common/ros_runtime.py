@@ -129,6 +129,7 @@ def run_node(factory: Callable[[], N], args: Sequence[str] | None = None,
                 try:
                     rclpy.spin(node, executor)
                 finally:
+                    join_rclpy_signal_thread()
                     executor.shutdown()
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
@@ -184,6 +185,22 @@ def _interrupt_once(signum: int, frame: object) -> None:
     _INTERRUPTED.set()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     raise KeyboardInterrupt
+
+
+def join_rclpy_signal_thread() -> None:
+    """Ignore SIGINT from now on and end rclpy's signal thread, waiting for it.
+
+    On SIGINT rclpy's handler wakes a C++ thread of its own, which triggers every executor's
+    SIGINT guard condition from a list. On a loaded host that thread can run only after the
+    main thread, interrupted by the same SIGINT, has shut its executor down: it then reads the
+    freed list and triggers a destroyed guard condition, and the process dies of SIGSEGV
+    (exit code -11) at Ctrl-C, in a thread that is not Python's (sim_node in CI, about 1 stop
+    in 100 on a loaded host, faulthandler showing the main thread in ``destroy_node``).
+    Uninstalling rclpy's handlers joins that thread; only then may the executor go."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    from rclpy.signals import uninstall_signal_handlers
+
+    uninstall_signal_handlers()
 
 
 def shutdown_quietly(node: Node | None, cleanup: Callable[[], None] | None = None) -> None:

@@ -178,3 +178,40 @@ def test_a_task_half_built_by_a_ctrl_c_is_collected_without_a_message(monkeypatc
     del half
     gc.collect()
     assert raised == []
+
+
+ORDER = textwrap.dedent("""
+    import os, signal, sys
+    import rclpy.node
+    from rclpy.signals import get_current_signal_handlers_options
+    from excavator_common import ros_runtime
+
+    shutdown = ros_runtime._Executor.shutdown
+
+    def watched(self, *args, **kwargs):
+        print("handlers at executor shutdown:", get_current_signal_handlers_options().name,
+              flush=True)
+        return shutdown(self, *args, **kwargs)
+
+    ros_runtime._Executor.shutdown = watched
+
+    class Node(rclpy.node.Node):
+        def __init__(self):
+            super().__init__("signal_thread_probe")
+            self.create_timer(0.05, lambda: os.kill(os.getpid(), signal.SIGINT))
+
+    sys.exit(ros_runtime.run_node(Node, ["signal_thread_probe"]))
+""")
+
+
+def test_rclpy_signal_thread_ends_before_the_executor_goes() -> None:
+    """rclpy's signal thread triggers the executor's SIGINT guard condition; run late (a loaded
+    host) after the executor destroyed it, it crashed the node with SIGSEGV at Ctrl-C (1 stop
+    in ~100 under load, sim_node in CI). run_node uninstalls rclpy's handlers, which joins that
+    thread first and then restores the other handlers: at the executor's shutdown rclpy's
+    SIGTERM handler is gone (its SIGINT entry stays: run_node set SIGINT to ignored over it)."""
+    done = subprocess.run([sys.executable, "-c", ORDER], cwd=REPO, capture_output=True,
+                          text=True, timeout=120, env=dict(os.environ), check=False)
+    assert done.returncode == 0, done.stderr
+    said = [ln for ln in done.stdout.splitlines() if ln.startswith("handlers at")]
+    assert said and said[0].split(": ")[1] in ("NO", "SIGINT"), (done.stdout, done.stderr)
