@@ -6,6 +6,10 @@ fleet (test_fleet_operated.py runs the fleet itself):
   not on the graph, refuses a Send named for another machine than the one served (another tab
   chose), waits for the machine's ``robot_description`` before sending, then sends the target
   in the frame that description's base link names;
+- teleop_node started the way ROS users put a node on a machine (``--ros-args -r __ns:=/exc2``,
+  its joystick remapped to a topic of the operator's, ``-r joy:=/operator/joy``) drives machine
+  2 of two sim_nodes (``/exc1``, ``/exc2``) while machine 1 stays still: its topics are relative,
+  so the namespace and the remapping place them;
 - bad machine names stop teleop_node and the dashboard at start-up with one message naming the
   value and the fix (exit 2).
 """
@@ -14,15 +18,23 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
 
+import numpy as np
 import pytest
-from helpers import REPO, RosTestNode, wait_for
+from helpers import REPO, SMALL_SIM_ARGS, RosTestNode, wait_for
 
 from excavator_hil.dashboard.core import TargetChecker
 from excavator_kinematics.geometry import CYLINDER_NAMES, default_geometry
 from excavator_sim.urdf import generate_urdf
 
 TARGET = (6.0, 0.0, 0.5, 0.5)   # x, y, z [m], pitch [rad]: reachable
+ACTIVE = ("swing", "boom", "arm", "bucket")
+BASE = ("base_x", "base_y", "base_yaw")
+STILL_RAD = 0.01     # [rad] a joint holding position moves less (hydraulic hold, numerics)
+STILL_M = 0.01       # [m]
+BOOM_AXIS = 4        # config/teleop.yaml: axes.right_y, the ISO pattern's boom
+LIMIT_S = 90.0       # start-up of three nodes on a loaded 2-core host
 
 
 def test_the_dashboards_ros_link_serves_only_the_machine_chosen() -> None:
@@ -78,6 +90,95 @@ def test_the_dashboards_ros_link_serves_only_the_machine_chosen() -> None:
     finally:
         link.close()
         probe.close()
+
+
+def test_teleop_node_in_a_machines_namespace_drives_that_machine_only(spawn, ros_node) -> None:
+    from rclpy.qos import QoSProfile, ReliabilityPolicy
+    from sensor_msgs.msg import JointState, Joy
+
+    node = ros_node.node
+    every = QoSProfile(depth=10000, reliability=ReliabilityPolicy.RELIABLE)
+    states = {ns: ros_node.collect(JointState, f"/{ns}/joint_states", every)
+              for ns in ("exc1", "exc2")}
+    to_m1 = {topic: ros_node.collect(JointState, topic, every) for topic in (
+        "/exc1/joint_command", "/exc1/track_command", "/exc1/teleop/valve_command")}
+    valves_m2 = ros_node.collect(JointState, "/exc2/teleop/valve_command", every)
+    sims = {ns: spawn("excavator_sim.sim_node", [
+        "--ros-args", "--params-file", str(REPO / "config" / "sim.yaml"), "-r", f"__ns:=/{ns}",
+        "-p", f"frame_prefix:={ns}/", *SMALL_SIM_ARGS]) for ns in ("exc1", "exc2")}
+    # as a user puts a node on machine 2: its namespace; the joystick stays the operator's.
+    # max_command_age_s 1 s: this test's own joystick may be held back by a loaded host
+    teleop = spawn("excavator_kinematics.teleop_node", [
+        "--ros-args", "--params-file", str(REPO / "config" / "teleop.yaml"),
+        "-r", "__ns:=/exc2", "-r", "joy:=/operator/joy", "-p", "max_command_age_s:=1.0"])
+
+    def logs() -> str:
+        return "\n".join(p.log()[-3000:] for p in (*sims.values(), teleop))
+
+    wait_for(lambda: all(len(s) > 50 for s in states.values()), LIMIT_S,
+             lambda: f"joint_states of both machines\n{logs()}", 0.1)
+    # teleop_node's topics where the namespace and the remapping put them
+    ros_node.wait_endpoints("subscriptions", "/operator/joy", [("/exc2", "teleop_node")],
+                            LIMIT_S)
+    for topic in ("joint_command", "track_command", "teleop/valve_command"):
+        assert ("/exc2", "teleop_node") in ros_node.wait_endpoints(
+            "publishers", f"/exc2/{topic}", [("/exc2", "teleop_node")], LIMIT_S)
+    wait_for(lambda: ("/exc2", "teleop_node") in ros_node.endpoints(
+        "subscriptions", "/exc2/joint_states"), LIMIT_S, "teleop_node on /exc2/joint_states")
+    assert "machine /exc2" in teleop.log(), teleop.log()
+    for kind in ("publishers", "subscriptions"):
+        for topic in ("/exc1/joint_command", "/exc1/track_command", "/exc1/joint_states",
+                      "/joy", "/exc2/joy"):
+            assert ("/exc2", "teleop_node") not in ros_node.endpoints(kind, topic), (kind, topic)
+
+    def pos(ns: str, name: str) -> float:
+        m = states[ns][-1]
+        return float(m.position[list(m.name).index(name)])
+
+    def resting() -> bool:
+        m = states["exc1"][-1]
+        vel = dict(zip(m.name, m.velocity, strict=False))
+        return all(abs(vel.get(n, 0.0)) < 1e-3 for n in ACTIVE)
+    wait_for(resting, LIMIT_S, lambda: f"machine 1 at rest ({states['exc1'][-1].velocity})", 0.1)
+    start = len(states["exc1"])
+    q1 = np.array([pos("exc1", n) for n in (*ACTIVE, *BASE)])
+
+    joy = node.create_publisher(Joy, "/operator/joy", 10)
+
+    def stick(boom: float) -> Joy:
+        msg = Joy()
+        msg.header.stamp = node.get_clock().now().to_msg()
+        msg.axes = [0.0] * 6
+        msg.axes[BOOM_AXIS] = boom
+        msg.buttons = [0] * 8
+        return msg
+    stop = threading.Event()
+
+    def hold() -> None:    # the joy driver's 20 Hz autorepeat
+        while not stop.is_set():
+            joy.publish(stick(0.8))
+            stop.wait(0.05)
+    holder = threading.Thread(target=hold, daemon=True)
+    boom0 = pos("exc2", "boom")
+    holder.start()
+    try:
+        wait_for(lambda: abs(pos("exc2", "boom") - boom0) > 0.1, LIMIT_S,
+                 lambda: f"machine 2's boom to move under the stick ({pos('exc2', 'boom')} from "
+                 f"{boom0}; {len(valves_m2)} valve commands)\n{logs()}", 0.1)
+    finally:
+        stop.set()
+        holder.join(5.0)
+    joy.publish(stick(0.0))   # released: teleop holds machine 2
+    # machine 1's record after the last joystick message: one more second of it
+    last = len(states["exc1"])
+    wait_for(lambda: len(states["exc1"]) > last + 50, LIMIT_S, "machine 1's last record", 0.1)
+    record = list(states["exc1"])[start:]
+    worst = np.max(np.abs(np.array([[m.position[list(m.name).index(n)] for n in (*ACTIVE, *BASE)]
+                                    for m in record]) - q1), axis=0)
+    limits = np.array([STILL_RAD] * 4 + [STILL_M, STILL_M, STILL_RAD])
+    assert np.all(worst < limits), dict(zip((*ACTIVE, *BASE), worst.round(4), strict=True))
+    assert all(not msgs for msgs in to_m1.values()), {t: len(m) for t, m in to_m1.items()}
+    assert valves_m2
 
 
 @pytest.mark.parametrize(("command", "message"), [
