@@ -773,7 +773,9 @@ LAUNCH_FILES: dict[str, tuple[str | LaunchArgument, ...]] = {
                            "layouts/excavator_foxglove_fleet.json"),
         "foxglove_host", "foxglove_port",
         _A["rviz"].but(default="false", description="start RViz with every machine in one scene "
-                       "(a config for the fleet's namespaces, as rviz/fleet.rviz for exc1,exc2)"),
+                       "(a config for the fleet's namespaces and spacing, written as fleet.rviz "
+                       "in the launch's log directory; rviz/fleet.rviz is the one for "
+                       "exc1,exc2)"),
         *_SUPERVISION, *_REALTIME),
 }
 

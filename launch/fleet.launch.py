@@ -43,7 +43,8 @@ Operated (each one for the whole fleet, in the root namespace, off unless asked)
   under its prefix, ``machines`` parameter), each machine's PLC plots from its database
   (``/<ns>/plc/*``), layout ``layouts/excavator_foxglove_fleet.json``;
 - ``rviz:=true``: RViz with a RobotModel per machine (``/<ns>/robot_description``), written for
-  the fleet's namespaces (excavator_hil.rviz_fleet; ``rviz/fleet.rviz`` for exc1,exc2).
+  the fleet's namespaces and spacing into the launch's log directory as ``fleet.rviz``
+  (excavator_hil.rviz_fleet; the shipped ``rviz/fleet.rviz`` is the one for exc1,exc2).
 
 Every node is required (RViz is not): when one ends by itself the launch stops the others and
 exits with code 1 naming it; ``respawn:=true`` starts it again instead. ``realtime:=auto``
@@ -52,9 +53,8 @@ applies the demo's real-time set-up where the host supports it, one log line per
 
 from __future__ import annotations
 
-import os
 import re
-import tempfile
+from pathlib import Path
 from typing import Any
 
 from launch import Action, LaunchContext, LaunchDescription
@@ -238,12 +238,14 @@ def _operated(context: LaunchContext, plan: Any, names: list[str], redis_base: s
     if arg("rviz") == "true":
         if not rviz_installed():
             raise RuntimeError(f"rviz:=true, but {RVIZ_HINT}")
+        from launch.logging import launch_config
+
         from excavator_hil.rviz_fleet import fleet_rviz
 
-        fd, path = tempfile.mkstemp(prefix="excavator_hil_fleet_", suffix=".rviz")
-        with os.fdopen(fd, "w") as f:
-            f.write(fleet_rviz(names, shared_terrain=shared, spacing_m=spacing))
+        # with this launch's logs (~/.ros/log/<launch>/fleet.rviz): found there, not left in /tmp
+        path = Path(launch_config.log_dir) / "fleet.rviz"
+        path.write_text(fleet_rviz(names, shared_terrain=shared, spacing_m=spacing))
         out += supervised_node(context, plan, name="rviz2", package="rviz2", required=False,
-                               arguments=["-d", path], parameters=[clock])
+                               arguments=["-d", str(path)], parameters=[clock])
     return out
 

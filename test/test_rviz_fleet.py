@@ -94,3 +94,61 @@ def test_the_camera_looks_at_the_middle_of_the_fleet() -> None:
             "Visualization Manager"]["Views"]["Current"]
         assert view["Focal Point"]["Y"] == pytest.approx(spacing * (len(names) - 1) / 2)
         assert view["Distance"] >= 18.0 + spacing * (len(names) - 1)
+
+
+def test_the_fleet_launch_opens_rviz_on_its_own_machines(tmp_path, monkeypatch) -> None:
+    """``fleet.launch.py rviz:=true`` evaluated as ``ros2 launch`` would (its arguments, its
+    opaque function) for three machines of the user's names and spacing: the RViz it starts
+    opens the config written for them (each machine's description topic, the camera on the
+    fleet), kept in the launch's log directory. rviz2 itself: a stand-in registered in an
+    ament prefix, found as the launch looks for it."""
+    pytest.importorskip("launch_ros", reason="launch_ros is not installed")
+    from launch import LaunchContext
+    from launch.actions import DeclareLaunchArgument, GroupAction
+    from launch.logging import launch_config
+    from launch.utilities import perform_substitutions
+    from launch_ros.actions import Node, PushRosNamespace
+    from test_fleet_launch import _load_launch_module, _registered_prefix
+
+    stand_in = tmp_path / "rviz2_prefix"
+    index = stand_in / "share" / "ament_index" / "resource_index" / "packages"
+    index.mkdir(parents=True)
+    (index / "rviz2").write_text("")
+    exe = stand_in / "lib" / "rviz2" / "rviz2"
+    exe.parent.mkdir(parents=True)
+    exe.write_text("#!/bin/sh\nexit 0\n")
+    exe.chmod(0o755)
+    monkeypatch.setenv("AMENT_PREFIX_PATH", f"{stand_in}:{_registered_prefix(tmp_path)}")
+    monkeypatch.setattr(launch_config, "_log_dir", str(tmp_path / "launch_log"))
+    (tmp_path / "launch_log").mkdir()
+
+    fleet = _load_launch_module()
+    context = LaunchContext()
+    names, spacing = ["north", "south", "east"], 30.0
+    context.launch_configurations.update({
+        "namespaces": ",".join(names), "spacing": str(spacing), "rviz": "true",
+        "soil": "true", "shared_terrain": "true"})
+    description = fleet.generate_launch_description()
+    for action in description.entities:    # the defaults of what the user did not give
+        if isinstance(action, DeclareLaunchArgument):
+            action.visit(context)
+    actions = fleet._machines(context)
+    (rviz,) = [a for a in actions if isinstance(a, Node) and a.node_package == "rviz2"]
+    cmd: list[str] = []   # the executable and its arguments (the ROS arguments follow)
+    for part in rviz.cmd:
+        cmd.append(perform_substitutions(context, part))
+        if cmd[-1] == "--ros-args":
+            break
+    path = cmd[cmd.index("-d") + 1]
+    assert path == str(tmp_path / "launch_log" / "fleet.rviz")
+    text = (tmp_path / "launch_log" / "fleet.rviz").read_text()
+    assert text == fleet_rviz(names, spacing_m=spacing)
+    robots = [d for d in _displays(text) if d["Class"] == ROBOT]
+    assert [_topic(d) for d in robots] == [f"/{ns}/robot_description" for ns in names]
+    # ... the namespaces the launch put the machines in (each its robot_state_publisher)
+    groups = [a.get_sub_entities() for a in actions if isinstance(a, GroupAction)]
+    pushed = [perform_substitutions(context, e.namespace) for g in groups for e in g
+              if isinstance(e, PushRosNamespace)]
+    assert pushed == names
+    assert all(any(isinstance(e, Node) and e.node_package == "robot_state_publisher"
+                   for e in g) for g in groups)
