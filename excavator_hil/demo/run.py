@@ -117,7 +117,7 @@ def demo_machine(options: DemoOptions) -> dict[str, Any]:
                     f"closed); leave out {why}")
     # the bridge's model and vehicle geometry for it (a model that fits no bridge model, or a
     # geometry the bridge refuses, is an error naming the mismatch and the fix)
-    return check_launch_machine(options.machine, "", "skid_steer", plant_closed=True)
+    return check_launch_machine(options.machine, "", "skid_steer")
 
 
 def _ros_environment() -> None:
