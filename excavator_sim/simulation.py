@@ -16,11 +16,13 @@ Control structure (why: many MuJoCo steps per Python call, see docs/simulation.m
   Janosi-Hanamoto traction, grade from the terrain, the bucket's soil force) under
   :meth:`set_drive_command`, stepped once per control period; the base's servos then follow
   its pose.
-- A wheeled machine (``SimConfig.undercarriage``, a machine preset's, issue 28) runs in
-  ``plant`` mode only: the wheeled drive train (:mod:`excavator_sim.drivetrain.wheeled`: wheel
-  drives, brakes, rate-limited steering, brush-model tyres) moves the base under
-  :meth:`set_wheeled_command`, and the model's wheel and steering joints are set from it every
-  period (they show the machine; the drive train computes its forces).
+- A wheeled machine (``SimConfig.undercarriage``, a machine preset's, issue 28): in ``plant``
+  mode the wheeled drive train (:mod:`excavator_sim.drivetrain.wheeled`: wheel drives, brakes,
+  rate-limited steering, brush-model tyres) moves the base under :meth:`set_wheeled_command`;
+  in ``kinematic`` mode its wheels follow wheel speeds and steering angles
+  (:meth:`set_wheel_command`, :mod:`excavator_sim.drivetrain.wheeled_kinematic`: the model's
+  direct kinematics, no forces). Either way the model's wheel and steering joints are set from
+  it every period (they show the machine).
 """
 
 from __future__ import annotations
