@@ -9,12 +9,22 @@ process and the dashboard's ROS link in this one, over real DDS."""
 from __future__ import annotations
 
 import math
+import os
+import shutil
 import threading
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from helpers import REPO, SMALL_SIM_ARGS, NodeProcess, RosTestNode, wait_for
+from helpers import (
+    REPO,
+    SMALL_SIM_ARGS,
+    NodeProcess,
+    RedisServer,
+    RosTestNode,
+    free_port,
+    wait_for,
+)
 from sensor_msgs.msg import JointState
 
 from excavator_hil.dashboard.core import (
@@ -159,3 +169,105 @@ def test_the_dashboard_shows_the_steered_wheels_of_a_running_wheeled_machine(
         probe.close()
         code = sim.stop()
     assert code == 0, sim.log()
+
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+CHROMEDRIVER = shutil.which("chromedriver")
+# test_dashboard_e2e.py's flags: headless, no network, a window the page's cards fit in
+CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu",
+                  "--disable-background-networking", "--disable-component-update",
+                  "--disable-sync", "--no-first-run", "--disable-dev-shm-usage",
+                  "--window-size=1600,1500")
+
+
+@pytest.mark.skipif(CHROMIUM is None or CHROMEDRIVER is None,
+                    reason="Debian's chromium and chromium-driver are not installed: run "
+                           "`make browser` as root")
+@pytest.mark.timeout(600)
+def test_the_page_draws_the_wheels_turned_by_their_steering(tmp_path: Path) -> None:
+    """The dashboard process in front of sim_node's Ackermann machine (steered by
+    wheel_command), in a headless browser: the Wheels card draws each front wheel turned by its
+    measured angle, the rear ones straight, and the joint table lists the steering."""
+    selenium = pytest.importorskip("selenium", reason="pip selenium not installed")
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    from excavator_kinematics.vehicle import BodyTwist
+
+    machine = "wheeled_ackermann_11t"
+    under = load_machine(machine).undercarriage
+    assert under is not None and selenium is not None
+    inv = under.kinematic_model().inverse(BodyTwist(0.3, 0.0, 0.1))
+    angles = dict(zip(("fl", "fr"), inv.angles.tolist(), strict=True))
+    redis = RedisServer(tmp_path / "redis")
+    redis.start()
+    probe = RosTestNode("dashboard_page_wheels_probe")
+    commands = probe.node.create_publisher(JointState, "wheel_command", 10)
+    command = JointState(name=["wheel_rl", "wheel_rr", "steer_fl", "steer_fr"],
+                         velocity=[*inv.speeds.tolist(), math.nan, math.nan],
+                         position=[math.nan, math.nan, *inv.angles.tolist()])
+    stop = threading.Event()
+
+    def send() -> None:
+        while not stop.wait(0.05):
+            commands.publish(command)
+    sender = threading.Thread(target=send, daemon=True)
+    procs = [NodeProcess("excavator_sim.sim_node",
+                         ["--ros-args", "--params-file", str(REPO / "config" / "sim.yaml"),
+                          "-p", f"machine:={machine}", "-p", "use_sim_time:=false",
+                          *SMALL_SIM_ARGS], log_dir=tmp_path)]
+    port = free_port()
+    procs.append(NodeProcess("excavator_hil.dashboard.app",
+                             ["--port", str(port), "--redis-url", redis.url, "--nice", "0"],
+                             log_dir=tmp_path))
+    driver = None
+    try:
+        for p, line in ((procs[0], "ready:"), (procs[1], "DASHBOARD READY")):
+            wait_for(lambda p=p, line=line: line in p.log() or not p.alive(), LIMIT_S, p.log)
+            assert p.alive(), p.log()
+        sender.start()
+        os.environ["SE_OFFLINE"] = "true"   # never let Selenium Manager download anything
+        options = webdriver.ChromeOptions()
+        options.binary_location = CHROMIUM
+        for flag in CHROMIUM_FLAGS:
+            options.add_argument(flag)
+        options.add_argument(f"--user-data-dir={tmp_path / 'chromium_profile'}")
+        driver = webdriver.Chrome(options=options, service=Service(CHROMEDRIVER))
+        driver.set_page_load_timeout(60)
+        driver.get(f"http://127.0.0.1:{port}/")
+
+        def drawn() -> dict[str, float]:
+            got = driver.execute_script(
+                "const o = {}; document.querySelectorAll('.dash-wheels polygon[class]')"
+                ".forEach(e => { o[e.getAttribute('class')] = "
+                "parseFloat(e.dataset.angleDeg); }); return o;")
+            return {str(k): float(v) for k, v in (got or {}).items()}
+
+        def steered() -> bool:
+            d = drawn()
+            return len(d) == 4 and all(
+                abs(d.get(f"dash-wheel-{w}", math.nan) - math.degrees(a)) < 0.15
+                for w, a in angles.items())
+        wait_for(steered, LIMIT_S, lambda: f"the front wheels drawn at "
+                 f"{ {w: round(math.degrees(a), 1) for w, a in angles.items()} } deg "
+                 f"(page: {drawn()})\n{procs[1].log()[-2000:]}", period=0.2)
+        d = drawn()
+        assert d["dash-wheel-rl"] == d["dash-wheel-rr"] == 0.0
+        rows = driver.execute_script(
+            "return Array.from(document.querySelectorAll('.dash-joints tbody tr'))"
+            "  .map(r => Array.from(r.cells).map(c => c.innerText.trim()));")
+        table = {cells[0]: cells[1] for cells in rows if len(cells) >= 2}
+        assert float(table["steer_fl"]) == pytest.approx(math.degrees(angles["fl"]), abs=0.05)
+        assert "wheel_rl" in table
+        text = driver.execute_script(
+            "const e = document.querySelector('.dash-wheels-text'); "
+            "return e ? e.innerText : '';")
+        assert f"fl {math.degrees(angles['fl']):+.1f} deg" in text, text
+    finally:
+        stop.set()
+        if driver is not None:
+            driver.quit()
+        probe.close()
+        for p in reversed(procs):
+            p.stop()
+        redis.stop()
