@@ -53,7 +53,7 @@ class WheeledPath:
         """The drive suited to the bridge model ``model`` (``ackermann`` or ``4wd4ws``);
         ``quick`` shortens the straight legs (the steered ones keep the time their loops need
         to settle)."""
-        straight = 2.0 if quick else 4.0
+        straight = 2.0 if quick else 6.0   # 6 s: settled for 2 s after SETTLE_S
         if model == "ackermann":
             return cls(model, (Segment("straight", BodyTwist(0.8, 0.0, 0.0), straight),
                                Segment("turn left", BodyTwist(0.8, 0.0, 0.15), 7.0),
