@@ -590,7 +590,9 @@ ARGUMENTS: dict[str, LaunchArgument] = {a.name: a for a in (
                    "coupling: every bucket pose answered within its period; no soil_node "
                    "process) instead of soil_node over DDS", "true", BOOL),
     LaunchArgument("track_command", "topic whose track_left/track_right velocities [m/s] drive "
-                   "sim_node's tracks (excavator.launch.py: the PLC's plc/wheel_states)",
+                   "sim_node's tracks, a wheeled machine's wheel_<w> velocities [m/s] and "
+                   "steer_<w> angles [rad] its wheels (plant:=standalone; excavator.launch.py: "
+                   "the PLC's plc/wheel_states)",
                    "track_command"),
     _param_file("sim", "sim_node"),
     _param_file("soil", "soil_node"),
@@ -608,7 +610,8 @@ ARGUMENTS: dict[str, LaunchArgument] = {a.name: a for a in (
     LaunchArgument("machine", "machine preset (a name in config/machines/ or a file; empty = "
                    "the default tracked machine): sim_node simulates it, and a wheeled one "
                    "(wheeled_ackermann_11t, wheeled_4ws_11t) sets the bridge's model and "
-                   "vehicle geometry to its own and needs plant:=closed; checked against the "
+                   "vehicle geometry to its own (plant:=closed: the PLC's loops drive its drive "
+                   "train; standalone: its wheels follow plc/wheel_states); checked against the "
                    "bridge at start-up (excavator_hil.machine_match)"),
     LaunchArgument("model", "vehicle kinematic model between Redis and the PLC", "skid_steer",
                    MODELS),
@@ -746,7 +749,7 @@ LAUNCH_FILES: dict[str, tuple[str | LaunchArgument, ...]] = {
                           "config/machines/ or a file; empty = the default tracked machine), "
                           "or a comma-separated list, one per machine (a mixed fleet); a "
                           "wheeled one brings its model and vehicle geometry to its bridge and "
-                          "virtual PLC and needs plant:=closed"),
+                          "virtual PLC"),
         "sim_params", "soil_params", "ik_params",
         _A["plc_params"].but(description="plc_bridge parameter file"),
         _PLANT_LOOP.but(description="closed (default): each machine's simulation is its "

@@ -75,18 +75,15 @@ def bridge_overrides_for_machine(machine: str | Path, model: str) -> dict[str, A
                for k, v in under.model_parameters().items()}}
 
 
-def check_launch_machine(machine: str | Path, plc_params: str | Path, model: str,
-                         plant_closed: bool) -> dict[str, Any]:
-    """A launch's start-up check of its ``machine`` argument (sim.launch.py, bridge.launch.py):
-    a wheeled machine moves only in the closed loop (sim_node's drive_mode plant), and the
-    bridge configured from ``plc_params`` with :func:`bridge_overrides_for_machine` must be
-    able to drive it (:func:`check_machine_and_bridge`). Returns the overrides."""
+def check_launch_machine(machine: str | Path, plc_params: str | Path, model: str
+                         ) -> dict[str, Any]:
+    """A launch's start-up check of its ``machine`` argument (bridge.launch.py, fleet.launch.py,
+    the demo): the bridge configured from ``plc_params`` with
+    :func:`bridge_overrides_for_machine` must be able to drive it
+    (:func:`check_machine_and_bridge`). Returns the overrides. Either arrangement drives a
+    wheeled machine: closed, the PLC's loops through sim_node's drive train; standalone,
+    sim_node's ``wheel_command`` remapped to the bridge's ``plc/wheel_states``."""
     overrides = bridge_overrides_for_machine(machine, model)
-    if overrides and not plant_closed:
-        raise HilConfigError(
-            f"machine {machine} is a wheeled machine ({overrides['model']}): it moves only under "
-            "the PLC's actuation; launch it with plant:=closed (the PLC's loops drive and steer "
-            "its wheels)")
     try:
         bridge = load_config(str(plc_params) or None, {"model": model, **overrides})
     except BridgeConfigError as exc:

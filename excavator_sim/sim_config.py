@@ -112,7 +112,8 @@ CORE_PARAMETERS: tuple[ParameterSpec, ...] = (
     _p("tracks.stiffness_n_per_m", 2.3e6, 1e3, 1e10, "N/m",
        "track grip stiffness (holds the undercarriage against swing reactions)"),
     _p("drive_mode", "kinematic", None, None, "",
-       "how the base moves: kinematic = at the track speeds of track_command (no drive model); "
+       "how the base moves: kinematic = at the track speeds of track_command (a wheeled "
+       "machine: the wheel speeds and steering angles of wheel_command; no drive model); "
        "plant = the drive train (hydrostatic drives, Janosi-Hanamoto traction, grade) under the "
        "PLC's plant/actuation (hardware in the loop)", choices=("kinematic", "plant")),
     _p("tracks.contact_length_m", 2.43, 0.3, 10.0, "m",
@@ -219,13 +220,16 @@ NODE_PARAMETERS: tuple[ParameterSpec, ...] = (
                   "beyond it the schedule slips (slipped_s on /diagnostics)", "s", 0.01, 60.0,
                   dynamic=True),
     ParameterSpec("track_command_timeout_s", 0.2, "the tracks stop when no track_command "
-                  "arrived for this long (simulated time: 10 periods of the bridge's 50 Hz "
+                  "arrived for this long (a wheeled machine's wheels, steering held, when no "
+                  "wheel_command did; simulated time: 10 periods of the bridge's 50 Hz "
                   "plc/wheel_states); 0 = hold the last one", "s", 0.0, 60.0, dynamic=True),
-    ParameterSpec("max_command_lead_s", 1.0, "joint_command / track_command stamped ahead of "
+    ParameterSpec("max_command_lead_s", 1.0, "joint_command / track_command / wheel_command "
+                  "stamped ahead of "
                   "the simulated time are applied at their stamp (teleop replay); further ahead "
                   "than this: applied on arrival, counted; 0 = apply every command on arrival",
                   "s", 0.0, 60.0),
-    ParameterSpec("max_command_age_s", 1.0, "joint_command / track_command sent longer ago "
+    ParameterSpec("max_command_age_s", 1.0, "joint_command / track_command / wheel_command "
+                  "sent longer ago "
                   "than this when taken (their DDS source timestamp on the wall clock, not the "
                   "header stamp) are dropped, counted and reported (docs/teleoperation.md, "
                   "Late commands)", "s", 0.01, 3600.0, dynamic=True),
@@ -309,16 +313,11 @@ class SimConfig:
     terrain_contact: bool
     drive_mode: str = "kinematic"   # kinematic | plant
     drivetrain: DrivetrainConfig | None = None   # the drive train (drive_mode plant)
-    # a wheeled machine (a machine preset's undercarriage:, issue 28); None: on tracks
+    # a wheeled machine (a machine preset's undercarriage:, issue 28); None: on tracks. Plant:
+    # its drive train under the PLC's actuation; kinematic: its wheels follow wheel speed and
+    # steering angle commands (excavator_sim.drivetrain.wheeled_kinematic)
     undercarriage: WheeledUndercarriage | None = None
 
-    def __post_init__(self) -> None:
-        if self.undercarriage is not None and self.drive_mode != "plant":
-            raise SimConfigError(
-                f"machine preset {self.undercarriage.source} is a wheeled machine "
-                f"({self.undercarriage.vehicle_model}): it runs with drive_mode plant (the "
-                "PLC's plant/actuation drives and steers its wheels; track speeds cannot move "
-                f"it); set drive_mode: plant, not {self.drive_mode!r}")
 
 
 def config_from_flat(values: Mapping[str, Any], source: str = "parameters",

@@ -25,7 +25,20 @@ Subscribes
   few late or lost samples on a loaded host or a LAN do not jerk the base); then the tracks stop
   (:mod:`excavator_sim.command_timeout`), WARN on ``/diagnostics`` until a fresh command
   arrives. 0 holds the last command until replaced.
-- Both command topics are applied **at their header stamp** in simulated time when it lies
+- ``wheel_command`` (sensor_msgs/JointState), a **wheeled machine** in ``drive_mode``
+  kinematic (issue 28): ``velocity`` of ``wheel_<w>`` = ground speed ``r omega`` [m/s] of each
+  wheel the machine's model drives (Ackermann ``rl``, ``rr``; 4WD4WS ``fl``, ``fr``, ``rl``,
+  ``rr``), ``position`` of ``steer_<w>`` = steering angle [rad, + left] of each wheel it steers
+  (Ackermann ``fl``, ``fr``; 4WD4WS all four); every one of them in each message (the layout
+  of the bridge's ``plc/wheel_states``, so the standalone arrangement remaps this topic to
+  it). The wheels turn at those speeds at once and the steering follows the angles at the
+  preset's steering rate; the base moves with the model's direct kinematics
+  (:mod:`excavator_sim.drivetrain.wheeled_kinematic`). The same stale-command rule as
+  ``track_command`` (``track_command_timeout_s``: then the wheels stop, the steering held;
+  ``max_command_age_s``, the stamp schedule); NaN, a speed beyond the wheel drive's limit, an
+  angle past the end stops, a missing or unknown name is rejected, the last valid command
+  kept. On a tracked machine, or in plant mode, it is refused (rejection).
+- The command topics are applied **at their header stamp** in simulated time when it lies
   ahead (``excavator_sim.command_schedule``): held in a time-ordered buffer and applied at the
   first publish period starting at or after the stamp, so the motion depends on the stamps,
   not on when the messages arrived (teleop_node's ``command_delay_s``; replay). A stamp at or
@@ -51,7 +64,7 @@ Subscribes
   **drive fault**, ERROR on ``/diagnostics`` naming it, latched until a valid actuation (the last
   valid one is not reused); the simulation keeps running. In kinematic mode it is refused
   (rejection), and in plant mode ``track_command`` is. A **wheeled machine** (``machine`` a
-  wheeled preset, issue 28; drive_mode plant is then required) takes ``wheel_<w>`` of its
+  wheeled preset, issue 28; in kinematic mode it takes ``wheel_command``) takes ``wheel_<w>`` of its
   driven wheels (``effort`` = torque set-point [N m at the wheel]) and ``steer_<w>`` of its
   steered wheels (``velocity`` = steering rate command [rad/s]) with the same pseudo-joints and
   the same fail-safe; a torque beyond twice the wheel drive's limit or a steering rate beyond
@@ -302,6 +315,8 @@ class SimNode(Node):
              self.on_joint_command),
             (self.create_subscription(JointState, "track_command", self.on_track_command, 100),
              self.on_track_command),
+            (self.create_subscription(JointState, "wheel_command", self.on_wheel_command, 100),
+             self.on_wheel_command),
             (self.create_subscription(JointState, "plant/actuation", self.on_plant_actuation,
                                       10), self.on_plant_actuation))
         self.imu_pub = self.create_publisher(Imu, "imu", 10)
@@ -634,10 +649,10 @@ class SimNode(Node):
     def on_track_command(self, msg: JointState, info: MessageInfo) -> None:
         if not self.command_age.admit_in_transit("track_command", info):
             return  # too old: nor does it keep the tracks alive (track_command_timeout_s)
-        if self.sim.wheeled is not None:
-            self._reject("track_command refused: this is a wheeled machine (drive_mode is "
-                         "plant: its drive train moves it from plant/actuation, wheel torques "
-                         "and steering rates); drive it through the PLC")
+        if self.config.undercarriage is not None:
+            self._reject("track_command refused: this is a wheeled machine: drive it by "
+                         "wheel_command (drive_mode kinematic: wheel speeds and steering "
+                         "angles) or through the PLC (drive_mode plant)")
             return
         if self.plant_mode:
             self._reject("track_command refused: drive_mode is plant (the drive train moves "
@@ -656,6 +671,48 @@ class SimNode(Node):
             self._apply_track_speeds(left, right)   # counts as received when it is valid
         elif math.isfinite(left) and math.isfinite(right):
             self.track_timeout.received(self.sim.time)  # held for its stamp: the link is alive
+
+    def on_wheel_command(self, msg: JointState, info: MessageInfo) -> None:
+        """A kinematic wheeled machine's wheel speeds and steering angles (module doc)."""
+        if not self.command_age.admit_in_transit("wheel_command", info):
+            return  # too old: nor does it keep the wheels alive (track_command_timeout_s)
+        wheels = self.sim.kinematic_wheels
+        if wheels is None:
+            self._reject("wheel_command refused: " + (
+                "this machine runs on tracks: drive it by track_command"
+                if self.config.undercarriage is None else
+                "drive_mode is plant (the drive train moves the wheels from plant/actuation); "
+                "start sim_node with drive_mode:=kinematic to drive the wheels by speed and "
+                "angle"))
+            return
+        drives = [f"wheel_{w}" for w in wheels.drive_names]
+        steers = [f"steer_{w}" for w in wheels.steer_names]
+        names = list(msg.name)
+        if (sorted(set(names)) != sorted(drives + steers) or len(names) != len(set(names))
+                or (drives and len(msg.velocity) != len(names))
+                or (steers and len(msg.position) != len(names))):
+            self._reject(f"wheel_command needs velocity [m/s] of {drives} and position [rad] "
+                         f"of {steers}, each once; got names {names} with "
+                         f"{len(msg.velocity)} velocities and {len(msg.position)} positions")
+            return
+        index = {n: k for k, n in enumerate(names)}
+        speeds = {n[6:]: float(msg.velocity[index[n]]) for n in drives}
+        angles = {n[6:]: float(msg.position[index[n]]) for n in steers}
+        if not self._scheduled(msg, ("wheel", speeds, angles)):
+            self._apply_wheel_command(speeds, angles)
+        elif all(math.isfinite(v) for v in (*speeds.values(), *angles.values())):
+            self.track_timeout.received(self.sim.time)  # held for its stamp: the link is alive
+
+    def _apply_wheel_command(self, speeds: dict[str, float], angles: dict[str, float]
+                             ) -> None:
+        try:
+            self.sim.set_wheel_command(speeds, angles)
+        except CommandError as exc:
+            self._reject(f"wheel_command: {exc}")
+            return
+        self._track_speeds = (1.0, 1.0) if any(speeds.values()) else (0.0, 0.0)
+        self._tracks_stopped_by_timeout = False
+        self.track_timeout.received(self.sim.time)
 
     def on_terrain_patch(self, msg: Float64MultiArray) -> None:
         dims = [(d.label, d.size) for d in msg.layout.dim]
@@ -741,6 +798,8 @@ class SimNode(Node):
         for kind, a, b in self.schedule.due(self.sim.time):
             if kind == "joint":
                 self._apply_joint_targets(a, b)  # type: ignore[arg-type]
+            elif kind == "wheel":
+                self._apply_wheel_command(a, b)  # type: ignore[arg-type]
             else:
                 self._apply_track_speeds(a, b)  # type: ignore[arg-type]
         if not self._commands_checked:
@@ -869,14 +928,22 @@ class SimNode(Node):
         self.sensors_pub.publish(msg)
 
     def stop_tracks(self) -> None:
-        """The latest track command timed out: stop the tracks (WARN while they were moving)."""
-        self.sim.set_track_speeds(0.0, 0.0)
+        """The latest track (or wheel) command timed out: stop the tracks, or the wheels with
+        the steering held (WARN while they were moving)."""
+        if self.config.undercarriage is not None:
+            self.sim.stop_wheels()
+        else:
+            self.sim.set_track_speeds(0.0, 0.0)
         if any(v != 0.0 for v in self._track_speeds):
             self._tracks_stopped_by_timeout = True
             self.get_logger().warning(self._track_timeout_message())
         self._track_speeds = (0.0, 0.0)
 
     def _track_timeout_message(self) -> str:
+        if self.config.undercarriage is not None:
+            return (f"wheels stopped: no wheel_command for "
+                    f"{self.track_timeout.age_s(self.sim.time):.2f} s of simulated time "
+                    f"(track_command_timeout_s {self.track_timeout.timeout_s:g})")
         return (f"tracks stopped: no track_command for "
                 f"{self.track_timeout.age_s(self.sim.time):.2f} s of simulated time "
                 f"(track_command_timeout_s {self.track_timeout.timeout_s:g})")
@@ -1079,6 +1146,8 @@ USAGE = NodeUsage(
     "sim_node", "The MuJoCo excavator: applies joint and track commands, takes the soil's "
     "force, publishes the joint states, the bucket's pose and twist, the clock and the URDF.",
     subscribes=("joint_command, track_command (sensor_msgs/JointState)",
+                "wheel_command (sensor_msgs/JointState, a wheeled machine's wheel speeds [m/s] "
+                "and steering angles [rad], drive_mode kinematic)",
                 "soil/wrench (geometry_msgs/WrenchStamped)",
                 "soil/terrain_patch (std_msgs/Float64MultiArray)",
                 "plant/actuation (sensor_msgs/JointState, the PLC's drives and steering, "

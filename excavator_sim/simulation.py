@@ -16,11 +16,13 @@ Control structure (why: many MuJoCo steps per Python call, see docs/simulation.m
   Janosi-Hanamoto traction, grade from the terrain, the bucket's soil force) under
   :meth:`set_drive_command`, stepped once per control period; the base's servos then follow
   its pose.
-- A wheeled machine (``SimConfig.undercarriage``, a machine preset's, issue 28) runs in
-  ``plant`` mode only: the wheeled drive train (:mod:`excavator_sim.drivetrain.wheeled`: wheel
-  drives, brakes, rate-limited steering, brush-model tyres) moves the base under
-  :meth:`set_wheeled_command`, and the model's wheel and steering joints are set from it every
-  period (they show the machine; the drive train computes its forces).
+- A wheeled machine (``SimConfig.undercarriage``, a machine preset's, issue 28): in ``plant``
+  mode the wheeled drive train (:mod:`excavator_sim.drivetrain.wheeled`: wheel drives, brakes,
+  rate-limited steering, brush-model tyres) moves the base under :meth:`set_wheeled_command`;
+  in ``kinematic`` mode its wheels follow wheel speeds and steering angles
+  (:meth:`set_wheel_command`, :mod:`excavator_sim.drivetrain.wheeled_kinematic`: the model's
+  direct kinematics, no forces). Either way the model's wheel and steering joints are set from
+  it every period (they show the machine).
 """
 
 from __future__ import annotations
@@ -55,6 +57,7 @@ from excavator_sim.drivetrain.wheeled import (
     WheeledGround,
     WheeledVehicle,
 )
+from excavator_sim.drivetrain.wheeled_kinematic import KinematicWheels
 from excavator_sim.errors import CommandError, SimConfigError
 from excavator_sim.heightfield import HeightField
 from excavator_sim.hydraulics import (
@@ -267,10 +270,11 @@ class ExcavatorSimulation:
         self._wheeled_ground: WheeledGround | None = None
         self._attitude_before = np.eye(3)
         self._imu_memory: tuple[float, np.ndarray, np.ndarray] | None = None
-        if c.undercarriage is not None:
-            if c.drive_mode != "plant":
-                raise SimConfigError(f"a wheeled machine runs with drive_mode plant, not "
-                                     f"{c.drive_mode!r}")
+        # a wheeled machine in drive_mode kinematic: its wheels follow set_wheel_command
+        self.kinematic_wheels: KinematicWheels | None = None
+        if c.undercarriage is not None and c.drive_mode != "plant":
+            self.kinematic_wheels = KinematicWheels(c.undercarriage)
+        elif c.undercarriage is not None:
             mass, inertia = self.base_inertia()
             init = c.initial
             self.wheeled = self.vehicle = WheeledVehicle(
@@ -388,10 +392,11 @@ class ExcavatorSimulation:
         """Left/right track speeds [m/s] (forward positive), held until replaced
         (``drive_mode`` kinematic; refused in plant mode, where the drive train moves the base
         under :meth:`set_drive_command`)."""
-        if self.wheeled is not None:
-            raise CommandError("track speeds refused: this is a wheeled machine (its drive "
-                               "train moves it from the PLC's plant/actuation: wheel torques "
-                               "and steering rates)")
+        if self.wheeled is not None or self.kinematic_wheels is not None:
+            raise CommandError("track speeds refused: this is a wheeled machine (drive_mode "
+                               "plant: the PLC's plant/actuation, wheel torques and steering "
+                               "rates; kinematic: wheel speeds and steering angles, "
+                               "set_wheel_command)")
         if self.drivetrain is not None:
             raise CommandError("track speeds refused: drive_mode is plant (the drive train "
                                "moves the base from the PLC's plant/actuation); set drive_mode "
@@ -404,6 +409,25 @@ class ExcavatorSimulation:
                 raise CommandError(f"{name} speed {v:.6g} m/s beyond the limit {limit} m/s "
                                    "(tracks.speed_limit_m_s in config/sim.yaml)")
         self._track_speeds = (float(left), float(right))
+
+    def set_wheel_command(self, speeds: Mapping[str, float], angles: Mapping[str, float]
+                          ) -> None:
+        """A wheeled machine's wheel speeds [m/s, r omega] and steering angles [rad] by wheel
+        name (``drive_mode`` kinematic: :class:`KinematicWheels`), held until replaced."""
+        if self.kinematic_wheels is None:
+            raise CommandError(
+                "wheel command refused: " + (
+                    "this machine runs on tracks (set_track_speeds)" if self.wheeled is None
+                    and self.config.undercarriage is None else
+                    "drive_mode is plant (the drive train moves the wheels from the PLC's "
+                    "plant/actuation); set drive_mode kinematic to drive the wheels by speed "
+                    "and angle"))
+        self.kinematic_wheels.command(speeds, angles)
+
+    def stop_wheels(self) -> None:
+        """Wheel speeds 0, steering held (a kinematic wheeled machine's stale command)."""
+        if self.kinematic_wheels is not None:
+            self.kinematic_wheels.stop()
 
     def set_drive_command(self, command: DriveCommand) -> None:
         """The PLC's actuation of the drives (``drive_mode`` plant), acting from the next
@@ -665,22 +689,45 @@ class ExcavatorSimulation:
                 d.ctrl[self._dampers[aid]] = d.ctrl[aid]
         if self.wheeled is not None:
             self._step_wheeled(period)
+        elif self.kinematic_wheels is not None:
+            self._kinematic_wheels(period, qpos, qvel, act_state)
         elif self.drivetrain is not None:
             self._step_drivetrain(period)
         else:
             self._kinematic_base(period, qpos, qvel, act_state)
         self._apply_wrench()
 
+    def _kinematic_wheels(self, period: float, qpos: list[float], qvel: list[float],
+                          act_state: list[float]) -> None:
+        """A wheeled machine in kinematic mode: the base follows the wheels' twist (the
+        grip servos as for the tracks), the wheel and steering joints set from them."""
+        w = self.kinematic_wheels
+        assert w is not None
+        vx, vy, wz = w.step(period)
+        yaw = qpos[self._q_adr["base_yaw"]]
+        c, s = math.cos(yaw), math.sin(yaw)
+        self._base_servos((c * vx - s * vy, s * vx + c * vy, wz), period, qpos, qvel,
+                          act_state)
+        d = self.data
+        d.qpos[self._wheel_qadr] = w.positions()
+        d.qvel[self._wheel_vadr] = 0.0
+
     def _kinematic_base(self, period: float, qpos: list[float], qvel: list[float],
                         act_state: list[float]) -> None:
-        d = self.data
         # Tracks: skid-steer kinematics -> world-frame velocities of the planar base, held by
         # the grip servos (same anti-windup: a base pushed at its traction limit slips).
         left, right = self._track_speeds
         width = self.config.hydraulics.tracks.track_width_m
         yaw = qpos[self._q_adr["base_yaw"]]
         forward = 0.5 * (left + right)
-        speeds = (forward * math.cos(yaw), forward * math.sin(yaw), (right - left) / width)
+        self._base_servos((forward * math.cos(yaw), forward * math.sin(yaw),
+                           (right - left) / width), period, qpos, qvel, act_state)
+
+    def _base_servos(self, speeds: tuple[float, float, float], period: float,
+                     qpos: list[float], qvel: list[float], act_state: list[float]) -> None:
+        """The planar base's grip servos toward world-frame velocities (x, y [m/s], yaw
+        [rad/s])."""
+        d = self.data
         for (aid, qadr, vadr, actadr, lo, hi, f_lim, kp, kv), v in zip(self._base_axes, speeds,
                                                                        strict=True):
             held_now, speed = act_state[actadr], qvel[vadr]
@@ -849,10 +896,11 @@ class ExcavatorSimulation:
         vel = np.empty(len(joints))
         pos[self._state_mj] = d.qpos[self._state_qadr]
         vel[self._state_mj] = d.qvel[self._state_vadr]
-        if self.wheeled is not None:
+        if self.wheeled is not None or self.kinematic_wheels is not None:
             wheel_and_steer = np.concatenate([self._wheel_state, self._steer_state])
-            pos[wheel_and_steer] = self._wheel_positions()
-            vel[wheel_and_steer] = self._wheel_velocities()
+            w = self.kinematic_wheels
+            pos[wheel_and_steer] = self._wheel_positions() if w is None else w.positions()
+            vel[wheel_and_steer] = self._wheel_velocities() if w is None else w.velocities()
             return JointStateSnapshot(joints, pos, vel)
         if self.drivetrain is not None:
             pos[self._state_tracks] = [t.travel_m for t in self.drivetrain.tracks]

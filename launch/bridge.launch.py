@@ -67,7 +67,7 @@ def _nodes(context: LaunchContext) -> list[Action]:
     port = int(number_argument("virtual_plc_port", arg("virtual_plc_port"), int, (1, 65535),
                                "the TCP port of the virtual PLC's S7 server"))
     # machine:= a preset: a wheeled one brings its model and vehicle geometry (start-up check)
-    machine_overrides = check_launch_machine(arg("machine"), params, arg("model"), closed)
+    machine_overrides = check_launch_machine(arg("machine"), params, arg("model"))
     model = str(machine_overrides.get("model", arg("model")))
     nodes: list[Action] = []
     if virtual:

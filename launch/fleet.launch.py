@@ -19,7 +19,8 @@ group with its namespace pushed:
 - its machine preset: ``machine`` (one for all, or a comma-separated list, one per machine: a
   mixed fleet); a wheeled preset brings its kinematic model and vehicle geometry to the
   machine's bridge and virtual PLC (start-up check, excavator_hil.machine_match) and its
-  wheels to its URDF, and needs ``plant:=closed``.
+  wheels to its URDF (``plant:=standalone``: its ``wheel_command`` remapped to the bridge's
+  ``plc/wheel_states``).
 
 One terrain (``shared_terrain:=true``, the default): one soil_node in the root namespace serves
 every machine (``machines`` parameter: ``/<ns>/bucket_pose`` in, ``/<ns>/soil/wrench`` out) from
@@ -137,7 +138,7 @@ def _machines(context: LaunchContext) -> list[Action]:
         owner = k == 0                       # the one /clock publisher
         prefix = f"{ns}/"
         # a wheeled preset: its model and vehicle geometry for the bridge and the PLC
-        overrides = check_launch_machine(machine, arg("plc_params"), arg("model"), closed)
+        overrides = check_launch_machine(machine, arg("plc_params"), arg("model"))
         model = str(overrides.get("model", arg("model")))
         preset = load_machine(machine) if machine else None
         wheels = preset.undercarriage.params if preset and preset.undercarriage else None
@@ -168,7 +169,10 @@ def _machines(context: LaunchContext) -> list[Action]:
         nodes: list[Action] = [
             PushRosNamespace(ns),
             *node("sim_node", ns, parameters=[arg("sim_params"), sim_params],
-                  remappings=[*([] if closed else [("track_command", "plc/wheel_states")]),
+                  # standalone: the tracks (a wheeled machine's wheels: wheel_command) follow
+                  # the PLC's measured speeds (and steering angles)
+                  remappings=[*([] if closed else [("wheel_command" if overrides
+                                                    else "track_command", "plc/wheel_states")]),
                               *([("soil/terrain_patch", "/soil/terrain_patch")] if shared
                                 else [])]),
             *node("ik_node", ns, parameters=[arg("ik_params"), {"frame_prefix": prefix}, follow]),

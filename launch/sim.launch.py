@@ -80,13 +80,11 @@ def _nodes(context: LaunchContext) -> list[Action]:
     # pose within its period; soil_in_process:=false runs soil_node over DDS instead
     soil_in_process = soil and arg("soil_in_process") == "true"
     closed = arg("plant") == "closed"
-    # machine:= a preset; a wheeled one runs in the closed loop only (its URDF has its wheels)
+    # machine:= a preset; a wheeled one: its URDF has its wheels; standalone, its wheels follow
+    # wheel_command (plc/wheel_states)
     machine = arg("machine")
     preset = load_machine(machine) if machine else None
     wheels = preset.undercarriage.params if preset and preset.undercarriage else None
-    if wheels is not None and not closed:
-        raise RuntimeError(f"machine:={machine} is a wheeled machine: it moves only under the "
-                           "PLC's actuation; launch it with plant:=closed")
     nodes = [
         *node("sim_node", parameters=[arg("sim_params"), {
             "machine": machine,
@@ -101,7 +99,10 @@ def _nodes(context: LaunchContext) -> list[Action]:
         }, common],
               # closed: not remapped (sim_node refuses track_command in drive_mode plant, and
               # would count every plc/wheel_states as a rejection)
-              remappings=[] if closed else [("track_command", arg("track_command"))]),
+              # standalone: a wheeled machine's wheel_command takes the same topic (the
+              # bridge's plc/wheel_states carries wheel_<w> speeds and steer_<w> angles)
+              remappings=[] if closed else [("wheel_command" if wheels is not None
+                                             else "track_command", arg("track_command"))]),
         *node("ik_node", parameters=[arg("ik_params"), common]),
         *(node("soil_node", parameters=[arg("soil_params"), common])
           if soil and not soil_in_process else []),

@@ -796,13 +796,53 @@ def test_a_wheeled_machine_runs_the_closed_loop_from_excavator_launch(
     assert_clean_exit(launch, launch.ctrl_c())
 
 
-def test_a_wheeled_machine_without_the_closed_loop_is_refused_naming_the_fix(
-        ament_prefix: Path, tmp_path: Path, launches: list[RosLaunch]) -> None:
-    launch = RosLaunch(ament_prefix, tmp_path, "sim.launch.py", "soil:=false",
-                       "machine:=wheeled_ackermann_11t")
+def test_a_wheeled_machine_standalone_follows_the_plcs_wheel_states(
+        ament_prefix: Path, tmp_path: Path, launches: list[RosLaunch], probe: RosTestNode,
+        redis_server: object) -> None:
+    """``plant:=standalone machine:=wheeled_4ws_11t`` (issue 28): the virtual PLC's own plant
+    under the 4wd4ws model, sim_node's ``wheel_command`` remapped to the bridge's
+    ``plc/wheel_states``: a lateral speed on Redis (crab left) steers the simulated wheels to
+    90 deg and moves the machine to +y without turning."""
+    import redis
+    from sensor_msgs.msg import JointState
+
+    from excavator_hil.hil_harness import Heartbeat
+    from plc_bridge import redis_keys as keys
+
+    url = redis_server.url  # type: ignore[attr-defined]
+    launch = RosLaunch(ament_prefix, tmp_path, "excavator.launch.py", "namespace:=ws",
+                       f"redis_url:={url}", f"virtual_plc_port:={free_port()}", "soil:=false",
+                       "plant:=standalone", "machine:=wheeled_4ws_11t")
     launches.append(launch)
-    code = launch.wait(90.0)
-    log = launch.log()
-    assert code != 0, log
-    assert "machine:=wheeled_ackermann_11t is a wheeled machine" in log, log
-    assert "launch it with plant:=closed" in log, log
+    states = probe.collect(JointState, "/ws/joint_states")
+    wait_for(lambda: states, 90.0, lambda: f"/ws/joint_states; log:\n{launch.log()}",
+             period=0.1)
+    client = redis.Redis.from_url(url, decode_responses=True)
+
+    def joint(name: str) -> float:
+        msg = states[-1]
+        return dict(zip(msg.name, msg.position, strict=False))[name]
+
+    y0 = joint("base_y")
+    heartbeat = Heartbeat(url).start()
+    try:
+        wait_for(lambda: client.get(keys.BRIDGE_STATUS) == "running", 90.0,
+                 lambda: f"bridge running (status {client.get(keys.BRIDGE_STATUS)}: "
+                         f"{client.get(keys.BRIDGE_DETAIL)}); log:\n{launch.log()}",
+                 period=0.1)
+
+        def crabbed() -> bool:
+            """Moved 0.3 m to the left, the wheels at 90 deg (the PLC's plant drives while it
+            steers, so the first metres are not sideways yet)."""
+            client.mset({keys.LONGITUDINAL: "0", keys.LATERAL: "0.3", keys.ANGULAR: "0"})
+            return joint("base_y") - y0 > 0.3 and abs(joint("steer_fl") - 1.5708) < 0.01
+
+        wait_for(crabbed, 120.0, lambda: f"base_y to grow by 0.3 m (now {joint('base_y'):.3f}, "
+                 f"steer_fl {joint('steer_fl'):.3f}; bridge {client.get(keys.BRIDGE_STATUS)}: "
+                 f"{client.get(keys.BRIDGE_DETAIL)}); log:\n{launch.log()}", period=0.1)
+        assert abs(joint("base_yaw")) < 0.01
+        assert "wheel_command refused" not in launch.log()
+        client.mset({keys.LATERAL: "0"})
+    finally:
+        heartbeat.stop()
+    assert_clean_exit(launch, launch.ctrl_c())

@@ -61,19 +61,16 @@ def test_a_launch_takes_the_wheeled_machines_model_and_geometry() -> None:
     and only in the closed loop; a tracked machine changes nothing."""
     plc = str(config_file("plc.yaml"))
     assert bridge_overrides_for_machine("", "skid_steer") == {}
-    assert check_launch_machine("heavy_36t", plc, "skid_steer", plant_closed=False) == {}
+    assert check_launch_machine("heavy_36t", plc, "skid_steer") == {}
     for machine, model in (("wheeled_ackermann_11t", "ackermann"),
                            ("wheeled_4ws_11t", "4wd4ws")):
-        got = check_launch_machine(machine, plc, "skid_steer", plant_closed=True)
+        got = check_launch_machine(machine, plc, "skid_steer")
         assert got["model"] == model
         assert got[f"vehicle.{model}.wheelbase_m"] == 2.6
-        assert check_launch_machine(machine, plc, model, plant_closed=True) == got
-        with pytest.raises(HilConfigError, match=r"moves only under the PLC's actuation; "
-                                                 r"launch it with plant:=closed"):
-            check_launch_machine(machine, plc, "skid_steer", plant_closed=False)
+        assert check_launch_machine(machine, plc, model) == got
     with pytest.raises(HilConfigError, match=r"is a ackermann machine but the launch's model "
                                              r"is '4wd4ws': leave model out"):
-        check_launch_machine("wheeled_ackermann_11t", plc, "4wd4ws", plant_closed=True)
+        check_launch_machine("wheeled_ackermann_11t", plc, "4wd4ws")
     with pytest.raises(HilConfigError, match=r"runs on tracks .* but the bridge's model is "
                                              r"'ackermann'"):
-        check_launch_machine("", plc, "ackermann", plant_closed=True)
+        check_launch_machine("", plc, "ackermann")

@@ -170,16 +170,6 @@ def test_sim_node_with_an_unknown_machine_preset_names_the_shipped_ones(tmp_path
     _assert_clean(code, log, "machine preset 'heavy_99t'", "heavy_36t")
 
 
-def test_sim_node_with_a_wheeled_preset_in_kinematic_mode_names_the_fix(tmp_path: Path) -> None:
-    """A wheeled machine moves only under the PLC's plant/actuation (issue 28): started without
-    drive_mode plant, sim_node says so and how to fix it."""
-    code, log = _run("excavator_sim.sim_node",
-                     ["--ros-args", "-p", "machine:=wheeled_4ws_11t", "-p", "terrain.nx:=11",
-                      "-p", "terrain.ny:=11"], tmp_path)
-    _assert_clean(code, log, "wheeled_4ws_11t.yaml is a wheeled machine (4wd4ws)",
-                  "set drive_mode: plant, not 'kinematic'")
-
-
 def test_sim_node_takes_a_machine_preset(tmp_path: Path) -> None:
     """``machine:=heavy_36t``: the node simulates the 36 t preset (masses and hydraulics)."""
     from helpers import wait_for

@@ -93,18 +93,16 @@ def test_the_bridge_model_and_the_preset_are_chosen_together() -> None:
         ws4.check_bridge_model("4wd4ws", {"wheelbase_m": -1.0})
 
 
-def test_a_wheeled_preset_runs_in_plant_mode_only() -> None:
-    """A wheeled machine moves only under the PLC's actuation: kinematic mode (track speeds) is
-    a start-up error naming the fix; plant mode carries the undercarriage into the config."""
+def test_a_wheeled_preset_carries_its_undercarriage_in_either_drive_mode() -> None:
+    """Plant mode: the drive train under the PLC's actuation; kinematic mode (issue 28 item 3):
+    the wheels follow wheel_command. Either way the config carries the undercarriage."""
     for name in (ACK, WS4):
         assert load_sim_machine(name).undercarriage is not None
-        with pytest.raises(SimConfigError, match=r"is a wheeled machine .*it runs with "
-                                                 r"drive_mode plant.*set drive_mode: plant, "
-                                                 r"not 'kinematic'"):
-            load_sim_config(machine=name)
-        config = load_sim_config(machine=name, overrides={"drive_mode": "plant"})
-        assert config.undercarriage is not None
-        assert config.undercarriage.vehicle_model == ("ackermann" if name == ACK else "4wd4ws")
+        for mode in ("plant", "kinematic"):
+            config = load_sim_config(machine=name, overrides={"drive_mode": mode})
+            assert config.undercarriage is not None
+            assert config.undercarriage.vehicle_model == ("ackermann" if name == ACK
+                                                          else "4wd4ws")
     assert load_sim_machine("heavy_36t").undercarriage is None
     assert load_sim_config(machine="heavy_36t").undercarriage is None
 

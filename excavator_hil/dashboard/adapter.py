@@ -44,6 +44,7 @@ from excavator_hil.dashboard.core import (
     RollingSeries,
     TargetChecker,
     TerrainGrid,
+    WheelLayout,
     joint_readout,
     zero_command,
 )
@@ -98,6 +99,8 @@ class RosLink(NodeThread):
         self.choice = MachineChoice(own=self.own, chosen=machine)
         self.machines_version = 0     # +1 whenever the list of machines on the graph changed
         self.prefixes: dict[str, str] = {}      # machine -> TF frame prefix (robot_description)
+        # machine -> its wheels from robot_description (a wheeled machine, issue 28)
+        self.wheel_layouts: dict[str, WheelLayout] = {}
         self.description_errors: dict[str, str] = {}
         self._subscribed: set[str] = set()
         self._target_pubs: dict[str, Any] = {}
@@ -180,7 +183,13 @@ class RosLink(NodeThread):
     # --- callbacks (executor thread) ---------------------------------------------------------
     def _on_description(self, machine: str, raw: bytes) -> None:
         try:
-            self.prefixes[machine] = frame_prefix_from_urdf(self._decode(raw, self._String).data)
+            text = self._decode(raw, self._String).data
+            self.prefixes[machine] = frame_prefix_from_urdf(text)
+            layout = WheelLayout.from_urdf(text)
+            if layout is not None:
+                self.wheel_layouts[machine] = layout
+            else:
+                self.wheel_layouts.pop(machine, None)
             self.description_errors.pop(machine, None)
         except ValueError as exc:
             self.description_errors[machine] = str(exc)
@@ -196,7 +205,7 @@ class RosLink(NodeThread):
         msg = self._decode(raw, self._JointState)
         self.decoded["joint_states"] += 1
         stamp = msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
-        r = joint_readout(self.checker, msg.name, msg.position, stamp)
+        r = joint_readout(self.checker, msg.name, msg.position, stamp, msg.velocity)
         if r is not None and machine == self.choice.chosen:   # (a choice made meanwhile)
             self.joints, self.joints_received_s = r, now
             self.joint_messages += 1

@@ -240,15 +240,26 @@ class JointReadout:
     tip: tuple[float, float, float]                 # bucket tip in base_link by FK [m]
     pitch: float                                    # bucket pitch by FK [rad]
     stamp_s: float                                  # header stamp [s]
+    # a wheeled machine (issue 28): its steering angles [rad] (steer_<w>) and wheel speeds
+    # [rad/s] (wheel_<w>) by wheel name, WHEEL_ORDER; empty on tracks
+    steering: tuple[tuple[str, float], ...] = ()
+    wheel_speeds: tuple[tuple[str, float], ...] = ()
 
     def as_dict(self) -> dict[str, float]:
         return dict(zip(ACTIVE_JOINTS + CYLINDER_NAMES, self.q + self.extensions, strict=True))
 
 
+WHEEL_ORDER = ("fl", "fr", "rl", "rr")
+
+
 def joint_readout(checker: TargetChecker, names: Sequence[str], positions: Sequence[float],
-                  stamp_s: float = 0.0) -> JointReadout | None:
-    """A ``JointReadout`` from a JointState's names and positions (None if a joint is missing)."""
+                  stamp_s: float = 0.0, velocities: Sequence[float] = ()
+                  ) -> JointReadout | None:
+    """A ``JointReadout`` from a JointState's names, positions and velocities (None if a joint
+    is missing); a wheeled machine's ``steer_<w>`` positions and ``wheel_<w>`` velocities
+    too."""
     pos = dict(zip(names, positions, strict=False))
+    vel = dict(zip(names, velocities, strict=False))
     try:
         q = tuple(float(pos[n]) for n in ACTIVE_JOINTS)
         ext = tuple(float(pos[n]) for n in CYLINDER_NAMES)
@@ -257,8 +268,90 @@ def joint_readout(checker: TargetChecker, names: Sequence[str], positions: Seque
     base = tuple(float(pos.get(n, 0.0)) for n in BASE_JOINTS)
     fk = checker.ik.fk
     tip = tuple(float(v) for v in fk.tip(np.array(q)))
+    steering = tuple((w, float(pos[f"steer_{w}"])) for w in WHEEL_ORDER if f"steer_{w}" in pos)
+    wheels = tuple((w, float(vel[f"wheel_{w}"])) for w in WHEEL_ORDER if f"wheel_{w}" in vel)
     return JointReadout(q, ext, base, tip, float(fk.bucket_pitch(np.array(q))),  # type: ignore[arg-type]
-                        stamp_s)
+                        stamp_s, steering, wheels)
+
+
+@dataclass(frozen=True)
+class WheelLayout:
+    """A wheeled machine's wheels as its URDF (``robot_description``) places them: each
+    wheel's centre (x, y) in base_link [m] (the origin of its ``steer_<w>`` joint, or of
+    ``wheel_<w>`` on an unsteered one), the rolling radius [m] (the centre's height) and
+    which wheels steer. ``None`` from a URDF without wheels (a tracked machine)."""
+
+    positions: Mapping[str, tuple[float, float]]
+    radius_m: float
+    steered: tuple[str, ...]
+
+    @classmethod
+    def from_urdf(cls, text: str) -> WheelLayout | None:
+        import xml.etree.ElementTree as ET
+
+        root = ET.fromstring(text)
+        positions: dict[str, tuple[float, float]] = {}
+        steered: list[str] = []
+        radius = 0.0
+        for joint in root.iter("joint"):
+            name = joint.get("name", "")
+            kind, _, wheel = name.partition("_")
+            parent = joint.find("parent")
+            origin = joint.find("origin")
+            if wheel not in WHEEL_ORDER or kind not in ("steer", "wheel") or origin is None \
+                    or parent is None or not parent.get("link", "").endswith("base_link"):
+                continue
+            x, y, z = (float(v) for v in origin.get("xyz", "0 0 0").split())
+            positions[wheel] = (x, y)
+            radius = max(radius, z)
+            if kind == "steer":
+                steered.append(wheel)
+        if not positions:
+            return None
+        return cls({w: positions[w] for w in WHEEL_ORDER if w in positions}, radius,
+                   tuple(w for w in WHEEL_ORDER if w in steered))
+
+    def plan_lines(self, angles: Mapping[str, float], width_m: float = 0.4,
+                   decimals: int = 3) -> dict[str, list[float]]:
+        """The plan view (from above, base_link x forward, y left) of each wheel: a closed
+        outline ``[x0, y0, x1, y1, ...]`` [m], ``2 r`` long and ``width_m`` wide, turned by its
+        steering angle ``angles[w]`` [rad] (0 for a wheel not given or not steered)."""
+        out = {}
+        r, h = self.radius_m, 0.5 * width_m
+        for w, (x, y) in self.positions.items():
+            a = float(angles.get(w, 0.0)) if w in self.steered else 0.0
+            c, s = math.cos(a), math.sin(a)
+            corners = [(r, h), (-r, h), (-r, -h), (r, -h), (r, h)]
+            out[w] = [round(v, decimals) for dx, dy in corners
+                      for v in (x + c * dx - s * dy, y + s * dx + c * dy)]
+        return out
+
+    def plan_svg(self, angles: Mapping[str, float], size_px: int = 220) -> str:
+        """The plan view as a small SVG (x forward drawn up, y left drawn left): the wheel
+        rectangle's outline, each wheel turned by its steering angle, the steered ones in the
+        machine's colour; classes ``dash-wheel-<w>`` for tests and styling."""
+        xs = [x for x, _ in self.positions.values()]
+        ys = [y for _, y in self.positions.values()]
+        reach = max(*map(abs, xs), *map(abs, ys)) + self.radius_m + 0.3
+        body = " ".join(f"{-y:.3f},{-x:.3f}" for x, y in
+                        ((max(xs), max(ys)), (min(xs), max(ys)), (min(xs), min(ys)),
+                         (max(xs), min(ys)), (max(xs), max(ys))))
+        parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{size_px}" '
+                 f'height="{size_px}" viewBox="{-reach:.3f} {-reach:.3f} {2 * reach:.3f} '
+                 f'{2 * reach:.3f}">',
+                 f'<polyline class="dash-wheel-frame" points="{body}" fill="none" '
+                 'stroke="#999" stroke-width="0.05"/>',
+                 f'<polygon points="0,{-reach + 0.05:.3f} -0.15,{-reach + 0.35:.3f} '
+                 f'0.15,{-reach + 0.35:.3f}" fill="#555"/>']   # forward
+        for w, line in self.plan_lines(angles).items():
+            pts = " ".join(f"{-line[k + 1]:.3f},{-line[k]:.3f}" for k in range(0, len(line), 2))
+            colour = "#e0a000" if w in self.steered else "#444"
+            angle = math.degrees(float(angles.get(w, 0.0))) if w in self.steered else 0.0
+            parts.append(f'<polygon class="dash-wheel-{w}" data-angle-deg="{angle:.1f}" '
+                         f'points="{pts}" fill="{colour}" stroke="#222" '
+                         'stroke-width="0.03"/>')
+        parts.append("</svg>")
+        return "".join(parts)
 
 
 # --- side view ----------------------------------------------------------------------------------
@@ -702,6 +795,10 @@ def readout_table(r: JointReadout) -> list[dict[str, str]]:
             for n, v in zip(ACTIVE_JOINTS, r.q, strict=True)]
     rows += [{"name": n, "value": f"{v:.4f}", "unit": "m", "rad": ""}
              for n, v in zip(CYLINDER_NAMES, r.extensions, strict=True)]
+    rows += [{"name": f"steer_{w}", "value": f"{math.degrees(a):.2f}", "unit": "deg",
+              "rad": f"{a:.4f}"} for w, a in r.steering]
+    rows += [{"name": f"wheel_{w}", "value": f"{v:.3f}", "unit": "rad/s", "rad": ""}
+             for w, v in r.wheel_speeds]
     return rows
 
 

@@ -370,6 +370,17 @@ def build_page(dash: Dashboard) -> None:
             with ui.card().classes("w-full"):
                 ui.label("Side view (boom plane)").classes("text-subtitle1 text-bold")
                 side = SideView2D().classes("dash-side w-full h-80")
+            # a wheeled machine (issue 28): its wheels from above, turned by their measured
+            # steering angles (joint_states steer_<w>), laid out as its robot_description says
+            wheels_card = ui.card().classes("w-full dash-wheels-card")
+            with wheels_card:
+                ui.label("Wheels (plan view, steering as measured)").classes(
+                    "text-subtitle1 text-bold")
+                with ui.row().classes("w-full items-center"):
+                    # generated here from numbers, not user text: nothing to sanitize
+                    wheels_svg = ui.html("", sanitize=False).classes("dash-wheels")
+                    wheels_text = ui.label("").classes("dash-wheels-text text-caption")
+            wheels_card.set_visibility(False)
             with ui.card().classes("w-full"):
                 with ui.row().classes("w-full items-center"):
                     ui.label("3D (world)").classes("text-subtitle1 text-bold")
@@ -692,10 +703,27 @@ def build_page(dash: Dashboard) -> None:
                     heading[:2], heading[2], SIDE_PROFILE_R))
             if state["scene"] is not None:
                 _update_3d(j)
+        _refresh_wheels(j)
         target = state["verdict"].target
         side.draw(lines, terrain, [] if target is None else
                   [round(math.hypot(*target[:2]), 3), round(target[2], 3)])
         _scene_fps()
+
+    def _refresh_wheels(j: JointReadout | None) -> None:
+        """The plan view of a wheeled machine's wheels, when its steering changed by 0.1 deg
+        (hidden for a tracked machine, or before its robot_description arrived)."""
+        layout = dash.ros.wheel_layouts.get(dash.ros.machine)
+        if layout is None or j is None:
+            wheels_card.set_visibility(False)
+            return
+        angles = {w: round(a, 3) for w, a in j.steering}
+        key = (id(layout), tuple(sorted(angles.items())))
+        if key != state.get("wheels_key"):
+            state["wheels_key"] = key
+            wheels_svg.set_content(layout.plan_svg(angles))
+            wheels_text.set_text(", ".join(f"{w} {math.degrees(a):+.1f} deg"
+                                           for w, a in j.steering) or "no steered wheel")
+        wheels_card.set_visibility(True)
 
     def _refresh_readout() -> None:
         """Readouts and badges at ``readout_hz``; each widget only when its text changed."""

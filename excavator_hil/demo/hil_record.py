@@ -45,16 +45,25 @@ class HilRecord:
     def setpoint_at(self, t_sim: np.ndarray) -> np.ndarray:
         """(n, 2) set-points [m/s] in force at simulated times ``t_sim`` (0 before the first
         write; the last write before each time)."""
-        out = np.zeros((len(t_sim), 2))
-        if not self.setpoints or len(self.clock) < 2:
-            return out
-        c = np.array(self.clock)
-        sp = np.array(self.setpoints)
-        t_sp = np.interp(sp[:, 0], c[:, 0], c[:, 1])   # monotonic -> simulated time
-        k = np.searchsorted(t_sp, t_sim, side="right") - 1
-        have = k >= 0
-        out[have] = sp[k[have], 1:3]
+        return setpoints_at(self.clock, self.setpoints, t_sim, 2)
+
+
+def setpoints_at(clock: Sequence[tuple[float, float]], setpoints: Sequence[Sequence[float]],
+                 t_sim: np.ndarray, columns: int) -> np.ndarray:
+    """(n, ``columns``) set-points in force at simulated times ``t_sim``: ``setpoints`` rows
+    are (monotonic time [s] the PLC took them, value...), mapped to simulated time through
+    ``clock`` samples (monotonic [s], simulated [s]); 0 before the first; the last one taken
+    before each time."""
+    out = np.zeros((len(t_sim), columns))
+    if not setpoints or len(clock) < 2:
         return out
+    c = np.array(clock)
+    sp = np.array(setpoints, dtype=float)
+    t_sp = np.interp(sp[:, 0], c[:, 0], c[:, 1])   # monotonic -> simulated time
+    k = np.searchsorted(t_sp, t_sim, side="right") - 1
+    have = k >= 0
+    out[have] = sp[k[have], 1:1 + columns]
+    return out
 
 
 @dataclass

@@ -73,6 +73,10 @@ class DemoOperator(Node):
         self.machine = namespace
         self._prefix = f"{namespace}/" if namespace else ""   # its frames and its nodes' status
         self.sim_overrides = dict(sim_overrides or {})
+        # the machine preset sim_node simulates ("" the default machine) and what its
+        # simulation needs beyond the overrides, for the final rendering
+        self.preset = ""
+        self.render_overrides: dict[str, Any] = {}
         self.ik = InverseKinematics(default_geometry())
         self.redis = redis.Redis.from_url(redis_url, socket_timeout=1.0, decode_responses=True)
         self.heartbeat = Heartbeat(redis_url).start()
@@ -447,7 +451,8 @@ class DemoOperator(Node):
         from excavator_sim.sim_config import load_sim_config
         from plc_bridge.config import load_virtual_plc
 
-        dt = load_sim_config(overrides={"drive_mode": "plant"}).drivetrain
+        dt = load_sim_config(overrides={"drive_mode": "plant"},
+                             machine=self.preset or None).drivetrain
         assert dt is not None
         tracks = dt.params.tracks
         return (tracks.gauge_m, 0.5 * tracks.contact_length_m,
@@ -522,7 +527,9 @@ class DemoOperator(Node):
                            ("base_yaw", "base_yaw_rad")):
             if joint in joints:
                 overrides[f"initial.{key}"] = joints[joint]
-        sim = ExcavatorSimulation(load_sim_config(overrides=overrides))
+        overrides.update(self.render_overrides)
+        sim = ExcavatorSimulation(load_sim_config(overrides=overrides,
+                                                  machine=self.preset or None))
         for ni, nj, data in self.terrain_patches.kept:
             i0, j0, heights = flat_to_patch(ni, nj, data)
             sim.terrain.set_region(i0, j0, heights)

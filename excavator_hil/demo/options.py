@@ -33,3 +33,7 @@ class DemoOptions:
     # tracks following plc/wheel_states (the arrangement before issue 27)
     plant: str = "closed"
     spacing_m: float = 10.0  # between the machines along world y [m]
+    # the machine preset (config/machines/, a name or a file; "" = the default tracked
+    # machine): a wheeled one drives its own path through the bridge's ackermann / 4wd4ws model
+    # (excavator_hil.demo.wheeled_path), checked by excavator_hil.demo.run.demo_machine
+    machine: str = ""

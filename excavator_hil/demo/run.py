@@ -25,6 +25,17 @@ measured speed per track, the slip, the torques and the pitch; the summary gives
 steady-state error, the speed held up the slope, the peak slip and the time at the torque
 limit.
 
+``--machine <preset>`` (config/machines/): the machine simulated. A wheeled one (issue 28)
+drives a path suited to it instead (:mod:`excavator_hil.demo.wheeled_path`: Ackermann an S of
+two turns, 4WD4WS a diagonal crab), with the bridge's, the virtual PLC's and the plant link's
+``model`` its own (``ackermann`` / ``4wd4ws``) and the bridge's vehicle geometry the machine's
+(:func:`excavator_hil.machine_match.bridge_overrides_for_machine`); ``drive_loop.png`` then
+plots each wheel's measured speed against the PLC's set-point and each steering angle against
+the model's inverse, and the summary gives them per leg. Then it digs as the tracked machine
+does (the same upper carriage). A preset that does not exist, one whose linkage is not the
+default (the dig cycle is planned for it), a wheeled one with ``--plant standalone``,
+``--machines`` or ``--joystick`` is refused before anything starts, naming the choices.
+
 ``--machines N`` (N > 1): N machines side by side, ``spacing`` apart along y (namespaces
 ``exc1`` ...), each with its own virtual PLC, bridge (Redis database k of the one server),
 sim_node and ik_node, digging its own trench in one terrain (one soil_node serving all, see
@@ -48,6 +59,8 @@ from typing import Any
 from excavator_hil.demo.drive_path import DrivePath
 from excavator_hil.demo.options import DemoOptions
 from excavator_hil.demo.summary import DemoSummary
+from excavator_hil.demo.wheeled_path import WheeledPath
+from excavator_hil.errors import HilConfigError
 from excavator_hil.local_services import (
     LocalRedisServer,
     ManagedProcess,
@@ -71,6 +84,42 @@ HIL_TOPICS = ("plant/actuation", "plant/sensors", "imu")
 SHARED_TOPICS = ("soil/heightmap",)
 
 
+def demo_machine(options: DemoOptions) -> dict[str, Any]:
+    """The bridge parameters the demo's ``options.machine`` needs (``{}`` for a tracked machine:
+    the skid_steer model; a wheeled one: its ``model`` and ``vehicle.<model>.*``), after the
+    start-up checks; a :class:`HilConfigError` naming the choices when the demo cannot run it."""
+    from excavator_hil.machine_match import check_launch_machine
+    from excavator_sim.errors import SimConfigError
+    from excavator_sim.machines import available_machines, load_machine
+
+    if not options.machine:
+        return {}
+    runnable = [m for m in available_machines() if load_machine(m).geometry_data is None]
+    try:
+        preset = load_machine(options.machine)
+    except SimConfigError as exc:
+        raise HilConfigError(f"--machine: {exc}; the demo runs the default machine (no "
+                             f"--machine) or {', '.join(runnable)}") from None
+    if preset.geometry_data is not None:
+        raise HilConfigError(
+            f"--machine {options.machine}: its linkage is its own ({preset.source}) and the "
+            f"demo's dig cycle is planned for the default one; the demo runs the default "
+            f"machine (no --machine) or {', '.join(runnable)}")
+    if preset.undercarriage is not None:
+        model = preset.undercarriage.vehicle_model
+        for given, why in ((options.plant != "closed", "--plant standalone"),
+                           (options.machines > 1, "--machines"),
+                           (options.joystick, "--joystick")):
+            if given:
+                raise HilConfigError(
+                    f"--machine {options.machine} is a wheeled machine ({model}): its demo "
+                    f"drives one machine through the PLC's speed and steering loops (the loop "
+                    f"closed); leave out {why}")
+    # the bridge's model and vehicle geometry for it (a model that fits no bridge model, or a
+    # geometry the bridge refuses, is an error naming the mismatch and the fix)
+    return check_launch_machine(options.machine, "", "skid_steer")
+
+
 def _ros_environment() -> None:
     """Keep DDS on loopback and off the user's default domain unless they chose otherwise."""
     os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
@@ -83,7 +132,8 @@ class DemoMachine:
     and sim_node parameters."""
 
     def __init__(self, index: int, count: int, spacing_m: float,
-                 grid_params: dict[str, float | int], path: DrivePath | None = None):
+                 grid_params: dict[str, float | int],
+                 path: DrivePath | WheeledPath | None = None):
         self.index = index
         self.ns = f"exc{index + 1}" if count > 1 else ""
         self.y_m = index * spacing_m
@@ -94,7 +144,8 @@ class DemoMachine:
         # fault-injecting proxy)
         self.bridge_plc_port = self.plc_port
         self.virtual_plc_args: list[str] = []   # more options of its virtual PLC
-        self.path = path          # the closed loop's drive over soft soil and a ridge
+        # the closed loop's drive over soft soil and a ridge, or a wheeled machine's legs
+        self.path = path
         self.sim_overrides: dict[str, float | int | str] = (
             {"initial.base_y_m": self.y_m, **grid_params} if count > 1 else {})
         if path is not None:      # its start, soft patch and the stretched grid's height field
@@ -152,11 +203,16 @@ class DemoStack:
         self.options = options
         self.logs = options.output_dir / "logs"
         self.redis = LocalRedisServer(self.logs / "redis")
+        # the bridge's model and vehicle parameters for the machine ({} tracked: skid_steer)
+        self.bridge_overrides = demo_machine(options)
+        self.model = str(self.bridge_overrides.get("model", "skid_steer"))
         n = options.machines
         grid: dict[str, float | int] = {}
         self.soil_params: list[str] = []
         self.soil_file = ""     # with a path and soil_in_process: the soil file with its grid
-        path = DrivePath() if options.plant == "closed" and n == 1 else None
+        path: DrivePath | WheeledPath | None = (
+            WheeledPath.for_model(self.model, options.quick) if self.wheeled
+            else DrivePath() if options.plant == "closed" and n == 1 else None)
         if path is not None:
             from excavator_hil.fleet import sim_grid_parameters
             from excavator_sim.soil.config import load_soil_config
@@ -177,6 +233,11 @@ class DemoStack:
                                 "-p", f"terrain.size_y_m:={shared.size_y_m!r}"]
         self.machines = [DemoMachine(k, n, options.spacing_m, grid, path) for k in range(n)]
         self.procs: dict[str, ManagedProcess] = {}
+
+    @property
+    def wheeled(self) -> bool:
+        """A wheeled machine (its bridge model not skid_steer)."""
+        return self.model != "skid_steer"
 
     @property
     def plc_port(self) -> int:          # the first machine's (one-machine callers)
@@ -239,14 +300,19 @@ class DemoStack:
         ros = m.ros()
         prefix = ["-p", f"frame_prefix:={m.ns}/"] if m.ns else []
         closed = self.options.plant == "closed"
+        model = self.model
+        # a wheeled machine's geometry, steering end stops and wheel speeds for the model
+        vehicle = {k: v for k, v in self.bridge_overrides.items() if k.startswith("vehicle.")}
         self._start(f"{key}virtual_plc", "plc_bridge.virtual_plc.cli",
                     ["--port", str(m.plc_port), "--control-port", str(m.plc_control_port),
-                     "--model", "skid_steer", "--rt-priority", rt,
+                     "--model", model, "--rt-priority", rt,
+                     *(f"--vehicle={k.split('.')[-1]}={v}" for k, v in vehicle.items()),
                      "--plant-mode", "external" if closed else "internal",
                      *m.virtual_plc_args], layout["bridge"])
         self._start(f"{key}plc_bridge", "plc_bridge.bridge.node",
                     [*ros, "-p", f"redis_url:={self.redis_url(m)}", "-p", "plc_host:=127.0.0.1",
-                     "-p", f"plc_port:={m.bridge_plc_port}", "-p", "model:=skid_steer",
+                     "-p", f"plc_port:={m.bridge_plc_port}", "-p", f"model:={model}",
+                     *(["--params-file", str(self._vehicle_file(vehicle))] if vehicle else []),
                      "-p", "autostart:=true", "-p", f"rt_priority:={rt}", *prefix],
                     layout["bridge"])
         # The soil model is the ground while digging (stiffness, shear failure, load); rigid
@@ -261,6 +327,8 @@ class DemoStack:
                  ["-p", "drive_mode:=kinematic", "-r", "track_command:=plc/wheel_states"])
         sim = [*ros, "-p", "real_time_factor:=1.0", "-p", "terrain.contact:=false",
                "-p", "use_sim_time:=true", *drive,
+               *(["-p", _ros_param("machine", self.options.machine)]
+                 if self.options.machine else []),
                "-p", f"soil_in_process:={str(in_process).lower()}", *prefix]
         if in_process and self.soil_file:
             sim += ["-p", f"soil_params_file:={self.soil_file}"]
@@ -274,8 +342,22 @@ class DemoStack:
         if closed:   # the PLC's plant blocks <-> the simulation, on the PLC the bridge uses
             self._start(f"{key}plant_link", "plc_bridge.plant_link.node",
                         [*ros, "-p", "plc_host:=127.0.0.1", "-p", f"plc_port:={m.plc_port}",
-                         "-p", "model:=skid_steer", "-p", f"rt_priority:={rt}"],
+                         "-p", f"model:={model}", "-p", f"rt_priority:={rt}"],
                         layout["bridge"])
+
+    def _vehicle_file(self, vehicle: dict[str, Any]) -> Path:
+        """The bridge's ``vehicle.<model>.*`` in a parameter file (a ``-p`` rule cannot name
+        ``vehicle.4wd4ws.*``: a token may not begin with a digit)."""
+        import yaml
+
+        nested: dict[str, Any] = {}
+        for key, value in vehicle.items():
+            _, model, name = key.split(".", 2)
+            nested.setdefault(model, {})[name] = value
+        self.logs.mkdir(parents=True, exist_ok=True)
+        path = self.logs / "bridge_vehicle.yaml"
+        path.write_text(yaml.safe_dump({"/**": {"ros__parameters": {"vehicle": nested}}}))
+        return path
 
     def check_alive(self) -> None:
         for name, proc in self.procs.items():
@@ -335,10 +417,19 @@ def run_demos(options: DemoOptions, own_process: bool = False) -> MachineSummari
 
                 operators.append(JoystickDemoOperator(url, m.plc_control_port, options,
                                                       sim_overrides=m.sim_overrides,
-                                                      path=m.path))
+                                                      path=m.path
+                                                      if isinstance(m.path, DrivePath)
+                                                      else None))
+            elif isinstance(m.path, WheeledPath):
+                from excavator_hil.demo.wheeled_operator import WheeledDemoOperator
+
+                operators.append(WheeledDemoOperator(url, m.plc_control_port, options,
+                                                     options.machine, m.path,
+                                                     sim_overrides=m.sim_overrides))
             else:
                 operators.append(DemoOperator(url, m.plc_control_port, options, namespace=m.ns,
                                               sim_overrides=m.sim_overrides, path=m.path))
+            operators[-1].preset = options.machine   # its rendering and drive geometry
         executor = rclpy.executors.SingleThreadedExecutor()
         for operator in operators:
             executor.add_node(operator)
@@ -475,6 +566,11 @@ def main(argv: list[str] | None = None) -> int:
                              "the virtual PLC's plant (plant link, drive train, terramechanics; "
                              "one machine drives over soft soil and a ridge); standalone: the "
                              "virtual PLC's built-in plant, the simulated tracks following it")
+    parser.add_argument("--machine", default="", metavar="PRESET",
+                        help="the machine simulated: a preset of config/machines/ (or a preset "
+                             "file); a wheeled one (wheeled_ackermann_11t, wheeled_4ws_11t) "
+                             "drives a path of its own through the bridge's model of it and "
+                             "the PLC's speed and steering loops; default the tracked machine")
     parser.add_argument("--spacing", type=float, default=10.0, metavar="M",
                         help="distance between the machines along y [m] (--machines > 1), "
                              f"{MIN_SPACING_M:g}..40")
@@ -511,10 +607,15 @@ def main(argv: list[str] | None = None) -> int:
                           # by default inside sim_node; a fleet's machines share soil_node
                           soil_in_process=args.soil_in_process is not False
                           and args.machines == 1,
-                          machines=args.machines, spacing_m=args.spacing, plant=args.plant)
+                          machines=args.machines, spacing_m=args.spacing, plant=args.plant,
+                          machine=args.machine)
     if args.quick:
         options.time_scale = 0.6
         options.drive_distance_m = 0.5
+    try:
+        demo_machine(options)   # before anything starts: a machine the demo cannot run
+    except HilConfigError as exc:
+        parser.error(str(exc))
     summaries = run_demos(options, own_process=True)
     for label, summary in summaries.items():
         if len(summaries) > 1:

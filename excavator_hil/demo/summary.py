@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass
@@ -57,6 +58,15 @@ class DemoSummary:
     loop_saturated_s: float = 0.0           # at the torque limit [s of simulated time]
     loop_peak_torque_nm: float = math.nan
     loop_torque_limit_nm: float = math.nan
+    # a wheeled machine (issue 28): its preset, the bridge's model, and per leg of its drive
+    # (excavator_hil.demo.wheeled_record.LegFigures): the speed error per driven wheel against
+    # the PLC's set-point [%], the steering angle per steered wheel against the model's inverse
+    # [deg], the yaw rate
+    machine: str = ""
+    vehicle_model: str = ""
+    wheel_legs: list[dict[str, Any]] = field(default_factory=list)
+    # base_link (x [m], y [m], yaw [rad]) in world where the wheeled drive began and ended
+    drive_poses: list[list[float]] = field(default_factory=list)
     outputs: dict[str, str] = field(default_factory=dict)
 
     def text(self) -> str:
@@ -65,8 +75,10 @@ class DemoSummary:
             f"  soil moved (dumped)     {self.soil_moved_m3:8.3f} m^3  "
             f"(peak bucket load {self.peak_bucket_load_m3:.3f} m^3)",
             f"  peak soil force         {self.peak_soil_force_n / 1000:8.1f} kN",
-            f"  tracks travelled        {self.track_distance_m:8.2f} m  ({self._path()})",
+            f"  {'wheels travelled' if self.vehicle_model else 'tracks travelled':<24}"
+            f"{self.track_distance_m:8.2f} m  ({self._path()})",
             *self._loop_lines(),
+            *self._wheel_lines(),
             f"  simulated time          {self.sim_time_s:8.1f} s in {self.wall_time_s:.1f} s wall "
             f"(real-time factor {self.real_time_factor:.2f})",
             self._real_time_line(),
@@ -118,6 +130,33 @@ class DemoSummary:
             f"  drive saturation        {sat}; steepest pitch "
             f"{self.loop_steepest_pitch_deg:.1f} deg",
         ]
+
+    def _wheel_lines(self) -> list[str]:
+        """A wheeled machine's drive, leg by leg: each driven wheel's speed against the PLC's
+        set-point, each steered wheel's angle against the model's inverse, the yaw rate."""
+        if not self.vehicle_model:
+            return []
+        lines = [f"  wheeled drive           {self.machine} ({self.vehicle_model} model): "
+                 "speed vs PLC set-point, steering vs the model's inverse, settled part of "
+                 "each leg"]
+        for leg in self.wheel_legs:
+            vx, vy, wz = leg["twist"]
+            head = (f"    {leg['name']:<14}v_x {vx:+.2f} m/s, v_y {vy:+.2f} m/s, w_z "
+                    f"{wz:+.3f} rad/s")
+            if leg["window_s"] <= 0.0:
+                lines.append(f"{head}: not settled")
+                continue
+            speeds = ", ".join(f"{w} {e:+.2f} %" for w, e in leg["speed_error_pct"].items())
+            angles = ", ".join(
+                f"{w} {leg['inverse_angle_deg'][w]:+.1f} deg {e:+.2f}"
+                for w, e in leg["angle_error_deg"].items())
+            lines.append(f"{head} over {leg['window_s']:.1f} s")
+            lines.append(f"      speed error   {speeds}")
+            if angles:
+                lines.append(f"      steering      {angles} (inverse, measured - inverse)")
+            lines.append(f"      yaw rate      {leg['yaw_rate_rad_s']:+.4f} rad/s "
+                         f"(commanded {wz:+.4f})")
+        return lines
 
     def _real_time_line(self) -> str:
         if self.real_time_held:

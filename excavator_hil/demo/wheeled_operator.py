@@ -1,0 +1,177 @@
+"""The demo's operator for a wheeled machine (issue 28): drives its :class:`WheeledPath`
+through Redis (the bridge's ``ackermann`` or ``4wd4ws`` model, the virtual PLC's speed and
+steering loops, the plant link, the simulated wheels), then digs as on the tracked machine.
+
+Only the drive differs from :class:`~excavator_hil.demo.operator.DemoOperator`: the commands
+are each leg's twist (longitudinal, lateral, angular), what it records are the wheel speeds and
+steering angles (``plant/sensors``) and the PLC's set-points (its control-DB log), judged per
+leg by :mod:`excavator_hil.demo.wheeled_record`.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from sensor_msgs.msg import Imu, JointState
+
+from excavator_hil.demo.operator import DRIVE_COMMAND_PERIOD_S, SPEED_STEP_M_S, DemoOperator
+from excavator_hil.demo.options import DemoOptions
+from excavator_hil.demo.progress import Progress
+from excavator_hil.demo.summary import DemoSummary
+from excavator_hil.demo.wheeled_path import WheeledPath
+from excavator_hil.demo.wheeled_record import WheeledRecord, figures, plot, setpoint_row
+from excavator_hil.hil_harness import timed_mset
+from excavator_sim.machines import load_machine
+from plc_bridge import redis_keys as keys
+from plc_bridge.virtual_plc.control import ControlClient
+
+STILL_M_S = 0.01   # every wheel slower than this: the machine stopped after the drive [m/s]
+
+
+class WheeledDemoOperator(DemoOperator):
+    def __init__(self, redis_url: str, plc_control_port: int, options: DemoOptions,
+                 machine: str, path: WheeledPath,
+                 sim_overrides: dict[str, Any] | None = None) -> None:
+        under = load_machine(machine).undercarriage
+        assert under is not None, f"{machine} is not a wheeled machine"
+        self.model = under.kinematic_model()
+        self.wheeled_path = path
+        self.record = WheeledRecord(tuple(self.model.wheel_names),
+                                    tuple(self.model.steer_names))
+        self.ground_distance = 0.0
+        self.drive_poses: list[tuple[float, float, float]] = []   # base at start, at end
+        self._base_t = math.nan
+        super().__init__(redis_url, plc_control_port, options, sim_overrides=sim_overrides)
+        self.preset = machine
+        # a wheeled machine's simulation runs its drive train (the rendering builds one)
+        self.render_overrides = {"drive_mode": "plant"}
+        assert self.hil is not None, "the wheeled demo runs with the loop closed"
+        self.record.clock = self.hil.clock    # wall -> simulated time, taken while driving
+
+    # --- subscriptions -------------------------------------------------------------------
+    def _on_sensors(self, msg: JointState) -> None:
+        if self._phase != "drive":
+            return
+        t = msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9
+        v = dict(zip(msg.name, msg.velocity, strict=False))
+        p = dict(zip(msg.name, msg.position, strict=False))
+        self.record.sensors.append((t, *(v[f"wheel_{w}"] for w in self.record.wheels),
+                                    *(p[f"steer_{s}"] for s in self.record.steers)))
+
+    def _on_imu(self, msg: Imu) -> None:
+        if self._phase != "drive":
+            return
+        t = msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9
+        self.record.imu.append((t, float(msg.angular_velocity.z)))
+
+    def _on_joints(self, msg: JointState) -> None:
+        """As the tracked operator's, and the distance over ground [m] from the base's
+        velocity in ``world`` (``base_x``, ``base_y`` [m/s])."""
+        super()._on_joints(msg)
+        t = msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9
+        v = dict(zip(msg.name, msg.velocity, strict=False))
+        with self._lock:
+            if math.isfinite(self._base_t) and t > self._base_t:
+                self.ground_distance += (math.hypot(v.get("base_x", 0.0), v.get("base_y", 0.0))
+                                         * (t - self._base_t))
+            self._base_t = t
+
+    # --- the drive -----------------------------------------------------------------------
+    def _command_twist(self, vx: float, vy: float, wz: float) -> float:
+        """The three ARTOF keys in one MSET; when Redis set them (``timed_mset``)."""
+        return timed_mset(self.redis, {keys.LONGITUDINAL: f"{vx:.10g}",
+                                       keys.LATERAL: f"{vy:.10g}", keys.ANGULAR: f"{wz:.10g}"})
+
+    def _drive(self, check_alive: Callable[[], None]) -> None:
+        """Each leg's twist every ``DRIVE_COMMAND_PERIOD_S`` for its duration in simulated
+        time (the longitudinal speed stepped by 0.1 mm/s, so each command's arrival in the
+        control DB is recognised and timed: the bridge's latency), then a stop."""
+        path = self.wheeled_path
+        self._phase = "drive"
+        self.phase_marks.append((self.sim_time, "drive"))
+        plc = ControlClient(self._plc_control_port)
+        step = SPEED_STEP_M_S["closed"]
+        progress = Progress(path.duration_s, label=self.machine)
+        sent: list[tuple[float, tuple[float, ...]]] = []   # (monotonic, the model's speeds)
+        t0 = self.sim_time
+        self.drive_poses.append(self._base_pose())
+        # the loop runs in wall time at real time (the PLC's), plus a loaded host's slack
+        deadline = time.monotonic() + 4.0 * path.duration_s + 60.0
+        leg_now = -1
+        k = 0
+        while (t := self.sim_time - t0) < path.duration_s:
+            check_alive()
+            if time.monotonic() > deadline:
+                raise RuntimeError(
+                    f"the wheeled drive reached {t:.1f} s of {path.duration_s:.1f} s of "
+                    f"simulated time in time: is sim_node running? bridge status: "
+                    f"{self.redis.get(keys.BRIDGE_STATUS)!r}: "
+                    f"{self.redis.get(keys.BRIDGE_DETAIL)!r}")
+            index, leg = path.at(t)
+            if index != leg_now:
+                leg_now = index
+                self.record.legs.append((self.sim_time, index))
+            tw = leg.twist
+            vx = tw.vx + step * (k % 10) if tw.vx != 0.0 else tw.vx
+            speeds = tuple(float(v) for v in self.model.inverse(
+                type(tw)(vx, tw.vy, tw.wz)).speeds)
+            sent.append((self._command_twist(vx, tw.vy, tw.wz), speeds))
+            k += 1
+            progress.update(t, f"drive: {leg.name}", f"{self.ground_distance:.2f} m")
+            time.sleep(DRIVE_COMMAND_PERIOD_S)
+        self._command_twist(0.0, 0.0, 0.0)
+        until = time.monotonic() + 15.0
+        while time.monotonic() < until:
+            rows = self.record.sensors
+            if rows and max(abs(v) for v in rows[-1][1:1 + len(self.record.wheels)]) < STILL_M_S:
+                break
+            time.sleep(0.05)
+        progress.done()
+        self.drive_poses.append(self._base_pose())
+        writes = plc.writes(sent[0][0] if sent else 0.0)
+        self.latency_samples = _latency_samples(sent, writes, self.record.wheels)
+        self.record.setpoints = [setpoint_row(w, self.record.wheels, self.record.steers)
+                                 for w in writes if w.get("refused") is None]
+        plc.close()
+
+    def _base_pose(self) -> tuple[float, float, float]:
+        """(x [m], y [m], yaw [rad]) of base_link in ``world`` as of the latest joint_states."""
+        with self._lock:
+            return (self.joints.get("base_x", math.nan), self.joints.get("base_y", math.nan),
+                    self.joints.get("base_yaw", math.nan))
+
+    # --- results -------------------------------------------------------------------------
+    def summary(self) -> DemoSummary:
+        s = super().summary()
+        s.machine = self.preset
+        s.vehicle_model = self.wheeled_path.model
+        s.track_distance_m = self.ground_distance
+        s.drive_poses = [list(p) for p in self.drive_poses]
+        s.wheel_legs = [vars(f) for f in figures(self.record, self.wheeled_path, self.model)]
+        return s
+
+    def plot_drive(self, path: Path) -> bool:
+        plot(self.record, self.wheeled_path, self.model, path,
+             title=f"{self.preset}: wheel speeds and steering through the PLC's loops "
+                   f"({self.wheeled_path.model} model)")
+        return True
+
+
+def _latency_samples(sent: list[tuple[float, tuple[float, ...]]], writes: list[dict[str, Any]],
+                     wheels: tuple[str, ...]) -> list[tuple[float, float]]:
+    """(command time [s], time until a control-DB write carried its wheel speeds [ms]) per
+    command that a write carried."""
+    out = []
+    for t_sent, speeds in sent:
+        for w in writes:
+            if w["t"] < t_sent:
+                continue
+            if all(abs(float(w.get(f"speed_sp_{n}", math.nan)) - v) < 1e-5
+                   for n, v in zip(wheels, speeds, strict=True)):
+                out.append((t_sent, (w["t"] - t_sent) * 1000.0))
+                break
+    return out
