@@ -457,6 +457,10 @@ PATIENT_S = 10.0   # PLC watchdogs a stalled test process (the bridge runs in it
 # for a while without leaving it), no markers, wall-clock pacing without /clock
 # sim_node on a small, coarse terrain (41 x 41 nodes 0.4 m apart) without markers: a node test
 # that needs no ground detail starts and steps cheaply
+# headless chromium for the dashboard's browser tests: no network, a window the page's cards fit in
+CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync", "--no-first-run",
+                  "--disable-dev-shm-usage", "--window-size=1600,1500")
 SMALL_SIM_ARGS = ["-p", "marker_rate_hz:=0.0", "-p", "terrain.nx:=41", "-p", "terrain.ny:=41",
                   "-p", "terrain.cell_size_m:=0.4"]
 SIM_LOOP_ARGS = ["-p", "drive_mode:=plant", "-p", "use_sim_time:=false",

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import snap7
-from helpers import REPO, NodeProcess, RedisServer, RosTestNode, free_port, wait_for
+from helpers import CHROMIUM_FLAGS, REPO, NodeProcess, RedisServer, RosTestNode, free_port, wait_for
 
 from excavator_kinematics.geometry import default_geometry
 from excavator_kinematics.inverse_kinematics import ACTIVE_JOINTS, InverseKinematics
@@ -38,9 +38,6 @@ pytestmark = [
                               "`make browser` as root (apt-get install chromium chromium-driver)"),
     pytest.mark.timeout(600),
 ]
-CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                  "--disable-component-update", "--disable-sync", "--no-first-run",
-                  "--disable-dev-shm-usage", "--window-size=1600,1500")
 
 
 def _proc(module: str, args: list[str], logs: Path, procs: list[NodeProcess]) -> NodeProcess:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from helpers import (
+    CHROMIUM_FLAGS,
     REPO,
     SMALL_SIM_ARGS,
     NodeProcess,
@@ -173,11 +174,6 @@ def test_the_dashboard_shows_the_steered_wheels_of_a_running_wheeled_machine(
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMEDRIVER = shutil.which("chromedriver")
-# test_dashboard_e2e.py's flags: headless, no network, a window the page's cards fit in
-CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu",
-                  "--disable-background-networking", "--disable-component-update",
-                  "--disable-sync", "--no-first-run", "--disable-dev-shm-usage",
-                  "--window-size=1600,1500")
 
 
 @pytest.mark.skipif(CHROMIUM is None or CHROMEDRIVER is None,
