@@ -58,6 +58,12 @@ Subscribes
   twice the steering's rate is a drive fault too (:mod:`excavator_sim.drivetrain.wheeled_io`;
   up to there the relief valve and the steering valve clip, and the end stops hold the
   angle).
+- ``soil/bucket_payload`` (geometry_msgs/InertiaStamped, frame ``bucket``): the soil carried
+  in the bucket as a rigid body (soil_node with the per-cell bucket soil), put on the MuJoCo
+  bucket body (``ExcavatorSimulation.set_bucket_payload``) and held until replaced: its weight
+  acts at its own centre, its inertia slows the swing and the front (the wrench then carries
+  no weight). An implausible one is rejected and the last kept. With ``soil_in_process`` the
+  in-process soil sets it directly every period.
 - ``soil/terrain_patch`` (std_msgs/Float64MultiArray): a changed rectangle of the terrain,
   written into MuJoCo's height field (format: :mod:`excavator_sim.heightfield`, dims ``i``,
   ``j``, data ``[i0, j0, heights...]`` [m]); the grids must match (``terrain.*`` parameters).
@@ -119,7 +125,7 @@ from typing import TYPE_CHECKING, Any
 import mujoco
 import numpy as np
 from builtin_interfaces.msg import Time
-from geometry_msgs.msg import PoseStamped, TwistStamped, WrenchStamped
+from geometry_msgs.msg import InertiaStamped, PoseStamped, TwistStamped, WrenchStamped
 from rclpy.clock import Clock as RosClock
 from rclpy.clock_type import ClockType
 from rclpy.node import Node
@@ -174,6 +180,8 @@ from excavator_sim.sim_config import (
 )
 from excavator_sim.simulation import TRACK_JOINTS, ExcavatorSimulation
 from excavator_sim.soil.bucket_prism import BucketPrism
+from excavator_sim.soil.payload import BucketPayload
+from excavator_sim.soil.payload_messages import is_bucket_frame, payload_from_message
 from excavator_sim.soil_lockstep import SoilLockstep
 from excavator_sim.terrain_patch import flat_to_patch
 
@@ -324,6 +332,7 @@ class SimNode(Node):
                     "match the terrain of the soil file (soil_params_file)") from None
         else:
             self.create_subscription(WrenchStamped, "soil/wrench", self.on_wrench, 10)
+            self.create_subscription(InertiaStamped, "soil/bucket_payload", self.on_payload, 10)
             self.create_subscription(Float64MultiArray, "soil/terrain_patch",
                                      self.on_terrain_patch, 10)
         self._soil_rejected = ""   # the in-process soil's last rejection (said once)
@@ -780,10 +789,27 @@ class SimNode(Node):
             self._soil_rejected = result.rejected
             if result.rejected:
                 self._reject(result.rejected)
+        if result.payload is not None:   # the load's mass on the bucket body (not in force)
+            self._set_payload(result.payload)
         if result.force is not None and result.torque is not None:
             self.gate.offer(self.sim.time, result.force, result.torque, self.sim.time)
         if result.changed is not None and result.heights is not None:
             self._apply_soil_patch(result.changed, result.heights)
+
+    def _set_payload(self, payload: BucketPayload) -> None:
+        try:
+            self.sim.set_bucket_payload(payload.mass_kg, payload.centre_m, payload.inertia_kg_m2)
+        except CommandError as exc:
+            self._reject(str(exc))
+
+    def on_payload(self, msg: InertiaStamped) -> None:
+        """soil_node's per-cell bucket soil as mass on the bucket body (held until replaced:
+        it is the soil in the bucket, stale wrench or not)."""
+        if not is_bucket_frame(msg.header.frame_id):
+            self._reject(f"soil/bucket_payload in frame {msg.header.frame_id!r}: send it in "
+                         "the bucket link's frame 'bucket'")
+            return
+        self._set_payload(payload_from_message(msg))
 
     def _apply_soil_patch(self, box: tuple[int, int, int, int], heights: np.ndarray) -> None:
         try:
@@ -1080,6 +1106,7 @@ USAGE = NodeUsage(
     "force, publishes the joint states, the bucket's pose and twist, the clock and the URDF.",
     subscribes=("joint_command, track_command (sensor_msgs/JointState)",
                 "soil/wrench (geometry_msgs/WrenchStamped)",
+                "soil/bucket_payload (geometry_msgs/InertiaStamped)",
                 "soil/terrain_patch (std_msgs/Float64MultiArray)",
                 "plant/actuation (sensor_msgs/JointState, the PLC's drives and steering, "
                 "drive_mode plant)",

@@ -48,6 +48,7 @@ from numba import njit
 
 from excavator_sim.soil.bucket_prism import BucketPose, BucketPrism
 from excavator_sim.soil.errors import SoilInputError
+from excavator_sim.soil.payload import BucketPayload
 
 GRAVITY_M_S2 = 9.81
 # at most this many relaxation sweeps per update (a sweep that moves nothing ends it early)
@@ -480,6 +481,36 @@ class BucketBody:
         cn = float((weights * n_mid).sum())
         centre: np.ndarray = g.origin + cs * g.e_s + cw * g.e_w + cn * g.e_n
         return centre
+
+    def payload(self, density_kg_m3: float) -> BucketPayload:
+        """The load as a rigid body (mass, centre, inertia in the bucket frame) from the
+        cells: each column a box of its cell's plan (ds x dw) and its soil's height along the
+        opening's normal, summed with the parallel-axis theorem. Boxes over a sloped floor
+        miss the floor's wedge by half a cell; the inertia is that close, the mass exact."""
+        total = self.total_units
+        if total == 0:
+            return BucketPayload.empty()
+        g = self.grid
+        unit_mass = self.unit_volume_m3 * density_kg_m3
+        i, j = np.nonzero(self.units)
+        m = self.units[i, j] * unit_mass
+        h = self.units[i, j] * g.dn
+        # centres in the opening frame (s, w, n)
+        r = np.stack([(i + 0.5) * g.ds, -0.5 * g.width_m + (j + 0.5) * g.dw,
+                      g.floor_n[i] + 0.5 * h], axis=1)
+        mass = float(m.sum())
+        c = (m[:, None] * r).sum(axis=0) / mass
+        d = r - c
+        own = np.zeros((len(m), 3))
+        own[:, 0] = m / 12.0 * (g.dw ** 2 + h ** 2)
+        own[:, 1] = m / 12.0 * (g.ds ** 2 + h ** 2)
+        own[:, 2] = m / 12.0 * (g.ds ** 2 + g.dw ** 2)
+        inertia = np.diag(own.sum(axis=0)) + (
+            (m * (d * d).sum(axis=1)).sum() * np.eye(3) - (m[:, None, None] * d[:, :, None]
+                                                            * d[:, None, :]).sum(axis=0))
+        f = self._frame  # rows e_s, e_w, e_n in the bucket frame
+        centre = g.origin + f.T @ c
+        return BucketPayload(mass, centre, f.T @ inertia @ f)
 
 
 class AccelerationEstimate:

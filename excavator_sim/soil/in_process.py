@@ -7,8 +7,9 @@ period with the bucket pose and twist of that instant: the wrench acts during th
 follows (age 0, exact coupling, nothing lost when the host is busy), and the changed box of the
 terrain is written straight into MuJoCo's height field. Topics, as soil_node publishes them (so
 recorders, RViz and the dashboard see no difference): ``soil/wrench`` (stamped with the pose's
-simulated time), ``soil/bucket_load``, ``soil/terrain_patch`` (the changed box after each
-update; the whole grid at start and at ``heightmap_rate_hz`` when it changed) and
+simulated time), ``soil/bucket_load``, ``soil/bucket_payload`` (per-cell bucket soil: the
+load as mass, set on the simulator's bucket body here), ``soil/terrain_patch`` (the changed
+box after each update; the whole grid at start and at ``heightmap_rate_hz`` when it changed) and
 ``soil/heightmap`` (PointCloud2, latched), the last two built in their own thread, off the
 control path. Every period is an update (``update_rate_hz`` does not apply: the coupling is the
 simulation's own rate). soil_node stays the standard, separately launched node; run one or the
@@ -27,7 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from builtin_interfaces.msg import Time
-from geometry_msgs.msg import WrenchStamped
+from geometry_msgs.msg import InertiaStamped, WrenchStamped
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, QoSProfile
 from sensor_msgs.msg import PointCloud2, PointField
@@ -39,6 +40,8 @@ from excavator_sim.soil.bucket_prism import BucketPrism
 from excavator_sim.soil.config import SoilConfig
 from excavator_sim.soil.coupling import SoilCoupling
 from excavator_sim.soil.errors import SoilError
+from excavator_sim.soil.payload import BucketPayload
+from excavator_sim.soil.payload_messages import payload_message
 from excavator_sim.soil.scenarios import warm_up
 from excavator_sim.soil.terrain import Box
 from excavator_sim.soil.terrain_messages import (
@@ -64,6 +67,8 @@ class SoilStep:
     changed: Box | None = None
     heights: np.ndarray | None = None
     rejected: str = ""
+    # the load as a rigid body on the bucket (per-cell bucket soil; None: closed form)
+    payload: BucketPayload | None = None
 
 
 class InProcessSoil:
@@ -84,6 +89,8 @@ class InProcessSoil:
         self._stride = stride_for(g.nx, g.ny, HEIGHTMAP_MAX_NODES)
         self.wrench_pub = node.create_publisher(WrenchStamped, "soil/wrench", 10)
         self.load_pub = node.create_publisher(Float64, "soil/bucket_load", 10)
+        self.payload_pub = (node.create_publisher(InertiaStamped, "soil/bucket_payload", 10)
+                            if self.terrain.load_on_body else None)
         self.cloud_pub = node.create_publisher(
             PointCloud2, "soil/heightmap",
             QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL))
@@ -117,6 +124,8 @@ class InProcessSoil:
                     self._dirty = True
         except (SoilError, ArithmeticError) as exc:
             return SoilStep(rejected=f"in-process soil: {exc}")
+        if self.payload_pub is not None and update.payload is not None:
+            self.payload_pub.publish(payload_message(update.payload, stamp))
         msg = self._wrench
         msg.header.stamp = stamp
         f, tq = update.forces.force, update.forces.torque
@@ -130,7 +139,8 @@ class InProcessSoil:
         self.update_time_s += time.perf_counter() - t0
         return SoilStep(np.asarray(f, dtype=float), np.asarray(tq, dtype=float),
                         update.changed, update.heights,
-                        f"in-process soil: {update.outside}" if update.outside else "")
+                        f"in-process soil: {update.outside}" if update.outside else "",
+                        update.payload)
 
     def counters(self) -> dict[str, str | int]:
         mean_ms = 1e3 * self.update_time_s / self.updates if self.updates else 0.0

@@ -17,6 +17,10 @@ Publishes
   the bucket about its origin, after every update, before anything else the node does for that
   pose; its stamp is the pose's, so the simulator knows how old the force is.
 - ``soil/bucket_load`` (std_msgs/Float64): soil volume in the bucket [m^3], after every update.
+- ``soil/bucket_payload`` (geometry_msgs/InertiaStamped, frame ``bucket``; only with
+  ``terrain.bucket_soil_model: cells``): the carried soil as a rigid body (mass [kg], centre
+  [m] and inertia [kg m^2] about it, in the bucket frame), before the wrench of the same
+  update; sim_node puts it on its bucket body, and the wrench leaves the load's weight out.
 - ``soil/heightmap`` (sensor_msgs/PointCloud2 in ``world``, fields x, y, z FLOAT32 [m]): the
   terrain surface for RViz at every k-th cell centre (k chosen so there are at most 160 x 160
   points), at ``heightmap_rate_hz`` when the terrain changed; built from numpy in the node's own
@@ -71,7 +75,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from geometry_msgs.msg import Point, PoseStamped, TwistStamped, WrenchStamped
+from geometry_msgs.msg import InertiaStamped, Point, PoseStamped, TwistStamped, WrenchStamped
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 from rclpy.subscription import MessageInfo
@@ -97,6 +101,7 @@ from excavator_sim.soil.bucket_soil import columns_to_triangles, soil_columns
 from excavator_sim.soil.config import INSTANCES, SOIL_PARAMETERS, soil_config_from_parameters
 from excavator_sim.soil.errors import OutsideGridError, SoilConfigError, SoilError
 from excavator_sim.soil.forces import DiMaioForceModel, SurfaceFn
+from excavator_sim.soil.payload_messages import payload_message
 from excavator_sim.soil.plausibility import SoilPlausibility
 from excavator_sim.soil.scenarios import warm_up
 from excavator_sim.soil.shared_terrain import SharedTerrain
@@ -128,6 +133,7 @@ class _Machine:
     forces: DiMaioForceModel
     wrench_pub: Any
     load_pub: Any
+    payload_pub: Any  # soil/bucket_payload (per-cell bucket soil), else None
     twist: tuple[np.ndarray, np.ndarray] = field(
         default_factory=lambda: (np.zeros(3), np.zeros(3)))
     last_stamp: float | None = None
@@ -182,7 +188,10 @@ class SoilNode(Node):
             self.create_publisher(WrenchStamped, _topic(name, "soil/wrench"),
                                   RECORDED_STREAM_DEPTH),
             self.create_publisher(Float64, _topic(name, "soil/bucket_load"),
-                                  RECORDED_STREAM_DEPTH))
+                                  RECORDED_STREAM_DEPTH),
+            self.create_publisher(InertiaStamped, _topic(name, "soil/bucket_payload"),
+                                  RECORDED_STREAM_DEPTH)
+            if self.shared.terrains[name].load_on_body else None)
             for name in names]
         # Latched (transient local): RViz started later still gets the last terrain.
         self.mesh_pub = self.create_publisher(
@@ -270,14 +279,19 @@ class SoilNode(Node):
                     outside = str(exc)
                     surface = _no_ground  # keep the wrench current: only the load weighs
                 result = m.forces.step(pose, m.twist[0], m.twist[1], surface,
-                                       m.terrain.load_volume_m3)
+                                       m.terrain.load_volume_m3,
+                                       weight_on_body=m.terrain.load_on_body)
                 load = float(m.terrain.load_volume_m3)
+                payload = m.terrain.load_payload()
                 self._bucket_state[m.name] = (pose, load)
             self.plausibility.check_wrench(result.force, result.torque)
         except (SoilError, ArithmeticError) as exc:
             self._reject(str(exc))
             return
-        # The wrench first: the simulator is waiting for it; everything else comes after.
+        # The payload (the load's mass, which the wrench leaves out), then the wrench: the
+        # simulator is waiting for it; everything else comes after.
+        if m.payload_pub is not None and payload is not None:
+            m.payload_pub.publish(payload_message(payload, msg.header.stamp))
         wrench = WrenchStamped()
         wrench.header.stamp = msg.header.stamp
         wrench.header.frame_id = WORLD
@@ -475,6 +489,7 @@ USAGE = NodeUsage(
     subscribes=("bucket_pose (geometry_msgs/PoseStamped)",
                 "bucket_twist (geometry_msgs/TwistStamped)"),
     publishes=("soil/wrench (geometry_msgs/WrenchStamped)", "soil/bucket_load (std_msgs/Float64)",
+               "soil/bucket_payload (geometry_msgs/InertiaStamped)",
                "soil/terrain_patch (std_msgs/Float64MultiArray)",
                "soil/heightmap (sensor_msgs/PointCloud2)",
                "soil/bucket_soil (visualization_msgs/Marker)", "/diagnostics"),

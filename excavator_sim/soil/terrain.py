@@ -31,6 +31,7 @@ from excavator_sim.soil import terrain_kernels as kern
 from excavator_sim.soil.bucket_body import BucketBody
 from excavator_sim.soil.bucket_prism import EDGES, FACES, BucketPose, BucketPrism
 from excavator_sim.soil.errors import OutsideGridError, SoilConfigError, SoilInputError
+from excavator_sim.soil.payload import BucketPayload
 
 _FACES = np.array([f + (-1,) * (4 - len(f)) for f in FACES], dtype=np.int64)
 _FACE_SIZES = np.array([len(f) for f in FACES], dtype=np.int64)
@@ -312,6 +313,21 @@ class Terrain:
         (None: empty, or the closed form, which keeps no shape): with ``load_mass_kg`` the
         hook for a payload on the simulator's bucket body (docs/soil.md, "The load's mass")."""
         return self.body.centre_of_mass_bucket_m() if self.body is not None else None
+
+    @property
+    def load_on_body(self) -> bool:
+        """True with the per-cell bucket soil: the load is a rigid body on the bucket
+        (:meth:`load_payload`, its mass on the simulator's bucket body), so the soil wrench
+        leaves its weight out (``DiMaioForceModel.step(weight_on_body=True)``). False with the
+        closed form (no shape, so no centre): the weight acts through the wrench."""
+        return self.body is not None
+
+    def load_payload(self) -> BucketPayload | None:
+        """The load as a rigid body in the bucket frame (mass at the preset's density, centre
+        and inertia from the cells; empty: zero mass), None with the closed form."""
+        if self.body is None:
+            return None
+        return self.body.payload(self.config.density_kg_m3)
 
     def heights_m(self, box: Box | None = None) -> np.ndarray:
         """Heights [m] of the cells in ``box`` (i0, i1, j0, j1), or of the whole grid."""
