@@ -1072,6 +1072,7 @@ class SimNode(Node):
                   **self.timing_values(),
                   "loop_residual_m": f"{residual:.2e}", "rejected": self.rejections.count,
                   "terrain_patches": self.terrain_patches,
+                  "bucket_payload_kg": f"{self.sim.payload_kg:.1f}",
                   "last_error": self.rejections.last,
                   **{f"target_{n}": f"{v:.4f}" for n, v in self.sim.targets.items()}}
         values["divergences"] = self.sim.divergence_count

@@ -15,7 +15,13 @@ from hypothesis import strategies as st
 
 from excavator_kinematics.geometry import default_geometry
 from excavator_sim.sim_config import load_sim_config
-from excavator_sim.soil.bucket_body import GRAVITY_M_S2, AccelerationEstimate, BucketBody
+from excavator_sim.soil.bucket_body import (
+    GRAVITY_M_S2,
+    AccelerationEstimate,
+    BucketBody,
+    held_caps,
+    pour,
+)
 from excavator_sim.soil.bucket_prism import BucketPose, BucketPrism
 from excavator_sim.soil.config import load_soil_config
 from excavator_sim.soil.errors import SoilConfigError, SoilInputError
@@ -331,3 +337,21 @@ def test_the_coupling_passes_the_swing_acceleration_to_the_bucket_soil() -> None
         left[timed] = coupling.terrain.load_units / heaped
     assert left[False] == 1.0
     assert left[True] < 0.995
+
+
+@pytest.mark.parametrize("tilt_n", [-0.06, 0.0, 0.05])
+def test_dug_soil_fills_the_held_pocket_with_the_opening_vertical_or_facing_down(
+        tilt_n: float) -> None:
+    """A drag with the opening about vertical (the coupled dig's: its normal 3 deg below
+    horizontal): the soil pushed in fills what the back of the bucket holds at that pose (the
+    closed form's capacity there), none of it thrown back out for want of a floor below it."""
+    body = BucketBody(BUCKET, CONFIG.cell_xy_m, CONFIG.cell_z_m, REPOSE)
+    g = body.grid
+    up = np.array([-math.sqrt(1.0 - tilt_n ** 2), 0.0, tilt_n])
+    cap = np.empty_like(body.units)
+    held_caps(g.floor_n, g.ds, g.dn, g.length_m, up, body.tan_r, cap)
+    room = int(cap.sum())
+    assert room * body.unit_volume_m3 > 0.03  # m^3: a pocket worth filling
+    placed = pour(body.units, g.floor_n, g.ds, g.dw, g.dn, g.width_m, up, cap, room + 500)
+    assert placed == room == body.total_units
+    assert np.all(body.units <= cap)

@@ -160,9 +160,8 @@ def test_coupled_cells_weigh_once() -> None:
     the closed form keeps the weight in the wrench (no shape to put on the body)."""
     sim = make_sim()
     cfg = load_soil_config()
-    cells = dataclasses.replace(cfg, terrain=dataclasses.replace(cfg.terrain,
-                                                                  bucket_soil_model="cells"))
-    coupling = SoilCoupling(cells, BucketPrism.from_geometry(sim.geometry))
+    assert cfg.terrain.bucket_soil_model == "cells"  # the shipped default
+    coupling = SoilCoupling(cfg, BucketPrism.from_geometry(sim.geometry))
     assert coupling.terrain.body is not None
     coupling.terrain.body.units[:, :] = struck_full(coupling.terrain.bucket).units
     coupling.terrain.load_units = coupling.terrain.body.total_units
@@ -185,7 +184,9 @@ def test_coupled_cells_weigh_once() -> None:
     lever = float(world_centre(sim, p.centre_m)[0] - boom_pivot(sim)[0])
     assert torque == pytest.approx(p.mass_kg * G * lever, rel=0.01)
     # the closed form: no payload, the weight in the wrench
-    closed = SoilCoupling(cfg, BucketPrism.from_geometry(sim.geometry))
+    closed_cfg = dataclasses.replace(cfg, terrain=dataclasses.replace(
+        cfg.terrain, bucket_soil_model="closed_form"))
+    closed = SoilCoupling(closed_cfg, BucketPrism.from_geometry(sim.geometry))
     assert closed.terrain.load_payload() is None and not closed.terrain.load_on_body
 
 

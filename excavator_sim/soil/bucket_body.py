@@ -127,12 +127,16 @@ def pour(units: np.ndarray, floor_n: np.ndarray, ds: float, dw: float, dn: float
     """Pour ``count`` units into the columns where the next unit sits lowest against the
     effective "up" (a level fill from the bottom, each column up to ``cap``): soil pushed
     into the bucket settles in its lowest free room. Returns the units placed: fewer than
-    ``count`` when the caps are reached, none when the opening faces down or sideways (no
-    floor to fill against)."""
+    ``count`` when the caps are reached. With the opening facing sideways or down a column
+    grows away from its floor downwards, so there is no level to fill to: the units go one
+    by one into the lowest next slot within the caps (the held pocket at the bucket's back;
+    the caller's caps say what the walls hold)."""
     ns, nw = units.shape
     us, uw, un = up[0], up[1], up[2]
-    if un <= 1e-9 or count <= 0:
+    if count <= 0:
         return 0
+    if un <= 1e-9:
+        return int(_pour_slots(units, floor_n, ds, dw, dn, width, up, cap, count))
     step = un * dn
     # bisection on the level Z [m, along up]: units that fit with their slot centre <= Z
     lo, hi = np.inf, -np.inf
@@ -165,6 +169,18 @@ def pour(units: np.ndarray, floor_n: np.ndarray, ds: float, dw: float, dn: float
                 placed += q - units[i, j]
                 units[i, j] = q
     # the few left at the level: one each into the lowest next slots
+    return placed + int(_pour_slots(units, floor_n, ds, dw, dn, width, up, cap,
+                                    count - placed))
+
+
+@njit(cache=True)
+def _pour_slots(units: np.ndarray, floor_n: np.ndarray, ds: float, dw: float, dn: float,
+                width: float, up: np.ndarray, cap: np.ndarray, count: int) -> int:
+    """One unit at a time into the lowest next slot (against ``up``) of a column below its
+    cap; returns the units placed."""
+    ns, nw = units.shape
+    us, uw, un = up[0], up[1], up[2]
+    placed = 0
     while placed < count:
         best_i, best_j, best_z = -1, -1, np.inf
         for i in range(ns):

@@ -64,9 +64,10 @@ class TerrainConfig:
     relax_iterations: int = 3
     margin_cells: int = 4
     density_kg_m3: float = 1700.0
-    # the soil in the bucket: "closed_form" (one count, the shape held at the pose in closed
-    # form, held_soil_shape) or "cells" (a body of its own: bucket_body.BucketBody)
-    bucket_soil_model: str = "closed_form"
+    # the soil in the bucket: "cells" (a body of its own: bucket_body.BucketBody, its mass on
+    # the bucket) or "closed_form" (one count, the shape held at the pose in closed form,
+    # held_soil_shape, its weight in the wrench)
+    bucket_soil_model: str = "cells"
 
     def __post_init__(self) -> None:
         if self.bucket_soil_model not in BUCKET_SOIL_MODELS:
