@@ -288,17 +288,20 @@ def test_acceleration_estimate_from_velocities_and_their_times() -> None:
     est = AccelerationEstimate()
     w, r, dt = 1.05, 4.4, 0.001
     value = None
-    for k in range(400):
+    for k in range(1000):
         t = k * dt
         v = w * r * np.array([-math.sin(w * t), math.cos(w * t), 0.0])
         value = est.update(t, v)
         if k == 100:
             assert est.update(t, np.array([np.nan, 0.0, 0.0])) is value
     assert value is not None
-    t_end = 399 * dt
-    inward = -np.array([math.cos(w * t_end), math.sin(w * t_end), 0.0])
-    # within the 20 ms low-pass lag (w tau = 0.02 rad of the turning vector)
-    assert value == pytest.approx(w * w * r * inward, abs=0.15)
+    t_end = 999 * dt
+    # a first-order low-pass of a vector turning at w: scaled by 1 / sqrt(1 + (w tau)^2) and
+    # lagging by atan(w tau) (0.1 s: 6 deg)
+    wt = w * est.time_constant_s
+    lag = w * t_end - math.atan(wt)
+    inward = -np.array([math.cos(lag), math.sin(lag), 0.0])
+    assert value == pytest.approx(w * w * r / math.hypot(1.0, wt) * inward, abs=0.05)
     assert est.update(t_end + 1.0, np.zeros(3)) is None  # a gap of 1 s: no estimate
     est.update(t_end + 1.001, np.array([100.0, 0.0, 0.0]))  # 1e5 m/s^2 in one step
     capped = est.update(t_end + 1.002, np.array([200.0, 0.0, 0.0]))
