@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_bucket_soil import mesh_volume
 
 from excavator_kinematics.geometry import default_geometry
 from excavator_sim.sim_config import load_sim_config
@@ -358,3 +359,24 @@ def test_dug_soil_fills_the_held_pocket_with_the_opening_vertical_or_facing_down
     placed = pour(body.units, g.floor_n, g.ds, g.dw, g.dn, g.width_m, up, cap, room + 500)
     assert placed == room == body.total_units
     assert np.all(body.units <= cap)
+
+
+@settings(max_examples=30, deadline=None)
+@given(pitch=st.floats(-math.pi, math.pi), yaw=st.floats(-3.1, 3.1), seed=st.integers(0, 99))
+def test_the_drawn_cells_hold_the_load_at_any_tilt(pitch: float, yaw: float, seed: int) -> None:
+    """soil/bucket_soil's boxes (``cell_triangles``) enclose exactly the carried volume, the
+    bucket at any pitch and yaw, and lie in the bucket."""
+    body = BucketBody(BUCKET, CONFIG.cell_xy_m, CONFIG.cell_z_m, REPOSE)
+    g = body.grid
+    cap = np.floor(-g.floor_n / g.dn + 1e-9).astype(np.int64)[:, None]
+    rng = np.random.default_rng(seed)
+    body.units[:, :] = rng.integers(0, cap + 1, size=body.units.shape)
+    pose = BucketPose(4.0, -1.0, 1.2, pitch, yaw)
+    tris = body.cell_triangles(pose)
+    assert len(tris) == 36 * int(np.count_nonzero(body.units))
+    assert mesh_volume(tris) == pytest.approx(body.total_units * body.unit_volume_m3, rel=1e-9)
+    # a column's box meets the sloped floor at its cell's middle: its corners stand out of
+    # the bucket by less than a cell
+    corners = BUCKET.corners(pose)
+    assert np.all(tris >= corners.min(axis=0) - CONFIG.cell_xy_m)
+    assert np.all(tris <= corners.max(axis=0) + CONFIG.cell_xy_m)

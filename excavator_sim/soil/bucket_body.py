@@ -46,6 +46,7 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
+from excavator_sim.soil.boxes import boxes_to_triangles
 from excavator_sim.soil.bucket_prism import BucketPose, BucketPrism
 from excavator_sim.soil.errors import SoilInputError
 from excavator_sim.soil.payload import BucketPayload
@@ -479,6 +480,26 @@ class BucketBody:
         out[:, 6] = pose.yaw
         drawn: np.ndarray = out[half_up > 1e-6]
         return drawn
+
+    def cell_triangles(self, pose: BucketPose, units: np.ndarray | None = None) -> np.ndarray:
+        """The soil as drawn for RViz: each non-empty column a box in the bucket's own frame
+        (its cell over the opening, from the floor to its top along the opening's normal),
+        as triangles in ``world`` ``(k * 36, 3)`` [m] (``boxes.boxes_to_triangles``). Exact
+        in volume at any tilt: the boxes hold ``units x unit volume``. ``units``: a copy of
+        the columns taken elsewhere (default: the body's own)."""
+        g = self.grid
+        u = self.units if units is None else units
+        i, j = np.nonzero(u)
+        if len(i) == 0:
+            return np.zeros((0, 3))
+        s = np.stack([i * g.ds, (i + 1) * g.ds], axis=1)
+        w = np.stack([-0.5 * g.width_m + j * g.dw, -0.5 * g.width_m + (j + 1) * g.dw], axis=1)
+        n = np.stack([g.floor_n[i], g.floor_n[i] + u[i, j] * g.dn], axis=1)
+        k = np.arange(8)
+        local = (g.origin + s[:, (k >> 2) & 1, None] * g.e_s + w[:, (k >> 1) & 1, None] * g.e_w
+                 + n[:, k & 1, None] * g.e_n)                                    # (m, 8, 3)
+        corners = local @ pose.rotation().T + pose.position
+        return boxes_to_triangles(corners)
 
     def centre_of_mass_bucket_m(self) -> np.ndarray | None:
         """Centre of mass of the load in the bucket frame [m] (None: empty): the hook for a
