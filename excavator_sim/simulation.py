@@ -206,6 +206,7 @@ class ExcavatorSimulation:
         self._bucket_chain = np.array(chain)
         self._bucket_subtree0 = self.model.body_subtreemass[self._bucket_chain].copy()
         self.payload_kg = 0.0
+        self._payload_set: tuple[float, np.ndarray, np.ndarray] | None = None
         self._base_body = mujoco.mj_name2id(self.model, mujoco.mjtObj.mjOBJ_BODY, "caterpillar")
         self._steps_per_control = max(1, round(c.control_period / c.timestep))
 
@@ -497,9 +498,14 @@ class ExcavatorSimulation:
                                              float(-self.model.opt.gravity[2]))
         if reason is not None:
             raise CommandError(f"{reason}; the last payload is kept")
+        ml = float(mass_kg)
+        last = self._payload_set
+        if (last is not None and last[0] == ml and np.array_equal(last[1], c)
+                and np.array_equal(last[2], il)):
+            return  # unchanged (a carried load): the model already holds it
+        self._payload_set = (ml, c.copy(), il.copy())
         m, b = self.model, self._bucket_body
         m0, c0, i0, q0 = self._bucket_mass0
-        ml = float(mass_kg)
         if ml <= 0.0:
             mass, ipos, inertia, iquat = m0, c0, i0, q0
         else:

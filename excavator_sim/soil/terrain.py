@@ -287,6 +287,7 @@ class Terrain:
         self.body = (BucketBody(bucket, config.cell_xy_m, config.cell_z_m,
                                 config.repose_angle_rad)
                      if config.bucket_soil_model == "cells" else None)
+        self._payload: tuple[np.ndarray, BucketPayload] | None = None  # load_payload's last
         self._dmax = math.floor(config.cell_xy_m * math.tan(config.repose_angle_rad)
                                     / config.cell_z_m)
         self._prev_mouth: np.ndarray | None = None
@@ -328,7 +329,13 @@ class Terrain:
         and inertia from the cells; empty: zero mass), None with the closed form."""
         if self.body is None:
             return None
-        return self.body.payload(self.config.density_kg_m3)
+        # the body changes only when soil moves: most updates (the carry) reuse the last
+        cached = self._payload
+        if cached is not None and np.array_equal(cached[0], self.body.units):
+            return cached[1]
+        payload = self.body.payload(self.config.density_kg_m3)
+        self._payload = (self.body.units.copy(), payload)
+        return payload
 
     def heights_m(self, box: Box | None = None) -> np.ndarray:
         """Heights [m] of the cells in ``box`` (i0, i1, j0, j1), or of the whole grid."""
