@@ -331,11 +331,17 @@ class SimNode(Node):
                     f"cells) does not fit the height field: {exc}; make sim_node's terrain.* "
                     "match the terrain of the soil file (soil_params_file)") from None
         else:
-            self.create_subscription(WrenchStamped, "soil/wrench", self.on_wrench, 10)
+            # the payload first: when both are ready the executor takes them in this order
+            # (soil_node publishes the payload, then the wrench of the same update)
             self.create_subscription(InertiaStamped, "soil/bucket_payload", self.on_payload, 10)
+            self.create_subscription(WrenchStamped, "soil/wrench", self.on_wrench, 10)
             self.create_subscription(Float64MultiArray, "soil/terrain_patch",
                                      self.on_terrain_patch, 10)
         self._soil_rejected = ""   # the in-process soil's last rejection (said once)
+        # soil/bucket_payload: the latest stamp received (None: the soil sends none, the
+        # closed form), and a wrench's stamp whose payload has not arrived yet (lockstep)
+        self._payload_stamp: float | None = None
+        self._answer_pending: float | None = None
         # in a fleet the status names its machine: "exc2/sim_node: simulation"
         ns = self.get_namespace().strip("/")
         self.diagnostics = Diagnostics(self, f"{ns + '/' if ns else ''}{self.get_name()}: "
@@ -505,8 +511,17 @@ class SimNode(Node):
 
     def on_wrench(self, msg: WrenchStamped) -> None:
         # valid or not, the soil answered the pose of this stamp (lockstep)
-        self.lockstep.answered(msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec)
+        stamp = msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
         self._take_wrench(msg)
+        if self._payload_stamp is not None and self._payload_stamp < stamp - 1e-9:
+            # the soil sends its load's mass before each wrench (soil/bucket_payload): the
+            # answer is complete with it, so a lockstep period never steps on the old mass
+            self._answer_pending = stamp
+            return
+        self._answered(stamp)
+
+    def _answered(self, stamp: float) -> None:
+        self.lockstep.answered(stamp)
         if self.lockstep.waiting:  # the period held back for this answer steps now
             self.tick()
 
@@ -804,12 +819,20 @@ class SimNode(Node):
 
     def on_payload(self, msg: InertiaStamped) -> None:
         """soil_node's per-cell bucket soil as mass on the bucket body (held until replaced:
-        it is the soil in the bucket, stale wrench or not)."""
+        it is the soil in the bucket, stale wrench or not). Valid or not, it completes the
+        soil's answer of its stamp for the lockstep (the wrench of that stamp may be here)."""
+        stamp = msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
+        if self._payload_stamp is None or stamp > self._payload_stamp:
+            self._payload_stamp = stamp
         if not is_bucket_frame(msg.header.frame_id):
             self._reject(f"soil/bucket_payload in frame {msg.header.frame_id!r}: send it in "
                          "the bucket link's frame 'bucket'")
-            return
-        self._set_payload(payload_from_message(msg))
+        else:
+            self._set_payload(payload_from_message(msg))
+        pending = self._answer_pending
+        if pending is not None and stamp >= pending - 1e-9:
+            self._answer_pending = None
+            self._answered(pending)
 
     def _apply_soil_patch(self, box: tuple[int, int, int, int], heights: np.ndarray) -> None:
         try:
