@@ -63,7 +63,8 @@ Subscribes
   bucket body (``ExcavatorSimulation.set_bucket_payload``) and held until replaced: its weight
   acts at its own centre, its inertia slows the swing and the front (the wrench then carries
   no weight). An implausible one is rejected and the last kept. With ``soil_in_process`` the
-  in-process soil sets it directly every period.
+  in-process soil sets it directly every period. In lockstep, once payloads come, the soil's
+  answer to a pose is its payload and its wrench of that stamp: a period steps on both.
 - ``soil/terrain_patch`` (std_msgs/Float64MultiArray): a changed rectangle of the terrain,
   written into MuJoCo's height field (format: :mod:`excavator_sim.heightfield`, dims ``i``,
   ``j``, data ``[i0, j0, heights...]`` [m]); the grids must match (``terrain.*`` parameters).
