@@ -11,7 +11,12 @@ compilation happens in a warm-up before timing.
 Goal: mean <= 1.0 ms, p95 <= 2.5 ms (the upstream C++ library: 4.1-5.5 ms mean, 9-10 ms p95).
 Coupled: MuJoCo simulation + soil every 1 ms step on a 16 m x 16 m terrain at 0.05 m, real-time
 factor >= 1.0 (next to the simulation alone on the same dig).
-Run: .venv/bin/python bench/soil.py [--poses N]. The last stdout line is JSON.
+The bucket's soil: ``--bucket-soil-model cells`` (the per-cell body, the default),
+``closed_form``, or ``both`` (the default here: the local update timed for each, on the same
+poses, and the ratio cells / closed_form; the goal, the grid-size and full-grid figures and the
+coupled run are the first of cells, closed_form that was asked).
+Run: .venv/bin/python bench/soil.py [--poses N] [--bucket-soil-model M]. The last stdout line
+is JSON.
 """
 
 from __future__ import annotations
@@ -34,7 +39,7 @@ from excavator_sim.soil.scenarios import (
     REFERENCE_GRID,
     reference_scoop_poses,
 )
-from excavator_sim.soil.terrain import Terrain, TerrainConfig
+from excavator_sim.soil.terrain import BUCKET_SOIL_MODELS, Terrain, TerrainConfig
 
 
 def run(config: TerrainConfig, poses: list[BucketPose], full_grid: bool
@@ -69,7 +74,7 @@ def run_forces(poses: list[BucketPose]) -> np.ndarray:
     return times * 1e3
 
 
-def run_coupled(steps_per_waypoint: int) -> tuple[float, float, float]:
+def run_coupled(steps_per_waypoint: int, model: str) -> tuple[float, float, float]:
     """Real-time factor of the MuJoCo simulation (dt 1 ms) with the soil coupled every step
     (16 m x 16 m terrain at 0.05 m, height field refreshed), next to the simulation alone on
     the same dig; and the load dug [m^3]."""
@@ -83,20 +88,23 @@ def run_coupled(steps_per_waypoint: int) -> tuple[float, float, float]:
     from excavator_sim.soil.config import load_soil_config
     from excavator_sim.soil.coupling import SoilCoupling
 
+    # test_soil_coupling's dig: in, drag, curl in place, then the carry in joints
     dig = [((6.0, 0.0, 0.3), 0.6), ((5.8, 0.0, -0.25), 0.5), ((5.0, 0.0, -0.25), 0.2),
-           ((4.6, 0.0, 0.6), 0.0)]
+           ((5.0, 0.0, -0.25), -0.4)]
+    carry = (0.0, 0.52, -2.0, 0.1)
+    soil = load_soil_config()
+    soil = dc.replace(soil, terrain=dc.replace(soil.terrain, bucket_soil_model=model))
     geometry = default_geometry()
     ik = InverseKinematics(geometry)
     rtf = []
     load = 0.0
     for coupled in (True, False):
         sim = ExcavatorSimulation(dc.replace(load_sim_config(), terrain_contact=False))
-        coupling = SoilCoupling(load_soil_config(), BucketPrism.from_geometry(geometry))
+        coupling = SoilCoupling(soil, BucketPrism.from_geometry(geometry))
         coupling.step(sim)  # compile / warm up outside the timing
         t0 = time.perf_counter()
         t_sim0 = sim.time
-        for target, pitch in dig:
-            q = ik.solve(np.array(target), pitch).q
+        for q in [ik.solve(np.array(target), pitch).q for target, pitch in dig] + [carry]:
             sim.set_joint_targets(dict(zip(("swing", "boom", "arm", "bucket"),
                                            map(float, q), strict=True)))
             for _ in range(steps_per_waypoint):
@@ -114,28 +122,48 @@ def main() -> None:
     parser.add_argument("--poses", type=int, default=10_000, help="poses along the scoop")
     parser.add_argument("--coupled-steps", type=int, default=3000,
                         help="1 ms physics steps per waypoint of the coupled dig (0: skip)")
+    parser.add_argument("--bucket-soil-model", choices=(*BUCKET_SOIL_MODELS, "both"),
+                        default="both", help="the soil in the bucket (terrain."
+                        "bucket_soil_model); both: each timed, the ratio reported")
     args = parser.parse_args()
     poses = reference_scoop_poses(args.poses)
+    models = (["cells", "closed_form"] if args.bucket_soil_model == "both"
+              else [args.bucket_soil_model])
+    grids = {m: dataclasses.replace(REFERENCE_GRID, bucket_soil_model=m) for m in models}
+    grid = grids[models[0]]
 
     t0 = time.perf_counter()
-    warm = Terrain(REFERENCE_GRID, REFERENCE_BUCKET)
-    for pose in reference_scoop_poses(200):
-        warm.update(pose)
-        warm.update(pose, full_grid=True)
+    for g in grids.values():
+        warm = Terrain(g, REFERENCE_BUCKET)
+        for pose in reference_scoop_poses(200):
+            warm.update(pose)
+            warm.update(pose, full_grid=True)
     run_forces(reference_scoop_poses(50))
     compile_s = time.perf_counter() - t0
 
-    local, terrain = run(REFERENCE_GRID, poses, full_grid=False)
-    naive, naive_terrain = run(REFERENCE_GRID, poses, full_grid=True)
-    big = dataclasses.replace(REFERENCE_GRID, size_x_m=16.0, size_y_m=16.0)
+    per_model = {m: run(g, poses, full_grid=False) for m, g in grids.items()}
+    local, terrain = per_model[models[0]]
+    naive, naive_terrain = run(grid, poses, full_grid=True)
+    big = dataclasses.replace(grid, size_x_m=16.0, size_y_m=16.0)
     local_big, _ = run(big, poses, full_grid=False)
 
     forces = run_forces(poses)
-    rtf, rtf_alone, dug = (run_coupled(args.coupled_steps) if args.coupled_steps
+    rtf, rtf_alone, dug = (run_coupled(args.coupled_steps, models[0]) if args.coupled_steps
                            else (float("nan"),) * 3)
     differ = float(np.mean(terrain.h != naive_terrain.h))
+    by_model: dict[str, object] = {}
+    for m, (times, t) in per_model.items():
+        by_model[f"mean_ms_{m}"] = round(float(times.mean()), 4)
+        by_model[f"p95_ms_{m}"] = round(float(np.percentile(times, 95)), 4)
+        by_model[f"load_m3_end_{m}"] = round(t.load_volume_m3, 5)
+    if len(models) == 2:
+        cells_t, closed_t = per_model["cells"][0], per_model["closed_form"][0]
+        by_model["mean_ratio_cells_over_closed_form"] = round(
+            float(cells_t.mean() / closed_t.mean()), 3)
     figures = {
         "bench": "soil_terrain_update",
+        "bucket_soil_model": models[0],
+        **by_model,
         "updates": len(poses),
         "mean_ms": round(float(local.mean()), 4),
         "p95_ms": round(float(np.percentile(local, 95)), 4),
@@ -160,10 +188,15 @@ def main() -> None:
         "cells_differing_from_full_grid_run": round(differ, 5),
         "mass_conserved": True,
     }
-    print(f"reference scoop, {len(poses)} updates: local mean {figures['mean_ms']} ms, "
-          f"p95 {figures['p95_ms']} ms; full grid mean {figures['baseline_full_grid_mean_ms']}"
-          f" ms ({figures['speedup_vs_full_grid']}x); 16 m grid mean "
-          f"{figures['mean_ms_16m_grid']} ms; force step mean {figures['force_step_mean_ms']} ms; "
+    if len(models) == 2:
+        print(f"bucket soil: cells mean {by_model['mean_ms_cells']} ms, closed_form mean "
+              f"{by_model['mean_ms_closed_form']} ms (ratio "
+              f"{by_model['mean_ratio_cells_over_closed_form']})")
+    print(f"reference scoop ({models[0]}), {len(poses)} updates: local mean "
+          f"{figures['mean_ms']} ms, p95 {figures['p95_ms']} ms; full grid mean "
+          f"{figures['baseline_full_grid_mean_ms']} ms ({figures['speedup_vs_full_grid']}x); "
+          f"16 m grid mean {figures['mean_ms_16m_grid']} ms; force step mean "
+          f"{figures['force_step_mean_ms']} ms; "
           f"coupled sim+soil RTF {figures['coupled_rtf_sim_plus_soil_dt_1ms_16m']} (sim alone "
           f"{figures['baseline_rtf_sim_alone']})")
     print(json.dumps(figures))

@@ -167,6 +167,36 @@ class MachineEnvelope:
         return None
 
 
+    def check_payload(self, mass_kg: float, centre_m: np.ndarray, inertia_kg_m2: np.ndarray,
+                      gravity_m_s2: float = 9.81) -> str | None:
+        """None if the bucket's payload (the carried soil as mass, bucket frame) is plausible,
+        else the reason: its weight within the wrench's force limit (the same weight as a
+        wrench would be held to it), its centre within the bucket's lever of M, its inertia a
+        finite symmetric positive semi-definite tensor."""
+        c = np.asarray(centre_m, dtype=float)
+        inertia = np.asarray(inertia_kg_m2, dtype=float)
+        if not (math.isfinite(mass_kg) and c.shape == (3,) and inertia.shape == (3, 3)
+                and np.all(np.isfinite(c)) and np.all(np.isfinite(inertia))):
+            return (f"bucket payload mass={mass_kg!r} kg centre={c.tolist()} m inertia "
+                    f"{inertia.tolist()} kg m^2 is not finite or not shaped (3,), (3, 3): "
+                    "send finite values in the bucket frame")
+        if not 0.0 <= mass_kg * gravity_m_s2 <= self.wrench_force_limit_n:
+            return (f"bucket payload mass {mass_kg:.6g} kg is outside [0, "
+                    f"{self.wrench_force_limit_n / gravity_m_s2:.6g}] kg (its weight within "
+                    "the plausible bucket force): check the soil's density and load")
+        if safe_norm(c) > self.bucket_lever_m:
+            return (f"bucket payload centre {fmt_vector(c)} m lies {safe_norm(c):.3f} m from "
+                    f"the bucket origin M, beyond the bucket's {self.bucket_lever_m:.3f} m: "
+                    "send it in the bucket frame")
+        sym = 0.5 * (inertia + inertia.T)
+        scale = max(1.0, float(np.abs(sym).max()))
+        if (float(np.abs(inertia - sym).max()) > 1e-9 * scale
+                or float(np.linalg.eigvalsh(sym).min()) < -1e-9 * scale):
+            return (f"bucket payload inertia {inertia.tolist()} kg m^2 is not symmetric "
+                    "positive semi-definite: send the tensor about the centre of mass")
+        return None
+
+
 def shipped_machine_envelope() -> MachineEnvelope:
     """The envelope of the shipped machine (``config/excavator.yaml`` + ``config/sim.yaml``):
     what soil_node, which does not see the simulator's parameters, checks against."""

@@ -237,8 +237,10 @@ NODE_PARAMETERS: tuple[ParameterSpec, ...] = (
                   "instead of pacing by the wall clock; publishes no /clock"),
     ParameterSpec("soil_in_process", False, "run the soil model (soil_node's core: terrain, "
                   "forces) inside the simulation step: wrench age 0, the terrain written "
-                  "straight into the height field; publishes soil/wrench, soil/bucket_load, "
-                  "soil/terrain_patch, soil/heightmap as soil_node would (run one or the other)"),
+                  "straight into the height field, the load's mass on the bucket body; "
+                  "publishes soil/wrench, soil/bucket_load, soil/bucket_payload, "
+                  "soil/bucket_soil, soil/terrain_patch, soil/heightmap as soil_node would "
+                  "(run one or the other)"),
     ParameterSpec("soil_params_file", "", "with soil_in_process: the soil parameter file; "
                   "empty = the package's config/soil.yaml", "path"),
     ParameterSpec("plant_actuation_timeout_s", 0.2, "drive_mode plant: the drives brake (torque "

@@ -71,6 +71,13 @@ Subscribes
   twice the steering's rate is a drive fault too (:mod:`excavator_sim.drivetrain.wheeled_io`;
   up to there the relief valve and the steering valve clip, and the end stops hold the
   angle).
+- ``soil/bucket_payload`` (geometry_msgs/InertiaStamped, frame ``bucket``): the soil carried
+  in the bucket as a rigid body (soil_node with the per-cell bucket soil), put on the MuJoCo
+  bucket body (``ExcavatorSimulation.set_bucket_payload``) and held until replaced: its weight
+  acts at its own centre, its inertia slows the swing and the front (the wrench then carries
+  no weight). An implausible one is rejected and the last kept. With ``soil_in_process`` the
+  in-process soil sets it directly every period. In lockstep, once payloads come, the soil's
+  answer to a pose is its payload and its wrench of that stamp: a period steps on both.
 - ``soil/terrain_patch`` (std_msgs/Float64MultiArray): a changed rectangle of the terrain,
   written into MuJoCo's height field (format: :mod:`excavator_sim.heightfield`, dims ``i``,
   ``j``, data ``[i0, j0, heights...]`` [m]); the grids must match (``terrain.*`` parameters).
@@ -132,7 +139,7 @@ from typing import TYPE_CHECKING, Any
 import mujoco
 import numpy as np
 from builtin_interfaces.msg import Time
-from geometry_msgs.msg import PoseStamped, TwistStamped, WrenchStamped
+from geometry_msgs.msg import InertiaStamped, PoseStamped, TwistStamped, WrenchStamped
 from rclpy.clock import Clock as RosClock
 from rclpy.clock_type import ClockType
 from rclpy.node import Node
@@ -187,6 +194,8 @@ from excavator_sim.sim_config import (
 )
 from excavator_sim.simulation import TRACK_JOINTS, ExcavatorSimulation
 from excavator_sim.soil.bucket_prism import BucketPrism
+from excavator_sim.soil.payload import BucketPayload
+from excavator_sim.soil.payload_messages import is_bucket_frame, payload_from_message
 from excavator_sim.soil_lockstep import SoilLockstep
 from excavator_sim.terrain_patch import flat_to_patch
 
@@ -338,10 +347,17 @@ class SimNode(Node):
                     f"cells) does not fit the height field: {exc}; make sim_node's terrain.* "
                     "match the terrain of the soil file (soil_params_file)") from None
         else:
+            # the payload first: when both are ready the executor takes them in this order
+            # (soil_node publishes the payload, then the wrench of the same update)
+            self.create_subscription(InertiaStamped, "soil/bucket_payload", self.on_payload, 10)
             self.create_subscription(WrenchStamped, "soil/wrench", self.on_wrench, 10)
             self.create_subscription(Float64MultiArray, "soil/terrain_patch",
                                      self.on_terrain_patch, 10)
         self._soil_rejected = ""   # the in-process soil's last rejection (said once)
+        # soil/bucket_payload: the latest stamp received (None: the soil sends none, the
+        # closed form), and a wrench's stamp whose payload has not arrived yet (lockstep)
+        self._payload_stamp: float | None = None
+        self._answer_pending: float | None = None
         # in a fleet the status names its machine: "exc2/sim_node: simulation"
         ns = self.get_namespace().strip("/")
         self.diagnostics = Diagnostics(self, f"{ns + '/' if ns else ''}{self.get_name()}: "
@@ -511,8 +527,17 @@ class SimNode(Node):
 
     def on_wrench(self, msg: WrenchStamped) -> None:
         # valid or not, the soil answered the pose of this stamp (lockstep)
-        self.lockstep.answered(msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec)
+        stamp = msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
         self._take_wrench(msg)
+        if self._payload_stamp is not None and self._payload_stamp < stamp - 1e-9:
+            # the soil sends its load's mass before each wrench (soil/bucket_payload): the
+            # answer is complete with it, so a lockstep period never steps on the old mass
+            self._answer_pending = stamp
+            return
+        self._answered(stamp)
+
+    def _answered(self, stamp: float) -> None:
+        self.lockstep.answered(stamp)
         if self.lockstep.waiting:  # the period held back for this answer steps now
             self.tick()
 
@@ -839,10 +864,35 @@ class SimNode(Node):
             self._soil_rejected = result.rejected
             if result.rejected:
                 self._reject(result.rejected)
+        if result.payload is not None:   # the load's mass on the bucket body (not in force)
+            self._set_payload(result.payload)
         if result.force is not None and result.torque is not None:
             self.gate.offer(self.sim.time, result.force, result.torque, self.sim.time)
         if result.changed is not None and result.heights is not None:
             self._apply_soil_patch(result.changed, result.heights)
+
+    def _set_payload(self, payload: BucketPayload) -> None:
+        try:
+            self.sim.set_bucket_payload(payload.mass_kg, payload.centre_m, payload.inertia_kg_m2)
+        except CommandError as exc:
+            self._reject(str(exc))
+
+    def on_payload(self, msg: InertiaStamped) -> None:
+        """soil_node's per-cell bucket soil as mass on the bucket body (held until replaced:
+        it is the soil in the bucket, stale wrench or not). Valid or not, it completes the
+        soil's answer of its stamp for the lockstep (the wrench of that stamp may be here)."""
+        stamp = msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
+        if self._payload_stamp is None or stamp > self._payload_stamp:
+            self._payload_stamp = stamp
+        if not is_bucket_frame(msg.header.frame_id):
+            self._reject(f"soil/bucket_payload in frame {msg.header.frame_id!r}: send it in "
+                         "the bucket link's frame 'bucket'")
+        else:
+            self._set_payload(payload_from_message(msg))
+        pending = self._answer_pending
+        if pending is not None and stamp >= pending - 1e-9:
+            self._answer_pending = None
+            self._answered(pending)
 
     def _apply_soil_patch(self, box: tuple[int, int, int, int], heights: np.ndarray) -> None:
         try:
@@ -1113,6 +1163,7 @@ class SimNode(Node):
                   **self.timing_values(),
                   "loop_residual_m": f"{residual:.2e}", "rejected": self.rejections.count,
                   "terrain_patches": self.terrain_patches,
+                  "bucket_payload_kg": f"{self.sim.payload_kg:.1f}",
                   "last_error": self.rejections.last,
                   **{f"target_{n}": f"{v:.4f}" for n, v in self.sim.targets.items()}}
         values["divergences"] = self.sim.divergence_count
@@ -1149,6 +1200,7 @@ USAGE = NodeUsage(
                 "wheel_command (sensor_msgs/JointState, a wheeled machine's wheel speeds [m/s] "
                 "and steering angles [rad], drive_mode kinematic)",
                 "soil/wrench (geometry_msgs/WrenchStamped)",
+                "soil/bucket_payload (geometry_msgs/InertiaStamped)",
                 "soil/terrain_patch (std_msgs/Float64MultiArray)",
                 "plant/actuation (sensor_msgs/JointState, the PLC's drives and steering, "
                 "drive_mode plant)",

@@ -195,6 +195,21 @@ class ExcavatorSimulation:
         self._act_state = {n: int(self.model.actuator_actadr[self._act[n]])
                            for n in (*CYLINDER_ACTUATORS, "swing")}
         self._bucket_body = mujoco.mj_name2id(self.model, mujoco.mjtObj.mjOBJ_BODY, "bucket")
+        # the bucket's own mass properties (the payload adds to them) and its ancestors (their
+        # subtree masses change with it)
+        b = self._bucket_body
+        self._bucket_mass0 = (float(self.model.body_mass[b]), self.model.body_ipos[b].copy(),
+                              self.model.body_inertia[b].copy(), self.model.body_iquat[b].copy())
+        chain, k = [], b
+        while True:
+            chain.append(k)
+            if k == 0:
+                break
+            k = int(self.model.body_parentid[k])
+        self._bucket_chain = np.array(chain)
+        self._bucket_subtree0 = self.model.body_subtreemass[self._bucket_chain].copy()
+        self.payload_kg = 0.0
+        self._payload_set: tuple[float, np.ndarray, np.ndarray] | None = None
         self._base_body = mujoco.mj_name2id(self.model, mujoco.mjtObj.mjOBJ_BODY, "caterpillar")
         self._steps_per_control = max(1, round(c.control_period / c.timestep))
 
@@ -490,6 +505,55 @@ class ExcavatorSimulation:
             raise CommandError(f"{reason}; the last valid wrench is kept")
         self._wrench = np.concatenate([f, t])
         self._wrench_active = True  # applied (or cleared) on the next control update
+
+    def set_bucket_payload(self, mass_kg: float, centre_bucket_m: ArrayLike,
+                           inertia_kg_m2: ArrayLike) -> None:
+        """The soil carried in the bucket as mass on the bucket body, held until replaced:
+        ``mass_kg`` at ``centre_bucket_m`` [m] with ``inertia_kg_m2`` (3x3, about that centre)
+        in the bucket frame (origin M, the frame of :meth:`bucket_pose`). Gravity then pulls
+        the load at its own centre (through the front to the cylinders, the swing and the
+        tracks) and its inertia slows the swing and the front. The soil's wrench must then
+        leave the load's weight out (``DiMaioForceModel.step(weight_on_body=True)``). Mass 0
+        restores the empty bucket exactly. Implausible input raises ``CommandError`` (the last
+        payload kept)."""
+        c = np.asarray(centre_bucket_m, dtype=float)
+        il = np.asarray(inertia_kg_m2, dtype=float)
+        reason = self.envelope.check_payload(float(mass_kg), c, il,
+                                             float(-self.model.opt.gravity[2]))
+        if reason is not None:
+            raise CommandError(f"{reason}; the last payload is kept")
+        ml = float(mass_kg)
+        last = self._payload_set
+        if (last is not None and last[0] == ml and np.array_equal(last[1], c)
+                and np.array_equal(last[2], il)):
+            return  # unchanged (a carried load): the model already holds it
+        self._payload_set = (ml, c.copy(), il.copy())
+        m, b = self.model, self._bucket_body
+        m0, c0, i0, q0 = self._bucket_mass0
+        if ml <= 0.0:
+            mass, ipos, inertia, iquat = m0, c0, i0, q0
+        else:
+            r0 = np.empty(9)
+            mujoco.mju_quat2Mat(r0, q0)
+            r0m = r0.reshape(3, 3)
+            mass = m0 + ml
+            ipos = (m0 * c0 + ml * c) / mass
+            d0, dl = c0 - ipos, c - ipos
+            eye = np.eye(3)
+            full = (r0m @ np.diag(i0) @ r0m.T + m0 * (d0 @ d0 * eye - np.outer(d0, d0))
+                    + 0.5 * (il + il.T) + ml * (dl @ dl * eye - np.outer(dl, dl)))
+            w, v = np.linalg.eigh(full)
+            if np.linalg.det(v) < 0.0:
+                v[:, 2] = -v[:, 2]
+            inertia = np.maximum(w, 1e-9)
+            iquat = np.empty(4)
+            mujoco.mju_mat2Quat(iquat, v.ravel())
+        m.body_subtreemass[self._bucket_chain] = self._bucket_subtree0 + (mass - m0)
+        m.body_mass[b] = mass
+        m.body_ipos[b] = ipos
+        m.body_inertia[b] = inertia
+        m.body_iquat[b] = iquat
+        self.payload_kg = max(ml, 0.0)
 
     # --- stepping ------------------------------------------------------------------------
     def step(self, n: int = 1) -> None:

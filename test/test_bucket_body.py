@@ -12,10 +12,17 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_bucket_soil import mesh_volume
 
 from excavator_kinematics.geometry import default_geometry
 from excavator_sim.sim_config import load_sim_config
-from excavator_sim.soil.bucket_body import GRAVITY_M_S2, AccelerationEstimate, BucketBody
+from excavator_sim.soil.bucket_body import (
+    GRAVITY_M_S2,
+    AccelerationEstimate,
+    BucketBody,
+    held_caps,
+    pour,
+)
 from excavator_sim.soil.bucket_prism import BucketPose, BucketPrism
 from excavator_sim.soil.config import load_soil_config
 from excavator_sim.soil.errors import SoilConfigError, SoilInputError
@@ -282,17 +289,20 @@ def test_acceleration_estimate_from_velocities_and_their_times() -> None:
     est = AccelerationEstimate()
     w, r, dt = 1.05, 4.4, 0.001
     value = None
-    for k in range(400):
+    for k in range(1000):
         t = k * dt
         v = w * r * np.array([-math.sin(w * t), math.cos(w * t), 0.0])
         value = est.update(t, v)
         if k == 100:
             assert est.update(t, np.array([np.nan, 0.0, 0.0])) is value
     assert value is not None
-    t_end = 399 * dt
-    inward = -np.array([math.cos(w * t_end), math.sin(w * t_end), 0.0])
-    # within the 20 ms low-pass lag (w tau = 0.02 rad of the turning vector)
-    assert value == pytest.approx(w * w * r * inward, abs=0.15)
+    t_end = 999 * dt
+    # a first-order low-pass of a vector turning at w: scaled by 1 / sqrt(1 + (w tau)^2) and
+    # lagging by atan(w tau) (0.1 s: 6 deg)
+    wt = w * est.time_constant_s
+    lag = w * t_end - math.atan(wt)
+    inward = -np.array([math.cos(lag), math.sin(lag), 0.0])
+    assert value == pytest.approx(w * w * r / math.hypot(1.0, wt) * inward, abs=0.05)
     assert est.update(t_end + 1.0, np.zeros(3)) is None  # a gap of 1 s: no estimate
     est.update(t_end + 1.001, np.array([100.0, 0.0, 0.0]))  # 1e5 m/s^2 in one step
     capped = est.update(t_end + 1.002, np.array([200.0, 0.0, 0.0]))
@@ -331,3 +341,42 @@ def test_the_coupling_passes_the_swing_acceleration_to_the_bucket_soil() -> None
         left[timed] = coupling.terrain.load_units / heaped
     assert left[False] == 1.0
     assert left[True] < 0.995
+
+
+@pytest.mark.parametrize("tilt_n", [-0.06, 0.0, 0.05])
+def test_dug_soil_fills_the_held_pocket_with_the_opening_vertical_or_facing_down(
+        tilt_n: float) -> None:
+    """A drag with the opening about vertical (the coupled dig's: its normal 3 deg below
+    horizontal): the soil pushed in fills what the back of the bucket holds at that pose (the
+    closed form's capacity there), none of it thrown back out for want of a floor below it."""
+    body = BucketBody(BUCKET, CONFIG.cell_xy_m, CONFIG.cell_z_m, REPOSE)
+    g = body.grid
+    up = np.array([-math.sqrt(1.0 - tilt_n ** 2), 0.0, tilt_n])
+    cap = np.empty_like(body.units)
+    held_caps(g.floor_n, g.ds, g.dn, g.length_m, up, body.tan_r, cap)
+    room = int(cap.sum())
+    assert room * body.unit_volume_m3 > 0.03  # m^3: a pocket worth filling
+    placed = pour(body.units, g.floor_n, g.ds, g.dw, g.dn, g.width_m, up, cap, room + 500)
+    assert placed == room == body.total_units
+    assert np.all(body.units <= cap)
+
+
+@settings(max_examples=30, deadline=None)
+@given(pitch=st.floats(-math.pi, math.pi), yaw=st.floats(-3.1, 3.1), seed=st.integers(0, 99))
+def test_the_drawn_cells_hold_the_load_at_any_tilt(pitch: float, yaw: float, seed: int) -> None:
+    """soil/bucket_soil's boxes (``cell_triangles``) enclose exactly the carried volume, the
+    bucket at any pitch and yaw, and lie in the bucket."""
+    body = BucketBody(BUCKET, CONFIG.cell_xy_m, CONFIG.cell_z_m, REPOSE)
+    g = body.grid
+    cap = np.floor(-g.floor_n / g.dn + 1e-9).astype(np.int64)[:, None]
+    rng = np.random.default_rng(seed)
+    body.units[:, :] = rng.integers(0, cap + 1, size=body.units.shape)
+    pose = BucketPose(4.0, -1.0, 1.2, pitch, yaw)
+    tris = body.cell_triangles(pose)
+    assert len(tris) == 36 * int(np.count_nonzero(body.units))
+    assert mesh_volume(tris) == pytest.approx(body.total_units * body.unit_volume_m3, rel=1e-9)
+    # a column's box meets the sloped floor at its cell's middle: its corners stand out of
+    # the bucket by less than a cell
+    corners = BUCKET.corners(pose)
+    assert np.all(tris >= corners.min(axis=0) - CONFIG.cell_xy_m)
+    assert np.all(tris <= corners.max(axis=0) + CONFIG.cell_xy_m)

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from builtin_interfaces.msg import Time
 from diagnostic_msgs.msg import DiagnosticArray
-from geometry_msgs.msg import PoseStamped, WrenchStamped
+from geometry_msgs.msg import InertiaStamped, PoseStamped, WrenchStamped
 from helpers import REPO, NodeProcess, RosTestNode, wait_for
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from rosgraph_msgs.msg import Clock
@@ -289,6 +289,39 @@ def test_terrain_patch_reaches_the_height_field(channel: Channel) -> None:
                          for d in list(channel.diagnostics)[k:] for st in d.status), 10.0,
              "a sim_node status after the rejections")
     assert channel.status("terrain_patches") == "1"
+
+
+def test_the_bucket_payload_is_held_and_a_bad_one_rejected(channel: Channel) -> None:
+    """soil/bucket_payload (soil_node's per-cell load as mass): put on the bucket body and held
+    (sim_node's status); NaN or a frame other than the bucket's is rejected by name, the last
+    payload kept; mass 0 empties the bucket again."""
+    pub = channel.probe.node.create_publisher(InertiaStamped, "soil/bucket_payload", 10)
+
+    def payload(mass: float, frame: str = "bucket") -> InertiaStamped:
+        msg = InertiaStamped()
+        msg.header.frame_id = frame
+        msg.inertia.m = mass
+        if mass > 0.0:   # a small load at the bucket's back
+            msg.inertia.com.x, msg.inertia.com.z = 0.2, -0.3
+            msg.inertia.ixx = msg.inertia.iyy = msg.inertia.izz = 10.0
+        return msg
+
+    wait_for(lambda: pub.get_subscription_count() > 0, 10.0, "sim_node's payload subscription")
+    pub.publish(payload(200.0))
+    wait_for(lambda: channel.status("bucket_payload_kg") == "200.0", 10.0,
+             lambda: f"the 200 kg payload on sim_node's status "
+                     f"({channel.status('bucket_payload_kg')})")
+    for bad, reason in ((payload(float("nan")), "not finite"),
+                        (payload(100.0, frame="world"), "send it in the bucket link's frame")):
+        n_err = len(channel.errors())
+        pub.publish(bad)
+        wait_for(lambda n=n_err: len(channel.errors()) > n, 10.0, f"the rejection: {reason}")
+        assert reason in channel.errors()[-1]
+    n_status = len(channel.diagnostics)
+    wait_for(lambda: len(channel.diagnostics) > n_status + 1, 10.0, "a status after them")
+    assert channel.status("bucket_payload_kg") == "200.0"   # the last valid one kept
+    pub.publish(payload(0.0))
+    wait_for(lambda: channel.status("bucket_payload_kg") == "0.0", 10.0, "the bucket emptied")
 
 
 def test_double_sigint_shuts_down_cleanly(tmp_path) -> None:

@@ -16,9 +16,12 @@ from excavator_sim.soil.coupling import SoilCoupling
 
 JOINTS = ("swing", "boom", "arm", "bucket")
 # tip targets [m] in base_link with the absolute bucket angle [rad] (the IK's pitch): above the
-# ground, into it (0.25 m deep), a drag towards the machine, curl and lift
+# ground, into it (0.25 m deep), a drag towards the machine, curl in place; then the carry in
+# joints (arm in, the bucket's opening level): the per-cell bucket soil (the default) spills
+# what a bucket stopped hard with its opening near vertical cannot hold, as a machine does
 DIG = [((6.0, 0.0, 0.3), 0.6), ((5.8, 0.0, -0.25), 0.5), ((5.0, 0.0, -0.25), 0.2),
-       ((4.6, 0.0, 0.6), 0.0)]
+       ((5.0, 0.0, -0.25), -0.4)]
+CARRY = (0.0, 0.52, -2.0, 0.1)  # swing, boom, arm, bucket [rad]
 
 
 @pytest.fixture(scope="module")
@@ -33,8 +36,8 @@ def dig_run():
     ik = InverseKinematics(geometry)
     total = coupling.terrain.total_units
     log = []
-    for phase, (target, pitch) in enumerate(DIG):
-        q = ik.solve(np.array(target), pitch).q
+    phases = [ik.solve(np.array(target), pitch).q for target, pitch in DIG] + [CARRY]
+    for phase, q in enumerate(phases):
         sim.set_joint_targets(dict(zip(JOINTS, map(float, q), strict=True)))
         for _ in range(2000):
             sim.step(1)

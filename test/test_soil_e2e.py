@@ -7,17 +7,20 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from diagnostic_msgs.msg import DiagnosticArray
-from geometry_msgs.msg import WrenchStamped
+from geometry_msgs.msg import InertiaStamped, WrenchStamped
 from helpers import REPO, NodeProcess, RosTestNode, reach_in_turn, stamp_ns, wait_for
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64, Float64MultiArray
 
 from excavator_kinematics.geometry import default_geometry
 from excavator_kinematics.inverse_kinematics import InverseKinematics
+from excavator_sim.soil.config import load_soil_config
 
 JOINTS = ["swing", "boom", "arm", "bucket"]
 DIG = [((6.0, 0.0, 0.3), 0.6), ((5.8, 0.0, -0.25), 0.5), ((5.0, 0.0, -0.25), 0.2),
-       ((4.6, 0.0, 0.6), 0.0)]
+       ((5.0, 0.0, -0.25), -0.4)]
+# then the carry (test_soil_coupling's): arm in, the opening level [rad]
+CARRY = [0.0, 0.52, -2.0, 0.1]
 NX = NY = 320  # config/soil.yaml terrain: 16 m x 16 m at 0.05 m centred at (4, 0)
 
 
@@ -56,6 +59,7 @@ def test_sim_and_soil_nodes_dig_a_scoop_together(nodes, probe: RosTestNode) -> N
     states: list[JointState] = probe.collect(JointState, "joint_states", 50)
     wrenches: list[WrenchStamped] = probe.collect(WrenchStamped, "soil/wrench", 5000)
     loads: list[Float64] = probe.collect(Float64, "soil/bucket_load", 5000)
+    payloads: list[InertiaStamped] = probe.collect(InertiaStamped, "soil/bucket_payload", 5000)
     patches: list[Float64MultiArray] = probe.collect(Float64MultiArray, "soil/terrain_patch",
                                                     5000)
     diagnostics: list[DiagnosticArray] = probe.collect(DiagnosticArray, "/diagnostics", 100)
@@ -70,8 +74,8 @@ def test_sim_and_soil_nodes_dig_a_scoop_together(nodes, probe: RosTestNode) -> N
         msg.name, msg.position = JOINTS, q
         command.publish(msg)
     targets = [[float(v) for v in ik.solve(np.array(target), pitch).q] for target, pitch in DIG]
-    windows = reach_in_turn(send, states, JOINTS, targets, 0.01, 40.0,
-                            lambda k: f"the bucket tip at {DIG[k][0]}; logs:\n{sim.log()}")
+    windows = reach_in_turn(send, states, JOINTS, [*targets, CARRY], 0.01, 40.0,
+                            lambda k: f"waypoint {k}; logs:\n{sim.log()}")
 
     # load: zero at the start, rising while cutting, carried out of the ground
     assert loads[0].data == 0.0
@@ -106,3 +110,19 @@ def test_sim_and_soil_nodes_dig_a_scoop_together(nodes, probe: RosTestNode) -> N
           f"{trench.mean():.3f} min {trench.min():.3f} m, drag window {windows[2]} ns")
     wait_for(lambda: int(_sim_status(diagnostics, "terrain_patches") or 0) > 10, 10.0,
              "sim_node to report the terrain patches it applied")
+    # the load moves the machine (per-cell bucket soil, the default): soil_node sends it as mass
+    # (the preset's density times the carried volume) and sim_node puts it on its bucket body;
+    # the wrench of the carry (out of the soil) holds no weight, it would count twice
+    density = load_soil_config().terrain.density_kg_m3
+    carried = loads[-1].data
+    assert carried > 0.02
+    wait_for(lambda: payloads and payloads[-1].inertia.m == pytest.approx(carried * density),
+             10.0, "the payload of the last update")
+    assert payloads[-1].header.frame_id == "bucket"
+    assert payloads[-1].inertia.iyy > 0.0
+    wait_for(lambda: float(_sim_status(diagnostics, "bucket_payload_kg") or 0.0)
+             == pytest.approx(carried * density, abs=0.06), 10.0,
+             lambda: f"sim_node's bucket payload {_sim_status(diagnostics, 'bucket_payload_kg')}"
+                     f" kg, soil_node's {carried * density:.1f} kg")
+    carry = [w for w in list(wrenches) if stamp_ns(w) > windows[-1][1]]
+    assert carry and all(w.wrench.force.z == 0.0 for w in carry[-5:])

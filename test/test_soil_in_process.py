@@ -8,18 +8,22 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from diagnostic_msgs.msg import DiagnosticArray
-from geometry_msgs.msg import PoseStamped, WrenchStamped
+from geometry_msgs.msg import InertiaStamped, PoseStamped, WrenchStamped
 from helpers import REPO, NodeProcess, RosTestNode, not_shown, reach_in_turn, stamp_ns, wait_for
 from rclpy.qos import DurabilityPolicy, QoSProfile
 from sensor_msgs.msg import JointState, PointCloud2
 from std_msgs.msg import Float64
+from visualization_msgs.msg import Marker
 
 from excavator_kinematics.geometry import default_geometry
 from excavator_kinematics.inverse_kinematics import InverseKinematics
+from excavator_sim.soil.config import load_soil_config
 
 JOINTS = ["swing", "boom", "arm", "bucket"]
 DIG = [((6.0, 0.0, 0.3), 0.6), ((5.8, 0.0, -0.25), 0.5), ((5.0, 0.0, -0.25), 0.2),
-       ((4.6, 0.0, 0.6), 0.0)]
+       ((5.0, 0.0, -0.25), -0.4)]
+# then the carry (test_soil_coupling's): arm in, the opening level [rad]
+CARRY = [0.0, 0.52, -2.0, 0.1]
 
 
 @pytest.fixture(scope="module")
@@ -52,6 +56,11 @@ def test_sim_node_digs_a_scoop_with_the_soil_in_process(sim: NodeProcess) -> Non
         clouds: list[PointCloud2] = probe.collect(
             PointCloud2, "soil/heightmap",
             QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL))
+        markers: list[Marker] = probe.collect(
+            Marker, "soil/bucket_soil",
+            QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL))
+        payloads: list[InertiaStamped] = probe.collect(InertiaStamped, "soil/bucket_payload",
+                                                       10_000)
         diagnostics: list[DiagnosticArray] = probe.collect(DiagnosticArray, "/diagnostics",
                                                            100)
         command = probe.node.create_publisher(JointState, "joint_command", 10)
@@ -65,11 +74,20 @@ def test_sim_node_digs_a_scoop_with_the_soil_in_process(sim: NodeProcess) -> Non
             command.publish(msg)
         targets = [[float(v) for v in ik.solve(np.array(target), pitch).q]
                    for target, pitch in DIG]
-        windows = reach_in_turn(send, states, JOINTS, targets, 0.01, 40.0,
-                                lambda k: f"the bucket tip at {DIG[k][0]}:\n{sim.log()}")
+        windows = reach_in_turn(send, states, JOINTS, [*targets, CARRY], 0.01, 40.0,
+                                lambda k: f"waypoint {k}:\n{sim.log()}")
         n_status = len(diagnostics)
         wait_for(lambda: len(diagnostics) > n_status, 10.0, "a status after the scoop")
         wait_for(lambda: clouds, 10.0, "the heightmap cloud")
+        # the carry: the per-cell soil drawn (boxes holding the carried volume exactly) and
+        # its mass on the bucket body (sim_node's status), the wrench without its weight
+        carried = loads[-1].data
+        density = load_soil_config().terrain.density_kg_m3
+        wait_for(lambda: markers and markers[-1].action == Marker.ADD
+                 and abs(_marker_volume(markers[-1]) - carried) < 1e-9, 10.0,
+                 lambda: f"a soil/bucket_soil marker of the {carried:.4f} m^3 carried")
+        n_status = len(diagnostics)
+        wait_for(lambda: len(diagnostics) > n_status + 1, 10.0, "a status after the carry")
     finally:
         probe.close()
 
@@ -95,6 +113,17 @@ def test_sim_node_digs_a_scoop_with_the_soil_in_process(sim: NodeProcess) -> Non
     assert int(values["wrench_stale_periods"]) == 0
     assert int(values["terrain_patches"]) > 10   # the trench went into the height field
     assert clouds[-1].width * clouds[-1].height > 1000
+    assert carried > 0.02
+    assert payloads[-1].inertia.m == pytest.approx(carried * density)
+    assert float(values["bucket_payload_kg"]) == pytest.approx(carried * density, abs=0.06)
+    carry = [w for w in wrenches if stamp_ns(w) > windows[-1][1]]
+    assert carry and all(w.wrench.force.z == 0.0 for w in carry[-5:])
+
+
+def _marker_volume(marker: Marker) -> float:
+    from test_bucket_soil import mesh_volume
+
+    return mesh_volume(np.array([[q.x, q.y, q.z] for q in marker.points]).reshape(-1, 3))
 
 
 def test_a_bad_soil_params_file_is_one_message_and_exit_2(tmp_path) -> None:

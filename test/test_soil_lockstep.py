@@ -9,7 +9,7 @@ import time
 
 import pytest
 from diagnostic_msgs.msg import DiagnosticArray
-from geometry_msgs.msg import PoseStamped, WrenchStamped
+from geometry_msgs.msg import InertiaStamped, PoseStamped, WrenchStamped
 from helpers import REPO, NodeProcess, RosTestNode, wait_for
 from rosgraph_msgs.msg import Clock
 
@@ -157,6 +157,67 @@ def test_sim_node_steps_only_on_the_soils_answer(tmp_path) -> None:
         wait_for(lambda: (s := _status(diagnostics)) and s[1]["soil_lockstep"] == "on"
                  and "soil lockstep" not in s[0], 30.0,
                  lambda: f"locked again: {_status(diagnostics)}")
+    finally:
+        probe.close()
+        code = proc.stop()
+    assert code == 0, proc.log()
+
+
+def test_a_lockstep_answer_is_complete_with_its_payload(tmp_path) -> None:
+    """A soil that sends its load's mass (soil/bucket_payload, the per-cell bucket soil) before
+    each wrench: a period steps only once both of its stamp are in, so it never steps on the
+    previous load's mass (the payload, coming on its own topic, may arrive after the wrench)."""
+    proc = NodeProcess("excavator_sim.sim_node",
+                       ["--ros-args", "--params-file", str(REPO / "config" / "sim.yaml"),
+                        "-p", "use_sim_time:=true", "-p", "real_time_factor:=1.0",
+                        "-p", "marker_rate_hz:=0.0", "-p", "terrain.nx:=41",
+                        "-p", "terrain.ny:=41", "-p", "terrain.cell_size_m:=0.4",
+                        "-p", f"soil_lockstep_timeout_s:={TIMEOUT_S}"], log_dir=tmp_path)
+    probe = RosTestNode("lockstep_payload_probe")
+    clock: list[Clock] = probe.collect(Clock, "/clock", 100)
+    poses: list[PoseStamped] = []
+    wrench = probe.node.create_publisher(WrenchStamped, "soil/wrench", 10)
+    payload = probe.node.create_publisher(InertiaStamped, "soil/bucket_payload", 10)
+    answering = [True]
+
+    def send_payload(pose: PoseStamped) -> None:
+        msg = InertiaStamped()
+        msg.header.stamp, msg.header.frame_id = pose.header.stamp, "bucket"
+        payload.publish(msg)
+
+    def send_wrench(pose: PoseStamped) -> None:
+        msg = WrenchStamped()
+        msg.header.stamp, msg.header.frame_id = pose.header.stamp, "world"
+        wrench.publish(msg)
+
+    def answer(pose: PoseStamped) -> None:
+        poses.append(pose)
+        if answering[0]:
+            send_payload(pose)
+            send_wrench(pose)
+
+    probe.node.create_subscription(PoseStamped, "bucket_pose", answer, 10)
+    try:
+        wait_for(lambda: clock and _now(clock) > 1.0, 60.0, proc.log)
+        answering[0] = False
+
+        def standing() -> bool:
+            t = _now(clock)
+            time.sleep(0.3)
+            return _now(clock) == t
+
+        wait_for(standing, TIMEOUT_S - 2.0, "the simulated time to stand")
+        held = _now(clock)
+        pose = wait_for(lambda: next((p for p in reversed(poses) if abs(
+            p.header.stamp.sec + 1e-9 * p.header.stamp.nanosec - held) < 1e-9), None), 10.0,
+            f"the bucket_pose at t={held:.3f} s")
+        send_wrench(pose)   # the wrench alone: the answer is not complete
+        time.sleep(1.0)     # well inside the timeout
+        assert _now(clock) == held, "stepped on a wrench whose payload had not arrived"
+        send_payload(pose)  # now it is: one period
+        wait_for(lambda: _now(clock) >= held + PERIOD_S - 1e-9, 10.0, "the period after it")
+        time.sleep(0.3)
+        assert _now(clock) == pytest.approx(held + PERIOD_S, abs=1e-9)
     finally:
         probe.close()
         code = proc.stop()

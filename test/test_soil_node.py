@@ -9,7 +9,7 @@ import time
 import numpy as np
 import pytest
 from diagnostic_msgs.msg import DiagnosticArray
-from geometry_msgs.msg import PoseStamped, TwistStamped, WrenchStamped
+from geometry_msgs.msg import InertiaStamped, PoseStamped, TwistStamped, WrenchStamped
 from helpers import NodeProcess, RosTestNode, send_bucket_state, wait_for
 from sensor_msgs.msg import PointCloud2
 from std_msgs.msg import Float64, Float64MultiArray
@@ -45,6 +45,8 @@ class Channel:
     def __init__(self, probe: RosTestNode):
         self.wrenches: list[WrenchStamped] = probe.collect(WrenchStamped, "soil/wrench", 1000)
         self.loads: list[Float64] = probe.collect(Float64, "soil/bucket_load", 1000)
+        self.payloads: list[InertiaStamped] = probe.collect(InertiaStamped,
+                                                            "soil/bucket_payload", 1000)
         self.patches: list[Float64MultiArray] = probe.collect(Float64MultiArray,
                                                              "soil/terrain_patch", 1000)
         self.meshes: list[PointCloud2] = probe.collect(PointCloud2, "soil/heightmap", 10)
@@ -145,7 +147,8 @@ def test_a_scoop_fills_the_bucket_pushes_back_and_leaves_a_trench(channel: Chann
     assert len(points) == 160 * 120  # every cell centre of 160 x 120 (<= 160 per side)
     assert points[:, 0].min() < 0.1 and points[:, 0].max() > 7.8
     # the bucket's soil for RViz (issue 14.7): a closed mesh of columns holding the load (the
-    # marker thread publishes at 10 Hz: wait for the one of the last update)
+    # marker thread publishes at 10 Hz: wait for the one of the last update); the per-cell
+    # bucket soil's boxes (the default) hold it exactly, at any tilt
     from test_bucket_soil import mesh_volume
 
     def last_mesh() -> np.ndarray:
@@ -155,7 +158,7 @@ def test_a_scoop_fills_the_bucket_pushes_back_and_leaves_a_trench(channel: Chann
         return np.array([[q.x, q.y, q.z] for q in marker.points]).reshape(-1, 3)
 
     wait_for(lambda: channel.bucket_soil and channel.bucket_soil[-1].action == Marker.ADD
-             and abs(mesh_volume(last_mesh()) - loads[-1]) < 0.15 * loads[-1], 10.0,
+             and abs(mesh_volume(last_mesh()) - loads[-1]) < 1e-9 + 1e-9 * loads[-1], 10.0,
              lambda: f"a soil/bucket_soil marker of the {loads[-1]:.3f} m^3 load")
     tris = last_mesh()
     assert np.linalg.norm(tris.mean(axis=0)[:2] - tips[-1][:2]) < 1.5  # at the bucket
@@ -236,7 +239,9 @@ def test_bad_poses_are_rejected_on_diagnostics(channel: Channel) -> None:
     wait_for(lambda: any("'map'" in e for e in channel.errors()), 10.0, "a frame error")
     time.sleep(0.2)
     assert len(channel.wrenches) == n  # nothing published for malformed input
-    # outside the grid: an error, the terrain untouched, but a current wrench (load weight only)
+    # outside the grid: an error, the terrain untouched, but a current wrench (the per-cell
+    # bucket soil, the default: the load's weight is not in it, its mass goes on
+    # soil/bucket_payload before the wrench)
     # First the terrain at rest: the last patch received is a full grid. After a change the
     # node sends its patch, then (heightmap_rate_hz) the full grid, on one publisher, in order:
     # nothing of the earlier digging is still on its way (a sleep, on a loaded host, let that
@@ -253,6 +258,9 @@ def test_bad_poses_are_rejected_on_diagnostics(channel: Channel) -> None:
     wait_for(lambda: len(channel.loads) == len(channel.wrenches), 10.0, "its bucket_load")
     f = channel.wrenches[-1].wrench.force
     load = channel.loads[-1].data
-    assert (f.x, f.y) == (0.0, 0.0) and f.z == pytest.approx(-1800.0 * 9.81 * load)
+    assert (f.x, f.y, f.z) == (0.0, 0.0, 0.0)
+    payload = channel.payloads[-1]
+    assert payload.header.stamp == channel.wrenches[-1].header.stamp
+    assert load > 0.0 and payload.inertia.m == pytest.approx(1800.0 * load)
     time.sleep(0.2)
     assert len(channel.patches) == patches

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import yaml
 from diagnostic_msgs.msg import DiagnosticArray
-from geometry_msgs.msg import PoseStamped, TwistStamped, WrenchStamped
+from geometry_msgs.msg import InertiaStamped, PoseStamped, TwistStamped, WrenchStamped
 from helpers import NodeProcess, RosTestNode, send_bucket_state, wait_for
 from std_msgs.msg import Float64
 
@@ -63,6 +63,8 @@ class Probe:
     def __init__(self, probe: RosTestNode):
         self.wrenches: list[WrenchStamped] = probe.collect(WrenchStamped, "soil/wrench", 1000)
         self.loads: list[Float64] = probe.collect(Float64, "soil/bucket_load", 1000)
+        self.payloads: list[InertiaStamped] = probe.collect(InertiaStamped,
+                                                            "soil/bucket_payload", 1000)
         self.diagnostics: list[DiagnosticArray] = probe.collect(DiagnosticArray,
                                                                "/diagnostics", 100)
         self.pose = probe.node.create_publisher(PoseStamped, "bucket_pose", 1000)
@@ -105,8 +107,9 @@ def test_soil_node_runs_on_a_preset_defined_only_in_the_params_file(tmp_path: Pa
         assert "'presets.test_gravel.densty_kg_m3'" in warnings[0]
         assert "did you mean 'presets.test_gravel.density_kg_m3'" in warnings[0]
 
-        # the preset's density is what the force model uses: scoop, then lift the bucket off
-        # the grid, where the wrench is the load's weight alone, -rho g V
+        # the preset's density is what the load weighs: scoop, then lift the bucket off the
+        # grid, where the load's mass rho V goes on soil/bucket_payload (the per-cell bucket
+        # soil, the default: its weight is not in the wrench, which is zero there)
         pitch = pitch_for_attack(BUCKET, math.radians(30.0))
         sent = 0
         for t, tip, vel in cut_tip_path(0.25, x_start=5.5, length_m=1.0, speed_m_s=0.5,
@@ -125,8 +128,10 @@ def test_soil_node_runs_on_a_preset_defined_only_in_the_params_file(tmp_path: Pa
         load = ch.loads[-1].data
         assert load > 0.05
         f = ch.wrenches[-1].wrench.force
-        assert (f.x, f.y) == (0.0, 0.0)
-        assert f.z == pytest.approx(-DENSITY * 9.81 * load, rel=1e-9)
+        assert (f.x, f.y, f.z) == (0.0, 0.0, 0.0)
+        wait_for(lambda: ch.payloads and ch.payloads[-1].header.stamp
+                 == ch.wrenches[-1].header.stamp, 10.0, "the off-grid payload")
+        assert ch.payloads[-1].inertia.m == pytest.approx(DENSITY * load, rel=1e-9)
         # the status published after that last pose (1 Hz): one from during the scoop carries
         # a smaller load, so the status is waited for by its value, not taken as it comes
         wait_for(lambda: float(ch.status("bucket_load_kg") or 0.0) == pytest.approx(

@@ -17,6 +17,8 @@ import math
 
 import numpy as np
 
+from excavator_sim.soil.boxes import BOX_CORNERS as _BOX_CORNERS
+from excavator_sim.soil.boxes import boxes_to_triangles
 from excavator_sim.soil.bucket_prism import BucketPose, BucketPrism
 from excavator_sim.soil.terrain import _area, _clip_halfplane, held_soil_shape
 
@@ -101,13 +103,6 @@ def soil_columns(prism: BucketPrism, pose: BucketPose, load_m3: float, repose_ra
 
 
 # The 12 triangles of a unit box's surface, corners indexed by (sx, sy, sz) bits.
-_BOX_TRIANGLES = np.array([
-    (0, 2, 6), (0, 6, 4), (1, 5, 7), (1, 7, 3), (0, 4, 5), (0, 5, 1),
-    (2, 3, 7), (2, 7, 6), (0, 1, 3), (0, 3, 2), (4, 6, 7), (4, 7, 5)])
-_BOX_CORNERS = np.array([[(i >> 2) & 1, (i >> 1) & 1, i & 1] for i in range(8)],
-                        dtype=float) * 2.0 - 1.0
-
-
 def columns_to_triangles(columns: np.ndarray) -> np.ndarray:
     """Surface triangles of the columns: ``(n * 36, 3)`` vertices [m] in ``world``, every three
     one triangle (a visualization_msgs TRIANGLE_LIST)."""
@@ -119,5 +114,4 @@ def columns_to_triangles(columns: np.ndarray) -> np.ndarray:
     y = s[:, None] * local[..., 0] + c[:, None] * local[..., 1] + columns[:, None, 1]
     z = local[..., 2] + columns[:, None, 2]
     corners = np.stack([x, y, z], axis=-1)                             # (n, 8, 3)
-    tris: np.ndarray = corners[:, _BOX_TRIANGLES.ravel(), :].reshape(-1, 3)
-    return tris
+    return boxes_to_triangles(corners)

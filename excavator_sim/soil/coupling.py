@@ -4,7 +4,9 @@ direct call per physics step, for tests, benchmarks and a fast offline mode.
 Works with any object offering the simulator's methods (``ExcavatorSimulation``): ``time``
 [s], ``bucket_pose() -> (position [m], quaternion (w, x, y, z))``, ``bucket_twist() ->
 (linear [m/s], angular [rad/s])`` in ``world``, ``apply_bucket_wrench(force [N], torque
-[N m])`` and a ``terrain`` height field with ``set_region(i0, j0, heights [m])`` whose nodes
+[N m])``, ``set_bucket_payload(mass [kg], centre [m], inertia [kg m^2])`` (bucket frame; the
+per-cell bucket soil's load as mass on the bucket body) and a ``terrain`` height field with
+``set_region(i0, j0, heights [m])`` whose nodes
 are the soil grid's cell centres (``config/sim.yaml`` terrain = ``config/soil.yaml``
 terrain). This module imports neither MuJoCo nor rclpy.
 """
@@ -22,6 +24,7 @@ from excavator_sim.soil.bucket_soil import soil_columns
 from excavator_sim.soil.config import SoilConfig
 from excavator_sim.soil.errors import OutsideGridError
 from excavator_sim.soil.forces import DiMaioForceModel, ForceResult, SurfaceFn
+from excavator_sim.soil.payload import BucketPayload
 from excavator_sim.soil.plausibility import SoilLimits, SoilPlausibility
 from excavator_sim.soil.terrain import Box, Terrain, TerrainUpdate
 
@@ -46,6 +49,9 @@ class SoilUpdate:
     changed: Box | None  # terrain cells changed since the last update (i0, i1, j0, j1)
     heights: np.ndarray | None  # their heights [m], [i, j]
     outside: str = ""  # the bucket left the grid: terrain untouched, force over no ground
+    # the load as a rigid body on the bucket (per-cell bucket soil; None: the closed form,
+    # whose weight is in ``forces``): the simulator puts it on its bucket body
+    payload: BucketPayload | None = None
 
 
 class SoilCoupling:
@@ -102,13 +108,14 @@ class SoilCoupling:
             if not outside_ok:
                 raise
             outside, surface = str(exc), _no_ground
-        result = self.forces.step(pose, lin, ang, surface, self.terrain.load_volume_m3)
+        result = self.forces.step(pose, lin, ang, surface, self.terrain.load_volume_m3,
+                                  weight_on_body=self.terrain.load_on_body)
         if self.plausibility is not None:
             self.plausibility.check_wrench(result.force, result.torque)
         box = self.terrain.take_dirty()
         heights = self.terrain.heights_m(box) if box is not None else None
         return SoilUpdate(pose, result, float(self.terrain.load_volume_m3), box, heights,
-                          outside)
+                          outside, self.terrain.load_payload())
 
     def step(self, sim: Any) -> CoupledStep:
         """Read the bucket from ``sim``, move soil, apply the wrench, refresh the changed
@@ -125,7 +132,11 @@ class SoilCoupling:
         update = self.terrain.update(pose, acceleration_m_s2=acc)
         self.last_pose = pose
         result = self.forces.step(pose, np.asarray(lin), np.asarray(ang),
-                                  self.terrain.surface_m, self.terrain.load_volume_m3)
+                                  self.terrain.surface_m, self.terrain.load_volume_m3,
+                                  weight_on_body=self.terrain.load_on_body)
+        payload = self.terrain.load_payload()
+        if payload is not None:  # the load's mass on the bucket body (its weight not in result)
+            sim.set_bucket_payload(payload.mass_kg, payload.centre_m, payload.inertia_kg_m2)
         sim.apply_bucket_wrench(result.force, result.torque)
         box = self.terrain.take_dirty()
         cells = 0

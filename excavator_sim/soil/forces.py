@@ -19,6 +19,9 @@ an uneven force and a yaw moment. Per strip (share 1/N of every bucket constant)
    (not the paper's 2D integral); the churning term eps V opposes the radial motion and acts
    only while cutting; the weight always. It acts at the middle of the cutting plate (the
    paper's torque 0.5 s_bucket (f_z cos a - f_r sin a) is the moment of that placement).
+   With the load's mass on the simulator's bucket body (``weight_on_body``: the per-cell
+   bucket soil) the weight is left out of the wrench: gravity pulls that mass at its own
+   centre, and moves it with its inertia.
 4. Coulomb friction  f_t = -mu sgn(v_t) |f_bn + f_kn + f_ln| along the plate, while cutting.
 
 Penetration: d_p is the depth of the strip's tip below the ground surface, taken as the highest
@@ -118,10 +121,14 @@ class DiMaioForceModel:
         angular_velocity: np.ndarray,
         surface: SurfaceFn,
         load_volume_m3: float,
+        weight_on_body: bool = False,
     ) -> ForceResult:
         """Wrench on the bucket at ``pose`` moving with the bucket origin's linear velocity
         [m/s] and angular velocity [rad/s] (world), over the ground ``surface``, carrying
-        ``load_volume_m3`` of soil."""
+        ``load_volume_m3`` of soil. ``weight_on_body``: the load's mass is on the simulator's
+        bucket body (the per-cell bucket soil, ``Terrain.load_payload``), so gravity already
+        pulls it there; the wrench then leaves the weight ``-rho g V`` out (it would count
+        twice) but keeps what the weight does to the soil: the plate's Coulomb friction."""
         p = self.params
         v0 = np.asarray(linear_velocity, dtype=float).reshape(3)
         w0 = np.asarray(angular_velocity, dtype=float).reshape(3)
@@ -186,7 +193,9 @@ class DiMaioForceModel:
                 if any_contact else np.zeros(n))
         fl = fl_r[:, None] * r_hat + fl_z * z_hat
         mid = points - 0.5 * s_bucket * t_hat
-        f_load = fl.sum(axis=0)
+        # what acts on the bucket: without the weight when the mass is on the body
+        fl_out = fl_r[:, None] * r_hat if weight_on_body else fl
+        f_load = fl_out.sum(axis=0)
         # 1. viscous friction
         fb_t = np.where(contact, -pen * p.damping_tangential_n_s_m2 * share * vt, 0.0)
         fb_n = np.where(contact, -pen * p.damping_normal_n_s_m2 * share * vn, 0.0)
@@ -219,7 +228,7 @@ class DiMaioForceModel:
         fc = fc_t[:, None] * t_hat
         at = points - 0.5 * pen[:, None] * t_hat  # middle of the submerged plate
         arms = np.concatenate((mid - origin, at - origin))
-        torque = _cross(arms, np.concatenate((fl, fv + fs + fc))).sum(axis=0)
+        torque = _cross(arms, np.concatenate((fl_out, fv + fs + fc))).sum(axis=0)
         f_visc = fv.sum(axis=0)
         f_stiff = fs.sum(axis=0)
         f_coul = fc.sum(axis=0)

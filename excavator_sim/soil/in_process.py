@@ -7,9 +7,11 @@ period with the bucket pose and twist of that instant: the wrench acts during th
 follows (age 0, exact coupling, nothing lost when the host is busy), and the changed box of the
 terrain is written straight into MuJoCo's height field. Topics, as soil_node publishes them (so
 recorders, RViz and the dashboard see no difference): ``soil/wrench`` (stamped with the pose's
-simulated time), ``soil/bucket_load``, ``soil/terrain_patch`` (the changed box after each
-update; the whole grid at start and at ``heightmap_rate_hz`` when it changed) and
-``soil/heightmap`` (PointCloud2, latched), the last two built in their own thread, off the
+simulated time), ``soil/bucket_load``, ``soil/bucket_payload`` (per-cell bucket soil: the
+load as mass, set on the simulator's bucket body here), ``soil/bucket_soil`` (the marker, at
+10 Hz when it changed), ``soil/terrain_patch`` (the changed
+box after each update; the whole grid at start and at ``heightmap_rate_hz`` when it changed) and
+``soil/heightmap`` (PointCloud2, latched), the last three built in their own thread, off the
 control path. Every period is an update (``update_rate_hz`` does not apply: the coupling is the
 simulation's own rate). soil_node stays the standard, separately launched node; run one or the
 other, never both (two sources of the same topics).
@@ -27,18 +29,23 @@ from dataclasses import dataclass
 
 import numpy as np
 from builtin_interfaces.msg import Time
-from geometry_msgs.msg import WrenchStamped
+from geometry_msgs.msg import InertiaStamped, WrenchStamped
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, QoSProfile
 from sensor_msgs.msg import PointCloud2, PointField
 from std_msgs.msg import Float64, Float64MultiArray, MultiArrayDimension
+from visualization_msgs.msg import Marker
 
 from excavator_common import realtime
 from excavator_sim.plausibility import shipped_machine_envelope
-from excavator_sim.soil.bucket_prism import BucketPrism
+from excavator_sim.soil.bucket_markers import bucket_soil_marker
+from excavator_sim.soil.bucket_prism import BucketPose, BucketPrism
+from excavator_sim.soil.bucket_soil import columns_to_triangles, soil_columns
 from excavator_sim.soil.config import SoilConfig
 from excavator_sim.soil.coupling import SoilCoupling
 from excavator_sim.soil.errors import SoilError
+from excavator_sim.soil.payload import BucketPayload
+from excavator_sim.soil.payload_messages import payload_message
 from excavator_sim.soil.scenarios import warm_up
 from excavator_sim.soil.terrain import Box
 from excavator_sim.soil.terrain_messages import (
@@ -51,6 +58,7 @@ from excavator_sim.soil.terrain_messages import (
 
 WORLD = "world"
 HEIGHTMAP_MAX_NODES = 160  # as soil_node: at most 160 x 160 points
+BUCKET_SOIL_RATE_HZ = 10.0  # soil/bucket_soil at most this often (wall clock), as soil_node
 
 
 @dataclass
@@ -64,6 +72,8 @@ class SoilStep:
     changed: Box | None = None
     heights: np.ndarray | None = None
     rejected: str = ""
+    # the load as a rigid body on the bucket (per-cell bucket soil; None: closed form)
+    payload: BucketPayload | None = None
 
 
 class InProcessSoil:
@@ -84,10 +94,18 @@ class InProcessSoil:
         self._stride = stride_for(g.nx, g.ny, HEIGHTMAP_MAX_NODES)
         self.wrench_pub = node.create_publisher(WrenchStamped, "soil/wrench", 10)
         self.load_pub = node.create_publisher(Float64, "soil/bucket_load", 10)
+        self.payload_pub = (node.create_publisher(InertiaStamped, "soil/bucket_payload", 10)
+                            if self.terrain.load_on_body else None)
         self.cloud_pub = node.create_publisher(
             PointCloud2, "soil/heightmap",
             QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL))
         self.patch_pub = node.create_publisher(Float64MultiArray, "soil/terrain_patch", 10)
+        self.bucket_soil_pub = node.create_publisher(
+            Marker, "soil/bucket_soil",
+            QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL))
+        # the pose, load and (per-cell bucket soil) columns of the last update, for the marker
+        self._bucket_state: tuple[BucketPose, float, bytes] | None = None
+        self._bucket_shown: tuple[BucketPose, float, bytes] | None = None
         self._wrench = WrenchStamped()
         self._wrench.header.frame_id = WORLD
         self._stop = threading.Event()
@@ -115,8 +133,13 @@ class InProcessSoil:
                                               time_s=stamp.sec + 1e-9 * stamp.nanosec)
                 if update.changed is not None:
                     self._dirty = True
+                body = self.terrain.body
+                self._bucket_state = (update.pose, update.load_m3,
+                                      body.units.tobytes() if body is not None else b"")
         except (SoilError, ArithmeticError) as exc:
             return SoilStep(rejected=f"in-process soil: {exc}")
+        if self.payload_pub is not None and update.payload is not None:
+            self.payload_pub.publish(payload_message(update.payload, stamp))
         msg = self._wrench
         msg.header.stamp = stamp
         f, tq = update.forces.force, update.forces.torque
@@ -130,7 +153,8 @@ class InProcessSoil:
         self.update_time_s += time.perf_counter() - t0
         return SoilStep(np.asarray(f, dtype=float), np.asarray(tq, dtype=float),
                         update.changed, update.heights,
-                        f"in-process soil: {update.outside}" if update.outside else "")
+                        f"in-process soil: {update.outside}" if update.outside else "",
+                        update.payload)
 
     def counters(self) -> dict[str, str | int]:
         mean_ms = 1e3 * self.update_time_s / self.updates if self.updates else 0.0
@@ -142,15 +166,40 @@ class InProcessSoil:
     def _visualisation_loop(self) -> None:
         realtime.name_thread("soil_heightmap")
         period = 1.0 / self.config.heightmap_rate_hz
-        next_due = time.monotonic()
-        while not self._stop.wait(max(0.0, next_due - time.monotonic())):
-            next_due += period
+        next_due = next_marker = time.monotonic()
+        while not self._stop.wait(max(0.0, min(next_due, next_marker) - time.monotonic())):
+            now = time.monotonic()
             try:
-                self.publish_heightmap()
+                if now >= next_marker:
+                    next_marker += 1.0 / BUCKET_SOIL_RATE_HZ
+                    self.publish_bucket_soil()
+                if now >= next_due:
+                    next_due += period
+                    self.publish_heightmap()
             except Exception as exc:  # noqa: BLE001 - rclpy shutting down under the thread
                 if not self._stop.is_set() and self.node.context.ok():
                     self.node.get_logger().error(f"heightmap publish failed: {exc}")
                 return
+
+    def publish_bucket_soil(self) -> None:
+        """The bucket's soil on ``soil/bucket_soil`` when it or the pose changed (soil_node's
+        marker: the per-cell columns, or the closed form's shape)."""
+        with self._lock:
+            state = self._bucket_state
+        if state is None or state == self._bucket_shown:
+            return
+        pose, load, cells = state
+        body = self.terrain.body
+        if body is not None and cells:
+            units = np.frombuffer(cells, dtype=body.units.dtype).reshape(body.units.shape)
+            triangles = body.cell_triangles(pose, units)
+        else:
+            t = self.config.terrain
+            triangles = columns_to_triangles(soil_columns(
+                self.terrain.bucket, pose, load, t.repose_angle_rad, t.cell_xy_m))
+        self.bucket_soil_pub.publish(bucket_soil_marker(
+            triangles, self.node.get_clock().now().to_msg()))
+        self._bucket_shown = state
 
     def publish_heightmap(self) -> None:
         """When the terrain changed: the whole grid on ``soil/terrain_patch`` (for late

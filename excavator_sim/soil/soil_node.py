@@ -17,14 +17,21 @@ Publishes
   the bucket about its origin, after every update, before anything else the node does for that
   pose; its stamp is the pose's, so the simulator knows how old the force is.
 - ``soil/bucket_load`` (std_msgs/Float64): soil volume in the bucket [m^3], after every update.
+- ``soil/bucket_payload`` (geometry_msgs/InertiaStamped, frame ``bucket``; only with
+  ``terrain.bucket_soil_model: cells``): the carried soil as a rigid body (mass [kg], centre
+  [m] and inertia [kg m^2] about it, in the bucket frame), before the wrench of the same
+  update; sim_node puts it on its bucket body, and the wrench leaves the load's weight out.
 - ``soil/heightmap`` (sensor_msgs/PointCloud2 in ``world``, fields x, y, z FLOAT32 [m]): the
   terrain surface for RViz at every k-th cell centre (k chosen so there are at most 160 x 160
   points), at ``heightmap_rate_hz`` when the terrain changed; built from numpy in the node's own
   visualisation thread, off the control path (``excavator_sim.soil.terrain_messages``).
 - ``soil/bucket_soil`` (visualization_msgs/Marker TRIANGLE_LIST in ``world``): the soil in the
-  bucket for RViz, heaped, as columns one soil cell (``terrain.cell_xy_m``) wide over the
-  bucket's floor (``excavator_sim.soil.bucket_soil``); at 10 Hz (wall clock) when the load or
-  the pose changed, from its own thread (off the control path); DELETE when the bucket empties.
+  bucket for RViz and Foxglove: with the per-cell bucket soil (the default) its columns, each a
+  box in the bucket's frame over its cell (``BucketBody.cell_triangles``, the carried volume
+  exactly, at any tilt); with the closed form its shape heaped as columns one soil cell
+  (``terrain.cell_xy_m``) wide over the bucket's floor (``excavator_sim.soil.bucket_soil``);
+  at 10 Hz (wall clock) when the load, its cells or the pose changed, from its own thread (off
+  the control path); DELETE when the bucket empties.
 - ``soil/terrain_patch`` (std_msgs/Float64MultiArray): the data topic, in the wire format of
   ``excavator_sim.heightfield`` (what sim_node writes into MuJoCo's height field):
   ``layout.dim = [("i", ni, ni*nj), ("j", nj, nj)]``, ``layout.data_offset = 2``,
@@ -71,7 +78,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from geometry_msgs.msg import Point, PoseStamped, TwistStamped, WrenchStamped
+from geometry_msgs.msg import InertiaStamped, PoseStamped, TwistStamped, WrenchStamped
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 from rclpy.subscription import MessageInfo
@@ -91,12 +98,14 @@ from excavator_common.ros_runtime import (
 )
 from excavator_kinematics.geometry import default_geometry
 from excavator_sim.plausibility import shipped_machine_envelope
-from excavator_sim.soil.bucket_body import AccelerationEstimate
+from excavator_sim.soil.bucket_body import AccelerationEstimate, BucketBody
+from excavator_sim.soil.bucket_markers import bucket_soil_marker
 from excavator_sim.soil.bucket_prism import BucketPose, BucketPrism
 from excavator_sim.soil.bucket_soil import columns_to_triangles, soil_columns
 from excavator_sim.soil.config import INSTANCES, SOIL_PARAMETERS, soil_config_from_parameters
 from excavator_sim.soil.errors import OutsideGridError, SoilConfigError, SoilError
 from excavator_sim.soil.forces import DiMaioForceModel, SurfaceFn
+from excavator_sim.soil.payload_messages import payload_message
 from excavator_sim.soil.plausibility import SoilPlausibility
 from excavator_sim.soil.scenarios import warm_up
 from excavator_sim.soil.shared_terrain import SharedTerrain
@@ -111,7 +120,6 @@ from excavator_sim.soil.terrain_messages import (
 
 WORLD = "world"
 BUCKET_SOIL_RATE_HZ = 10.0  # soil/bucket_soil marker rate (wall clock), when it changed
-SOIL_RGBA = (0.45, 0.27, 0.13, 1.0)  # the bucket's soil in RViz
 HEIGHTMAP_MAX_NODES = 160  # points per side of soil/heightmap (<= 25,600 points, 307 kB)
 # Latest wins: one pose waiting at most; a newer one replaces it (no backlog of stale poses).
 LATEST_ONLY = QoSProfile(depth=1, history=HistoryPolicy.KEEP_LAST,
@@ -128,6 +136,7 @@ class _Machine:
     forces: DiMaioForceModel
     wrench_pub: Any
     load_pub: Any
+    payload_pub: Any  # soil/bucket_payload (per-cell bucket soil), else None
     twist: tuple[np.ndarray, np.ndarray] = field(
         default_factory=lambda: (np.zeros(3), np.zeros(3)))
     last_stamp: float | None = None
@@ -169,7 +178,8 @@ class SoilNode(Node):
         self._mesh_dirty = True
         # (pose, load m^3) after the last update, for the bucket-soil marker thread
         # per machine (namespace): the pose and load of its last update, for the marker thread
-        self._bucket_state: dict[str, tuple[BucketPose, float]] = {}
+        # (and with the per-cell bucket soil a copy of its columns, bytes: b"" for the closed form)
+        self._bucket_state: dict[str, tuple[BucketPose, float, bytes]] = {}
         g = config.terrain
         self._stride = stride_for(g.nx, g.ny, HEIGHTMAP_MAX_NODES)
         # The control path (on_pose, executor thread) and the visualisation thread share the
@@ -182,7 +192,10 @@ class SoilNode(Node):
             self.create_publisher(WrenchStamped, _topic(name, "soil/wrench"),
                                   RECORDED_STREAM_DEPTH),
             self.create_publisher(Float64, _topic(name, "soil/bucket_load"),
-                                  RECORDED_STREAM_DEPTH))
+                                  RECORDED_STREAM_DEPTH),
+            self.create_publisher(InertiaStamped, _topic(name, "soil/bucket_payload"),
+                                  RECORDED_STREAM_DEPTH)
+            if self.shared.terrains[name].load_on_body else None)
             for name in names]
         # Latched (transient local): RViz started later still gets the last terrain.
         self.mesh_pub = self.create_publisher(
@@ -270,14 +283,21 @@ class SoilNode(Node):
                     outside = str(exc)
                     surface = _no_ground  # keep the wrench current: only the load weighs
                 result = m.forces.step(pose, m.twist[0], m.twist[1], surface,
-                                       m.terrain.load_volume_m3)
+                                       m.terrain.load_volume_m3,
+                                       weight_on_body=m.terrain.load_on_body)
                 load = float(m.terrain.load_volume_m3)
-                self._bucket_state[m.name] = (pose, load)
+                payload = m.terrain.load_payload()
+                body = m.terrain.body
+                self._bucket_state[m.name] = (pose, load,
+                                              body.units.tobytes() if body is not None else b"")
             self.plausibility.check_wrench(result.force, result.torque)
         except (SoilError, ArithmeticError) as exc:
             self._reject(str(exc))
             return
-        # The wrench first: the simulator is waiting for it; everything else comes after.
+        # The payload (the load's mass, which the wrench leaves out), then the wrench: the
+        # simulator is waiting for it; everything else comes after.
+        if m.payload_pub is not None and payload is not None:
+            m.payload_pub.publish(payload_message(payload, msg.header.stamp))
         wrench = WrenchStamped()
         wrench.header.stamp = msg.header.stamp
         wrench.header.frame_id = WORLD
@@ -373,7 +393,7 @@ class SoilNode(Node):
         """Own thread: each machine's bucket soil as a marker at BUCKET_SOIL_RATE_HZ when it
         changed."""
         period = 1.0 / BUCKET_SOIL_RATE_HZ
-        shown: dict[str, tuple[BucketPose, float]] = {}
+        shown: dict[str, tuple[BucketPose, float, bytes]] = {}
         index = {m.name: i for i, m in enumerate(self.machines)}
         while not self._stop.wait(period):
             with self._terrain_lock:
@@ -382,33 +402,30 @@ class SoilNode(Node):
                 if shown.get(name) == state:
                     continue
                 try:
-                    self.bucket_soil_pub.publish(self.bucket_soil_marker(*state,
-                                                                         marker_id=index[name]))
+                    body = self.machines[index[name]].terrain.body
+                    self.bucket_soil_pub.publish(self.bucket_soil_marker(
+                        *state, marker_id=index[name], body=body))
                 except Exception as exc:  # noqa: BLE001 - rclpy shutting down under the thread
                     if not self._stop.is_set() and self.context.ok():
                         self.get_logger().error(f"bucket soil publish failed: {exc}")
                     return
                 shown[name] = state
 
-    def bucket_soil_marker(self, pose: BucketPose, load_m3: float, marker_id: int = 0) -> Marker:
-        """The soil in the bucket (columns one soil cell wide) as a TRIANGLE_LIST in world;
-        DELETE for an empty bucket. ``marker_id``: the machine's index in a fleet."""
-        marker = Marker()
-        marker.header.frame_id = WORLD
-        marker.header.stamp = self.get_clock().now().to_msg()
-        marker.ns, marker.id = "bucket_soil", marker_id
-        columns = soil_columns(self.bucket, pose, load_m3, self.config.terrain.repose_angle_rad,
-                               self.config.terrain.cell_xy_m)
-        if len(columns) == 0:
-            marker.action = Marker.DELETE
-            return marker
-        marker.type, marker.action = Marker.TRIANGLE_LIST, Marker.ADD
-        marker.pose.orientation.w = 1.0
-        marker.scale.x = marker.scale.y = marker.scale.z = 1.0
-        marker.color.r, marker.color.g, marker.color.b, marker.color.a = SOIL_RGBA
-        marker.points = [Point(x=float(x), y=float(y), z=float(z))
-                         for x, y, z in columns_to_triangles(columns)]
-        return marker
+    def bucket_soil_marker(self, pose: BucketPose, load_m3: float, cells: bytes = b"",
+                           marker_id: int = 0, body: BucketBody | None = None) -> Marker:
+        """The soil in the bucket as a TRIANGLE_LIST in world; DELETE for an empty bucket.
+        With the per-cell bucket soil (``body`` and a copy of its columns ``cells``) its
+        columns as boxes in the bucket frame (``BucketBody.cell_triangles``: the carried
+        volume exactly), else the closed form's shape filled to ``load_m3`` (columns one soil
+        cell wide). ``marker_id``: the machine's index in a fleet."""
+        if body is not None and cells:
+            units = np.frombuffer(cells, dtype=body.units.dtype).reshape(body.units.shape)
+            triangles = body.cell_triangles(pose, units)
+        else:
+            triangles = columns_to_triangles(soil_columns(
+                self.bucket, pose, load_m3, self.config.terrain.repose_angle_rad,
+                self.config.terrain.cell_xy_m))
+        return bucket_soil_marker(triangles, self.get_clock().now().to_msg(), marker_id)
 
     def destroy_node(self) -> None:
         # also called by rclpy's context clean-up on a node whose constructor failed
@@ -475,6 +492,7 @@ USAGE = NodeUsage(
     subscribes=("bucket_pose (geometry_msgs/PoseStamped)",
                 "bucket_twist (geometry_msgs/TwistStamped)"),
     publishes=("soil/wrench (geometry_msgs/WrenchStamped)", "soil/bucket_load (std_msgs/Float64)",
+               "soil/bucket_payload (geometry_msgs/InertiaStamped)",
                "soil/terrain_patch (std_msgs/Float64MultiArray)",
                "soil/heightmap (sensor_msgs/PointCloud2)",
                "soil/bucket_soil (visualization_msgs/Marker)", "/diagnostics"),

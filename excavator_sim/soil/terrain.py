@@ -31,6 +31,7 @@ from excavator_sim.soil import terrain_kernels as kern
 from excavator_sim.soil.bucket_body import BucketBody
 from excavator_sim.soil.bucket_prism import EDGES, FACES, BucketPose, BucketPrism
 from excavator_sim.soil.errors import OutsideGridError, SoilConfigError, SoilInputError
+from excavator_sim.soil.payload import BucketPayload
 
 _FACES = np.array([f + (-1,) * (4 - len(f)) for f in FACES], dtype=np.int64)
 _FACE_SIZES = np.array([len(f) for f in FACES], dtype=np.int64)
@@ -63,9 +64,10 @@ class TerrainConfig:
     relax_iterations: int = 3
     margin_cells: int = 4
     density_kg_m3: float = 1700.0
-    # the soil in the bucket: "closed_form" (one count, the shape held at the pose in closed
-    # form, held_soil_shape) or "cells" (a body of its own: bucket_body.BucketBody)
-    bucket_soil_model: str = "closed_form"
+    # the soil in the bucket: "cells" (a body of its own: bucket_body.BucketBody, its mass on
+    # the bucket) or "closed_form" (one count, the shape held at the pose in closed form,
+    # held_soil_shape, its weight in the wrench)
+    bucket_soil_model: str = "cells"
 
     def __post_init__(self) -> None:
         if self.bucket_soil_model not in BUCKET_SOIL_MODELS:
@@ -285,6 +287,7 @@ class Terrain:
         self.body = (BucketBody(bucket, config.cell_xy_m, config.cell_z_m,
                                 config.repose_angle_rad)
                      if config.bucket_soil_model == "cells" else None)
+        self._payload: tuple[np.ndarray, BucketPayload] | None = None  # load_payload's last
         self._dmax = math.floor(config.cell_xy_m * math.tan(config.repose_angle_rad)
                                     / config.cell_z_m)
         self._prev_mouth: np.ndarray | None = None
@@ -312,6 +315,27 @@ class Terrain:
         (None: empty, or the closed form, which keeps no shape): with ``load_mass_kg`` the
         hook for a payload on the simulator's bucket body (docs/soil.md, "The load's mass")."""
         return self.body.centre_of_mass_bucket_m() if self.body is not None else None
+
+    @property
+    def load_on_body(self) -> bool:
+        """True with the per-cell bucket soil: the load is a rigid body on the bucket
+        (:meth:`load_payload`, its mass on the simulator's bucket body), so the soil wrench
+        leaves its weight out (``DiMaioForceModel.step(weight_on_body=True)``). False with the
+        closed form (no shape, so no centre): the weight acts through the wrench."""
+        return self.body is not None
+
+    def load_payload(self) -> BucketPayload | None:
+        """The load as a rigid body in the bucket frame (mass at the preset's density, centre
+        and inertia from the cells; empty: zero mass), None with the closed form."""
+        if self.body is None:
+            return None
+        # the body changes only when soil moves: most updates (the carry) reuse the last
+        cached = self._payload
+        if cached is not None and np.array_equal(cached[0], self.body.units):
+            return cached[1]
+        payload = self.body.payload(self.config.density_kg_m3)
+        self._payload = (self.body.units.copy(), payload)
+        return payload
 
     def heights_m(self, box: Box | None = None) -> np.ndarray:
         """Heights [m] of the cells in ``box`` (i0, i1, j0, j1), or of the whole grid."""
