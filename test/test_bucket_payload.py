@@ -159,8 +159,9 @@ def test_coupled_cells_weigh_once() -> None:
     out of the soil (the mass is on the body) and the boom holds one load's weight, not two;
     the closed form keeps the weight in the wrench (no shape to put on the body)."""
     sim = make_sim()
-    cfg = load_soil_config()
-    assert cfg.terrain.bucket_soil_model == "cells"  # the shipped default
+    base = load_soil_config()
+    cfg = dataclasses.replace(base, terrain=dataclasses.replace(base.terrain,
+                                                                bucket_soil_model="cells"))
     coupling = SoilCoupling(cfg, BucketPrism.from_geometry(sim.geometry))
     assert coupling.terrain.body is not None
     coupling.terrain.body.units[:, :] = struck_full(coupling.terrain.bucket).units

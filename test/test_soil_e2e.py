@@ -32,7 +32,8 @@ def nodes(tmp_path_factory: pytest.TempPathFactory):
                        "-p", "terrain.contact:=false"],  # the soil carries the bucket
                       log_dir=logs)
     soil = NodeProcess("excavator_sim.soil.soil_node",
-                       ["--ros-args", "--params-file", str(REPO / "config" / "soil.yaml")],
+                       ["--ros-args", "--params-file", str(REPO / "config" / "soil.yaml"),
+                        "-p", "terrain.bucket_soil_model:=cells"],
                        log_dir=logs)
     yield sim, soil
     codes = (sim.stop(), soil.stop())

@@ -22,7 +22,8 @@ from excavator_sim.soil.terrain_messages import cloud_points
 
 BUCKET = BucketPrism.from_geometry(default_geometry())
 ARGS = ["--ros-args", "-p", "terrain.size_x_m:=8.0", "-p", "terrain.size_y_m:=6.0",
-        "-p", "terrain.centre_x_m:=4.0", "-p", "heightmap_rate_hz:=5.0"]
+        "-p", "terrain.centre_x_m:=4.0", "-p", "heightmap_rate_hz:=5.0",
+        "-p", "terrain.bucket_soil_model:=cells"]
 
 
 @pytest.fixture(scope="module")

@@ -87,7 +87,8 @@ def test_soil_node_runs_on_a_preset_defined_only_in_the_params_file(tmp_path: Pa
     path = _params_file(tmp_path / "my_soil.yaml", {
         "preset": "test_gravel",
         "heightmap_rate_hz": 5.0,
-        "terrain": {"size_x_m": 8.0, "size_y_m": 6.0, "centre_x_m": 4.0},
+        "terrain": {"size_x_m": 8.0, "size_y_m": 6.0, "centre_x_m": 4.0,
+                    "bucket_soil_model": "cells"},
         "presets": {"test_gravel": gravel},
     })
     proc = NodeProcess("excavator_sim.soil.soil_node", ["--ros-args", "--params-file", str(path)],
