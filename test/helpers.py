@@ -458,9 +458,28 @@ PATIENT_S = 10.0   # PLC watchdogs a stalled test process (the bridge runs in it
 # sim_node on a small, coarse terrain (41 x 41 nodes 0.4 m apart) without markers: a node test
 # that needs no ground detail starts and steps cheaply
 # headless chromium for the dashboard's browser tests: no network, a window the page's cards fit in
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+CHROMEDRIVER = shutil.which("chromedriver")
 CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                   "--disable-component-update", "--disable-sync", "--no-first-run",
                   "--disable-dev-shm-usage", "--window-size=1600,1500")
+
+
+def chromium_driver(profile_dir: Path) -> Any:
+    """A Selenium driver of the host's chromium (``CHROMIUM``, ``CHROMEDRIVER``), headless and
+    offline, its profile in ``profile_dir``; 60 s to load a page."""
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    os.environ["SE_OFFLINE"] = "true"   # never let Selenium Manager download anything
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in CHROMIUM_FLAGS:
+        options.add_argument(flag)
+    options.add_argument(f"--user-data-dir={profile_dir}")
+    driver = webdriver.Chrome(options=options, service=Service(CHROMEDRIVER))
+    driver.set_page_load_timeout(60)
+    return driver
 SMALL_SIM_ARGS = ["-p", "marker_rate_hz:=0.0", "-p", "terrain.nx:=41", "-p", "terrain.ny:=41",
                   "-p", "terrain.cell_size_m:=0.4"]
 SIM_LOOP_ARGS = ["-p", "drive_mode:=plant", "-p", "use_sim_time:=false",

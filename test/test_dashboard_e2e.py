@@ -15,7 +15,6 @@ import contextlib
 import math
 import os
 import re
-import shutil
 import signal
 import time
 from pathlib import Path
@@ -23,14 +22,22 @@ from pathlib import Path
 import numpy as np
 import pytest
 import snap7
-from helpers import CHROMIUM_FLAGS, REPO, NodeProcess, RedisServer, RosTestNode, free_port, wait_for
+from helpers import (
+    CHROMEDRIVER,
+    CHROMIUM,
+    REPO,
+    NodeProcess,
+    RedisServer,
+    RosTestNode,
+    chromium_driver,
+    free_port,
+    wait_for,
+)
 
 from excavator_kinematics.geometry import default_geometry
 from excavator_kinematics.inverse_kinematics import ACTIVE_JOINTS, InverseKinematics
 from plc_bridge.config import load_config
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-CHROMEDRIVER = shutil.which("chromedriver")
 selenium = pytest.importorskip("selenium", reason="pip selenium not installed (requirements.txt)")
 pytestmark = [
     pytest.mark.skipif(CHROMIUM is None or CHROMEDRIVER is None,
@@ -101,17 +108,7 @@ def stack(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def browser(tmp_path_factory):
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    os.environ["SE_OFFLINE"] = "true"   # never let Selenium Manager download anything
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in CHROMIUM_FLAGS:
-        options.add_argument(flag)
-    options.add_argument(f"--user-data-dir={tmp_path_factory.mktemp('chromium_profile')}")
-    driver = webdriver.Chrome(options=options, service=Service(CHROMEDRIVER))
-    driver.set_page_load_timeout(60)
+    driver = chromium_driver(tmp_path_factory.mktemp("chromium_profile"))
     try:
         yield driver
     finally:

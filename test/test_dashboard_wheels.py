@@ -9,20 +9,20 @@ process and the dashboard's ROS link in this one, over real DDS."""
 from __future__ import annotations
 
 import math
-import os
-import shutil
 import threading
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
 from helpers import (
-    CHROMIUM_FLAGS,
+    CHROMEDRIVER,
+    CHROMIUM,
     REPO,
     SMALL_SIM_ARGS,
     NodeProcess,
     RedisServer,
     RosTestNode,
+    chromium_driver,
     free_port,
     wait_for,
 )
@@ -172,8 +172,6 @@ def test_the_dashboard_shows_the_steered_wheels_of_a_running_wheeled_machine(
     assert code == 0, sim.log()
 
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-CHROMEDRIVER = shutil.which("chromedriver")
 
 
 @pytest.mark.skipif(CHROMIUM is None or CHROMEDRIVER is None,
@@ -185,8 +183,6 @@ def test_the_page_draws_the_wheels_turned_by_their_steering(tmp_path: Path) -> N
     wheel_command), in a headless browser: the Wheels card draws each front wheel turned by its
     measured angle, the rear ones straight, and the joint table lists the steering."""
     selenium = pytest.importorskip("selenium", reason="pip selenium not installed")
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
 
     from excavator_kinematics.vehicle import BodyTwist
 
@@ -222,14 +218,7 @@ def test_the_page_draws_the_wheels_turned_by_their_steering(tmp_path: Path) -> N
             wait_for(lambda p=p, line=line: line in p.log() or not p.alive(), LIMIT_S, p.log)
             assert p.alive(), p.log()
         sender.start()
-        os.environ["SE_OFFLINE"] = "true"   # never let Selenium Manager download anything
-        options = webdriver.ChromeOptions()
-        options.binary_location = CHROMIUM
-        for flag in CHROMIUM_FLAGS:
-            options.add_argument(flag)
-        options.add_argument(f"--user-data-dir={tmp_path / 'chromium_profile'}")
-        driver = webdriver.Chrome(options=options, service=Service(CHROMEDRIVER))
-        driver.set_page_load_timeout(60)
+        driver = chromium_driver(tmp_path / "chromium_profile")
         driver.get(f"http://127.0.0.1:{port}/")
 
         def drawn() -> dict[str, float]:

@@ -209,7 +209,8 @@ def test_teleop_node_in_a_machines_namespace_drives_that_machine_only(
             kind, f"/exc2/{topic}"), LIMIT_S,
             lambda kind=kind, topic=topic: f"teleop_node's {kind} of /exc2/{topic}\n"
             f"{teleop.log()}")
-    assert "machine /exc2" in teleop.log(), teleop.log()
+    # its ready line comes at the end of its start-up, after the endpoints exist
+    wait_for(lambda: "machine /exc2" in teleop.log(), LIMIT_S, teleop.log)
     for kind in ("publishers", "subscriptions"):
         for topic in ("/exc1/joint_command", "/exc1/track_command", "/exc1/joint_states",
                       "/joy", "/exc2/joy"):
