@@ -50,6 +50,10 @@ from excavator_hil.dashboard.core import (
 )
 from plc_bridge import redis_keys as keys
 
+# how long a Send waits for the chosen machine's ik_node to be matched on target_pose [s]
+# (discovery of a publisher created when the machine was chosen: ~0.1 s calm, seconds loaded)
+MATCH_WAIT_S = 5.0
+
 
 class RosLink(NodeThread):
     """Subscribes what the dashboard shows of the chosen machine, publishes its
@@ -267,6 +271,15 @@ class RosLink(NodeThread):
                 raise ValueError(f"waiting for {self.topic('robot_description', served)} "
                                  "(the machine's TF frame prefix): nothing sent")
             pub = self._target_pubs[served]
+        # a machine chosen a moment ago has a new publisher that discovery has not matched with
+        # its ik_node yet: published now, the target was lost without a word (a loaded CI run)
+        deadline = time.monotonic() + MATCH_WAIT_S
+        while pub.get_subscription_count() == 0:
+            if time.monotonic() > deadline:
+                raise ValueError(f"nobody subscribes to {self.topic('target_pose', served)} "
+                                 f"after {MATCH_WAIT_S:g} s (is its ik_node running?): "
+                                 "nothing sent; send again once it is")
+            time.sleep(0.02)
         (px, py, pz), (qx, qy, qz, qw) = self.checker.pose(x, y, z, pitch)
         msg = self._PoseStamped()
         msg.header.frame_id = prefix + "base_link"
