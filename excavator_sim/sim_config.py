@@ -251,6 +251,12 @@ NODE_PARAMETERS: tuple[ParameterSpec, ...] = (
                   "once the soil/wrench answering the latest bucket_pose arrived, waiting at "
                   "most this long (wall time; then on without waiting until it answers again); "
                   "reproducible soil coupling over DDS; 0 = never wait", "s", 0.0, 10.0),
+    ParameterSpec("command_lockstep_timeout_s", 0.0, "lockstep with a scheduled command "
+                  "stream (teleop_node's command_delay_s): once a command was held for its "
+                  "stamp, step the period starting at T only once a command stamped at or after "
+                  "T arrived, waiting at most this long (wall time; then on without waiting "
+                  "until a command is held again); reproducible replays on a busy host; 0 = "
+                  "never wait", "s", 0.0, 10.0),
 )
 
 
@@ -286,6 +292,15 @@ def _check(v: Mapping[str, Any]) -> None:
         raise SimConfigError(f"parameter soil_lockstep_timeout_s = "
                              f"{v['soil_lockstep_timeout_s']:.6g} s needs {other} false: {why}; "
                              "set soil_lockstep_timeout_s to 0")
+    if v["command_lockstep_timeout_s"] > 0.0 and (v["follow_clock"]
+                                                  or v["max_command_lead_s"] <= 0.0):
+        other, why = (("follow_clock false", "a follower steps to the owner's /clock and cannot "
+                       "hold it for a command") if v["follow_clock"] else
+                      ("max_command_lead_s > 0", "with 0 no command is held for its stamp, so "
+                       "there is no scheduled stream to wait for"))
+        raise SimConfigError(f"parameter command_lockstep_timeout_s = "
+                             f"{v['command_lockstep_timeout_s']:.6g} s needs {other}: {why}; "
+                             "set command_lockstep_timeout_s to 0")
     for name in _CYL_DEFAULTS:
         k = f"hydraulics.{name}."
         if v[k + "rod_diameter_m"] >= v[k + "bore_m"]:
@@ -330,6 +345,15 @@ def config_from_flat(values: Mapping[str, Any], source: str = "parameters",
     plant)."""
     v = SIM_PARAMETERS.validate(values, source, instances=INSTANCES)
     cylinders = {}
+    if v["command_lockstep_timeout_s"] > 0.0 and (v["follow_clock"]
+                                                  or v["max_command_lead_s"] <= 0.0):
+        other, why = (("follow_clock false", "a follower steps to the owner's /clock and cannot "
+                       "hold it for a command") if v["follow_clock"] else
+                      ("max_command_lead_s > 0", "with 0 no command is held for its stamp, so "
+                       "there is no scheduled stream to wait for"))
+        raise SimConfigError(f"parameter command_lockstep_timeout_s = "
+                             f"{v['command_lockstep_timeout_s']:.6g} s needs {other}: {why}; "
+                             "set command_lockstep_timeout_s to 0")
     for name in _CYL_DEFAULTS:
         k = f"hydraulics.{name}."
         if v[k + "rod_diameter_m"] >= v[k + "bore_m"]:

@@ -44,8 +44,11 @@ Subscribes
   not on when the messages arrived (teleop_node's ``command_delay_s``; replay). A stamp at or
   behind the simulated time (late, or stamped when sent, as ik_node does) or zero applies on
   arrival; late ones are counted on ``/diagnostics`` (``commands_past_stamp``,
-  ``command_late_ms_max``). A stamp more than ``max_command_lead_s`` ahead (a wall-clock
-  stamp from a node without ``use_sim_time``) applies on arrival too, counted
+  ``command_late_ms_max``); with ``command_lockstep_timeout_s`` > 0 there are none from a
+  scheduled sender: once a command was held, a period steps only once a command stamped at or
+  after its start arrived (at most that long a wait, then on alone until a command is held
+  again: :mod:`excavator_sim.command_lockstep`). A stamp more than ``max_command_lead_s``
+  ahead (a wall-clock stamp from a node without ``use_sim_time``) applies on arrival too, counted
   (``commands_beyond_lead``) and logged once; ``max_command_lead_s`` 0 applies every command on
   arrival. Before that, a command sent more than ``max_command_age_s`` before it is taken
   (its DDS source timestamp on the wall clock: held up on the link, or waiting while this
@@ -167,6 +170,7 @@ from excavator_common.ros_runtime import (
 )
 from excavator_kinematics.geometry import ExcavatorGeometry, default_geometry
 from excavator_sim.clock_follower import ClockFollower
+from excavator_sim.command_lockstep import CommandLockstep
 from excavator_sim.command_schedule import CommandSchedule, StampTooFarAheadError
 from excavator_sim.command_timeout import CommandTimeout
 from excavator_sim.drivetrain.actuation import (
@@ -289,6 +293,7 @@ class SimNode(Node):
         # refuses both together, and follow_clock)
         self.lockstep = SoilLockstep(float(values["soil_lockstep_timeout_s"])
                                      if not soil_in_process else 0.0)
+        self.command_lockstep = CommandLockstep(float(values["command_lockstep_timeout_s"]))
         self.timer: Timer | None = None
         self.follower: ClockFollower | None = None
         self._clock_wall: float | None = None  # wall time the latest /clock arrived [s]
@@ -496,7 +501,7 @@ class SimNode(Node):
         if self.schedule.max_lead_s <= 0.0 or stamp == 0.0:
             return False
         try:
-            return self.schedule.offer(stamp, command, self.sim.time)
+            held = self.schedule.offer(stamp, command, self.sim.time)
         except StampTooFarAheadError as exc:
             # Most likely a wall-clock stamp from a node without use_sim_time: applied on
             # arrival as before the schedule existed, said once (a warning only when this node
@@ -507,6 +512,9 @@ class SimNode(Node):
                        else self.get_logger().info)
                 log(f"{exc}; applying such commands on arrival")
             return False
+        if held:  # a scheduled stream: the lockstep waits for it from here on (where on)
+            self.command_lockstep.held(stamp)
+        return held
 
     def _apply_joint_targets(self, positions: dict[str, float],
                              velocities: dict[str, float] | None) -> None:
@@ -797,7 +805,7 @@ class SimNode(Node):
         self.take_commands()
         if self.pacer is None:
             deadline = time.monotonic() + _FREE_RUN_SLICE_S
-            while self.lockstep.may_step(time.monotonic()):
+            while self.may_step():
                 self.step_period()
                 if time.monotonic() >= deadline:
                     return
@@ -807,8 +815,8 @@ class SimNode(Node):
             self._paced_since = now
         due = self.pacer.due(now, self.sim.time)
         for _ in range(min(due, _MAX_BURST)):
-            if not self.lockstep.may_step(time.monotonic()):
-                break  # the soil's answer steps it (on_wrench), or the next tick
+            if not self.may_step():
+                break  # the soil's answer or the command steps it, or the next tick
             self.step_period()
         if due:
             now = time.monotonic()
@@ -816,6 +824,12 @@ class SimNode(Node):
             if now - self._paced_since > _STARTUP_S:
                 self.lag.add(lag)
                 self._lag_since_status = max(self._lag_since_status, lag)
+
+    def may_step(self) -> bool:
+        """Whether the next period may step now: the soil answered the latest pose and the
+        scheduled commands reached its start (each lockstep where on)."""
+        now = time.monotonic()
+        return self.lockstep.may_step(now) and self.command_lockstep.may_step(self.sim.time, now)
 
     def step_period(self) -> None:
         """One publish period: the commands due by their stamp, the soil wrench if fresh (else
@@ -1104,6 +1118,7 @@ class SimNode(Node):
             "commands_beyond_lead": self.unschedulable,
             **self.command_age.counters(),
             **self.lockstep.values(),
+            **self.command_lockstep.values(),
         }
 
     def _follow_slipped(self) -> float:
@@ -1152,6 +1167,11 @@ class SimNode(Node):
             problems.append(f"soil lockstep: no soil/wrench for the latest bucket_pose within "
                             f"{self.lockstep.timeout_s:g} s (soil_lockstep_timeout_s); stepping "
                             "without waiting until soil_node answers again")
+        if self.command_lockstep.detached:
+            problems.append(f"command lockstep: no command stamped at or after the simulated "
+                            f"time within {self.command_lockstep.timeout_s:g} s "
+                            "(command_lockstep_timeout_s); stepping without waiting until a "
+                            "scheduled command arrives again")
         dropped = self.command_age.refused_since_status()
         if dropped:
             problems.append(f"{dropped} commands dropped as older than max_command_age_s "

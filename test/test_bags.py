@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import random
+import signal
 import subprocess
 import sys
 import time
@@ -92,6 +94,34 @@ def test_record_play_round_trip(probe: RosTestNode, tmp_path: Path) -> None:
                                                         strict=True)) if s < d]
     assert not early, f"messages sent before they were due (index, seconds early): {early[:5]}"
     assert "messages published; lateness" in player.log()
+
+
+def test_a_stop_writes_what_was_sent_before_it(probe: RosTestNode, tmp_path: Path) -> None:
+    """A recorder that fell behind (here: stopped by SIGSTOP while 300 messages came) and is
+    then told to stop (Ctrl-C) writes every message sent before the stop, in order: none is
+    lost in its queues. (rclpy's own Ctrl-C handling destroyed the subscriptions with them.)"""
+    bag = tmp_path / "stopped"
+    rec = _cli(["bag", "record", TOPIC, "-o", str(bag)], tmp_path)
+    pub = probe.node.create_publisher(JointState, TOPIC, 1000)
+    wait_for(lambda: pub.get_subscription_count() > 0, 20.0,
+             lambda: f"the recorder to subscribe; its log:\n{rec.log()}")
+    time.sleep(0.5)   # matched on the recorder's side too
+    os.kill(rec.pid, signal.SIGSTOP)
+    try:
+        for i in range(300):
+            pub.publish(_joint_state(i))
+        time.sleep(0.5)
+        os.kill(rec.pid, signal.SIGINT)   # pending until it runs again
+    finally:
+        os.kill(rec.pid, signal.SIGCONT)
+    for i in range(300, 320):   # sent after the stop: the recorder may take some, need not
+        pub.publish(_joint_state(i))
+    assert rec.proc.wait(20) == 0, rec.log()
+    positions = [TYPESTORE.deserialize_cdr(m.data, m.msgtype).position[0]
+                 for m in read_bag(bag).messages]
+    assert positions[:300] == [float(i) for i in range(300)], rec.log()
+    assert positions == [float(i) for i in range(len(positions))]
+    assert "written at the stop" in rec.log()
 
 
 def test_player_pacing_record_follows_the_rate(probe: RosTestNode, tmp_path: Path) -> None:

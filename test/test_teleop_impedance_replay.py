@@ -10,7 +10,8 @@ exactly.
 Reproducible by construction: with ``command_delay_s`` teleop_node steps DiMaio's model on the
 simulated time's grid, each tick from the joint_states, soil wrench and hand pose of its stamp
 (excavator_kinematics.teleop.impedance_schedule), and stamps its command tick + delay; sim_node
-applies commands at their stamps and steps in lockstep with soil_node.
+applies commands at their stamps and steps in lockstep with soil_node and with
+teleop_node's scheduled commands.
 """
 
 from __future__ import annotations
@@ -23,7 +24,17 @@ import numpy as np
 import pytest
 from geometry_msgs.msg import PoseStamped, WrenchStamped
 from helpers import REPO, NodeProcess, wait_for
-from test_teleop_replay import LEAD_S, LOCKSTEP_S, MAX_AGE_S, RTF, START_AFTER_S, Observer, stop_all
+from test_teleop_replay import (
+    COMMAND_LOCKSTEP_S,
+    END_AFTER_S,
+    LEAD_S,
+    LOCKSTEP_S,
+    MAX_AGE_S,
+    RTF,
+    START_AFTER_S,
+    Observer,
+    stop_all,
+)
 
 from excavator_hil.bags.io import read_bag
 from excavator_kinematics.geometry import default_geometry
@@ -61,7 +72,8 @@ def sim_node(logs: Path) -> NodeProcess:
                        ["--ros-args", "--params-file", str(REPO / "config" / "sim.yaml"),
                         "-p", "terrain.contact:=false", "-p", "use_sim_time:=true",
                         "-p", f"real_time_factor:={RTF}", "-p", "marker_rate_hz:=0.0",
-                        "-p", f"soil_lockstep_timeout_s:={LOCKSTEP_S}"], log_dir=logs)
+                        "-p", f"soil_lockstep_timeout_s:={LOCKSTEP_S}",
+                        "-p", f"command_lockstep_timeout_s:={COMMAND_LOCKSTEP_S}"], log_dir=logs)
 
 
 def other_nodes(logs: Path) -> list[NodeProcess]:
@@ -127,7 +139,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory):
                 sent += 1
                 k = int(t / HAND_PERIOD_S) + 1
             time.sleep(0.002)
-        t_end = t0 + times[-1] + 2.0
+        t_end = t0 + times[-1] + END_AFTER_S
         live.wait_sim(t_end, "the session's end")
         live.wait_terrain()
         assert recorder.stop() == 0, recorder.log()
@@ -204,7 +216,8 @@ def test_the_impedance_replay_follows_the_recorded_joint_trajectories(runs) -> N
           f"rad, range moved {moved.round(3).tolist()} rad")
     assert np.all(moved[1:] > 0.2)  # boom, arm and bucket really moved
     late = {k: (live_sim.get(k), replay_sim.get(k))
-            for k in ("commands_past_stamp", "soil_lockstep_timeouts")}
+            for k in ("commands_past_stamp", "soil_lockstep_timeouts",
+                      "command_lockstep_timeouts")}
     late.update({k: (live_tele.get(k), replay_tele.get(k))
                  for k in ("wrenches_late", "impedance_ticks_skipped")})
     assert diff.max() < 1e-9, f"the replay left the recorded path; live/replay: {late}"

@@ -61,6 +61,13 @@ MAX_AGE_S = 1.0  # teleop_node's max_command_age_s for the session's Joys / hand
 # top, since a timeout breaks the exactness: a host loaded far past CI's (load 8-13 on two cores)
 # once held soil_node for over 2 s twice in a run
 LOCKSTEP_S = 10.0
+# ... and for teleop_node's scheduled commands (excavator_sim.command_lockstep): a command that
+# reached sim_node past its stamp (teleop_node starved for more than command_delay_s on a loaded
+# host: 33 of them once in a fresh-clone CI run) made that run differ; now the simulation waits
+# for it. The session's last command is stamped command_delay_s after its last Joy: the runs are
+# judged up to END_AFTER_S past the script, inside that, so no run waits out this timeout.
+COMMAND_LOCKSTEP_S = 10.0
+END_AFTER_S = 0.9  # [s of sim time] past the script's end; < 0.5 (its last Joy) + DELAY_S
 # What to record: the Joys as teleop_node answered them, each stamped with the simulated time it
 # acted at (a Joy that reached it late is re-stamped there), played back onto /joy.
 APPLIED = "/teleop/joy_applied"  # the session starts at least this far into the simulation [s]
@@ -71,7 +78,8 @@ def sim_node(logs: Path) -> NodeProcess:
                        ["--ros-args", "--params-file", str(REPO / "config" / "sim.yaml"),
                         "-p", "terrain.contact:=false", "-p", "use_sim_time:=true",
                         "-p", f"real_time_factor:={RTF}", "-p", "marker_rate_hz:=0.0",
-                        "-p", f"soil_lockstep_timeout_s:={LOCKSTEP_S}"], log_dir=logs)
+                        "-p", f"soil_lockstep_timeout_s:={LOCKSTEP_S}",
+                        "-p", f"command_lockstep_timeout_s:={COMMAND_LOCKSTEP_S}"], log_dir=logs)
 
 
 def teleop_node(logs: Path, *params: str) -> NodeProcess:
@@ -199,7 +207,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory):
                 sent += 1
                 k = int((t - t0) / JOY_PERIOD_S) + 1
             time.sleep(0.002)
-        t_end = t0 + script.duration + 2.0
+        t_end = t0 + script.duration + END_AFTER_S
         live.wait_sim(t_end, "the session's end")
         live.wait_terrain()
         assert recorder.stop() == 0, recorder.log()
@@ -267,13 +275,14 @@ def test_the_replay_follows_the_recorded_joint_trajectories(runs) -> None:
           f"mean {diff.mean(axis=0).round(5).tolist()} rad, range moved "
           f"{moved.round(3).tolist()} rad")
     assert np.all(moved[1:] > 0.2)  # boom, arm and bucket really moved
-    # Commands act at their stamps and the soil in lockstep: the replay is the live run, period
-    # for period, whatever the machine's load. (Without the lockstep the soil force's period
-    # depended on when a wrench arrived: up to 0.1 rad apart while cutting on a loaded host,
-    # docs/teleoperation.md "Replay".) Only a command past its stamp at sim_node could still
-    # make a difference: the counters say whether one did.
+    # Commands act at their stamps, the simulation waits for them and for the soil: the replay
+    # is the live run, period for period, whatever the machine's load. (Without the locksteps
+    # the soil force's period depended on when a wrench arrived, and a command could come past
+    # its stamp: up to 0.1 rad apart on a loaded host, docs/teleoperation.md "Replay".) Only a
+    # lockstep timed out could still make a difference: the counters say whether one did.
     late = {k: (live_sim.get(k), replay_sim.get(k))
-            for k in ("commands_past_stamp", "joys_restamped", "soil_lockstep_timeouts")}
+            for k in ("commands_past_stamp", "joys_restamped", "soil_lockstep_timeouts",
+                      "command_lockstep_timeouts")}
     assert diff.max() < 1e-9, f"the replay left the recorded path; live/replay: {late}"
 
 

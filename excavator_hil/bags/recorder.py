@@ -12,6 +12,7 @@ type hash is the one its publishers announce.
 from __future__ import annotations
 
 import importlib
+import signal
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -26,6 +27,11 @@ from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from excavator_hil.bags.io import BagWriter, TopicQos
 from excavator_hil.bags.tf import TF_TOPIC, TF_TYPE, TfDeriver, namespace_of
 from excavator_hil.errors import BagError
+
+# At a stop, what was sent before it is still written for this long at most [s], a topic until
+# nothing came for DRAIN_QUIET_S [s] (BagRecorder.drain).
+DRAIN_BOUND_S = 1.0
+DRAIN_QUIET_S = 0.1
 
 
 def message_class(msgtype: str) -> type:
@@ -53,6 +59,7 @@ class BagRecorder(Node):
         self.total = 0
         self.done = False
         self._subscribed: set[str] = set()
+        self._recorded: list[tuple[str, Any]] = []
         # --tf: /tf derived from each recorded robot_description + joint_states (bags/tf.py)
         self.tf = TfDeriver(round(1e9 / tf_rate_hz)) if tf_rate_hz > 0 else None
         self._tf_error_said = False
@@ -95,8 +102,9 @@ class BagRecorder(Node):
                 durability=(DurabilityPolicy.TRANSIENT_LOCAL if qos.transient_local
                             else DurabilityPolicy.VOLATILE),
             )
-            self.create_subscription(cls, topic, lambda data, t=topic: self._on_message(t, data),
-                                     profile, raw=True)
+            subscription = self.create_subscription(
+                cls, topic, lambda data, t=topic: self._on_message(t, data), profile, raw=True)
+            self._recorded.append((topic, subscription))
             self._subscribed.add(topic)
             self.get_logger().info(f"recording {topic} [{types[0]}]")
 
@@ -111,6 +119,35 @@ class BagRecorder(Node):
             self._write(*early, now)
         self._before_clock.clear()
         self._write(topic, data, now)
+
+    def drain(self, stop_ns: int, bound_s: float = DRAIN_BOUND_S) -> int:
+        """At a stop: write what was published before it (source timestamp <= ``stop_ns``,
+        wall clock [ns]) and is still on its way to, or queued in, the subscriptions. A recorder
+        that fell behind on a busy host holds a second or two there, and a Ctrl-C must not lose
+        what it had been sent. A topic is complete at its first message sent after the stop, or
+        when nothing came for ``DRAIN_QUIET_S``; the whole drain takes at most ``bound_s``.
+        Returns how many messages it wrote."""
+        from excavator_common.command_age_node import take_waiting
+
+        before = self.total
+        deadline = time.monotonic() + bound_s
+        last = {topic: time.monotonic() for topic, _ in self._recorded}
+        pending = dict(self._recorded)
+        while pending and not self.done and time.monotonic() < deadline:
+            for topic, subscription in list(pending.items()):
+                taken = take_waiting(subscription)
+                now = time.monotonic()
+                if taken:
+                    last[topic] = now
+                elif now - last[topic] >= DRAIN_QUIET_S:
+                    del pending[topic]
+                for data, info in taken:
+                    if info["source_timestamp"] > stop_ns:
+                        pending.pop(topic, None)
+                        break
+                    self._on_message(topic, data)
+            time.sleep(0.01)
+        return self.total - before
 
     def _write(self, topic: str, data: bytes, stamp_ns: int) -> None:
         if self.done:
@@ -181,12 +218,22 @@ def record(output: str, topics: Sequence[str] | None, storage: str, duration_s: 
     ``max_messages``."""
     import rclpy
     from rclpy.executors import ExternalShutdownException
+    from rclpy.signals import SignalHandlerOptions
 
     from excavator_common import realtime, stall_probe
     from excavator_common.ros_runtime import shutdown_quietly
 
     stall_probe.start_from_environment("bag_recorder")
-    rclpy.init()
+    # Ctrl-C and SIGTERM end the loop below, not rclpy: its own handler shuts the context down
+    # at once, destroying the subscriptions with the messages still queued in them.
+    rclpy.init(signal_handler_options=SignalHandlerOptions.NO)
+    stopping: list[int] = []   # wall time [ns] of the stop request
+
+    def on_signal(_signum: int, _frame: object) -> None:
+        stopping.append(time.time_ns())
+
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, on_signal)
     try:
         node = BagRecorder(output, topics, storage, max_messages, use_sim_time, tf_rate_hz)
     except BagError as exc:
@@ -204,16 +251,17 @@ def record(output: str, topics: Sequence[str] | None, storage: str, duration_s: 
     executor = _executor()
     executor.add_node(node)
     try:
-        while rclpy.ok() and not node.done and time.monotonic() < deadline:
+        while not stopping and rclpy.ok() and not node.done and time.monotonic() < deadline:
             executor.spin_once(timeout_sec=0.05)
-    except (KeyboardInterrupt, ExternalShutdownException):  # Ctrl-C, SIGTERM
-        pass
-    except RuntimeError:
-        # A Ctrl-C that lands inside rclpy's C++ (taking a message) comes out as pybind11's
-        # "RuntimeError: Unable to convert call argument" (as in ros_runtime.run_node; seen in
-        # a fresh-clone CI run): a stop, and the bag is closed below. Anything else is a bug.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)   # ros2 launch's second Ctrl-C
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
         if rclpy.ok():
-            raise
+            drained = node.drain(stopping[0] if stopping else time.time_ns())
+            if drained:
+                node.get_logger().info(f"{drained} messages that had arrived written at the "
+                                       "stop")
+    except (KeyboardInterrupt, ExternalShutdownException):  # a stop from outside rclpy's
+        pass
     finally:
         shutdown_quietly(node, node.close)
     return 0
