@@ -141,7 +141,7 @@ def test_sim_node_waits_for_the_scheduled_commands(tmp_path) -> None:
         assert _now(clock) == held, "the simulation stepped past the scheduled commands"
         # the period starting at the last stamp stepped (its command was in), the next waits
         assert held == pytest.approx(sent[-1] + PERIOD_S, abs=1e-9)
-        for k in (1, 2):  # each command releases the periods up to its stamp
+        for _ in (1, 2):  # each command releases the periods up to its stamp
             send(sent[-1] + 0.05)
             wait_for(lambda: _now(clock) >= sent[-1] + PERIOD_S - 1e-9, 10.0,
                      f"the periods up to the command stamped {sent[-1]:.3f} s")
