@@ -95,7 +95,7 @@ test: lint browser faketime $(LAUNCH_STAMP)
 	-$(MAKE) --no-print-directory snap7-c
 	-$(MAKE) --no-print-directory node-opcua
 	-$(MAKE) --no-print-directory foxglove-peer
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder --durations=25 $(PYTEST_ARGS)
 
 bench: $(STAMP)
 	for b in bench/*.py; do $(PY) $$b || exit 1; done
