@@ -345,15 +345,6 @@ def config_from_flat(values: Mapping[str, Any], source: str = "parameters",
     plant)."""
     v = SIM_PARAMETERS.validate(values, source, instances=INSTANCES)
     cylinders = {}
-    if v["command_lockstep_timeout_s"] > 0.0 and (v["follow_clock"]
-                                                  or v["max_command_lead_s"] <= 0.0):
-        other, why = (("follow_clock false", "a follower steps to the owner's /clock and cannot "
-                       "hold it for a command") if v["follow_clock"] else
-                      ("max_command_lead_s > 0", "with 0 no command is held for its stamp, so "
-                       "there is no scheduled stream to wait for"))
-        raise SimConfigError(f"parameter command_lockstep_timeout_s = "
-                             f"{v['command_lockstep_timeout_s']:.6g} s needs {other}: {why}; "
-                             "set command_lockstep_timeout_s to 0")
     for name in _CYL_DEFAULTS:
         k = f"hydraulics.{name}."
         if v[k + "rod_diameter_m"] >= v[k + "bore_m"]:

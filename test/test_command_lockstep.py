@@ -10,9 +10,15 @@ import time
 
 import pytest
 from diagnostic_msgs.msg import DiagnosticArray
-from helpers import REPO, NodeProcess, RosTestNode, wait_for
+from helpers import RosTestNode, wait_for
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import JointState
+from test_soil_lockstep import (
+    clock_now,
+    lockstep_sim_node,
+    running_status,
+    runs_alone_then_locks_again,
+)
 
 from excavator_sim.command_lockstep import CommandLockstep
 from excavator_sim.errors import SimConfigError
@@ -77,26 +83,8 @@ def test_lockstep_without_a_schedule_or_with_a_follower_is_refused(other: str, v
 
 
 # --- sim_node over DDS -------------------------------------------------------------------
-def _now(clock: list[Clock]) -> float:
-    c = clock[-1].clock
-    return c.sec + 1e-9 * c.nanosec
-
-
-def _status(diagnostics: list[DiagnosticArray]) -> tuple[str, dict[str, str]] | None:
-    for array in reversed(list(diagnostics)):
-        for st in array.status:
-            if st.name.startswith("sim_node") and st.message.startswith("running"):
-                return st.message, {kv.key: kv.value for kv in st.values}
-    return None
-
-
 def test_sim_node_waits_for_the_scheduled_commands(tmp_path) -> None:
-    proc = NodeProcess("excavator_sim.sim_node",
-                       ["--ros-args", "--params-file", str(REPO / "config" / "sim.yaml"),
-                        "-p", "use_sim_time:=true", "-p", "real_time_factor:=1.0",
-                        "-p", "marker_rate_hz:=0.0", "-p", "terrain.nx:=41",
-                        "-p", "terrain.ny:=41", "-p", "terrain.cell_size_m:=0.4",
-                        "-p", f"command_lockstep_timeout_s:={TIMEOUT_S}"], log_dir=tmp_path)
+    proc = lockstep_sim_node(tmp_path, f"command_lockstep_timeout_s:={TIMEOUT_S}")
     probe = RosTestNode("command_lockstep_probe")
     diagnostics: list[DiagnosticArray] = probe.collect(DiagnosticArray, "/diagnostics")
     command = probe.node.create_publisher(JointState, "joint_command", 100)
@@ -116,55 +104,44 @@ def test_sim_node_waits_for_the_scheduled_commands(tmp_path) -> None:
 
     def on_clock(msg: Clock) -> None:  # the scheduled sender: every 20 ms, LEAD_S ahead
         clock.append(msg)
-        t = round(_now(clock) / PERIOD_S) * PERIOD_S
+        t = round(clock_now(clock) / PERIOD_S) * PERIOD_S
         if sending[0] and (not sent or t + LEAD_S >= sent[-1] + 0.02 - 1e-9):
             send(t + LEAD_S)
 
     probe.node.create_subscription(Clock, "/clock", on_clock, 100)
     try:
-        wait_for(lambda: clock and _now(clock) > 1.0, 60.0, proc.log)
+        wait_for(lambda: clock and clock_now(clock) > 1.0, 60.0, proc.log)
         # before any command it runs on its own: no wait, no timeout at start-up
-        _, before = wait_for(lambda: (s := _status(diagnostics)) and s, 30.0, proc.log)
+        _, before = wait_for(lambda: (s := running_status(diagnostics)) and s, 30.0, proc.log)
         assert before["command_lockstep"] == "on" and before["command_lockstep_waits"] == "0"
         sending[0] = True
         wait_for(lambda: len(sent) > 50, 30.0, "the sender's commands")
         sending[0] = False  # the sender falls silent: time stops at its last stamp
 
         def standing() -> bool:
-            t = _now(clock)
+            t = clock_now(clock)
             time.sleep(0.3)
-            return _now(clock) == t
+            return clock_now(clock) == t
 
         wait_for(standing, TIMEOUT_S - 2.0, "the simulated time to stand")
-        held = _now(clock)
+        held = clock_now(clock)
         time.sleep(1.0)  # well inside the timeout
-        assert _now(clock) == held, "the simulation stepped past the scheduled commands"
+        assert clock_now(clock) == held, "the simulation stepped past the scheduled commands"
         # the period starting at the last stamp stepped (its command was in), the next waits
         assert held == pytest.approx(sent[-1] + PERIOD_S, abs=1e-9)
         for _ in (1, 2):  # each command releases the periods up to its stamp
             send(sent[-1] + 0.05)
-            wait_for(lambda: _now(clock) >= sent[-1] + PERIOD_S - 1e-9, 10.0,
+            wait_for(lambda: clock_now(clock) >= sent[-1] + PERIOD_S - 1e-9, 10.0,
                      f"the periods up to the command stamped {sent[-1]:.3f} s")
             time.sleep(0.3)
-            assert _now(clock) == pytest.approx(sent[-1] + PERIOD_S, abs=1e-9)
-        _, waiting = wait_for(lambda: (s := _status(diagnostics)) and s, 10.0, proc.log)
+            assert clock_now(clock) == pytest.approx(sent[-1] + PERIOD_S, abs=1e-9)
+        _, waiting = wait_for(lambda: (s := running_status(diagnostics)) and s, 10.0, proc.log)
         assert int(waiting["commands_past_stamp"]) == 0, waiting   # none late: it waited
         assert int(waiting["commands_held"]) >= 50
 
-        # no command for the timeout: it runs on alone, and says so
-        t_silent = _now(clock)
-        wait_for(lambda: _now(clock) > t_silent + 1.0, TIMEOUT_S + 30.0, "stepping alone")
-        message, values = wait_for(
-            lambda: (s := _status(diagnostics)) and "command lockstep" in s[0] and s, 10.0,
-            lambda: f"the lockstep warning: {_status(diagnostics)}")
-        assert values["command_lockstep"] == "detached"
-        assert values["command_lockstep_timeouts"] == "1"
-        assert "command_lockstep_timeout_s" in message
-
-        sending[0] = True  # the sender is back: locked again
-        wait_for(lambda: (s := _status(diagnostics)) and s[1]["command_lockstep"] == "on"
-                 and "command lockstep" not in s[0], 30.0,
-                 lambda: f"locked again: {_status(diagnostics)}")
+        # no command for the timeout: it runs on alone, and says so; the sender back: locked
+        runs_alone_then_locks_again(clock, diagnostics, "command_lockstep", 1,
+                                    lambda: sending.__setitem__(0, True))
     finally:
         probe.close()
         code = proc.stop()

@@ -6,6 +6,8 @@ after the timeout (WARN) and locks again when answers come back."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 from diagnostic_msgs.msg import DiagnosticArray
@@ -69,12 +71,25 @@ def test_lockstep_with_a_follower_or_the_in_process_soil_is_refused(other: str) 
 
 
 # --- sim_node over DDS -------------------------------------------------------------------
-def _now(clock: list[Clock]) -> float:
+def lockstep_sim_node(log_dir: Path, lockstep: str) -> NodeProcess:
+    """sim_node at real time on a small terrain (sim time on /clock) with ``lockstep`` (a
+    ``name:=value`` parameter override)."""
+    return NodeProcess("excavator_sim.sim_node",
+                       ["--ros-args", "--params-file", str(REPO / "config" / "sim.yaml"),
+                        "-p", "use_sim_time:=true", "-p", "real_time_factor:=1.0",
+                        "-p", "marker_rate_hz:=0.0", "-p", "terrain.nx:=41",
+                        "-p", "terrain.ny:=41", "-p", "terrain.cell_size_m:=0.4",
+                        "-p", lockstep], log_dir=log_dir)
+
+
+def clock_now(clock: list[Clock]) -> float:
+    """The latest /clock [s]."""
     c = clock[-1].clock
     return c.sec + 1e-9 * c.nanosec
 
 
-def _status(diagnostics: list[DiagnosticArray]) -> tuple[str, dict[str, str]] | None:
+def running_status(diagnostics: list[DiagnosticArray]) -> tuple[str, dict[str, str]] | None:
+    """sim_node's latest running status: (message, values)."""
     for array in reversed(list(diagnostics)):
         for st in array.status:
             if st.name.startswith("sim_node") and st.message.startswith("running"):
@@ -82,13 +97,28 @@ def _status(diagnostics: list[DiagnosticArray]) -> tuple[str, dict[str, str]] | 
     return None
 
 
+def runs_alone_then_locks_again(clock: list[Clock], diagnostics: list[DiagnosticArray],
+                                name: str, timeouts: int, resume: Callable[[], None]) -> None:
+    """With the peer silent: the simulation runs on alone past the timeout and says so (WARN
+    naming ``<name>_timeout_s``, ``<name>`` detached, ``timeouts`` in all); then ``resume()``
+    (the peer back) and it locks again."""
+    words = name.replace("_", " ")
+    t_silent = clock_now(clock)
+    wait_for(lambda: clock_now(clock) > t_silent + 1.0, TIMEOUT_S + 30.0, "stepping alone")
+    message, values = wait_for(
+        lambda: (s := running_status(diagnostics)) and words in s[0] and s, 10.0,
+        lambda: f"the lockstep warning: {running_status(diagnostics)}")
+    assert values[name] == "detached"
+    assert int(values[f"{name}_timeouts"]) == timeouts
+    assert f"{name}_timeout_s" in message
+    resume()
+    wait_for(lambda: (s := running_status(diagnostics)) and s[1][name] == "on"
+             and words not in s[0], 30.0,
+             lambda: f"locked again: {running_status(diagnostics)}")
+
+
 def test_sim_node_steps_only_on_the_soils_answer(tmp_path) -> None:
-    proc = NodeProcess("excavator_sim.sim_node",
-                       ["--ros-args", "--params-file", str(REPO / "config" / "sim.yaml"),
-                        "-p", "use_sim_time:=true", "-p", "real_time_factor:=1.0",
-                        "-p", "marker_rate_hz:=0.0", "-p", "terrain.nx:=41",
-                        "-p", "terrain.ny:=41", "-p", "terrain.cell_size_m:=0.4",
-                        "-p", f"soil_lockstep_timeout_s:={TIMEOUT_S}"], log_dir=tmp_path)
+    proc = lockstep_sim_node(tmp_path, f"soil_lockstep_timeout_s:={TIMEOUT_S}")
     probe = RosTestNode("lockstep_probe")
     clock: list[Clock] = probe.collect(Clock, "/clock", 100)
     diagnostics: list[DiagnosticArray] = probe.collect(DiagnosticArray, "/diagnostics")
@@ -106,23 +136,24 @@ def test_sim_node_steps_only_on_the_soils_answer(tmp_path) -> None:
     probe.node.create_subscription(PoseStamped, "bucket_pose", answer, 10)
     try:
         # sim_node starts before the probe answers: one timeout, then it locks on the answers
-        wait_for(lambda: clock and _now(clock) > 1.0, 60.0, proc.log)
+        wait_for(lambda: clock and clock_now(clock) > 1.0, 60.0, proc.log)
         # (a status from past 1 s of simulated time: the start-up timeout, if any, lies behind)
-        _, on = wait_for(lambda: (s := _status(diagnostics)) and s[1]["soil_lockstep"] == "on"
+        _, on = wait_for(lambda: (s := running_status(diagnostics))
+                         and s[1]["soil_lockstep"] == "on"
                          and float(s[1]["sim_time_s"]) > 1.0 and s, 30.0,
-                         lambda: f"lockstep on: {_status(diagnostics)}\n{proc.log()}")
+                         lambda: f"lockstep on: {running_status(diagnostics)}\n{proc.log()}")
 
         answering[0] = False  # the soil falls silent: time stops at the last pose
 
         def standing() -> bool:  # the answers in flight are through
-            t = _now(clock)
+            t = clock_now(clock)
             time.sleep(0.3)
-            return _now(clock) == t
+            return clock_now(clock) == t
 
         wait_for(standing, TIMEOUT_S - 2.0, "the simulated time to stand")
-        held = _now(clock)
+        held = clock_now(clock)
         time.sleep(1.0)  # well inside the timeout
-        assert _now(clock) == held, "the simulation stepped past a pose nobody answered"
+        assert clock_now(clock) == held, "the simulation stepped past a pose nobody answered"
         last = poses[-1]
         assert abs(last.header.stamp.sec + 1e-9 * last.header.stamp.nanosec - held) < 1e-9
 
@@ -138,25 +169,15 @@ def test_sim_node_steps_only_on_the_soils_answer(tmp_path) -> None:
             msg = WrenchStamped()
             msg.header.stamp, msg.header.frame_id = pose.header.stamp, "world"
             wrench.publish(msg)
-            wait_for(lambda k=k: _now(clock) >= held + k * PERIOD_S - 1e-9, 10.0,
+            wait_for(lambda k=k: clock_now(clock) >= held + k * PERIOD_S - 1e-9, 10.0,
                      "a period after the answer")
             time.sleep(0.3)
-            assert _now(clock) == pytest.approx(held + k * PERIOD_S, abs=1e-9)
+            assert clock_now(clock) == pytest.approx(held + k * PERIOD_S, abs=1e-9)
 
-        # no answer for the timeout: it runs on alone, and says so
-        t_silent = _now(clock)
-        wait_for(lambda: _now(clock) > t_silent + 1.0, TIMEOUT_S + 30.0, "stepping alone")
-        message, values = wait_for(
-            lambda: (s := _status(diagnostics)) and "soil lockstep" in s[0] and s, 10.0,
-            lambda: f"the lockstep warning: {_status(diagnostics)}")
-        assert values["soil_lockstep"] == "detached"
-        assert int(values["soil_lockstep_timeouts"]) == int(on["soil_lockstep_timeouts"]) + 1
-        assert "soil_lockstep_timeout_s" in message
-
-        answering[0] = True  # the soil is back: locked again
-        wait_for(lambda: (s := _status(diagnostics)) and s[1]["soil_lockstep"] == "on"
-                 and "soil lockstep" not in s[0], 30.0,
-                 lambda: f"locked again: {_status(diagnostics)}")
+        # no answer for the timeout: it runs on alone, and says so; the soil back: locked again
+        runs_alone_then_locks_again(clock, diagnostics, "soil_lockstep",
+                                    int(on["soil_lockstep_timeouts"]) + 1,
+                                    lambda: answering.__setitem__(0, True))
     finally:
         probe.close()
         code = proc.stop()
@@ -167,12 +188,7 @@ def test_a_lockstep_answer_is_complete_with_its_payload(tmp_path) -> None:
     """A soil that sends its load's mass (soil/bucket_payload, the per-cell bucket soil) before
     each wrench: a period steps only once both of its stamp are in, so it never steps on the
     previous load's mass (the payload, coming on its own topic, may arrive after the wrench)."""
-    proc = NodeProcess("excavator_sim.sim_node",
-                       ["--ros-args", "--params-file", str(REPO / "config" / "sim.yaml"),
-                        "-p", "use_sim_time:=true", "-p", "real_time_factor:=1.0",
-                        "-p", "marker_rate_hz:=0.0", "-p", "terrain.nx:=41",
-                        "-p", "terrain.ny:=41", "-p", "terrain.cell_size_m:=0.4",
-                        "-p", f"soil_lockstep_timeout_s:={TIMEOUT_S}"], log_dir=tmp_path)
+    proc = lockstep_sim_node(tmp_path, f"soil_lockstep_timeout_s:={TIMEOUT_S}")
     probe = RosTestNode("lockstep_payload_probe")
     clock: list[Clock] = probe.collect(Clock, "/clock", 100)
     poses: list[PoseStamped] = []
@@ -198,26 +214,26 @@ def test_a_lockstep_answer_is_complete_with_its_payload(tmp_path) -> None:
 
     probe.node.create_subscription(PoseStamped, "bucket_pose", answer, 10)
     try:
-        wait_for(lambda: clock and _now(clock) > 1.0, 60.0, proc.log)
+        wait_for(lambda: clock and clock_now(clock) > 1.0, 60.0, proc.log)
         answering[0] = False
 
         def standing() -> bool:
-            t = _now(clock)
+            t = clock_now(clock)
             time.sleep(0.3)
-            return _now(clock) == t
+            return clock_now(clock) == t
 
         wait_for(standing, TIMEOUT_S - 2.0, "the simulated time to stand")
-        held = _now(clock)
+        held = clock_now(clock)
         pose = wait_for(lambda: next((p for p in reversed(poses) if abs(
             p.header.stamp.sec + 1e-9 * p.header.stamp.nanosec - held) < 1e-9), None), 10.0,
             f"the bucket_pose at t={held:.3f} s")
         send_wrench(pose)   # the wrench alone: the answer is not complete
         time.sleep(1.0)     # well inside the timeout
-        assert _now(clock) == held, "stepped on a wrench whose payload had not arrived"
+        assert clock_now(clock) == held, "stepped on a wrench whose payload had not arrived"
         send_payload(pose)  # now it is: one period
-        wait_for(lambda: _now(clock) >= held + PERIOD_S - 1e-9, 10.0, "the period after it")
+        wait_for(lambda: clock_now(clock) >= held + PERIOD_S - 1e-9, 10.0, "the period after it")
         time.sleep(0.3)
-        assert _now(clock) == pytest.approx(held + PERIOD_S, abs=1e-9)
+        assert clock_now(clock) == pytest.approx(held + PERIOD_S, abs=1e-9)
     finally:
         probe.close()
         code = proc.stop()

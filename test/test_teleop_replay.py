@@ -123,9 +123,14 @@ class Observer:
     def wait_terrain(self, logs: str = "") -> None:
         """Until the last terrain patch is a full grid: soil_node publishes the whole grid
         (heightmap_rate_hz) after the terrain last changed, so the grid is then complete even
-        if the probe missed an incremental patch under load (a writer keeps the latest 10)."""
-        wait_for(lambda: self.patches and self.patches[-1].layout.dim[0].size == NX
-                 and self.patches[-1].layout.dim[1].size == NY, 60.0,
+        if the probe missed an incremental patch under load (a writer keeps the latest 10).
+        A full grid counts only after a change: the grid soil_node publishes at its start is
+        full too, and flat (a trench of 0 m^3 read before the dig's patches arrived)."""
+        def full(p: Float64MultiArray) -> bool:
+            return p.layout.dim[0].size == NX and p.layout.dim[1].size == NY
+
+        wait_for(lambda: (p := list(self.patches)) and full(p[-1])
+                 and any(not full(x) for x in p), 60.0,
                  lambda: f"soil_node's full terrain grid after the last change\n{logs}")
 
     def trench_m3(self) -> tuple[float, float]:
