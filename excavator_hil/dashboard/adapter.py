@@ -108,6 +108,7 @@ class RosLink(NodeThread):
         self.description_errors: dict[str, str] = {}
         self._subscribed: set[str] = set()
         self._target_pubs: dict[str, Any] = {}
+        self._target_pub_born: dict[str, float] = {}   # when each was created [s, monotonic]
         self._subscribe(self.choice.chosen)
         # The data topic, not the soil/heightmap mesh: a 96 x 96 mesh costs ~0.6 s of Python
         # per message to deserialize, a whole 320 x 320 grid here ~1 ms. soil_node sends the
@@ -154,6 +155,7 @@ class RosLink(NodeThread):
                                  self._latched, raw=True)
         self._target_pubs[machine] = node.create_publisher(
             self._PoseStamped, self.topic("target_pose", machine), 10)
+        self._target_pub_born[machine] = time.monotonic()
 
     def select(self, machine: object) -> str:
         """Serve ``machine`` (what a client sent): one of the machines on the graph, or the
@@ -271,12 +273,23 @@ class RosLink(NodeThread):
                 raise ValueError(f"waiting for {self.topic('robot_description', served)} "
                                  "(the machine's TF frame prefix): nothing sent")
             pub = self._target_pubs[served]
-        # a machine chosen a moment ago has a new publisher that discovery has not matched with
-        # its ik_node yet: published now, the target was lost without a word (a loaded CI run)
+            born = self._target_pub_born[served]
+        # A machine chosen a moment ago has a new publisher that discovery has not matched yet:
+        # published now, the target was lost without a word (a loaded CI run). Wait for its
+        # ik_node, and while the publisher is new, for every subscriber the graph shows (a
+        # recorder, another viewer: one loaded CI run's observer missed the target its ik_node
+        # got). Later only a match is needed: a subscriber with incompatible QoS never matches.
+        topic = self.topic("target_pose", served)
         deadline = time.monotonic() + MATCH_WAIT_S
-        while pub.get_subscription_count() == 0:
-            if time.monotonic() > deadline:
-                raise ValueError(f"nobody subscribes to {self.topic('target_pose', served)} "
+
+        def matched() -> bool:
+            n = pub.get_subscription_count()
+            return n > 0 and (n >= self.node.count_subscribers(topic)
+                              or time.monotonic() > born + MATCH_WAIT_S)
+
+        while not matched():
+            if pub.get_subscription_count() == 0 and time.monotonic() > deadline:
+                raise ValueError(f"nobody subscribes to {topic} "
                                  f"after {MATCH_WAIT_S:g} s (is its ik_node running?): "
                                  "nothing sent; send again once it is")
             time.sleep(0.02)
