@@ -127,8 +127,12 @@ def stopped_in_cpu_stop(rig: HilRig, timeout_s: float) -> float:
     wait_until(lambda: rig.get(keys.BRIDGE_STATUS) == "stopped:plc_alive_stale", timeout_s,
                lambda: f"stopped:plc_alive_stale (now {rig.get(keys.BRIDGE_STATUS)})")
     assert "STOP" in (rig.get(keys.BRIDGE_DETAIL) or "")
-    snap = rig.core.snapshot()   # what /diagnostics publishes (status: detail)
-    assert snap.status == "stopped:plc_alive_stale" and "STOP" in snap.detail
+    # what /diagnostics publishes (status: detail); waited for, not read once: a loaded host
+    # once had the bridge read one more alive step after Redis said stale (the OPC UA server's
+    # copy of the monitor lagging the STOP), so the core was running again for a moment
+    snap = wait_until(lambda: (s := rig.core.snapshot()).status == "stopped:plc_alive_stale"
+                      and s, timeout_s, lambda: f"the core stopped ({rig.core.snapshot()})")
+    assert "STOP" in snap.detail
     assert rig.core.wait_cycles(3, 10.0)
     in_stop = rig.plc.writes(t_stop)
     assert in_stop and all(w["refused"] == "cpu_stop" for w in in_stop), in_stop[:3]

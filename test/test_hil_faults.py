@@ -187,7 +187,9 @@ def plc_went_safe_within_its_watchdog(rig: HilRig) -> None:
     while i > 0 and writes[i - 1]["alive"] == writes[i]["alive"]:
         i -= 1
     seen = st["plant_alive_seen_at"]
-    assert writes[i]["t"] <= seen
+    # (no order between writes[i]["t"] and seen: the server logs a write when its event is
+    # handled, after the bytes landed, and a scan in between sees them first: 1.7 ms once on a
+    # loaded host; t is a late bound of the write, which the last check below allows for)
     assert st["drove_at"] - seen <= WATCHDOG_S
     assert st["changed_at"]["plant_lost"] - writes[i]["t"] > WATCHDOG_S
 
