@@ -273,10 +273,13 @@ class DemoStack:
                          "-p", "use_sim_time:=true", *self.soil_params], layout["sim"])
         if self.options.joystick:  # Joy from the operator (a scripted session)
             # on simulated time: the Joys are stamped with it, and their age is judged on it
-            # (max_command_age_s; on wall time they would be 1.7e9 s old)
+            # (max_command_age_s; on wall time they would be 1.7e9 s old). The scripted session
+            # is a thread of this process: a Joy it sends late is the host starving the demo,
+            # not a link holding it up, so 1 s as the replay tests allow (the default 0.25 s
+            # dropped every Joy of a run on a slow hour of the CI machine: nothing was dug)
             self._start("teleop_node", "excavator_kinematics.teleop_node",
-                        [*ros, "-p", "joy_timeout_s:=2.0", "-p", "use_sim_time:=true"],
-                        layout["sim"])
+                        [*ros, "-p", "joy_timeout_s:=2.0", "-p", "use_sim_time:=true",
+                         "-p", "max_command_age_s:=1.0"], layout["sim"])
         bag = self.options.output_dir / "dig_bag"
         if bag.exists():
             import shutil
