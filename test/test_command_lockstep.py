@@ -18,6 +18,7 @@ from test_soil_lockstep import (
     lockstep_sim_node,
     running_status,
     runs_alone_then_locks_again,
+    time_stands,
 )
 
 from excavator_sim.command_lockstep import CommandLockstep
@@ -118,13 +119,7 @@ def test_sim_node_waits_for_the_scheduled_commands(tmp_path) -> None:
         wait_for(lambda: len(sent) > 50, 30.0, "the sender's commands")
         sending[0] = False  # the sender falls silent: time stops at its last stamp
 
-        def standing() -> bool:
-            t = clock_now(clock)
-            time.sleep(0.3)
-            return clock_now(clock) == t
-
-        wait_for(standing, TIMEOUT_S - 2.0, "the simulated time to stand")
-        held = clock_now(clock)
+        held = time_stands(clock)
         time.sleep(1.0)  # well inside the timeout
         assert clock_now(clock) == held, "the simulation stepped past the scheduled commands"
         # the period starting at the last stamp stepped (its command was in), the next waits

@@ -96,6 +96,17 @@ def running_status(diagnostics: list[DiagnosticArray]) -> tuple[str, dict[str, s
                 return st.message, {kv.key: kv.value for kv in st.values}
     return None
 
+def time_stands(clock: list[Clock]) -> float:
+    """Wait until /clock stands (the messages in flight are through; within the lockstep's
+    timeout) and return where it stands [s]."""
+    def standing() -> bool:
+        t = clock_now(clock)
+        time.sleep(0.3)
+        return clock_now(clock) == t
+
+    wait_for(standing, TIMEOUT_S - 2.0, "the simulated time to stand")
+    return clock_now(clock)
+
 
 def runs_alone_then_locks_again(clock: list[Clock], diagnostics: list[DiagnosticArray],
                                 name: str, timeouts: int, resume: Callable[[], None]) -> None:
@@ -145,13 +156,7 @@ def test_sim_node_steps_only_on_the_soils_answer(tmp_path) -> None:
 
         answering[0] = False  # the soil falls silent: time stops at the last pose
 
-        def standing() -> bool:  # the answers in flight are through
-            t = clock_now(clock)
-            time.sleep(0.3)
-            return clock_now(clock) == t
-
-        wait_for(standing, TIMEOUT_S - 2.0, "the simulated time to stand")
-        held = clock_now(clock)
+        held = time_stands(clock)
         time.sleep(1.0)  # well inside the timeout
         assert clock_now(clock) == held, "the simulation stepped past a pose nobody answered"
         last = poses[-1]
@@ -217,13 +222,7 @@ def test_a_lockstep_answer_is_complete_with_its_payload(tmp_path) -> None:
         wait_for(lambda: clock and clock_now(clock) > 1.0, 60.0, proc.log)
         answering[0] = False
 
-        def standing() -> bool:
-            t = clock_now(clock)
-            time.sleep(0.3)
-            return clock_now(clock) == t
-
-        wait_for(standing, TIMEOUT_S - 2.0, "the simulated time to stand")
-        held = clock_now(clock)
+        held = time_stands(clock)
         pose = wait_for(lambda: next((p for p in reversed(poses) if abs(
             p.header.stamp.sec + 1e-9 * p.header.stamp.nanosec - held) < 1e-9), None), 10.0,
             f"the bucket_pose at t={held:.3f} s")
