@@ -14,6 +14,8 @@ from typing import Any
 import numpy as np
 import pytest
 from helpers import NodeProcess, RosTestNode, wait_for
+from hypothesis import given
+from hypothesis import strategies as st
 from rosbags.rosbag2 import Writer
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import JointState
@@ -122,6 +124,42 @@ def test_a_stop_writes_what_was_sent_before_it(probe: RosTestNode, tmp_path: Pat
     assert positions[:300] == [float(i) for i in range(300)], rec.log()
     assert positions == [float(i) for i in range(len(positions))]
     assert "written at the stop" in rec.log()
+
+
+def test_a_message_is_stamped_when_dds_received_it_not_when_the_recorder_took_it(
+        probe: RosTestNode, tmp_path: Path) -> None:
+    """A recorder that takes its messages late (a niced one on a busy host; here it does not
+    poll for 1 s) still stamps each with the time DDS received it: the bag keeps the 20 ms
+    spacing they were sent with, in order, instead of one instant for the whole batch."""
+    from excavator_hil.bags.recorder import BagRecorder
+
+    bag = tmp_path / "late"
+    rec = BagRecorder(bag, [TOPIC], context=probe.context)
+    try:
+        pub = probe.node.create_publisher(JointState, TOPIC, 100)
+        wait_for(lambda: rec.discover() or pub.get_subscription_count() > 0, 20.0,
+                 "the recorder to subscribe")
+        time.sleep(0.3)   # matched on the recorder's side too
+        sent: list[int] = []
+        for i in range(50):
+            sent.append(time.time_ns())
+            pub.publish(_joint_state(i))
+            time.sleep(0.02)
+        time.sleep(1.0)
+        taken_ns = time.time_ns()
+        gave, _ = rec.poll()
+        assert gave == {TOPIC}
+    finally:
+        rec.close()
+        rec.destroy_node()
+    messages = read_bag(bag).messages
+    positions = [TYPESTORE.deserialize_cdr(m.data, m.msgtype).position[0] for m in messages]
+    assert positions == [float(i) for i in range(50)]
+    stamps = [m.timestamp_ns for m in messages]
+    assert all(s <= taken_ns for s in stamps)
+    assert all(s >= t for s, t in zip(stamps, sent, strict=True))   # received after sent
+    # the sends span >= 0.98 s; stamps of the take would span ~0
+    assert stamps[-1] - stamps[0] > 0.5 * (sent[-1] - sent[0]), (stamps[0], stamps[-1])
 
 
 def test_player_pacing_record_follows_the_rate(probe: RosTestNode, tmp_path: Path) -> None:
@@ -457,3 +495,57 @@ def test_the_demo_bag_carries_what_foxglove_needs() -> None:
     assert "robot_description" in run.RECORDED_TOPICS and "soil/heightmap" in run.SHARED_TOPICS
     source = Path(run.__file__).read_text()
     assert '"--use-sim-time", "--tf"]' in source
+
+
+@given(st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 10**9)), min_size=1,
+                max_size=40, unique_by=lambda s: s[0]),
+       st.lists(st.integers(-10, 10**6 + 10), min_size=1, max_size=20),
+       st.integers(0, 10**6), st.randoms())
+def test_a_receive_time_is_put_in_simulated_time_by_the_clock_received_before_it(
+        clocks: list[tuple[int, int]], receipts: list[int], forget_ns: int,
+        rng: random.Random) -> None:
+    """Whatever order the /clock samples are taken in: a message is stamped with the latest
+    /clock received at or before it (the first one before any), and forgetting the samples
+    before a time changes no stamp at or after it."""
+    from excavator_hil.bags.receive_time import SimTimeAtReceipt
+
+    by_receipt = sorted(clocks)
+    shuffled = list(clocks)
+    rng.shuffle(shuffled)
+    sim = SimTimeAtReceipt()
+    with pytest.raises(LookupError, match="no /clock"):
+        sim.at(0)
+    for received, t in shuffled:
+        sim.add(received, t)
+
+    def want(r: int) -> int:
+        before = [t for received, t in by_receipt if received <= r]
+        return before[-1] if before else by_receipt[0][1]
+
+    assert [sim.at(r) for r in receipts] == [want(r) for r in receipts]
+    sim.forget_before(forget_ns)
+    later = [r for r in receipts if r >= forget_ns]
+    assert [sim.at(r) for r in later] == [want(r) for r in later]
+    assert len(sim) <= len(clocks)
+
+
+@given(st.integers(-(2**31), 2**31 - 1), st.integers(0, 999_999_999), st.text(max_size=12),
+       st.booleans())
+def test_a_header_stamp_is_read_from_the_cdr_bytes_as_rosbags_deserializes_it(
+        sec: int, nanosec: int, frame_id: str, little_endian: bool) -> None:
+    """The /tf throttle's peek at a JointState's stamp (bags/tf.header_stamp_ns) against rosbags'
+    serializer, both byte orders; anything not plain CDR gives None (then it deserializes)."""
+    from excavator_hil.bags.tf import header_stamp_ns
+
+    t = TYPESTORE.types
+    header = t["std_msgs/msg/Header"](stamp=t["builtin_interfaces/msg/Time"](
+        sec=sec, nanosec=nanosec), frame_id=frame_id)
+    msg = t["sensor_msgs/msg/JointState"](header=header, name=["boom"],
+                                          position=np.array([0.5]),
+                                          velocity=np.array([], dtype=float),
+                                          effort=np.array([], dtype=float))
+    data = bytes(TYPESTORE.serialize_cdr(msg, "sensor_msgs/msg/JointState",
+                                         little_endian=little_endian))
+    assert header_stamp_ns(data) == sec * 1_000_000_000 + nanosec
+    assert header_stamp_ns(data[:11]) is None
+    assert header_stamp_ns(b"\x00\x07" + data[2:]) is None   # an XCDR2 encapsulation

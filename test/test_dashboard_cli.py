@@ -59,7 +59,7 @@ def test_token_gate(tmp_path):
                                              "--redis-url", f"redis://127.0.0.1:{free_port()}/0"],
                        log_dir=tmp_path)
     try:
-        wait_for(lambda: "DASHBOARD READY" in proc.log() or not proc.alive(), 60.0, proc.log)
+        wait_for(lambda: "DASHBOARD READY" in proc.log() or not proc.alive(), 120.0, proc.log)
         assert f"http://127.0.0.1:{port}/?token={TOKEN}" in proc.log()
         # below the control path: the process and every thread (ROS, Redis, web) at nice 10
         tasks = list(Path(f"/proc/{proc.proc.pid}/task").iterdir())
@@ -68,17 +68,18 @@ def test_token_gate(tmp_path):
         base = f"http://127.0.0.1:{port}/"
         for url in (base, base + "?token=wrong" + TOKEN[6:], base + "_nicegui/3.18.0/static/"):
             with pytest.raises(urllib.error.HTTPError) as err:
-                urllib.request.urlopen(url, timeout=20)
+                urllib.request.urlopen(url, timeout=60)
             assert err.value.code == 401, url
-        with urllib.request.urlopen(base + f"?token={TOKEN}", timeout=20) as ok:
+        with urllib.request.urlopen(base + f"?token={TOKEN}", timeout=60) as ok:
             assert ok.status == 200
             cookie = ok.headers["set-cookie"].split(";")[0]
             assert "excavator_hil" in ok.read().decode()
         req = urllib.request.Request(base, headers={"Cookie": cookie})
-        with urllib.request.urlopen(req, timeout=20) as again:
+        with urllib.request.urlopen(req, timeout=60) as again:
             assert again.status == 200
     finally:
-        assert proc.stop() == 0, proc.log()
+        # nice 10 on a host whose every core is busy: the graceful stop took 1.3-2.1 s here
+        assert proc.stop(timeout=60.0) == 0, proc.log()
 
 
 def test_double_sigint_exits_cleanly(tmp_path):

@@ -42,3 +42,4 @@ def test_clock_offset_is_stable() -> None:
     a, b = realtime_minus_monotonic(), realtime_minus_monotonic()
     assert abs(a - b) < 1e-3
     assert abs(a - (time.time() - time.monotonic())) < 0.5
+

@@ -2,11 +2,11 @@
 
 Subscribes with ``raw=True`` so the CDR bytes from DDS go to the bag untouched. Topics are
 subscribed as soon as a publisher appears (the graph is polled), with the publishers' QoS
-(transient-local topics such as ``robot_description`` are caught too). Timestamps are receive
-times from the node's clock, as ``ros2 bag record`` does: wall time, or with ``use_sim_time``
-(``--use-sim-time``) the ``/clock`` of the simulation, the time base of the messages' header
-stamps, so that ``bag play --clock`` and ``use_sim_time`` consumers agree. Each topic's RIHS01
-type hash is the one its publishers announce.
+(transient-local topics such as ``robot_description`` are caught too). Timestamps are the times
+DDS received the messages, as ``ros2 bag record`` stores: wall time, or with ``--use-sim-time``
+that time on the simulation's ``/clock`` (:mod:`excavator_hil.bags.receive_time`), the time
+base of the messages' header stamps, so that ``bag play --clock`` and ``use_sim_time``
+consumers agree. Each topic's RIHS01 type hash is the one its publishers announce.
 """
 
 from __future__ import annotations
@@ -18,20 +18,38 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from rclpy.clock import Clock as RosClock
-from rclpy.clock_type import ClockType
+from rclpy.context import Context
 from rclpy.node import Node
-from rclpy.parameter import Parameter
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+from rosgraph_msgs.msg import Clock
 
+from excavator_common.command_age_node import take_waiting
 from excavator_hil.bags.io import BagWriter, TopicQos
+from excavator_hil.bags.receive_time import SimTimeAtReceipt
 from excavator_hil.bags.tf import TF_TOPIC, TF_TYPE, TfDeriver, namespace_of
 from excavator_hil.errors import BagError
 
 # At a stop, what was sent before it is still written for this long at most [s], a topic until
 # nothing came for DRAIN_QUIET_S [s] (BagRecorder.drain).
-DRAIN_BOUND_S = 1.0
+DRAIN_BOUND_S = 4.0
 DRAIN_QUIET_S = 0.1
+# A recorder held up longer than HELD_UP_S [s] (SIGSTOP, a starved host) may have lost messages
+# in the transport, which a reliable writer resends at its next heartbeat: Fast DDS's
+# heartbeat_period is 3 s by default (its WriterTimes). A stop soon after waits that long for a
+# topic to give a message.
+HELD_UP_S = 0.5
+DRAIN_RESEND_S = 3.2
+# The subscriptions are taken empty this often [s]: each take is a few us in C++, and a 100 Hz
+# stream gives two messages a poll.
+POLL_PERIOD_S = 0.02
+DISCOVER_PERIOD_S = 0.1   # the graph is asked for new topics this often [s]
+# Messages each subscription holds for a recorder that a busy host keeps from running: 10 s of
+# a 100 Hz stream (the publishers keep RECORDED_STREAM_DEPTH for it, see docs/bags.md).
+RECORD_QOS_DEPTH = 1000
+
+
+def _unused(_msg: object) -> None:
+    """The subscriptions' callback, never run: no executor spins them (BagRecorder.poll)."""
 
 
 def message_class(msgtype: str) -> type:
@@ -42,17 +60,35 @@ def message_class(msgtype: str) -> type:
 
 
 class BagRecorder(Node):
-    """Writes every message of the chosen topics (or all topics) to ``output``."""
+    """Writes every message of the chosen topics (or all topics) to ``output``.
+
+    No executor: :meth:`poll` takes every message waiting on each subscription (rclpy's own
+    take, in C++) and writes them in receive order, stamped with DDS's receive times
+    (:mod:`excavator_hil.bags.receive_time`). An executor runs a callback per message, ~80 us of
+    CPU each even with rclpy's EventsExecutor; a niced recorder beside a loaded simulation
+    could not keep up with it, and its subscriptions' depth ran over (the chaos soak on a busy
+    CI host lost 2208 joint_states)."""
 
     def __init__(self, output: str | Path, topics: Sequence[str] | None, storage: str = "mcap",
                  max_messages: int = 0, use_sim_time: bool = False,
-                 tf_rate_hz: float = 0.0) -> None:
-        super().__init__("bag_recorder", parameter_overrides=[
-            Parameter("use_sim_time", value=use_sim_time)])
+                 tf_rate_hz: float = 0.0, context: Context | None = None) -> None:
+        super().__init__("bag_recorder", context=context)
         self.use_sim_time = use_sim_time
-        # With sim time, messages that arrive before the first /clock wait for it (stamped with
-        # it): the bag never mixes a zero or wall-clock stamp into simulation time.
-        self._before_clock: list[tuple[str, bytes]] = []
+        # --use-sim-time: /clock's samples map receive times to simulated time; the node's own
+        # clock is not used (it would need an executor for its /clock)
+        self.sim_clock = SimTimeAtReceipt() if use_sim_time else None
+        self._clock_sub = (self.create_subscription(Clock, "/clock", _unused, RECORD_QOS_DEPTH)
+                           if use_sim_time else None)
+        # (received [ns wall], topic, CDR bytes) taken but not yet written: received after the
+        # current poll began (the next poll orders them among what it takes), or, with
+        # --use-sim-time, before any /clock came
+        self._held: list[tuple[int, str, bytes]] = []
+        # per topic, the receive time given to its latest message: a message DDS held back for
+        # an earlier one being resent (reliable topics come in order) is given no earlier time,
+        # so the bag keeps each topic in the order it was sent
+        self._latest_received: dict[str, int] = {}
+        self._polled_at = time.monotonic()
+        self._held_up_at = -float("inf")   # when a poll last came HELD_UP_S late [s monotonic]
         self.writer = BagWriter(output, storage)
         self.topics = None if topics is None else [self._absolute(t) for t in topics]
         self.max_messages = max_messages
@@ -63,15 +99,13 @@ class BagRecorder(Node):
         # --tf: /tf derived from each recorded robot_description + joint_states (bags/tf.py)
         self.tf = TfDeriver(round(1e9 / tf_rate_hz)) if tf_rate_hz > 0 else None
         self._tf_error_said = False
-        # Graph polling on the steady clock: with use_sim_time a ROS-time timer would wait for
-        # /clock.
-        self.create_timer(0.1, self._discover, clock=RosClock(clock_type=ClockType.STEADY_TIME))
-        self._discover()
+        self.discover()
 
     def _absolute(self, topic: str) -> str:
         return topic if topic.startswith("/") else f"/{topic}"
 
-    def _discover(self) -> None:
+    def discover(self) -> None:
+        """Subscribe to the topics that gained a publisher (called every DISCOVER_PERIOD_S)."""
         for topic, types in self.get_topic_names_and_types():
             if topic in self._subscribed or (self.topics is not None and topic not in self.topics):
                 continue
@@ -96,57 +130,90 @@ class BagRecorder(Node):
                 self._subscribed.add(topic)
                 continue
             profile = QoSProfile(
-                depth=1000,
+                depth=RECORD_QOS_DEPTH,
                 reliability=(ReliabilityPolicy.RELIABLE if qos.reliable
                              else ReliabilityPolicy.BEST_EFFORT),
                 durability=(DurabilityPolicy.TRANSIENT_LOCAL if qos.transient_local
                             else DurabilityPolicy.VOLATILE),
             )
-            subscription = self.create_subscription(
-                cls, topic, lambda data, t=topic: self._on_message(t, data), profile, raw=True)
+            subscription = self.create_subscription(cls, topic, _unused, profile, raw=True)
             self._recorded.append((topic, subscription))
             self._subscribed.add(topic)
             self.get_logger().info(f"recording {topic} [{types[0]}]")
 
-    def _on_message(self, topic: str, data: bytes) -> None:
-        if self.done:
-            return
-        now = self.get_clock().now().nanoseconds
-        if self.use_sim_time and now == 0:  # no /clock yet
-            self._before_clock.append((topic, data))
-            return
-        for early in self._before_clock:
-            self._write(*early, now)
-        self._before_clock.clear()
-        self._write(topic, data, now)
+    def poll(self, stop_ns: int | None = None) -> tuple[set[str], set[str]]:
+        """Take every message waiting and write, in receive order, those received before this
+        call began (later ones wait for the next call, which may take earlier ones of other
+        topics). With ``stop_ns`` [ns wall], a message its publisher sent after it is dropped.
+        Returns the topics that gave messages, and those that gave one sent after ``stop_ns``."""
+        watermark = time.time_ns()   # taken before any take: all received by then is taken
+        self._note_hold_up()
+        if self._clock_sub is not None and self.sim_clock is not None:
+            for msg, info in take_waiting(self._clock_sub):
+                self.sim_clock.add(info["received_timestamp"],
+                                   msg.clock.sec * 1_000_000_000 + msg.clock.nanosec)
+        gave: set[str] = set()
+        after_stop: set[str] = set()
+        for topic, subscription in self._recorded:
+            for data, info in take_waiting(subscription):
+                gave.add(topic)
+                if stop_ns is not None and info["source_timestamp"] > stop_ns:
+                    after_stop.add(topic)
+                    continue
+                received = max(info["received_timestamp"], self._latest_received.get(topic, 0))
+                self._latest_received[topic] = received
+                self._held.append((received, topic, data))
+        self._write_held(watermark)
+        return gave, after_stop
+
+    def _note_hold_up(self) -> None:
+        now = time.monotonic()
+        if now - self._polled_at > HELD_UP_S:
+            self._held_up_at = now
+        self._polled_at = now
+
+    def _write_held(self, until_ns: int | None) -> None:
+        """Write the held messages received up to ``until_ns`` (all with None), oldest first."""
+        if self.sim_clock is not None and not self.sim_clock.started:
+            return   # stamped with the first /clock, once there is one
+        if until_ns is None:
+            ready, self._held = self._held, []
+        else:
+            ready = [h for h in self._held if h[0] <= until_ns]
+            self._held = [h for h in self._held if h[0] > until_ns]
+        ready.sort(key=lambda h: h[0])
+        for received_ns, topic, data in ready:
+            stamp_ns = (self.sim_clock.at(received_ns) if self.sim_clock is not None
+                        else received_ns)
+            self._write(topic, data, stamp_ns)
+        if self.sim_clock is not None and until_ns is not None:
+            self.sim_clock.forget_before(min([until_ns, *(h[0] for h in self._held)]))
 
     def drain(self, stop_ns: int, bound_s: float = DRAIN_BOUND_S) -> int:
         """At a stop: write what was published before it (source timestamp <= ``stop_ns``,
         wall clock [ns]) and is still on its way to, or queued in, the subscriptions. A recorder
         that fell behind on a busy host holds a second or two there, and a Ctrl-C must not lose
         what it had been sent. A topic is complete at its first message sent after the stop, or
-        when nothing came for ``DRAIN_QUIET_S``; the whole drain takes at most ``bound_s``.
-        Returns how many messages it wrote."""
-        from excavator_common.command_age_node import take_waiting
-
+        when nothing came for ``DRAIN_QUIET_S`` (``DRAIN_RESEND_S`` when the recorder was held
+        up within that time: the writers may be about to resend); the whole drain takes at most
+        ``bound_s``. Returns how many messages it wrote."""
         before = self.total
+        self._note_hold_up()
+        quiet_s = (DRAIN_RESEND_S if time.monotonic() - self._held_up_at < DRAIN_RESEND_S
+                   else DRAIN_QUIET_S)
         deadline = time.monotonic() + bound_s
         last = {topic: time.monotonic() for topic, _ in self._recorded}
-        pending = dict(self._recorded)
+        pending = set(last)
         while pending and not self.done and time.monotonic() < deadline:
-            for topic, subscription in list(pending.items()):
-                taken = take_waiting(subscription)
-                now = time.monotonic()
-                if taken:
+            gave, after_stop = self.poll(stop_ns)
+            now = time.monotonic()
+            for topic in list(pending):
+                if topic in after_stop or (topic not in gave and now - last[topic] >= quiet_s):
+                    pending.discard(topic)
+                elif topic in gave:
                     last[topic] = now
-                elif now - last[topic] >= DRAIN_QUIET_S:
-                    del pending[topic]
-                for data, info in taken:
-                    if info["source_timestamp"] > stop_ns:
-                        pending.pop(topic, None)
-                        break
-                    self._on_message(topic, data)
             time.sleep(0.01)
+        self._write_held(None)
         return self.total - before
 
     def _write(self, topic: str, data: bytes, stamp_ns: int) -> None:
@@ -184,26 +251,15 @@ class BagRecorder(Node):
             self.writer.write(TF_TOPIC, stamp_ns, tf)
 
     def close(self) -> None:
-        if self._before_clock:
+        self._write_held(None)
+        if self._held:
             self.get_logger().error(
-                f"{len(self._before_clock)} messages not written: --use-sim-time, but no /clock "
+                f"{len(self._held)} messages not written: --use-sim-time, but no /clock "
                 "was published (start the simulation with use_sim_time:=true, or record "
                 "without --use-sim-time)")
         self.writer.close()
         counts = ", ".join(f"{t}: {n}" for t, n in sorted(self.writer.counts.items()))
         self.get_logger().info(f"bag {self.writer.path} closed ({counts or 'no messages'})")
-
-
-def _executor() -> Any:
-    """rclpy's EventsExecutor (C++, Kilted's rclpy.experimental) where it exists, else the
-    single-threaded one."""
-    try:
-        from rclpy.experimental.events_executor import EventsExecutor
-    except ImportError:
-        from rclpy.executors import SingleThreadedExecutor
-
-        return SingleThreadedExecutor()
-    return EventsExecutor()
 
 
 def _rihs(type_hash: object) -> str | None:
@@ -242,17 +298,14 @@ def record(output: str, topics: Sequence[str] | None, storage: str, duration_s: 
         return 2
     deadline = time.monotonic() + duration_s if duration_s > 0 else float("inf")
     realtime.quiet_gc()   # start-up objects frozen: no full collection over them while recording
-    # One executor for the whole recording, rclpy's events executor: the recorder runs niced
-    # (the demo's background_nice) and must keep up with every 100 Hz stream on a busy host.
-    # rclpy.spin_once(node) added and removed the node on the global executor for every message
-    # (~200 us of CPU a message); the soak under load then lost most of joint_states and
-    # soil/wrench that its observer received (the subscriptions' depth ran over while the
-    # recorder waited for a CPU). The events executor takes a message for ~80 us.
-    executor = _executor()
-    executor.add_node(node)
+    next_discovery = time.monotonic() + DISCOVER_PERIOD_S
     try:
         while not stopping and rclpy.ok() and not node.done and time.monotonic() < deadline:
-            executor.spin_once(timeout_sec=0.05)
+            node.poll()
+            if time.monotonic() >= next_discovery:
+                node.discover()
+                next_discovery = time.monotonic() + DISCOVER_PERIOD_S
+            time.sleep(POLL_PERIOD_S)
         signal.signal(signal.SIGINT, signal.SIG_IGN)   # ros2 launch's second Ctrl-C
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         if rclpy.ok():

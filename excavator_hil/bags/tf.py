@@ -9,6 +9,7 @@ prefixes (``exc2/base_link``), all hanging from the shared ``world``.
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Sequence
 from typing import Any
 
@@ -53,18 +54,34 @@ class TfDeriver:
         time, simulated or not; a stamp going back, a restarted simulation, starts afresh)."""
         if ns not in self.trees:
             return None
+        # the stamp read from the bytes first: most messages are throttled away, and a whole
+        # deserialization for each cost the recorder more than writing it
+        stamp_ns = header_stamp_ns(cdr)
+        last = self._last.get(ns)
+        if stamp_ns is not None and last is not None and 0 <= stamp_ns - last < self.period_ns:
+            return None
         try:
             js: Any = TYPESTORE.deserialize_cdr(cdr, "sensor_msgs/msg/JointState")
         except Exception as exc:  # noqa: BLE001 - rosbags' SerdeError & co: this one is skipped
             self.errors.append(f"{ns or '/'}joint_states not read: {exc}")
             return None
         stamp_ns = js.header.stamp.sec * 1_000_000_000 + js.header.stamp.nanosec
-        last = self._last.get(ns)
         if last is not None and 0 <= stamp_ns - last < self.period_ns:
             return None
         self._last[ns] = stamp_ns
         return tf_message(self.trees[ns], js.name, js.position, js.header.stamp.sec,
                           js.header.stamp.nanosec)
+
+
+def header_stamp_ns(cdr: bytes) -> int | None:
+    """The header stamp [ns] of a message whose first field is a std_msgs/Header, read from its
+    CDR bytes: after the 4-byte encapsulation header (its second byte 0 big-, 1 little-endian
+    plain CDR; OMG DDS-XTypes 1.3, 7.6.3.1.2) come ``stamp.sec`` (int32) and ``stamp.nanosec``
+    (uint32). None for any other encapsulation or a message too short."""
+    if len(cdr) < 12 or cdr[0] != 0 or cdr[1] not in (0, 1):
+        return None
+    sec, nanosec = struct.unpack_from("<iI" if cdr[1] else ">iI", cdr, 4)
+    return int(sec) * 1_000_000_000 + int(nanosec)
 
 
 def tf_message(tree: UrdfTree, names: Sequence[str], positions: Sequence[float], sec: int,

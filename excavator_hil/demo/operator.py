@@ -29,6 +29,7 @@ from excavator_hil.demo.drive_path import DrivePath
 from excavator_hil.demo.hil_record import HilRecord
 from excavator_hil.demo.options import DemoOptions
 from excavator_hil.demo.progress import Progress
+from excavator_hil.demo.soil_coupling import SoilCoupling
 from excavator_hil.demo.summary import DemoSummary
 from excavator_hil.hil_harness import Heartbeat, timed_mset
 from excavator_kinematics.bucket_orientation import bucket_quaternion
@@ -46,9 +47,6 @@ DRIVE_COMMAND_PERIOD_S = 0.05
 SPEED_STEP_M_S = {"standalone": 0.001, "closed": 0.0001}
 
 TARGET_PERIOD_S = 0.05  # IK targets at 20 Hz
-# The operator starts once the soil loop is closed: a wrench answering a pose at most this old
-# [s of sim time] (soil_node's first answers after start-up can be ~0.3 s late on a loaded host)
-SOIL_LIVE_AGE_S = 0.05
 STILL_RAD_S = 2e-4  # joints slower than this count as settled [rad/s] ...
 STILL_FOR_S = 0.5  # ... for this long [s of sim time]
 TERRAIN_PATCH_DEPTH = 5   # soil/terrain_patch queue of the final rendering [messages]
@@ -89,7 +87,9 @@ class DemoOperator(Node):
         self._last_js_t = math.nan
         # Time series for the plot: (sim time, fx, fy, fz) and (sim time, load).
         self.wrenches: list[tuple[float, float, float, float]] = []
-        self.soil_live = False   # a wrench answered a recent pose: the soil loop is closed
+        # the operator starts once the soil loop is closed (demo/soil_coupling.py)
+        self.soil = SoilCoupling()
+        self._soil_late_said = False
         self.loads: list[tuple[float, float]] = []
         self.phase_marks: list[tuple[float, str]] = []
         self.rejected_targets = 0
@@ -170,8 +170,7 @@ class DemoOperator(Node):
         f = msg.wrench.force
         t = msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9
         self.wrenches.append((t, f.x, f.y, f.z))
-        if math.isfinite(self.sim_time) and self.sim_time - t <= SOIL_LIVE_AGE_S:
-            self.soil_live = True
+        self.soil.on_wrench(t, self.sim_time, time.monotonic())
 
     def _on_load(self, msg: Float64) -> None:
         t = self.sim_time if math.isfinite(self.sim_time) else 0.0
@@ -227,9 +226,17 @@ class DemoOperator(Node):
             missing.append("joint_states from sim_node")
         if self.target_pub.get_subscription_count() == 0:
             missing.append("ik_node subscribed to target_pose")
-        if not self.soil_live:
-            missing.append(f"a soil/wrench answering a pose at most {SOIL_LIVE_AGE_S:g} s old "
-                           "(the soil coupling live)")
+        if not self.soil.ready(time.monotonic()):
+            missing.append(f"a soil/wrench answering a pose at most {self.soil.live_age_s:g} s "
+                           "old (the soil coupling live)")
+        elif self.soil.late(time.monotonic()) and not self._soil_late_said:
+            self._soil_late_said = True
+            self.get_logger().warning(
+                f"soil_node has answered for {self.soil.late_start_s:g} s, never within "
+                f"{self.soil.live_age_s:g} s of the pose (now {self.soil.lag_s:.2f} s behind "
+                "/clock): this host cannot hold the soil coupling in real time; the run starts "
+                "with the soil forces late (sim_node's diagnostics count the periods without a "
+                "fresh one). Run fewer machines, or on a less busy host")
         try:
             if self.redis.get(keys.BRIDGE_STATUS) is None:
                 missing.append("plc_bridge status in Redis")
