@@ -507,12 +507,12 @@ def test_a_receive_time_is_put_in_simulated_time_by_the_clock_received_before_it
     """Whatever order the /clock samples are taken in: a message is stamped with the latest
     /clock received at or before it (the first one before any), and forgetting the samples
     before a time changes no stamp at or after it."""
-    from excavator_hil.bags.receive_time import SimTimeAtReceipt
+    from excavator_hil.sim_clock_map import SimClockMap
 
     by_receipt = sorted(clocks)
     shuffled = list(clocks)
     rng.shuffle(shuffled)
-    sim = SimTimeAtReceipt()
+    sim = SimClockMap()
     with pytest.raises(LookupError, match="no /clock"):
         sim.at(0)
     for received, t in shuffled:

@@ -48,6 +48,7 @@ STILL_RAD = 0.01     # [rad] a joint holding position moves less (hydraulic hold
 STILL_M = 0.01       # [m]
 BOOM_AXIS = 4        # config/teleop.yaml: axes.right_y, the ISO pattern's boom
 LIMIT_S = 90.0       # start-up of the nodes on a loaded 2-core host
+COMMAND_AGE_S = 5.0  # the nodes' max_command_age_s here (TwoMachines)
 
 
 def test_the_dashboards_ros_link_serves_only_the_machine_chosen() -> None:
@@ -112,6 +113,7 @@ class TwoMachines:
     joint state of both from their start."""
 
     def __init__(self, logs: Path):
+        from diagnostic_msgs.msg import DiagnosticArray
         from rclpy.qos import QoSProfile, ReliabilityPolicy
         from sensor_msgs.msg import JointState
 
@@ -121,19 +123,36 @@ class TwoMachines:
         self.every = QoSProfile(depth=10000, reliability=ReliabilityPolicy.RELIABLE)
         self.states = {ns: self.probe.collect(JointState, f"/{ns}/joint_states", self.every)
                        for ns in MACHINES}
+        # every status the nodes publish (a failure names what ik_node and sim_node counted)
+        self.diagnostics = self.probe.collect(DiagnosticArray, "/diagnostics", 1000)
         y0 = load_sim_config(str(REPO / "config" / "sim.yaml")).terrain.y0
         self.procs: list[NodeProcess] = []
         for k, ns in enumerate(MACHINES):
             y = k * SPACING_M
+            # the Send is one target, one joint command: on a host loaded enough to hold one
+            # back past the nodes' age limits (0.5 s, 1 s) it is dropped, as it should be, and
+            # the machine waits for another; this test is about which machine moves
             self.procs += [
                 NodeProcess("excavator_sim.sim_node", [
                     "--ros-args", "--params-file", str(REPO / "config" / "sim.yaml"),
                     "-r", f"__ns:=/{ns}", "-p", f"frame_prefix:={ns}/", *SMALL_SIM_ARGS,
-                    "-p", f"initial.base_y_m:={y}", "-p", f"terrain.y0_m:={y0 + y}"],
+                    "-p", f"initial.base_y_m:={y}", "-p", f"terrain.y0_m:={y0 + y}",
+                    "-p", f"max_command_age_s:={COMMAND_AGE_S}"],
                     log_dir=logs / ns),
                 NodeProcess("excavator_kinematics.ik_node", [
                     "--ros-args", "--params-file", str(REPO / "config" / "ik.yaml"),
-                    "-r", f"__ns:=/{ns}", "-p", f"frame_prefix:={ns}/"], log_dir=logs / ns)]
+                    "-r", f"__ns:=/{ns}", "-p", f"frame_prefix:={ns}/",
+                    "-p", f"max_command_age_s:={COMMAND_AGE_S}"], log_dir=logs / ns)]
+
+    def statuses(self, ns: str) -> str:
+        """The latest status of each of ``ns``'s nodes: message and counters."""
+        latest = {}
+        for array in list(self.diagnostics):
+            for status in array.status:
+                if status.name.startswith(f"{ns}/"):
+                    latest[status.name] = f"{status.message} " + ", ".join(
+                        f"{kv.key}={kv.value}" for kv in status.values)
+        return "\n".join(f"{name}: {text}" for name, text in sorted(latest.items()))
 
     def logs(self, *more: NodeProcess) -> str:
         return "\n".join(p.log()[-3000:] for p in (*self.procs, *more))
@@ -318,7 +337,10 @@ def test_the_dashboard_drives_the_machine_chosen_on_its_page(
         assert targets_m2[-1].header.frame_id == "exc2/base_link"
         wait_for(lambda: np.max(np.abs(machines.q("exc2")[:4] - solution.q)) < 0.05, LIMIT_S,
                  lambda: f"machine 2 at the IK solution ({machines.q('exc2')[:4]} vs "
-                 f"{solution.q})\n{machines.logs(dash)}", 0.1)
+                 f"{solution.q})\n{machines.statuses('exc2')}\n{machines.logs(dash)}", 0.1)
+        # machine 2's ik_node says so too: one target solved (its status, once a second)
+        wait_for(lambda: "exc2/ik_node: inverse kinematics: running solved=1," in
+                 machines.statuses("exc2"), LIMIT_S, lambda: machines.statuses("exc2"), 0.2)
     finally:
         page.close()
     machines.assert_machine_1_still(start, q1)

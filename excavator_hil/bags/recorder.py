@@ -4,7 +4,7 @@ Subscribes with ``raw=True`` so the CDR bytes from DDS go to the bag untouched. 
 subscribed as soon as a publisher appears (the graph is polled), with the publishers' QoS
 (transient-local topics such as ``robot_description`` are caught too). Timestamps are the times
 DDS received the messages, as ``ros2 bag record`` stores: wall time, or with ``--use-sim-time``
-that time on the simulation's ``/clock`` (:mod:`excavator_hil.bags.receive_time`), the time
+that time on the simulation's ``/clock`` (:mod:`excavator_hil.sim_clock_map`), the time
 base of the messages' header stamps, so that ``bag play --clock`` and ``use_sim_time``
 consumers agree. Each topic's RIHS01 type hash is the one its publishers announce.
 """
@@ -25,9 +25,9 @@ from rosgraph_msgs.msg import Clock
 
 from excavator_common.command_age_node import take_waiting
 from excavator_hil.bags.io import BagWriter, TopicQos
-from excavator_hil.bags.receive_time import SimTimeAtReceipt
 from excavator_hil.bags.tf import TF_TOPIC, TF_TYPE, TfDeriver, namespace_of
 from excavator_hil.errors import BagError
+from excavator_hil.sim_clock_map import SimClockMap
 
 # At a stop, what was sent before it is still written for this long at most [s], a topic until
 # nothing came for DRAIN_QUIET_S [s] (BagRecorder.drain).
@@ -64,7 +64,7 @@ class BagRecorder(Node):
 
     No executor: :meth:`poll` takes every message waiting on each subscription (rclpy's own
     take, in C++) and writes them in receive order, stamped with DDS's receive times
-    (:mod:`excavator_hil.bags.receive_time`). An executor runs a callback per message, ~80 us of
+    (:mod:`excavator_hil.sim_clock_map`). An executor runs a callback per message, ~80 us of
     CPU each even with rclpy's EventsExecutor; a niced recorder beside a loaded simulation
     could not keep up with it, and its subscriptions' depth ran over (the chaos soak on a busy
     CI host lost 2208 joint_states)."""
@@ -76,7 +76,7 @@ class BagRecorder(Node):
         self.use_sim_time = use_sim_time
         # --use-sim-time: /clock's samples map receive times to simulated time; the node's own
         # clock is not used (it would need an executor for its /clock)
-        self.sim_clock = SimTimeAtReceipt() if use_sim_time else None
+        self.sim_clock = SimClockMap() if use_sim_time else None
         self._clock_sub = (self.create_subscription(Clock, "/clock", _unused, RECORD_QOS_DEPTH)
                            if use_sim_time else None)
         # (received [ns wall], topic, CDR bytes) taken but not yet written: received after the

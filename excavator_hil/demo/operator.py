@@ -20,6 +20,7 @@ import redis
 from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import PoseStamped, WrenchStamped
 from rclpy.node import Node
+from rclpy.subscription import MessageInfo
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import Imu, JointState
 from std_msgs.msg import Float64, Float64MultiArray
@@ -32,6 +33,7 @@ from excavator_hil.demo.progress import Progress
 from excavator_hil.demo.soil_coupling import SoilCoupling
 from excavator_hil.demo.summary import DemoSummary
 from excavator_hil.hil_harness import Heartbeat, timed_mset
+from excavator_hil.sim_clock_map import SimClockMap
 from excavator_kinematics.bucket_orientation import bucket_quaternion
 from excavator_kinematics.geometry import default_geometry
 from excavator_kinematics.inverse_kinematics import ACTIVE_JOINTS, InverseKinematics
@@ -51,6 +53,8 @@ STILL_RAD_S = 2e-4  # joints slower than this count as settled [rad/s] ...
 STILL_FOR_S = 0.5  # ... for this long [s of sim time]
 TERRAIN_PATCH_DEPTH = 5   # soil/terrain_patch queue of the final rendering [messages]
 RENDER_SHADOW_SIZE = 2048  # the final picture's shadow map [px]
+# /clock samples kept for placing loads: 10 s of them (a load is taken at most ~1 s late)
+CLOCK_SAMPLES_KEPT, CLOCK_SAMPLES_KEPT_NS = 2000, 10_000_000_000
 SETTLE_TIMEOUT_S = 8.0  # longest hold of the final target after the last leg [s of sim time]
 
 
@@ -105,7 +109,11 @@ class DemoOperator(Node):
         self.create_subscription(Clock, "/clock", self._on_clock, 10)
         self.create_subscription(JointState, "joint_states", self._on_joints, 10)
         self.create_subscription(WrenchStamped, "soil/wrench", self._on_wrench, 50)
-        self.create_subscription(Float64, "soil/bucket_load", self._on_load, 10)
+        # 1 s of loads: a starved operator takes them late, not fewer of them
+        self.create_subscription(Float64, "soil/bucket_load", self._on_load, 100)
+        # /clock by the time it was sent: a load (no header) is placed at the simulated time
+        # it was sent, not at the one when this process got to it (soil_moved_m3)
+        self._clock_sent = SimClockMap()
         self.create_subscription(DiagnosticArray, "/diagnostics", self._on_diagnostics, 50)
         # The soil's changed terrain regions, replayed into the rendering model at the end.
         self.terrain_patches = TerrainPatches()
@@ -126,8 +134,12 @@ class DemoOperator(Node):
                                      TERRAIN_PATCH_DEPTH)
 
     # --- subscriptions -------------------------------------------------------------------
-    def _on_clock(self, msg: Clock) -> None:
+    def _on_clock(self, msg: Clock, info: MessageInfo) -> None:
         self.sim_time = msg.clock.sec + msg.clock.nanosec * 1e-9
+        sent_ns = int(info["source_timestamp"])
+        self._clock_sent.add(sent_ns, msg.clock.sec * 1_000_000_000 + msg.clock.nanosec)
+        if len(self._clock_sent) > CLOCK_SAMPLES_KEPT:
+            self._clock_sent.forget_before(sent_ns - CLOCK_SAMPLES_KEPT_NS)
         if self.hil is not None and self._phase == "drive":
             # wall (monotonic) -> simulated time, for the PLC's logged set-points
             self.hil.clock.append((time.monotonic(), self.sim_time))
@@ -172,8 +184,11 @@ class DemoOperator(Node):
         self.wrenches.append((t, f.x, f.y, f.z))
         self.soil.on_wrench(t, self.sim_time, time.monotonic())
 
-    def _on_load(self, msg: Float64) -> None:
-        t = self.sim_time if math.isfinite(self.sim_time) else 0.0
+    def _on_load(self, msg: Float64, info: MessageInfo) -> None:
+        if self._clock_sent.started:
+            t = 1e-9 * self._clock_sent.at(int(info["source_timestamp"]))
+        else:
+            t = self.sim_time if math.isfinite(self.sim_time) else 0.0
         self.loads.append((t, msg.data))
 
     def soil_moved_m3(self) -> float:

@@ -70,6 +70,11 @@ from excavator_hil.local_services import (
 )
 
 MachineSummaries = dict[str, DemoSummary]
+# RECORDER_FIRST: a stack stops its recorder first and waits for it. Its drain (bags/recorder.py)
+# ends each topic at a message sent after the stop, which a reliable topic delivers only after
+# every earlier one: all that was sent before is then in the bag. Stopped together, a publisher
+# that ended first took along what it had not yet delivered to a recorder a busy host held up
+# (the chaos soak's bag lacked the last 1.4 s of soil/wrench).
 MAX_DEMO_MACHINES = 4
 MIN_SPACING_M = 8.0   # the dig cycle's dump pile lies ~3-4 m to the machine's left
 
@@ -370,9 +375,13 @@ class DemoStack:
                                    f"lines ({proc.log_path}):\n{tail}")
 
     def stop(self) -> None:
-        # all at once (the recorder first in the list: the last started): none of them needs
-        # another to end first, and one by one took the sum of their shutdowns
-        stop_together([self.procs[name] for name in reversed(list(self.procs))], timeout=15.0)
+        recorder = self.procs.get("bag_record")
+        if recorder is not None:
+            # the recorder first, the stack still running (RECORDER_FIRST)
+            recorder.stop(timeout=15.0)
+        # then all at once: one by one took the sum of their shutdowns
+        stop_together([p for name, p in reversed(list(self.procs.items()))
+                       if name != "bag_record"], timeout=15.0)
         self.redis.stop()
 
 

@@ -157,8 +157,8 @@ def _make_operator(redis_url: str, control_port: int, demo: DemoOptions, span_m:
                                      msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec))
             del self.wrenches[:-1000]   # the demo keeps them for its plot; the soak need not
 
-        def _on_load(self, msg: Any) -> None:
-            super()._on_load(msg)
+        def _on_load(self, msg: Any, info: Any) -> None:
+            super()._on_load(msg, info)
             del self.loads[:-1000]
 
         def _on_jc(self, _msg: Any) -> None:
@@ -342,6 +342,12 @@ class Rig:
     def stop(self) -> None:
         self._stop.set()
         self._thread.join(30.0)
+        # the recorder first, the stack still running (demo/run.py's RECORDER_FIRST)
+        recorder = self.entries.get("bag_record")
+        if recorder is not None and recorder.alive():
+            with contextlib.suppress(OSError):
+                os.kill(recorder.handle.proc.pid, signal.SIGCONT)
+            recorder.handle.stop(timeout=20.0)
         ending = [] if self.observer is None else [self.observer]
         for name in ("dashboard", *reversed(list(self.stack.procs))):
             entry = self.entries.get(name)
