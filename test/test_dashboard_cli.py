@@ -111,3 +111,30 @@ def test_the_dashboard_executable_ends_quietly_on_a_double_sigint_while_starting
                        f"redis://127.0.0.1:{free_port()}/0"], delay_s, tmp_path)
     assert code == 0, text
     assert "Traceback" not in text and "KeyboardInterrupt" not in text, text
+
+
+def test_a_start_up_cut_short_by_ctrl_c_is_not_logged_as_an_error() -> None:
+    """uvicorn's "Exception in 'lifespan' protocol" for a lifespan cancelled by the Ctrl-C is
+    dropped (the traceback a loaded CI host printed at 3 s into the start-up); any other
+    exception of the lifespan, and every record without one, is still logged."""
+    import asyncio
+    import logging
+    import sys
+
+    from excavator_hil.dashboard.app import InterruptedStartUp
+
+    def record(exc: BaseException | None) -> logging.LogRecord:
+        info = None
+        if exc is not None:
+            try:
+                raise exc
+            except BaseException:   # noqa: BLE001 - the record's exc_info, as logging makes it
+                info = sys.exc_info()
+        return logging.LogRecord("uvicorn.error", logging.ERROR, __file__, 1,
+                                 "Exception in 'lifespan' protocol\n", None, info)
+
+    gate = InterruptedStartUp()
+    assert not gate.filter(record(asyncio.CancelledError()))
+    assert not gate.filter(record(KeyboardInterrupt()))
+    assert gate.filter(record(RuntimeError("the page failed")))
+    assert gate.filter(record(None))
