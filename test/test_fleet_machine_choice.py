@@ -283,7 +283,9 @@ def test_the_dashboard_drives_the_machine_chosen_on_its_page(
     probe = machines.probe
     to_m1 = {topic: probe.collect(t, topic, machines.every) for topic, t in (
         ("/exc1/joint_command", JointState), ("/exc1/target_pose", PoseStamped))}
-    targets_m2 = probe.collect(PoseStamped, "/exc2/target_pose", machines.every)
+    targets_m2: list[PoseStamped] = []
+    m2_sub = probe.node.create_subscription(PoseStamped, "/exc2/target_pose", targets_m2.append,
+                                            machines.every)
     port = free_port()
     dash = spawn("excavator_hil.dashboard.app", [
         "--port", str(port), "--redis-url", redis_server.url, "--nice", "0",
@@ -330,6 +332,11 @@ def test_the_dashboard_drives_the_machine_chosen_on_its_page(
         assert page.text("dash-verdict") == "reachable", page.text("dash-verdict-detail")
         solution = InverseKinematics(default_geometry()).solve(
             (target["x"], target["y"], target["z"]), math.radians(target["pitch"]))
+        # this probe observes the topic: matched to the dashboard's new publisher of it first
+        # (the dashboard waits 5 s at most for the subscribers its graph shows; past that, on
+        # a loaded host, the probe's match came after the Send and the target passed it by)
+        wait_for(lambda: m2_sub.get_publisher_count() > 0, LIMIT_S,
+                 "the probe matched to the dashboard's /exc2/target_pose", 0.05)
         page.emit_to("dash-send", "click")
         wait_for(lambda: "to /exc2" in page.text("dash-sent"), LIMIT_S,
                  lambda: f"the send ({page.text('dash-sent')})")

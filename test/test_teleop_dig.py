@@ -9,6 +9,7 @@ import time
 
 import numpy as np
 import pytest
+from diagnostic_msgs.msg import DiagnosticArray
 from helpers import REPO, NodeProcess, RosTestNode, wait_for
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import JointState, Joy
@@ -47,6 +48,7 @@ def test_a_scripted_joystick_session_digs_a_trench(nodes) -> None:
         loads: list[Float64] = probe.collect(Float64, "soil/bucket_load", 5000)
         patches: list[Float64MultiArray] = probe.collect(Float64MultiArray,
                                                         "soil/terrain_patch", 5000)
+        statuses: list[DiagnosticArray] = probe.collect(DiagnosticArray, "/diagnostics", 500)
         joy = probe.node.create_publisher(Joy, "joy", 10)
         wait_for(lambda: states and clock and loads and joy.get_subscription_count() > 0, 60.0,
                  lambda: f"the three nodes; logs:\n{sim.log()}\n{soil.log()}\n{teleop.log()}")
@@ -88,6 +90,12 @@ def test_a_scripted_joystick_session_digs_a_trench(nodes) -> None:
     load = max(m.data for m in loads)
     print(f"teleop dig: trench min {trench.min():.3f} m, removed {removed_m3:.3f} m^3, "
           f"bucket load max {load:.3f} m^3")
-    assert trench.min() < -0.15
-    assert removed_m3 > 0.05
-    assert load > 0.03
+    latest = {s.name: f"{s.message} " + ", ".join(f"{kv.key}={kv.value}" for kv in s.values)
+              for array in statuses for s in array.status}
+    # what each node counted (commands taken and dropped, soil updates), for a run that fails
+    said = (f"{len(patches)} terrain patches, bucket load max {load:.3f} m^3\n"
+            + "\n".join(f"{k}: {v}" for k, v in sorted(latest.items()))
+            + f"\n{sim.log()[-3000:]}\n{soil.log()[-3000:]}\n{teleop.log()[-3000:]}")
+    assert trench.min() < -0.15, said
+    assert removed_m3 > 0.05, said
+    assert load > 0.03, said
