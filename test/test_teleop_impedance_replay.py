@@ -220,4 +220,8 @@ def test_the_impedance_replay_follows_the_recorded_joint_trajectories(runs) -> N
                       "command_lockstep_timeouts")}
     late.update({k: (live_tele.get(k), replay_tele.get(k))
                  for k in ("wrenches_late", "impedance_ticks_skipped")})
-    assert diff.max() < 1e-9, f"the replay left the recorded path; live/replay: {late}"
+    # where it left (for a failure: seconds of the session, and the joints there)
+    off = [t for t, d in zip(common, diff, strict=True) if d.max() >= 1e-9]
+    where = (f"first at {1e-9 * (off[0] - common[0]):.2f} s into the judged span, "
+             f"{len(off)} of {len(common)} states differ" if off else "")
+    assert diff.max() < 1e-9, f"the replay left the recorded path ({where}); live/replay: {late}"
