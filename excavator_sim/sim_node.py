@@ -216,6 +216,12 @@ _MAX_BURST = 5
 # Lag samples before this much wall time after the first period are start-up, not reported as
 # the worst lag since start [s].
 _STARTUP_S = 1.0
+# Soil lockstep: a wait for the answer to the latest bucket pose sends that pose again this often
+# [s wall]. A pose published before soil_node's subscription matched (its start-up, or this
+# node's: discovery takes a moment) was never received, and nothing newer comes while the
+# simulation waits: the whole soil_lockstep_timeout_s was lost at every start (once in each run
+# of the impedance replay test). soil_node answers a stamp once (it skips one it has taken).
+_POSE_RESEND_S = 0.25
 _MARKER_TYPES = {int(mujoco.mjtGeom.mjGEOM_BOX): Marker.CUBE,
                  int(mujoco.mjtGeom.mjGEOM_CAPSULE): Marker.CYLINDER,
                  int(mujoco.mjtGeom.mjGEOM_CYLINDER): Marker.CYLINDER}
@@ -294,6 +300,8 @@ class SimNode(Node):
         self.lockstep = SoilLockstep(float(values["soil_lockstep_timeout_s"])
                                      if not soil_in_process else 0.0)
         self.command_lockstep = CommandLockstep(float(values["command_lockstep_timeout_s"]))
+        self._pose_sent_wall = -math.inf   # when the bucket pose was last sent [s monotonic]
+        self.poses_resent = 0
         self.timer: Timer | None = None
         self.follower: ClockFollower | None = None
         self._clock_wall: float | None = None  # wall time the latest /clock arrived [s]
@@ -829,7 +837,14 @@ class SimNode(Node):
         """Whether the next period may step now: the soil answered the latest pose and the
         scheduled commands reached its start (each lockstep where on)."""
         now = time.monotonic()
-        return self.lockstep.may_step(now) and self.command_lockstep.may_step(self.sim.time, now)
+        if not self.lockstep.may_step(now):
+            if now - self._pose_sent_wall >= _POSE_RESEND_S:   # (_POSE_RESEND_S: why)
+                self.twist_pub.publish(self._twist_msg)
+                self.pose_pub.publish(self._pose_msg)
+                self._pose_sent_wall = now
+                self.poses_resent += 1
+            return False
+        return self.command_lockstep.may_step(self.sim.time, now)
 
     def step_period(self) -> None:
         """One publish period: the commands due by their stamp, the soil wrench if fresh (else
@@ -950,6 +965,7 @@ class SimNode(Node):
         if self.sensors_pub is not None:
             self.publish_sensors(stamp)
         self.lockstep.published(stamp.sec + 1e-9 * stamp.nanosec)
+        self._pose_sent_wall = time.monotonic()
 
     def publish_imu(self, stamp: Time) -> None:
         """``imu`` when someone reads it (the plant link of the closed loop, a user's
@@ -1118,6 +1134,7 @@ class SimNode(Node):
             "commands_beyond_lead": self.unschedulable,
             **self.command_age.counters(),
             **self.lockstep.values(),
+            "soil_poses_resent": self.poses_resent,
             **self.command_lockstep.values(),
         }
 

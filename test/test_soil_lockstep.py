@@ -189,6 +189,40 @@ def test_sim_node_steps_only_on_the_soils_answer(tmp_path) -> None:
     assert code == 0, proc.log()
 
 
+def test_a_pose_the_soil_missed_is_sent_again(tmp_path) -> None:
+    """sim_node waits for the answer to its latest bucket pose; a soil that missed the pose (one
+    published before its subscription matched, at either one's start-up: nothing newer comes
+    while the simulation waits) gets it again every 0.25 s. Here the soil answers only a pose
+    it has seen before: every period steps on a repeated pose, none waits out the timeout
+    (before, every start cost the whole soil_lockstep_timeout_s)."""
+    proc = lockstep_sim_node(tmp_path, "soil_lockstep_timeout_s:=10.0")
+    probe = RosTestNode("lockstep_missed_pose")
+    diagnostics: list[DiagnosticArray] = probe.collect(DiagnosticArray, "/diagnostics")
+    wrench = probe.node.create_publisher(WrenchStamped, "soil/wrench", 10)
+    seen: set[tuple[int, int]] = set()
+
+    def answer_a_repeat(pose: PoseStamped) -> None:
+        stamp = (pose.header.stamp.sec, pose.header.stamp.nanosec)
+        if stamp in seen:
+            msg = WrenchStamped()
+            msg.header.stamp, msg.header.frame_id = pose.header.stamp, "world"
+            wrench.publish(msg)
+        seen.add(stamp)
+    probe.node.create_subscription(PoseStamped, "bucket_pose", answer_a_repeat, 10)
+    try:
+        _, values = wait_for(lambda: (s := running_status(diagnostics))
+                             and float(s[1]["sim_time_s"]) >= 10 * PERIOD_S and s, 60.0,
+                             lambda: f"ten periods stepped on repeated poses: "
+                             f"{running_status(diagnostics)}\n{proc.log()}")
+        assert values["soil_lockstep"] == "on" and values["soil_lockstep_timeouts"] == "0", \
+            values
+        assert int(values["soil_poses_resent"]) >= 10, values
+    finally:
+        probe.close()
+        code = proc.stop()
+    assert code == 0, proc.log()
+
+
 def test_a_lockstep_answer_is_complete_with_its_payload(tmp_path) -> None:
     """A soil that sends its load's mass (soil/bucket_payload, the per-cell bucket soil) before
     each wrench: a period steps only once both of its stamp are in, so it never steps on the

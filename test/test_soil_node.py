@@ -227,6 +227,37 @@ def test_a_burst_of_poses_is_worked_off_newest_first_without_a_backlog(channel: 
     assert channel.status("mass_drift_units") == "0"  # soil conserved, however many skipped
 
 
+def test_a_pose_sent_again_gets_the_same_answer_without_a_second_update(channel: Channel
+                                                                        ) -> None:
+    """sim_node's lockstep sends a pose again when its answer does not come: soil_node answers
+    that stamp with the wrench, load and payload it sent for it, without working the soil at
+    that pose a second time (counted as answers_repeated, not as an update)."""
+    wait_for(lambda: int(channel.status("updates") or -1) == len(channel.wrenches), 10.0,
+             "soil diagnostics up to date")
+    updates0 = int(channel.status("updates") or 0)
+    repeated0 = int(channel.status("answers_repeated") or 0)
+    pitch = pitch_for_attack(BUCKET, math.radians(30.0))
+    pose = pose_for_tip(BUCKET, np.array([3.0, 0.0, -0.15]), pitch, 0.0)   # in the soil
+    vel = np.array([-0.5, 0.0, 0.0])
+    channel.send_and_wait(pose, vel, 600.0)
+    n = len(channel.wrenches)
+    first, load, payload = channel.wrenches[-1], channel.loads[-1], channel.payloads[-1]
+    assert np.linalg.norm([first.wrench.force.x, first.wrench.force.z]) > 0.0
+    channel.send(pose, vel, 600.0)   # the same stamp again
+    wait_for(lambda: len(channel.wrenches) > n, 30.0, "the answer again")
+    again = channel.wrenches[-1]
+    assert _seconds(again.header.stamp) == pytest.approx(600.0)
+    assert again.wrench == first.wrench
+    wait_for(lambda: channel.loads[-1] is not load and channel.payloads[-1] is not payload,
+             10.0, "the load and payload again")
+    assert channel.loads[-1].data == load.data
+    assert channel.payloads[-1].inertia == payload.inertia
+    wait_for(lambda: int(channel.status("answers_repeated") or 0) == repeated0 + 1, 10.0,
+             lambda: f"answers_repeated {channel.status('answers_repeated')}")
+    assert int(channel.status("updates") or 0) == updates0 + 1   # one update for both
+    assert channel.status("mass_drift_units") == "0"
+
+
 def test_bad_poses_are_rejected_on_diagnostics(channel: Channel) -> None:
     n = len(channel.wrenches)
     nan_pose = PoseStamped()

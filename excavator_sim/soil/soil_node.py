@@ -140,10 +140,14 @@ class _Machine:
     twist: tuple[np.ndarray, np.ndarray] = field(
         default_factory=lambda: (np.zeros(3), np.zeros(3)))
     last_stamp: float | None = None
+    # the answer to last_stamp's pose (payload or None, wrench, load [m^3]): sent again for a
+    # pose of that stamp sent again (sim_node's lockstep repeats a pose it got no answer to)
+    last_answer: tuple[Any, WrenchStamped, float] | None = None
     # the bucket's acceleration from the twists' stamps (per-cell bucket soil)
     acceleration: AccelerationEstimate = field(default_factory=AccelerationEstimate)
     acceleration_now: np.ndarray | None = None
     updates: int = 0
+    answers_repeated: int = 0   # poses of an answered stamp, answered again (last_answer)
     update_time_s: float = 0.0
     last_force: np.ndarray = field(default_factory=lambda: np.zeros(3))
 
@@ -265,6 +269,15 @@ class SoilNode(Node):
             return
         stamp = msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
         m = machine
+        if stamp == m.last_stamp and m.last_answer is not None:
+            # answered already: the answer again, not a second update of the soil at one pose
+            payload_msg, wrench_msg, load_m3 = m.last_answer
+            if m.payload_pub is not None and payload_msg is not None:
+                m.payload_pub.publish(payload_msg)
+            m.wrench_pub.publish(wrench_msg)
+            m.load_pub.publish(Float64(data=load_m3))
+            m.answers_repeated += 1
+            return
         if (m.last_stamp is not None and stamp > m.last_stamp
                 and stamp - m.last_stamp < 1.0 / self.config.update_rate_hz - 1e-6):
             return  # faster than update_rate_hz (in the messages' time): skip
@@ -296,8 +309,10 @@ class SoilNode(Node):
             return
         # The payload (the load's mass, which the wrench leaves out), then the wrench: the
         # simulator is waiting for it; everything else comes after.
-        if m.payload_pub is not None and payload is not None:
-            m.payload_pub.publish(payload_message(payload, msg.header.stamp))
+        payload_msg = (payload_message(payload, msg.header.stamp)
+                       if m.payload_pub is not None and payload is not None else None)
+        if m.payload_pub is not None and payload_msg is not None:
+            m.payload_pub.publish(payload_msg)
         wrench = WrenchStamped()
         wrench.header.stamp = msg.header.stamp
         wrench.header.frame_id = WORLD
@@ -308,6 +323,7 @@ class SoilNode(Node):
         m.update_time_s += time.perf_counter() - t0
         m.updates += 1
         m.last_stamp = stamp
+        m.last_answer = (payload_msg, wrench, load)
         m.last_force = result.force
         m.load_pub.publish(Float64(data=load))
         if outside is not None:
@@ -447,6 +463,7 @@ class SoilNode(Node):
             mean_ms = 1e3 * m.update_time_s / m.updates if m.updates else 0.0
             out |= {
                 f"{key}updates": m.updates,
+                f"{key}answers_repeated": m.answers_repeated,
                 f"{key}mean_update_ms": f"{mean_ms:.3f}",
                 f"{key}bucket_load_m3": f"{m.terrain.load_volume_m3:.5f}",
                 f"{key}bucket_load_kg": f"{m.terrain.load_mass_kg:.1f}",
