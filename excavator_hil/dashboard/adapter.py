@@ -108,7 +108,6 @@ class RosLink(NodeThread):
         self.description_errors: dict[str, str] = {}
         self._subscribed: set[str] = set()
         self._target_pubs: dict[str, Any] = {}
-        self._target_pub_born: dict[str, float] = {}   # when each was created [s, monotonic]
         self._subscribe(self.choice.chosen)
         # The data topic, not the soil/heightmap mesh: a 96 x 96 mesh costs ~0.6 s of Python
         # per message to deserialize, a whole 320 x 320 grid here ~1 ms. soil_node sends the
@@ -155,7 +154,6 @@ class RosLink(NodeThread):
                                  self._latched, raw=True)
         self._target_pubs[machine] = node.create_publisher(
             self._PoseStamped, self.topic("target_pose", machine), 10)
-        self._target_pub_born[machine] = time.monotonic()
 
     def select(self, machine: object) -> str:
         """Serve ``machine`` (what a client sent): one of the machines on the graph, or the
@@ -273,19 +271,20 @@ class RosLink(NodeThread):
                 raise ValueError(f"waiting for {self.topic('robot_description', served)} "
                                  "(the machine's TF frame prefix): nothing sent")
             pub = self._target_pubs[served]
-            born = self._target_pub_born[served]
-        # A machine chosen a moment ago has a new publisher that discovery has not matched yet:
-        # published now, the target was lost without a word (a loaded CI run). Wait for its
-        # ik_node, and while the publisher is new, for every subscriber the graph shows (a
-        # recorder, another viewer: one loaded CI run's observer missed the target its ik_node
-        # got). Later only a match is needed: a subscriber with incompatible QoS never matches.
+        # A machine chosen a moment ago has a new publisher that discovery may not have matched
+        # yet: published then, the target was lost without a word (a loaded CI run). A Send
+        # waits for every subscriber the graph shows to be matched (its ik_node; a recorder,
+        # another viewer), for MATCH_WAIT_S at most, then needs one match: a subscriber with
+        # incompatible QoS never matches. Counting from the publisher's creation instead, a
+        # Send more than MATCH_WAIT_S later went out on one match, a viewer's, while the
+        # machine's ik_node was not matched yet on a loaded host (solved=0: it never moved).
         topic = self.topic("target_pose", served)
         deadline = time.monotonic() + MATCH_WAIT_S
 
         def matched() -> bool:
             n = pub.get_subscription_count()
             return n > 0 and (n >= self.node.count_subscribers(topic)
-                              or time.monotonic() > born + MATCH_WAIT_S)
+                              or time.monotonic() > deadline)
 
         while not matched():
             if pub.get_subscription_count() == 0 and time.monotonic() > deadline:
