@@ -43,6 +43,18 @@ def private_domain_id() -> int:
     return 1 + os.getpid() % 200
 
 
+def latest_statuses(arrays: Iterable[Any], prefix: str = "") -> str:
+    """The latest /diagnostics status of each node whose status name starts with ``prefix``,
+    a line each: ``name: message key=value, ...`` (what a failing test prints)."""
+    latest = {}
+    for array in list(arrays):
+        for status in array.status:
+            if status.name.startswith(prefix):
+                latest[status.name] = f"{status.message} " + ", ".join(
+                    f"{kv.key}={kv.value}" for kv in status.values)
+    return "\n".join(f"{name}: {text}" for name, text in sorted(latest.items()))
+
+
 def wait_for(predicate: Callable[[], Any], timeout: float, what: str | Callable[[], str],
              period: float = 0.01) -> Any:
     """``local_services.wait_for`` that fails the test (AssertionError) on timeout."""

@@ -32,7 +32,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import REPO, SMALL_SIM_ARGS, NodeProcess, RosTestNode, free_port, wait_for
+from helpers import (
+    REPO,
+    SMALL_SIM_ARGS,
+    NodeProcess,
+    RosTestNode,
+    free_port,
+    latest_statuses,
+    wait_for,
+)
 
 from excavator_hil.dashboard.core import TargetChecker
 from excavator_hil.local_services import stop_together
@@ -146,13 +154,7 @@ class TwoMachines:
 
     def statuses(self, ns: str) -> str:
         """The latest status of each of ``ns``'s nodes: message and counters."""
-        latest = {}
-        for array in list(self.diagnostics):
-            for status in array.status:
-                if status.name.startswith(f"{ns}/"):
-                    latest[status.name] = f"{status.message} " + ", ".join(
-                        f"{kv.key}={kv.value}" for kv in status.values)
-        return "\n".join(f"{name}: {text}" for name, text in sorted(latest.items()))
+        return latest_statuses(self.diagnostics, f"{ns}/")
 
     def logs(self, *more: NodeProcess) -> str:
         return "\n".join(p.log()[-3000:] for p in (*self.procs, *more))

@@ -10,7 +10,7 @@ import time
 import numpy as np
 import pytest
 from diagnostic_msgs.msg import DiagnosticArray
-from helpers import REPO, NodeProcess, RosTestNode, wait_for
+from helpers import REPO, NodeProcess, RosTestNode, latest_statuses, wait_for
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import JointState, Joy
 from std_msgs.msg import Float64, Float64MultiArray
@@ -90,11 +90,9 @@ def test_a_scripted_joystick_session_digs_a_trench(nodes) -> None:
     load = max(m.data for m in loads)
     print(f"teleop dig: trench min {trench.min():.3f} m, removed {removed_m3:.3f} m^3, "
           f"bucket load max {load:.3f} m^3")
-    latest = {s.name: f"{s.message} " + ", ".join(f"{kv.key}={kv.value}" for kv in s.values)
-              for array in statuses for s in array.status}
     # what each node counted (commands taken and dropped, soil updates), for a run that fails
     said = (f"{len(patches)} terrain patches, bucket load max {load:.3f} m^3\n"
-            + "\n".join(f"{k}: {v}" for k, v in sorted(latest.items()))
+            + latest_statuses(statuses)
             + f"\n{sim.log()[-3000:]}\n{soil.log()[-3000:]}\n{teleop.log()[-3000:]}")
     assert trench.min() < -0.15, said
     assert removed_m3 > 0.05, said
