@@ -11,6 +11,8 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
+from excavator_common.dds_profile import use_project_profile
+
 
 class NodeThread:
     """A node ``name`` in its own context; :meth:`start` spins it on a daemon thread.
@@ -25,6 +27,7 @@ class NodeThread:
         import rclpy  # here, not at import: a module that only names the class needs no ROS
 
         self.context = rclpy.Context()
+        use_project_profile()   # before the first participant: Fast DDS reads it then
         rclpy.init(args=["--ros-args", *ros_args] if ros_args else None, context=self.context)
         self.node = rclpy.create_node(name, context=self.context)
         self.executor: Any = None

@@ -25,6 +25,7 @@ from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy_i
 from rclpy.node import Node
 
 from excavator_common import realtime, stall_probe
+from excavator_common.dds_profile import use_project_profile
 from excavator_common.errors import ConfigurationError, ParameterError
 from excavator_common.node_args import NodeUsage, check_command_line
 from excavator_common.parameter_files import check_ros_arguments
@@ -92,6 +93,7 @@ def run_node(factory: Callable[[], N], args: Sequence[str] | None = None,
     stall_probe.start_from_environment(os.path.splitext(os.path.basename(sys.argv[0]))[0])
     try:
         check_ros_arguments(argv)
+        use_project_profile()   # before the first participant: Fast DDS reads it then
         rclpy.init(args=None if args is None else list(args))
     except KeyboardInterrupt:   # Ctrl-C before the node exists: nothing to clean up
         signal.signal(signal.SIGINT, signal.SIG_IGN)

@@ -125,5 +125,10 @@ def test_sim_and_soil_nodes_dig_a_scoop_together(nodes, probe: RosTestNode) -> N
              == pytest.approx(carried * density, abs=0.06), 10.0,
              lambda: f"sim_node's bucket payload {_sim_status(diagnostics, 'bucket_payload_kg')}"
                      f" kg, soil_node's {carried * density:.1f} kg")
-    carry = [w for w in list(wrenches) if stamp_ns(w) > windows[-1][1]]
-    assert carry and all(w.wrench.force.z == 0.0 for w in carry[-5:])
+    # the wrenches answering the carry's poses: they follow the state that showed it reached
+    # on their own topic (a pose round trip through soil_node later), so they are waited for
+    carry = wait_for(lambda: c if len(c := [w for w in list(wrenches)
+                                            if stamp_ns(w) > windows[-1][1]]) >= 5 else None, 10.0,
+                     lambda: f"5 wrenches after the carry was reached at {windows[-1][1]} ns "
+                             f"(the last stamped {stamp_ns(wrenches[-1])} ns)")
+    assert all(w.wrench.force.z == 0.0 for w in carry[-5:])

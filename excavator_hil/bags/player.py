@@ -33,6 +33,7 @@ from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from rosgraph_msgs.msg import Clock
 
+from excavator_common.dds_profile import use_project_profile
 from excavator_hil.bags.io import BagContents, iter_schedule, read_bag, sleep_until
 from excavator_hil.bags.recorder import message_class
 
@@ -260,6 +261,7 @@ def play(bag: str, topics: Sequence[str] | None, rate: float, loop: bool, clock:
     except BagError as exc:
         print(f"error: {exc}")
         return 2
+    use_project_profile()   # before the first participant: Fast DDS reads it then
     rclpy.init()
     node = BagPlayer(contents, rate=rate, loop=loop, clock=clock,
                      wait_for_subscribers_s=wait_for_subscribers_s, follow_clock=follow_clock,

@@ -24,6 +24,7 @@ from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from rosgraph_msgs.msg import Clock
 
 from excavator_common.command_age_node import take_waiting
+from excavator_common.dds_profile import use_project_profile
 from excavator_hil.bags.io import BagWriter, TopicQos
 from excavator_hil.bags.tf import TF_TOPIC, TF_TYPE, TfDeriver, namespace_of
 from excavator_hil.errors import BagError
@@ -34,9 +35,9 @@ from excavator_hil.sim_clock_map import SimClockMap
 DRAIN_BOUND_S = 4.0
 DRAIN_QUIET_S = 0.1
 # A recorder held up longer than HELD_UP_S [s] (SIGSTOP, a starved host) may have lost messages
-# in the transport, which a reliable writer resends at its next heartbeat: Fast DDS's
-# heartbeat_period is 3 s by default (its WriterTimes). A stop soon after waits that long for a
-# topic to give a message.
+# in the transport, which a reliable writer resends at its next heartbeat: every 0.1 s for the
+# package's nodes (config/fastdds_default.xml), every 3 s on Fast DDS's default timing (another
+# program's writer). A stop soon after waits that long for a topic to give a message.
 HELD_UP_S = 0.5
 DRAIN_RESEND_S = 3.2
 # The subscriptions are taken empty this often [s]: each take is a few us in C++, and a 100 Hz
@@ -282,6 +283,7 @@ def record(output: str, topics: Sequence[str] | None, storage: str, duration_s: 
     stall_probe.start_from_environment("bag_recorder")
     # Ctrl-C and SIGTERM end the loop below, not rclpy: its own handler shuts the context down
     # at once, destroying the subscriptions with the messages still queued in them.
+    use_project_profile()   # before the first participant: Fast DDS reads it then
     rclpy.init(signal_handler_options=SignalHandlerOptions.NO)
     stopping: list[int] = []   # wall time [ns] of the stop request
 

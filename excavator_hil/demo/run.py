@@ -56,6 +56,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from excavator_common.dds_profile import use_project_profile
 from excavator_hil.demo.drive_path import DrivePath
 from excavator_hil.demo.options import DemoOptions
 from excavator_hil.demo.summary import DemoSummary
@@ -410,6 +411,7 @@ def run_demos(options: DemoOptions, own_process: bool = False) -> MachineSummari
     stack = DemoStack(options)
     summaries: MachineSummaries = {}
     wall0 = time.monotonic()
+    use_project_profile()   # before the first participant: Fast DDS reads it then
     rclpy.init()
     operators: list[DemoOperator] = []
     try:

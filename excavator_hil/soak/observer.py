@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from excavator_common.clock_offset import realtime_minus_monotonic
+from excavator_common.dds_profile import use_project_profile
 
 SAMPLE_PERIOD_S = 0.05   # monitor-DB reads [s]
 FETCH_PERIOD_S = 1.0     # the PLC's write log and the files [s]
@@ -132,6 +133,7 @@ def _ros_watch(sink: Sink, stop: threading.Event) -> None:
     from rclpy.signals import SignalHandlerOptions
     from sensor_msgs.msg import JointState
 
+    use_project_profile()   # before the first participant: Fast DDS reads it then
     rclpy.init(signal_handler_options=SignalHandlerOptions.NO)   # this process's own handlers
     node = rclpy.create_node("soak_observer")
     offset = [realtime_minus_monotonic()]

@@ -33,6 +33,7 @@ from typing import Any
 import redis
 
 from excavator_common.clock_offset import realtime_minus_monotonic
+from excavator_common.dds_profile import use_project_profile
 from excavator_hil.demo.options import DemoOptions
 from excavator_hil.local_services import ManagedProcess, free_port, stop_together, wait_for
 from excavator_hil.soak import checks
@@ -801,6 +802,7 @@ def run_soak(options: SoakOptions, log: Callable[[str], None] = print) -> SoakRe
     log(f"soak: seed {options.seed} (replay with --seed {options.seed}), "
         f"{options.minutes:g} min, {len(schedule)} faults scheduled; output in {out}/")
     rig = Rig(options, bounds)
+    use_project_profile()   # before the first participant: Fast DDS reads it then
     rclpy.init()
     op: Any = None
     faults: list[FaultRecord] = []
