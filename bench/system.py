@@ -52,12 +52,15 @@ sim's lag either.
 Process set-up (issue 12, docs/plc_bridge.md "HIL host set-up"): ``--setup new`` (default:
 start-up objects frozen out of the garbage collector, 0.5 ms GIL slices, recorder and operator
 at nice 10) or ``old`` (none of it); ``--compare`` runs the full stack with both, in this run.
+``--compare-dds`` runs the full stack a second time with Fast DDS's own writer timing (a profile
+that sets nothing) instead of the project's ``config/fastdds_default.xml`` (a HEARTBEAT every
+0.1 s, not 3 s): what the faster repair of lost samples costs in CPU, as a ratio.
 ``--probe``: each process's collections, stalls and CPU waits (``EXCAVATOR_HIL_PROBE``);
 ``--trace-sched``: a ``perf sched`` trace and the CPU time each process held while the demo's
 bridge overran (``bench/stall_report.py``).
 
     .venv/bin/python bench/system.py [--quick] [--sim-seconds 15] [--bridge-cycles 3000]
-                                     [--dashboard] [--foxglove] [--compare]
+                                     [--dashboard] [--foxglove] [--compare] [--compare-dds]
                                      [--setup new|old] [--probe]
                                      [--trace-sched] [--pin-cpus] [--background-nice N]
 """
@@ -483,6 +486,17 @@ def setup_env(env: dict[str, str], setup: str) -> dict[str, str]:
     return env
 
 
+# --- the Fast DDS profile: the project's (config/fastdds_default.xml) or Fast DDS's timing -----
+def fastdds_timing_env(env: dict[str, str], directory: Path) -> dict[str, str]:
+    """``env`` with a Fast DDS profile that sets nothing (Fast DDS's own 3 s heartbeat) in
+    place of the project's, which every process of the package loads when none is chosen."""
+    empty = directory / "fastdds_own_timing.xml"
+    empty.write_text('<?xml version="1.0" encoding="UTF-8" ?>\n<dds xmlns='
+                     '"http://www.eprosima.com"><profiles><data_writer profile_name='
+                     '"not_the_default"/></profiles></dds>\n')
+    return {**env, "FASTDDS_DEFAULT_PROFILES_FILE": str(empty)}
+
+
 class SchedTrace:
     """``perf sched record`` of the whole machine on CLOCK_MONOTONIC (the bridge's and the
     probes' clock) while the full stack runs; turned into ``perf sched timehist`` text."""
@@ -515,9 +529,11 @@ def full_stack(quick: bool, warmup: float, side_bridge_cycles: int, rt_priority:
                dashboard: bool = False, foxglove: bool = False, setup: str = "new",
                background_nice: int | None = None,
                pin_cpus: bool = False, probe: bool = False, trace_sched: bool = False,
-               soil_node: bool = False) -> dict[str, object]:
+               soil_node: bool = False, fastdds_timing: bool = False) -> dict[str, object]:
     env = setup_env(_ros_env(), setup)
     out = Path(tempfile.mkdtemp(prefix="bench_system_"))
+    if fastdds_timing:
+        env = fastdds_timing_env(env, out)
     if probe or trace_sched:
         env["EXCAVATOR_HIL_PROBE"] = str(out / "probe")
     page: OpenDashboard | OpenFoxglove | None = (
@@ -682,6 +698,9 @@ def main() -> None:
     parser.add_argument("--soil-node", action="store_true",
                         help="the demo's --soil-node (soil_node over DDS instead of the soil "
                              "inside sim_node, the default)")
+    parser.add_argument("--compare-dds", action="store_true",
+                        help="the full stack again with Fast DDS's own writer timing (3 s "
+                             "heartbeat) in place of config/fastdds_default.xml: the CPU ratio")
     parser.add_argument("--probe", action="store_true",
                         help="stall probes in every process (EXCAVATOR_HIL_PROBE): gc pauses, "
                              "stalls, run-queue wait per process")
@@ -714,6 +733,20 @@ def main() -> None:
                                   soil_node=args.soil_node)
         _print_full(setup, fulls[setup])
     full = fulls[setups[0]]
+    own_timing: dict[str, object] = {}
+    if args.compare_dds:
+        print("3c: full stack again, Fast DDS's own writer timing (no project profile) ...",
+              flush=True)
+        own = full_stack(args.quick, args.warmup, args.bridge_cycles, args.rt_priority,
+                         setup=setups[0], background_nice=args.background_nice,
+                         pin_cpus=args.pin_cpus, soil_node=args.soil_node,
+                         fastdds_timing=True)
+        _print_full("Fast DDS timing", own)
+        own_timing = _figures(own)
+        ratio = _f(full["cpu_total_cores"]) / _f(own["cpu_total_cores"])
+        own_timing["cpu_ratio_project_profile"] = ratio
+        print(f"    CPU with the project's profile / with Fast DDS's timing: {ratio:.3f}",
+              flush=True)
     s = full["summary"]
     cycles = s.get("bridge_cycles", 0) or 0
     watched: dict[str, dict[str, object]] = {}
@@ -751,6 +784,7 @@ def main() -> None:
         "sim_alone": sim, "bridge_alone": alone,
         "full": _figures(full), "setup": setups[0],
         "full_old_setup": _figures(fulls["old"]) if args.compare else {},
+        "full_fastdds_timing": own_timing,
         "with_dashboard": watched.get("dashboard", {}),
         "with_foxglove": watched.get("foxglove", {}),
     }

@@ -20,6 +20,7 @@ from excavator_sim.soil.bucket_body import (
     GRAVITY_M_S2,
     AccelerationEstimate,
     BucketBody,
+    UpdateInterval,
     held_caps,
     pour,
 )
@@ -205,6 +206,88 @@ def test_dump_empties_by_the_angle_of_the_bucket() -> None:
     pile = terrain.h - round(CONFIG.initial_height_m / CONFIG.cell_z_m)
     pile[xs < start.x - 1.5, :] = 0
     assert pile[pile > 0].sum() > 0.5 * full
+
+
+def _tilted_to_spill(share: float) -> tuple[Terrain, BucketPose, int, float]:
+    """A loaded bucket lifted 1 m, then the first teeth-down pitch (1 deg steps) at which the
+    instantaneous rule drops at least ``share`` of the load; returns the loaded terrain (not
+    yet tilted), that pose, the load the instantaneous rule leaves there and the opening's
+    tilt against "down" [rad] there."""
+    import copy
+
+    terrain = Terrain(CONFIG, BUCKET)
+    start = _loaded(terrain)
+    start = dataclasses.replace(start, z=start.z + 1.0)
+    terrain.update(start)
+    full = terrain.load_units
+    for k in range(1, 181):
+        pose = dataclasses.replace(start, pitch=start.pitch + math.radians(k))
+        instant = copy.deepcopy(terrain)
+        instant.update(pose)
+        if instant.load_units <= (1.0 - share) * full:
+            body = terrain.body
+            assert body is not None
+            tilt = math.acos(float(body.up_vector(pose.rotation(), None)[2]))
+            return terrain, pose, instant.load_units, tilt
+    raise AssertionError(f"the load never lost {share:.0%} at once")
+
+
+def test_soil_past_its_hold_slides_out_in_newmarks_time_not_at_once() -> None:
+    """Turned in one step to where the instantaneous rule drops a third of the load, and held
+    there: what stands beyond the held shape leaves over ~sqrt(2 L / a) (Newmark's block down
+    the chord L at a = g (sin(theta) - cos(theta) tan(phi))), not in the first update, and in
+    the end the same as the instantaneous rule; the mass exact throughout."""
+    terrain, pose, held_units, tilt = _tilted_to_spill(1.0 / 3.0)
+    full = terrain.load_units
+    total = terrain.total_units
+    dt = 0.01
+    loads = [full]
+    for _ in range(400):   # 4 s held
+        terrain.update(pose, elapsed_s=dt)
+        loads.append(terrain.load_units)
+        assert terrain.total_units == total
+    assert all(b <= a for a, b in itertools.pairwise(loads))
+    a = GRAVITY_M_S2 * (math.sin(tilt) - math.cos(tilt) * math.tan(REPOSE))
+    body = terrain.body
+    assert body is not None and a > 0.0
+    t_out = math.sqrt(2.0 * body.grid.length_m / a)
+    gone = [(full - v) / (full - held_units) for v in loads]
+    assert gone[1] < 0.05                         # the first 10 ms: next to nothing
+    k_half = next(k for k, g in enumerate(gone) if g >= 0.5)
+    assert 0.3 * t_out < k_half * dt < 1.2 * t_out, (k_half * dt, t_out)
+    assert loads[-1] == held_units                # in the end what the bucket holds
+
+
+def test_a_tenth_of_a_second_past_its_hold_moves_the_soil_centimetres_not_out() -> None:
+    """A jolt (a cylinder at its end stop) tilts the effective gravity to where the
+    instantaneous rule drops a third of the load, for 0.1 s, then the bucket is back level:
+    Newmark's block slid a t^2 / 2, a few centimetres of the ~1 m chord, and the bucket keeps
+    nearly all of its load; the block then comes to rest."""
+    terrain, pose, held_units, _ = _tilted_to_spill(1.0 / 3.0)
+    full = terrain.load_units
+    total = terrain.total_units
+    level = terrain.body
+    for _ in range(10):
+        terrain.update(pose, elapsed_s=0.01)
+    back = dataclasses.replace(pose, pitch=pose.pitch - math.radians(90.0))
+    for _ in range(100):
+        terrain.update(back, elapsed_s=0.01)
+        assert terrain.total_units == total
+    assert full - terrain.load_units < 0.15 * (full - held_units)
+    assert level is not None and level.slide.speed_m_s == 0.0 and level.slide.distance_m == 0.0
+
+
+def test_the_update_interval_counts_the_time_between_instants() -> None:
+    interval = UpdateInterval(max_elapsed_s=0.2)
+    assert interval.elapsed(None) is None            # no instant: at once
+    assert interval.elapsed(10.0) == 0.0             # the first: nothing slid yet
+    assert interval.elapsed(10.01) == pytest.approx(0.01)
+    assert interval.elapsed(12.0) == 0.2             # a gap counts as the bound
+    assert interval.elapsed(11.0) == 0.0             # the clock went back: a new start
+    assert interval.elapsed(float("nan")) is None
+    terrain = Terrain(CONFIG, BUCKET)
+    with pytest.raises(SoilInputError, match=r"elapsed time -0\.5 s"):
+        terrain.update(BucketPose(4.0, 0.0, 1.0, 0.0, 0.0), elapsed_s=-0.5)
 
 
 def test_carried_at_rest_keeps_its_shape_and_the_level_bucket_holds_the_heaped_capacity() -> None:

@@ -300,6 +300,12 @@ class RosLink(NodeThread):
         p.x, p.y, p.z = float(px), float(py), float(pz)
         o.x, o.y, o.z, o.w = float(qx), float(qy), float(qz), float(qw)
         pub.publish(msg)
+        # who it went to, in the log: a target that moves nothing is traced from here
+        readers = ", ".join(sorted(f"{i.node_namespace.rstrip('/')}/{i.node_name}"
+                                   for i in self.node.get_subscriptions_info_by_topic(topic)))
+        self.node.get_logger().info(
+            f"target ({x:.3f}, {y:.3f}, {z:.3f}) m, pitch {pitch:.3f} rad sent on {topic} to "
+            f"{pub.get_subscription_count()} matched subscriber(s); the graph shows: {readers}")
         return served
 
 

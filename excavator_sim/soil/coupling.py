@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from excavator_sim.soil.bucket_body import AccelerationEstimate
+from excavator_sim.soil.bucket_body import AccelerationEstimate, UpdateInterval
 from excavator_sim.soil.bucket_prism import BucketPose, BucketPrism
 from excavator_sim.soil.bucket_soil import soil_columns
 from excavator_sim.soil.config import SoilConfig
@@ -68,6 +68,7 @@ class SoilCoupling:
         self.last_pose: BucketPose | None = None
         # the bucket's acceleration (per-cell bucket soil: it tilts the soil's gravity)
         self.acceleration = AccelerationEstimate()
+        self.interval = UpdateInterval()   # the time the soil in the bucket slides
 
     def bucket_soil(self, column_m: float | None = None) -> np.ndarray:
         """The soil in the bucket at the last step's pose as columns in ``world``
@@ -102,8 +103,9 @@ class SoilCoupling:
         outside = ""
         surface: SurfaceFn = self.terrain.surface_m
         acc = self.acceleration.update(time_s, lin) if time_s is not None else None
+        elapsed = self.interval.elapsed(time_s)
         try:
-            self.terrain.update(pose, acceleration_m_s2=acc)
+            self.terrain.update(pose, acceleration_m_s2=acc, elapsed_s=elapsed)
         except OutsideGridError as exc:
             if not outside_ok:
                 raise

@@ -98,7 +98,7 @@ from excavator_common.ros_runtime import (
 )
 from excavator_kinematics.geometry import default_geometry
 from excavator_sim.plausibility import shipped_machine_envelope
-from excavator_sim.soil.bucket_body import AccelerationEstimate, BucketBody
+from excavator_sim.soil.bucket_body import AccelerationEstimate, BucketBody, UpdateInterval
 from excavator_sim.soil.bucket_markers import bucket_soil_marker
 from excavator_sim.soil.bucket_prism import BucketPose, BucketPrism
 from excavator_sim.soil.bucket_soil import columns_to_triangles, soil_columns
@@ -146,6 +146,8 @@ class _Machine:
     # the bucket's acceleration from the twists' stamps (per-cell bucket soil)
     acceleration: AccelerationEstimate = field(default_factory=AccelerationEstimate)
     acceleration_now: np.ndarray | None = None
+    # the poses' time between updates: how far the soil in the bucket slides (per-cell)
+    interval: UpdateInterval = field(default_factory=UpdateInterval)
     updates: int = 0
     answers_repeated: int = 0   # poses of an answered stamp, answered again (last_answer)
     update_time_s: float = 0.0
@@ -290,7 +292,8 @@ class SoilNode(Node):
             with self._terrain_lock:
                 self.plausibility.check_pose(pose, m.terrain.surface_m)  # before soil moves
                 try:
-                    update = m.terrain.update(pose, acceleration_m_s2=m.acceleration_now)
+                    update = m.terrain.update(pose, acceleration_m_s2=m.acceleration_now,
+                                              elapsed_s=m.interval.elapsed(stamp))
                     surface: SurfaceFn = m.terrain.surface_m
                 except OutsideGridError as exc:
                     outside = str(exc)

@@ -412,13 +412,17 @@ class Terrain:
                 max(j0 - margin, 0), min(j1 + margin, c.ny))
 
     def update(self, pose: BucketPose, full_grid: bool = False,
-               acceleration_m_s2: np.ndarray | None = None) -> TerrainUpdate:
+               acceleration_m_s2: np.ndarray | None = None,
+               elapsed_s: float | None = None) -> TerrainUpdate:
         """Move soil for the bucket at ``pose``. ``full_grid`` processes every cell (the naive
         baseline of the benchmark; same result up to relaxation reach). Atomic: when it raises
         (``OutsideGridError``: footprint or spilled soil off the grid) the terrain, the load and
         the motion history are as before the call. ``acceleration_m_s2``: the bucket's
         acceleration in ``world`` (None: at rest); with the per-cell bucket soil it tilts the
-        soil's effective gravity (a hard swing spills), the closed form ignores it."""
+        soil's effective gravity (a hard swing spills), the closed form ignores it.
+        ``elapsed_s``: the time [s] since the last update; with the per-cell bucket soil it
+        bounds how fast what the bucket cannot hold slides out (``BucketBody.settle``; None:
+        at once)."""
         c = self.config
         corners = self.bucket.corners(pose)
         box = self._box_around(corners, c.margin_cells)
@@ -452,6 +456,7 @@ class Terrain:
         saved_h = self.h[i0:i1, j0:j1].copy()
         saved_load, saved_cap = self.load_units, self.capacity_units
         saved_body = self.body.units.copy() if self.body is not None else None
+        saved_slide = self.body.slide if self.body is not None else None
         taken, pushed = (0, 0)
         try:
             if covered:
@@ -462,12 +467,14 @@ class Terrain:
                 spilled, spill_box = self._spill(pose)
             else:
                 spilled, spill_box = self._carry(pose, box, saved_h, taken,
-                                                 acceleration_m_s2)
+                                                 acceleration_m_s2, elapsed_s)
         except BaseException:
             self.h[i0:i1, j0:j1] = saved_h
             self.load_units, self.capacity_units = saved_load, saved_cap
             if self.body is not None and saved_body is not None:
                 self.body.units[:, :] = saved_body
+                if saved_slide is not None:
+                    self.body.slide = saved_slide
             self._prev_mouth = prev_mouth
             raise
         relaxed = kern.relax(self.h, i0, j0, cap, self._dmax, c.relax_iterations)
@@ -507,7 +514,8 @@ class Terrain:
         return u
 
     def _carry(self, pose: BucketPose, box: Box, before: np.ndarray, taken: int,
-               acceleration_m_s2: np.ndarray | None) -> tuple[int, Box | None]:
+               acceleration_m_s2: np.ndarray | None,
+               elapsed_s: float | None = None) -> tuple[int, Box | None]:
         """The per-cell bucket soil: the units just dug settle in the bucket's lowest free room
         (a level fill: the cutting pushes them in; any without room stay in the columns over
         the cells they came from), the body relaxes under the effective gravity and what leaves it
@@ -528,7 +536,7 @@ class Terrain:
             share = np.floor(dug[a, b] * (taken - placed) / taken).astype(np.int64)
             share[: (taken - placed) - int(share.sum())] += 1
             body.add_at((world - pose.position) @ pose.rotation(), share)
-        points, out, counts = body.settle(pose, acceleration_m_s2)
+        points, out, counts = body.settle(pose, acceleration_m_s2, elapsed_s)
         self.load_units = body.total_units
         if len(counts) == 0:
             return 0, None
