@@ -44,6 +44,9 @@ PARAMETERS: tuple[ParameterSpec, ...] = (
        "poses' own (simulated) time", dynamic=True),
     _f("heightmap_rate_hz", 2.0, 0.1, 50.0, "Hz", "soil/heightmap cloud and full-grid "
        "soil/terrain_patch rate (wall time, when the terrain changed)", dynamic=True),
+    _f("twist_wait_s", 0.5, 0.0, 60.0, "s", "the longest a bucket_pose waits (wall time) "
+       "for the bucket_twist of its stamp, on its own topic, before it is answered with the "
+       "latest twist (0: never waits)", dynamic=True),
     ParameterSpec("machines", "", "comma-separated namespaces of the machines digging in this "
                   "node's one terrain (topics <ns>/bucket_pose, <ns>/soil/wrench...); empty: one "
                   "machine, topics relative to the node"),
@@ -143,6 +146,7 @@ class SoilConfig:
     dimaio: DiMaioParams
     fee: FeeSoil
     presets: tuple[str, ...]
+    twist_wait_s: float = 0.5
 
 
 def preset_names(params: Mapping[str, Any]) -> list[str]:
@@ -188,7 +192,8 @@ def soil_config_from_parameters(params: Mapping[str, Any], source: str = "<param
         surcharge_pa=sp["surcharge_pa"],
     )
     return SoilConfig(chosen, values["update_rate_hz"], values["heightmap_rate_hz"],
-                      terrain, dimaio, fee, tuple(preset_names(values)))
+                      terrain, dimaio, fee, tuple(preset_names(values)),
+                      values["twist_wait_s"])
 
 
 def load_soil_config(path: str | Path | None = None, preset: str | None = None) -> SoilConfig:

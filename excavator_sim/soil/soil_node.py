@@ -125,6 +125,16 @@ HEIGHTMAP_MAX_NODES = 160  # points per side of soil/heightmap (<= 25,600 points
 LATEST_ONLY = QoSProfile(depth=1, history=HistoryPolicy.KEEP_LAST,
                          reliability=ReliabilityPolicy.RELIABLE)
 SOURCE = "soil_node parameters"
+# A pose waits up to twist_wait_s [s, wall] for the twist of its own instant before it is
+# answered with the latest twist (a sender that stopped sending twists): sim_node sends the
+# twist first, but on its own topic; a twist sample lost in the transport arrives after its
+# pose, once the writer repaired it (0.1 s with the project's Fast DDS profile,
+# config/fastdds_default.xml). Answered with the twist before, the pose's force differs from
+# the replay's of the same session (test_teleop_impedance_replay).
+# After this many poses in a row whose twist never came (a sender whose twists are stamped on
+# another clock, or not with the poses) poses stop waiting for it until a twist of a pose's
+# instant comes again; said in the log.
+TWISTS_MISSED_OFF = 3
 
 
 @dataclass
@@ -150,6 +160,12 @@ class _Machine:
     interval: UpdateInterval = field(default_factory=UpdateInterval)
     updates: int = 0
     answers_repeated: int = 0   # poses of an answered stamp, answered again (last_answer)
+    twist_stamp: float | None = None   # the latest twist's [s]
+    # a pose whose twist has not arrived yet, and when it came [s, monotonic]
+    pending: tuple[PoseStamped, float] | None = None
+    poses_waited_for_twist: int = 0     # answered once their own twist came
+    poses_without_twist: int = 0        # answered after twist_wait_s with the latest twist
+    overdue_in_a_row: int = 0           # TWISTS_MISSED_OFF of them: poses stop waiting
     update_time_s: float = 0.0
     last_force: np.ndarray = field(default_factory=lambda: np.zeros(3))
 
@@ -221,6 +237,7 @@ class SoilNode(Node):
         self.diagnostics = Diagnostics(self, f"{self.get_name()}: soil")
         self.rejections = Rejections(self, self.diagnostics, "input")
         self.create_timer(1.0, self.publish_status)
+        self.create_timer(0.05, self._answer_overdue)   # poses whose twist never came
         self.publish_patch((0, g.nx, 0, g.ny))
         # subscribers of soil/terrain_patch last seen: one that joins later (a simulator
         # started after this node) gets the whole grid at the next visualisation period, not
@@ -246,7 +263,8 @@ class SoilNode(Node):
             self.config,
             update_rate_hz=float(changed.get("update_rate_hz", self.config.update_rate_hz)),
             heightmap_rate_hz=float(changed.get("heightmap_rate_hz",
-                                                self.config.heightmap_rate_hz)))
+                                                self.config.heightmap_rate_hz)),
+            twist_wait_s=float(changed.get("twist_wait_s", self.config.twist_wait_s)))
 
     # --- inputs --------------------------------------------------------------------------
     def on_twist(self, msg: TwistStamped, machine: _Machine) -> None:
@@ -262,7 +280,14 @@ class SoilNode(Node):
             return
         machine.twist = twist
         stamp = msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
+        machine.twist_stamp = stamp
         machine.acceleration_now = machine.acceleration.update(stamp, twist[0])
+        pending = machine.pending
+        if pending is not None and _stamp_s(pending[0]) <= stamp:
+            machine.pending = None
+            machine.poses_waited_for_twist += 1
+            machine.overdue_in_a_row = 0
+            self._answer(pending[0], machine)
 
     def on_pose(self, msg: PoseStamped, info: MessageInfo | None, machine: _Machine) -> None:
         self._count_superseded(info)
@@ -283,6 +308,40 @@ class SoilNode(Node):
         if (m.last_stamp is not None and stamp > m.last_stamp
                 and stamp - m.last_stamp < 1.0 / self.config.update_rate_hz - 1e-6):
             return  # faster than update_rate_hz (in the messages' time): skip
+        if m.twist_stamp is not None and m.twist_stamp >= stamp:
+            m.overdue_in_a_row = 0   # its twist came first: the streams match
+        elif (m.twist_stamp is not None and m.overdue_in_a_row < TWISTS_MISSED_OFF
+              and self.config.twist_wait_s > 0.0):
+            # the twist of this instant is still on its way (its own topic): answered with
+            # it, as a replay of the same poses is, not with the one before (a newer pose
+            # replaces a waiting one: latest wins)
+            m.pending = (msg, time.monotonic())
+            return
+        m.pending = None
+        self._answer(msg, m)
+
+    def _answer_overdue(self) -> None:
+        """Timer: a pose that waited twist_wait_s for its twist is answered with the latest."""
+        now = time.monotonic()
+        for m in self.machines:
+            if m.pending is not None and now - m.pending[1] >= self.config.twist_wait_s:
+                msg = m.pending[0]
+                m.pending = None
+                m.poses_without_twist += 1
+                m.overdue_in_a_row += 1
+                if m.overdue_in_a_row == TWISTS_MISSED_OFF:
+                    self.get_logger().warning(
+                        f"{TWISTS_MISSED_OFF} bucket poses in a row got no bucket_twist of "
+                        f"their stamp within twist_wait_s = {self.config.twist_wait_s:g} s: "
+                        "answering poses with the latest twist without waiting until one "
+                        "matches again; stamp each "
+                        "twist with its pose's stamp (as sim_node does)")
+                self._answer(msg, m)
+
+    def _answer(self, msg: PoseStamped, m: _Machine) -> None:
+        """Update the soil for the pose ``msg`` with the machine's twist now; publish the
+        answer (payload, wrench, load) and the changed terrain."""
+        stamp = _stamp_s(msg)
         p, o = msg.pose.position, msg.pose.orientation
         t0 = time.perf_counter()
         update = None
@@ -467,6 +526,8 @@ class SoilNode(Node):
             out |= {
                 f"{key}updates": m.updates,
                 f"{key}answers_repeated": m.answers_repeated,
+                f"{key}poses_waited_for_twist": m.poses_waited_for_twist,
+                f"{key}poses_without_twist": m.poses_without_twist,
                 f"{key}mean_update_ms": f"{mean_ms:.3f}",
                 f"{key}bucket_load_m3": f"{m.terrain.load_volume_m3:.5f}",
                 f"{key}bucket_load_kg": f"{m.terrain.load_mass_kg:.1f}",
@@ -483,6 +544,10 @@ class SoilNode(Node):
 
     def publish_status(self) -> None:
         self.diagnostics.publish(OK, "running", self._counters())
+
+
+def _stamp_s(msg: PoseStamped) -> float:
+    return float(msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec)
 
 
 def _topic(machine: str, name: str) -> str:
