@@ -98,12 +98,18 @@ def _pose(hand: np.ndarray) -> PoseStamped:
     return msg
 
 
-def _teleop_values(obs: Observer) -> dict[str, str]:
+def _node_values(obs: Observer, node: str) -> dict[str, str]:
     for array in reversed(obs.diagnostics):
         for s in array.status:
-            if s.name.startswith("teleop_node") and s.values:
+            if s.name.startswith(node) and s.values:
                 return {kv.key: kv.value for kv in s.values}
     return {}
+
+
+def _teleop_values(obs: Observer) -> dict[str, str]:
+    """teleop_node's latest /diagnostics values, with soil_node's as ``soil.<key>``."""
+    soil = {f"soil.{k}": v for k, v in _node_values(obs, "soil_node").items()}
+    return {**_node_values(obs, "teleop_node"), **soil}
 
 
 @pytest.fixture(scope="module")
@@ -216,10 +222,12 @@ def test_the_impedance_replay_follows_the_recorded_joint_trajectories(runs) -> N
           f"rad, range moved {moved.round(3).tolist()} rad")
     assert np.all(moved[1:] > 0.2)  # boom, arm and bucket really moved
     late = {k: (live_sim.get(k), replay_sim.get(k))
-            for k in ("commands_past_stamp", "soil_lockstep_timeouts",
-                      "command_lockstep_timeouts")}
+            for k in ("commands_past_stamp", "command_late_ms_max", "soil_lockstep_timeouts",
+                      "command_lockstep_timeouts", "soil_poses_resent")}
     late.update({k: (live_tele.get(k), replay_tele.get(k))
-                 for k in ("wrenches_late", "impedance_ticks_skipped")})
+                 for k in ("wrenches_late", "impedance_ticks_skipped", "hands_restamped",
+                           "soil.poses_waited_for_twist", "soil.poses_without_twist",
+                           "soil.answers_repeated", "soil.poses_superseded")})
     # where it left (for a failure: seconds of the session, and the joints there)
     off = [t for t, d in zip(common, diff, strict=True) if d.max() >= 1e-9]
     where = (f"first at {1e-9 * (off[0] - common[0]):.2f} s into the judged span, "
