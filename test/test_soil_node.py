@@ -205,6 +205,7 @@ def test_a_burst_of_poses_is_worked_off_newest_first_without_a_backlog(channel: 
              "soil diagnostics up to date")
     updates0 = int(channel.status("updates") or 0)
     superseded0 = int(channel.status("poses_superseded") or 0)
+    skipped0 = int(channel.status("poses_rate_skipped") or 0)
     n0 = len(channel.wrenches)
     pitch = pitch_for_attack(BUCKET, math.radians(30.0))
     path = list(cut_tip_path(0.2, x_start=2.5, length_m=1.0, speed_m_s=0.5, dt=0.01))
@@ -219,11 +220,15 @@ def test_a_burst_of_poses_is_worked_off_newest_first_without_a_backlog(channel: 
     def accounted() -> bool:
         updates = int(channel.status("updates") or 0) - updates0
         superseded = int(channel.status("poses_superseded") or 0) - superseded0
-        return updates + superseded == len(path)
+        skipped = int(channel.status("poses_rate_skipped") or 0) - skipped0
+        return updates + superseded + skipped == len(path)
 
     wait_for(accounted, 10.0, lambda: f"{len(path)} poses processed or superseded: "
              f"{channel.status('updates')} - {updates0} + {channel.status('poses_superseded')} "
-             f"- {superseded0}")
+             f"- {superseded0} (" + ", ".join(
+                 f"{k} {channel.status(k)}" for k in (
+                     "poses_rate_skipped", "answers_repeated", "poses_waited_for_twist",
+                     "poses_without_twist", "rejected")) + ")")
     assert channel.status("mass_drift_units") == "0"  # soil conserved, however many skipped
 
 
@@ -317,6 +322,19 @@ def test_a_pose_whose_twist_comes_after_it_is_answered_with_that_twist(
     wait_for(lambda: channel.answered(900.06), 30.0, "the answer after twist_wait_s")
     wait_for(lambda: int(channel.status("poses_without_twist") or 0) == without0 + 1, 10.0,
              lambda: f"poses_without_twist {channel.status('poses_without_twist')}")
+    # sent again and again without its twist (sim_node's lockstep re-sends every 0.25 s): it
+    # waits from its first arrival, not from the last copy, so it is answered while the
+    # copies still come (the wait is 1 s, the copies come for 6 s)
+    assert set_parameters(probe, "/soil_node", {"twist_wait_s": 1.0}) == [(True, "")]
+    end = time.monotonic() + 6.0
+    answered_while_resent = False
+    while time.monotonic() < end:
+        _send_pose_only(channel, pose, 900.08)
+        if channel.answered(900.08):
+            answered_while_resent = True
+            break
+        time.sleep(0.2)
+    assert answered_while_resent, "a pose sent again kept waiting for its twist"
     assert set_parameters(probe, "/soil_node", {"twist_wait_s": 0.5}) == [(True, "")]
     assert channel.status("mass_drift_units") == "0"
 

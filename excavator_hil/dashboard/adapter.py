@@ -278,12 +278,20 @@ class RosLink(NodeThread):
         # incompatible QoS never matches. Counting from the publisher's creation instead, a
         # Send more than MATCH_WAIT_S later went out on one match, a viewer's, while the
         # machine's ik_node was not matched yet on a loaded host (solved=0: it never moved).
+        # The machine's own reader (its ik_node, in its namespace) must be among them: a
+        # dashboard that has not discovered it yet counts only the others (the probe, a
+        # viewer), and a target sent then passes it by (a fleet CI run: ik_node solved=0).
         topic = self.topic("target_pose", served)
         deadline = time.monotonic() + MATCH_WAIT_S
 
+        def machine_readers() -> int:
+            return sum(1 for i in self.node.get_subscriptions_info_by_topic(topic)
+                       if i.node_namespace == served)
+
         def matched() -> bool:
             n = pub.get_subscription_count()
-            return n > 0 and (n >= self.node.count_subscribers(topic)
+            return n > 0 and ((n >= self.node.count_subscribers(topic)
+                               and machine_readers() > 0)
                               or time.monotonic() > deadline)
 
         while not matched():
@@ -303,9 +311,12 @@ class RosLink(NodeThread):
         # who it went to, in the log: a target that moves nothing is traced from here
         readers = ", ".join(sorted(f"{i.node_namespace.rstrip('/')}/{i.node_name}"
                                    for i in self.node.get_subscriptions_info_by_topic(topic)))
-        self.node.get_logger().info(
+        log = self.node.get_logger()
+        (log.info if machine_readers() > 0 else log.warning)(
             f"target ({x:.3f}, {y:.3f}, {z:.3f}) m, pitch {pitch:.3f} rad sent on {topic} to "
-            f"{pub.get_subscription_count()} matched subscriber(s); the graph shows: {readers}")
+            f"{pub.get_subscription_count()} matched subscriber(s); the graph shows: "
+            f"{readers or 'none'}" + ("" if machine_readers() > 0 else
+                                      f" (none in {served}: is its ik_node running?)"))
         return served
 
 

@@ -196,6 +196,7 @@ class SoilNode(Node):
         # the first wrench answers a pose 1-3 s old on a 2-core host.
         warm_up(config.terrain, config.dimaio, self.bucket)
         self.poses_superseded = 0  # poses replaced by a newer one before they were processed
+        self.poses_rate_skipped = 0  # poses closer to the last update than update_rate_hz
         self._last_sequence: dict[bytes, int] = {}  # per publisher (gid)
         self._mesh_dirty = True
         # (pose, load m^3) after the last update, for the bucket-soil marker thread
@@ -307,6 +308,7 @@ class SoilNode(Node):
             return
         if (m.last_stamp is not None and stamp > m.last_stamp
                 and stamp - m.last_stamp < 1.0 / self.config.update_rate_hz - 1e-6):
+            self.poses_rate_skipped += 1
             return  # faster than update_rate_hz (in the messages' time): skip
         if m.twist_stamp is not None and m.twist_stamp >= stamp:
             m.overdue_in_a_row = 0   # its twist came first: the streams match
@@ -315,9 +317,17 @@ class SoilNode(Node):
             # the twist of this instant is still on its way (its own topic): answered with
             # it, as a replay of the same poses is, not with the one before (a newer pose
             # replaces a waiting one: latest wins)
-            m.pending = (msg, time.monotonic())
+            since = time.monotonic()
+            if m.pending is not None:
+                if _stamp_s(m.pending[0]) == stamp:
+                    since = m.pending[1]   # a pose sent again waits from its first arrival
+                else:
+                    self.poses_superseded += 1   # a newer pose replaces the waiting one
+            m.pending = (msg, since)
             return
-        m.pending = None
+        if m.pending is not None:   # an older pose still waiting: this one is newer
+            m.pending = None
+            self.poses_superseded += 1
         self._answer(msg, m)
 
     def _answer_overdue(self) -> None:
@@ -536,6 +546,7 @@ class SoilNode(Node):
         return {
             **out,
             "poses_superseded": self.poses_superseded,
+            "poses_rate_skipped": self.poses_rate_skipped,
             "mass_drift_units": self.shared.total_units - self.start_units,
             "preset": self.config.preset,
             "rejected": self.rejections.count,
