@@ -342,7 +342,10 @@ def test_the_dashboard_drives_the_machine_chosen_on_its_page(
         page.emit_to("dash-send", "click")
         wait_for(lambda: "to /exc2" in page.text("dash-sent"), LIMIT_S,
                  lambda: f"the send ({page.text('dash-sent')})")
-        wait_for(lambda: targets_m2, LIMIT_S, "/exc2/target_pose")
+        wait_for(lambda: targets_m2, LIMIT_S,
+                 lambda: f"/exc2/target_pose at the probe (its publishers: "
+                         f"{probe.endpoints('publishers', '/exc2/target_pose')})\n"
+                         f"{machines.logs(dash)}")
         assert targets_m2[-1].header.frame_id == "exc2/base_link"
         wait_for(lambda: np.max(np.abs(machines.q("exc2")[:4] - solution.q)) < 0.05, LIMIT_S,
                  lambda: f"machine 2 at the IK solution ({machines.q('exc2')[:4]} vs "
