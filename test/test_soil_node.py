@@ -263,6 +263,47 @@ def test_a_pose_sent_again_gets_the_same_answer_without_a_second_update(channel:
     assert channel.status("mass_drift_units") == "0"
 
 
+def test_bad_poses_are_rejected_on_diagnostics(channel: Channel) -> None:
+    n = len(channel.wrenches)
+    nan_pose = PoseStamped()
+    nan_pose.header.frame_id = "world"
+    nan_pose.pose.position.x = float("nan")
+    nan_pose.pose.orientation.w = 1.0
+    channel.pose.publish(nan_pose)
+    wait_for(lambda: any("not finite" in e for e in channel.errors()), 10.0,
+             "a diagnostics error for the NaN pose")
+    channel.send(BucketPose(4.0, 0.0, 1.0, 0.0, 0.0), np.zeros(3), 501.0, frame="map")
+    wait_for(lambda: any("'map'" in e for e in channel.errors()), 10.0, "a frame error")
+    time.sleep(0.2)
+    assert len(channel.wrenches) == n  # nothing published for malformed input
+    # outside the grid: an error, the terrain untouched, but a current wrench (the per-cell
+    # bucket soil, the default: the load's weight is not in it, its mass goes on
+    # soil/bucket_payload before the wrench)
+    # First the terrain at rest: the last patch received is a full grid. After a change the
+    # node sends its patch, then (heightmap_rate_hz) the full grid, on one publisher, in order:
+    # nothing of the earlier digging is still on its way (a sleep, on a loaded host, let that
+    # full grid arrive after the count below)
+    wait_for(lambda: _is_full_grid(channel.patches[-1], 160, 120), 10.0,
+             "the full grid after the last change")
+    patches = len(channel.patches)
+    # 10 m: past the 8 m grid, within the machine's reach of it (farther is implausible)
+    channel.send(BucketPose(10.0, 0.0, 0.0, 0.0, 0.0), np.array([-0.5, 0.0, 0.0]), 502.0)
+    wait_for(lambda: any("leaves the terrain grid" in e for e in channel.errors()), 10.0,
+             "a diagnostics error for the bucket outside the grid")
+    wait_for(lambda: len(channel.wrenches) == n + 1, 10.0, "the no-ground wrench")
+    # its load comes after it, on its own topic (one per wrench)
+    wait_for(lambda: len(channel.loads) == len(channel.wrenches), 10.0, "its bucket_load")
+    f = channel.wrenches[-1].wrench.force
+    load = channel.loads[-1].data
+    assert (f.x, f.y, f.z) == (0.0, 0.0, 0.0)
+    payload = channel.payloads[-1]
+    assert payload.header.stamp == channel.wrenches[-1].header.stamp
+    assert load > 0.0 and payload.inertia.m == pytest.approx(1800.0 * load)
+    time.sleep(0.2)
+    assert len(channel.patches) == patches
+
+
+# last: it digs at a pose of its own, which the tests before it must not find changed
 def _send_pose_only(channel: Channel, pose: BucketPose, t: float) -> None:
     """The pose stamped ``t`` without its twist (as if the twist's sample were lost)."""
     send_bucket_state(channel.pose, _Lost(), pose, np.zeros(3), t)
@@ -337,43 +378,3 @@ def test_a_pose_whose_twist_comes_after_it_is_answered_with_that_twist(
     assert answered_while_resent, "a pose sent again kept waiting for its twist"
     assert set_parameters(probe, "/soil_node", {"twist_wait_s": 0.5}) == [(True, "")]
     assert channel.status("mass_drift_units") == "0"
-
-
-def test_bad_poses_are_rejected_on_diagnostics(channel: Channel) -> None:
-    n = len(channel.wrenches)
-    nan_pose = PoseStamped()
-    nan_pose.header.frame_id = "world"
-    nan_pose.pose.position.x = float("nan")
-    nan_pose.pose.orientation.w = 1.0
-    channel.pose.publish(nan_pose)
-    wait_for(lambda: any("not finite" in e for e in channel.errors()), 10.0,
-             "a diagnostics error for the NaN pose")
-    channel.send(BucketPose(4.0, 0.0, 1.0, 0.0, 0.0), np.zeros(3), 501.0, frame="map")
-    wait_for(lambda: any("'map'" in e for e in channel.errors()), 10.0, "a frame error")
-    time.sleep(0.2)
-    assert len(channel.wrenches) == n  # nothing published for malformed input
-    # outside the grid: an error, the terrain untouched, but a current wrench (the per-cell
-    # bucket soil, the default: the load's weight is not in it, its mass goes on
-    # soil/bucket_payload before the wrench)
-    # First the terrain at rest: the last patch received is a full grid. After a change the
-    # node sends its patch, then (heightmap_rate_hz) the full grid, on one publisher, in order:
-    # nothing of the earlier digging is still on its way (a sleep, on a loaded host, let that
-    # full grid arrive after the count below)
-    wait_for(lambda: _is_full_grid(channel.patches[-1], 160, 120), 10.0,
-             "the full grid after the last change")
-    patches = len(channel.patches)
-    # 10 m: past the 8 m grid, within the machine's reach of it (farther is implausible)
-    channel.send(BucketPose(10.0, 0.0, 0.0, 0.0, 0.0), np.array([-0.5, 0.0, 0.0]), 502.0)
-    wait_for(lambda: any("leaves the terrain grid" in e for e in channel.errors()), 10.0,
-             "a diagnostics error for the bucket outside the grid")
-    wait_for(lambda: len(channel.wrenches) == n + 1, 10.0, "the no-ground wrench")
-    # its load comes after it, on its own topic (one per wrench)
-    wait_for(lambda: len(channel.loads) == len(channel.wrenches), 10.0, "its bucket_load")
-    f = channel.wrenches[-1].wrench.force
-    load = channel.loads[-1].data
-    assert (f.x, f.y, f.z) == (0.0, 0.0, 0.0)
-    payload = channel.payloads[-1]
-    assert payload.header.stamp == channel.wrenches[-1].header.stamp
-    assert load > 0.0 and payload.inertia.m == pytest.approx(1800.0 * load)
-    time.sleep(0.2)
-    assert len(channel.patches) == patches

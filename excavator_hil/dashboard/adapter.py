@@ -284,14 +284,11 @@ class RosLink(NodeThread):
         topic = self.topic("target_pose", served)
         deadline = time.monotonic() + MATCH_WAIT_S
 
-        def machine_readers() -> int:
-            return sum(1 for i in self.node.get_subscriptions_info_by_topic(topic)
-                       if i.node_namespace == served)
-
         def matched() -> bool:
             n = pub.get_subscription_count()
             return n > 0 and ((n >= self.node.count_subscribers(topic)
-                               and machine_readers() > 0)
+                               and any(i.node_namespace == served for i in
+                                       self.node.get_subscriptions_info_by_topic(topic)))
                               or time.monotonic() > deadline)
 
         while not matched():
@@ -309,14 +306,15 @@ class RosLink(NodeThread):
         o.x, o.y, o.z, o.w = float(qx), float(qy), float(qz), float(qw)
         pub.publish(msg)
         # who it went to, in the log: a target that moves nothing is traced from here
+        infos = self.node.get_subscriptions_info_by_topic(topic)
         readers = ", ".join(sorted(f"{i.node_namespace.rstrip('/')}/{i.node_name}"
-                                   for i in self.node.get_subscriptions_info_by_topic(topic)))
+                                   for i in infos)) or "none"
+        own = any(i.node_namespace == served for i in infos)
         log = self.node.get_logger()
-        (log.info if machine_readers() > 0 else log.warning)(
+        (log.info if own else log.warning)(
             f"target ({x:.3f}, {y:.3f}, {z:.3f}) m, pitch {pitch:.3f} rad sent on {topic} to "
-            f"{pub.get_subscription_count()} matched subscriber(s); the graph shows: "
-            f"{readers or 'none'}" + ("" if machine_readers() > 0 else
-                                      f" (none in {served}: is its ik_node running?)"))
+            f"{pub.get_subscription_count()} matched subscriber(s); the graph shows: {readers}"
+            + ("" if own else f" (none in {served}: is its ik_node running?)"))
         return served
 
 

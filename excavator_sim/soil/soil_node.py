@@ -280,7 +280,7 @@ class SoilNode(Node):
             self._reject(str(exc))
             return
         machine.twist = twist
-        stamp = msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
+        stamp = _stamp_s(msg)
         machine.twist_stamp = stamp
         machine.acceleration_now = machine.acceleration.update(stamp, twist[0])
         pending = machine.pending
@@ -295,7 +295,7 @@ class SoilNode(Node):
         if msg.header.frame_id not in ("", WORLD):
             self._reject(f"bucket_pose in frame {msg.header.frame_id!r}: send it in 'world'")
             return
-        stamp = msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
+        stamp = _stamp_s(msg)
         m = machine
         if stamp == m.last_stamp and m.last_answer is not None:
             # answered already: the answer again, not a second update of the soil at one pose
@@ -557,7 +557,8 @@ class SoilNode(Node):
         self.diagnostics.publish(OK, "running", self._counters())
 
 
-def _stamp_s(msg: PoseStamped) -> float:
+def _stamp_s(msg: PoseStamped | TwistStamped) -> float:
+    """A stamped message's header stamp [s]."""
     return float(msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec)
 
 
