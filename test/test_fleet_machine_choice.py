@@ -342,11 +342,24 @@ def test_the_dashboard_drives_the_machine_chosen_on_its_page(
         page.emit_to("dash-send", "click")
         wait_for(lambda: "to /exc2" in page.text("dash-sent"), LIMIT_S,
                  lambda: f"the send ({page.text('dash-sent')})")
-        wait_for(lambda: targets_m2, LIMIT_S,
-                 lambda: f"/exc2/target_pose at the probe (its publishers: "
-                         f"{probe.endpoints('publishers', '/exc2/target_pose')})\n"
-                         f"{machines.logs(dash)}")
-        assert targets_m2[-1].header.frame_id == "exc2/base_link"
+        # The probe gets the target if the dashboard's writer had matched it when it published:
+        # the probe matching the writer (above) does not say the writer matched the probe (DDS
+        # discovers each side on its own; both cores busy, the dashboard's side came late). The
+        # dashboard's Send log line says whom it went to; machine 2's ik_node must be among
+        # them, and the machine's motion below is what proves the target reached it.
+        sent = wait_for(lambda: re.search(r"sent on /exc2/target_pose to (\d+) matched "
+                                          r"subscriber\(s\); the graph shows: ([^\n]*)",
+                                          dash.log()), LIMIT_S,
+                        lambda: f"the dashboard's Send log line\n{dash.log()[-3000:]}", 0.1)
+        readers = sent.group(2)
+        assert "/exc2/ik_node" in readers, f"machine 2's ik_node not among the readers: {sent[0]}"
+        if int(sent.group(1)) >= 2 and "two_machines_probe" in readers:
+            wait_for(lambda: targets_m2, LIMIT_S,
+                     lambda: f"/exc2/target_pose at the probe (its publishers: "
+                             f"{probe.endpoints('publishers', '/exc2/target_pose')})\n"
+                             f"{machines.logs(dash)}")
+        if targets_m2:
+            assert targets_m2[-1].header.frame_id == "exc2/base_link"
         wait_for(lambda: np.max(np.abs(machines.q("exc2")[:4] - solution.q)) < 0.05, LIMIT_S,
                  lambda: f"machine 2 at the IK solution ({machines.q('exc2')[:4]} vs "
                  f"{solution.q})\n{machines.statuses('exc2')}\n{machines.logs(dash)}", 0.1)
@@ -357,7 +370,7 @@ def test_the_dashboard_drives_the_machine_chosen_on_its_page(
         page.close()
     machines.assert_machine_1_still(start, q1)
     assert all(not msgs for msgs in to_m1.values()), {t: len(m) for t, m in to_m1.items()}
-    assert len(targets_m2) == 1
+    assert len(targets_m2) <= 1
 
 
 @pytest.mark.parametrize(("command", "message"), [

@@ -55,13 +55,14 @@ def test_a_tick_waits_for_the_wrench_of_its_stamp_then_goes_on_late() -> None:
     assert s.add_state(20 * MS, state(20 * MS)) == []  # tick 20 ms: its wrench is coming
     (tick,) = s.add_wrench(20 * MS, *wrench(20 * MS))
     assert tick.t_ns == 20 * MS and tick.force[0] == -20.0 and not tick.wrench_late
-    # soil_node stops answering: a tick waits for it until the states are half the delay on
+    # soil_node stops answering: a tick waits for it until the states are the delay less one
+    # period on (its command still ahead of its stamp), then goes on with the latest wrench
     ticks: list[ImpedanceTick] = []
     n = 3
     while not ticks:
         ticks = s.add_state(n * STATE_NS, state(n * STATE_NS))
         n += 1
-    assert (n - 1) * STATE_NS == 40 * MS + DELAY_NS // 2
+    assert (n - 1) * STATE_NS == 40 * MS + DELAY_NS - TICK_NS
     assert ticks[0].t_ns == 40 * MS and ticks[0].wrench_late and ticks[0].force[0] == -20.0
     assert s.wrenches_late == len(ticks)
     # a wrench older than wrench_timeout_s acts no more

@@ -12,7 +12,10 @@ depends on their stamps alone, so a recorded session replays to the same command
   wrench with the pose it answers); the tick waits for a wrench stamped >= ``t`` (in lockstep
   sim_node does not step past a pose before it is answered), at most until the states are
   ``wrench_wait_ns`` past it (then the latest one acts and the tick is counted as
-  ``wrenches_late``: reproducible only when no soil_node runs at all, where every tick waits);
+  ``wrenches_late``: reproducible only when no soil_node runs at all, where every tick waits).
+  By default that is the delay less one period: as long as the tick's command can still reach
+  sim_node before its stamp (with the command lockstep sim_node cannot step past it anyway), so
+  a soil answer held up on a loaded host (a DDS repair, a starved soil_node) still acts;
   a wrench older than ``wrench_timeout_ns`` counts as zero;
 - the hand pose of tick ``t`` is the latest one taken in at or before it, and none when that is
   older than ``hand_timeout_ns``. A pose is taken in at its stamp (simulated time; the caller
@@ -66,7 +69,10 @@ class ImpedanceSchedule:
         self.delay_ns = delay_ns
         self.hand_timeout_ns = hand_timeout_ns
         self.wrench_timeout_ns = wrench_timeout_ns
-        self.wrench_wait_ns = delay_ns // 2 if wrench_wait_ns is None else wrench_wait_ns
+        # the latest a tick can be computed with its command still ahead of its stamp (one
+        # period of margin); half the delay where the delay is shorter than two periods
+        self.wrench_wait_ns = max(delay_ns // 2, delay_ns - period_ns) \
+            if wrench_wait_ns is None else wrench_wait_ns
         self.ticks = 0
         self.ticks_skipped = 0
         self.hands_restamped = 0
