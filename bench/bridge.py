@@ -492,7 +492,9 @@ def _opcua_lab(tmp: Path, port: int) -> tuple[list[str], dict[str, Any]]:
     shutil.copy(server.cert, client.trusted / "virtual_plc.der")
     shutil.copy(client.cert, server.trusted / "plc_bridge.der")
     password, users = tmp / "password", tmp / "users"
-    for path, text in ((password, "bench"), (users, "bench:bench\n")):
+    from plc_bridge.virtual_plc.users import hash_password
+
+    for path, text in ((password, "bench"), (users, f"bench:{hash_password('bench')}\n")):
         path.write_text(text)
         os.chmod(path, 0o600)
     extra = ["--opcua-port", str(port), "--opcua-pki", str(server.root), "--opcua-users",

@@ -107,6 +107,8 @@ def build_parser() -> argparse.ArgumentParser:
                           "control and monitor data blocks"),
         ("opcua-certs", "make the OPC UA certificate and key of the bridge, the plant link or "
                         "the virtual PLC (own/, trusted/, rejected/)"),
+        ("opcua-user", "add, change or delete a user of the virtual PLC's OPC UA server "
+                       "(scrypt hashes, mode 0600)"),
         ("bridge", "run the Redis <-> S7 bridge without ROS"),
         ("virtual-plc", "run the virtual PLC (an S7 server with a vehicle plant)"),
         ("ament-register", "register the pip-installed package in an ament prefix (the venv) "
@@ -194,6 +196,7 @@ PASS_THROUGH: dict[str, Callable[[argparse.Namespace], int]] = {
     "soil-plots": _module_main("excavator_hil.soil_plots"),
     "plc-db-source": _module_main("plc_bridge.scl_export"),
     "opcua-certs": _module_main("plc_bridge.opcua_pki"),
+    "opcua-user": _module_main("plc_bridge.virtual_plc.users"),
     "bridge": _module_main("plc_bridge.bridge.cli"),
     "virtual-plc": _module_main("plc_bridge.virtual_plc.cli"),
     "ament-register": _module_main("excavator_hil.ament_register"),

@@ -693,6 +693,7 @@ class OpcUaHilLoop(HilLoop):
         from excavator_hil.hil_harness import free_port
         from plc_bridge.config import default_config_path
         from plc_bridge.opcua_pki import generate
+        from plc_bridge.virtual_plc.users import hash_password
 
         root = tmp_path / "opcua"
         server = generate(root / "virtual_plc", "virtual_plc", server=True)
@@ -700,7 +701,7 @@ class OpcUaHilLoop(HilLoop):
         shutil.copy(server.cert, client.trusted / "virtual_plc.der")
         shutil.copy(client.cert, server.trusted / "plant_link.der")
         password = _private(root / "password", self.PASSWORD + "\n")
-        users = _private(root / "users", f"plant:{self.PASSWORD}\n")
+        users = _private(root / "users", f"plant:{hash_password(self.PASSWORD)}\n")
         doc = yaml.safe_load(default_config_path().read_text())
         doc["/**"]["ros__parameters"].update(   # a secure handshake on a loaded host: 0.5 s
             opcua_user="plant", opcua_password_file=str(password), plc_timeout_s=0.5)

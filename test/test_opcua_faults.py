@@ -23,7 +23,15 @@ from test_bridge_faults import (
     stopped_in_cpu_stop,
 )
 from test_bridge_faults import SANITY_S as S7_SANITY_S
-from test_opcua_transport import PASSWORD, Lab, _commands, _free_port, _secret, connect
+from test_opcua_transport import (
+    PASSWORD,
+    PASSWORD_HASH,
+    Lab,
+    _commands,
+    _free_port,
+    _secret,
+    connect,
+)
 
 from excavator_hil.hil_harness import HilRig, wait_until
 from plc_bridge import redis_keys as keys
@@ -46,7 +54,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Lab:
     shutil.copy(server.cert, client.trusted / "virtual_plc.der")
     shutil.copy(client.cert, server.trusted / "plc_bridge.der")
     return Lab(root, server, client, _secret(root / "password", PASSWORD),
-               _secret(root / "users", f"bridge:{PASSWORD}\n"))
+               _secret(root / "users", f"bridge:{PASSWORD_HASH}\n"))
 
 
 @pytest.fixture(scope="module")
@@ -125,7 +133,7 @@ def test_the_secure_channel_is_renewed_mid_run_without_a_lost_write(lab, monkeyp
     monkeypatch.setattr(opcua_transport, "SECURE_CHANNEL_LIFETIME_MS", 1000)
     plc = VirtualPlc(load_config(None), port=0)
     plc.start()
-    server = OpcUaServer(plc, port=0, pki=lab.server, users={"bridge": PASSWORD})
+    server = OpcUaServer(plc, port=0, pki=lab.server, users={"bridge": PASSWORD_HASH})
     server.start()
     try:
         cfg = dataclasses.replace(

@@ -94,7 +94,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "excavator-hil opcua-certs --server; default "
                         "~/.local/share/excavator_hil/pki/virtual_plc)")
     p.add_argument("--opcua-users", dest="opcua_users", default=None, metavar="FILE",
-                   help="'name:password' lines (mode 0600) of the users that may log in")
+                   help="the users that may log in: 'name:scrypt$...' lines, mode 0600, "
+                        "written by excavator-hil opcua-user NAME --users-file FILE")
     p.add_argument("--opcua-user-certs", dest="opcua_user_certs", default=None,
                    metavar="DIR", help="X.509 user certificates that may log in: <name>.der "
                    "files (the file name is the user)")
@@ -180,7 +181,8 @@ def main(argv: list[str] | None = None) -> int:
     opcua = None
     if args.opcua_port >= 0:
         from plc_bridge.opcua_pki import Pki
-        from plc_bridge.virtual_plc.opcua_server import OpcUaServer, read_users
+        from plc_bridge.virtual_plc.opcua_server import OpcUaServer
+        from plc_bridge.virtual_plc.users import read_users
 
         try:
             users = read_users(args.opcua_users) if args.opcua_users else {}

@@ -14,8 +14,9 @@ S7-1500 addresses them, secured as a hardened CPU is (asyncua server).
   program, so a client that writes ``seq`` before the values shows a torn command here.
 - Only secure endpoints by default (Basic256Sha256, Aes256Sha256RsaPss, Aes128Sha256RsaOaep; Sign
   and SignAndEncrypt); ``allow_insecure`` adds None (a lab; logged as a warning). Anonymous
-  login is off unless ``allow_anonymous``; users log in with a name and password from
-  ``users`` (compared in constant time) or with an X.509 user certificate of ``user_certs``
+  login is off unless ``allow_anonymous``; users log in with a name and password checked
+  against ``users`` (name -> scrypt hash, :mod:`plc_bridge.virtual_plc.users`: the server
+  never holds a password) or with an X.509 user certificate of ``user_certs``
   (name -> DER; the token's signature checked by asyncua). Client certificates must be in
   the PKI's trusted/ folder: an unknown one is refused (BadCertificateUntrusted), saved in
   rejected/, and the log says how to trust it.
@@ -40,11 +41,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hmac
 import logging
 import threading
 import time
-from pathlib import Path
 from typing import Any
 
 from asyncua import ua
@@ -61,6 +60,7 @@ from plc_bridge.errors import LinkRefusedError
 from plc_bridge.opcua_nodes import COMMIT_FIELD, SIEMENS_NAMESPACE_URI, VARIANT_TYPES, db_name
 from plc_bridge.opcua_pki import APPLICATION_URIS, Pki
 from plc_bridge.virtual_plc.server import VirtualPlc
+from plc_bridge.virtual_plc.users import UsersFileError, check_hash, verify_password
 
 _LOG = logging.getLogger("virtual_plc.opcua")
 # what a write to a CPU in STOP gets: "accept" (Good; the value lands, no scan takes it: what
@@ -98,9 +98,8 @@ class _Users(UserManager):  # type: ignore[misc]
                 _LOG.warning("virtual PLC (OPC UA): a login without a user name and with an "
                              "unknown certificate refused")
             return None
-        expected = self._users.get(username or "")
-        if expected is None or password is None or \
-                not hmac.compare_digest(expected.encode(), str(password).encode()):
+        stored = self._users.get(username or "")
+        if stored is None or password is None or not verify_password(stored, str(password)):
             _LOG.warning("virtual PLC (OPC UA): login of user %r refused", username)
             return None
         return User(role=UserRole.User, name=username)
@@ -208,6 +207,12 @@ class OpcUaServer:
         self.host, self.port = host, port
         self.pki = pki
         self.users = dict(users or {})
+        for name, stored in self.users.items():
+            try:
+                check_hash(stored)
+            except UsersFileError as e:
+                raise ValueError(f"OPC UA user {name!r}: {e}; give the hash of its password "
+                                 "(plc_bridge.virtual_plc.users.hash_password)") from None
         self.user_certs = {der: name for name, der in (user_certs or {}).items()}
         if pki is not None and set(self.user_certs) & set(pki.trusted_certs()):
             raise ValueError("a user certificate is also a trusted application certificate: "
@@ -405,21 +410,4 @@ def _python(value: Any, variant: ua.VariantType) -> Any:
     return int(value)
 
 
-def read_users(path: str | Path) -> dict[str, str]:
-    """``name:password`` lines of a file only its owner can read (a lab server's users)."""
-    from plc_bridge.opcua_pki import check_private
-
-    p = Path(path).expanduser()
-    check_private(p, "OPC UA users file")
-    users: dict[str, str] = {}
-    for n, line in enumerate(p.read_text().splitlines(), 1):
-        if not line.strip() or line.startswith("#"):
-            continue
-        name, sep, password = line.partition(":")
-        if not sep or not name:
-            raise ValueError(f"{p}:{n}: not 'name:password'")
-        users[name] = password
-    return users
-
-
-__all__ = ["OpcUaServer", "read_users"]
+__all__ = ["OpcUaServer"]
