@@ -29,6 +29,7 @@ from excavator_common.dds_profile import use_project_profile
 from excavator_common.errors import ConfigurationError, ParameterError
 from excavator_common.node_args import NodeUsage, check_command_line
 from excavator_common.parameter_files import check_ros_arguments
+from excavator_common.process_exit import exit_without_teardown
 
 # History depth of the publishers of the streams a bag records at 100 Hz (joint_states,
 # bucket_pose, soil/wrench, soil/bucket_load): a reliable writer keeps only this many samples
@@ -79,7 +80,9 @@ def run_node(factory: Callable[[], N], args: Sequence[str] | None = None,
     parameter of the wrong type or out of range (``use_sim_time:=maybe`` included), and any
     configuration error of any package (a :class:`ConfigurationError`: the kinematics'
     ``ConfigError``, ``SimConfigError``, ``SoilConfigError``, ``BridgeConfigError``...); set
-    ``EXCAVATOR_HIL_TRACEBACK=1`` for the traceback of an unexpected one.
+    ``EXCAVATOR_HIL_TRACEBACK=1`` for the traceback of an unexpected one. A node whose
+    factory raised ends the process there with that code (no rclpy teardown of a half-built
+    node: ``excavator_common.process_exit``).
     """
     # The first SIGINT interrupts (KeyboardInterrupt) and ignores every later one at once, so
     # the second of ros2 launch's pair cannot land in the cleanup (rclpy's handler chains here).
@@ -115,6 +118,12 @@ def run_node(factory: Callable[[], N], args: Sequence[str] | None = None,
             # A Ctrl-C while the node was built shuts rclpy's context down under it ("the
             # given context is not valid"): an interrupted start, not a failed one.
             code = 0 if _INTERRUPTED.is_set() else _startup_failure(exc)
+            if code != 0:
+                # A node that failed to start ends here, without rclpy's teardown: destroying
+                # the half-built node (the context still tracks it) died of SIGSEGV in
+                # destroy_node once (a fresh-clone CI run), turning exit 2 into -11
+                join_rclpy_signal_thread()
+                exit_without_teardown(code)
         if node is not None:
             # rclpy only logs a use_sim_time of the wrong type (and a node that declares its
             # overrides automatically keeps it): a start-up error like any other parameter's.

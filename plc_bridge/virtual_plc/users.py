@@ -35,7 +35,7 @@ SALT_BYTES, KEY_BYTES = 16, 32
 _MAXMEM = 64 * 1024 * 1024   # hashlib's default (32 MiB) is below N = 2^15's need; room to raise N
 
 
-class UsersFileError(ValueError):
+class UsersFileError(BridgeConfigError):
     """A users file or entry that cannot be used (the message names it and the fix)."""
 
 
@@ -161,7 +161,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         write_user(args.users_file, args.name,
                    None if args.delete else _password(args.name))
-    except (UsersFileError, BridgeConfigError, OSError) as e:
+    except (BridgeConfigError, OSError) as e:
         print(f"opcua-user: {e}", file=sys.stderr)
         return 2
     print(f"opcua-user: {args.name} {'deleted from' if args.delete else 'written to'} "
