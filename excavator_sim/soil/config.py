@@ -71,7 +71,7 @@ PARAMETERS: tuple[ParameterSpec, ...] = (
     _f("terrain.relax_iterations", 3, 0, 100, "count", "relaxation sweeps per update"),
     _f("terrain.margin_cells", 4, 1, 100, "count", "cells updated around the bucket's "
        "bounding box"),
-    ParameterSpec("terrain.bucket_soil_model", "closed_form", "the soil in the bucket: cells (a "
+    ParameterSpec("terrain.bucket_soil_model", "cells", "the soil in the bucket: cells (a "
                   "body of its own, a bucket-frame height grid relaxed under the effective "
                   "gravity: spills when tilted or swung hard; its mass, centre and inertia on "
                   "the simulator's bucket body, docs/soil.md) or closed_form (one count, its "

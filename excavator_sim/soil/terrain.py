@@ -67,7 +67,7 @@ class TerrainConfig:
     # the soil in the bucket: "cells" (a body of its own: bucket_body.BucketBody, its mass on
     # the bucket) or "closed_form" (one count, the shape held at the pose in closed form,
     # held_soil_shape, its weight in the wrench)
-    bucket_soil_model: str = "closed_form"
+    bucket_soil_model: str = "cells"
 
     def __post_init__(self) -> None:
         if self.bucket_soil_model not in BUCKET_SOIL_MODELS:
