@@ -518,15 +518,14 @@ class ExcavatorSimulation:
         payload kept)."""
         c = np.asarray(centre_bucket_m, dtype=float)
         il = np.asarray(inertia_kg_m2, dtype=float)
-        reason = self.envelope.check_payload(float(mass_kg), c, il,
-                                             float(-self.model.opt.gravity[2]))
-        if reason is not None:
-            raise CommandError(f"{reason}; the last payload is kept")
         ml = float(mass_kg)
         last = self._payload_set
         if (last is not None and last[0] == ml and np.array_equal(last[1], c)
                 and np.array_equal(last[2], il)):
-            return  # unchanged (a carried load): the model already holds it
+            return  # unchanged (a carried load): checked when it came, the model holds it
+        reason = self.envelope.check_payload(ml, c, il, float(-self.model.opt.gravity[2]))
+        if reason is not None:
+            raise CommandError(f"{reason}; the last payload is kept")
         self._payload_set = (ml, c.copy(), il.copy())
         m, b = self.model, self._bucket_body
         m0, c0, i0, q0 = self._bucket_mass0

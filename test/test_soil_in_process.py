@@ -29,12 +29,10 @@ CARRY = [0.0, 0.52, -2.0, 0.1]
 @pytest.fixture(scope="module")
 def sim(tmp_path_factory: pytest.TempPathFactory):
     logs = tmp_path_factory.mktemp("soil_in_process")
-    # the shipped soil file with the per-cell bucket soil (its payload and marker are tested)
-    soil_file = logs / "soil_cells.yaml"
-    shipped = (REPO / "config" / "soil.yaml").read_text()
-    assert "bucket_soil_model: closed_form" in shipped
-    soil_file.write_text(shipped.replace("bucket_soil_model: closed_form",
-                                         "bucket_soil_model: cells"))
+    # the shipped soil file, whose per-cell bucket soil (the default) is tested here: its
+    # payload and marker
+    soil_file = REPO / "config" / "soil.yaml"
+    assert "bucket_soil_model: cells" in soil_file.read_text()
     node = NodeProcess("excavator_sim.sim_node",
                        ["--ros-args", "--params-file", str(REPO / "config" / "sim.yaml"),
                         "-p", "terrain.contact:=false", "-p", "soil_in_process:=true",

@@ -131,7 +131,10 @@ class SoilCoupling:
             self.plausibility.check_twist(np.asarray(lin), np.asarray(ang))
             self.plausibility.check_pose(pose, self.terrain.surface_m)
         acc = self.acceleration.update(float(sim.time), np.asarray(lin, dtype=float))
-        update = self.terrain.update(pose, acceleration_m_s2=acc)
+        # the soil slides out at Newmark's rate over the time since the last step, as in
+        # update() (the product's path): without it a spill would leave at once
+        update = self.terrain.update(pose, acceleration_m_s2=acc,
+                                     elapsed_s=self.interval.elapsed(float(sim.time)))
         self.last_pose = pose
         result = self.forces.step(pose, np.asarray(lin), np.asarray(ang),
                                   self.terrain.surface_m, self.terrain.load_volume_m3,
