@@ -70,12 +70,15 @@ class Channel:
 
 @pytest.fixture(scope="module")
 def channel(sim_process: NodeProcess):
+    # 120 s to come up: a fresh clone's first nodes compile their numba kernels (no cache yet)
+    # beside the whole-stack tests of the other worker (an empty log after 30 s, ci36)
     probe = RosTestNode("sim_fuzz_probe")
     ch = Channel(probe)
     wait_for(lambda: ch.states and ch.command.get_subscription_count() > 0
              and ch.wrench.get_subscription_count() > 0
-             and ch.tracks.get_subscription_count() > 0, 30.0,
-             lambda: f"sim_node to come up; its log:\n{sim_process.log()}")
+             and ch.tracks.get_subscription_count() > 0, 120.0,
+             lambda: f"sim_node to come up (alive: {sim_process.alive()}); its log:\n"
+                     f"{sim_process.log()}")
     yield ch
     probe.close()
 

@@ -23,6 +23,7 @@ from std_msgs.msg import Float64, Float64MultiArray
 
 from excavator_kinematics.geometry import default_geometry
 from excavator_sim.plausibility import shipped_machine_envelope
+from excavator_sim.soil.bucket_body import UpdateInterval
 from excavator_sim.soil.bucket_prism import BucketPose, BucketPrism
 from excavator_sim.soil.config import load_soil_config
 from excavator_sim.soil.forces import DiMaioForceModel
@@ -55,6 +56,10 @@ class Replay:
     def __init__(self) -> None:
         self.terrain = Terrain(CONFIG.terrain, BUCKET)
         self.forces = DiMaioForceModel(CONFIG.dimaio, BUCKET)
+        # the time the soil in the bucket slides between updates (per-cell bucket soil), from
+        # the poses' stamps as soil_node takes it; the twists, 1 s apart, are past the
+        # acceleration estimate's gap: no acceleration, as in the node
+        self.interval = UpdateInterval()
         self.k = 0
 
     def next_pose(self) -> BucketPose:
@@ -64,9 +69,11 @@ class Replay:
     def step(self, msg: PoseStamped) -> np.ndarray:
         p, o = msg.pose.position, msg.pose.orientation
         pose = BucketPose.from_quaternion((p.x, p.y, p.z), (o.x, o.y, o.z, o.w))
-        self.terrain.update(pose)
+        stamp = msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
+        self.terrain.update(pose, elapsed_s=self.interval.elapsed(stamp))
         result = self.forces.step(pose, VEL, np.zeros(3), self.terrain.surface_m,
-                                  self.terrain.load_volume_m3)
+                                  self.terrain.load_volume_m3,
+                                  weight_on_body=self.terrain.load_on_body)
         self.k += 1
         return np.concatenate([result.force, result.torque])
 
@@ -88,12 +95,16 @@ def channel(soil_process: NodeProcess):
     probe = RosTestNode("soil_fuzz_probe")
     ch = Channel(probe)
     wait_for(lambda: ch.pose.get_subscription_count() > 0
-             and ch.twist.get_subscription_count() > 0, 30.0,
+             and ch.twist.get_subscription_count() > 0, 120.0,
              lambda: f"soil_node to come up; its log:\n{soil_process.log()}")
     # The valid twist is always VEL: sent once ahead, so that the first valid pose cannot be
     # served before it (poses and twists are two topics, not ordered against each other).
     ch.twist.publish(_twist(VEL.tolist(), [0.0, 0.0, 0.0], 0))
-    wait_for(lambda: "ready" in soil_process.log(), 30.0, "soil_node ready")
+    # 120 s: a fresh clone's soil_node compiles its numba kernels (the per-cell bucket soil's
+    # too) with no cache yet, beside the other worker's whole-stack tests (30 s passed by, ci36)
+    wait_for(lambda: "ready" in soil_process.log(), 120.0,
+             lambda: f"soil_node ready (alive: {soil_process.alive()}); its log:\n"
+                     f"{soil_process.log()[-3000:]}")
     time.sleep(1.0)
     yield ch
     probe.close()
