@@ -251,8 +251,21 @@ class RosTestNode(NodeThread):
         client = self.node.create_client(GetParameters, f"{node}/get_parameters")
         try:
             wait_for(client.service_is_ready, timeout, f"{node}/get_parameters", 0.05)
-            future = client.call_async(GetParameters.Request(names=[name]))
-            wait_for(future.done, timeout, f"{node}'s answer for {name}", 0.02)
+            # "ready" says the request reaches the server; its answer can still pass this
+            # client by while the server's response writer has not matched our reader (DDS
+            # matches each side on its own: no answer in 30 s once, a loaded fleet launch):
+            # ask again every 5 s until the timeout
+            deadline = time.monotonic() + timeout
+            while True:
+                future = client.call_async(GetParameters.Request(names=[name]))
+                try:
+                    wait_for(future.done, min(5.0, max(0.1, deadline - time.monotonic())),
+                             f"{node}'s answer for {name}", 0.02)
+                    break
+                except AssertionError:
+                    client.remove_pending_request(future)
+                    if time.monotonic() >= deadline:
+                        raise
             (value,) = future.result().values
             return parameter_value_to_python(value)
         finally:
