@@ -28,7 +28,8 @@ Goal (issue 5): p99 <= 2 ms on both paths, zero overruns at 100 Hz. Last stdout 
 ``--opcua`` (issue 29) also runs this bridge over OPC UA against the same virtual PLC (its OPC
 UA server beside the S7 one, certificates made for the run in a temporary folder), twice:
 Basic256Sha256 SignAndEncrypt with a user login, and policy None (anonymous, the lab
-baseline). Per cycle that is one Read and three Writes (the sequence lock, docs/plc_bridge.md).
+baseline). Per cycle that is one Read and one Write (the command sealed with its CRC,
+docs/plc_bridge.md).
 Goals on a calm host: p99 <= 5 ms, overruns <= 0.1 %, SignAndEncrypt p50 <= 1.5x None's.
 
     .venv/bin/python bench/bridge.py [--cycles 10000] [--hz 100] [--opcua]
@@ -363,7 +364,7 @@ def run(kind: str, config: BridgeConfig, plc: ControlClient, cycles: int, hz: fl
         c1, o1 = counts()
         status = bridge.status if isinstance(bridge, BridgeCore) else "n/a"
         passes = bridge.priority_passes if isinstance(bridge, BridgeCore) else 0
-        # OPC UA: Write requests of this session (2 or 3 per command: docs/plc_bridge.md)
+        # OPC UA: Write requests of this session (one per command: docs/plc_bridge.md)
         session = bridge.plc.session if isinstance(bridge, BridgeCore) else None
         requests = getattr(session, "write_requests", None)
         bridge.stop()

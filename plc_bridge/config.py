@@ -396,7 +396,7 @@ def _layouts(params: Mapping[str, Any], model: str
     control, monitor, plant_in, plant_out = (build(b) for b in ("control", "monitor",
                                                                 "plant_in", "plant_out"))
     required = {
-        control: ["alive", "enable", "stop", "seq", *(f"speed_sp_{w}" for w in wheels),
+        control: ["alive", "enable", "stop", "seq", "crc", *(f"speed_sp_{w}" for w in wheels),
                   *(f"angle_sp_{a}" for a in steering)],
         monitor: ["alive", "ready", "fault", "estop", "auto", "seq_accepted",
                   *(f"speed_{w}" for w in wheels), *(f"angle_{a}" for a in steering)],
@@ -410,10 +410,12 @@ def _layouts(params: Mapping[str, Any], model: str
             if not block.has(name):
                 why = ("the PLC's last accepted seq: the bridge continues beyond it at each "
                        "connect (docs/plc_setup.md section 4)") if name == "seq_accepted" else \
-                    f"required by model {model!r}"
+                    ("the command's CRC: the PLC takes only a whole command (docs/plc_setup.md "
+                     "section 4)") if name == "crc" else f"required by model {model!r}"
                 raise BridgeConfigError(f"parameter 'layout': data block {block.name!r} lacks "
                                         f"field {name!r} ({why}); declare it")
-    for block, name, s7_type in ((control, "seq", "DINT"), (monitor, "refused", "DINT"),
+    for block, name, s7_type in ((control, "seq", "DINT"), (control, "crc", "DINT"),
+                                 (monitor, "refused", "DINT"),
                                  (monitor, "seq_accepted", "DINT"),
                                  (monitor, "refused_reason", "INT"),
                                  (plant_out, "seq", "DINT"), (plant_in, "alive", "UINT"),

@@ -29,12 +29,6 @@ SIEMENS_NAMESPACE_URI = "http://www.siemens.com/simatic-s7-opcua"
 # S7 type -> OPC UA built-in type (the name of asyncua's ua.VariantType member)
 VARIANT_TYPES: dict[str, str] = {"REAL": "Float", "INT": "Int16", "DINT": "Int32",
                                  "BOOL": "Boolean", "UINT": "UInt16", "WORD": "UInt16"}
-# the field of a block written last, in a request of its own (docs/plc_bridge.md, "A command
-# taken whole"): the PLC takes a block's values only when this field changes
-COMMIT_FIELD = "seq"
-# the monitor block's field that shows which seq the PLC took last: once it shows the seq
-# written last, the next command needs no "seq := 0" request (docs/plc_bridge.md, "OPC UA")
-SEQ_ACCEPTED_FIELD = "seq_accepted"
 BLOCKS = ("control", "monitor", "plant_in", "plant_out")
 
 
@@ -88,7 +82,7 @@ def parse_node_ids(entries: Iterable[str]) -> dict[tuple[str, str], int]:
 def field_nodes(config: BridgeConfig, layout: DbLayout,
                 numeric: Mapping[tuple[str, str], int] | None = None) -> tuple[FieldNode, ...]:
     """The nodes of every field of ``layout`` under ``config.opcua_addressing``, in the block's
-    order except ``COMMIT_FIELD``, which comes last."""
+    order."""
     role = block_role(config, layout)
     ids = numeric if numeric is not None else parse_node_ids(config.opcua_node_ids)
     out: list[FieldNode] = []
@@ -110,7 +104,6 @@ def field_nodes(config: BridgeConfig, layout: DbLayout,
         raise BridgeConfigError(f"parameter 'opcua_node_ids' names {', '.join(unknown)}, which "
                                 f"block {role} does not have; its fields: "
                                 f"{', '.join(layout.names)}")
-    out.sort(key=lambda n: n.field == COMMIT_FIELD)
     return tuple(out)
 
 

@@ -196,7 +196,10 @@ _LAYOUT: dict[str, list[str]] = {
         "stop | BOOL | 1 | controlled stop requested by the bridge",
         "seq | DINT | 1 | command sequence number, newer with every write (serial order mod "
         "2^32, never 0); starts beyond the PLC's seq_accepted at each connect; the PLC drives "
-        "only on a seq newer than the last accepted one"],
+        "only on a seq newer than the last accepted one",
+        "crc | DINT | 1 | CRC-32 (ISO-HDLC, as zlib) of the block's other bytes, the same 32 "
+        "bits: the PLC takes a command only when it matches, so a scan between the writes of "
+        "one command takes nothing"],
     "monitor_header": [
         "alive | UINT | 1 | PLC alive counter, +1 each PLC cycle",
         "ready | BOOL | 1 | PLC ready to accept commands",
@@ -372,7 +375,7 @@ _DATA_BLOCKS = (
           constraint="not in write_allow_list"),
     _strings("layout.control_header", _LAYOUT["control_header"],
              "first fields of the control DB, 'name | TYPE | unit | comment' (TYPE: BOOL INT "
-             "UINT WORD DINT REAL): alive counter, enable, stop, seq (DINT, required)"),
+             "UINT WORD DINT REAL): alive counter, enable, stop, seq and crc (DINT, required)"),
     _strings("layout.monitor_header", _LAYOUT["monitor_header"],
              "first fields of the monitor DB: PLC alive counter, status bits, count of refused "
              "writes, last accepted seq (seq_accepted, DINT, required), cause of the last "

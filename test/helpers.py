@@ -22,6 +22,7 @@ from excavator_hil.local_services import (
 )
 from excavator_hil.local_services import wait_for as _wait_for
 from plc_bridge import redis_keys as _keys
+from plc_bridge.command_crc import CRC_FIELD, seal
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -461,8 +462,10 @@ class RogueWriter:
             self.seq += 1
             self.seqs.add(self.seq % 2**32)
             values = self.values((self.seq + 2**31) % 2**32 - 2**31)   # the DINT
-            self.client.db_write(self.db, 0, bytearray(self.block.encode(values,
-                                                                         nonfinite_ok=True)))
+            data = self.block.encode(values, nonfinite_ok=True)
+            if self.block.has(CRC_FIELD):   # a second bridge seals its commands as one does
+                data = seal(self.block, data)
+            self.client.db_write(self.db, 0, bytearray(data))
             self.writes += 1
             self._stop.wait(self.period_s)
 

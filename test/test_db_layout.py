@@ -100,16 +100,18 @@ def test_pdu_limits():
 def test_config_layouts_fit_s7_1200_and_export_scl(model):
     cfg = load_config(None, {"model": model})
     assert cfg.control.size <= 205 and cfg.monitor.size <= 222
-    # every setpoint/measurement field is a REAL, packed right after the header: control 8 B
-    # (alive, command bits, the DINT seq), monitor 14 B (alive, status bits, the DINT refused
-    # count, the DINT seq_accepted, the INT refused_reason)
+    # every setpoint/measurement field is a REAL, packed right after the header: control 12 B
+    # (alive, command bits, the DINT seq, the DINT crc), monitor 14 B (alive, status bits, the
+    # DINT refused count, the DINT seq_accepted, the INT refused_reason)
     assert cfg.control.field("seq").byte_offset == 4 and cfg.control.field("seq").s7_type == \
+        "DINT"
+    assert cfg.control.field("crc").byte_offset == 8 and cfg.control.field("crc").s7_type == \
         "DINT"
     assert cfg.monitor.field("refused").byte_offset == 4
     assert cfg.monitor.field("seq_accepted").byte_offset == 8
     assert cfg.monitor.field("refused_reason").address == "12"
     assert cfg.monitor.field("setpoint_fault").address == "2.5"
-    for lay, header in ((cfg.control, 8), (cfg.monitor, 14)):
+    for lay, header in ((cfg.control, 12), (cfg.monitor, 14)):
         reals = [f for f in lay.fields if f.s7_type == "REAL"]
         assert [f.byte_offset for f in reals] == list(range(header, header + 4 * len(reals), 4))
     text = config_source(cfg)
@@ -318,20 +320,25 @@ def test_generated_guard_block_has_the_plc_side_checks(model):
     ctl = f'"PlcBridge_control_{model}"'
     assert "END_FUNCTION_BLOCK" in guard and "#Tripped := TRUE" in guard
     assert "Tripped : Bool := TRUE" in guard                 # starts tripped
-    assert f"DWORD_TO_UDINT(DINT_TO_DWORD({ctl}.seq))" in guard
+    # every variable read once, then judged only on those copies
+    for f in cfg.control.fields:
+        assert f"#C_{f.name} := {ctl}.{f.name};" in guard
+    assert guard.count(f"{ctl}.") == len(cfg.control.fields)
+    assert "DWORD_TO_UDINT(DINT_TO_DWORD(#C_seq))" in guard
     assert "- DWORD_TO_UDINT(DINT_TO_DWORD(#LastSeq))" in guard
     assert "#Diff < 16#8000_0000" in guard                   # serial-number order
-    # seq 0 is a command being written (OPC UA's sequence lock): never a write to judge
-    assert f'#NewWrite := {ctl}.seq <> 0 AND' in guard
+    # a half-written block (crc mismatch) is no write and no sign of life; seq 0 none
+    assert "#NewWrite := #Whole AND #C_seq <> 0 AND" in guard
+    assert "#Changed := #Whole AND (#C_alive <> #LastAlive);" in guard
     # the monitor DB's verdicts: each refusal's cause, the last accepted seq (0: none)
     for code in range(1, 5):
         assert f"#RefusedReason := {code};" in guard
     assert guard.count("#Refused := #Refused + 1;") == 5
     assert "#SeqAccepted := #LastSeq;" in guard and "#SeqAccepted := 0;" in guard
     for n in cfg.speed_sp_fields():
-        assert f"ABS({ctl}.{n}) <= #SpeedLimit" in guard
+        assert f"ABS(#C_{n}) <= #SpeedLimit" in guard
     for n in cfg.angle_sp_fields():
-        assert f"ABS({ctl}.{n}) <= #SteerLimit" in guard
+        assert f"ABS(#C_{n}) <= #SteerLimit" in guard
     limit = cfg.vehicle_params["max_wheel_speed_m_s"]
     assert f"SpeedLimit : Real := {limit:.6g};" in guard
     assert guard.count("IF") - guard.count("END_IF") - guard.count("ELSIF") == \

@@ -22,6 +22,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID
 from test_opcua_transport import PASSWORD, _commands, connect, lab, opcua_config, served  # noqa: F401 - the module's fixtures, shared
 
+from plc_bridge.command_crc import block_crc
 from plc_bridge.opcua_nodes import SIEMENS_NAMESPACE_URI, VARIANT_TYPES, db_name
 from plc_bridge.transport.plc_link import PlcLink
 
@@ -105,13 +106,13 @@ def test_node_opcua_reads_what_the_bridge_wrote_with_the_same_ids_and_types(
     assert monitor["ready"] is True and monitor["auto"] is True
 
 
-def test_the_bridge_writes_a_command_to_a_node_opcua_server_as_a_sequence_lock(
+def test_the_bridge_writes_a_command_to_a_node_opcua_server_in_one_request(
         lab, tmp_path):  # noqa: F811 - the fixture imported above
     """node-opcua as the server (the S7-1500 node ids in the Siemens namespace, at the index
     node-opcua gives it, Basic256Sha256 SignAndEncrypt, a user login): the bridge's link
-    connects, checks the types, registers the nodes, and its command arrives as seq := 0, every
-    other field, seq := new, in that order, each value as written; its read decodes what the
-    server serves."""
+    connects, checks the types, registers the nodes, and its command arrives as one Write of
+    every field, each value as written, the crc the one the bridge sealed (which the other
+    server holds as the same 32 bits); its read decodes what the server serves."""
     import signal
 
     from test_opcua_transport import _free_port
@@ -162,17 +163,16 @@ def test_the_bridge_writes_a_command_to_a_node_opcua_server_as_a_sequence_lock(
         def logged() -> list[dict] | None:
             text = log.read_text() if log.exists() else ""
             found = [json.loads(x) for x in text.splitlines()]
-            done = any(x["field"] == "seq" and x["value"] == sent["seq"] for x in found)
-            return found if done else None
+            return found if len(found) >= len(sent) else None
         lines = wait_until(logged, 20.0, "the node-opcua server's log of the writes")
-        assert lines[0]["field"] == "seq" and lines[0]["value"] == 0, lines[:2]
-        assert lines[-1] == {"block": db_name(cfg.control), "field": "seq",
-                             "value": sent["seq"]}, lines[-1]
-        middle = {x["field"]: x["value"] for x in lines[1:-1]}
-        assert set(middle) == set(sent) - {"seq"}
-        for name, value in middle.items():
+        assert len(lines) == len(sent), lines   # one Write, each field once
+        got_fields = {x["field"]: x["value"] for x in lines}
+        assert set(got_fields) == set(sent)
+        assert {x["block"] for x in lines} == {db_name(cfg.control)}
+        for name, value in got_fields.items():
             assert np.float32(value) == np.float32(sent[name]) if isinstance(value, float) \
                 else value == sent[name], (name, value, sent[name])
+        assert got_fields["crc"] & 0xFFFFFFFF == block_crc(cfg.control, command)
     finally:
         if link is not None:
             link.close()

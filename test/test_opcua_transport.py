@@ -3,9 +3,9 @@ protocol (asyncua client and server over loopback TCP, Basic256Sha256 SignAndEnc
 login), real certificates made by the project's own command; no mocks.
 
 - the bridge end to end over OPC UA (virtual PLC in its own process);
-- a command is taken whole: the virtual PLC scans after every single variable written, and
-  only the bridge's order (seq := 0, the values, seq := new; three requests) keeps every
-  command it takes whole; a writer that puts seq first in one request shows torn ones;
+- a command is one Write request taken whole: the virtual PLC scans after every single
+  variable written (or after a random half of them) and takes a command only when its CRC
+  matches: never a torn one; a writer without the CRC has nothing taken;
 - security acceptance: an unknown server certificate, an unknown client certificate, a wrong
   password, an anonymous login, policy None, a password file others can read, an expired
   certificate: each refused with a message naming the fix;
@@ -32,6 +32,7 @@ from helpers import opcua_rig
 from excavator_hil.hil_harness import wait_until
 from excavator_kinematics.vehicle import twist_from_artof
 from plc_bridge import redis_keys as keys
+from plc_bridge.command_crc import seal
 from plc_bridge.config import BridgeConfig, default_config_path, load_config
 from plc_bridge.errors import BridgeConfigError, LinkRefusedError
 from plc_bridge.opcua_pki import Pki, generate
@@ -158,10 +159,12 @@ def _free_port() -> int:
     return int(free_port())
 
 
-# --- a command taken whole -----------------------------------------------------------------------
-def _commands(cfg: BridgeConfig, first_seq: int, n: int, stops: int = 1) -> list[bytes]:
+# --- a command taken whole ---------------------------------------------------------------------
+def _commands(cfg: BridgeConfig, first_seq: int, n: int, stops: int = 1,
+              crc: bool = True) -> list[bytes]:
     """``stops`` stops (two clear a latched watchdog: the second one's alive is a change), then
-    drive commands whose every field says which seq they belong to."""
+    drive commands whose every field says which seq they belong to; sealed with their crc as
+    the bridge seals them, or (``crc`` False) with none (a writer that knows no CRC)."""
     out = []
     for k in range(first_seq, first_seq + n):
         v = cfg.control.zero_values()
@@ -169,7 +172,8 @@ def _commands(cfg: BridgeConfig, first_seq: int, n: int, stops: int = 1) -> list
         v.update(alive=k % 65536, enable=drive, stop=not drive, seq=k,
                  speed_sp_left=float(k % 1000) / 1000.0 if drive else 0.0,
                  speed_sp_right=-float(k % 1000) / 1000.0 if drive else 0.0)
-        out.append(cfg.control.encode(v))
+        raw = cfg.control.encode(v)
+        out.append(seal(cfg.control, raw) if crc else raw)
     return out
 
 
@@ -188,148 +192,69 @@ def _torn(cfg: BridgeConfig, writes: list[dict[str, Any]], first_seq: int, stops
     return bad
 
 
-class _SeqFirstInOneRequest(OpcUaSession):
-    """A writer without the rule: every field in one Write request, seq first (the order this
-    server processes them in)."""
+class _SomeScans:
+    """A CPU whose scans land after a seeded random half of the variables written (a scan
+    between any two variables of a Write, or none), instead of after every one."""
 
-    async def _write(self, block: Any, values: dict[str, Any]) -> None:
-        nodes = self.nodes[block.db_number]
-        items = [(n, i, values[n.field]) for n, i in nodes]
-        items.sort(key=lambda it: it[0].field != "seq")
-        await self._write_request(block, [(n, i, _as(v, n.variant)) for n, i, v in items])
-
-
-def _as(value: Any, variant: str) -> Any:
-    return bool(value) if variant == "Boolean" else float(value) if variant == "Float" \
-        else int(value)
-
-
-@pytest.mark.parametrize("writer", ["bridge", "seq_first_in_one_request"])
-def test_a_command_is_taken_whole_with_a_scan_between_every_write(served, lab, writer):
-    """The virtual PLC scans after every single variable written (the worst interleaving of a
-    CPU scan and the writes). With the bridge's order every command it takes carries its own
-    values; a writer that sends seq first in one request is caught taking torn commands (the
-    check can fail)."""
-    plc, server = served
-    cfg = opcua_config(lab, server.port)
-    link = PlcLink(cfg)
-    assert connect(link) == ""
-    if writer != "bridge":
-        assert link.session is not None
-        link.session.__class__ = _SeqFirstInOneRequest
-    first = 1_000_000 + (0 if writer == "bridge" else 10_000)
-    t0 = time.monotonic()
-    try:
-        for data in _commands(cfg, first, 40):
-            assert link.write(cfg.control_db, data), link.last_error
-    finally:
-        link.close()
-    taken = [w for w in plc.writes(t0) if int(w["seq"]) >= first]
-    assert len(taken) >= 30, f"the PLC took {len(taken)} of 40 commands"
-    torn = _torn(cfg, taken, first)
-    if writer == "bridge":
-        assert torn == [], f"torn commands taken: {torn[:3]}"
-        assert [int(w["seq"]) for w in taken] == sorted({int(w["seq"]) for w in taken})
-    else:
-        assert torn, "a seq-first writer should have shown a torn command"
-
-
-_FIRST_SEQS = itertools.count(2_000_000, 10_000)
-
-
-class _AlwaysTwoRequests(OpcUaSession):
-    """A writer that always leaves out the "seq := 0" request, judged by the PLC or not."""
-
-    async def _write(self, block: Any, values: dict[str, Any]) -> None:
-        self._judged.add(block.db_number)
-        await super()._write(block, values)
-
-
-class _LateScans:
-    """A CPU whose scan ran just before every other new ``seq`` landed: that ``seq`` is first
-    scanned after the next variable written (what a slow OB1 cycle does), whatever it is."""
-
-    def __init__(self, server: OpcUaServer) -> None:
+    def __init__(self, server: OpcUaServer, seed: int) -> None:
         self._scan = server.scan_control
-        self._seq_at = server._seq_at
-        self._seq = 0
-        self._changes = 0
-        self.late: set[int] = set()   # the seqs whose scan came before they landed
+        self._rng = np.random.default_rng(seed)
 
     def __call__(self, raw: bytes) -> None:
-        seq = int.from_bytes(raw[self._seq_at:self._seq_at + 4], "big", signed=True)
-        changed, self._seq = seq not in (0, self._seq), seq
-        if changed:
-            self._changes += 1
-            if self._changes % 2 == 0:
-                self.late.add(seq)
-                return   # this scan came before the write
-        self._scan(raw)
+        if self._rng.random() < 0.5:
+            self._scan(raw)
 
 
-@pytest.mark.parametrize("scans", ["after_every_write", "late_every_other_seq"])
-@pytest.mark.parametrize("writer", ["bridge", "always_two_requests"])
-def test_a_command_judged_by_the_plc_lets_the_next_one_skip_seq_0(served, lab, writer, scans,
-                                                                  monkeypatch):
-    """With a read of the monitor block between the commands (the bridge's cycle), a command
-    whose predecessor the read shows as ``seq_accepted`` is two Write requests (the values,
-    then the new seq): every scan during them finds the seq taken last. One the PLC has not
-    judged yet keeps the three: a CPU that scans late takes the older seq with the new values
-    half written from a writer that always uses two (the check can fail), never from the
-    bridge."""
+_FIRST_SEQS = itertools.count(1_000_000, 10_000)
+
+
+@pytest.mark.parametrize("scans", ["after_every_variable", "after_some_variables"])
+@pytest.mark.parametrize("writer", ["bridge", "without_crc"])
+def test_a_command_is_one_write_taken_whole_by_a_scan_between_any_variables(
+        served, lab, writer, scans, monkeypatch):
+    """The virtual PLC scans after every single variable written (the worst interleaving of a
+    CPU scan and one Write request's variables), or after a random half of them. The bridge
+    sends each command as one Write request; the PLC finds it half written during the Write
+    (counted as torn: the hazard is real, the bridge writes the header before the setpoints),
+    takes nothing then, and takes it whole after its last variable: every command it takes
+    carries its own values. A writer without the CRC has nothing taken at all (the check can
+    fail: a PLC that skipped the CRC would take torn commands from the bridge too)."""
     plc, server = served
-    # not under test here: the watchdog (commands lost to late scans leave its alive unchanged
-    # for longer than its timeout on a slow host)
+    # not under test here: the watchdog (commands skipped by the random scans, or none taken
+    # from a writer without the CRC, leave it unfed for longer than its timeout)
     monkeypatch.setattr(plc.guard, "timeout_s", 3600.0)
-    late_scans = _LateScans(server)
-    if scans != "after_every_write":
-        monkeypatch.setattr(server, "scan_control", late_scans)
+    if scans != "after_every_variable":
+        monkeypatch.setattr(server, "scan_control", _SomeScans(server, seed=29))
     cfg = opcua_config(lab, server.port)
     link = PlcLink(cfg)
     assert connect(link) == ""
     assert link.session is not None
-    if writer != "bridge":
-        link.session.__class__ = _AlwaysTwoRequests
     first = next(_FIRST_SEQS)   # newer than every seq the module's PLC took before
     t0 = time.monotonic()
+    torn0 = plc.status()["torn"]
     try:
-        judged = 0   # commands whose predecessor a read showed taken
-        for k, data in enumerate(_commands(cfg, first, 40, stops=2)):
+        before = link.session.write_requests
+        for data in _commands(cfg, first, 40, stops=2, crc=writer == "bridge"):
             assert link.write(cfg.control_db, data), link.last_error
-            # the next cycle's read: the PLC reports a take in its monitor block at its own
-            # cycle, so read a while: up to 5 s for a seq a scan came after (its cycle on a
-            # loaded host; 0.2 s judged too few of them once), 0.2 s for one whose scan came
-            # first (_LateScans: not taken before the next write, if ever)
-            deadline = time.monotonic() + (0.2 if first + k in late_scans.late else 5.0)
-            while True:
-                raw = link.read(cfg.monitor_db, cfg.monitor.size)
-                assert raw is not None, link.last_error
-                if cfg.monitor.decode(bytes(raw))["seq_accepted"] == first + k:
-                    judged += k < 39
-                    break
-                if time.monotonic() > deadline:
-                    break
-                time.sleep(0.005)
-        requests = link.session.write_requests
+        requests = link.session.write_requests - before
     finally:
         link.close()
-    scanned = [w for w in plc.writes(t0) if int(w["seq"]) >= first]
-    torn = _torn(cfg, scanned, first, stops=2)
-    taken = [w for w in scanned if w["refused"] is None]
-    if writer == "always_two_requests":
-        if scans == "after_every_write":
-            assert torn == [] and len(taken) == 40
-        else:
-            assert torn, "a late scan should have taken a torn command from this writer"
-        return
-    assert torn == [], f"torn commands taken: {torn[:3]}"
-    assert requests == 3 * 40 - judged   # "seq := 0" left out exactly after a judged one
-    if scans == "after_every_write":
-        assert len(taken) == 40 and judged >= 20, (len(taken), judged)
+    taken = [w for w in plc.writes(t0) if int(w["seq"]) >= first and w["refused"] is None]
+    torn_scans = plc.status()["torn"] - torn0
+    if writer == "without_crc":
+        assert taken == []
     else:
-        # a seq the CPU scanned late is overwritten by "seq := 0" before it is taken: lost,
-        # never torn; the next one is taken whole
-        assert len(taken) >= 15 and judged >= 10, (len(taken), judged)
+        assert _torn(cfg, taken, first, stops=2) == [], "torn commands taken"
+    assert requests == 40                      # one Write request per command
+    assert torn_scans > 0                      # scans did land inside the Writes
+    if writer == "without_crc":
+        return
+    seqs = [int(w["seq"]) for w in taken]
+    assert seqs == sorted(set(seqs))
+    if scans == "after_every_variable":
+        assert seqs == list(range(first, first + 40))
+    else:   # a command whose last variable no scan followed is lost whole, never torn
+        assert len(seqs) >= 10, seqs
 
 
 # --- security acceptance -------------------------------------------------------------------------
@@ -503,7 +428,8 @@ def test_the_namespace_is_found_by_uri_and_nodes_are_siemens_string_ids(served, 
         assert session.namespace_index == server.namespace_index == 5
         ids = [n.text(5) for n, _ in session.nodes[cfg.control_db]]
         assert ids[0] == 'ns=5;s="PlcBridge_control_skid_steer"."alive"'
-        assert ids[-1] == 'ns=5;s="PlcBridge_control_skid_steer"."seq"'   # written last
+        assert ids == [f'ns=5;s="PlcBridge_control_skid_steer"."{n}"'
+                       for n in cfg.control.names]   # every field, in the block's order
         data = link.read(cfg.monitor_db, cfg.monitor.size)
         assert data is not None
         assert cfg.monitor.decode(bytes(data))["ready"] is True
@@ -601,8 +527,8 @@ def test_subscriptions_get_the_minimum_publishing_interval(served, lab):
 
 
 def test_plc_setup_doc_lists_the_node_ids_the_bridge_uses() -> None:
-    """docs/plc_setup.md section 8's node-id tables are those of config/plc.yaml (the order
-    the bridge writes them in, seq last)."""
+    """docs/plc_setup.md section 8's node-id tables are those of config/plc.yaml (in the
+    block's order)."""
     from plc_bridge.opcua_nodes import markdown_nodes
 
     cfg = load_config(None)

@@ -22,6 +22,7 @@ from helpers import NodeProcess, free_port, ros_parameters_file, wait_for
 
 from excavator_hil.hil_harness import HilRig
 from plc_bridge import redis_keys as keys
+from plc_bridge.command_crc import seal
 from plc_bridge.config import load_config
 from plc_bridge.virtual_plc.control import ControlClient
 
@@ -113,13 +114,14 @@ def test_status_bits_and_stop_bit(plc):
              and m["estop"] and not m["auto"] and m["ready"], 10.0,
              "fault, estop, manual and ready in the monitor DB")
     control.faults(fault=False, estop=False, auto=True)
-    values = {"alive": 0, "enable": True, "stop": True, "seq": 0, "speed_sp_rl": 0.5,
+    values = {"alive": 0, "enable": True, "stop": True, "seq": 0, "crc": 0, "speed_sp_rl": 0.5,
               "speed_sp_rr": 0.5, "angle_sp_fl": 0.0, "angle_sp_fr": 0.0}
     # two plain stops clear the latched watchdog the PLC starts with (so a drive command would
     # drive), then enable with the stop bit set: alive and newer, but the stop bit wins
     for i in range(1, 30):
         values.update(alive=i, seq=i, enable=i > 2)
-        client.db_write(cfg.control_db, 0, bytearray(cfg.control.encode(values)))
+        client.db_write(cfg.control_db, 0, bytearray(seal(cfg.control,
+                                                          cfg.control.encode(values))))
         time.sleep(0.01)
     assert control.status()["speeds"] == [0.0, 0.0]
     assert len(control.writes()) == 29
@@ -174,10 +176,12 @@ class Writer:
             self.seq += 1
             seq = self.seq
         seq = (seq + 2**31) % 2**32 - 2**31          # the DINT's two's complement
-        values = {"alive": self.alive, "enable": enable, "stop": not enable, "seq": seq}
+        values = {"alive": self.alive, "enable": enable, "stop": not enable, "seq": seq,
+                  "crc": 0}
         values.update(zip(self.cfg.speed_sp_fields(), speeds, strict=True))
         values.update(zip(self.cfg.angle_sp_fields(), angles, strict=True))
-        self.client.db_write(self.cfg.control_db, 0, bytearray(self.cfg.control.encode(values)))
+        self.client.db_write(self.cfg.control_db, 0,
+                             bytearray(seal(self.cfg.control, self.cfg.control.encode(values))))
         return values
 
     def raw(self, enable: bool, reals: list[float]) -> None:
@@ -190,7 +194,8 @@ class Writer:
                                         "enable": enable, "stop": not enable, "seq": self.seq})
         first = self.cfg.control.field(self.cfg.speed_sp_fields()[0]).byte_offset
         body = b"".join(struct.pack(">f", v) for v in reals)
-        self.client.db_write(self.cfg.control_db, 0, bytearray(head[:first] + body))
+        self.client.db_write(self.cfg.control_db, 0,
+                             bytearray(seal(self.cfg.control, head[:first] + body)))
 
     def monitor(self) -> dict:
         return self.cfg.monitor.decode(self.client.db_read(self.cfg.monitor_db, 0,
@@ -294,6 +299,49 @@ def test_a_write_not_newer_than_the_last_accepted_is_refused(steady_plc):
     assert mon["speed_rl"] == pytest.approx(0.8, abs=1e-3)
     wait_for(lambda: w.monitor()["seq_accepted"] == w.seq - 2**32, 20.0,
              "seq_accepted: the DINT of the wrapped value")
+
+
+def test_a_command_half_written_over_s7_is_no_write_and_feeds_no_watchdog(steady_plc):
+    """PUTs of parts of the control DB (a writer that sends the setpoints, then the header):
+    the block between them is half written, its crc does not match: the PLC takes nothing
+    from it (logged "torn", not a refusal), and a writer whose every block is torn (no valid
+    crc: a PLC program or bridge of another version) has no command taken at all and trips
+    the watchdog, although its alive counter changes."""
+    client, control = steady_plc
+    w = Writer(client)
+    w.run(5, enable=False)
+    w.settle(control, (0.5, 0.5))
+    cfg = w.cfg
+    first = cfg.control.field(cfg.speed_sp_fields()[0]).byte_offset
+    before = control.status()
+    t0 = before["now"]
+    for k in range(20):   # the new setpoints first, then the header with the new seq and crc
+        w.alive, w.seq = (w.alive + 1) & 0xFFFF, w.seq + 1
+        speed = 1.0 if k % 2 else 0.9   # each differs from the last: the first PUT tears it
+        v = {**cfg.control.zero_values(), "alive": w.alive, "enable": True, "seq": w.seq,
+             "speed_sp_rl": speed, "speed_sp_rr": speed}
+        raw = seal(cfg.control, cfg.control.encode(v))
+        client.db_write(cfg.control_db, first, bytearray(raw[first:]))
+        client.db_write(cfg.control_db, 0, bytearray(raw[:first]))
+        time.sleep(0.01)
+    writes = control.writes(t0)
+    assert len(writes) == 40
+    assert [x["refused"] for x in writes[0::2]] == ["torn"] * 20   # the setpoints alone
+    assert [x["refused"] for x in writes[1::2]] == [None] * 20     # whole once the header is in
+    st = control.status()
+    assert st["refused"] == before["refused"] and st["torn"] == before["torn"] + 20
+    # no valid crc at all: nothing taken, the alive counter's changes feed no watchdog
+    t1 = control.status()["now"]
+    for _ in range(40):
+        w.alive, w.seq = (w.alive + 1) & 0xFFFF, w.seq + 1
+        v = {**cfg.control.zero_values(), "alive": w.alive, "enable": True, "seq": w.seq,
+             "crc": 12345, "speed_sp_rl": 1.5, "speed_sp_rr": 1.5}
+        client.db_write(cfg.control_db, 0, bytearray(cfg.control.encode(v)))
+        time.sleep(0.01)
+    assert {x["refused"] for x in control.writes(t1)} == {"torn"}
+    wait_for(lambda: not control.status()["watchdog_ok"], 60.0, "the watchdog trip")
+    assert control.status()["last_seq"] == writes[-1]["seq"] % 2**32
+    wait_for(lambda: max(abs(v) for v in control.status()["speeds"]) < 1e-3, 20.0, "outputs 0")
 
 
 @pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf"), 3.0e38, 5.0])

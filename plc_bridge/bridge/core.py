@@ -5,7 +5,8 @@ ROS-free core, in its own thread (an rclpy timer jitters ~4 ms p99 at 100 Hz). E
 1. one MGET of the control keys (velocities, heartbeat);
 2. validate (``input_validation``), track the heartbeat edges, decide forward/stop
    (``command_gate``), inverse model;
-3. one ``db_write`` of the whole control DB (alive counter, enable/stop, setpoints);
+3. one ``db_write`` of the whole control DB (alive counter, enable/stop, seq, setpoints, and
+   the CRC that lets the PLC take the command only whole: ``command_crc``);
 4. one ``db_read`` of the whole monitor DB; direct model;
 5. one MSET of the monitor keys, ``plc.bridge.status``/``detail`` and the counters.
 
@@ -82,6 +83,7 @@ from plc_bridge.bridge.input_validation import (
     parse_control,
 )
 from plc_bridge.bridge.redis_link import RedisLink, Waker
+from plc_bridge.command_crc import CRC_FIELD, seal
 from plc_bridge.command_seq import (
     SEQ_MODULUS,
     CommandSequence,
@@ -585,8 +587,11 @@ class BridgeCore:
                                     f"tripped for more than {self.config.plc_alive_timeout_s:g} "
                                     f"s although the bridge writes a stop before every command "
                                     f"and the PLC reports no refused write; check the PLC's "
-                                    f"watchdog time against cycle_hz and that its program "
-                                    f"clears the trip on a newer stop")
+                                    f"watchdog time against cycle_hz, that its program "
+                                    f"clears the trip on a newer stop, and that it computes "
+                                    f"the command's crc as this bridge does (a CRC mismatch "
+                                    f"is no command at all: regenerate PlcBridge_Guard with "
+                                    f"'excavator-hil plc-db-source' from this config)")
         return None, ""
 
     def _apply_monitor(self, data: bytearray, now: float) -> None:
@@ -622,7 +627,8 @@ class BridgeCore:
 
     def _encode(self, command: WheelCommand | None) -> bytes:
         values: dict[str, Any] = {"alive": self._alive, "enable": command is not None,
-                                  "stop": command is None, "seq": to_dint(self.seq.next())}
+                                  "stop": command is None, "seq": to_dint(self.seq.next()),
+                                  CRC_FIELD: 0}
         # "+ 0.0" turns -0.0 into 0.0: the PLC never sees a negative zero
         if command is None:
             for n in self._speed_sp:
@@ -634,7 +640,8 @@ class BridgeCore:
                 values[n] = float(v) + 0.0
             for n, a in zip(self._angle_sp, command.angles, strict=True):
                 values[n] = float(a) + 0.0
-        return self.config.control.encode(values)
+        # sealed: the PLC takes it only whole (command_crc), one request over any transport
+        return seal(self.config.control, self.config.control.encode(values))
 
     def _count_rejection(self, key: tuple[Any, ...]) -> None:
         """Count each distinct rejection (reason and offending value) once, not once per cycle

@@ -13,16 +13,14 @@ Connect (in the link's reconnect thread; each step's refusal names the fix):
    type is refused, naming the node, the types and what to do in TIA Portal), then all nodes
    are registered once for the session (RegisterNodes: the CPU's fast access path).
 
-Each exchange: a block is read with one Read request; it is written with one Write request,
-except a block with ``seq`` (the control block), written as a sequence lock in three requests,
-each sent after the previous one's reply: ``seq := 0`` (no command: "being written"), every
-other field, then ``seq := <new>``. OPC UA does not order the operations of one Write request
-("The order the operations are processed in the Server is not defined ... If a Client requires
-sequential processing the Client needs separate Service calls", Part 4 5.10.4), and the CPU
-may scan between any two of them; with this order a scan sees either the previous command
-whole (its ``seq`` unchanged, taken already or taken now), ``seq`` 0 (nothing to take), or the
-new command whole. The PLC rule (docs/plc_setup.md section 4): take a command only when ``seq``
-is not 0 and newer than the last one taken.
+Each exchange: a block is read with one Read request and written with one Write request of
+all its variables. A scan may land between any two of them (OPC UA does not even order the
+operations of one Write: "The order the operations are processed in the Server is not defined
+... If a Client requires sequential processing the Client needs separate Service calls", Part 4
+5.10.4, and the CPU keeps only each elementary variable consistent). The control block carries
+a CRC over the others (``command_crc``): the PLC takes a command only when the CRC matches what
+it finds, so a scan between two variables takes nothing and the next scan finds the command
+whole (docs/plc_setup.md section 4).
 
 One request is in flight at a time: the calls come from the owner's thread one after the other,
 and the client's keep-alive probe is off (the exchanges are the keep-alive). asyncua runs in an
@@ -46,17 +44,10 @@ from asyncua.crypto import security_policies
 from asyncua.ua.attribute_ids import AttributeIds
 from asyncua.ua.uaerrors import UaStatusCodeError
 
-from plc_bridge.command_seq import SEQ_MODULUS
 from plc_bridge.config import BridgeConfig
 from plc_bridge.db_layout import DbLayout
 from plc_bridge.errors import LinkRefusedError, PlcStoppedError
-from plc_bridge.opcua_nodes import (
-    COMMIT_FIELD,
-    SEQ_ACCEPTED_FIELD,
-    FieldNode,
-    field_nodes,
-    parse_node_ids,
-)
+from plc_bridge.opcua_nodes import FieldNode, field_nodes, parse_node_ids
 from plc_bridge.opcua_pki import APPLICATION_URIS, Pki, describe, read_password
 
 _LOG = logging.getLogger("plc_bridge.opcua")
@@ -141,18 +132,10 @@ class OpcUaSession:
         self._prepared = prepared
         self._loop = loop
         self.client = client
-        self.nodes = nodes      # db number -> (field node, registered node id), commit field last
+        self.nodes = nodes      # db number -> (field node, registered node id), layout order
         self.namespace_index = -1
         self.warning = warning
         self._timeout_s = CONNECT_TIMEOUT_S
-        # The sequence lock's first request (seq := 0) guards a PLC that has not yet judged the
-        # seq written last: a scan landing while the next command's values are written would
-        # find that seq still new and take it with the values half replaced. Once a read of
-        # the monitor block shows it as seq_accepted, the PLC has seen it, and a scan finds it
-        # "the one taken last" (PlcBridge_Guard's #SeenSeq) and takes nothing until the new
-        # seq: two requests do (docs/plc_bridge.md, "OPC UA").
-        self._committed: dict[int, int] = {}   # db number -> the seq written last [mod 2^32]
-        self._judged: set[int] = set()          # db numbers whose last seq a read shows taken
         self.write_requests = 0                 # Write requests sent (the bench counts them)
 
     # --- start-up -----------------------------------------------------------------------------
@@ -330,20 +313,8 @@ class OpcUaSession:
 
     async def _write(self, block: DbLayout, values: dict[str, Any]) -> None:
         nodes = self.nodes[block.db_number]
-        items = [(n, i, _wire(values[n.field], n.variant)) for n, i in nodes]
-        commit = [it for it in items if it[0].field == COMMIT_FIELD]
-        if not commit:
-            await self._write_request(block, items)
-            return
-        node, nid, seq = commit[0]
-        db = block.db_number
-        if db not in self._judged:
-            await self._write_request(block, [(node, nid, 0)])
-        self._judged.discard(db)
-        self._committed.pop(db, None)   # until the new seq's request is answered
-        await self._write_request(block, [it for it in items if it[0].field != COMMIT_FIELD])
-        await self._write_request(block, [(node, nid, seq)])
-        self._committed[db] = int(seq) % SEQ_MODULUS
+        await self._write_request(block, [(n, i, _wire(values[n.field], n.variant))
+                                          for n, i in nodes])
 
     async def _read(self, block: DbLayout) -> dict[str, Any]:
         nodes = self.nodes[block.db_number]
@@ -359,10 +330,6 @@ class OpcUaSession:
                 raise ConnectionError(f"read of {block.name}.{n.field}: {got}, the layout says "
                                       f"{n.variant}")
             out[n.field] = variant.Value
-        accepted = out.get(SEQ_ACCEPTED_FIELD)
-        if accepted is not None:
-            self._judged |= {db for db, seq in self._committed.items()
-                             if int(accepted) % SEQ_MODULUS == seq}
         return out
 
     def abort(self, graceful: bool = False) -> None:

@@ -9,9 +9,11 @@ S7-1500 addresses them, secured as a hardened CPU is (asyncua server).
 - Reads and writes go to the very bytes the S7 server serves (``VirtualPlc.blocks``): a read
   decodes the block as it is now, a write changes one variable under the S7 area lock.
 - The PLC scans after every single variable written (``VirtualPlc.take_control``): the worst
-  interleaving a CPU could produce. The scan takes the control block only when its ``seq`` is
-  not 0 and differs from the one it took last: what docs/plc_setup.md section 4 asks of the PLC
-  program, so a client that writes ``seq`` before the values shows a torn command here.
+  interleaving a CPU could produce. The scan takes the control block only when its ``crc``
+  matches and its ``seq`` is not 0 and differs from the one it took last: what
+  docs/plc_setup.md section 4 asks of the PLC program, so every scan during a Write but the
+  last finds the block half written and takes nothing, and a client that sends no valid CRC
+  has nothing taken.
 - Only secure endpoints by default (Basic256Sha256, Aes256Sha256RsaPss, Aes128Sha256RsaOaep; Sign
   and SignAndEncrypt); ``allow_insecure`` adds None (a lab; logged as a warning). Anonymous
   login is off unless ``allow_anonymous``; users log in with a name and password checked
@@ -56,8 +58,9 @@ from asyncua.ua.attribute_ids import AttributeIds
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
+from plc_bridge.command_crc import is_whole
 from plc_bridge.errors import LinkRefusedError
-from plc_bridge.opcua_nodes import COMMIT_FIELD, SIEMENS_NAMESPACE_URI, VARIANT_TYPES, db_name
+from plc_bridge.opcua_nodes import SIEMENS_NAMESPACE_URI, VARIANT_TYPES, db_name
 from plc_bridge.opcua_pki import APPLICATION_URIS, Pki
 from plc_bridge.virtual_plc.server import VirtualPlc
 from plc_bridge.virtual_plc.users import UsersFileError, check_hash, verify_password
@@ -225,7 +228,7 @@ class OpcUaServer:
         self.stopping = False
         self.fields: dict[ua.NodeId, _Field] = {}
         self._last_seq_taken: int | None = None
-        self._seq_at = plc.config.control.field(COMMIT_FIELD).byte_offset
+        self._seq_at = plc.config.control.field("seq").byte_offset
         self._loop = asyncio.new_event_loop()
         self._thread: threading.Thread | None = None
         self._server: Server | None = None
@@ -270,8 +273,12 @@ class OpcUaServer:
 
     # --- the PLC scan after a write -------------------------------------------------------------
     def scan_control(self, raw: bytes) -> None:
-        """What the PLC program finds in the control block now: a new command only when
-        ``seq`` is not 0 ("being written") and not the one taken last."""
+        """What the PLC program finds in the control block now: a new command only when its
+        ``crc`` matches (not half written: ``command_crc``), its ``seq`` is not 0 and not the
+        one judged last (a block left as it was is not written again)."""
+        if not is_whole(self.plc.config.control, raw):
+            self.plc.take_control(time.monotonic(), raw)   # counted as torn, not logged
+            return
         seq = int.from_bytes(raw[self._seq_at:self._seq_at + 4], "big", signed=True)
         if seq in (0, self._last_seq_taken):
             return

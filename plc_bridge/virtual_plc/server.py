@@ -5,7 +5,9 @@ monitor DB (PLC -> bridge) with exactly the layout of ``config/plc.yaml`` and ru
 in a thread at ``virtual_plc.plant_hz``:
 
 1. every received write of the control DB is judged when it arrives, in the S7 handler
-   (``plant.CommandGuard``, the rules of docs/plc_setup.md section 4): the watchdog is checked
+   (``plant.CommandGuard``, the rules of docs/plc_setup.md section 4): a block whose ``crc``
+   does not match is half written (``command_crc``) and no write at all (logged ``"torn"``,
+   counted in ``status()["torn"]``, not a refusal, no sign of life); the watchdog is checked
    before the write is taken (a write delivered late after an outage finds it tripped), a trip
    latches until an explicit stop, a drive command must carry a ``seq`` newer than the last
    accepted one, and a NaN/inf/out-of-range setpoint is a latched ``setpoint_fault``. The cycle
@@ -72,6 +74,7 @@ import numpy as np
 from snap7.server import EVC_DATA_READ, EVC_DATA_WRITE, CPUState, Server
 from snap7.type import SrvArea, SrvEvent
 
+from plc_bridge.command_crc import is_whole
 from plc_bridge.command_seq import to_dint
 from plc_bridge.config import BridgeConfig
 from plc_bridge.db_layout import DbLayout
@@ -143,6 +146,7 @@ class VirtualPlc:
         self.changed_at: dict[str, float] = {}
         self._published_faults = asdict(self.faults)
         self.cycles = 0
+        self.torn = 0   # control blocks found half written (CRC mismatch): taken as no write
         # HIL (plant_mode external): the simulated machine is the plant
         self.external = vp.plant_mode == "external"
         self.program: HilProgram | None = None
@@ -269,9 +273,15 @@ class VirtualPlc:
 
     def _judge(self, now: float, raw: bytes) -> str | None:
         """A control-DB write just arrived: the guard takes or refuses it (S7 handler thread);
-        returns the refusal reason, None when taken."""
+        returns the refusal reason, None when taken, ``"torn"`` when the block's CRC does not
+        match (a command half written: no write at all, not a refusal; it does not feed the
+        watchdog either, so a writer whose every block is torn trips it)."""
         cfg = self.config
         why: str | None = None
+        if not is_whole(cfg.control, raw):
+            with self._lock:
+                self.torn += 1
+            return "torn"
         try:
             ctrl = cfg.control.decode(raw)
             with self._lock:
@@ -489,7 +499,8 @@ class VirtualPlc:
                 "plant_mode": self.config.virtual_plc.plant_mode,
                 "hil": self._hil_status(),
                 "link_up": self._server is not None, "started_at": self.started_at,
-                "cycles": self.cycles, "writes": len(self._writes), "now": time.monotonic(),
+                "cycles": self.cycles, "writes": len(self._writes), "torn": self.torn,
+                "now": time.monotonic(),
                 "changed_at": dict(self.changed_at),
             }
 
@@ -560,9 +571,11 @@ class VirtualPlc:
 
     def take_control(self, now: float, raw: bytes) -> str | None:
         """The control block as a PLC scan finds it after an OPC UA write: judged and logged as
-        an S7 write is (``writes``); returns the refusal reason, None when taken."""
+        an S7 write is (``writes``); returns the refusal reason, None when taken, ``"torn"``
+        when half written (counted, not logged: a scan between two variables of one Write)."""
         why = self._judge(now, raw)
-        self._writes.append((now, raw, why))
+        if why != "torn":
+            self._writes.append((now, raw, why))
         return why
 
     def log_untaken_control(self, now: float, raw: bytes) -> None:
