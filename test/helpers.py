@@ -391,6 +391,26 @@ def ros_parameters_file(path: Path, values: dict[str, Any]) -> Path:
     return path
 
 
+# The bridge's Redis and heartbeat deadlines for tests of what a stack does (drive, dig, switch
+# machines), not of how fast it does it: with the defaults (0.25 s for a Redis reply, 0.75 s
+# for the heartbeat) a fleet of twelve processes on a starved 2-core host was seen stopping its
+# bridges as redis_lost 158 times in three minutes (MGET replies later than 0.25 s, cycles of
+# 160 ms), and a machine never drove. The deadlines themselves are tested in
+# test_bridge_failsafe.py and test_bridge_faults.py.
+LOADED_HOST_BRIDGE = {"redis_timeout_s": 2.0, "heartbeat_timeout_s": 3.0}
+
+
+def loaded_host_plc_params(path: Path) -> Path:
+    """config/plc.yaml with ``LOADED_HOST_BRIDGE``'s deadlines, written to ``path`` (a launch's
+    ``plc_params:=``)."""
+    import yaml
+
+    doc = yaml.safe_load((REPO / "config" / "plc.yaml").read_text())
+    doc["/**"]["ros__parameters"].update(LOADED_HOST_BRIDGE)
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
 def set_parameters(probe: RosTestNode, node: str, values: dict[str, Any],
                    timeout: float = 30.0) -> list[tuple[bool, str]]:
     """``ros2 param set`` over DDS: one SetParameters call to ``node`` (its full name, e.g.

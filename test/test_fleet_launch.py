@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import REPO, free_port, not_shown, wait_for
+from helpers import REPO, free_port, loaded_host_plc_params, not_shown, wait_for
 
 LIMIT_S = 90.0      # start-up of 12 processes on a loaded 2-core machine
 
@@ -112,7 +112,8 @@ def test_two_machines_under_ros2_launch(fleet, redis_server, ros_node, tmp_path)
     launch = subprocess.Popen(
         [ros2, "launch", "excavator_hil", "fleet.launch.py", "count:=2",
          f"redis_url:=redis://127.0.0.1:{redis_server.port}", f"virtual_plc_port:={port}",
-         f"spacing:={spacing}", "machine:=,wheeled_4ws_11t"], stdout=log,
+         f"spacing:={spacing}", "machine:=,wheeled_4ws_11t",
+         f"plc_params:={loaded_host_plc_params(tmp_path / 'plc.yaml')}"], stdout=log,
         stderr=subprocess.STDOUT, env=env, start_new_session=True)
     heartbeat = Heartbeat(f"{redis_server.url[:-2]}/1", 0.25)
     try:

@@ -31,7 +31,7 @@ import time
 
 import numpy as np
 import pytest
-from helpers import free_port, wait_for
+from helpers import free_port, loaded_host_plc_params, wait_for
 
 LIMIT_S = 120.0      # start-up of 12 processes on a loaded 2-core machine
 ACTIVE = ("swing", "boom", "arm", "bucket")
@@ -106,7 +106,8 @@ def test_teleop_and_dashboard_drive_machine_2_while_machine_1_stays_still(
          "plant:=standalone", f"redis_url:=redis://127.0.0.1:{redis_server.port}",
          f"virtual_plc_port:={plc_port}", "teleop:=true", "teleop_machine:=exc2",
          "dashboard:=true", f"port:={web_port}", "foxglove:=true",
-         f"foxglove_port:={free_port()}"],
+         f"foxglove_port:={free_port()}",
+         f"plc_params:={loaded_host_plc_params(tmp_path / 'plc.yaml')}"],
         stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
     page: PageClient | None = None
     stop_joy = threading.Event()
