@@ -132,10 +132,11 @@ def test_the_wheeled_machine_drove_its_path_through_the_plc_and_dug(
     for leg, seg in zip(s["wheel_legs"], path.segments, strict=True):
         inverse = np.degrees(model.inverse(seg.twist).angles)
         assert list(leg["inverse_angle_deg"].values()) == pytest.approx(inverse.tolist())
-    for words in ("wheels travelled", "wheeled drive", "speed error", "drive loop plot"):
+    for words in ("wheels travelled", "wheeled drive", "drive loop plot"):
         assert words in stdout, words
-    if not settled:   # a host too loaded for any leg to settle says so
-        assert "not settled" in stdout
+    # a leg's speed error is printed for its settled part only; a host too loaded for any leg
+    # to settle says so instead (ci41, both cores busy: no 4WD4WS leg settled)
+    assert ("speed error" if settled else "not settled") in stdout
 
 
 @pytest.mark.slow
