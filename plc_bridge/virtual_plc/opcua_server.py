@@ -277,7 +277,7 @@ class OpcUaServer:
         ``crc`` matches (not half written: ``command_crc``), its ``seq`` is not 0 and not the
         one judged last (a block left as it was is not written again)."""
         if not is_whole(self.plc.config.control, raw):
-            self.plc.take_control(time.monotonic(), raw)   # counted as torn, not logged
+            self.plc.count_torn()   # a scan between two variables of one Write: not logged
             return
         seq = int.from_bytes(raw[self._seq_at:self._seq_at + 4], "big", signed=True)
         if seq in (0, self._last_seq_taken):

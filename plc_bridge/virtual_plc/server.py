@@ -279,8 +279,7 @@ class VirtualPlc:
         cfg = self.config
         why: str | None = None
         if not is_whole(cfg.control, raw):
-            with self._lock:
-                self.torn += 1
+            self.count_torn()
             return "torn"
         try:
             ctrl = cfg.control.decode(raw)
@@ -569,13 +568,17 @@ class VirtualPlc:
             if server is not None:
                 server.unlock_area(SrvArea.DB, layout.db_number)
 
+    def count_torn(self) -> None:
+        """A control block found half written (its CRC does not match): no write at all."""
+        with self._lock:
+            self.torn += 1
+
     def take_control(self, now: float, raw: bytes) -> str | None:
         """The control block as a PLC scan finds it after an OPC UA write: judged and logged as
         an S7 write is (``writes``); returns the refusal reason, None when taken, ``"torn"``
-        when half written (counted, not logged: a scan between two variables of one Write)."""
+        when half written."""
         why = self._judge(now, raw)
-        if why != "torn":
-            self._writes.append((now, raw, why))
+        self._writes.append((now, raw, why))
         return why
 
     def log_untaken_control(self, now: float, raw: bytes) -> None:
