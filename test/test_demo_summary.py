@@ -21,3 +21,16 @@ def test_a_run_that_fell_behind_says_not_held_and_why_it_matters() -> None:
     assert "NOT HELD: up to 356 ms behind the wall clock (2 warnings, 1.50 s given up)" in text
     assert "not those of real time" in text
     assert "317 periods without soil force (stale), 282 poses superseded" in text
+
+
+def test_the_summary_says_where_operator_commands_were_lost() -> None:
+    text = DemoSummary(sim_commands_dropped=3).text()
+    assert "commands dropped               3  (by sim_node" in text
+    assert "joystick" not in text  # no teleop_node: an IK run
+    joystick = DemoSummary(teleop={"commands": 812, "holds": 2, "joys_dropped": 40,
+                                   "last_dropped_age_s": 1.234, "max_command_age_s": 1.0})
+    assert ("joystick (teleop_node)  812 commands, 2 holds, 40 Joys dropped as too old; the "
+            "last 1.234 s old, limit 1 s") in joystick.text()
+    calm = DemoSummary(teleop={"commands": 812, "holds": 1, "joys_dropped": 0,
+                               "last_dropped_age_s": float("nan"), "max_command_age_s": 1.0})
+    assert calm.text().endswith("812 commands, 1 holds, 0 Joys dropped as too old")

@@ -101,6 +101,7 @@ class DemoOperator(Node):
         # "cannot keep up" warnings seen
         self.sim_status: dict[str, str] = {}
         self.soil_status: dict[str, str] = {}
+        self.teleop_status: dict[str, str] = {}  # --joystick: teleop_node's counters
         self.lag_warnings = 0
         # (command time [s, monotonic], Redis -> PLC latency [ms]) of the drive phase
         self.latency_samples: list[tuple[float, float]] = []
@@ -228,6 +229,8 @@ class DemoOperator(Node):
                         self.get_logger().warning(status.message)
                 else:
                     self.soil_status = values
+            elif status.name.startswith(f"{self._prefix}teleop_node"):
+                self.teleop_status = {kv.key: kv.value for kv in status.values}
             if status.name.startswith(f"{self._prefix}ik_node") and status.level == b"\x02":
                 self.rejected_targets += 1
                 self.get_logger().warning(f"IK rejected a target: {status.message}")
@@ -446,6 +449,14 @@ class DemoOperator(Node):
         s.wrench_stale_periods = int(_number(sim.get("wrench_stale_periods"), 0.0))
         s.wrench_applied_periods = int(_number(sim.get("wrench_applied_periods"), 0.0))
         s.poses_superseded = int(_number(soil.get("poses_superseded"), 0.0))
+        s.sim_commands_dropped = _dropped(sim)
+        if self.teleop_status:
+            t = self.teleop_status
+            s.teleop = {"commands": int(_number(t.get("commands"), 0.0)),
+                        "holds": int(_number(t.get("holds"), 0.0)),
+                        "joys_dropped": _dropped(t),
+                        "last_dropped_age_s": _number(t.get("last_dropped_age_s")),
+                        "max_command_age_s": _number(t.get("max_command_age_s"))}
         s.phases = [name for _, name in self.phase_marks]
         s.plant = self.options.plant
         if self.hil is not None and self.path is not None:
@@ -632,3 +643,9 @@ def _number(value: str | None, default: float = math.nan) -> float:
         return float(value) if value is not None else default
     except ValueError:
         return default
+
+
+def _dropped(values: dict[str, str]) -> int:
+    """Commands a node dropped as too old or stamped too far ahead (its CommandAge counters on
+    /diagnostics)."""
+    return sum(int(_number(values.get(k), 0.0)) for k in ("commands_expired", "commands_ahead"))

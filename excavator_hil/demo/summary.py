@@ -39,6 +39,11 @@ class DemoSummary:
     wrench_stale_periods: int = 0  # publish periods without soil force: the wrench was too old
     wrench_applied_periods: int = 0
     poses_superseded: int = 0  # poses soil_node skipped for a newer one (latest wins)
+    # commands sim_node dropped as sent too long before it took them (max_command_age_s)
+    sim_commands_dropped: int = 0
+    # --joystick: teleop_node's joint commands, hold commands and Joys it dropped as too old
+    # (with the age of the last one dropped [s] and its limit, max_command_age_s [s])
+    teleop: dict[str, float] = field(default_factory=dict)
     phases: list[str] = field(default_factory=list)
     # the plant: "closed" (hardware in the loop: the simulated machine is the PLC's plant) or
     # "standalone" (the virtual PLC's built-in plant, the tracks following it)
@@ -91,6 +96,7 @@ class DemoSummary:
             f"({len(self.bridge_latencies)} commands; {self.bridge_cycles} cycles, "
             f"{self.bridge_overruns} overruns)",
             f"  rejected IK targets     {self.rejected_targets:8d}",
+            *self._command_lines(),
         ]
         lines += [f"  {name:<24}{path}" for name, path in self.outputs.items()]
         return "\n".join(lines)
@@ -156,6 +162,20 @@ class DemoSummary:
                 lines.append(f"      steering      {angles} (inverse, measured - inverse)")
             lines.append(f"      yaw rate      {leg['yaw_rate_rad_s']:+.4f} rad/s "
                          f"(commanded {wz:+.4f})")
+        return lines
+
+    def _command_lines(self) -> list[str]:
+        """Where operator commands were lost: the first thing to read when the bucket never
+        reached the soil."""
+        lines = [f"  commands dropped        {self.sim_commands_dropped:8d}  (by sim_node: sent "
+                 "longer than its max_command_age_s before it took them)"]
+        t = self.teleop
+        if t:
+            last = (f"; the last {t['last_dropped_age_s']:.3f} s old, limit "
+                    f"{t['max_command_age_s']:g} s" if t["joys_dropped"] else "")
+            lines.append(f"  joystick (teleop_node)  {int(t['commands'])} commands, "
+                         f"{int(t['holds'])} holds, {int(t['joys_dropped'])} Joys dropped as "
+                         f"too old{last}")
         return lines
 
     def _real_time_line(self) -> str:
