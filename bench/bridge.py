@@ -57,6 +57,7 @@ import numpy as np
 import redis
 import snap7
 
+from excavator_common import realtime as realtime_setup
 from excavator_hil.hil_harness import Heartbeat, free_port, timed_mset, wait_until
 from excavator_kinematics.vehicle import BodyTwist, make_vehicle_model
 from plc_bridge import redis_keys as keys
@@ -431,6 +432,11 @@ def main() -> None:
                                         "model": "skid_steer", "cycle_hz": args.hz,
                                         "plc_timeout_s": min(0.02, 2.0 / args.hz),
                                         "rt_priority": args.rt_priority})
+            # the process set-up bridge_node gets from run_node (excavator_common.realtime):
+            # without it the OPC UA client's event-loop thread holds the GIL for up to the
+            # default 5 ms switch interval while the bridge loop waits for its deadline
+            realtime_setup.quiet_gc()
+            realtime_setup.short_gil_slices()
             fast = run("bridge", config, plc, args.cycles, args.hz)
             naive = run("naive", config, plc, args.naive_cycles or args.cycles, args.hz)
             if args.opcua:
