@@ -402,7 +402,8 @@ def _layouts(params: Mapping[str, Any], model: str
                   *(f"speed_{w}" for w in wheels), *(f"angle_{a}" for a in steering)],
         plant_in: ["alive", "sim_time", *(f"speed_{w}" for w in wheels),
                    *(f"angle_{a}" for a in steering)],
-        plant_out: ["alive", "enable", "brake", "seq", *(f"torque_sp_{w}" for w in wheels),
+        plant_out: ["alive", "enable", "brake", "seq", "crc",
+                    *(f"torque_sp_{w}" for w in wheels),
                     *(f"steer_rate_sp_{a}" for a in steering)],
     }
     for block, names in required.items():
@@ -411,14 +412,18 @@ def _layouts(params: Mapping[str, Any], model: str
                 why = ("the PLC's last accepted seq: the bridge continues beyond it at each "
                        "connect (docs/plc_setup.md section 4)") if name == "seq_accepted" else \
                     ("the command's CRC: the PLC takes only a whole command (docs/plc_setup.md "
-                     "section 4)") if name == "crc" else f"required by model {model!r}"
+                     "section 4)") if name == "crc" and block is control else \
+                    ("the actuation's CRC: the plant link forwards only a whole block "
+                     "(docs/plc_setup.md section 7)") if name == "crc" else \
+                    f"required by model {model!r}"
                 raise BridgeConfigError(f"parameter 'layout': data block {block.name!r} lacks "
                                         f"field {name!r} ({why}); declare it")
     for block, name, s7_type in ((control, "seq", "DINT"), (control, "crc", "DINT"),
                                  (monitor, "refused", "DINT"),
                                  (monitor, "seq_accepted", "DINT"),
                                  (monitor, "refused_reason", "INT"),
-                                 (plant_out, "seq", "DINT"), (plant_in, "alive", "UINT"),
+                                 (plant_out, "seq", "DINT"), (plant_out, "crc", "DINT"),
+                                 (plant_in, "alive", "UINT"),
                                  (plant_in, "sim_time", "DINT"),
                                  (plant_in, "actuation_seq", "DINT")):
         if block.has(name) and block.field(name).s7_type != s7_type:

@@ -243,8 +243,11 @@ _LAYOUT: dict[str, list[str]] = {
         "alive | UINT | 1 | PLC plant-program alive counter, +1 each PLC scan",
         "enable | BOOL | 1 | drive enable: the drives may produce torque",
         "brake | BOOL | 1 | apply the holding brakes",
-        "seq | DINT | 1 | actuation sequence: strictly increasing, written last; the plant link "
-        "forwards an actuation only when its seq is newer than the last one forwarded"],
+        "seq | DINT | 1 | actuation sequence: +1 each scan; the plant link forwards an actuation "
+        "only when its seq is newer than the last one forwarded",
+        "crc | DINT | 1 | CRC-32 (ISO-HDLC, as zlib) of the block's other bytes, the same 32 "
+        "bits, written by the PLC each scan: the plant link forwards only a block whose crc "
+        "matches, so a read between the writes of one scan forwards nothing"],
 }
 ACTUATORS: dict[str, dict[str, list[str]]] = {
     "skid_steer": {"wheels": ["left", "right"]},
@@ -385,7 +388,7 @@ _DATA_BLOCKS = (
              "counter, drive status bits, simulated time, IMU, ground speed, last forwarded seq"),
     _strings("layout.plant_out_header", _LAYOUT["plant_out_header"],
              "first fields of the plant_out DB (HIL, PLC -> simulation): PLC alive counter, "
-             "enable, brake, seq (DINT, required)"),
+             "enable, brake, seq and crc (DINT, required)"),
     *(_strings(f"layout.{m}.{block}", _MODEL_LAYOUT[m][block],
                f"the {m} model's {_BLOCK_TEXT[block]} after the {block} header")
       for m in MODELS for block in ("control", "monitor", "plant_in", "plant_out")),

@@ -322,8 +322,12 @@ def hil_io_source(config: BridgeConfig, plant_watchdog_ms: int = 250) -> str:
       and the counter running again: three changes since it stopped, so one ``plant_in`` write
       held up on a cut link, arriving late with a newer counter, cannot bring the plant back):
       ``plant_out`` safe, the program must stop (monitor ``plant_lost``);
-    - ``plant_out.seq`` +1 every scan, written after every other field (the plant link
-      forwards a scan's actuation only with a newer seq); a counter without a clock, restarted
+    - ``plant_out.crc`` written last, the CRC of the block as written this scan
+      (``PlcBridge_Crc32``, the bridge's ``command_crc``): the plant link forwards only a
+      block whose crc matches, so a read between two of this scan's writes (OPC UA reads each
+      variable on its own) forwards nothing;
+    - ``plant_out.seq`` +1 every scan (the plant link forwards a scan's actuation only with a
+      newer seq); a counter without a clock, restarted
       2^16 beyond ``plant_in.actuation_seq`` whenever that is newer than the last seq written
       (a CPU restarted with its statics reset while the plant link stayed connected: forwarded
       at once, as ``hil_program.ActuationSequence`` does in the virtual PLC).
@@ -397,6 +401,9 @@ def hil_io_source(config: BridgeConfig, plant_watchdog_ms: int = 250) -> str:
         "      SeqAhead : UDInt;            // plant_in.actuation_seq - Seq, modulo 2^32",
         "      OutAlive : UInt;",
         "   END_VAR",
+        "   VAR_TEMP",
+        "      Crc : DWord;                 // plant_out's crc, computed as it is written",
+        "   END_VAR",
         "",
         "BEGIN",
         "   // HIL mode: changed only at standstill (Enable FALSE), never without the interlock",
@@ -466,7 +473,8 @@ def hil_io_source(config: BridgeConfig, plant_watchdog_ms: int = 250) -> str:
         "   #OutAlive := #OutAlive + 1;   // UInt: wraps 65535 -> 0",
         f'   "{pout}".alive := #OutAlive;',
         *resync,
-        "   // seq last: a read that catches this scan half-way has the old seq (not forwarded)",
+        "   // seq, then the crc over the block as this scan wrote it, last: a read that",
+        "   // catches this scan half-way finds a crc that does not match (nothing forwarded)",
         "   IF #Seq = 2147483647 THEN",
         "      #Seq := -2147483648;",
         "   ELSE",
@@ -476,6 +484,8 @@ def hil_io_source(config: BridgeConfig, plant_watchdog_ms: int = 250) -> str:
         "      #Seq := 1;   // 0 is the plant link's 'none'",
         "   END_IF;",
         f'   "{pout}".seq := #Seq;',
+        *crc_lines(config.plant_out, f'"{pout}".{{}}'),
+        f'   "{pout}".crc := DWORD_TO_DINT(#Crc);',
         "END_FUNCTION_BLOCK",
         "",
     ]

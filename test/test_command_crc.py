@@ -139,3 +139,47 @@ def test_the_check_vector_of_plc_setup_md():
     doc = (Path(__file__).resolve().parents[1] / "docs" / "plc_setup.md").read_text()
     assert f"16#{crc >> 16:04X}_{crc & 0xFFFF:04X}" in doc, f"16#{crc:08X}"
     assert np.int32(np.uint32(crc)) == cfg.control.decode(raw)[CRC_FIELD]
+
+
+# --- plant_out: the same seal the other way round (the PLC writes, the plant link checks) -----
+@pytest.mark.parametrize("model", MODELS)
+def test_the_plc_seals_plant_out_as_the_plant_link_checks_it(model):
+    """PlcBridge_HilIo's CRC lines run crc_feed over plant_out as the FB wrote it this scan,
+    every byte but the crc field's, and store it last; the PLC's loop over a block equals
+    zlib's, so the plant link (is_whole) takes what the FB sealed."""
+    from plc_bridge.scl_export import block_name, hil_source
+
+    cfg = CONFIGS[model]
+    lay = cfg.plant_out
+    steps = crc_feed(lay)
+    assert sum(s.nbytes for s in steps) == lay.size - 4
+    assert [n for s in steps for n in s.fields] == [n for n in lay.names if n != CRC_FIELD]
+    fb = hil_source(cfg)
+    pout = block_name(lay)
+    lines = crc_lines(lay, f'"{pout}".{{}}')
+    assert "\n".join(lines) in fb
+    statements = [x.strip() for x in fb[fb.index('FUNCTION_BLOCK "PlcBridge_HilIo"'):]
+                  .splitlines() if x.strip().endswith(";")]
+    assert statements[-1] == f'"{pout}".crc := DWORD_TO_DINT(#Crc);'   # written last
+    v = lay.zero_values()
+    v.update(alive=7, enable=True, seq=-5, **dict.fromkeys(cfg.torque_sp_fields(), -1.25e3))
+    raw = cfg.plant_out.encode(v)
+    v[CRC_FIELD] = int.from_bytes(feed_crc(lay, v).to_bytes(4, "big"), "big", signed=True)
+    assert is_whole(lay, lay.encode(v)) and lay.encode(v) == seal(lay, raw)
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_the_virtual_plcs_program_seals_every_scan(model):
+    """The virtual PLC's HIL program (hil_program.HilProgram) seals each scan's plant_out."""
+    from plc_bridge.virtual_plc.hil_program import HilProgram
+
+    cfg = CONFIGS[model]
+    program = HilProgram(cfg)
+    plant_in = cfg.plant_in.zero_values()
+    sp = np.full(len(cfg.speed_sp_fields()), 0.5)
+    angles = np.zeros(len(cfg.angle_sp_fields()))
+    for k in range(1, 6):
+        plant_in["alive"] = k
+        res = program.scan(0.01 * k, 0.01, True, False, sp, angles, plant_in, True)
+        raw = cfg.plant_out.encode(res.plant_out)
+        assert is_whole(cfg.plant_out, raw), k

@@ -136,6 +136,8 @@ def test_plant_blocks_fit_s7_1200_and_export_scl(model):
     assert cfg.plant_out.size <= max_payload(240, "read")
     assert cfg.plant_out.field("seq").address == "4"
     assert cfg.plant_out.field("seq").s7_type == "DINT"
+    assert cfg.plant_out.field("crc").address == "8"
+    assert cfg.plant_out.field("crc").s7_type == "DINT"
     assert cfg.plant_in.field("alive").address == "0"
     assert [cfg.plant_in.field(n).address for n in ("drive_ready", "drive_fault", "brake")] == \
         ["2.0", "2.1", "2.2"]
@@ -175,6 +177,11 @@ def test_plant_block_rules_name_the_parameter(tmp_path):
         load_config(write(layout__plant_out_header=out))
     with pytest.raises(BridgeConfigError, match=r"field 'seq' of 'plant_out_skid_steer' is INT"):
         load_config(write(layout__plant_out_header=[*out, "seq | INT"]))
+    no_crc = [ln for ln in params["layout.plant_out_header"] if not ln.startswith("crc")]
+    with pytest.raises(BridgeConfigError, match=r"'plant_out_skid_steer' lacks field 'crc' "
+                       r"\(the actuation's CRC: the plant link forwards only a whole block "
+                       r"\(docs/plc_setup.md section 7\)\)"):
+        load_config(write(layout__plant_out_header=no_crc))
     with pytest.raises(BridgeConfigError, match=r"lacks field 'torque_sp_right'"):
         load_config(write(layout__skid_steer__plant_out=params["layout.skid_steer.plant_out"][:1]))
     many = [*params["layout.skid_steer.plant_in"], *(f"r{k} | REAL" for k in range(50))]
@@ -394,7 +401,9 @@ def test_generated_hil_io_block_maps_the_io_behind_the_interlock(model):
     # leaving HIL, the real outputs wait for the program's Enable to drop
     assert "#Io_Enable := #Enable AND #RealOk;" in body
     statements = [ln.strip() for ln in body.splitlines() if ln.strip().endswith(";")]
-    assert statements[-1] == f"{pout}.seq := #Seq;"             # written last
+    # seq, then the crc over the block as written, last (test_command_crc: the CRC itself)
+    assert statements[-1] == f"{pout}.crc := DWORD_TO_DINT(#Crc);"
+    assert statements.index(f"{pout}.seq := #Seq;") < statements.index("#Crc := 16#FFFF_FFFF;")
     # seq restart-safe without a clock (hil_program.ActuationSequence's rule): a new run
     # 2^16 beyond plant_in.actuation_seq when that is newer (RFC 1982) than the last seq
     assert (f"#SeqAhead := DWORD_TO_UDINT(DINT_TO_DWORD({pin}.actuation_seq))\n"

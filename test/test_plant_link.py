@@ -31,6 +31,7 @@ from helpers import NodeProcess, ros_parameters_file, wait_for
 from excavator_hil.faults.tcp_proxy import TcpProxy
 from excavator_hil.hil_harness import HilRig
 from plc_bridge import redis_keys as keys
+from plc_bridge.command_crc import seal
 from plc_bridge.config import load_virtual_plc
 from plc_bridge.virtual_plc.hil_program import dint
 
@@ -294,7 +295,9 @@ def test_a_paused_plc_resumes_without_any_actuation_from_its_old_memory(redis_se
             out = cfg.plant_out.decode(rogue.db_read(cfg.plant_out_db, 0, cfg.plant_out.size))
             old = {**out, "seq": dint(out["seq"] + 1000), "enable": True, "brake": False,
                    "torque_sp_left": marker, "torque_sp_right": marker}
-            rogue.db_write(cfg.plant_out_db, 0, bytearray(cfg.plant_out.encode(old)))
+            # sealed (as a PLC program writes it): the baseline rule, not the CRC, must hold it
+            rogue.db_write(cfg.plant_out_db, 0, bytearray(seal(cfg.plant_out,
+                                                               cfg.plant_out.encode(old))))
         finally:
             rogue.disconnect()
         proc = lp.rig.plc_proc.proc
@@ -370,6 +373,7 @@ def test_a_nan_in_plant_out_is_not_forwarded_as_a_number(loop):
                                                "enable": True, "brake": False}))
         at = cfg.plant_out.field("torque_sp_left").byte_offset
         data[at:at + 4] = struct.pack(">f", math.nan)
+        data = bytearray(seal(cfg.plant_out, data))   # a whole block, with a NaN set-point
         n = len(loop.sim.actuations)
         rogue.db_write(cfg.plant_out_db, 0, data)
     finally:

@@ -12,6 +12,7 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
+from plc_bridge.command_crc import seal
 from plc_bridge.config import load_config
 from plc_bridge.errors import BridgeConfigError
 from plc_bridge.plant_link.config import load_plant_link_config
@@ -40,7 +41,7 @@ def _plant_out(seq: int, left: float = 10.0, right: float = -20.0, enable: bool 
     values = {**cfg.plant_out.zero_values(), "seq": dint(seq), "enable": enable,
               "brake": brake, "alive": 1}
     values.update(zip(cfg.torque_sp_fields(), (left, right), strict=False))
-    return cfg.plant_out.encode(values)
+    return seal(cfg.plant_out, cfg.plant_out.encode(values))   # as the PLC program writes it
 
 
 def test_plant_in_carries_the_sensors_and_counts_only_a_newer_simulated_time():
@@ -116,6 +117,29 @@ def test_after_a_link_fault_nothing_read_before_it_is_forwarded():
     assert core.counters["baselines"] == 3
 
 
+def test_a_read_that_caught_the_plc_writing_is_not_forwarded_nor_a_baseline():
+    """A read over OPC UA that spans two scans: one scan's seq and crc over set-points of the
+    next. Its crc does not match: nothing forwarded, counted as torn, not taken as the baseline
+    (the next whole read is) nor as a drive fault; the next whole block goes on."""
+    core = PlantLinkCore(CFG)
+    scan_1, scan_2 = _plant_out(41, 10.0, -20.0), _plant_out(42, 55.0, -66.0)
+    at = CFG.plant_out.field("torque_sp_left").byte_offset
+    torn = scan_1[:at] + scan_2[at:]           # header of scan 41, set-points of scan 42
+    assert core.plant_out(torn) is None and core.counters["baselines"] == 0
+    assert core.plant_out(scan_1) is None and core.counters["baselines"] == 1
+    assert core.plant_out(scan_1[:at] + scan_2[at:]) is None
+    assert core.counters["torn"] == 2 and core.torn_run == 1
+    assert core.counters["not_fresh"] == 0 and core.counters["refused"] == 0
+    assert not core.drive_fault
+    act = core.plant_out(scan_2)
+    assert act == Actuation(42, (55.0, -66.0), (), True, False) and core.torn_run == 0
+    for k in range(12):   # a PLC program that never seals: every read is torn
+        unsealed = bytearray(_plant_out(43 + k))
+        unsealed[CFG.plant_out.field("crc").byte_offset + 3] ^= 0x01
+        assert core.plant_out(bytes(unsealed)) is None
+    assert core.torn_run == 12 and core.last_forwarded == 42
+
+
 @pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
 def test_a_non_finite_set_point_becomes_a_brake_and_is_counted(bad):
     core = PlantLinkCore(CFG)
@@ -123,7 +147,7 @@ def test_a_non_finite_set_point_becomes_a_brake_and_is_counted(bad):
     raw = bytearray(_plant_out(2, 10.0, 20.0))
     at = CFG.plant_out.field("torque_sp_right").byte_offset
     raw[at:at + 4] = struct.pack(">f", bad)
-    act = core.plant_out(bytes(raw))
+    act = core.plant_out(seal(CFG.plant_out, raw))   # whole, as the buggy program wrote it
     assert act is not None and not act.enable and act.brake
     assert act.torques == (0.0, 0.0) and "torque_sp_right" in act.reason
     assert core.counters["refused"] == 1 and core.counters["forwarded"] == 0

@@ -17,6 +17,7 @@ import pytest
 from helpers import free_port, wait_for
 from test_bridge_snap7_c import LIB, P_I32_PDU_REQUEST, P_U16_LOCAL_PORT, SRV_AREA_DB
 
+from plc_bridge.command_crc import seal
 from plc_bridge.config import BridgeConfig
 from plc_bridge.plant_link.config import load_plant_link_config
 from plc_bridge.plant_link.core import Actuation, ImuReading, Sensors
@@ -29,8 +30,11 @@ GAIN = 100.0   # the program's torque per measured speed [N m per m/s]
 class CHilPlc:
     """The C server with the control, monitor, plant_in and plant_out DBs, and the program."""
 
-    def __init__(self, config: BridgeConfig, pdu: int = 240) -> None:
+    def __init__(self, config: BridgeConfig, pdu: int = 240, seals: bool = True) -> None:
+        """``seals``: the program seals plant_out with its crc (False: a program generated
+        before the crc, or for another layout)."""
         self.config = config
+        self.seals = seals
         self.lib = ctypes.CDLL(str(LIB))
         self.lib.Srv_Create.restype = ctypes.c_void_p
         self.handle = ctypes.c_void_p(self.lib.Srv_Create())
@@ -81,7 +85,8 @@ class CHilPlc:
             out.update({t: GAIN * pin[s] for t, s in zip(cfg.torque_sp_fields(),
                                                          cfg.speed_fields(), strict=True)})
             self.written[self.seq] = out
-            self._put(cfg.plant_out_db, cfg.plant_out.encode(out))
+            data = cfg.plant_out.encode(out)
+            self._put(cfg.plant_out_db, seal(cfg.plant_out, data) if self.seals else data)
             time.sleep(0.005)
 
     def close(self) -> None:
@@ -207,3 +212,42 @@ def test_the_exchange_takes_its_inputs_itself_just_before_it_writes_plant_in(c_h
     assert snap.counters["link_faults"] == 0
     assert sent and all(a.enable and not a.brake for a in sent[:-1])   # the last: stop()'s brake
     assert sent[-1].reason == "plant link stopped"
+
+
+def test_a_program_that_does_not_seal_plant_out_drives_nothing_and_is_named():
+    """The PLC program replaced mid-run by one of another version that writes plant_out
+    without its crc: every read is torn. Nothing of it is forwarded, one braking actuation is
+    (what the simulation last got must not go on acting), plant_in is still written (the plant
+    stays alive for the PLC), and the status names the cause and the fix."""
+    if not LIB.exists():
+        pytest.skip(f"the C snap7 library is not at {LIB}: run `make snap7-c`")
+    base = load_plant_link_config()
+    plc = CHilPlc(base.plc)
+    sent: list[Actuation] = []
+    link = PlantLink(with_overrides(base, plc_port=plc.port, pdu_size_bytes=240), sent.append)
+    link.set_sensors(Sensors(1_000_000_000, (0.2, 0.4), (1.0, 2.0), (), 0.5, True, False, False))
+    link.start()
+    try:
+        wait_for(lambda: len(sent) > 5, 20.0, lambda: f"actuations (now {link.snapshot()})")
+        plc.seals = False
+        wait_for(lambda: link.snapshot().status == "plant_out_torn", 20.0,
+                 lambda: f"the status plant_out_torn (now {link.snapshot()})")
+        snap = link.snapshot()
+        assert "crc" in snap.detail and "plc_bridge.scl_export --hil" in snap.detail, snap.detail
+        assert snap.counters["torn"] >= 10 and snap.counters["link_faults"] == 0
+        last = sent[-1]
+        assert (last.seq, last.enable, last.brake) == (None, False, True), sent[-3:]
+        assert "crc" in last.reason
+        forwarded, n = snap.counters["forwarded"], len(sent)
+        plant_in = len(plc.seen_plant_in)
+        link.set_sensors(Sensors(1_010_000_000, (0.3, 0.4), (1.0, 2.0), (), 0.5, True, False,
+                                 False))
+        wait_for(lambda: len(plc.seen_plant_in) > plant_in, 10.0, "plant_in written all along")
+        assert link.snapshot().counters["forwarded"] == forwarded and len(sent) == n
+        plc.seals = True      # the program of this config back: forwarded again
+        wait_for(lambda: link.snapshot().status == "running" and len(sent) > n, 20.0,
+                 lambda: f"running again (now {link.snapshot()})")
+        assert sent[-1].enable and sent[-1].seq is not None
+    finally:
+        link.stop()
+        plc.close()

@@ -16,6 +16,11 @@ Simulation -> PLC (``plant_in``, one write per exchange):
   sensors (the virtual PLC: a fault, torque 0).
 
 PLC -> simulation (``plant/actuation``):
+- only a **whole** block: its ``crc`` matches its other bytes (:mod:`plc_bridge.command_crc`,
+  the rule of the bridge's commands, the other way round). Over OPC UA a Read of the block is
+  one request of several variables, and a CPU may scan between any two of them: such a read
+  finds one scan's CRC over values of two scans and is not looked at further (``torn``; not
+  a baseline, not a refusal: the next read finds the block whole);
 - forwarded only when ``plant_out.seq`` is newer than the last one forwarded (RFC 1982 order
   on 32 bits, the control DB's rule): each PLC scan's actuation once, never an older one;
 - after a link fault (and at the first connect) the first read is a **baseline**, not
@@ -38,6 +43,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from plc_bridge.command_crc import is_whole
 from plc_bridge.command_seq import seq_newer
 from plc_bridge.command_seq import to_dint as dint
 from plc_bridge.config import BridgeConfig
@@ -172,9 +178,10 @@ def actuation_arrays(config: BridgeConfig, act: Actuation
 class PlantLinkCore:
     """The exchange's state: what was last written to ``plant_in`` and forwarded of
     ``plant_out`` (module docstring). ``counters`` counts forwarded, not fresh and refused
-    blocks, baselines, and plant_in writes with and without a new simulated time."""
+    blocks, torn reads (a CRC that did not match), baselines, and plant_in writes with and
+    without a new simulated time."""
 
-    COUNTERS = ("forwarded", "not_fresh", "refused", "baselines", "plant_in_writes",
+    COUNTERS = ("forwarded", "not_fresh", "refused", "torn", "baselines", "plant_in_writes",
                 "sim_time_repeated", "sim_restarts")
 
     def __init__(self, config: BridgeConfig) -> None:
@@ -187,6 +194,7 @@ class PlantLinkCore:
         self._reference: int | None = None        # what a fresh seq must be newer than
         self._baseline = True                     # the next read is a baseline
         self.counters: dict[str, int] = dict.fromkeys(self.COUNTERS, 0)
+        self.torn_run = 0          # torn reads in a row (a PLC program that never seals: all)
         self.last_refusal = ""
         self.drive_fault = ""      # the refusal in force (a drive fault), '' when none
         self._torque_names = config.torque_sp_fields()
@@ -231,7 +239,13 @@ class PlantLinkCore:
 
     def plant_out(self, raw: bytes | bytearray) -> Actuation | None:
         """A read of ``plant_out``: the actuation to forward, a braking one instead of a
-        block with a non-finite value, or None (a baseline, or nothing newer)."""
+        block with a non-finite value, or None (a baseline, nothing newer, or a read that
+        caught the PLC writing the block: ``torn``)."""
+        if not is_whole(self._out, raw):
+            self.counters["torn"] += 1
+            self.torn_run += 1
+            return None
+        self.torn_run = 0
         out = self._out.decode(raw)
         seq = int(out["seq"]) & 0xFFFFFFFF
         if self._baseline:

@@ -41,6 +41,9 @@ from plc_bridge.transport.plc_link import PlcLink
 
 _LOG = logging.getLogger("plant_link")
 
+# torn plant_out reads in a row that make the status say so: one is a scan caught mid-write,
+# ten (0.1 s at 100 Hz) a PLC program that does not seal the block (another version's)
+TORN_RUN_STATUS = 10
 COUNTERS = ("exchanges", "late", "missed", "link_down_periods", "link_faults", "take_errors")
 
 
@@ -199,6 +202,14 @@ class PlantLink:
             return
         if not self.plc.write(cfg.plant_in_db, self.core.plant_in(sensors, imu)):
             self._fault(f"write of plant_in DB{cfg.plant_in_db} failed: {self.plc.last_error}")
+            return
+        if self.core.torn_run >= TORN_RUN_STATUS:
+            detail = (f"{TORN_RUN_STATUS} or more plant_out reads in a row with a crc that does "
+                      "not match the block: nothing forwarded, the drives braked; is the PLC "
+                      "program generated from this config/plc.yaml (python -m "
+                      "plc_bridge.scl_export --hil, docs/plc_setup.md section 7)?")
+            self._brake(detail)   # once: what the simulation last got must not go on acting
+            self._set_status("plant_out_torn", detail)
             return
         self._set_status("running", "")
 

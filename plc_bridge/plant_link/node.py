@@ -186,7 +186,9 @@ class PlantLinkNode(Node):
         if self._last_sensor_error:
             values["last_sensor_error"] = self._last_sensor_error
         status = str(values["status"])
-        level = OK if status == "running" else ERROR if status == "link_lost" else WARN
+        # link_lost and plant_out_torn: the drives braked, nothing of the PLC's goes on
+        level = (OK if status == "running" else ERROR
+                 if status in ("link_lost", "plant_out_torn") else WARN)
         if values.get("last_refusal") and level == OK:
             level = WARN
         detail = str(values["detail"])

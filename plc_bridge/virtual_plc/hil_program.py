@@ -38,8 +38,11 @@ monitor DB:
 - ``plant_out.seq``: a counter, no clock (:class:`ActuationSequence`, the reasoning of the
   bridge's ``command_seq``): +1 every scan, a new run starting ``SEQ_MARGIN`` beyond the
   plant link's ``actuation_seq`` in ``plant_in``, so the plant link forwards each scan's
-  actuation once, never an older one, and a restarted program's at once. The whole block is
-  written at once.
+  actuation once, never an older one, and a restarted program's at once;
+- ``plant_out.crc``: the block sealed each scan (:mod:`plc_bridge.command_crc`, as the bridge
+  seals its commands): a read that spans two scans (OPC UA reads each variable on its own)
+  finds a CRC that does not match, and the plant link forwards nothing from it. The virtual
+  PLC writes the whole block at once anyway; a CPU serving OPC UA does not promise that.
 """
 
 from __future__ import annotations
@@ -51,6 +54,7 @@ from typing import Any
 
 import numpy as np
 
+from plc_bridge.command_crc import CRC_FIELD, block_crc
 from plc_bridge.command_seq import HALF, SEQ_MARGIN, SEQ_MODULUS, from_dint, seq_newer
 from plc_bridge.config import BridgeConfig
 from plc_bridge.virtual_plc.plant import AliveWatchdog
@@ -239,6 +243,8 @@ class HilProgram:
         out.update(zip(self._rate_names, (float(r) for r in rates), strict=True))
         for f in self.config.plant_out.fields:   # any extra field a site added: zero
             out.setdefault(f.name, False if f.s7_type == "BOOL" else 0)
+        layout = self.config.plant_out
+        out[CRC_FIELD] = dint(block_crc(layout, layout.encode(out)))   # sealed: taken whole
         self.last = HilScan(out, speeds, angles, self.mode, self.plant_lost,
                             bool(running and self.loop.saturated.any()), fault,
                             [float(t) for t in torques], [float(r) for r in rates])
