@@ -27,7 +27,9 @@ same motion: each Joy is answered with the ``joint_states`` of its stamp (the la
 before it, from a short history; a Joy ahead of the states waits for them), extrapolated by the
 delay (q + q_dot x delay: where the machine will be when the command acts), the
 ``joint_command`` is stamped Joy stamp + ``command_delay_s`` and ``sim_node`` applies it at that
-simulated time; the control-rate timer then only sends the holds (every Joy is answered, the
+simulated time (while there is nothing to command, an empty ``joint_command``, a time marker,
+keeps sim_node's command lockstep waiting for this stream); the control-rate timer then only
+sends the holds (every Joy is answered, the
 joy driver's autorepeat keeps the targets moving). A Joy that arrives more than half the delay
 behind the newest joint_states acts from the newest state instead (re-stamped, counted as
 ``joys_restamped``). Every Joy answered is published on ``teleop/joy_applied`` (sensor_msgs/Joy)
@@ -175,6 +177,7 @@ class TeleopNode(Node):
         self.toggle_was_down = False
         self.sent = 0
         self.holds = 0
+        self.markers = 0  # scheduled mode: time markers sent (_send_marker)
         self.last_info: dict[str, object] = {}
         self.control_timer = self.create_timer(self.period, self.on_timer)
         self.create_timer(1.0, self.publish_status)
@@ -220,7 +223,13 @@ class TeleopNode(Node):
         self.base_xy = np.array([pos.get("base_x", 0.0), pos.get("base_y", 0.0)])
         self.state_time = time.monotonic()
         if self.answers is not None:
-            self._answer(self.answers.add_state(_seconds(msg.header.stamp), self.state))
+            stamp = _seconds(msg.header.stamp)
+            self._answer(self.answers.add_state(stamp, self.state))
+            if self.core.mode != "impedance":
+                # a Joy answered later is stamped at least stamp - delay/2 + delay (an older
+                # one is re-stamped to a newer state); a quarter of the delay ahead, so a
+                # stalled node's simulation stays well within the re-stamping margin
+                self._send_marker(stamp + 0.25 * self.command_delay_s)
         if self.impedance_schedule is not None:
             self._impedance_ticks(self.impedance_schedule.add_state(_nanoseconds(
                 msg.header.stamp), self.state))
@@ -353,8 +362,10 @@ class TeleopNode(Node):
             reason = "bad joystick input"
         if self.commanding:  # one hold, then silence
             if stamp is None and scheduled:
-                # after every scheduled command (equal stamps apply in arrival order)
-                stamp = max(_seconds(self.get_clock().now().to_msg()), self.last_command_stamp)
+                # a control period after every scheduled command and time marker: sim_node
+                # may already have stepped the period that starts at the last one's stamp
+                stamp = max(_seconds(self.get_clock().now().to_msg()),
+                            self.last_command_stamp + self.period)
             self._send(self.core.hold_command(state, reason), joy, stamp)
             self.core.release_holds()  # while silent, another commander may move the machine
             self.commanding = False
@@ -407,6 +418,8 @@ class TeleopNode(Node):
                     self._publish_feedback(np.zeros(3), tick.t_ns)
                     self.commanding = False
                     self.holds += 1
+                else:
+                    self._send_marker(at_s)
                 continue
             soil = self._soil_in_task(tick.state, tick.force, tick.torque)
             try:
@@ -488,6 +501,22 @@ class TeleopNode(Node):
         self.sent += 1
         self.last_info = cmd.info
 
+    def _send_marker(self, at_s: float) -> None:
+        """Scheduled mode, nothing to command: an empty ``joint_command`` stamped ``at_s`` [s]
+        (a time marker: sim_node changes nothing and holds it for its stamp), so sim_node's
+        command lockstep waits for this stream from its start, not from the first real
+        command, which a starved host could send late. Only ahead of every command sent: the
+        stream stays in stamp order."""
+        if at_s <= self.last_command_stamp:
+            return
+        msg = JointState()
+        ns = round(at_s * 1e9)
+        msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(ns, 1_000_000_000)
+        msg.header.frame_id = "base_link"
+        self.cmd_pub.publish(msg)
+        self.last_command_stamp = at_s
+        self.markers += 1
+
     def _publish_feedback(self, task_force: np.ndarray, stamp_ns: int | None = None) -> None:
         """The force for the hand controller; stamped ``stamp_ns`` (a scheduled tick) or now."""
         force, torque, saturated = self.core.settings.feedback.device_wrench(task_force)
@@ -504,7 +533,7 @@ class TeleopNode(Node):
 
     def _counters(self) -> dict[str, Any]:
         return {"mode": self.core.mode, "pattern": self.core.settings.pattern,
-                "commands": self.sent, "holds": self.holds,
+                "commands": self.sent, "holds": self.holds, "markers": self.markers,
                 "joys_restamped": self.answers.restamped if self.answers else 0,
                 **self.command_age.counters(), **self.core.impedance_ticks.counters(),
                 **(self.impedance_schedule.counters() if self.impedance_schedule else {}),

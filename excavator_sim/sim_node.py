@@ -47,7 +47,11 @@ Subscribes
   ``command_late_ms_max``); with ``command_lockstep_timeout_s`` > 0 there are none from a
   scheduled sender: once a command was held, a period steps only once a command stamped at or
   after its start arrived (at most that long a wait, then on alone until a command is held
-  again: :mod:`excavator_sim.command_lockstep`). A stamp more than ``max_command_lead_s``
+  again: :mod:`excavator_sim.command_lockstep`). An empty ``joint_command`` (no names, no
+  positions, no velocities) is a **time marker**: it changes nothing, and is held for its stamp
+  like a command (teleop_node's scheduled stream while it has nothing to command, so the
+  lockstep holds from the sender's start; counted as ``command_markers``). A stamp more than
+  ``max_command_lead_s``
   ahead (a wall-clock stamp from a node without ``use_sim_time``) applies on arrival too, counted
   (``commands_beyond_lead``) and logged once; ``max_command_lead_s`` 0 applies every command on
   arrival. Before that, a command sent more than ``max_command_age_s`` before it is taken
@@ -278,6 +282,7 @@ class SimNode(Node):
         self.schedule: CommandSchedule[tuple[str, object, object]] = CommandSchedule(
             max_lead_s=float(values["max_command_lead_s"]))
         self.unschedulable = 0  # commands stamped beyond max_command_lead_s (applied at once)
+        self.markers = 0  # empty joint_commands: time markers of a scheduled sender
         # Sent longer than max_command_age_s ago (the DDS source timestamp: the header stamp
         # says when to apply, the schedule's business, and bags replay old ones): dropped.
         self.command_age = CommandAgeCheck(self, float(values["max_command_age_s"]))
@@ -485,6 +490,16 @@ class SimNode(Node):
         if not self.command_age.admit_in_transit("joint_command", info):
             return
         names = list(msg.name)
+        if not names and not msg.position and not msg.velocity:
+            # a time marker (teleop_node with command_delay_s, while it has nothing to
+            # command): no joint changes; held for its stamp like any scheduled command, so
+            # the command lockstep waits for the stream from the sender's start, not from its
+            # first real command (which a starved sender could send late)
+            self.markers += 1
+            ahead = msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec - self.sim.time
+            if 1e-9 < ahead <= self.schedule.max_lead_s:  # a late one is no late command
+                self._scheduled(msg, ("marker", None, None))
+            return
         if len(msg.position) != len(names):
             self._reject(f"joint_command has {len(names)} names but {len(msg.position)} "
                          "positions: send one position per name")
@@ -854,6 +869,8 @@ class SimNode(Node):
                 self._apply_joint_targets(a, b)  # type: ignore[arg-type]
             elif kind == "wheel":
                 self._apply_wheel_command(a, b)  # type: ignore[arg-type]
+            elif kind == "marker":
+                continue  # a time marker: nothing to apply (on_joint_command)
             else:
                 self._apply_track_speeds(a, b)  # type: ignore[arg-type]
         if not self._commands_checked:
@@ -1132,6 +1149,7 @@ class SimNode(Node):
             "commands_past_stamp": self.schedule.past_stamp,
             "command_late_ms_max": f"{1e3 * self.schedule.max_late_s:.2f}",
             "commands_beyond_lead": self.unschedulable,
+            "command_markers": self.markers,
             **self.command_age.counters(),
             **self.lockstep.values(),
             "soil_poses_resent": self.poses_resent,

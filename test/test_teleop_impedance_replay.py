@@ -17,6 +17,7 @@ teleop_node's scheduled commands.
 from __future__ import annotations
 
 import math
+import signal
 import time
 from pathlib import Path
 
@@ -47,6 +48,8 @@ SOIL = "loose_sand"
 SCALE = 10.0  # impedance.position_scale [m/m]
 END_S = 14.0  # the dig cycle's approach, dig, drag, curl and lift [s]
 # critically damped impedance (B = 2 sqrt(K M)): the hand's path, not Table 1's oscillation
+PAUSE_AFTER_POSES = 5  # teleop_node stopped after the session's first hand poses ...
+PAUSE_S = 0.7  # ... for longer than command_delay_s, shorter than max_command_age_s [s]
 IMPEDANCE = ("impedance.damping_n_s_per_m:=37417.0",
              "impedance.angular_damping_nm_s_per_rad:=9354.0")
 
@@ -137,7 +140,17 @@ def runs(tmp_path_factory: pytest.TempPathFactory):
         live.wait_sim(START_AFTER_S, "sim time")
         t0 = live.now()
         k = sent = 0
+        paused = False
         while (t := live.now() - t0) < times[-1] + 0.5:
+            if not paused and sent == PAUSE_AFTER_POSES:
+                # teleop_node stalled as a starved host stalls it, just as the session starts
+                # (before its first command could engage a lockstep): sim_node must wait for
+                # its stream all the same (time markers), so no command comes past its stamp
+                paused = True
+                teleop = others[1].proc
+                teleop.send_signal(signal.SIGSTOP)
+                time.sleep(PAUSE_S)
+                teleop.send_signal(signal.SIGCONT)
             if t >= k * HAND_PERIOD_S:  # 50 Hz of simulated time, stamped with the wall clock
                 msg = _pose(hands[min(int(t / HAND_PERIOD_S), len(hands) - 1)])
                 msg.header.stamp = node.get_clock().now().to_msg()
@@ -233,3 +246,5 @@ def test_the_impedance_replay_follows_the_recorded_joint_trajectories(runs) -> N
     where = (f"first at {1e-9 * (off[0] - common[0]):.2f} s into the judged span, "
              f"{len(off)} of {len(common)} states differ" if off else "")
     assert diff.max() < 1e-9, f"the replay left the recorded path ({where}); live/replay: {late}"
+    # the live run's stall at the session's start was waited for: nothing came past its stamp
+    assert late["commands_past_stamp"] == ("0", "0"), late
