@@ -480,14 +480,9 @@ class TeleopNode(Node):
     def _send(self, cmd: JointCommand, joy: Joy | None, at_s: float | None = None) -> None:
         """Publish a command; ``at_s`` [s]: the stamp (when sim_node applies it), default now."""
         stamp = self.get_clock().now().to_msg()
-        msg = JointState()
-        if at_s is not None:
-            ns = round(at_s * 1e9)
-            msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(ns, 1_000_000_000)
-            self.last_command_stamp = max(self.last_command_stamp, at_s)
-        else:
+        msg = self._command_message(at_s)
+        if at_s is None:
             msg.header.stamp = stamp
-        msg.header.frame_id = "base_link"
         msg.name = list(FUNCTIONS)
         msg.position = [float(cmd.positions[n]) for n in FUNCTIONS]
         msg.velocity = [float(cmd.velocities[n]) for n in FUNCTIONS]
@@ -509,13 +504,19 @@ class TeleopNode(Node):
         stream stays in stamp order."""
         if at_s <= self.last_command_stamp:
             return
-        msg = JointState()
-        ns = round(at_s * 1e9)
-        msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(ns, 1_000_000_000)
-        msg.header.frame_id = "base_link"
-        self.cmd_pub.publish(msg)
-        self.last_command_stamp = at_s
+        self.cmd_pub.publish(self._command_message(at_s))
         self.markers += 1
+
+    def _command_message(self, at_s: float | None) -> JointState:
+        """An empty ``joint_command`` in base_link, stamped ``at_s`` [s] when scheduled (the
+        newest stamp sent is kept: markers go only ahead of it)."""
+        msg = JointState()
+        msg.header.frame_id = "base_link"
+        if at_s is not None:
+            msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(round(at_s * 1e9),
+                                                                    1_000_000_000)
+            self.last_command_stamp = max(self.last_command_stamp, at_s)
+        return msg
 
     def _publish_feedback(self, task_force: np.ndarray, stamp_ns: int | None = None) -> None:
         """The force for the hand controller; stamped ``stamp_ns`` (a scheduled tick) or now."""

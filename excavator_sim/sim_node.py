@@ -182,6 +182,7 @@ from excavator_sim.drivetrain.actuation import (
     ActuationFreshness,
     PlantActuation,
     parse_actuation,
+    read_seq,
 )
 from excavator_sim.drivetrain.vehicle import SAFE_COMMAND
 from excavator_sim.drivetrain.wheeled import SAFE_WHEELED_COMMAND, WheeledCommand
@@ -299,6 +300,7 @@ class SimNode(Node):
             else PlantActuation(timeout))
         self.plant_mode = self.sim.vehicle is not None
         self._plant_refused = 0   # plant/actuation refused in kinematic mode
+        self._plant_seq = ""      # the plant_out seq of the last PLC actuation applied
         self.gate = WrenchGate(max_age_s=max_wrench_age)
         # over DDS only: the in-process soil answers within the step (the parameter check
         # refuses both together, and follow_clock)
@@ -607,7 +609,9 @@ class SimNode(Node):
                              "hardware in the loop")
             return
         command: Any
+        from_plc, seq = True, None
         try:
+            from_plc, seq = read_seq(msg.name, msg.position)
             if self.sim.wheeled is not None:
                 command = parse_wheeled_actuation(msg.name, msg.position, msg.velocity,
                                                   msg.effort, self.sim.wheeled.params)
@@ -617,6 +621,8 @@ class SimNode(Node):
                                           self.sim.drivetrain.params.drive.torque_limit_nm)
         except ActuationError as exc:
             onset = not self.plant.fault
+            if seq is not None:   # the PLC's block: named as its program counts it
+                exc = ActuationError(f"plant_out seq {seq}: {exc}")
             self.plant.reject(str(exc))
             self._brake_drives()
             if onset:   # said when it starts, counted after (a stream of bad ones: no flood)
@@ -624,9 +630,11 @@ class SimNode(Node):
                 self.get_logger().error(message)
                 self.diagnostics.publish(ERROR, message, self._plant_values())
             return
-        if self.plant.fault:
+        if self.plant.fault and from_plc:   # the plant link's own brake leaves it latched
             self.get_logger().info("drive fault cleared: a valid plant/actuation arrived")
-        self.plant.accept(command, self.sim.time)
+        if seq is not None:
+            self._plant_seq = str(seq)
+        self.plant.accept(command, self.sim.time, from_plc)
         if isinstance(command, WheeledCommand):
             self.sim.set_wheeled_command(command)
         else:
@@ -644,6 +652,7 @@ class SimNode(Node):
             "drive_mode": "plant", "drive_fault": self.plant.fault,
             "plant_actuations": self.plant.received,
             "plant_actuation_faults": self.plant.rejected,
+            "plant_actuation_seq": self._plant_seq,
             "plant_actuation_age_s": f"{self.plant.age_s(self.sim.time):.3f}",
             "plant_actuation_timeouts": self.plant.timeouts,
             "plant_actuation_age_at_timeout_s": f"{self.plant.age_at_timeout_s:.3f}",

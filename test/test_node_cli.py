@@ -3,10 +3,15 @@
 it, and ROS arguments (``--ros-args ... [--]``) still reach rcl.
 
 Each executable runs as a real process, through its console-script entry point as setup.py
-declares it (what ``ros2 run excavator_hil <name>`` starts)."""
+declares it (what ``ros2 run excavator_hil <name>`` starts). The command lines that must end
+before ROS starts run one after another in one process per executable (:func:`outcome`): an
+interpreter start per command line cost the suite a minute of CPU; one that wrongly started a
+node would hang that process and fail its tests on the timeout."""
 
 from __future__ import annotations
 
+import functools
+import json
 import re
 import subprocess
 import sys
@@ -54,6 +59,67 @@ def run(name: str, *args: str) -> subprocess.CompletedProcess[str]:
                           text=True, timeout=120, check=False)
 
 
+# The command lines each executable is tried with (every test below that runs them: one
+# process per executable runs them all, see outcome)
+HELP_TAIL = ("--ros-args", "--log-level", "loud")   # an rcl argument rclpy.init refuses
+UNKNOWN = ("--bogus", "--ros-args", "-r", "__node:=x")
+OUTSIDE = [(["-p", "use_sim_time:=true"], "-p use_sim_time:=true"),   # ROS args without --ros-args
+           (["--ros-args", "-r", "__node:=x", "--", "--bogus"], "--bogus"),  # after the ROS block
+           (["extra"], "extra")]
+_DRIVER = """
+import contextlib, importlib, io, json, sys
+entry_module = importlib.import_module({module!r})
+entry = getattr(entry_module, {function!r})
+
+
+def end(code):   # the entry's last step, os._exit after main() returned: a SystemExit here
+    raise SystemExit(code)
+
+
+if hasattr(entry_module, "exit_without_teardown"):
+    entry_module.exit_without_teardown = end
+lines, results = json.loads(sys.argv[1]), []
+for argv in lines:
+    sys.argv = [{name!r}, *argv]
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = entry()
+        except SystemExit as end:
+            code = end.code
+    results.append([code if isinstance(code, int) else int(code is not None), out.getvalue(),
+                    err.getvalue()])
+print(json.dumps(results))
+"""
+
+
+def command_lines(name: str) -> list[tuple[str, ...]]:
+    lines = [(flag, *HELP_TAIL) for flag in ("--help", "-h")] + [UNKNOWN]
+    return lines + ([tuple(args) for args, _ in OUTSIDE] if name in NODES else [])
+
+
+@functools.cache
+def _outcomes(name: str) -> dict[tuple[str, ...], subprocess.CompletedProcess[str]]:
+    """Every command line of :func:`command_lines` through the console script ``name``'s entry
+    function as its generated script calls it (``sys.argv[0]`` the script's name, the exit
+    code from ``SystemExit``), one after another in one process."""
+    module, function = ENTRY_POINTS[name].split(":")
+    lines = command_lines(name)
+    proc = subprocess.run([sys.executable, "-c", _DRIVER.format(module=module,
+                                                                function=function, name=name),
+                           json.dumps(lines)], cwd=REPO, capture_output=True, text=True,
+                          timeout=180, check=False)
+    assert proc.returncode == 0, f"{name}: {proc.stdout[-2000:]}{proc.stderr[-2000:]}"
+    results = json.loads(proc.stdout.strip().splitlines()[-1])
+    return {line: subprocess.CompletedProcess([name, *line], code, out, err)
+            for line, (code, out, err) in zip(lines, results, strict=True)}
+
+
+def outcome(name: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """What the console script ``name`` did with ``args`` (one of :func:`command_lines`)."""
+    return _outcomes(name)[args]
+
+
 def test_every_console_script_is_covered() -> None:
     assert set(ENTRY_POINTS) == {*NODES, "virtual_plc", "dashboard", "excavator-hil"}
 
@@ -62,7 +128,7 @@ def test_every_console_script_is_covered() -> None:
 @pytest.mark.parametrize("flag", ["--help", "-h"])
 def test_help_prints_the_usage_and_exits_0_without_starting_ros(name: str, flag: str) -> None:
     # an rcl argument that rclpy.init refuses (exit 2): --help answers before ROS starts
-    proc = run(name, flag, "--ros-args", "--log-level", "loud")
+    proc = outcome(name, flag, *HELP_TAIL)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout.startswith(f"usage: {name}"), proc.stdout
     assert "Traceback" not in proc.stderr, proc.stderr
@@ -85,21 +151,17 @@ def test_the_rcl_argument_the_help_test_relies_on_stops_a_node(name: str) -> Non
 
 @pytest.mark.parametrize("name", sorted(ENTRY_POINTS))
 def test_an_unknown_option_is_refused_naming_it(name: str) -> None:
-    proc = run(name, "--bogus", "--ros-args", "-r", "__node:=x")
+    proc = outcome(name, *UNKNOWN)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "unrecognized arguments: --bogus" in proc.stderr, proc.stderr
     assert "Traceback" not in proc.stderr
 
 
 @pytest.mark.parametrize("name", sorted(NODES))
-@pytest.mark.parametrize("args, named", [
-    (["-p", "use_sim_time:=true"], "-p use_sim_time:=true"),   # a ROS argument without --ros-args
-    (["--ros-args", "-r", "__node:=x", "--", "--bogus"], "--bogus"),   # after the ROS block
-    (["extra"], "extra"),
-])
+@pytest.mark.parametrize("args, named", OUTSIDE)
 def test_a_node_refuses_what_is_outside_its_ros_arguments(name: str, args: list[str],
                                                          named: str) -> None:
-    proc = run(name, *args)
+    proc = outcome(name, *args)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert f"unrecognized arguments: {named} (ROS arguments go after --ros-args" in proc.stderr
     assert "[FATAL]" not in proc.stderr and "Traceback" not in proc.stderr

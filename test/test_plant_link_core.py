@@ -154,6 +154,8 @@ def test_a_non_finite_set_point_becomes_a_brake_and_is_counted(bad):
     names, position, _velocity, effort = actuation_arrays(CFG, act)
     assert all(math.isfinite(e) for e in effort[:2])           # never forwarded as a number
     assert position[names.index("brake")] == 1.0 and position[names.index("drive_enable")] == 0
+    # the link's own brake, not the PLC's block: the simulation keeps its own fault latched
+    assert math.isnan(position[names.index("plant_out_seq")])
     # a drive fault the PLC sees in plant_in until a valid block is forwarded
     assert CFG.plant_in.decode(core.plant_in(_sensors(1), None))["drive_fault"]
     assert "torque_sp_right" in core.drive_fault
@@ -166,12 +168,19 @@ def test_actuation_arrays_follow_the_contract():
     cfg = load_config(None, {"model": "ackermann"})
     act = Actuation(5, (1.0, 2.0), (0.1, -0.1), True, False)
     names, position, velocity, effort = actuation_arrays(cfg, act)
-    assert names == ["wheel_rl", "wheel_rr", "steer_fl", "steer_fr", "drive_enable", "brake"]
+    assert names == ["wheel_rl", "wheel_rr", "steer_fl", "steer_fr", "drive_enable", "brake",
+                     "plant_out_seq"]
     assert len(position) == len(velocity) == len(effort) == len(names)
     assert effort[:2] == [1.0, 2.0] and velocity[2:4] == [0.1, -0.1]
-    assert position[4:] == [1.0, 0.0]
+    assert position[4:] == [1.0, 0.0, 5.0]
     assert all(math.isnan(v) for v in [*position[:4], *velocity[:2], *velocity[4:],
                                        *effort[2:]])
+    # the seq as the PLC's DINT; a brake of the link's own (the link lost) carries NaN
+    _, position, _, _ = actuation_arrays(cfg, Actuation(2**32 - 3, (0.0,) * 2, (0.0,) * 2,
+                                                        True, False))
+    assert position[-1] == -3.0
+    _, position, _, _ = actuation_arrays(cfg, Actuation.braking(2, 2, "the link lost"))
+    assert math.isnan(position[-1]) and position[-3:-1] == [0.0, 1.0]
 
 
 def test_sensors_from_the_joint_state_arrays():

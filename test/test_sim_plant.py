@@ -25,6 +25,7 @@ from excavator_sim.drivetrain.actuation import (
     ActuationError,
     PlantActuation,
     parse_actuation,
+    read_seq,
 )
 from excavator_sim.drivetrain.vehicle import SAFE_COMMAND, DriveCommand
 from excavator_sim.errors import CommandError
@@ -74,6 +75,38 @@ def test_a_bad_actuation_names_the_value_the_limit_and_the_fix(
         _parse(effort, flags, names)
     with pytest.raises(ActuationError, match=r"4 names but 3 effort values"):
         parse_actuation(NAMES, [NAN] * 4, [NAN] * 4, [0.0] * 3, 8000.0)
+
+
+def test_the_plant_out_seq_says_whose_actuation_it_is() -> None:
+    """The plant link names the PLC's block by its seq (a DINT) and marks a brake of its own
+    with NaN; a message without the pseudo-joint (another publisher) is taken as the PLC's."""
+    with_seq = [*NAMES, "plant_out_seq"]
+    assert read_seq(with_seq, [NAN, NAN, 1.0, 0.0, -7.0]) == (True, -7)
+    assert read_seq(with_seq, [NAN, NAN, 0.0, 1.0, NAN]) == (False, None)
+    assert read_seq(NAMES, [NAN, NAN, 1.0, 0.0]) == (True, None)
+    assert read_seq(with_seq, [NAN, NAN, 1.0, 0.0]) == (True, None)   # lengths: check_names
+    # the pseudo-joint is no unknown name; twice is refused as any repeated name
+    assert parse_actuation(with_seq, [NAN, NAN, 1.0, 0.0, 3.0], [NAN] * 5,
+                           [1.0, 2.0, NAN, NAN, NAN], 8000.0).torque_left_nm == 1.0
+    with pytest.raises(ActuationError, match=r"repeated \['plant_out_seq'\]"):
+        parse_actuation([*with_seq, "plant_out_seq"], [NAN, NAN, 1.0, 0.0, 3.0, 3.0],
+                        [NAN] * 6, [1.0, 2.0, NAN, NAN, NAN, NAN], 8000.0)
+    for bad in (0.5, math.inf, 2.0**31, -(2.0**31) - 1):
+        with pytest.raises(ActuationError, match=r"plant_out_seq position is .*: send the "
+                                                 r"plant_out block's seq \(a DINT"):
+            read_seq(with_seq, [NAN, NAN, 1.0, 0.0, bad])
+
+
+def test_only_the_plcs_actuation_clears_a_drive_fault() -> None:
+    """The plant link's own brake (the link lost while the PLC's block was refused) acts but
+    leaves the fault latched: the PLC has not answered it yet."""
+    plant = PlantActuation(timeout_s=0.2)
+    plant.reject("beyond")
+    brake = DriveCommand(0.0, 0.0, enable=False, brake=True)
+    plant.accept(brake, 1.0, from_plc=False)
+    assert plant.fault == "beyond" and plant.command() == brake
+    plant.accept(brake, 1.01)
+    assert plant.fault == ""
 
 
 def test_the_actuation_times_out_on_simulated_time_and_a_fault_drops_the_last_one() -> None:
@@ -204,10 +237,14 @@ class Plant:
                 self.pub.publish(msg)
 
     def send(self, torque_left: float, torque_right: float, enable: float = 1.0,
-             brake: float = 0.0) -> None:
-        self.message = JointState(name=NAMES, position=[NAN, NAN, enable, brake],
-                                  velocity=[NAN] * 4, effort=[torque_left, torque_right, NAN,
-                                                              NAN])
+             brake: float = 0.0, seq: float | None = None) -> None:
+        """An actuation, as the plant link's with ``seq`` (``plant_out_seq``; NaN: its own
+        brake), as another publisher's without."""
+        extra = [] if seq is None else [seq]
+        names = NAMES + ["plant_out_seq"] * len(extra)
+        self.message = JointState(name=names, position=[NAN, NAN, enable, brake, *extra],
+                                  velocity=[NAN] * len(names),
+                                  effort=[torque_left, torque_right, NAN, NAN, *[NAN] * len(extra)])
 
     def silence(self) -> None:
         self.message = None
@@ -360,11 +397,25 @@ def test_a_nan_actuation_is_a_drive_fault_that_brakes_while_the_simulation_runs(
     level, text, values = link.status()  # type: ignore[misc]
     assert level == 2 and text.startswith("running: drive fault:"), text
     assert int(values["plant_actuation_faults"]) >= 1 and values["drive_fault"]
-    # a valid actuation clears the fault and drives again
-    link.send(2000.0, 2000.0)
+    # the plant link's own brake (the link to the PLC lost) acts but is not the PLC's answer:
+    # the fault stays latched
+    link.send(0.0, 0.0, enable=0.0, brake=1.0, seq=NAN)
+    n = len(link.sensors)
+    wait_for(lambda: len(link.sensors) > n + 50, LIMIT_S, "50 more plant/sensors")
+    assert all(_value(m, "drive_fault", "position") == 1.0 for m in link.sensors[n:])
+    # a bad block of the PLC's is named by its seq, as the PLC program counts it
+    link.send(1e6, 0.0, seq=-42.0)
+    wait_for(lambda: any("plant_out seq -42: plant/actuation track_left torque set-point 1e+06"
+                         in m for _, m in link.messages()) or None, LIMIT_S,
+             lambda: f"the fault named by its seq (seen {link.messages()[-3:]})")
+    # a valid actuation of the PLC's clears the fault and drives again
+    link.send(2000.0, 2000.0, seq=-41.0)
     wait_for(lambda: _value(link.latest(), "track_left", "velocity") > 0.3, LIMIT_S,
              "the tracks to move again")
     assert _value(link.latest(), "drive_fault", "position") == 0.0
+    link.diagnostics.clear()
+    wait_for(lambda: (st := link.status()) is not None and st[0] == 0 and st, LIMIT_S, "OK")
+    assert link.status()[2]["plant_actuation_seq"] == "-41"  # type: ignore[index]
     link.silence()
 
 

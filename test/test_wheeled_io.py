@@ -114,8 +114,8 @@ def test_an_actuation_for_another_machine_is_refused() -> None:
                        match=r"missing \['wheel_fl', 'wheel_fr', 'steer_rl', 'steer_rr'\]"):
         parse_wheeled_actuation(*arrays_with("ackermann"), params("4wd4ws"))
     names, position, velocity, effort = arrays_with("ackermann")
-    with pytest.raises(ActuationError, match=r"6 names but 5 effort values"):
-        parse_wheeled_actuation(names, position, velocity, effort[:5], params("ackermann"))
+    with pytest.raises(ActuationError, match=r"7 names but 6 effort values"):
+        parse_wheeled_actuation(names, position, velocity, effort[:6], params("ackermann"))
 
 
 def test_a_wheeled_actuation_times_out_and_a_fault_drops_it_as_the_tracks_do() -> None:

@@ -2,8 +2,10 @@
 
 ``plant/actuation`` (sensor_msgs/JointState; the contract of issue 27, docs/simulation.md)
 carries per drive joint the torque set-point in ``effort`` [N m at the sprocket] and two
-pseudo-joints in ``position`` (1.0 on, 0.0 off): ``drive_enable`` and ``brake``. This module
-works on the message's arrays (no ROS):
+pseudo-joints in ``position`` (1.0 on, 0.0 off): ``drive_enable`` and ``brake``; optionally
+a third, ``plant_out_seq``: the seq of the PLC's ``plant_out`` block it carries, NaN when the
+plant link brakes on its own (the link lost, a block refused), not the PLC. This module works
+on the message's arrays (no ROS):
 
 - :func:`parse_actuation` checks one message: every required name present once, no unknown
   name, arrays of the names' length, finite torques within :data:`TORQUE_RANGE_FACTOR` x the
@@ -13,13 +15,16 @@ works on the message's arrays (no ROS):
 - :func:`check_names` and :func:`read_flags` are the checks every machine's actuation takes
   (the arrays' lengths, the names, the two flags), parameterised by the machine's joint names;
   :func:`~excavator_sim.drivetrain.wheeled_io.parse_wheeled_actuation` uses them too.
+- :func:`read_seq` says whom an actuation comes from: the PLC (its seq, or no
+  ``plant_out_seq`` at all: another publisher) or the plant link's own brake.
 - :class:`ActuationFreshness` keeps the latest *valid* actuation of either machine
   (:class:`PlantActuation` for the tracks' :class:`DriveCommand`,
   :class:`~excavator_sim.drivetrain.wheeled_io.WheeledPlantActuation` for the wheels') and
   answers, for a simulated time, the command that acts: the safe command (torque 0, drives
   disabled, brakes applied) before the first one, after ``timeout_s`` of simulated time
   without a new one, and after a bad one (a **drive fault**, latched until a valid actuation
-  arrives: the last valid actuation is not reused).
+  from the PLC arrives: the last valid actuation is not reused, and the plant link's own brake
+  on a lost link does not clear the fault the PLC caused).
 """
 
 from __future__ import annotations
@@ -34,6 +39,8 @@ from excavator_sim.errors import CommandError
 
 DRIVE_JOINTS = ("track_left", "track_right")
 FLAG_JOINTS = ("drive_enable", "brake")
+SEQ_JOINT = "plant_out_seq"   # optional pseudo-joint: the plant_out seq, NaN = the link's brake
+DINT_SPAN = 2**31
 # Set-points up to this many torque limits are clipped at the limit (relief valve); beyond, the
 # actuation is refused (a wrong unit or scale in the PLC program).
 TORQUE_RANGE_FACTOR = 2.0
@@ -50,7 +57,8 @@ def check_names(names: Sequence[str], position: Sequence[float], velocity: Seque
                 effort: Sequence[float], required: Sequence[str], machine: str
                 ) -> dict[str, int]:
     """Checks a ``plant/actuation`` message's arrays against the machine's ``required`` joint
-    names (each once, nothing else, every array one entry per name); returns each name's index.
+    names (each once, nothing else but the optional :data:`SEQ_JOINT`, every array one entry per
+    name); returns each name's index.
 
     Args:
         names, position, velocity, effort: the message's arrays.
@@ -67,7 +75,7 @@ def check_names(names: Sequence[str], position: Sequence[float], velocity: Seque
             raise ActuationError(f"plant/actuation has {n} names but {len(arr)} {label} values: "
                                  f"send {label} with one entry per name (NaN where it does not "
                                  "apply)")
-    unknown = sorted(set(names) - set(required))
+    unknown = sorted(set(names) - set(required) - {SEQ_JOINT})
     if unknown:
         raise ActuationError(f"plant/actuation names {unknown} this machine does not have: "
                              f"{machine} takes {list(required)} (is the PLC's plant "
@@ -75,9 +83,29 @@ def check_names(names: Sequence[str], position: Sequence[float], velocity: Seque
     missing = [name for name in required if name not in names]
     twice = sorted({name for name in names if names.count(name) > 1})
     if missing or twice:
-        raise ActuationError(f"plant/actuation must name each of {list(required)} once: "
-                             f"missing {missing}, repeated {twice}")
+        raise ActuationError(f"plant/actuation must name each of {list(required)} once "
+                             f"({SEQ_JOINT} at most once): missing {missing}, repeated {twice}")
     return {name: k for k, name in enumerate(names)}
+
+
+def read_seq(names: Sequence[str], position: Sequence[float]) -> tuple[bool, int | None]:
+    """Whom an actuation comes from, by its ``plant_out_seq``: ``(from_plc, seq)``. The PLC's
+    block: ``(True, seq)`` (a DINT, as the PLC program counts it); NaN, the plant link braking
+    on its own (the link lost, a block refused): ``(False, None)``; no ``plant_out_seq`` (another
+    publisher, taken as the PLC's) or no position for it (:func:`check_names` names that):
+    ``(True, None)``. Anything else raises :class:`ActuationError`."""
+    names = list(names)
+    k = names.index(SEQ_JOINT) if SEQ_JOINT in names else len(position)
+    if k >= len(position):
+        return True, None
+    value = float(position[k])
+    if math.isnan(value):
+        return False, None
+    if not (math.isfinite(value) and value == int(value) and -DINT_SPAN <= value < DINT_SPAN):
+        raise ActuationError(f"plant/actuation {SEQ_JOINT} position is {value}: send the "
+                             f"plant_out block's seq (a DINT, {-DINT_SPAN} .. {DINT_SPAN - 1}) "
+                             "or NaN for a brake that does not come from the PLC")
+    return True, int(value)
 
 
 def read_flags(position: Sequence[float], index: dict[str, int]) -> tuple[bool, bool]:
@@ -134,11 +162,14 @@ class ActuationFreshness(Generic[Command]):
     timed_out: bool = False
     age_at_timeout_s: float = math.nan   # the latest actuation's age when it went stale [s]
 
-    def accept(self, command: Command, now_s: float) -> None:
-        """A valid actuation arrived at simulated time ``now_s``: it acts, a fault clears."""
+    def accept(self, command: Command, now_s: float, from_plc: bool = True) -> None:
+        """A valid actuation arrived at simulated time ``now_s``: it acts, and a fault clears
+        when it comes ``from_plc`` (not the plant link's own brake on a lost link: the PLC has
+        not answered its fault yet)."""
         self.latest = command
         self.last_s = now_s
-        self.fault = ""
+        if from_plc:
+            self.fault = ""
         self.timed_out = False
         self.received += 1
 

@@ -34,6 +34,11 @@ PLC -> simulation (``plant/actuation``):
   a command it cannot take: ``drive_fault`` in ``plant_in`` is set (with the simulation's own
   ``drive_fault``) from the refused block until a valid one is forwarded, so the PLC program
   sees its drives in fault instead of driving against braked tracks.
+
+Each ``plant/actuation`` names the block it carries in the pseudo-joint ``plant_out_seq`` (its
+seq, a DINT as in the block; NaN for a brake of the plant link's own: a refused block, the link
+lost), so the simulation clears a drive fault only on a valid block of the PLC's and tells its
+diagnostics which scan acts.
 """
 
 from __future__ import annotations
@@ -50,6 +55,7 @@ from plc_bridge.config import BridgeConfig
 from plc_bridge.errors import BridgeError
 
 ENABLE, BRAKE = "drive_enable", "brake"   # pseudo-joints of plant/actuation
+SEQ = "plant_out_seq"                     # pseudo-joint of plant/actuation: whose block
 GROUND_SPEED = "ground_speed"             # pseudo-joint of plant/sensors
 FLAGS = ("drive_ready", "drive_fault", "brake")   # pseudo-joints of plant/sensors: position
 # A stamp this far behind the last one written is a new run of the simulation (one publisher,
@@ -97,6 +103,11 @@ class Actuation:
     enable: bool
     brake: bool
     reason: str = ""
+
+    @property
+    def from_plc(self) -> bool:
+        """A block of the PLC's forwarded as it is (not a brake of the plant link's own)."""
+        return self.seq is not None and not self.reason
 
     @classmethod
     def braking(cls, n_drives: int, n_steer: int, reason: str, seq: int | None = None
@@ -164,14 +175,16 @@ def actuation_arrays(config: BridgeConfig, act: Actuation
                      ) -> tuple[list[str], list[float], list[float], list[float]]:
     """``(name, position, velocity, effort)`` of the ``plant/actuation`` JointState: drive
     joints carry effort [N m], steering joints velocity [rad/s], the pseudo-joints
-    ``drive_enable`` and ``brake`` position 1.0 / 0.0; every entry that does not apply is
+    ``drive_enable`` and ``brake`` position 1.0 / 0.0, ``plant_out_seq`` the block's seq
+    as the PLC's DINT (NaN: a brake of the plant link's own); every entry that does not apply is
     NaN."""
     nan = math.nan
-    names = [*drive_joints(config), *steer_joints(config), ENABLE, BRAKE]
+    names = [*drive_joints(config), *steer_joints(config), ENABLE, BRAKE, SEQ]
     n, m = len(config.wheels), len(config.steering)
-    position = [nan] * (n + m) + [1.0 if act.enable else 0.0, 1.0 if act.brake else 0.0]
-    velocity = [nan] * n + list(act.steer_rates) + [nan, nan]
-    effort = list(act.torques) + [nan] * (m + 2)
+    seq = float(dint(act.seq)) if act.from_plc and act.seq is not None else nan
+    position = [nan] * (n + m) + [1.0 if act.enable else 0.0, 1.0 if act.brake else 0.0, seq]
+    velocity = [nan] * n + list(act.steer_rates) + [nan, nan, nan]
+    effort = list(act.torques) + [nan] * (m + 3)
     return names, position, velocity, effort
 
 
