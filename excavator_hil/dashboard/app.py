@@ -182,6 +182,11 @@ def serve(args: argparse.Namespace, geometry: object, plc: object, terrain: obje
     # NiceGUI takes a PYTEST_CURRENT_TEST in the environment for its own screen tests (it then
     # ignores host/port): a dashboard started from a test run is a normal server.
     os.environ.pop("PYTEST_CURRENT_TEST", None)
+    from excavator_common.heap import map_large_blocks
+
+    # the terrain grid (0.8 MB a message) mapped and unmapped each time: in the heap it grew
+    # the process by a grid now and then (+8 MiB in the soak's two minutes; excavator_common.heap)
+    map_large_blocks()
     from nicegui import app, ui
 
     from excavator_hil.dashboard.adapter import RedisLink, RosLink
