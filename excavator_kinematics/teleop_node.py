@@ -344,8 +344,8 @@ class TeleopNode(Node):
             return
         state = state or self.state
         assert state is not None
-        live = time.monotonic() - self.joy_time <= self.values["joy_timeout_s"]
         scheduled = self.command_delay_s > 0.0 and _seconds(joy.header.stamp) > 0.0
+        live = self._joy_live(joy, scheduled, stamp)
         if live and scheduled and stamp is None:
             return  # scheduled: every Joy is answered at its stamp, the timer only holds
         try:
@@ -371,6 +371,22 @@ class TeleopNode(Node):
             self.commanding = False
             self.holds += 1
             self.get_logger().info(f"hold: {reason}")
+
+    def _joy_live(self, joy: Joy, scheduled: bool, stamp: float | None) -> bool:
+        """Whether the joystick still speaks. Live Joys: the latest arrived within
+        ``joy_timeout_s`` of wall time. Scheduled Joys (stamped in simulated time): a Joy
+        answered at its stamp is the input of that moment, however late the host answers it;
+        otherwise the newest Joy's stamp within ``joy_timeout_s`` of simulated time, so a
+        simulation that waits for this node (lockstep) and a slow host make no hold that a
+        replay would not make."""
+        limit = self.values["joy_timeout_s"]
+        if not scheduled:
+            return bool(time.monotonic() - self.joy_time <= limit)
+        if stamp is not None:
+            return True
+        newest = self.joy if self.joy is not None else joy
+        now = _seconds(self.get_clock().now().to_msg())
+        return bool(now - _seconds(newest.header.stamp) <= limit)
 
     def _impedance(self) -> None:
         if not self._state_ok():

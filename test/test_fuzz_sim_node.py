@@ -116,7 +116,7 @@ def _stamp(msg: JointState) -> float:
 
 
 @given(bad=st.lists(BAD, min_size=1, max_size=4))
-@settings(max_examples=40, deadline=None,
+@settings(max_examples=25, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 def test_bad_inputs_then_a_valid_target_is_tracked(sim_process: NodeProcess, channel: Channel,
                                                    bad: list[tuple]) -> None:
