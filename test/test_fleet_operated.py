@@ -31,7 +31,7 @@ import time
 
 import numpy as np
 import pytest
-from helpers import free_port, loaded_host_plc_params, wait_for
+from helpers import free_port, latest_statuses, loaded_host_plc_params, wait_for
 
 LIMIT_S = 120.0      # start-up of 12 processes on a loaded 2-core machine
 ACTIVE = ("swing", "boom", "arm", "bucket")
@@ -94,6 +94,11 @@ def test_teleop_and_dashboard_drive_machine_2_while_machine_1_stays_still(
         ("/exc1/joint_command", JointState), ("/exc1/track_command", JointState),
         ("/exc1/target_pose", PoseStamped), ("/exc1/target", PoseStamped))}
     targets_m2 = ros_node.collect(PoseStamped, "/exc2/target_pose", every)
+    # what machine 2's nodes say (their /diagnostics), for a failure to name where a target
+    # stopped: ik_node's solved and dropped counts, sim_node's held and expired commands
+    from diagnostic_msgs.msg import DiagnosticArray
+    diagnostics = ros_node.collect(DiagnosticArray, "/diagnostics", 1000)
+    commands_m2 = ros_node.collect(JointState, "/exc2/joint_command", every)
     teleop_m2 = ros_node.collect(JointState, "/exc2/teleop/valve_command", every)
 
     prefix = _registered_prefix(tmp_path)
@@ -242,8 +247,11 @@ def test_teleop_and_dashboard_drive_machine_2_while_machine_1_stays_still(
         wait_for(lambda: targets_m2, 30.0, "/exc2/target_pose")
         assert targets_m2[-1].header.frame_id == "exc2/base_link"
         wait_for(lambda: np.max(np.abs(q(m2)[:4] - solution.q)) < 0.05, LIMIT_S,
-                 lambda: f"machine 2 at the IK solution ({q(m2)[:4]} vs {solution.q})\n"
-                 f"{text()}", 0.1)
+                 lambda: f"machine 2 at the IK solution ({q(m2)[:4]} vs {solution.q}); "
+                 f"/exc2/joint_command: {len(commands_m2)} seen, the last "
+                 f"{list(commands_m2[-1].position) if commands_m2 else None} stamped "
+                 f"{commands_m2[-1].header.stamp if commands_m2 else None}; machine 2's "
+                 f"/diagnostics:\n{latest_statuses(diagnostics, 'exc2/')}\n{text()}", 0.1)
         # Drive: machine 2's bridge (its database, 1), the tracks from the page, then STOP
         assert page.text("dash-plc-machine") == "PLC bridge of /exc2"
         dbs = [redis.Redis.from_url(f"redis://127.0.0.1:{redis_server.port}/{k}")
