@@ -10,6 +10,7 @@ is waited for, not assumed after a sleep."""
 
 from __future__ import annotations
 
+import re
 import signal
 import time
 from collections.abc import Iterator
@@ -18,7 +19,7 @@ from typing import Any
 import numpy as np
 import pytest
 import snap7
-from helpers import NodeProcess, free_port, ros_parameters_file, wait_for
+from helpers import NodeProcess, ros_parameters_file, wait_for
 
 from excavator_hil.hil_harness import HilRig
 from plc_bridge import redis_keys as keys
@@ -33,11 +34,15 @@ PATIENT_WATCHDOG_S = 10.0
 
 def _serve(node_processes, tmp_path, extra: list[str]) -> Iterator[tuple[snap7.Client,
                                                                             ControlClient]]:
-    port, cport = free_port(), free_port()
-    node_processes.append(NodeProcess(
-        "plc_bridge.virtual_plc.cli",
-        ["--port", str(port), "--control-port", str(cport), "--model", "ackermann", *extra],
-        log_dir=tmp_path))
+    # port 0: the ports the PLC bound, from its READY line (a port picked here and passed on
+    # could be bound by another worker's server in between)
+    proc = NodeProcess("plc_bridge.virtual_plc.cli",
+                       ["--port", "0", "--control-port", "0", "--model", "ackermann", *extra],
+                       log_dir=tmp_path)
+    node_processes.append(proc)
+    ready = wait_for(lambda: re.search(r"READY port=(\d+) control_port=(\d+)", proc.log()),
+                     20.0, "virtual PLC READY")
+    port, cport = int(ready.group(1)), int(ready.group(2))
     control = wait_for(lambda: _try(cport), 20.0, "virtual PLC control channel")
     client = snap7.Client()
     client.connect("127.0.0.1", 0, 1, port)
@@ -400,7 +405,6 @@ def test_port_zero_reports_the_port_bound(node_processes, tmp_path):
     proc = NodeProcess("plc_bridge.virtual_plc.cli", ["--port", "0", "--control-port", "-1"],
                        log_dir=tmp_path)
     node_processes.append(proc)
-    import re
 
     line = wait_for(lambda: re.search(r"READY port=(\d+)", proc.log()), 20.0, "READY")
     port = int(line.group(1))
@@ -439,6 +443,52 @@ def test_bad_ports_end_with_one_message_and_exit_2(args, text):
                           check=False, cwd=REPO, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2
     assert text in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_a_second_virtual_plc_on_a_served_port_is_refused_and_the_first_serves_on(
+        node_processes, tmp_path):
+    """python-snap7's server binds with SO_REUSEPORT: without the check a second server joins
+    the port and takes every other connection (exclusive_port.py)."""
+    import subprocess
+    import sys
+
+    from helpers import REPO
+
+    first = NodeProcess("plc_bridge.virtual_plc.cli", ["--port", "0", "--control-port", "-1"],
+                        log_dir=tmp_path)
+    node_processes.append(first)
+    port = int(wait_for(lambda: re.search(r"READY port=(\d+)", first.log()), 20.0,
+                        "READY").group(1))
+    second = subprocess.run([sys.executable, "-m", "plc_bridge.virtual_plc.cli", "--port",
+                             str(port), "--control-port", "-1"], check=False, cwd=REPO,
+                            capture_output=True, text=True, timeout=60)
+    assert second.returncode == 2, second.stdout + second.stderr
+    assert f"another server already listens on 127.0.0.1:{port}" in second.stderr
+    for _ in range(8):   # a shared port would hand some of these to the second server
+        client = snap7.Client()
+        client.connect("127.0.0.1", 0, 1, port)
+        assert client.get_connected()
+        client.disconnect()
+
+
+def test_listeners_on_counts_servers_that_share_a_port_and_no_other_address():
+    import socket
+
+    from plc_bridge.virtual_plc.exclusive_port import listeners_on
+
+    def reuse_port_server(port: int) -> socket.socket:
+        s = socket.socket()
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        s.bind(("127.0.0.1", port))
+        s.listen(1)
+        return s
+
+    with reuse_port_server(0) as a:
+        port = a.getsockname()[1]
+        assert listeners_on("127.0.0.1", port) == 1
+        with reuse_port_server(port):
+            assert listeners_on("127.0.0.1", port) == 2
+            assert listeners_on("127.0.0.2", port) == 0
 
 
 def test_port_in_use_ends_with_one_message_and_exit_2(tmp_path):
