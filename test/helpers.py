@@ -44,16 +44,24 @@ def private_domain_id() -> int:
     return 1 + os.getpid() % 200
 
 
-def latest_statuses(arrays: Iterable[Any], prefix: str = "") -> str:
-    """The latest /diagnostics status of each node whose status name starts with ``prefix``,
-    a line each: ``name: message key=value, ...`` (what a failing test prints)."""
-    latest = {}
+def latest_values(arrays: Iterable[Any], prefix: str = "") -> dict[str, dict[str, str]]:
+    """The key-values of the latest /diagnostics status of each node whose status name starts
+    with ``prefix``, by status name (the message under the key ``""``)."""
+    latest: dict[str, dict[str, str]] = {}
     for array in list(arrays):
         for status in array.status:
             if status.name.startswith(prefix):
-                latest[status.name] = f"{status.message} " + ", ".join(
-                    f"{kv.key}={kv.value}" for kv in status.values)
-    return "\n".join(f"{name}: {text}" for name, text in sorted(latest.items()))
+                latest[status.name] = {"": status.message,
+                                       **{kv.key: kv.value for kv in status.values}}
+    return latest
+
+
+def latest_statuses(arrays: Iterable[Any], prefix: str = "") -> str:
+    """The latest /diagnostics status of each node whose status name starts with ``prefix``,
+    a line each: ``name: message key=value, ...`` (what a failing test prints)."""
+    return "\n".join(
+        f"{name}: {values['']} " + ", ".join(f"{k}={v}" for k, v in values.items() if k)
+        for name, values in sorted(latest_values(arrays, prefix).items()))
 
 
 def wait_for(predicate: Callable[[], Any], timeout: float, what: str | Callable[[], str],

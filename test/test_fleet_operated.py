@@ -31,7 +31,7 @@ import time
 
 import numpy as np
 import pytest
-from helpers import free_port, latest_statuses, loaded_host_plc_params, wait_for
+from helpers import free_port, latest_statuses, latest_values, loaded_host_plc_params, wait_for
 
 LIMIT_S = 120.0      # start-up of 12 processes on a loaded 2-core machine
 ACTIVE = ("swing", "boom", "arm", "bucket")
@@ -39,6 +39,7 @@ BASE = ("base_x", "base_y", "base_yaw")
 STILL_RAD = 0.01     # [rad] a joint holding position moves less (hydraulic hold, numerics)
 STILL_M = 0.01       # [m]
 BOOM_AXIS = 4        # config/teleop.yaml: axes.right_y, the ISO pattern's boom
+MAX_SENDS = 3        # the dashboard's Send, again after a drop as too old (a loaded host)
 
 
 def test_the_launch_refuses_a_machine_not_in_the_fleet() -> None:
@@ -241,13 +242,36 @@ def test_teleop_and_dashboard_drive_machine_2_while_machine_1_stays_still(
         assert page.text("dash-verdict") == "reachable", page.text("dash-verdict-detail")
         solution = InverseKinematics(default_geometry()).solve(
             (target["x"], target["y"], target["z"]), math.radians(target["pitch"]))
-        page.emit_to("dash-send", "click")
-        wait_for(lambda: "to /exc2" in page.text("dash-sent"), 30.0,
-                 lambda: f"the send ({page.text('dash-sent')})")
-        wait_for(lambda: targets_m2, 30.0, "/exc2/target_pose")
+
+        def dropped_m2() -> int:
+            """Targets and joint commands machine 2's ik_node and sim_node dropped as too old
+            (max_command_age_s, wall time): a host loaded enough holds one that long, and then
+            the drop is right and reported, and the operator sends again."""
+            return sum(int(values.get(key, 0)) for values in latest_values(
+                diagnostics, "exc2/").values() for key in ("commands_expired",
+                                                           "commands_ahead"))
+
+        def at_solution() -> bool:
+            return bool(np.max(np.abs(q(m2)[:4] - solution.q)) < 0.05)
+
+        sends = 0
+        while sends < MAX_SENDS:
+            dropped = dropped_m2()
+            page.emit_to("dash-send", "click")
+            sends += 1
+            wait_for(lambda: "to /exc2" in page.text("dash-sent"), 30.0,
+                     lambda: f"the send ({page.text('dash-sent')})")
+            wait_for(lambda n=sends: len(targets_m2) == n, 30.0, "/exc2/target_pose")
+            # arrived, or dropped as too old on the way (a status comes each second)
+            if wait_for(lambda d=dropped: at_solution() or dropped_m2() > d, LIMIT_S,
+                        lambda: f"machine 2 at the IK solution ({q(m2)[:4]} vs "
+                        f"{solution.q}) or a drop reported",
+                        0.1) and at_solution():
+                break
         assert targets_m2[-1].header.frame_id == "exc2/base_link"
-        wait_for(lambda: np.max(np.abs(q(m2)[:4] - solution.q)) < 0.05, LIMIT_S,
-                 lambda: f"machine 2 at the IK solution ({q(m2)[:4]} vs {solution.q}); "
+        wait_for(at_solution, LIMIT_S,
+                 lambda: f"machine 2 at the IK solution ({q(m2)[:4]} vs {solution.q}) after "
+                 f"{sends} sends; "
                  f"/exc2/joint_command: {len(commands_m2)} seen, the last "
                  f"{list(commands_m2[-1].position) if commands_m2 else None} stamped "
                  f"{commands_m2[-1].header.stamp if commands_m2 else None}; machine 2's "
@@ -292,7 +316,7 @@ def test_teleop_and_dashboard_drive_machine_2_while_machine_1_stays_still(
         assert all(not msgs for msgs in to_m1.values()), {
             t: len(msgs) for t, msgs in to_m1.items()}
         # ... while machine 2 was driven by both (teleop's valve commands, the one target)
-        assert len(targets_m2) == 1 and teleop_m2
+        assert len(targets_m2) == sends and teleop_m2
     finally:
         stop_joy.set()
         if joy_thread is not None:
