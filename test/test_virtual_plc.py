@@ -488,6 +488,8 @@ def test_listeners_on_counts_servers_that_share_a_port_and_no_other_address():
         assert listeners_on("127.0.0.1", port) == 1
         with reuse_port_server(port):
             assert listeners_on("127.0.0.1", port) == 2
+            assert listeners_on("localhost", port) == 2
+            assert listeners_on("0.0.0.0", port) == 2   # the wildcard overlaps them
             assert listeners_on("127.0.0.2", port) == 0
 
 

@@ -46,21 +46,24 @@ def refuse_taken_port(host: str, port: int) -> None:
 
 def listeners_on(host: str, port: int, table: Path = PROC_NET_TCP) -> int | None:
     """How many IPv4 sockets listen on ``host:port`` in this network namespace (a listener on
-    the wildcard address counts for every host), or None where the kernel does not say (no
+    the wildcard address counts for every host; for the wildcard host, every listener on the
+    port counts), or None where the kernel does not say (no
     ``/proc/net/tcp``: not Linux)."""
     try:
         lines = table.read_text().splitlines()[1:]
     except OSError:
         return None
-    wanted = {socket.inet_aton(host), socket.inet_aton("0.0.0.0")}
+    wildcard = socket.inet_aton("0.0.0.0")
+    own = socket.inet_aton(socket.gethostbyname(host))
     count = 0
     for line in lines:
         fields = line.split()
         if len(fields) < 4 or fields[3] != TCP_LISTEN:
             continue
-        address, local_port = fields[1].split(":")
+        address_hex, port_hex = fields[1].split(":")
         # the address column is the network-order word read as a native integer, in hex
-        if int(local_port, 16) == port and \
-                int(address, 16).to_bytes(4, sys.byteorder) in wanted:
+        address = int(address_hex, 16).to_bytes(4, sys.byteorder)
+        # a wildcard on either side overlaps every address
+        if int(port_hex, 16) == port and (wildcard in (own, address) or own == address):
             count += 1
     return count
