@@ -254,8 +254,15 @@ def test_teleop_and_dashboard_drive_machine_2_while_machine_1_stays_still(
         def at_solution() -> bool:
             return bool(np.max(np.abs(q(m2)[:4] - solution.q)) < 0.05)
 
+        def where_it_stopped() -> str:
+            return (f"machine 2 at the IK solution ({q(m2)[:4]} vs {solution.q}) after "
+                    f"{sends} sends; /exc2/joint_command: {len(commands_m2)} seen, the last "
+                    f"{list(commands_m2[-1].position) if commands_m2 else None} stamped "
+                    f"{commands_m2[-1].header.stamp if commands_m2 else None}; machine 2's "
+                    f"/diagnostics:\n{latest_statuses(diagnostics, 'exc2/')}\n{text()}")
+
         sends = 0
-        while sends < MAX_SENDS:
+        while True:
             dropped = dropped_m2()
             page.emit_to("dash-send", "click")
             sends += 1
@@ -263,19 +270,12 @@ def test_teleop_and_dashboard_drive_machine_2_while_machine_1_stays_still(
                      lambda: f"the send ({page.text('dash-sent')})")
             wait_for(lambda n=sends: len(targets_m2) == n, 30.0, "/exc2/target_pose")
             # arrived, or dropped as too old on the way (a status comes each second)
-            if wait_for(lambda d=dropped: at_solution() or dropped_m2() > d, LIMIT_S,
-                        lambda: f"machine 2 at the IK solution ({q(m2)[:4]} vs "
-                        f"{solution.q}) or a drop reported",
-                        0.1) and at_solution():
+            wait_for(lambda d=dropped: at_solution() or dropped_m2() > d, LIMIT_S,
+                     where_it_stopped, 0.1)
+            if at_solution() or sends == MAX_SENDS:
                 break
         assert targets_m2[-1].header.frame_id == "exc2/base_link"
-        wait_for(at_solution, LIMIT_S,
-                 lambda: f"machine 2 at the IK solution ({q(m2)[:4]} vs {solution.q}) after "
-                 f"{sends} sends; "
-                 f"/exc2/joint_command: {len(commands_m2)} seen, the last "
-                 f"{list(commands_m2[-1].position) if commands_m2 else None} stamped "
-                 f"{commands_m2[-1].header.stamp if commands_m2 else None}; machine 2's "
-                 f"/diagnostics:\n{latest_statuses(diagnostics, 'exc2/')}\n{text()}", 0.1)
+        wait_for(at_solution, LIMIT_S, where_it_stopped, 0.1)
         # Drive: machine 2's bridge (its database, 1), the tracks from the page, then STOP
         assert page.text("dash-plc-machine") == "PLC bridge of /exc2"
         dbs = [redis.Redis.from_url(f"redis://127.0.0.1:{redis_server.port}/{k}")
