@@ -8,9 +8,9 @@ check is in two steps because the server's own bind cannot be made exclusive:
 
 1. before the server binds, :func:`refuse_taken_port` binds the port once *without*
    ``SO_REUSEPORT``: any listener already there refuses it (``EADDRINUSE``);
-2. after, :func:`listeners_on` counts the listening sockets on the port (Linux's
-   ``/proc/net/tcp``): more than one means another server joined in the moment between, and
-   both starts fail with the same message.
+2. after, :func:`refuse_shared_port` counts the listening sockets on the port
+   (:func:`listeners_on`, Linux's ``/proc/net/tcp``): more than one means another server
+   joined in the moment between, and both starts fail with the same message.
 """
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ TCP_LISTEN = "0A"   # the socket state column of /proc/net/tcp
 
 
 def taken(host: str, port: int) -> OSError:
+    """The error of a port another server holds (the CLI prints it with the fix)."""
     return OSError(errno.EADDRINUSE, f"another server already listens on {host}:{port} "
                    f"(python-snap7 servers share a port silently; this one refuses to)")
 
@@ -44,6 +45,13 @@ def refuse_taken_port(host: str, port: int) -> None:
             raise
 
 
+def refuse_shared_port(host: str, port: int) -> None:
+    """Raise ``OSError(EADDRINUSE)`` if another socket listens on ``host:port`` beside this
+    process's server (not checked where the kernel does not say: not Linux)."""
+    if (listeners_on(host, port) or 0) > 1:
+        raise taken(host, port)
+
+
 def listeners_on(host: str, port: int, table: Path = PROC_NET_TCP) -> int | None:
     """How many IPv4 sockets listen on ``host:port`` in this network namespace (a listener on
     the wildcard address counts for every host; for the wildcard host, every listener on the
@@ -61,9 +69,11 @@ def listeners_on(host: str, port: int, table: Path = PROC_NET_TCP) -> int | None
         if len(fields) < 4 or fields[3] != TCP_LISTEN:
             continue
         address_hex, port_hex = fields[1].split(":")
+        if int(port_hex, 16) != port:
+            continue
         # the address column is the network-order word read as a native integer, in hex
         address = int(address_hex, 16).to_bytes(4, sys.byteorder)
         # a wildcard on either side overlaps every address
-        if int(port_hex, 16) == port and (wildcard in (own, address) or own == address):
+        if own == address or wildcard in (own, address):
             count += 1
     return count

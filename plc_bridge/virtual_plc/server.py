@@ -78,7 +78,7 @@ from plc_bridge.command_crc import is_whole
 from plc_bridge.command_seq import to_dint
 from plc_bridge.config import BridgeConfig
 from plc_bridge.db_layout import DbLayout
-from plc_bridge.virtual_plc.exclusive_port import listeners_on, refuse_taken_port, taken
+from plc_bridge.virtual_plc.exclusive_port import refuse_shared_port, refuse_taken_port
 from plc_bridge.virtual_plc.hil_program import HilProgram
 from plc_bridge.virtual_plc.plant import CommandGuard, VehiclePlant
 
@@ -203,9 +203,11 @@ class VirtualPlc:
         sock = getattr(server, "server_socket", None)
         if sock is not None:
             self.port = int(sock.getsockname()[1])   # the port bound (for --port 0)
-        if (listeners_on(self.host, self.port) or 1) > 1:   # another server joined since the check
+        try:
+            refuse_shared_port(self.host, self.port)
+        except OSError:
             server.stop()
-            raise taken(self.host, self.port)
+            raise
         self._server = server
         self.started_at = time.monotonic()
 
