@@ -73,6 +73,37 @@ def wait_for(predicate: Callable[[], Any], timeout: float, what: str | Callable[
         raise AssertionError(str(exc)) from None
 
 
+def thread_stats(pid: int) -> dict[int, list[str]]:
+    """The fields of ``/proc/<pid>/task/<tid>/stat`` after the thread's name, per thread id
+    (``[0]`` the state, ``[16]`` the nice value). A thread that ends while it is read is left
+    out: listing the tasks and reading each one races with the process."""
+    out: dict[int, list[str]] = {}
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        with contextlib.suppress(OSError):   # ended between the listing and the read
+            out[int(task.name)] = (task / "stat").read_text().rsplit(")", 1)[1].split()
+    return out
+
+
+def thread_slices(pid: int) -> set[float]:
+    """The fair-scheduler slices of the threads of ``pid`` [s]. A thread under a real-time
+    policy, and one that ends while it is read, give none (``thread_policies`` sees the
+    first)."""
+    from excavator_common import realtime
+
+    slices = {realtime.current_fair_slice(int(task.name))
+              for task in Path(f"/proc/{pid}/task").glob("*")}
+    return {s for s in slices if s is not None}
+
+
+def thread_policies(pid: int) -> set[int]:
+    """The scheduling policies (``os.SCHED_*``) of the threads of ``pid``."""
+    out = set()
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        with contextlib.suppress(OSError):   # ended between the listing and the read
+            out.add(os.sched_getscheduler(int(task.name)))
+    return out
+
+
 def not_shown(stamps: Iterable[int], shown: Iterable[int], period: int) -> list[int]:
     """The ``stamps`` [ns] a stream passed over: not among ``shown`` (the stamps of a stream,
     one every ``period`` [ns], as one subscriber received it) although it has no gap there.

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 import redis
-from helpers import REPO, RedisServer, free_port, wait_for
+from helpers import REPO, RedisServer, free_port, thread_stats, wait_for
 
 from excavator_hil.faults.tcp_proxy import TcpProxy
 from excavator_hil.hil_harness import HilRig
@@ -157,9 +157,7 @@ def test_plc_process_paused_with_a_write_in_flight(redis_server, spawn):
 
 def _stopped(pid: int) -> bool:
     """All threads of ``pid`` are in the stopped state ('T' in /proc)."""
-    states = [(Path(t) / "stat").read_text().rsplit(")", 1)[1].split()[0]
-              for t in Path(f"/proc/{pid}/task").iterdir()]
-    return all(s == "T" for s in states)
+    return all(fields[0] == "T" for fields in thread_stats(pid).values())
 
 
 def _plc_still_after_resume(rig: HilRig, t_stop: float) -> None:

@@ -11,7 +11,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from helpers import REPO, NodeProcess, free_port, wait_for
+from helpers import REPO, NodeProcess, free_port, thread_stats, wait_for
 
 TOKEN = "0123456789abcdef0123"
 
@@ -62,8 +62,8 @@ def test_token_gate(tmp_path):
         wait_for(lambda: "DASHBOARD READY" in proc.log() or not proc.alive(), 120.0, proc.log)
         assert f"http://127.0.0.1:{port}/?token={TOKEN}" in proc.log()
         # below the control path: the process and every thread (ROS, Redis, web) at nice 10
-        tasks = list(Path(f"/proc/{proc.proc.pid}/task").iterdir())
-        nices = {int((t / "stat").read_text().rsplit(")", 1)[1].split()[16]) for t in tasks}
+        tasks = thread_stats(proc.proc.pid)
+        nices = {int(fields[16]) for fields in tasks.values()}
         assert len(tasks) > 3 and nices == {10}, nices
         base = f"http://127.0.0.1:{port}/"
         for url in (base, base + "?token=wrong" + TOKEN[6:], base + "_nicegui/3.18.0/static/"):

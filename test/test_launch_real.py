@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers import RosTestNode, free_port, wait_for
+from helpers import RosTestNode, free_port, thread_policies, thread_slices, wait_for
 
 pytest.importorskip("launch_ros", reason="launch_ros is not importable: ROS 2 launch is not "
                     "installed (make test installs it from ../shared/ros2-launch when that "
@@ -608,27 +608,6 @@ def test_the_foxglove_view_joins_excavator_launch_and_shows_the_machine(
 
 
 # --- the real-time set-up (excavator_common.realtime, as the demo applies it) -----------------
-def _thread_slices(pid: int) -> set[float | None]:
-    """The fair-scheduler slice of every thread of ``pid`` [s] (None: not under a fair
-    policy)."""
-    from excavator_common import realtime
-
-    out = set()
-    for task in Path(f"/proc/{pid}/task").glob("*"):
-        out.add(realtime.current_fair_slice(int(task.name)))
-    return out
-
-
-def _thread_policies(pid: int) -> set[int]:
-    out = set()
-    for task in Path(f"/proc/{pid}/task").glob("*"):
-        try:
-            out.add(os.sched_getscheduler(int(task.name)))
-        except OSError:   # a thread that ended meanwhile
-            continue
-    return out
-
-
 def _setup_lines(log: str, node: str) -> list[str]:
     return [line for line in log.splitlines() if f"real-time set-up of {node}:" in line]
 
@@ -657,8 +636,8 @@ def test_realtime_auto_runs_the_path_to_the_plc_with_the_demos_fair_slice(
     wait_for_nodes(probe, launch, {"/plc_bridge"})
     for exe in ("plc_bridge", "virtual_plc"):
         pid = launch.node_pid(exe)
-        assert _thread_slices(pid) == {0.0001}, (exe, _thread_slices(pid))
-        assert _thread_policies(pid) == {os.SCHED_OTHER}
+        assert thread_slices(pid) == {0.0001}, (exe, thread_slices(pid))
+        assert thread_policies(pid) == {os.SCHED_OTHER}
         lines = _setup_lines(launch.log(), exe)
         assert len(lines) == 1 and "fair-scheduler slice 0.1 ms" in lines[0], launch.log()
         assert seen.encode() in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
@@ -676,7 +655,7 @@ def test_realtime_off_leaves_the_kernels_defaults_and_says_so(
     default = realtime.current_fair_slice()
     for exe in ("plc_bridge", "virtual_plc"):
         pid = launch.node_pid(exe)
-        assert _thread_slices(pid) == {default}, (exe, _thread_slices(pid))
+        assert thread_slices(pid) == {default} - {None}, (exe, thread_slices(pid))
         environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
         assert f"{realtime.ENV}=off".encode() in environ   # nor the node's own gc / GIL set-up
         (line,) = _setup_lines(launch.log(), exe)
@@ -734,7 +713,7 @@ def test_rt_priority_is_applied_where_permitted_and_else_named_once_per_node(
         assert "SCHED_FIFO 20 for its loop" in _setup_lines(launch.log(), "plc_bridge")[0]
     else:
         wait_for(lambda: "configured:" in launch.log(), 60.0, launch.log)
-        assert _thread_policies(bridge) == _thread_policies(plc) == {os.SCHED_OTHER}
+        assert thread_policies(bridge) == thread_policies(plc) == {os.SCHED_OTHER}
         for exe in ("plc_bridge", "virtual_plc"):
             (line,) = _setup_lines(launch.log(), exe)
             assert "rt_priority 20 not applied, normal scheduling: SCHED_FIFO 20 not " \

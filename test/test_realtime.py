@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import NodeProcess
+from helpers import NodeProcess, thread_slices, thread_stats
 
 from excavator_common import realtime
 from excavator_hil.demo.options import DemoOptions
@@ -82,11 +82,7 @@ def test_pin_to_cpus_keeps_only_cpus_the_host_has() -> None:
 
 def _thread_nice(pid: int) -> set[int]:
     """The nice value of every thread of ``pid`` (field 19 of /proc/<pid>/task/<tid>/stat)."""
-    values = set()
-    for task in Path(f"/proc/{pid}/task").glob("*"):
-        with contextlib.suppress(OSError):   # a thread that ended meanwhile
-            values.add(int(task.joinpath("stat").read_text().rsplit(")", 1)[1].split()[16]))
-    return values
+    return {int(fields[16]) for fields in thread_stats(pid).values()}
 
 
 def test_a_prefixed_process_runs_every_thread_at_the_lower_priority(tmp_path: Path) -> None:
@@ -112,13 +108,6 @@ def _needs_fair_slices() -> None:
         pytest.skip(f"this kernel ({os.uname().release}) keeps its own fair-scheduler slice")
 
 
-def _thread_slices(pid: int) -> set[float]:
-    """The slices of a process's threads (None, a thread that just ended, left out)."""
-    slices = {realtime.current_fair_slice(int(task.name))
-              for task in Path(f"/proc/{pid}/task").glob("*")}
-    return {s for s in slices if s is not None}
-
-
 def test_the_demo_runs_the_redis_to_plc_path_with_a_short_fair_slice(tmp_path: Path) -> None:
     """process_layout's prefix (``python -m excavator_common.realtime --fair-slice-ms 0.1``)
     reaches every thread of the virtual PLC (the S7 server's too) and redis-server, under
@@ -136,9 +125,9 @@ def test_the_demo_runs_the_redis_to_plc_path_with_a_short_fair_slice(tmp_path: P
         wait_for(lambda: "VIRTUAL_PLC READY" in plc.log(), 60, plc.log)
         redis_server.start()
         assert len(list(Path(f"/proc/{plc.proc.pid}/task").glob("*"))) > 1
-        assert _thread_slices(plc.proc.pid) == {0.0001}
+        assert thread_slices(plc.proc.pid) == {0.0001}
         assert redis_server.proc is not None
-        assert _thread_slices(redis_server.proc.pid) == {0.0001}
+        assert thread_slices(redis_server.proc.pid) == {0.0001}
         assert os.sched_getscheduler(plc.proc.pid) == os.SCHED_OTHER   # still normal
     finally:
         plc.stop()
