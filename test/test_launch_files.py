@@ -562,6 +562,20 @@ def test_realtime_off_applies_nothing_and_turns_off_what_the_nodes_do_themselves
                                               "(realtime:=off)")
 
 
+def test_a_background_node_under_nice_gets_a_longer_sigint_grace() -> None:
+    auto = launch_support.realtime_plan("auto", "", "false", "", support=_host())
+    off = launch_support.realtime_plan("off", "", "false", "", support=_host())
+    grace = launch_support.BACKGROUND_SIGINT_GRACE_S
+    assert launch_support.sigint_grace("background", auto, "5") == f"{grace:g}"
+    assert launch_support.sigint_grace("background", auto, "8.5") == f"{grace:g}"
+    # a user's longer grace, no nice, another group, or a value launch itself rejects: theirs
+    assert launch_support.sigint_grace("background", auto, f"{grace + 10:g}") is None
+    assert launch_support.sigint_grace("background", off, "5") is None
+    for group in ("bridge", "sim"):
+        assert launch_support.sigint_grace(group, auto, "5") is None
+    assert launch_support.sigint_grace("background", auto, "soon") is None
+
+
 def test_rt_priority_left_empty_keeps_the_parameter_files(tmp_path: Path) -> None:
     params = tmp_path / "plc.yaml"
     params.write_text("/**:\n  ros__parameters:\n    rt_priority: 30\n")
