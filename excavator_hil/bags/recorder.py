@@ -24,7 +24,7 @@ from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from rosgraph_msgs.msg import Clock
 
 from excavator_common.command_age_node import take_waiting
-from excavator_common.dds_profile import PAUSE_SAFE_PROFILE, use_project_profile
+from excavator_common.dds_profile import use_project_profile
 from excavator_hil.bags.io import BagWriter, TopicQos
 from excavator_hil.bags.tf import TF_TOPIC, TF_TYPE, TfDeriver, namespace_of
 from excavator_hil.errors import BagError
@@ -283,9 +283,7 @@ def record(output: str, topics: Sequence[str] | None, storage: str, duration_s: 
     stall_probe.start_from_environment("bag_recorder")
     # Ctrl-C and SIGTERM end the loop below, not rclpy: its own handler shuts the context down
     # at once, destroying the subscriptions with the messages still queued in them.
-    # before the first participant (Fast DDS reads it then); UDPv4 only, so a recorder that
-    # was paused (Ctrl-Z, SIGSTOP) records again when it goes on (dds_profile.py says why)
-    use_project_profile(profile=PAUSE_SAFE_PROFILE)
+    use_project_profile()   # before the first participant: Fast DDS reads it then
     rclpy.init(signal_handler_options=SignalHandlerOptions.NO)
     stopping: list[int] = []   # wall time [ns] of the stop request
 
