@@ -129,7 +129,8 @@ def _pss_kib(pid: int) -> tuple[int, int] | None:
 
 
 def _name(pid: int) -> str:
-    """A short name: the module after ``-m``, the script, or the executable."""
+    """A short name: the module after ``-m`` (its last two parts where the last is generic:
+    ``bridge.node``), the script, or the executable."""
     try:
         argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
     except OSError:
@@ -139,7 +140,10 @@ def _name(pid: int) -> str:
         module = args[args.index("-m") + 1]
         if module == "excavator_hil.cli" and len(args) > args.index("-m") + 2:
             return "excavator-hil " + args[args.index("-m") + 2]  # e.g. the recorder
-        return module.rsplit(".", 1)[-1]
+        # the last two parts where the last is generic (plc_bridge.bridge.node: bridge.node,
+        # plc_bridge.virtual_plc.cli: virtual_plc.cli), else the last (sim_node)
+        parts = module.split(".")
+        return ".".join(parts[-2:]) if parts[-1] in ("node", "cli", "app", "main") else parts[-1]
     for a in args[:3]:
         if a.endswith(".py"):
             return Path(a).stem
@@ -194,11 +198,14 @@ class CpuSampler:
         if len(self.samples) < 3:
             return {}, math.nan, 0.0
         t_start = self.samples[0][0] + warmup_s
-        first = next((s for s in self.samples if s[0] >= t_start), self.samples[0])
-        # the last sample in which every process alive after the warm-up still ran (a
-        # short-lived process at start-up must not move the window before the warm-up)
-        alive = set(first[1])
-        last = [s for s in self.samples if alive <= set(s[1])][-1]
+        after = [s for s in self.samples if s[0] >= t_start] or self.samples
+        # the stack whole: the processes of the sample after the warm-up with the most of them
+        # (a loaded host may still be starting it when the warm-up ends; a short-lived process
+        # at start-up must not move the window), from the first sample that has them all to
+        # the last
+        whole = set(max(after, key=lambda s: len(s[1]))[1])
+        first = next(s for s in after if whole <= set(s[1]))
+        last = [s for s in after if whole <= set(s[1])][-1]
         window = last[0] - first[0]
         if window <= 0:
             return {}, math.nan, 0.0
