@@ -39,7 +39,8 @@ from excavator_sim.soil.scenarios import (
     REFERENCE_GRID,
     reference_scoop_poses,
 )
-from excavator_sim.soil.terrain import BUCKET_SOIL_MODELS, Terrain, TerrainConfig
+from excavator_sim.soil.terrain import Terrain
+from excavator_sim.soil.terrain_config import BUCKET_SOIL_MODELS, TerrainConfig
 
 
 def run(config: TerrainConfig, poses: list[BucketPose], full_grid: bool

@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import re
 
-from excavator_sim.soil.terrain import TerrainConfig
+from excavator_sim.soil.terrain_config import TerrainConfig
 
 MAX_MACHINES = 16          # Redis has 16 databases by default (databases in redis.conf)
 MAX_SIM_NODES = 4000       # sim_node's terrain.nx / terrain.ny limit

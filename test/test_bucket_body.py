@@ -28,7 +28,8 @@ from excavator_sim.soil.bucket_prism import BucketPose, BucketPrism
 from excavator_sim.soil.config import load_soil_config
 from excavator_sim.soil.errors import SoilConfigError, SoilInputError
 from excavator_sim.soil.scenarios import dig_swing_dump, pose_for_tip
-from excavator_sim.soil.terrain import Terrain, TerrainConfig
+from excavator_sim.soil.terrain import Terrain
+from excavator_sim.soil.terrain_config import TerrainConfig
 
 BUCKET = BucketPrism.from_geometry(default_geometry())
 CONFIG = dataclasses.replace(load_soil_config().terrain, bucket_soil_model="cells")

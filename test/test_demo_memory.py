@@ -85,6 +85,24 @@ def test_a_simulation_without_the_soil_loads_no_numba_nor_plotting() -> None:
     assert _imports("excavator_sim.simulation") == set()
 
 
+def test_the_demos_own_process_loads_no_numba() -> None:
+    """The demo's process (the operator) only lays out the ground: reading and stretching the
+    soil's grid (``terrain_config``) must not load the soil's numba kernels, which run in
+    sim_node (~58 MiB of its PSS when ``drive_path`` imported them through ``terrain``)."""
+    code = ("import sys; from excavator_hil.demo.run import DemoStack; "
+            "from excavator_hil.demo.options import DemoOptions; "
+            "import excavator_hil.demo.operator, excavator_hil.fleet; "
+            "from excavator_sim.soil.config import load_soil_config; "
+            "from excavator_hil.demo.drive_path import DrivePath; "
+            "from excavator_hil.demo.wheeled_path import WheeledPath; "
+            "DrivePath().soil_grid(load_soil_config().terrain); "
+            "WheeledPath.for_model('ackermann', True).soil_grid(load_soil_config().terrain); "
+            "print(' '.join(m for m in ('numba', 'llvmlite') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, timeout=120)
+    assert out.stdout.split() == [], out.stdout
+
+
 def test_the_nodes_without_plots_load_no_matplotlib() -> None:
     for module in ("excavator_sim.soil.soil_node", "excavator_kinematics.ik_node",
                    "plc_bridge.bridge.node", "excavator_hil.demo.operator"):

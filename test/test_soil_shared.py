@@ -27,7 +27,8 @@ from excavator_sim.soil.scenarios import (
     pose_for_tip,
 )
 from excavator_sim.soil.shared_terrain import SharedTerrain
-from excavator_sim.soil.terrain import Terrain, TerrainConfig
+from excavator_sim.soil.terrain import Terrain
+from excavator_sim.soil.terrain_config import TerrainConfig
 
 BUCKET = BucketPrism.from_geometry(default_geometry())
 

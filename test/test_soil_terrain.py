@@ -20,7 +20,8 @@ from excavator_sim.soil.scenarios import (
     pose_for_tip,
     reference_scoop_poses,
 )
-from excavator_sim.soil.terrain import Terrain, TerrainConfig, bucket_capacity_m2
+from excavator_sim.soil.terrain import Terrain, bucket_capacity_m2
+from excavator_sim.soil.terrain_config import TerrainConfig
 
 BUCKET = BucketPrism.from_geometry(default_geometry())
 SMALL = TerrainConfig(size_x_m=8.0, size_y_m=8.0, cell_xy_m=0.05, cell_z_m=0.01)

@@ -26,7 +26,7 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
-from excavator_sim.soil.terrain import TerrainConfig
+from excavator_sim.soil.terrain_config import TerrainConfig
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ import math
 from dataclasses import dataclass
 
 from excavator_kinematics.vehicle import BodyTwist
-from excavator_sim.soil.terrain import TerrainConfig
+from excavator_sim.soil.terrain_config import TerrainConfig
 
 GRID_MARGIN_M = 3.0   # soil grid beyond the start, behind the machine [m]
 

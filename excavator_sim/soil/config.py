@@ -28,7 +28,7 @@ from excavator_common.paths import config_file
 from excavator_sim.soil.earthmoving import FeeSoil
 from excavator_sim.soil.errors import SoilConfigError
 from excavator_sim.soil.forces import DiMaioParams
-from excavator_sim.soil.terrain import BUCKET_SOIL_MODELS, TerrainConfig
+from excavator_sim.soil.terrain_config import BUCKET_SOIL_MODELS, TerrainConfig
 
 
 def _f(name: str, default: float | int | None, lo: float, hi: float, unit: str,

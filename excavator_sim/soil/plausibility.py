@@ -36,7 +36,7 @@ from excavator_sim.soil.errors import SoilInputError
 if TYPE_CHECKING:
     # for the annotation only: terrain.py loads the numba kernels, which every importer of
     # the simulation (excavator_sim.plausibility) would pay for, ~35-60 MiB a process
-    from excavator_sim.soil.terrain import TerrainConfig
+    from excavator_sim.soil.terrain_config import TerrainConfig
 
 SurfaceFn = Callable[[np.ndarray, np.ndarray], np.ndarray]
 

@@ -16,7 +16,8 @@ import numpy as np
 from excavator_sim.soil.bucket_prism import BucketPose, BucketPrism
 from excavator_sim.soil.earthmoving import FeeSoil, fee_blade_force
 from excavator_sim.soil.forces import DiMaioForceModel, DiMaioParams
-from excavator_sim.soil.terrain import Terrain, TerrainConfig, bucket_capacity_m2
+from excavator_sim.soil.terrain import Terrain, bucket_capacity_m2
+from excavator_sim.soil.terrain_config import TerrainConfig
 
 # --- the reference scoop (design/soil.md) -------------------------------------------------
 REFERENCE_GRID = TerrainConfig(size_x_m=8.0, size_y_m=8.0, cell_xy_m=0.05, cell_z_m=0.01,

@@ -17,7 +17,8 @@ from collections.abc import Sequence
 
 from excavator_sim.soil.bucket_prism import BucketPrism
 from excavator_sim.soil.errors import SoilInputError
-from excavator_sim.soil.terrain import Box, Terrain, TerrainConfig, _union
+from excavator_sim.soil.terrain import Box, Terrain, _union
+from excavator_sim.soil.terrain_config import TerrainConfig
 
 
 class SharedTerrain:
