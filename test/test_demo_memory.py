@@ -3,6 +3,7 @@ process keeps and imports, checked structurally (bench/system.py measures the PS
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -101,6 +102,19 @@ def test_the_demos_own_process_loads_no_numba() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, timeout=120)
     assert out.stdout.split() == [], out.stdout
+
+
+def test_the_software_renderer_rasterizes_in_one_thread_unless_told_otherwise() -> None:
+    """excavator_hil.render: one llvmpipe thread, 32 MiB less at the demo's final picture; a
+    value the user set stands."""
+    code = "import os, excavator_hil.render; print(os.environ['LP_NUM_THREADS'])"
+    env = {k: v for k, v in os.environ.items() if k != "LP_NUM_THREADS"}
+    for users, expected in ((None, "0"), ("2", "2")):
+        if users is not None:
+            env["LP_NUM_THREADS"] = users
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                             check=True, timeout=120, env=env)
+        assert out.stdout.strip() == expected
 
 
 def test_the_nodes_without_plots_load_no_matplotlib() -> None:
