@@ -439,15 +439,28 @@ def ros_parameters_file(path: Path, values: dict[str, Any]) -> Path:
 LOADED_HOST_BRIDGE = {"redis_timeout_s": 2.0, "heartbeat_timeout_s": 3.0}
 
 
+# teleop_node's deadlines for the same kind of test: on a starved host Joys arrived 0.3-1.0 s
+# after their stamps and 0.5 s apart, so teleop_node dropped them (max_command_age_s 0.25 s) or
+# held the machine (joy_timeout_s 0.5 s), and a held stick never moved the boom in 120 s (ci60).
+# The deadlines themselves are tested in test_teleop_node.py and test_command_age.py.
+LOADED_HOST_TELEOP = {"joy_timeout_s": 3.0, "max_command_age_s": 3.0, "state_timeout_s": 3.0}
+
+
+def loaded_host_params(config: str, values: dict[str, Any], path: Path) -> Path:
+    """``config/<config>`` with ``values`` over its own, written to ``path`` (a launch's
+    ``<node>_params:=``)."""
+    import yaml
+
+    doc = yaml.safe_load((REPO / "config" / config).read_text())
+    doc["/**"]["ros__parameters"].update(values)
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
 def loaded_host_plc_params(path: Path) -> Path:
     """config/plc.yaml with ``LOADED_HOST_BRIDGE``'s deadlines, written to ``path`` (a launch's
     ``plc_params:=``)."""
-    import yaml
-
-    doc = yaml.safe_load((REPO / "config" / "plc.yaml").read_text())
-    doc["/**"]["ros__parameters"].update(LOADED_HOST_BRIDGE)
-    path.write_text(yaml.safe_dump(doc))
-    return path
+    return loaded_host_params("plc.yaml", LOADED_HOST_BRIDGE, path)
 
 
 def set_parameters(probe: RosTestNode, node: str, values: dict[str, Any],

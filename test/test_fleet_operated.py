@@ -31,7 +31,15 @@ import time
 
 import numpy as np
 import pytest
-from helpers import free_port, latest_statuses, latest_values, loaded_host_plc_params, wait_for
+from helpers import (
+    LOADED_HOST_TELEOP,
+    free_port,
+    latest_statuses,
+    latest_values,
+    loaded_host_params,
+    loaded_host_plc_params,
+    wait_for,
+)
 
 LIMIT_S = 120.0      # start-up of 12 processes on a loaded 2-core machine
 ACTIVE = ("swing", "boom", "arm", "bucket")
@@ -113,7 +121,9 @@ def test_teleop_and_dashboard_drive_machine_2_while_machine_1_stays_still(
          f"virtual_plc_port:={plc_port}", "teleop:=true", "teleop_machine:=exc2",
          "dashboard:=true", f"port:={web_port}", "foxglove:=true",
          f"foxglove_port:={free_port()}",
-         f"plc_params:={loaded_host_plc_params(tmp_path / 'plc.yaml')}"],
+         f"plc_params:={loaded_host_plc_params(tmp_path / 'plc.yaml')}",
+         "teleop_params:=" + str(loaded_host_params("teleop.yaml", LOADED_HOST_TELEOP,
+                                                    tmp_path / "teleop.yaml"))],
         stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
     page: PageClient | None = None
     stop_joy = threading.Event()
@@ -194,13 +204,31 @@ def test_teleop_and_dashboard_drive_machine_2_while_machine_1_stays_still(
         joy_thread.start()
         wait_for(lambda: abs(pos(m2, "boom") - boom0) > 0.1, LIMIT_S,
                  lambda: f"machine 2's boom to move under the stick ({pos(m2, 'boom')} from "
-                 f"{boom0}; teleop valve commands {len(teleop_m2)})\n{text()}", 0.1)
+                 f"{boom0}; teleop valve commands {len(teleop_m2)}, joint commands "
+                 f"{len(commands_m2)}); /diagnostics:\n"
+                 f"{latest_statuses(diagnostics, 'exc2/')}\n"
+                 f"{latest_statuses(diagnostics, 'teleop')}\n{text()}", 0.1)
         stop_joy.set()
         joy_thread.join(5.0)
+
+        def holds() -> int:
+            return sum(int(v.get("holds", 0)) for v in latest_values(diagnostics,
+                                                                     "teleop").values())
+        holds0 = holds()
         msg = Joy()   # the stick released: teleop sends one hold, then it is silent
         msg.header.stamp = node.get_clock().now().to_msg()
         msg.axes, msg.buttons = [0.0] * 6, [0] * 8
         joy.publish(msg)
+        # machine 2 is the dashboard's once teleop is silent: its hold (joy_timeout_s after the
+        # last Joy) coming after the dashboard's target would stop the IK's motion
+        seen = [len(teleop_m2), time.monotonic()]
+
+        def silent() -> bool:
+            if len(teleop_m2) != seen[0]:
+                seen[:] = [len(teleop_m2), time.monotonic()]
+            return holds() > holds0 and time.monotonic() - seen[1] > 1.0
+        wait_for(silent, LIMIT_S, lambda: f"teleop_node's hold after the release and 1 s of "
+                 f"silence; /diagnostics:\n{latest_statuses(diagnostics, 'teleop')}", 0.1)
 
         # --- the dashboard: it lists both machines, is switched to machine 2, sends ----------
         page = PageClient(f"http://127.0.0.1:{web_port}/")
