@@ -370,8 +370,8 @@ NODE_GROUPS = {"plc_bridge": "bridge", "virtual_plc": "bridge", "plant_link": "b
 # launch's SIGINT grace (``sigterm_timeout``, 5 s unless the launch sets it) before it sends
 # SIGTERM: a background node gets at least this long [s]. At nice 10 the fair scheduler gives
 # it a tenth of a normal task's share: the dashboard's stop (0.04 s of CPU) took 1.5-3 s beside
-# two busy cores, and foxglove_view's (0.03 s) outlasted 5 s once in a fresh-clone CI run
-# (one core busy, two test workers).
+# two busy cores. (foxglove_view's stops that outlasted 5 s in CI were a hang, not this: it
+# outlasted 20 s and a SIGTERM too; foxglove_view/node.py.)
 BACKGROUND_SIGINT_GRACE_S = 20.0
 
 

@@ -9,6 +9,9 @@ How long the stream stands still is a timing figure: bench/dds_holdup.py measure
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -119,10 +122,6 @@ def test_under_the_localhost_range_every_participant_has_shared_memory(profile: 
     UDPv4-only profile (or FASTDDS_BUILTIN_TRANSPORTS=UDPv4) does not take shared memory out
     there, only under SUBNET or a discovery server (docs/deployment.md, "DDS profiles"). If
     this fails, rmw changed: the docs' limit is to be checked again."""
-    import os
-    import subprocess
-    import sys
-
     env = {**os.environ, "ROS_AUTOMATIC_DISCOVERY_RANGE": "LOCALHOST",
            PROFILE_ENV: str(REPO / "config" / profile), "FASTDDS_BUILTIN_TRANSPORTS": "UDPv4"}
     out = subprocess.run([sys.executable, "-c", _MAPS_PROBE], env=env, capture_output=True,
