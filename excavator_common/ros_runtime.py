@@ -93,6 +93,7 @@ def run_node(factory: Callable[[], N], args: Sequence[str] | None = None,
     if done is not None:
         return done
     signal.signal(signal.SIGINT, _interrupt_once)
+    sys.unraisablehook = _quiet_interrupt_hook(sys.unraisablehook)
     stall_probe.start_from_environment(os.path.splitext(os.path.basename(sys.argv[0]))[0])
     try:
         check_ros_arguments(argv)
@@ -124,7 +125,9 @@ def run_node(factory: Callable[[], N], args: Sequence[str] | None = None,
                 # destroy_node once (a fresh-clone CI run), turning exit 2 into -11
                 join_rclpy_signal_thread()
                 exit_without_teardown(code)
-        if node is not None:
+        # a Ctrl-C that landed where Python cannot raise it (a finalizer or a weakref callback
+        # of an import: _quiet_interrupt_hook) interrupted the start all the same
+        if node is not None and not _INTERRUPTED.is_set():
             # rclpy only logs a use_sim_time of the wrong type (and a node that declares its
             # overrides automatically keeps it): a start-up error like any other parameter's.
             use_sim_time = node.get_parameter("use_sim_time").value
@@ -196,6 +199,22 @@ def _interrupt_once(signum: int, frame: object) -> None:
     _INTERRUPTED.set()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     raise KeyboardInterrupt
+
+
+def _quiet_interrupt_hook(previous: Callable[[Any], object]) -> Callable[[Any], object]:
+    """``sys.unraisablehook`` that keeps quiet about the first SIGINT's KeyboardInterrupt.
+
+    Python runs a signal handler between any two bytecodes of the main thread, also inside a
+    finalizer or a weakref callback (importlib's module locks have one), where an exception
+    cannot propagate: Python prints it as "Exception ignored in ... Traceback ...
+    KeyboardInterrupt" and goes on (a fresh-clone CI run, sim_node interrupted while it
+    imported). The interrupt is not lost (``_INTERRUPTED`` is set, and run_node does not spin a
+    node built after it); only the message is dropped. Everything else goes to ``previous``."""
+    def hook(unraisable: Any) -> object:
+        if isinstance(unraisable.exc_value, KeyboardInterrupt) and _INTERRUPTED.is_set():
+            return None
+        return previous(unraisable)
+    return hook
 
 
 def join_rclpy_signal_thread() -> None:
