@@ -54,3 +54,41 @@ def test_a_large_block_stays_mapped_after_one_was_freed() -> None:
 def test_a_threshold_outside_glibcs_range_is_refused_naming_it() -> None:
     with pytest.raises(ValueError, match=r"mmap threshold -1 bytes is outside 4096 .. 33554432"):
         map_large_blocks(-1)
+
+
+TRIM_PROBE = """
+import sys
+from excavator_common.heap import release_free_pages
+
+
+def heap_rss_kib() -> int:
+    rss, in_heap = 0, False
+    for line in open("/proc/self/smaps"):
+        fields = line.split()
+        if "-" in fields[0] and not fields[0].endswith(":"):
+            in_heap = fields[-1] == "[heap]"
+        elif in_heap and fields[0] == "Rss:":
+            rss += int(fields[1])
+    return rss
+
+
+blocks = [bytearray(1000) for _ in range(60_000)]   # 60 MB of small blocks: the heap's own
+survivor = bytearray(1000)                          # above them: free() alone cannot shrink it
+del blocks
+before = heap_rss_kib()
+released = release_free_pages()
+print(before, heap_rss_kib(), released)
+"""
+
+
+@pytest.mark.skipif(not hasattr(ctypes.CDLL(ctypes.util.find_library("c")), "malloc_trim"),
+                    reason="not glibc: no malloc_trim")
+def test_freed_small_blocks_under_a_live_one_go_back_to_the_system() -> None:
+    # what the demo's operator does before its final picture: the run's freed heap returned
+    proc = subprocess.run([sys.executable, "-c", TRIM_PROBE], capture_output=True, text=True,
+                          timeout=60, check=False)
+    assert proc.returncode == 0, proc.stderr
+    before_kib, after_kib, released = proc.stdout.split()
+    assert released == "True"
+    assert int(before_kib) > 50_000, "the probe's blocks did not stay in the heap"
+    assert int(after_kib) < int(before_kib) - 40_000
