@@ -17,7 +17,8 @@ LAUNCH_STAMP := $(VENV)/.ros2-launch
 # class of machine, over CI's 20. TEST_WORKERS=0: one process.
 TEST_WORKERS ?= 2
 
-.PHONY: demo test lint bench browser faketime clean-venv snap7-c node-opcua foxglove-peer
+.PHONY: demo test lint bench browser faketime clean-venv snap7-c node-opcua foxglove-peer \
+	soil-kernels
 
 $(STAMP): requirements.txt setup.py
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -26,7 +27,20 @@ $(STAMP): requirements.txt setup.py
 	$(PY) -m pip install --quiet --no-deps -e .
 	@touch $(STAMP)
 
+# The soil's kernels compiled ahead of time (excavator_sim.soil.kernels_aot: numba's pycc and
+# the C compiler) into excavator_sim/soil/_soil_kernels*.so: a process that runs the soil (sim_node,
+# soil_node) then loads neither numba nor LLVM (~130 MiB PSS each, issue 32). Rebuilt when a
+# kernel's source changes; where it cannot be built the JIT runs them, as before (docs/soil.md).
+EXT_SUFFIX := $(shell $(PYTHON) -c "import sysconfig; print(sysconfig.get_config_var('EXT_SUFFIX'))")
+SOIL_KERNELS := excavator_sim/soil/_soil_kernels$(EXT_SUFFIX)
+$(SOIL_KERNELS): excavator_sim/soil/terrain_kernels.py excavator_sim/soil/bucket_body_kernels.py \
+		excavator_sim/soil/kernels_aot.py excavator_sim/soil/kernels.py \
+		excavator_sim/soil/terrain_config.py | $(STAMP)
+	$(PY) -m excavator_sim.soil.kernels_aot
+soil-kernels: $(SOIL_KERNELS)
+
 demo: $(STAMP)
+	-$(MAKE) --no-print-directory soil-kernels
 	$(VENV)/bin/excavator-hil demo $(ARGS)
 
 lint: $(STAMP)
@@ -91,14 +105,15 @@ ifneq ($(ROS2_LAUNCH),)
 endif
 	@touch $@
 
-test: lint browser faketime $(LAUNCH_STAMP)
+test: lint browser faketime $(LAUNCH_STAMP) $(SOIL_KERNELS)
 	-$(MAKE) --no-print-directory snap7-c
 	-$(MAKE) --no-print-directory node-opcua
 	-$(MAKE) --no-print-directory foxglove-peer
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder --durations=25 $(PYTEST_ARGS)
 
 bench: $(STAMP)
+	-$(MAKE) --no-print-directory soil-kernels
 	for b in bench/*.py; do $(PY) $$b || exit 1; done
 
 clean-venv:
-	rm -rf $(VENV)
+	rm -rf $(VENV) excavator_sim/soil/_soil_kernels*.so

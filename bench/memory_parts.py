@@ -8,9 +8,12 @@ the baseline is the same interpreter with nothing imported, in the same run:
 - ``numpy``: ``import numpy`` (every process of the stack has it);
 - ``rclpy_node``: rclpy imported, initialised, one node with one publisher (one DDS
   participant: what each process with rclpy pays before it does anything);
-- ``numba_soil``: ``import numba``, then the soil's kernels imported and the terrain updated
-  once along the reference scoop (kernels loaded from numba's disk cache after the first run):
-  what sim_node pays for the soil in its process;
+- ``numba_soil``: ``import numba``, then the soil imported and the terrain updated along the
+  reference scoop with the kernels under numba's JIT (``EXCAVATOR_HIL_SOIL_KERNELS=jit``; loaded
+  from numba's disk cache after the first run): what sim_node paid for the soil in its process
+  before the kernels were compiled ahead of time;
+- ``compiled_soil``: the same with the kernels compiled ahead of time (``make``; the case
+  fails where that build is missing): what it pays now;
 - ``mujoco_model``: mujoco and the simulation's model with the demo's 35 m x 16 m terrain;
 - ``final_picture``: the demo's final picture (``excavator_hil.render``, 1280 x 720, its 2048 px
   shadow map) of that model: the peak while it renders (sampled every 5 ms), what stays after
@@ -56,6 +59,18 @@ PRELUDE = textwrap.dedent("""
     step("interpreter")
 """)
 
+# the soil along the reference scoop (the kernels load at the first update)
+SCOOP = textwrap.dedent("""
+        from excavator_sim.soil.scenarios import (REFERENCE_BUCKET, REFERENCE_GRID,
+                                                  reference_scoop_poses)
+        from excavator_sim.soil.terrain import Terrain
+        step('soil kernels imported')
+        terrain = Terrain(REFERENCE_GRID, REFERENCE_BUCKET)
+        for pose in reference_scoop_poses(200):
+            terrain.update(pose)
+        step('terrain updated (kernels loaded)')
+""")
+
 CASES: dict[str, str] = {
     "baseline": "",
     "numpy": "import numpy\nstep('numpy imported')\n",
@@ -78,15 +93,14 @@ CASES: dict[str, str] = {
         step('numpy imported')
         import numba
         step('numba imported')
-        from excavator_sim.soil.scenarios import (REFERENCE_BUCKET, REFERENCE_GRID,
-                                                  reference_scoop_poses)
-        from excavator_sim.soil.terrain import Terrain
-        step('soil kernels imported')
-        terrain = Terrain(REFERENCE_GRID, REFERENCE_BUCKET)
-        for pose in reference_scoop_poses(200):
-            terrain.update(pose)
-        step('terrain updated (kernels loaded)')
-    """),
+    """) + SCOOP,
+    "compiled_soil": textwrap.dedent("""
+        import numpy
+        step('numpy imported')
+        from excavator_sim.soil import kernels
+        if not kernels.COMPILED_AHEAD:
+            raise SystemExit("the soil's kernels are not compiled ahead of time: run make")
+    """) + SCOOP + "assert 'numba' not in sys.modules\n",
     "mujoco_model": textwrap.dedent("""
         import excavator_hil.render
         step('mujoco imported')
@@ -130,6 +144,8 @@ def run_case(name: str, body: str, out_png: Path) -> list[tuple[str, float]]:
     code = (PRELUDE + f"TERRAIN = {TERRAIN!r}\n" + body
             + "\nprint(json.dumps(STEPS))\nsys.stdout.flush()\nos._exit(0)\n")
     env = {**os.environ, "PYTHONPATH": str(REPO)}
+    if name == "numba_soil":
+        env["EXCAVATOR_HIL_SOIL_KERNELS"] = "jit"
     done = subprocess.run([sys.executable, "-c", code, str(out_png)], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=600, check=False)
     if done.returncode != 0:

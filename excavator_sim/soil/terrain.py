@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from excavator_sim.soil import terrain_kernels as kern
+from excavator_sim.soil import kernels as kern
 from excavator_sim.soil.bucket_body import BucketBody
 from excavator_sim.soil.bucket_prism import EDGES, FACES, BucketPose, BucketPrism
 from excavator_sim.soil.errors import OutsideGridError, SoilInputError

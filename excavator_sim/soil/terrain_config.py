@@ -15,6 +15,9 @@ import numpy as np
 from excavator_sim.soil.errors import SoilConfigError
 
 BUCKET_SOIL_MODELS = ("closed_form", "cells")
+# A column's cap (the highest its soil may stand, in z cells) where the bucket does not cover
+# it: no wall caps its soil.
+NO_CAP = np.int64(2**62)
 
 
 @dataclass(frozen=True)

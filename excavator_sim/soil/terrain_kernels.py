@@ -1,5 +1,6 @@
 # ruff: noqa: RUF046  (explicit int() keeps numba from typing floor() results as floats)
-"""numba kernels of the terrain model (hot loops; compiled once, cached on disk).
+"""numba kernels of the terrain model (hot loops; compiled once, cached on disk, or ahead of time:
+:mod:`excavator_sim.soil.kernels`, which the rest of the package imports them from).
 
 Grid convention: cell (i, j) covers x in [x0 + i*dx, x0 + (i+1)*dx) and y likewise; its corner
 (i, j) is the point (x0 + i*dx, y0 + j*dx). Heights are int64 counts of the z cell size dz.
@@ -14,8 +15,7 @@ import math
 import numpy as np
 from numba import njit
 
-# A column not covered by the bucket: no wall caps its soil.
-NO_CAP = np.int64(2**62)
+from excavator_sim.soil.terrain_config import NO_CAP
 
 
 @njit(cache=True)
