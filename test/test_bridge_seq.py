@@ -34,6 +34,7 @@ from plc_bridge.command_seq import QUIET_S, from_dint, seq_newer
 
 COMMAND = (0.8, 0.0, 0.3)   # skid steer: tracks at 0.41 and 1.19 m/s
 HOUR_S = 3600.0
+LOG_POLL_S = 0.25   # how often a test asks the virtual PLC for its write log (it grows)
 _FAKETIME_DIRS = ("/usr/lib/x86_64-linux-gnu/faketime", "/usr/lib/aarch64-linux-gnu/faketime",
                   "/usr/lib/faketime", "/usr/local/lib/faketime")
 FAKETIME_LIB = next((p for d in _FAKETIME_DIRS for p in (Path(d) / "libfaketimeMT.so.1",)
@@ -177,7 +178,12 @@ def test_a_refusing_plc_is_never_reported_running_and_says_why(recorded_redis, s
             def bridge_refused() -> list[dict]:
                 return [w for w in rig.plc.writes(t0)
                         if from_dint(w["seq"]) not in rogue.seqs and w["refused"]]
-            wait_for(lambda: len(bridge_refused()) >= 50, 20.0, "50 refused bridge writes")
+            # the PLC's write log is asked for at 4 Hz: it grows by ~200 writes a second (the
+            # rogue's and the bridge's), and asking at 100 Hz (ci66, one core busy) kept the
+            # virtual PLC serialising it instead of answering the bridge, whose link then timed
+            # out over and over
+            wait_for(lambda: len(bridge_refused()) >= 50, 20.0, "50 refused bridge writes",
+                     LOG_POLL_S)
             assert {w["refused"] for w in bridge_refused()} == {"stale_seq"}
             wait_for(lambda: int(rig.get(keys.STATE_REFUSED) or 0) >= 50
                      and int(rig.get(keys.counter_key("plc_refusals")) or 0) >= 50, 10.0,
@@ -233,7 +239,7 @@ def test_two_bridges_on_one_plc_both_stop_and_the_one_left_drives_again(tmp_path
             assert "another writer is on DB100" in sa.detail
             assert "not this bridge's current ones" in sb.detail
             t_both = time.monotonic()
-            wait_for(lambda: len(a.plc.writes(t_both)) >= 100, 20.0, "100 writes")
+            wait_for(lambda: len(a.plc.writes(t_both)) >= 100, 20.0, "100 writes", LOG_POLL_S)
             writes = a.plc.writes(t_both - 2 * QUIET_S)
             refused_at = [w["t"] for w in writes if w["refused"]]
             taken = [w for w in writes if w["refused"] is None]
