@@ -32,11 +32,16 @@ NOT_BUILT = ("the soil's kernels are not compiled ahead of time here: run 'make'
              "'.venv/bin/python -m excavator_sim.soil.kernels_aot')")
 
 
+def _jit_kernel(name: str):
+    """The numba JIT dispatcher of kernel ``name`` (its source module)."""
+    source = {"terrain_kernels": terrain_kernels, "bucket_body_kernels": bucket_body_kernels}
+    return getattr(source[kernels.KERNELS[name]], name)
+
+
 def _use_jit(monkeypatch: pytest.MonkeyPatch) -> None:
     """Make the package call the numba JIT kernels, as it does without the extension."""
-    for name, module in kernels.KERNELS.items():
-        jit = getattr({"terrain_kernels": terrain_kernels,
-                       "bucket_body_kernels": bucket_body_kernels}[module], name)
+    for name in kernels.KERNELS:
+        jit = _jit_kernel(name)
         monkeypatch.setattr(kernels, name, jit)
         if hasattr(bucket_body, name):
             monkeypatch.setattr(bucket_body, name, jit)
@@ -64,9 +69,8 @@ def test_the_signatures_are_the_ones_the_package_calls_with(monkeypatch) -> None
 
     _use_jit(monkeypatch)
     _scoop(POSES)
-    for name, module in kernels.KERNELS.items():
-        jit = getattr(terrain_kernels if module == "terrain_kernels" else bucket_body_kernels,
-                      name)
+    for name in kernels.KERNELS:
+        jit = _jit_kernel(name)
         args, ret = sigutils.normalize_signature(kernels_aot.SIGNATURES[name])
         called = [tuple(s.args) for s in jit.nopython_signatures]
         assert tuple(args) in called, (name, called)
