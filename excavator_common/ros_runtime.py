@@ -24,7 +24,7 @@ from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy_impl
 from rclpy.node import Node
 
-from excavator_common import realtime, stall_probe
+from excavator_common import realtime, stall_probe, supervisor_watch
 from excavator_common.dds_profile import use_project_profile
 from excavator_common.errors import ConfigurationError, ParameterError
 from excavator_common.node_args import NodeUsage, check_command_line
@@ -92,6 +92,7 @@ def run_node(factory: Callable[[], N], args: Sequence[str] | None = None,
     done = check_command_line(usage, argv)
     if done is not None:
         return done
+    supervisor_watch.end_with_supervisor()   # a node started by a supervisor ends with it
     signal.signal(signal.SIGINT, _interrupt_once)
     sys.unraisablehook = _quiet_interrupt_hook(sys.unraisablehook)
     stall_probe.start_from_environment(os.path.splitext(os.path.basename(sys.argv[0]))[0])

@@ -12,6 +12,8 @@ import math
 import sys
 from collections.abc import Callable, Sequence
 
+from excavator_common import supervisor_watch
+
 # Sample bucket-tip targets in base_link [m] with bucket pitch [rad]: a dig cycle's key points.
 SAMPLE_TARGETS: tuple[tuple[str, tuple[float, float, float], float], ...] = (
     ("approach", (6.05, 0.0, 1.19), 0.52),
@@ -242,6 +244,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run a sub-command. A bad file or value (missing, not YAML, out of range) ends with one
     ``excavator-hil: error: ...`` line and exit code 2, never a traceback."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    supervisor_watch.end_with_supervisor()   # started by the demo or the soak: end with it
     try:
         # argparse's REMAINDER does not capture leading options: hand these over directly.
         if argv and argv[0] in PASS_THROUGH:

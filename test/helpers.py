@@ -7,6 +7,8 @@ import contextlib
 import math
 import os
 import shutil
+import signal
+import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -187,6 +189,58 @@ def _resp_arrays(data: bytes) -> list[list[bytes]]:
     except ValueError:                                   # cut inside a header
         pass
     return out
+
+
+def run_stack(command: list[str], timeout: float, what: str) -> subprocess.CompletedProcess[str]:
+    """Run a whole stack's command (the demo, the soak) as a user would, in a session of its
+    own, and make sure nothing it started outlives it.
+
+    - Past ``timeout`` s it gets a Ctrl-C (SIGINT to its session: the demo stops its stack and
+      says where it was), SIGKILL 30 s later, and the test fails with its output so far.
+    - Whatever ends the test meanwhile (pytest-timeout, a KeyboardInterrupt) kills the whole
+      session: a killed demo's children, had they lived on, would publish on this run's ROS
+      domain into every later test (a run of the suite lost 35 tests to one such sim_node).
+    - A process of the session still running after the command ended is the product's leak:
+      the test fails naming it (and it is killed).
+    """
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    session = proc.pid
+    try:
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(session, signal.SIGINT)
+            try:
+                out, err = proc.communicate(timeout=30)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(session, signal.SIGKILL)
+                out, err = proc.communicate()
+            raise AssertionError(f"{what} still running after {timeout} s (interrupted); its "
+                                 f"output:\n{out[-6000:]}\n{err[-6000:]}") from None
+        left = _kill_session(session)
+        assert not left, f"{what} ended (exit {proc.returncode}) and left running: {left}"
+        return subprocess.CompletedProcess(command, proc.returncode, out, err)
+    finally:
+        _kill_session(session)
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def _kill_session(session: int) -> list[str]:
+    """SIGKILL every live process of ``session``; returns them (pid and command)."""
+    import psutil
+
+    killed = []
+    for p in psutil.process_iter():
+        with contextlib.suppress(psutil.Error, OSError):
+            if os.getsid(p.pid) == session and p.status() != psutil.STATUS_ZOMBIE:
+                killed.append(f"{p.pid} {' '.join(p.cmdline()[:4])}")
+                p.kill()
+    return killed
 
 
 class NodeProcess(ManagedProcess):

@@ -135,7 +135,8 @@ def test_teleop_and_dashboard_drive_machine_2_while_machine_1_stays_still(
             log.flush()
             whole = (tmp_path / "launch.log").read_text(errors="replace")
             about = [line for line in whole.splitlines()
-                     if "target" in line or "ik_node" in line or "dashboard" in line]
+                     if any(w in line for w in ("target", "ik_node", "dashboard", "teleop",
+                                                "exc2.sim_node"))]
             return "\n".join(about[-30:]) + "\n...\n" + whole[-2000:]
 
         expected = {("teleop_node", "/"), ("dashboard", "/"), ("foxglove_view", "/"),
@@ -202,10 +203,20 @@ def test_teleop_and_dashboard_drive_machine_2_while_machine_1_stays_still(
                 stop_joy.wait(0.05)
         joy_thread = threading.Thread(target=hold_stick, daemon=True)
         joy_thread.start()
+        def last(msgs: list) -> str:
+            """The newest message of a JointState stream, for a failure: what was asked."""
+            if not msgs:
+                return "none"
+            m = msgs[-1]
+            return (f"stamp {m.header.stamp.sec}.{m.header.stamp.nanosec:09d} "
+                    f"{dict(zip(m.name, np.round(m.position, 4), strict=False))} "
+                    f"velocity {np.round(m.velocity, 4).tolist()}")
+
         wait_for(lambda: abs(pos(m2, "boom") - boom0) > 0.1, LIMIT_S,
                  lambda: f"machine 2's boom to move under the stick ({pos(m2, 'boom')} from "
-                 f"{boom0}; teleop valve commands {len(teleop_m2)}, joint commands "
-                 f"{len(commands_m2)}); /diagnostics:\n"
+                 f"{boom0}; teleop valve commands {len(teleop_m2)}, the last {last(teleop_m2)}; "
+                 f"joint commands {len(commands_m2)}, the last {last(commands_m2)}; the last "
+                 f"joint state {last(m2)}); /diagnostics:\n"
                  f"{latest_statuses(diagnostics, 'exc2/')}\n"
                  f"{latest_statuses(diagnostics, 'teleop')}\n{text()}", 0.1)
         stop_joy.set()

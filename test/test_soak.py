@@ -10,11 +10,11 @@ a loaded host."""
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from helpers import run_stack
 
 from excavator_hil.soak.runner import SoakOptions
 from excavator_hil.soak.schedule import KINDS
@@ -28,10 +28,9 @@ def soak(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, str, Path]:
     out = tmp_path_factory.mktemp("soak")
     # the quick demo's legs (0.6): the warm-up's whole dig cycle takes 15 s instead of 25 s,
     # and the two minutes of faults meet more cycles
-    run = subprocess.run([sys.executable, str(REPO / "bench" / "soak.py"), "--minutes", "2",
-                          "--seed", str(SEED), "--time-scale", "0.6", "--output", str(out)],
-                         capture_output=True,
-                         text=True, timeout=1500, check=False)
+    run = run_stack([sys.executable, str(REPO / "bench" / "soak.py"), "--minutes", "2",
+                     "--seed", str(SEED), "--time-scale", "0.6", "--output", str(out)],
+                    1500, "the soak")
     assert run.returncode == 0, f"soak failed:\n{run.stdout[-6000:]}\n{run.stderr[-6000:]}"
     return json.loads(run.stdout.strip().splitlines()[-1]), run.stdout, out
 

@@ -32,6 +32,8 @@ import threading
 import time
 from collections.abc import Sequence
 
+from excavator_common import supervisor_watch
+
 # How long a pipe waits in select() before looking at its flags again [s]: bytes are forwarded
 # as soon as they arrive; only a change of stall or close waits for this.
 _POLL_S = 0.02
@@ -215,6 +217,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=0, help="port to listen on (127.0.0.1; "
                         "default any free port)")
     args = parser.parse_args(argv)
+    supervisor_watch.end_with_supervisor()
     for name, port in (("--target-port", args.target_port), ("--port", args.port)):
         if not 0 <= port <= 65535 or (name == "--target-port" and port == 0):
             parser.error(f"{name} {port} is not a TCP port (1..65535)")

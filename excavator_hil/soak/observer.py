@@ -32,6 +32,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from excavator_common import supervisor_watch
 from excavator_common.clock_offset import realtime_minus_monotonic
 from excavator_common.dds_profile import use_project_profile
 
@@ -205,6 +206,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                    help="the virtual PLC's control channel (its write log)")
     p.add_argument("--redis-url", required=True, help="the bridge's Redis")
     args = p.parse_args(argv)
+    supervisor_watch.end_with_supervisor()
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())

@@ -22,7 +22,7 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from excavator_common import realtime, stall_probe
+from excavator_common import realtime, stall_probe, supervisor_watch
 from excavator_common.node_args import split_ros_args
 from plc_bridge.config import MODELS, load_config
 from plc_bridge.errors import BridgeConfigError
@@ -151,6 +151,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"virtual_plc: --rt-priority {args.rt_priority} not applied: {e}",
                   file=sys.stderr)
     stall_probe.start_from_environment("virtual_plc")
+    supervisor_watch.end_with_supervisor()
     done = threading.Event()
     plc = VirtualPlc(config, args.host, args.port, write_log_size=args.log_size)
     try:
