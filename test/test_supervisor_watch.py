@@ -7,6 +7,7 @@ kills: it runs no cleanup of its own."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -46,7 +47,7 @@ def test_a_child_ends_when_its_supervisor_is_killed_and_says_why(tmp_path: Path)
         assert child.poll() is None
         supervisor.kill()
         supervisor.wait()
-        out, err = child.communicate(timeout=60)
+        _out, err = child.communicate(timeout=60)
         assert child.returncode == -signal.SIGTERM, (child.returncode, err)
         assert f"supervisor (pid {supervisor.pid}) ended" in err
     finally:
@@ -169,7 +170,5 @@ def test_a_killed_supervisors_nodes_plc_and_redis_all_end(tmp_path: Path) -> Non
         if supervisor.poll() is None:
             supervisor.kill()
         for pid in children.values():
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass

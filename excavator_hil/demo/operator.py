@@ -25,6 +25,7 @@ from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import Imu, JointState
 from std_msgs.msg import Float64, Float64MultiArray
 
+from excavator_hil.demo.clock_watch import SimClockWatch
 from excavator_hil.demo.dig_cycle import DigCyclePlan, default_dig_cycle
 from excavator_hil.demo.drive_path import DrivePath
 from excavator_hil.demo.hil_record import HilRecord
@@ -374,8 +375,10 @@ class DemoOperator(Node):
         t0 = self.sim_time
         prev_t = -math.inf
         still_since = math.inf
+        clock = SimClockWatch(what=f"/{self.machine}/sim_node" if self.machine else "sim_node")
         while True:
             check_alive()
+            clock.update(self.sim_time, time.monotonic())   # a stopped simulation: an error
             t = self.sim_time - t0
             for t_b in (b for b in phase_starts if prev_t < b < t):
                 self._mark_phase(command(t_b), t0 + t_b)

@@ -1,0 +1,41 @@
+"""The demo's guard against a simulation that stopped: its operators pace themselves by the
+simulated time (``/clock``), so without it a sim_node that no longer steps would hold the demo
+forever, silently."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+# [s of wall time] the simulated time may stand still before the demo gives up: a loaded
+# 2-core host holds a simulation period back by a second at worst; a lockstep waits
+# soil_lockstep_timeout_s (0.5 s by default) for the soil's answer before it steps alone
+SIM_STALL_S = 60.0
+
+
+class SimulationStalledError(RuntimeError):
+    """The simulated time stood still for longer than the watch allows."""
+
+
+@dataclass
+class SimClockWatch:
+    """Raises :class:`SimulationStalledError` once the simulated time has not advanced for
+    ``stall_s`` of wall time. ``what``: the clock's source, for the message."""
+
+    stall_s: float = SIM_STALL_S
+    what: str = "sim_node"
+    _last_sim_s: float = math.nan
+    _since_wall_s: float = math.nan
+
+    def update(self, sim_time_s: float, wall_s: float) -> None:
+        """One look at the clocks: the simulated time [s] and a monotonic wall time [s]."""
+        if sim_time_s != self._last_sim_s or math.isnan(self._since_wall_s):
+            self._last_sim_s, self._since_wall_s = sim_time_s, wall_s
+            return
+        stood = wall_s - self._since_wall_s
+        if stood > self.stall_s:
+            raise SimulationStalledError(
+                f"the simulated time stood at {sim_time_s:.3f} s for {stood:.0f} s of wall time "
+                f"(the limit is {self.stall_s:g} s): {self.what} stopped stepping or stopped "
+                "publishing /clock; see its log and /diagnostics (a lockstep waiting for a "
+                "peer that is gone, a process stopped with SIGSTOP)")

@@ -1,0 +1,43 @@
+"""The demo's operators give up, naming why, when the simulated time stops (a sim_node that no
+longer steps held a demo for ever before: pytest-timeout ended it, nothing said where)."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from excavator_hil.demo.clock_watch import SimClockWatch, SimulationStalledError
+
+
+def test_a_clock_standing_still_past_the_limit_is_an_error_naming_it() -> None:
+    watch = SimClockWatch(stall_s=60.0, what="/exc2/sim_node")
+    watch.update(12.5, 1000.0)
+    watch.update(12.5, 1060.0)          # at the limit: not yet
+    with pytest.raises(SimulationStalledError) as err:
+        watch.update(12.5, 1060.5)
+    text = str(err.value)
+    assert "12.500 s" in text and "/exc2/sim_node" in text and "limit is 60 s" in text
+
+
+@given(steps=st.lists(st.floats(0.001, 59.0), min_size=1, max_size=50))
+def test_a_clock_that_moves_within_the_limit_never_trips(steps: list[float]) -> None:
+    """However slowly: a step of simulated time within each stall_s of wall time."""
+    watch = SimClockWatch(stall_s=60.0)
+    sim, wall = 0.0, 0.0
+    watch.update(sim, wall)
+    for dt in steps:
+        wall += dt
+        watch.update(sim, wall)          # the same sample again, dt later
+        sim += 0.01
+        watch.update(sim, wall)
+
+
+def test_the_wait_starts_again_when_the_clock_moves() -> None:
+    watch = SimClockWatch(stall_s=10.0)
+    watch.update(1.0, 0.0)
+    watch.update(1.0, 9.0)
+    watch.update(1.01, 9.5)
+    watch.update(1.01, 19.0)            # 9.5 s since it last moved
+    with pytest.raises(SimulationStalledError):
+        watch.update(1.01, 19.6)
