@@ -44,6 +44,7 @@ the systemd units of ``deploy/systemd/`` (docs/plc_bridge.md, "HIL host set-up")
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 import functools
@@ -96,8 +97,22 @@ def short_gil_slices(interval_s: float = GIL_SWITCH_INTERVAL_S) -> None:
 
 
 def lower_priority(nice: int) -> int:
-    """Raise this process's nice value by ``nice`` (0: unchanged); returns the new value."""
-    return os.nice(nice) if nice else os.nice(0)
+    """Raise the nice value of every thread of this process by ``nice`` (0: unchanged; at most
+    to 19); returns the calling thread's new value. Linux keeps a nice value per thread:
+    ``os.nice`` alone moves the calling thread, and threads started before it (a supervisor
+    watch, rclpy's signal thread) would go on at the old priority; threads started later
+    inherit it from the thread that starts them."""
+    new = os.nice(nice) if nice else os.nice(0)
+    if nice and sys.platform.startswith("linux"):
+        me = threading.get_native_id()
+        for task in os.listdir("/proc/self/task"):
+            tid = int(task)
+            if tid == me:
+                continue
+            with contextlib.suppress(OSError):   # ended meanwhile
+                os.setpriority(os.PRIO_PROCESS, tid,
+                               min(os.getpriority(os.PRIO_PROCESS, tid) + nice, 19))
+    return new
 
 
 def pin_to_cpus(cpus: Iterable[int]) -> list[int]:

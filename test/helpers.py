@@ -551,6 +551,26 @@ def get_parameters(probe: RosTestNode, node: str, names: list[str],
     return {n: parameter_value_to_python(v) for n, v in zip(names, result.values, strict=True)}
 
 
+class PlcWriteLog:
+    """The virtual PLC's control-DB write log from ``since`` [s, monotonic], read as it grows:
+    each :meth:`poll` asks only for the writes after the newest one it has (the whole log since
+    ``since``, ~200 writes a second with two writers, serialised at every poll, kept the PLC busy
+    answering the test instead of the bridge)."""
+
+    def __init__(self, plc: Any, since: float) -> None:
+        self.plc, self.since = plc, since
+        self.writes: list[dict[str, Any]] = []
+
+    def poll(self) -> list[dict[str, Any]]:
+        """Every write so far, oldest first."""
+        newest = self.writes[-1]["t"] if self.writes else None
+        new = self.plc.writes(self.since if newest is None else newest)
+        # the reply starts at the newest write held (t >= since): its repeats are left out
+        held = sum(1 for w in self.writes if w["t"] == newest)
+        self.writes += new[held:] if newest is not None else new
+        return self.writes
+
+
 class RogueWriter:
     """Another writer on a PLC's data block (a snap7 client in this process).
 

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 import redis
-from helpers import NodeProcess, RedisServer, RogueWriter, wait_for
+from helpers import NodeProcess, PlcWriteLog, RedisServer, RogueWriter, wait_for
 
 from excavator_hil.hil_harness import Heartbeat, HilRig
 from plc_bridge import redis_keys as keys
@@ -35,6 +35,12 @@ from plc_bridge.command_seq import QUIET_S, from_dint, seq_newer
 COMMAND = (0.8, 0.0, 0.3)   # skid steer: tracks at 0.41 and 1.19 m/s
 HOUR_S = 3600.0
 LOG_POLL_S = 0.25   # how often a test asks the virtual PLC for its write log (it grows)
+# The bridge's deadline for a PLC reply in the tests of two writers (default 0.1 s, tested in
+# test_bridge_faults.py): the pure-Python virtual PLC serving a rogue writer's 100 Hz beside the
+# bridge's on a loaded host answered later than 0.1 s again and again (ci66, ci69: plc_link_lost,
+# a reconnect, a wait for the heartbeat's next toggle), so the bridge wrote a few commands in
+# 20 s instead of the refused ones these tests count
+TWO_WRITERS = {"plc_timeout_s": 1.0}
 _FAKETIME_DIRS = ("/usr/lib/x86_64-linux-gnu/faketime", "/usr/lib/aarch64-linux-gnu/faketime",
                   "/usr/lib/faketime", "/usr/local/lib/faketime")
 FAKETIME_LIB = next((p for d in _FAKETIME_DIRS for p in (Path(d) / "libfaketimeMT.so.1",)
@@ -159,7 +165,7 @@ def test_a_refusing_plc_is_never_reported_running_and_says_why(recorded_redis, s
     """A rogue writer drives the PLC's seq far ahead: every write of the bridge is refused as
     stale. No cycle that read new refusals reports ``running``; status, detail, the PLC's count
     and cause are on Redis; once the rogue is quiet the bridge re-synchronises and drives."""
-    rig = HilRig("skid_steer", recorded_redis.url, spawn)
+    rig = HilRig("skid_steer", recorded_redis.url, spawn, overrides=TWO_WRITERS)
     try:
         rig.command(*COMMAND)
         rig.start()
@@ -175,8 +181,10 @@ def test_a_refusing_plc_is_never_reported_running_and_says_why(recorded_redis, s
             wait_for(lambda: rig.get(keys.STATE_REFUSED_REASON) == "stale_seq", 10.0,
                      "the PLC's cause on Redis")
 
+            log = PlcWriteLog(rig.plc, t0)
+
             def bridge_refused() -> list[dict]:
-                return [w for w in rig.plc.writes(t0)
+                return [w for w in log.poll()
                         if from_dint(w["seq"]) not in rogue.seqs and w["refused"]]
             # the PLC's write log is asked for at 4 Hz: it grows by ~200 writes a second (the
             # rogue's and the bridge's), and asking at 100 Hz (ci66, one core busy) kept the
@@ -214,7 +222,7 @@ def test_two_bridges_on_one_plc_both_stop_and_the_one_left_drives_again(tmp_path
     servers = [RedisServer(tmp_path / f"redis{k}") for k in range(2)]
     for s in servers:
         s.start()
-    a = HilRig("skid_steer", servers[0].url, spawn)
+    a = HilRig("skid_steer", servers[0].url, spawn, overrides=TWO_WRITERS)
     b_core = None
     try:
         a.command(*COMMAND)

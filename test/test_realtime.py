@@ -374,3 +374,27 @@ def test_only_the_launch_holds_sigint_for_the_bridge_group() -> None:
                                                            hold_sigint=True))
     assert realtime.HOLD_SIGINT in held["bridge"]
     assert realtime.HOLD_SIGINT not in held["redis"]
+
+
+def test_lowering_the_priority_moves_every_thread_also_one_started_before(tmp_path: Path
+                                                                            ) -> None:
+    """Linux keeps a nice value per thread: a thread started before the call (the supervisor
+    watch, rclpy's signal thread) must not stay at the old priority."""
+    code = ("import os, threading, time, json\n"
+            "from excavator_common import realtime\n"
+            "threading.Thread(target=time.sleep, args=(30,), daemon=True).start()\n"
+            "own = os.nice(0)\n"
+            "new = realtime.lower_priority(5)\n"
+            "print(json.dumps([own, new]), flush=True)\n"
+            "time.sleep(30)\n")
+    proc = subprocess.Popen([sys.executable, "-c", code], cwd=REPO, stdout=subprocess.PIPE,
+                            text=True)
+    try:
+        assert proc.stdout is not None
+        own, new = json.loads(proc.stdout.readline())
+        assert new == min(own + 5, 19)
+        nices = _thread_nice(proc.pid)
+        assert len(thread_stats(proc.pid)) >= 2 and nices == {new}, nices
+    finally:
+        proc.kill()
+        proc.wait()

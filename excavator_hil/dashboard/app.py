@@ -26,6 +26,7 @@ import threading
 import time
 from collections.abc import Sequence
 
+from excavator_common import realtime
 from excavator_common.node_args import ArgumentParser, split_ros_args
 
 TOKEN_ENV = "EXCAVATOR_HIL_DASHBOARD_TOKEN"
@@ -156,10 +157,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(f"cannot listen on {args.host}:{args.port} ({exc.strerror}): pick another "
                      "--port or stop what uses it")
 
-    # before any thread starts (Linux applies a niceness per thread; new threads inherit it)
-    # (raising the niceness needs no privilege; an already nicer process keeps its own)
+    # every thread of the process, also one started already (a supervisor watch); new ones
+    # inherit it (raising the niceness needs no privilege; an already nicer process keeps its own)
     if args.nice > os.nice(0):
-        os.nice(args.nice - os.nice(0))
+        realtime.lower_priority(args.nice - os.nice(0))
     from excavator_common.errors import ConfigurationError
     from excavator_kinematics.geometry import ExcavatorGeometry, default_geometry
     from plc_bridge.config import load_config

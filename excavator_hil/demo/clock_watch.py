@@ -7,13 +7,15 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from excavator_hil.errors import HilError
+
 # [s of wall time] the simulated time may stand still before the demo gives up: a loaded
 # 2-core host holds a simulation period back by a second at worst; a lockstep waits
 # soil_lockstep_timeout_s (0.5 s by default) for the soil's answer before it steps alone
 SIM_STALL_S = 60.0
 
 
-class SimulationStalledError(RuntimeError):
+class SimulationStalledError(HilError, RuntimeError):
     """The simulated time stood still for longer than the watch allows."""
 
 
