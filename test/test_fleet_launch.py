@@ -220,16 +220,22 @@ def test_two_machines_under_ros2_launch(fleet, redis_server, ros_node, tmp_path)
             assert ros_node.parameter(full, "use_sim_time") is True, full
         stamped = [m for m in list(wheels) if m.header.stamp.sec or m.header.stamp.nanosec]
         assert len(stamped) >= 20, f"{len(stamped)} stamped /exc2/plc/wheel_states\n{text()}"
-        stamps = [m.header.stamp.sec * 10**9 + m.header.stamp.nanosec for m in stamped[-60:]]
+        stamps = [m.header.stamp.sec * 10**9 + m.header.stamp.nanosec for m in stamped]
 
         def clock_ns() -> int:
             return max(m.clock.sec * 10**9 + m.clock.nanosec for m in list(clocks))
         assert max(stamps) - clock_ns() < 60 * 10**9, (
             f"wheel states stamped {max(stamps) / 1e9:.6g} s, the clock at "
             f"{clock_ns() / 1e9:.6g} s: not the simulation's time")
-        wait_for(lambda: clock_ns() >= max(stamps), 30.0,
-                 lambda: f"/clock to reach the wheel states' stamps (newest {max(stamps)} ns, "
-                 f"clock {clocks[-1].clock.sec} s: not the simulation's time)", 0.05)
+        # judged: the stamps up to the newest /clock this probe took. Its reader, in a starved
+        # test process, lost the last seconds of /clock once (ci70: the bridge stamped 30.8 s,
+        # the probe's newest /clock was 24 s, and no newer one came in 30 s)
+        judged = wait_for(lambda: [s for s in stamps if s <= clock_ns()][-60:]
+                          if sum(s <= clock_ns() for s in stamps) >= 20 else None, 30.0,
+                          lambda: f"/clock to reach 20 of the wheel states' stamps (stamps "
+                          f"{min(stamps) / 1e9:.6g}..{max(stamps) / 1e9:.6g} s, the clock at "
+                          f"{clock_ns() / 1e9:.6g} s)\n{text()}", 0.05)
+        stamps = judged
         shown = {m.clock.sec * 10**9 + m.clock.nanosec for m in list(clocks)}
         assert min(stamps) >= min(shown), (min(stamps), min(shown))
         foreign = not_shown(stamps, shown, 10_000_000)

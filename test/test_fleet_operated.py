@@ -216,7 +216,8 @@ def test_teleop_and_dashboard_drive_machine_2_while_machine_1_stays_still(
                  lambda: f"machine 2's boom to move under the stick ({pos(m2, 'boom')} from "
                  f"{boom0}; teleop valve commands {len(teleop_m2)}, the last {last(teleop_m2)}; "
                  f"joint commands {len(commands_m2)}, the last {last(commands_m2)}; the last "
-                 f"joint state {last(m2)}); /diagnostics:\n"
+                 f"joint state {last(m2)}; /joy's publishers "
+                 f"{ros_node.endpoints('publishers', '/joy')}); /diagnostics:\n"
                  f"{latest_statuses(diagnostics, 'exc2/')}\n"
                  f"{latest_statuses(diagnostics, 'teleop')}\n{text()}", 0.1)
         stop_joy.set()
