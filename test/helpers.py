@@ -106,6 +106,23 @@ def thread_policies(pid: int) -> set[int]:
     return out
 
 
+def publish_until(pub: Any, msg: Any, answered: Callable[[], Any], timeout: float,
+                  what: str | Callable[[], str], period: float = 0.5) -> Any:
+    """Publish ``msg`` on ``pub`` every ``period`` s until ``answered()`` is truthy (returned).
+
+    For a request whose answer comes on another topic that only carries answers: a request
+    sent as soon as the node's subscription matched can be answered before the node's writer
+    of the answer matched this probe's reader, and with volatile durability that answer is
+    lost (ci71: ik_node's joint_command). ``answered`` must know the answer by its content,
+    not by a count: the answer to an earlier copy may still come."""
+    def ask() -> Any:
+        done = answered()
+        if not done:
+            pub.publish(msg)
+        return done
+    return wait_for(ask, timeout, what, period)
+
+
 def not_shown(stamps: Iterable[int], shown: Iterable[int], period: int) -> list[int]:
     """The ``stamps`` [ns] a stream passed over: not among ``shown`` (the stamps of a stream,
     one every ``period`` [ns], as one subscriber received it) although it has no gap there.

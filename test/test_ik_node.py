@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import PointStamped, PoseStamped
-from helpers import NodeProcess, RosTestNode, wait_for
+from helpers import NodeProcess, RosTestNode, publish_until, wait_for
 from sensor_msgs.msg import JointState
 
 from excavator_kinematics.bucket_orientation import bucket_quaternion
@@ -68,12 +68,12 @@ def channel(ik_process: NodeProcess, probe: RosTestNode) -> Channel:
 
 
 def test_target_yields_the_expected_joint_command(channel: Channel) -> None:
-    n0 = len(channel.commands)
     target = (5.0, 2.0, 0.5)
-    channel.target.publish(_point(*target))
-    wait_for(lambda: len(channel.commands) > n0, 10.0, "a joint_command")
-    msg = channel.commands[-1]
     expected = IK.solve(target, 0.3)
+    publish_until(channel.target, _point(*target), lambda: channel.commands and np.allclose(
+        channel.commands[-1].position, [*expected.q, *expected.extensions], atol=1e-12),
+        10.0, "a joint_command with the IK's solution")
+    msg = channel.commands[-1]
     assert list(msg.name) == NAMES
     assert np.allclose(msg.position, [*expected.q, *expected.extensions], atol=1e-12)
     assert msg.header.frame_id == "base_link"
@@ -81,17 +81,16 @@ def test_target_yields_the_expected_joint_command(channel: Channel) -> None:
 
 
 def test_target_pose_takes_the_pitch_from_its_orientation(channel: Channel) -> None:
-    n0 = len(channel.commands)
     msg = PoseStamped()
     msg.header.frame_id = "base_link"
     msg.pose.position.x, msg.pose.position.y, msg.pose.position.z = 0.0, 6.0, 0.0
     x, y, z, w = bucket_quaternion(math.pi / 2, 0.6)
     msg.pose.orientation.x, msg.pose.orientation.y = x, y
     msg.pose.orientation.z, msg.pose.orientation.w = z, w
-    channel.target_pose.publish(msg)
-    wait_for(lambda: len(channel.commands) > n0, 10.0, "a joint_command from target_pose")
     expected = IK.solve((0.0, 6.0, 0.0), 0.6)
-    assert np.allclose(channel.commands[-1].position[:4], expected.q, atol=1e-9)
+    publish_until(channel.target_pose, msg, lambda: channel.commands and np.allclose(
+        channel.commands[-1].position[:4], expected.q, atol=1e-9), 10.0,
+        "a joint_command from target_pose at its pitch")
 
 
 @pytest.mark.parametrize(("point", "reason"), [

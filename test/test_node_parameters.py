@@ -20,6 +20,7 @@ from helpers import (
     RosTestNode,
     describe_parameters,
     get_parameters,
+    publish_until,
     send_bucket_state,
     set_parameters,
     wait_for,
@@ -291,25 +292,19 @@ def test_ik_node_bucket_pitch_rad_changes_the_next_command(ik: NodeProcess,
     wait_for(lambda: target_pub.get_subscription_count() > 0, 30.0, "ik_node's subscription")
 
     def answers_with(pitch: float) -> bool:
-        """ik_node answers the target with the IK at bucket pitch ``pitch`` [rad]. The target is
-        sent again every 0.5 s until it does: a first one sent as soon as ik_node's
-        subscription matched can go before this probe's reader of joint_command matched
-        ik_node's writer, and its answer is lost (ci71, one core busy); an answer to an earlier
-        target may still arrive after a parameter changed."""
+        """ik_node answers the target with the IK at bucket pitch ``pitch`` [rad] (the target
+        sent until it does: helpers.publish_until)."""
         expected = solver.solve((5.0, 0.0, 0.5), pitch).q
         msg = PointStamped()
         msg.header.frame_id = "base_link"
         msg.point.x, msg.point.y, msg.point.z = 5.0, 0.0, 0.5
 
-        def matches() -> bool:
-            if commands and np.allclose(list(commands[-1].position)[:4], expected, atol=1e-9):
-                return True
-            target_pub.publish(msg)
-            return False
         def newest() -> str:
             return str(list(commands[-1].position)[:4]) if commands else "none"
-        wait_for(matches, 20.0, lambda: f"a joint_command at bucket pitch {pitch} rad "
-                 f"({expected}; the newest: {newest()})", 0.5)
+        publish_until(target_pub, msg, lambda: commands and np.allclose(
+            list(commands[-1].position)[:4], expected, atol=1e-9), 20.0,
+            lambda: f"a joint_command at bucket pitch {pitch} rad ({expected}; the newest: "
+            f"{newest()})")
         return True
 
     assert answers_with(0.3)
