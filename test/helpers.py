@@ -921,11 +921,7 @@ def double_sigint_while_starting(module: str, func: str, args: list[str], delay_
     """``ros2 launch``'s Ctrl-C (two SIGINTs 0.03 s apart to the process group) ``delay_s``
     after the console-script target ``module:func`` was imported in a fresh interpreter (a
     script as the entry point's, printing a line once imported): its exit code and output."""
-    import contextlib
-    import signal
-    import subprocess
     import sys
-    import time
 
     script = cwd / func
     script.write_text(f"import sys\nfrom {module} import {func}\n"

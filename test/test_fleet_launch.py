@@ -230,8 +230,12 @@ def test_two_machines_under_ros2_launch(fleet, redis_server, ros_node, tmp_path)
         # judged: the stamps up to the newest /clock this probe took. Its reader, in a starved
         # test process, lost the last seconds of /clock once (ci70: the bridge stamped 30.8 s,
         # the probe's newest /clock was 24 s, and no newer one came in 30 s)
-        judged = wait_for(lambda: [s for s in stamps if s <= clock_ns()][-60:]
-                          if sum(s <= clock_ns() for s in stamps) >= 20 else None, 30.0,
+        def covered() -> list[int] | None:
+            """The stamps up to the probe's newest /clock (the clock read once), 20 or more."""
+            newest = clock_ns()
+            upto = [s for s in stamps if s <= newest]
+            return upto[-60:] if len(upto) >= 20 else None
+        judged = wait_for(covered, 30.0,
                           lambda: f"/clock to reach 20 of the wheel states' stamps (stamps "
                           f"{min(stamps) / 1e9:.6g}..{max(stamps) / 1e9:.6g} s, the clock at "
                           f"{clock_ns() / 1e9:.6g} s)\n{text()}", 0.05)
