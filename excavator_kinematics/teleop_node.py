@@ -32,13 +32,16 @@ keeps sim_node's command lockstep waiting for this stream); the control-rate tim
 sends the holds (every Joy is answered, the
 joy driver's autorepeat keeps the targets moving). A Joy that arrives more than half the delay
 behind the newest joint_states acts from the newest state instead (re-stamped, counted as
-``joys_restamped``). Every Joy answered is published on ``teleop/joy_applied`` (sensor_msgs/Joy)
-with the stamp it acted at: record that topic and play it back onto ``joy`` to replay the
-session. In impedance mode the controller then ticks on simulated time, each tick from the
-joint_states, soil wrench and hand pose of its stamp (excavator_kinematics.teleop.
-impedance_schedule), and every hand pose is published on ``teleop/hand_applied`` with the stamp
-it was taken in at: record that one and play it back onto ``hand_pose``. See
-docs/teleoperation.md, "Replay".
+``joys_restamped``). With ``joy_lockstep`` (a scripted session, a bag replay) the markers go no
+further than the newest Joy's command while Joys come, so sim_node's command lockstep waits for
+the Joys too, and a Joy is re-stamped only when its command would act before one already sent:
+the session acts at its stamps however late a loaded host delivers it. Every Joy answered is
+published on ``teleop/joy_applied`` (sensor_msgs/Joy) with the stamp it acted at: record that
+topic and play it back onto ``joy`` to replay the session. In impedance mode the controller
+then ticks on simulated time, each tick from the joint_states, soil wrench and hand pose of its
+stamp (excavator_kinematics.teleop.impedance_schedule), and every hand pose is published on
+``teleop/hand_applied`` with the stamp it was taken in at: record that one and play it back onto
+``hand_pose``. See docs/teleoperation.md, "Replay".
 
 In a fleet, ``machine`` (e.g. ``exc2``) picks the machine driven: its ``joint_states`` and
 ``soil/wrench`` in, its ``joint_command``, ``track_command`` and ``teleop/valve_command`` out
@@ -119,8 +122,10 @@ class TeleopNode(Node):
         self.period = 1.0 / values["control_rate_hz"]
         # Sim-time commands (replay): each command answers its Joy at the Joy's stamp + this.
         self.command_delay_s = float(values["command_delay_s"])
+        # joy_lockstep: the simulation waits for the Joys as well (a scripted session)
         self.answers: StampedAnswers[Joy] | None = (
-            StampedAnswers(self.command_delay_s) if self.command_delay_s > 0.0 else None)
+            StampedAnswers(self.command_delay_s, bool(values["joy_lockstep"]))
+            if self.command_delay_s > 0.0 else None)
         self.last_command_stamp = 0.0  # [s] of the latest scheduled joint_command
         # ... and in impedance mode the controller ticks on simulated time, from the stamps
         self.impedance_schedule = (ImpedanceSchedule(
@@ -224,12 +229,14 @@ class TeleopNode(Node):
         self.state_time = time.monotonic()
         if self.answers is not None:
             stamp = _seconds(msg.header.stamp)
-            self._answer(self.answers.add_state(stamp, self.state))
+            self._answer(self.answers.add_state(stamp, self.state, self.last_command_stamp))
             if self.core.mode != "impedance":
                 # a Joy answered later is stamped at least stamp - delay/2 + delay (an older
                 # one is re-stamped to a newer state); a quarter of the delay ahead, so a
-                # stalled node's simulation stays well within the re-stamping margin
-                self._send_marker(stamp + 0.25 * self.command_delay_s)
+                # stalled node's simulation stays well within the re-stamping margin. With
+                # joy_lockstep, no further than the newest Joy's command while Joys come
+                live = time.monotonic() - self.joy_time <= self.values["joy_timeout_s"]
+                self._send_marker(self.answers.marker_stamp(stamp, live))
         if self.impedance_schedule is not None:
             self._impedance_ticks(self.impedance_schedule.add_state(_nanoseconds(
                 msg.header.stamp), self.state))
@@ -246,7 +253,8 @@ class TeleopNode(Node):
             self._travel()
         if self.core.mode != "impedance":
             if scheduled and self.answers is not None:
-                self._answer(self.answers.add_input(_seconds(msg.header.stamp), msg))
+                self._answer(self.answers.add_input(_seconds(msg.header.stamp), msg,
+                                                    self.last_command_stamp))
             else:
                 self._sticks()  # answer at once: latency Joy -> command is one callback
 

@@ -52,7 +52,7 @@ DELAY_S = 0.5
 SOIL = "hard_dry_earth"
 JOY_PERIOD_S = 0.05  # the joy driver's 20 Hz [s of sim time]
 # the player publishes this far ahead of the bag time [s of sim time]; teleop_node refuses a Joy
-# more than 1 s ahead of its joint_states
+# more than 5 s ahead of its joint_states (excavator_kinematics.teleop.schedule.AHEAD_LIMIT_S)
 LEAD_S = 0.5
 START_AFTER_S = 3.0
 MAX_AGE_S = 1.0  # teleop_node's max_command_age_s for the session's Joys / hand poses [s]

@@ -83,3 +83,89 @@ def test_a_new_simulation_starts_a_new_history() -> None:
 def test_the_delay_must_be_positive() -> None:
     with pytest.raises(ValueError, match="delay_s 0 must be > 0"):
         StampedAnswers(0.0)
+
+
+# --- input_lockstep (teleop_node's joy_lockstep): the simulation waits for the inputs too ---
+
+@given(st.lists(st.integers(0, 30), min_size=40, max_size=40), st.data())
+def test_in_input_lockstep_a_session_acts_at_its_stamps_however_late_it_arrives(
+        stalls: list[int], data: st.DataObject) -> None:
+    """A model of the loop: a simulation that steps a period only while a command or marker
+    stamped at or after the period's start was sent (sim_node's command lockstep), and a
+    sender of inputs every 5 periods that stalls a drawn number of periods before each (a
+    starved operator, as much as 30 periods: six times the input period). Every input is
+    answered at its own stamp, from the state of its stamp, none re-stamped; the simulation
+    never steps past the newest input's command while inputs come."""
+    answers: StampedAnswers[int] = StampedAnswers(DELAY, input_lockstep=True)
+    sent_until = -np.inf
+    out: list[Answer[int] | Refused[int]] = []
+    n = 0  # the simulation's next period
+    inputs: list[float] = []  # stamped from the simulated time of the first one sent
+    j = 0
+    wait = stalls[0]
+    for _ in range(2000):
+        # the simulation: one period if the lockstep lets it (or before anything was sent)
+        if sent_until == -np.inf or sent_until >= n * PERIOD - 1e-9:
+            got = answers.add_state(n * PERIOD, state(n * PERIOD), sent_until)
+            for a in got:
+                assert isinstance(a, Answer)
+                sent_until = max(sent_until, a.command_stamp_s)
+            out += got
+            live = 0 < j < len(stalls)  # the sender has begun and not ended
+            sent_until = max(sent_until, answers.marker_stamp(n * PERIOD, live))
+            n += 1
+        # the sender: after its stall, the next input (in order)
+        if j < len(stalls):
+            if wait > 0:
+                wait -= 1
+            else:
+                if not inputs:  # the session starts at the newest state's time
+                    inputs = [(n - 1) * PERIOD + k * 5 * PERIOD for k in range(len(stalls))]
+                got = answers.add_input(inputs[j], j, sent_until)
+                for a in got:
+                    assert isinstance(a, Answer)
+                    sent_until = max(sent_until, a.command_stamp_s)
+                out += got
+                j += 1
+                if j < len(stalls):
+                    wait = stalls[j]
+        if j == len(stalls) and answers.pending == 0:
+            break
+    assert [a.payload for a in out] == list(range(len(stalls)))
+    for a in out:
+        assert isinstance(a, Answer) and not a.restamped, a
+        assert a.acted_at_s == pytest.approx(inputs[a.payload])
+        assert a.command_stamp_s == pytest.approx(inputs[a.payload] + DELAY)
+        assert a.state.q[1] == pytest.approx(inputs[a.payload] + DELAY)
+    assert answers.restamped == 0
+
+
+def test_in_input_lockstep_the_markers_wait_for_the_input_while_it_is_live() -> None:
+    answers: StampedAnswers[str] = StampedAnswers(DELAY, input_lockstep=True)
+    assert answers.marker_stamp(1.0, input_live=True) == pytest.approx(1.0 + 0.25 * DELAY)
+    answers.add_state(1.0, state(1.0))
+    answers.add_input(1.0, "x")
+    # far past the newest input: held at its command while the input is live ...
+    assert answers.marker_stamp(3.0, input_live=True) == pytest.approx(1.0 + DELAY)
+    # ... and a quarter delay ahead of the state again once it went silent
+    assert answers.marker_stamp(3.0, input_live=False) == pytest.approx(3.0 + 0.25 * DELAY)
+    # not in input lockstep: always the state's
+    free: StampedAnswers[str] = StampedAnswers(DELAY)
+    free.add_input(1.0, "x")
+    assert free.marker_stamp(3.0, input_live=True) == pytest.approx(3.0 + 0.25 * DELAY)
+
+
+def test_in_input_lockstep_an_input_behind_a_command_sent_is_restamped() -> None:
+    """Late by more than half the delay, but its command still ahead of all that was sent:
+    answered at its stamp; once a command at or past its own was sent: re-stamped."""
+    answers: StampedAnswers[str] = StampedAnswers(DELAY, input_lockstep=True)
+    for n in range(50):
+        answers.add_state(n * PERIOD, state(n * PERIOD))
+    (a,) = answers.add_input(0.35, "late but in time", sent_until_s=0.5)  # 0.14 s behind
+    assert isinstance(a, Answer) and not a.restamped
+    assert a.command_stamp_s == pytest.approx(0.35 + DELAY)
+    assert a.state.q[1] == pytest.approx(0.35 + DELAY)
+    (b,) = answers.add_input(0.36, "behind", sent_until_s=0.6)  # 0.56 <= 0.6: too late
+    assert isinstance(b, Answer) and b.restamped and answers.restamped == 1
+    assert b.acted_at_s == pytest.approx(0.49)
+    assert b.command_stamp_s == pytest.approx(0.49 + DELAY)

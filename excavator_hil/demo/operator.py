@@ -107,6 +107,7 @@ class DemoOperator(Node):
         # (command time [s, monotonic], Redis -> PLC latency [ms]) of the drive phase
         self.latency_samples: list[tuple[float, float]] = []
         self._phase = ""
+        self.session_start_s = 0.0  # [s of sim time] the dig session's start (_play_session)
         self.target_pub = self.create_publisher(PoseStamped, "target_pose", 10)
         self.create_subscription(Clock, "/clock", self._on_clock, 10)
         self.create_subscription(JointState, "joint_states", self._on_joints, 10)
@@ -370,9 +371,10 @@ class DemoOperator(Node):
         of CPU while the simulation runs on can step over a short phase between two samples;
         the input at every boundary it stepped over is still published, in order, and the
         phase marked at the plan's time, so the path passes every waypoint and the record
-        names every phase on any host."""
+        names every phase on any host. ``session_start_s`` holds the start [s of sim time]
+        while it runs."""
         progress = Progress(duration_s + max(settle_min_s, STILL_FOR_S), label=self.machine)
-        t0 = self.sim_time
+        t0 = self.session_start_s = self.sim_time
         prev_t = -math.inf
         still_since = math.inf
         clock = SimClockWatch(what=f"/{self.machine}/sim_node" if self.machine else "sim_node")
@@ -459,7 +461,14 @@ class DemoOperator(Node):
                         "holds": int(_number(t.get("holds"), 0.0)),
                         "joys_dropped": _dropped(t),
                         "last_dropped_age_s": _number(t.get("last_dropped_age_s")),
-                        "max_command_age_s": _number(t.get("max_command_age_s"))}
+                        "max_command_age_s": _number(t.get("max_command_age_s")),
+                        # the scheduled session (--joystick): Joys that acted later than
+                        # their stamp, commands that came past theirs, lockstep waits given up
+                        "joys_restamped": int(_number(t.get("joys_restamped"), 0.0)),
+                        "commands_past_stamp": int(_number(sim.get("commands_past_stamp"),
+                                                           0.0)),
+                        "command_lockstep_timeouts": int(_number(
+                            sim.get("command_lockstep_timeouts"), 0.0))}
         s.phases = [name for _, name in self.phase_marks]
         s.plant = self.options.plant
         if self.hil is not None and self.path is not None:

@@ -78,6 +78,14 @@ MachineSummaries = dict[str, DemoSummary]
 # (the chaos soak's bag lacked the last 1.4 s of soil/wrench).
 MAX_DEMO_MACHINES = 4
 MIN_SPACING_M = 8.0   # the dig cycle's dump pile lies ~3-4 m to the machine's left
+# --joystick: teleop_node's command_delay_s [s of sim time]: a command's time to reach sim_node,
+# which waits for it (the lockstep below), so it need not cover a loaded host's stalls; short,
+# as each command is computed from the state this long before it acts (0.2 s dug the live
+# session's 0.26 m^3; 0.5 s spilled half of it on the swing) ...
+JOY_COMMAND_DELAY_S = 0.2
+# ... and sim_node's command_lockstep_timeout_s [s of wall time]: the longest wait for a
+# starved operator or teleop_node before the simulation runs on alone
+JOY_LOCKSTEP_TIMEOUT_S = 10.0
 
 # robot_description (latched) and --tf: the bag shows the machine in Foxglove as it is
 RECORDED_TOPICS = ("joint_states", "joint_command", "target_pose", "bucket_pose", "soil/wrench",
@@ -282,10 +290,15 @@ class DemoStack:
             # (max_command_age_s; on wall time they would be 1.7e9 s old). The scripted session
             # is a thread of this process: a Joy it sends late is the host starving the demo,
             # not a link holding it up, so 1 s as the replay tests allow (the default 0.25 s
-            # dropped every Joy of a run on a slow hour of the CI machine: nothing was dug)
+            # dropped every Joy of a run on a slow hour of the CI machine: nothing was dug).
+            # Scheduled (command_delay_s, joy_lockstep; sim_node's command lockstep): the
+            # session acts at its stamps, so the dig is the same on any host (answered on
+            # arrival, a starved teleop_node or operator cut the moves short: ci73 dug half)
             self._start("teleop_node", "excavator_kinematics.teleop_node",
                         [*ros, "-p", "joy_timeout_s:=2.0", "-p", "use_sim_time:=true",
-                         "-p", "max_command_age_s:=1.0"], layout["sim"])
+                         "-p", "max_command_age_s:=1.0",
+                         "-p", f"command_delay_s:={JOY_COMMAND_DELAY_S}",
+                         "-p", "joy_lockstep:=true"], layout["sim"])
         bag = self.options.output_dir / "dig_bag"
         if bag.exists():
             import shutil
@@ -344,6 +357,8 @@ class DemoStack:
         if m.ns:
             sim += ["-p", f"follow_clock:={'true' if m.index else 'false'}",
                     "-r", "soil/terrain_patch:=/soil/terrain_patch"]
+        if self.options.joystick:  # wait for the scripted session's commands (above)
+            sim += ["-p", f"command_lockstep_timeout_s:={JOY_LOCKSTEP_TIMEOUT_S}"]
         sim += [a for k, v in m.sim_overrides.items() for a in ("-p", _ros_param(k, v))]
         self._start(f"{key}sim_node", "excavator_sim.sim_node", sim, layout["sim"])
         self._start(f"{key}ik_node", "excavator_kinematics.ik_node", [*ros, *prefix],

@@ -176,6 +176,11 @@ class DemoSummary:
             lines.append(f"  joystick (teleop_node)  {int(t['commands'])} commands, "
                          f"{int(t['holds'])} holds, {int(t['joys_dropped'])} Joys dropped as "
                          f"too old{last}")
+            if "joys_restamped" in t:  # a summary.json of an earlier version has not
+                lines.append(f"  joystick schedule       {int(t['joys_restamped'])} Joys "
+                             f"re-stamped, {int(t['commands_past_stamp'])} commands past their "
+                             f"stamp, {int(t['command_lockstep_timeouts'])} lockstep waits "
+                             "given up (0, 0, 0: the session acted at its stamps)")
         return lines
 
     def _real_time_line(self) -> str:

@@ -74,6 +74,12 @@ PARAMETERS: tuple[ParameterSpec, ...] = (
        "answer each Joy from the joint_states of its stamp, impedance mode ticks on simulated "
        "time; each joint_command is stamped input stamp + this (sim_node applies it then); "
        "0 = stamp when sent, applied on arrival"),
+    _p("joy_lockstep", False, None, None, "", "with command_delay_s in a rate mode and "
+       "sim_node's command_lockstep_timeout_s: the simulation waits for the Joys too (the time "
+       "markers go no further than the newest Joy's command while a Joy came within "
+       "joy_timeout_s of wall time), so a scripted session or a bag replay acts at its stamps "
+       "however late a loaded host delivers its Joys; a Joy is re-stamped only when its "
+       "command would act before one already sent. For sessions, not for a live operator"),
     _p("machine", "", None, None, "", "the machine of a fleet to drive, by namespace (exc2 or "
        "/exc2): its joint_states, soil/wrench in, its joint_command, track_command, "
        "teleop/valve_command out; the operator's joy, joy_travel, hand_pose and the teleop/ "

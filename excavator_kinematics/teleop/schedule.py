@@ -7,12 +7,19 @@ stamps alone, not on when the messages arrived, so a recorded session replays to
 commands. An input ahead of the states waits for them; one that arrives more than half the delay
 behind the newest state could not reach the simulation in time and is answered from the newest
 state instead (re-stamped: the stamp it acted at is part of the answer, to be recorded).
+
+With ``input_lockstep`` the simulation waits for the inputs as well (sim_node's command lockstep
+over this node's stream, :meth:`StampedAnswers.marker_stamp` holding the time markers at the
+newest input's command while the input is live): the simulation then cannot step past a command
+not yet sent, so an input is late only when its command would act before one already sent, and
+only then re-stamped. However late the host delivers a scripted session, it acts at its stamps.
 """
 
 from __future__ import annotations
 
 import bisect
 import dataclasses
+import math
 from collections import deque
 from dataclasses import dataclass
 from typing import Generic, TypeVar
@@ -22,7 +29,11 @@ from excavator_kinematics.teleop.controller import MachineState
 T = TypeVar("T")
 
 HISTORY = 512  # states kept (5 s at 100 Hz) and inputs queued at most
-AHEAD_LIMIT_S = 1.0  # an input stamped further ahead of the newest state is refused [s]
+# an input stamped further ahead of the newest state is refused [s]: a wall-clock stamp (1.7e9 s
+# ahead of simulated time) is, while a session sent ahead of the simulation (a bag player's
+# lead) and states held up in a starved node's queue are not
+AHEAD_LIMIT_S = 5.0
+MARKER_LEAD = 0.25  # a time marker goes this fraction of the delay ahead of its state
 _EPS_S = 1e-9
 
 
@@ -48,34 +59,52 @@ class Refused(Generic[T]):
 class StampedAnswers(Generic[T]):
     """Inputs (any payload) answered at their stamp [s] from a history of machine states."""
 
-    def __init__(self, delay_s: float) -> None:
+    def __init__(self, delay_s: float, input_lockstep: bool = False) -> None:
         if not delay_s > 0.0:
             raise ValueError(f"delay_s {delay_s:.6g} must be > 0 [s]")
         self.delay_s = delay_s
+        self.input_lockstep = input_lockstep
         self._stamps: deque[float] = deque(maxlen=HISTORY)
         self._states: deque[MachineState] = deque(maxlen=HISTORY)
         self._pending: deque[tuple[float, T]] = deque(maxlen=HISTORY)
+        self.newest_input_s = -math.inf  # [s] the newest input's stamp
         self.restamped = 0
 
-    def add_state(self, stamp_s: float, state: MachineState) -> list[Answer[T] | Refused[T]]:
-        """A measured state at ``stamp_s``; returns the inputs it lets be answered."""
+    def add_state(self, stamp_s: float, state: MachineState,
+                  sent_until_s: float = -math.inf) -> list[Answer[T] | Refused[T]]:
+        """A measured state at ``stamp_s``; returns the inputs it lets be answered.
+        ``sent_until_s`` [s]: the newest stamp of a command (or marker) already sent."""
         if self._stamps and stamp_s < self._stamps[-1]:
             self._stamps.clear()  # the clock went back: a new simulation
             self._states.clear()
+            self.newest_input_s = -math.inf
         self._stamps.append(stamp_s)
         self._states.append(state)
-        return self._answer()
+        return self._answer(sent_until_s)
 
-    def add_input(self, stamp_s: float, payload: T) -> list[Answer[T] | Refused[T]]:
-        """An input stamped ``stamp_s``; returns the inputs now answerable (in arrival order)."""
+    def add_input(self, stamp_s: float, payload: T,
+                  sent_until_s: float = -math.inf) -> list[Answer[T] | Refused[T]]:
+        """An input stamped ``stamp_s``; returns the inputs now answerable (in arrival order).
+        ``sent_until_s``: as for :meth:`add_state`."""
         self._pending.append((stamp_s, payload))
-        return self._answer()
+        self.newest_input_s = max(self.newest_input_s, stamp_s)
+        return self._answer(sent_until_s)
+
+    def marker_stamp(self, state_stamp_s: float, input_live: bool) -> float:
+        """The stamp [s] of the time marker that follows a state stamped ``state_stamp_s``: a
+        fraction of the delay ahead of it. With ``input_lockstep`` while the input is live
+        (``input_live``: the caller's judgement, e.g. a Joy within its timeout of wall time), no
+        further than the newest input's command: the simulation waits for the next input."""
+        stamp = state_stamp_s + MARKER_LEAD * self.delay_s
+        if self.input_lockstep and input_live and math.isfinite(self.newest_input_s):
+            stamp = min(stamp, self.newest_input_s + self.delay_s)
+        return stamp
 
     @property
     def pending(self) -> int:
         return len(self._pending)
 
-    def _answer(self) -> list[Answer[T] | Refused[T]]:
+    def _answer(self, sent_until_s: float) -> list[Answer[T] | Refused[T]]:
         out: list[Answer[T] | Refused[T]] = []
         while self._pending and self._stamps:
             stamp, payload = self._pending[0]
@@ -91,7 +120,10 @@ class StampedAnswers(Generic[T]):
             if stamp > newest + _EPS_S:
                 break  # the states of its stamp are still coming
             self._pending.popleft()
-            restamped = newest - stamp > 0.5 * self.delay_s
+            if self.input_lockstep:  # late only if it would act before a command already sent
+                restamped = stamp + self.delay_s <= sent_until_s + _EPS_S
+            else:  # ... or if its command could not reach a simulation that runs on
+                restamped = newest - stamp > 0.5 * self.delay_s
             if restamped:
                 stamp = newest
                 self.restamped += 1
@@ -100,4 +132,5 @@ class StampedAnswers(Generic[T]):
             # the machine moves on under the commands already sent until this one acts
             ahead = dataclasses.replace(measured, q=measured.q + measured.qd * self.delay_s)
             out.append(Answer(payload, stamp, ahead, stamp + self.delay_s, restamped))
+            sent_until_s = max(sent_until_s, stamp + self.delay_s)
         return out
