@@ -208,7 +208,11 @@ def test_the_bag_holds_the_hand_poses_as_taken_in(runs) -> None:
     assert len(recorded.messages) == sent, values
     assert values["commands_expired"] == "0"
     stamps = [m.timestamp_ns * 1e-9 for m in recorded.messages]
-    assert t0 <= stamps[0] < t0 + 0.2 and stamps[-1] < t_end  # simulated time
+    # in simulated time, in order, within the session (a wall-clock stamp is 1.7e9 s). Not
+    # how soon after t0 the first was taken in: the device's poses are wall-stamped, so that is
+    # when teleop_node got to it, and a loaded host held it up by 0.49 s once (ci74)
+    assert t0 <= stamps[0] and stamps[-1] < t_end, (t0, stamps[0], stamps[-1], t_end)
+    assert stamps == sorted(stamps)
     assert n_feedback > 500  # the force feedback ran: one per 50 Hz tick of simulated time
 
 
