@@ -140,6 +140,10 @@ def _name(pid: int) -> str:
         module = args[args.index("-m") + 1]
         if module == "excavator_hil.cli" and len(args) > args.index("-m") + 2:
             return "excavator-hil " + args[args.index("-m") + 2]  # e.g. the recorder
+        if module == "excavator_hil.node_container":  # its nodes: sim_node+ik_node
+            from excavator_hil.node_container import COMPONENTS
+
+            return "+".join(a for a in args[args.index("-m") + 2:] if a in COMPONENTS)
         # the last two parts where the last is generic (plc_bridge.bridge.node: bridge.node,
         # plc_bridge.virtual_plc.cli: virtual_plc.cli), else the last (sim_node)
         parts = module.split(".")

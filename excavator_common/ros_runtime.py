@@ -13,7 +13,8 @@ import sys
 import threading
 import traceback
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
 
 import rclpy
 import rclpy.task
@@ -72,6 +73,33 @@ def run_node(factory: Callable[[], N], args: Sequence[str] | None = None,
     First the command line (``args``, default ``sys.argv``, program name included) is checked
     against ``usage`` (:mod:`excavator_common.node_args`): ``--help`` prints it and returns 0,
     an argument outside ``--ros-args ... [--]`` returns 2 naming it, both before ROS starts.
+    Then :func:`run_nodes` with this one node.
+    """
+    argv = list(sys.argv if args is None else args)
+    usage = usage or NodeUsage(os.path.basename(argv[0]) if argv else "node",
+                               "a ROS 2 node of excavator_hil")
+    done = check_command_line(usage, argv)
+    if done is not None:
+        return done
+    part: NodePart[N] = NodePart(factory, cleanup)
+    return run_nodes([part], None if args is None else list(args), [argv])
+
+
+@dataclass(frozen=True)
+class NodePart(Generic[N]):
+    """One node of a process (:func:`run_nodes`): its constructor (options bound: a composed
+    node's own ``cli_args``) and what to do before it is destroyed."""
+
+    factory: Callable[[], N]
+    cleanup: Callable[[N], None] | None = None
+
+
+def run_nodes(parts: Sequence[NodePart[Any]], args: Sequence[str] | None = None,
+              checked: Sequence[Sequence[str]] = ()) -> int:
+    """Init rclpy (``args``: its global arguments, default ``sys.argv``), build each node of
+    ``parts`` in order, spin them all in one executor until shutdown, clean up in reverse
+    order; returns the exit code. ``checked``: the ROS argument lists to check first (each
+    node's own and the process's, :func:`check_ros_arguments`).
 
     ``ros2 launch`` sends SIGINT twice on Ctrl-C: SIGINT is ignored while cleaning up so the
     second one cannot interrupt it. Every start-up error ends in one ``[FATAL]`` line and exit
@@ -84,20 +112,15 @@ def run_node(factory: Callable[[], N], args: Sequence[str] | None = None,
     factory raised ends the process there with that code (no rclpy teardown of a half-built
     node: ``excavator_common.process_exit``).
     """
+    supervisor_watch.end_with_supervisor()   # a node started by a supervisor ends with it
     # The first SIGINT interrupts (KeyboardInterrupt) and ignores every later one at once, so
     # the second of ros2 launch's pair cannot land in the cleanup (rclpy's handler chains here).
-    argv = list(sys.argv if args is None else args)
-    usage = usage or NodeUsage(os.path.basename(argv[0]) if argv else "node",
-                               "a ROS 2 node of excavator_hil")
-    done = check_command_line(usage, argv)
-    if done is not None:
-        return done
-    supervisor_watch.end_with_supervisor()   # a node started by a supervisor ends with it
     signal.signal(signal.SIGINT, _interrupt_once)
     sys.unraisablehook = _quiet_interrupt_hook(sys.unraisablehook)
     stall_probe.start_from_environment(os.path.splitext(os.path.basename(sys.argv[0]))[0])
     try:
-        check_ros_arguments(argv)
+        for ros_args in checked:
+            check_ros_arguments(ros_args)
         use_project_profile()   # before the first participant: Fast DDS reads it then
         rclpy.init(args=None if args is None else list(args))
     except KeyboardInterrupt:   # Ctrl-C before the node exists: nothing to clean up
@@ -109,40 +132,40 @@ def run_node(factory: Callable[[], N], args: Sequence[str] | None = None,
     except _RCLError as exc:
         return fatal(f"invalid ROS arguments: {clean_rcl_message(exc)}; see "
                      "'ros2 run --help' and docs/configuration.md")
-    node: N | None = None
+    built: list[tuple[Node, NodePart[Any]]] = []
     code = 0
     try:
-        try:
-            node = factory()
-        except (KeyboardInterrupt, ExternalShutdownException):
-            raise
-        except Exception as exc:  # noqa: BLE001 - a start-up error is one line, never a traceback
-            # A Ctrl-C while the node was built shuts rclpy's context down under it ("the
-            # given context is not valid"): an interrupted start, not a failed one.
-            code = 0 if _INTERRUPTED.is_set() else _startup_failure(exc)
-            if code != 0:
-                # A node that failed to start ends here, without rclpy's teardown: destroying
-                # the half-built node (the context still tracks it) died of SIGSEGV in
-                # destroy_node once (a fresh-clone CI run), turning exit 2 into -11
-                join_rclpy_signal_thread()
-                exit_without_teardown(code)
+        for part in parts:
+            try:
+                built.append((part.factory(), part))
+            except (KeyboardInterrupt, ExternalShutdownException):
+                raise
+            except Exception as exc:  # noqa: BLE001 - a start-up error is one line, never a traceback
+                # A Ctrl-C while the node was built shuts rclpy's context down under it ("the
+                # given context is not valid"): an interrupted start, not a failed one.
+                code = 0 if _INTERRUPTED.is_set() else _startup_failure(exc)
+                if code != 0:
+                    # A node that failed to start ends here, without rclpy's teardown:
+                    # destroying the half-built node (the context still tracks it) died of
+                    # SIGSEGV in destroy_node once (a fresh-clone CI run), turning exit 2
+                    # into -11
+                    join_rclpy_signal_thread()
+                    exit_without_teardown(code)
+                break
         # a Ctrl-C that landed where Python cannot raise it (a finalizer or a weakref callback
         # of an import: _quiet_interrupt_hook) interrupted the start all the same
-        if node is not None and not _INTERRUPTED.is_set():
-            # rclpy only logs a use_sim_time of the wrong type (and a node that declares its
-            # overrides automatically keeps it): a start-up error like any other parameter's.
-            use_sim_time = node.get_parameter("use_sim_time").value
-            if not isinstance(use_sim_time, bool):
-                code = fatal(f"invalid configuration: parameter {node.get_name()}.use_sim_time "
-                             f"= {use_sim_time!r} must be true or false")
-            else:
+        if len(built) == len(parts) and not _INTERRUPTED.is_set():
+            code = _check_use_sim_time([node for node, _ in built])
+            if code == 0:
                 # start-up is over: its objects frozen out of the collector's way, and a thread
                 # waking for a deadline waits for the GIL 0.5 ms at most (realtime.py)
                 realtime.quiet_gc()
                 realtime.short_gil_slices()
                 executor = _Executor()
                 try:
-                    rclpy.spin(node, executor)
+                    for node, _ in built:
+                        executor.add_node(node)
+                    executor.spin()
                 finally:
                     join_rclpy_signal_thread()
                     executor.shutdown()
@@ -156,8 +179,25 @@ def run_node(factory: Callable[[], N], args: Sequence[str] | None = None,
         # KeyboardInterrupt into "RuntimeError: Unable to convert call argument"; seen in a
         # fresh-clone CI run): an interrupted node, not an error.
     finally:
-        shutdown_quietly(node, (lambda: cleanup(node)) if cleanup and node else None)
+        for node, part in reversed(built):
+            _clean_up_quietly(node, _bound(part.cleanup, node))
+        rclpy.try_shutdown()
     return code
+
+
+def _bound(cleanup: Callable[[N], None] | None, node: N) -> Callable[[], None] | None:
+    return None if cleanup is None else (lambda: cleanup(node))
+
+
+def _check_use_sim_time(nodes: Sequence[Node]) -> int:
+    """rclpy only logs a use_sim_time of the wrong type (and a node that declares its overrides
+    automatically keeps it): a start-up error like any other parameter's. 0 if all are bools."""
+    for node in nodes:
+        use_sim_time = node.get_parameter("use_sim_time").value
+        if not isinstance(use_sim_time, bool):
+            return fatal(f"invalid configuration: parameter {node.get_name()}.use_sim_time "
+                         f"= {use_sim_time!r} must be true or false")
+    return 0
 
 
 _INTERRUPTED = threading.Event()   # set by the first SIGINT
@@ -237,6 +277,13 @@ def join_rclpy_signal_thread() -> None:
 def shutdown_quietly(node: Node | None, cleanup: Callable[[], None] | None = None) -> None:
     """Ignore further SIGINTs (``ros2 launch`` sends two), run ``cleanup``, destroy the node and
     shut rclpy down."""
+    _clean_up_quietly(node, cleanup)
+    rclpy.try_shutdown()
+
+
+def _clean_up_quietly(node: Node | None, cleanup: Callable[[], None] | None) -> None:
+    """Ignore further SIGINTs, run ``cleanup`` (one failing after a Ctrl-C is only warned
+    about), destroy the node."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if node is not None:
         if cleanup is not None:
@@ -250,7 +297,6 @@ def shutdown_quietly(node: Node | None, cleanup: Callable[[], None] | None = Non
                 print(f"[WARN] cleanup after Ctrl-C: {type(exc).__name__}: {exc}",
                       file=sys.stderr, flush=True)
         node.destroy_node()
-    rclpy.try_shutdown()
 
 
 def declare(node: Node, name: str, default: Any, description: str, *,

@@ -368,10 +368,15 @@ NODE_GROUPS = {"plc_bridge": "bridge", "virtual_plc": "bridge", "plant_link": "b
                "robot_state_publisher": "sim", "dashboard": "background", "rviz2": "background",
                "foxglove_view": "background"}
 # launch's SIGINT grace (``sigterm_timeout``, 5 s unless the launch sets it) before it sends
-# SIGTERM: a background node gets at least this long [s]. At nice 10 the fair scheduler gives
-# it a tenth of a normal task's share: the dashboard's stop (0.04 s of CPU) took 1.5-3 s beside
-# two busy cores. (foxglove_view's stops that outlasted 5 s in CI were a hang, not this: it
-# outlasted 20 s and a SIGTERM too; foxglove_view/node.py.)
+# SIGTERM: every node gets at least NODE_SIGINT_GRACE_S [s]: a clean stop (a node's DDS
+# participant torn down, the bridge's drives left stopped) over a fast one; ik_node's stop
+# outlasted 5 s once on a 2-core host with one core busy and the suite's other worker running
+# (ci75), and a SIGTERM then ends it with nothing said ...
+NODE_SIGINT_GRACE_S = 15.0
+# ... and a background node under nice at least this long [s]. At nice 10 the fair scheduler
+# gives it a tenth of a normal task's share: the dashboard's stop (0.04 s of CPU) took 1.5-3 s
+# beside two busy cores. (foxglove_view's stops that outlasted 5 s in CI were a hang, not this:
+# it outlasted 20 s and a SIGTERM too; foxglove_view/node.py.)
 BACKGROUND_SIGINT_GRACE_S = 20.0
 
 
@@ -508,15 +513,16 @@ def _launch_prefix(context: Any, executable: str) -> list[str]:
 def sigint_grace(group: str, plan: RealtimePlan, sigterm_timeout: str) -> str | None:
     """The ``sigterm_timeout`` [s] for a node of ``group`` where it differs from the launch's
     (``sigterm_timeout``, as given): at least :data:`BACKGROUND_SIGINT_GRACE_S` for a
-    background node under nice; None to keep the launch's (other groups, no nice, or a value
-    that is no number: launch reports that itself)."""
-    if group != "background" or plan.background_nice <= 0:
-        return None
+    background node under nice, at least :data:`NODE_SIGINT_GRACE_S` for any other; None to
+    keep the launch's (as long or longer, or a value that is no number: launch reports that
+    itself)."""
     try:
         asked = float(sigterm_timeout)
     except ValueError:
         return None
-    return None if asked >= BACKGROUND_SIGINT_GRACE_S else f"{BACKGROUND_SIGINT_GRACE_S:g}"
+    least = (BACKGROUND_SIGINT_GRACE_S if group == "background" and plan.background_nice > 0
+             else NODE_SIGINT_GRACE_S)
+    return None if asked >= least else f"{least:g}"
 
 
 def supervised_node(context: Any, plan: RealtimePlan, *, name: str, required: bool = True,

@@ -43,8 +43,10 @@ BASE_FRAME = "base_link"
 
 
 class IKNode(Node):
-    def __init__(self) -> None:
-        super().__init__("ik_node")
+    def __init__(self, **node_options: Any) -> None:
+        """``node_options``: rclpy Node's keyword options (a composed node's own ``cli_args``
+        with ``use_global_arguments=False``: excavator_hil.node_container)."""
+        super().__init__("ik_node", **node_options)
         # One spec (excavator_kinematics.ik_parameters): the pitch and the tolerance change at
         # run time (validated on set, applied in apply_parameters), the geometry is fixed.
         self.parameters = NodeParameters(self, IK_PARAMETERS, self.apply_parameters)

@@ -238,8 +238,10 @@ def _stamp(seconds: float) -> Time:
 
 
 class SimNode(Node):
-    def __init__(self) -> None:
-        super().__init__("sim_node")
+    def __init__(self, **node_options: Any) -> None:
+        """``node_options``: rclpy Node's keyword options (a composed node's own ``cli_args``
+        with ``use_global_arguments=False``: excavator_hil.node_container)."""
+        super().__init__("sim_node", **node_options)
         # A machine class preset (config/machines/, issue 14) replaces the parameter files'
         # values of the keys it sets (so the declared, read-only parameters show what acts).
         machine = parameter_overrides(self).get("machine")

@@ -562,17 +562,21 @@ def test_realtime_off_applies_nothing_and_turns_off_what_the_nodes_do_themselves
                                               "(realtime:=off)")
 
 
-def test_a_background_node_under_nice_gets_a_longer_sigint_grace() -> None:
+def test_every_node_gets_a_longer_sigint_grace_a_background_one_longer_still() -> None:
     auto = launch_support.realtime_plan("auto", "", "false", "", support=_host())
     off = launch_support.realtime_plan("off", "", "false", "", support=_host())
     grace = launch_support.BACKGROUND_SIGINT_GRACE_S
+    node = launch_support.NODE_SIGINT_GRACE_S
+    assert 5.0 < node < grace
     assert launch_support.sigint_grace("background", auto, "5") == f"{grace:g}"
     assert launch_support.sigint_grace("background", auto, "8.5") == f"{grace:g}"
-    # a user's longer grace, no nice, another group, or a value launch itself rejects: theirs
-    assert launch_support.sigint_grace("background", auto, f"{grace + 10:g}") is None
-    assert launch_support.sigint_grace("background", off, "5") is None
+    # any other node (or a background one without nice): the node grace over launch's 5 s
     for group in ("bridge", "sim"):
-        assert launch_support.sigint_grace(group, auto, "5") is None
+        assert launch_support.sigint_grace(group, auto, "5") == f"{node:g}"
+    assert launch_support.sigint_grace("background", off, "5") == f"{node:g}"
+    # a user's longer grace, or a value launch itself rejects: theirs
+    assert launch_support.sigint_grace("background", auto, f"{grace + 10:g}") is None
+    assert launch_support.sigint_grace("sim", auto, f"{node:g}") is None
     assert launch_support.sigint_grace("background", auto, "soon") is None
 
 

@@ -182,7 +182,7 @@ def assert_clean_exit(launch: RosLaunch, code: int) -> None:
     assert code == 0, log
     assert "Traceback" not in log, log
     assert "SIGTERM" not in log and "SIGKILL" not in log, (
-        "a node did not end within launch's SIGINT grace (5 s; 20 s for one at nice 10):\n" + log)
+        "a node did not end within launch's SIGINT grace (15 s; 20 s for one at nice 10):\n" + log)
     assert "has died" not in log, log
 
 
