@@ -26,6 +26,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from excavator_hil.errors import HilError
+
 # executable -> (module, node class); each class takes rclpy Node's keyword options
 COMPONENTS: dict[str, tuple[str, str]] = {
     "sim_node": ("excavator_sim.sim_node", "SimNode"),
@@ -40,7 +42,7 @@ USAGE_TEXT = (
     "'Nodes in one process'.")
 
 
-class ContainerArgumentError(ValueError):
+class ContainerArgumentError(HilError, ValueError):
     """A container command line that names no node, an unknown one, or arguments outside a
     node's ``--ros-args``."""
 

@@ -238,7 +238,8 @@ def run_stack(command: list[str], timeout: float, what: str) -> subprocess.Compl
             raise AssertionError(f"{what} still running after {timeout} s (interrupted); its "
                                  f"output:\n{out[-6000:]}\n{err[-6000:]}") from None
         left = _kill_session(session)
-        assert not left, f"{what} ended (exit {proc.returncode}) and left running: {left}"
+        assert not left, (f"{what} ended (exit {proc.returncode}) and left running: {left}; "
+                          f"its output:\n{out[-6000:]}\n{err[-6000:]}")
         return subprocess.CompletedProcess(command, proc.returncode, out, err)
     finally:
         _kill_session(session)

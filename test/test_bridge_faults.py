@@ -479,8 +479,13 @@ def test_stale_keys_at_startup_do_not_move_the_machine(tmp_path, shared):
         writes_since(rig, t0, 50)         # 50 cycles refusing them, however long they take
         assert_no_motion(rig, t0)
         assert rig.plc.status()["speeds"] == [0.0, 0.0]
+        t_edge = time.monotonic()
         r.set(keys.HEARTBEAT, "false")    # a fresh edge: now the command is forwarded
-        rig.wait_status("running", 15.0)
+        # judged at the PLC (a command write after the edge), not by sampling the status: on a
+        # starved host "running" lasted less than the poll's own stall before the next fault
+        # (the PLC's alive counter, served late, looked stale: ci76)
+        wait_until(lambda: any(not is_stop(w, rig) for w in rig.plc.writes(t_edge)), 30.0,
+                   "the leftover command forwarded to the PLC after a fresh heartbeat edge")
     finally:
         try:
             rig.close()

@@ -361,11 +361,16 @@ class DemoStack:
         if self.options.joystick:  # wait for the scripted session's commands (above)
             sim += ["-p", f"command_lockstep_timeout_s:={JOY_LOCKSTEP_TIMEOUT_S}"]
         sim += [a for k, v in m.sim_overrides.items() for a in ("-p", _ros_param(k, v))]
-        # ik_node in sim_node's process (excavator_hil.node_container): one Python process
-        # with rclpy fewer, ~30-40 MiB PSS (issue 32); its solve of a target takes 0.13 ms
-        # between the simulation's 10 ms periods
-        self._start(f"{key}sim_node+ik_node", "excavator_hil.node_container",
-                    ["sim_node", *sim, "--", "ik_node", *ros, *prefix], layout["sim"])
+        if self.options.ik_in_sim_process:
+            # ik_node in sim_node's process (excavator_hil.node_container): one Python process
+            # with rclpy fewer, ~35-40 MiB PSS (issue 32); its solve of a target takes 0.13 ms
+            # between the simulation's 10 ms periods
+            self._start(f"{key}sim_node+ik_node", "excavator_hil.node_container",
+                        ["sim_node", *sim, "--", "ik_node", *ros, *prefix], layout["sim"])
+        else:
+            self._start(f"{key}sim_node", "excavator_sim.sim_node", sim, layout["sim"])
+            self._start(f"{key}ik_node", "excavator_kinematics.ik_node", [*ros, *prefix],
+                        layout["sim"])
         if closed:   # the PLC's plant blocks <-> the simulation, on the PLC the bridge uses
             self._start(f"{key}plant_link", "plc_bridge.plant_link.node",
                         [*ros, "-p", "plc_host:=127.0.0.1", "-p", f"plc_port:={m.plc_port}",

@@ -83,11 +83,13 @@ class SoakOptions:
     sample_period_s: float = 2.0   # PSS / descriptors / threads [s]
     drive_span_m: float = 0.5      # the tracks drive back and forth this far from the start [m]
     # the arrangement its fault bounds are derived for (soak.bounds: the virtual PLC's own
-    # first-order plant; the closed HIL loop's soak is not calibrated yet), with soil_node its own
-    # process (the default demo runs the soil inside sim_node): the soak's faults kill, stop and
-    # cut soil_node like every other process of the dig path
+    # first-order plant; the closed HIL loop's soak is not calibrated yet), with soil_node and
+    # ik_node processes of their own, as the launch files run them (the default demo runs the
+    # soil inside sim_node and ik_node in its process): the soak's faults kill, stop and cut
+    # each of them like every other process of the dig path
     demo: DemoOptions = field(default_factory=lambda: DemoOptions(plant="standalone",
-                                                                  soil_in_process=False))
+                                                                  soil_in_process=False,
+                                                                  ik_in_sim_process=False))
 
     @property
     def duration_s(self) -> float:
@@ -337,12 +339,14 @@ class Rig:
         missing = set(PROCESSES) - set(self.entries)
         if missing:
             raise RuntimeError(f"the stack has no {sorted(missing)}: the soak needs every "
-                               "process of the demo (soil_in_process and --joystick off)")
+                               "process of the demo (soil_in_process, ik_in_sim_process and "
+                               "--joystick off)")
         self._thread.start()
 
     def stop(self) -> None:
         self._stop.set()
-        self._thread.join(30.0)
+        if self._thread.ident is not None:   # not when start() failed before starting it
+            self._thread.join(30.0)
         # the recorder first, the stack still running (demo/run.py's RECORDER_FIRST)
         recorder = self.entries.get("bag_record")
         if recorder is not None and recorder.alive():
@@ -356,6 +360,8 @@ class Rig:
                 with contextlib.suppress(OSError):
                     os.kill(entry.handle.proc.pid, signal.SIGCONT)
                 ending.append(entry.handle)
+            elif entry is None and name in self.stack.procs:   # start() failed before it
+                ending.append(self.stack.procs[name])
         stop_together(ending, timeout=20.0)   # at once: one by one took the sum of them
         self.stack.redis.stop()
         if self.proxy is not None:
