@@ -518,11 +518,15 @@ def test_sigterm_writes_a_stop(shared, tmp_path):
                                                str(rig.plc_port), "--model", "skid_steer"])
     try:
         rig.command(*COMMAND)
-        wait_until(lambda: rig.get(keys.BRIDGE_STATUS) == "running", 10.0, "bridge process")
-        wait_until(lambda: rig.plc.status()["speeds"][0] > 0.1, 10.0, "the tracks to move")
+        # the bridge process up and forwarding, judged at the PLC (not by sampling its status,
+        # which a starved host can flip to a watchdog stop and back between two polls; a new
+        # process's start on a loaded host took longer than 10 s: ci78)
+        wait_until(lambda: rig.plc.status()["speeds"][0] > 0.1, 60.0,
+                   lambda: f"the tracks to move under the bridge process; its log:\n"
+                   f"{bridge.log()[-2000:]}")
         t0 = time.monotonic()
         bridge.proc.send_signal(signal.SIGTERM)
-        assert bridge.proc.wait(5) == 0
+        assert bridge.proc.wait(30) == 0
         writes = rig.plc.writes(t0)
         assert writes and is_stop(writes[-1], rig), bridge.log()[-2000:]
         assert rig.get(keys.BRIDGE_STATUS) == "stopped:shutdown"
