@@ -253,7 +253,11 @@ def test_the_bag_holds_the_operators_session(runs) -> None:
     (_, _, _, sent), _, recorded, (t0, t_end) = runs
     assert len(recorded.messages) == sent  # every Joy, none twice
     stamps = [m.timestamp_ns * 1e-9 for m in recorded.messages]
-    assert t0 <= stamps[0] < t0 + 0.1 and stamps[-1] < t_end  # simulated time
+    # in simulated time, in order, within the session (a wall-clock stamp is 1.7e9 s). Not how
+    # soon after t0 the first acted: a Joy that reached a starved teleop_node late is re-stamped
+    # to when it acted (3.18 s against t0 3.01 s once, ci79); the replay tests judge the rest
+    assert t0 <= stamps[0] and stamps[-1] < t_end, (t0, stamps[0], stamps[-1], t_end)
+    assert stamps == sorted(stamps)
 
 
 def test_the_replay_reproduces_the_trench_within_5_percent(runs) -> None:
