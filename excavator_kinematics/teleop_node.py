@@ -32,7 +32,7 @@ keeps sim_node's command lockstep waiting for this stream); the control-rate tim
 sends the holds (every Joy is answered, the
 joy driver's autorepeat keeps the targets moving). A Joy that arrives more than half the delay
 behind the newest joint_states acts from the newest state instead (re-stamped, counted as
-``joys_restamped``). With ``joy_lockstep`` (a scripted session, a bag replay) the markers go no
+``joys_restamped``). With ``input_lockstep`` (a scripted session, a bag replay) the markers go no
 further than the newest Joy's command while Joys come, so sim_node's command lockstep waits for
 the Joys too, and a Joy is re-stamped only when its command would act before one already sent:
 the session acts at its stamps however late a loaded host delivers it. Every Joy answered is
@@ -41,7 +41,9 @@ topic and play it back onto ``joy`` to replay the session. In impedance mode the
 then ticks on simulated time, each tick from the joint_states, soil wrench and hand pose of its
 stamp (excavator_kinematics.teleop.impedance_schedule), and every hand pose is published on
 ``teleop/hand_applied`` with the stamp it was taken in at: record that one and play it back onto
-``hand_pose``. See docs/teleoperation.md, "Replay".
+``hand_pose``; with ``input_lockstep`` a tick waits for the hand pose of its stamp while poses
+come. A timer on the wall clock lets the simulation run on once the input stopped for
+``input_lockstep_timeout_s``. See docs/teleoperation.md, "Replay".
 
 In a fleet, ``machine`` (e.g. ``exc2``) picks the machine driven: its ``joint_states`` and
 ``soil/wrench`` in, its ``joint_command``, ``track_command`` and ``teleop/valve_command`` out
@@ -60,6 +62,8 @@ from typing import Any
 
 import numpy as np
 from geometry_msgs.msg import PoseStamped, WrenchStamped
+from rclpy.clock import Clock
+from rclpy.clock_type import ClockType
 from rclpy.node import Node
 from sensor_msgs.msg import JointState, Joy
 
@@ -92,6 +96,8 @@ from excavator_kinematics.teleop.schedule import Answer, Refused, StampedAnswers
 from excavator_kinematics.teleop.valves import FlowLimits
 
 VALVE_NAMES = ["boom_cylinder", "arm_cylinder", "bucket_cylinder", "swing"]
+# input_lockstep: how often [s of wall time] a waiting simulation is checked for a stopped input
+_LOCKSTEP_CHECK_S = 0.05
 
 
 class TeleopNode(Node):
@@ -122,16 +128,17 @@ class TeleopNode(Node):
         self.period = 1.0 / values["control_rate_hz"]
         # Sim-time commands (replay): each command answers its Joy at the Joy's stamp + this.
         self.command_delay_s = float(values["command_delay_s"])
-        # joy_lockstep: the simulation waits for the Joys as well (a scripted session)
+        # input_lockstep: the simulation waits for the Joys / hand poses as well (a session)
+        self.input_lockstep = bool(values["input_lockstep"]) and self.command_delay_s > 0.0
         self.answers: StampedAnswers[Joy] | None = (
-            StampedAnswers(self.command_delay_s, bool(values["joy_lockstep"]))
+            StampedAnswers(self.command_delay_s, self.input_lockstep)
             if self.command_delay_s > 0.0 else None)
         self.last_command_stamp = 0.0  # [s] of the latest scheduled joint_command
         # ... and in impedance mode the controller ticks on simulated time, from the stamps
         self.impedance_schedule = (ImpedanceSchedule(
             round(1e9 / values["control_rate_hz"]), round(self.command_delay_s * 1e9),
-            round(values["hand_timeout_s"] * 1e9), round(values["wrench_timeout_s"] * 1e9))
-            if self.command_delay_s > 0.0 else None)
+            round(values["hand_timeout_s"] * 1e9), round(values["wrench_timeout_s"] * 1e9),
+            hand_lockstep=self.input_lockstep) if self.command_delay_s > 0.0 else None)
         # Operator input older than max_command_age_s on arrival is dropped (a delayed message
         # must not act). Scheduled, a Joy stamped ahead waits for its state: the schedule
         # judges stamps ahead (StampedAnswers), not this check.
@@ -183,8 +190,13 @@ class TeleopNode(Node):
         self.sent = 0
         self.holds = 0
         self.markers = 0  # scheduled mode: time markers sent (_send_marker)
+        self.last_state_stamp: float | None = None  # [s] scheduled: the newest joint_states'
         self.last_info: dict[str, object] = {}
         self.control_timer = self.create_timer(self.period, self.on_timer)
+        if self.input_lockstep:
+            # on the wall clock: the simulated one stands while the simulation waits for input
+            self.create_timer(_LOCKSTEP_CHECK_S, self.on_lockstep_timer,
+                              clock=Clock(clock_type=ClockType.STEADY_TIME))
         self.create_timer(1.0, self.publish_status)
         self.get_logger().info(f"ready: mode {self.core.mode}, pattern {settings.pattern}, "
                                f"{values['control_rate_hz']:.0f} Hz, machine {self.machine}")
@@ -229,17 +241,18 @@ class TeleopNode(Node):
         self.state_time = time.monotonic()
         if self.answers is not None:
             stamp = _seconds(msg.header.stamp)
+            self.last_state_stamp = stamp
             self._answer(self.answers.add_state(stamp, self.state, self.last_command_stamp))
             if self.core.mode != "impedance":
                 # a Joy answered later is stamped at least stamp - delay/2 + delay (an older
                 # one is re-stamped to a newer state); a quarter of the delay ahead, so a
                 # stalled node's simulation stays well within the re-stamping margin. With
-                # joy_lockstep, no further than the newest Joy's command while Joys come
-                live = time.monotonic() - self.joy_time <= self.values["joy_timeout_s"]
-                self._send_marker(self.answers.marker_stamp(stamp, live))
+                # input_lockstep, no further than the newest Joy's command while Joys come
+                self._send_marker(self.answers.marker_stamp(stamp, self._input_live(
+                    self.joy_time)))
         if self.impedance_schedule is not None:
-            self._impedance_ticks(self.impedance_schedule.add_state(_nanoseconds(
-                msg.header.stamp), self.state))
+            self._impedance_ticks(self.impedance_schedule.add_state(
+                _nanoseconds(msg.header.stamp), self.state, self._input_live(self.hand_time)))
 
     def on_joy(self, msg: Joy) -> None:
         if not self.command_age.admit("joy", msg.header.stamp):
@@ -286,6 +299,8 @@ class TeleopNode(Node):
             applied.header.stamp.sec, applied.header.stamp.nanosec = divmod(
                 self.impedance_schedule.take_hand(stamp, hand), 1_000_000_000)
             self.hand_applied_pub.publish(applied)
+            if self.input_lockstep:  # the ticks that waited for this pose
+                self._impedance_ticks(self.impedance_schedule.due(hands_live=True))
 
     def on_wrench(self, msg: WrenchStamped) -> None:
         if msg.header.frame_id not in ("", "world"):
@@ -298,7 +313,8 @@ class TeleopNode(Node):
             self.wrench, self.wrench_time = (force, torque), time.monotonic()
             if self.impedance_schedule is not None:
                 self._impedance_ticks(self.impedance_schedule.add_wrench(
-                    _nanoseconds(msg.header.stamp), force, torque))
+                    _nanoseconds(msg.header.stamp), force, torque,
+                    self._input_live(self.hand_time)))
 
     # --- control -------------------------------------------------------------------------
     def on_timer(self) -> None:
@@ -309,6 +325,23 @@ class TeleopNode(Node):
             self._sticks()
         if self.travelling:
             self._travel()
+
+    def on_lockstep_timer(self) -> None:
+        """input_lockstep, on the wall clock: once the input stopped for
+        ``input_lockstep_timeout_s`` the simulation no longer waits for it. A waiting simulation
+        sends no joint_states, so this timer, not the next state, lets it run on: the ticks
+        held for a hand pose, or a time marker past the newest Joy's command."""
+        if self.core.mode == "impedance":
+            if self.impedance_schedule is not None and not self._input_live(self.hand_time):
+                self._impedance_ticks(self.impedance_schedule.due(hands_live=False))
+        elif (self.answers is not None and self.last_state_stamp is not None
+              and not self._input_live(self.joy_time)):
+            self._send_marker(self.answers.marker_stamp(self.last_state_stamp, False))
+
+    def _input_live(self, since: float) -> bool:
+        """input_lockstep: whether the operator's input (which arrived at ``since`` [s,
+        monotonic]) still comes: the simulation waits for it meanwhile."""
+        return bool(time.monotonic() - since <= self.values["input_lockstep_timeout_s"])
 
     def _state_ok(self) -> bool:
         return (self.state is not None

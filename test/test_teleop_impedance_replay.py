@@ -3,7 +3,7 @@ joystick one (test_teleop_replay.py): a scripted hand controller (geometry_msgs/
 stamped in wall time as a device driver without use_sim_time does) digs with teleop_node in
 impedance mode -> sim_node <-> soil_node, each in its own process, while our recorder writes the
 hand poses as teleop_node took them in (``teleop/hand_applied``, stamped in simulated time). The
-bag is played (``--follow-clock --lead 0.5 --remap teleop/hand_applied:=/hand_pose``) into a
+bag is played (``--follow-clock --lead 2 --remap teleop/hand_applied:=/hand_pose``) into a
 fresh stack, and the replay must reproduce the dig: trench volume within 5 %, joint paths
 exactly.
 
@@ -11,7 +11,8 @@ Reproducible by construction: with ``command_delay_s`` teleop_node steps DiMaio'
 simulated time's grid, each tick from the joint_states, soil wrench and hand pose of its stamp
 (excavator_kinematics.teleop.impedance_schedule), and stamps its command tick + delay; sim_node
 applies commands at their stamps and steps in lockstep with soil_node and with
-teleop_node's scheduled commands.
+teleop_node's scheduled commands, and teleop_node's ticks wait for the hand poses
+(``input_lockstep``), so a player starved on a loaded host delivers no pose after its tick.
 """
 
 from __future__ import annotations
@@ -28,7 +29,6 @@ from helpers import REPO, NodeProcess, wait_for
 from test_teleop_replay import (
     COMMAND_LOCKSTEP_S,
     END_AFTER_S,
-    LEAD_S,
     LOCKSTEP_S,
     MAX_AGE_S,
     RTF,
@@ -54,6 +54,10 @@ PAUSE_S = 0.7  # ... for longer than command_delay_s [s of wall time]
 # its queue through it, and a loaded host adds its own delay (1 s dropped 4 of them in a
 # fresh-clone CI run with a busy core)
 POSE_MAX_AGE_S = MAX_AGE_S + 1.0
+# the player's --lead [s of sim time]: with input_lockstep the ticks wait for the poses from
+# the first one on, so only that one must come in time (a stall of the player as the session
+# starts); a pose early is held for its stamp
+PLAYER_LEAD_S = 2.0
 IMPEDANCE = ("impedance.damping_n_s_per_m:=37417.0",
              "impedance.angular_damping_nm_s_per_rad:=9354.0")
 
@@ -87,6 +91,10 @@ def other_nodes(logs: Path) -> list[NodeProcess]:
     teleop = ["--ros-args", "--params-file", str(REPO / "config" / "teleop.yaml"),
               "-p", "use_sim_time:=true", "-p", "mode:=impedance",
               "-p", f"command_delay_s:={DELAY_S}", "-p", "hand_timeout_s:=1.0",
+              # the ticks wait for the hand poses (the player's, the scripted device's); for
+              # longer than the player's lead, so the ticks do wait at the bag's end
+              "-p", "input_lockstep:=true",
+              "-p", f"input_lockstep_timeout_s:={PLAYER_LEAD_S + 1.0}",
               # a scripted device in this test's process, as test_teleop_replay says
               "-p", f"max_command_age_s:={POSE_MAX_AGE_S}",
               *(a for p in IMPEDANCE for a in ("-p", p))]
@@ -176,7 +184,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory):
     recorded = read_bag(bag, [APPLIED])
     others = other_nodes(logs)
     player = NodeProcess("excavator_hil.cli", ["bag", "play", str(bag), "--follow-clock",
-                                               "--lead", str(LEAD_S), "--remap",
+                                               "--lead", str(PLAYER_LEAD_S), "--remap",
                                                f"{APPLIED}:=/hand_pose",
                                                "--wait-for-subscribers", "60"], log_dir=logs)
     replay = Observer("impedance_replay_probe")
@@ -193,6 +201,13 @@ def runs(tmp_path_factory: pytest.TempPathFactory):
         sim = sim_node(logs)
         replay.wait_sim(t_end, "the replay's end", sim.log() + player.log())
         replay.wait_terrain()
+        # the poses stopped (the bag's end): the ticks wait for none after
+        # input_lockstep_timeout_s of wall time, and the simulation runs on well before
+        # sim_node's own lockstep timeout (counted as command_lockstep_timeouts)
+        replay.wait_sim(t0 + times[-1] + 0.5 + DELAY_S + 1.0, "the simulation past the bag's "
+                        "end (input_lockstep let go)", sim.log())
+        seen = len(replay.diagnostics)
+        wait_for(lambda: len(replay.diagnostics) > seen + 2, 30.0, "a newer /diagnostics")
         replay_result = (replay.trench_m3(), replay.trajectory(t0, t_end), replay.sim_values(),
                          _teleop_values(replay))
         assert player.stop() == 0, player.log()
@@ -230,7 +245,9 @@ def test_the_impedance_replay_reproduces_the_trench_within_5_percent(runs) -> No
     assert live_m3 > 0.05 and live_min < -0.1, live_sim  # a real dig
     assert abs(replay_m3 - live_m3) <= 0.05 * live_m3
     assert int(live_sim["commands_held"]) > 300 and int(replay_sim["commands_held"]) > 300
-    assert replay_tele["hands_restamped"] == "0"  # the player's lead: every pose in time
+    # the player's lead and input_lockstep: every pose in time
+    assert replay_tele["hands_restamped"] == "0"
+    assert replay_sim["command_lockstep_timeouts"] == "0"  # the lockstep let go of it in time
 
 
 def test_the_impedance_replay_follows_the_recorded_joint_trajectories(runs) -> None:

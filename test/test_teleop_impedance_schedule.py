@@ -129,6 +129,18 @@ def _session(arrival: list[tuple[int, str, int]],
     return ticks, taken
 
 
+def _device_poses(data: st.DataObject,
+                  events: list[tuple[int, str, int]]) -> dict[int, np.ndarray]:
+    """A device's poses about every 20 ms, each arriving 0-120 ms after its stamp (added to
+    ``events``); returns them by stamp."""
+    hands = {}
+    for k in range(1, 25):
+        stamp = k * TICK_NS + data.draw(st.integers(0, 19)) * MS
+        hands[stamp] = np.array([stamp * 1e-9, 0.0, 0.0])
+        events.append(((stamp + data.draw(st.integers(0, 120)) * MS) * 10 + 3, "hand", stamp))
+    return hands
+
+
 @settings(max_examples=100, deadline=None)
 @given(st.data())
 def test_hand_poses_as_taken_in_replay_to_the_same_ticks(data: st.DataObject) -> None:
@@ -146,11 +158,7 @@ def test_hand_poses_as_taken_in_replay_to_the_same_ticks(data: st.DataObject) ->
         live.append((t * 10 + 1, "state", t))
         answered = max(answered, t + data.draw(st.integers(0, 3)) * STATE_NS)
         live.append((answered * 10 + 2, "wrench", t))
-    hands = {}
-    for k in range(1, 25):
-        stamp = k * TICK_NS + data.draw(st.integers(0, 19)) * MS
-        hands[stamp] = np.array([stamp * 1e-9, 0.0, 0.0])
-        live.append(((stamp + data.draw(st.integers(0, 120)) * MS) * 10 + 3, "hand", stamp))
+    hands = _device_poses(data, live)
     ticks, taken = _session(live, hands)
     assert len(ticks) > 20 and any(t.hand is not None for t in ticks)
 
@@ -172,3 +180,101 @@ def test_hand_poses_as_taken_in_replay_to_the_same_ticks(data: st.DataObject) ->
         return [(t.t_ns, t.state.q[1], None if t.hand is None else t.hand[0], t.force[0],
                  t.command_ns) for t in ts]
     assert key(again) == key(ticks)
+
+
+# --- hand_lockstep (teleop_node's input_lockstep): the ticks wait for the hand poses ---------
+
+def test_with_hand_lockstep_a_tick_waits_for_the_pose_of_its_stamp_while_poses_come() -> None:
+    s = ImpedanceSchedule(TICK_NS, DELAY_NS, HAND_TIMEOUT_NS, WRENCH_TIMEOUT_NS,
+                          hand_lockstep=True)
+    assert s.take_hand(15 * MS, np.array([0.1, 0.0, 0.0])) == 15 * MS
+    ticks = [t for n in range(0, 6) for t in (s.add_state(n * STATE_NS, state(n * STATE_NS),
+                                                          True)
+                                             + s.add_wrench(n * STATE_NS,
+                                                            *wrench(n * STATE_NS), True))]
+    assert [t.t_ns for t in ticks] == [0]  # tick 20 ms: its pose is still coming
+    assert s.due(hands_live=True) == []
+    assert s.take_hand(25 * MS, np.array([0.2, 0.0, 0.0])) == 25 * MS
+    (t20,) = s.due(hands_live=True)  # the pose of 25 ms lets tick 20 ms go, not tick 40 ms
+    assert t20.t_ns == 20 * MS and t20.hand is not None and t20.hand[0] == 0.1
+    assert s.add_state(60 * MS, state(60 * MS), True) + s.add_wrench(
+        60 * MS, *wrench(60 * MS), True) == []
+    # the poses stopped (the caller's judgement, on the wall clock): the ticks run on
+    (t40, t60) = s.due(hands_live=False)
+    assert (t40.t_ns, t60.t_ns) == (40 * MS, 60 * MS)
+    assert t60.hand is not None and t60.hand[0] == 0.2
+    assert s.hands_restamped == 0 and s.ticks_skipped == 0
+    # without the lockstep nothing waits for a pose
+    free = schedule()
+    free.take_hand(15 * MS, np.array([0.1, 0.0, 0.0]))
+    assert [t.t_ns for t in _answered(free, 0, 6)] == [0, 20 * MS, 40 * MS]
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.data())
+def test_with_hand_lockstep_a_player_late_by_any_amount_replays_the_same_ticks(
+        data: st.DataObject) -> None:
+    """Property: a live session (as above), replayed with ``hand_lockstep`` into a simulation
+    in lockstep with the commands (a period starting at T steps only once a command or time
+    marker stamped >= T was sent): the player publishes each recorded pose --lead early but,
+    after the first, falls behind by up to 2 s of simulated time (a starved process). Every
+    pose is still taken in at its recorded stamp (none re-stamped) and the ticks are those of
+    the live session."""
+    n_states = 60
+    live: list[tuple[int, str, int]] = []
+    for n in range(n_states):
+        live.append((n * STATE_NS * 10 + 1, "state", n * STATE_NS))
+        live.append((n * STATE_NS * 10 + 2, "wrench", n * STATE_NS))
+    hands = _device_poses(data, live)
+    expected, taken = _session(live, hands)
+    # the bag: (taken-in stamp, original stamp) in stamp order, ties in the order taken in
+    poses = sorted(taken, key=lambda p: p[0])
+    # [ns of sim time] when the player gets to each pose, in order: the first in time (the
+    # lockstep holds from the first pose on), the others up to 2 s past their stamp
+    ready, latest = [], 0
+    for k, (at, _) in enumerate(poses):
+        lag = data.draw(st.integers(0, 2000)) * MS if k else 0
+        latest = max(latest, at - 500 * MS + lag)
+        ready.append(latest)
+
+    s = ImpedanceSchedule(TICK_NS, DELAY_NS, HAND_TIMEOUT_NS, WRENCH_TIMEOUT_NS,
+                          hand_lockstep=True)
+    ticks: list[ImpedanceTick] = []
+    sent_until: int | None = None  # the newest command (or marker) stamp sent
+    played = 0
+    sim_ns = 0
+
+    def play_one() -> None:
+        nonlocal played
+        at, stamp = poses[played]
+        assert s.take_hand(at, hands[stamp]) == at  # taken in at its recorded stamp
+        played += 1
+        ticks.extend(s.due(hands_live=True))
+
+    while sim_ns < n_states * STATE_NS:
+        while played < len(poses) and ready[played] <= sim_ns:
+            play_one()
+        if sent_until is None or sent_until >= sim_ns:  # sim_node's command lockstep
+            live_hands = played < len(poses)
+            ticks.extend(s.add_state(sim_ns, state(sim_ns), live_hands))
+            ticks.extend(s.add_wrench(sim_ns, *wrench(sim_ns), live_hands))
+            sim_ns += STATE_NS
+        elif played < len(poses):
+            play_one()  # the simulation waits; on the wall clock the player catches up
+        else:  # the poses stopped: the ticks run on
+            more = s.due(hands_live=False)
+            assert more, (sim_ns, sent_until, s.counters())  # else the simulation waits forever
+            ticks.extend(more)
+        if ticks:
+            sent_until = ticks[-1].command_ns
+    while played < len(poses):
+        play_one()
+    ticks.extend(s.due(hands_live=False))
+
+    def key(ts: list[ImpedanceTick]) -> list[tuple[object, ...]]:
+        return [(t.t_ns, t.state.q[1], None if t.hand is None else t.hand[0], t.force[0],
+                 t.command_ns) for t in ts]
+    assert s.hands_restamped == 0 and s.ticks_skipped == 0
+    got, want = key(ticks), key(expected)
+    assert len(ticks) > 20 and got == want, (
+        len(got), len(want), [(x, y) for x, y in zip(got, want, strict=False) if x != y][:3])

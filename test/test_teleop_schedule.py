@@ -85,7 +85,7 @@ def test_the_delay_must_be_positive() -> None:
         StampedAnswers(0.0)
 
 
-# --- input_lockstep (teleop_node's joy_lockstep): the simulation waits for the inputs too ---
+# --- input_lockstep (teleop_node's input_lockstep): the simulation waits for the inputs too ---
 
 @given(st.lists(st.integers(0, 30), min_size=40, max_size=40), st.data())
 def test_in_input_lockstep_a_session_acts_at_its_stamps_however_late_it_arrives(

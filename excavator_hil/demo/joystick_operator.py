@@ -6,7 +6,7 @@
 The session is a joy driver's 20 Hz stream on simulated time: the Joy of each period is the
 script at that moment, stamped with it, as the joy driver does with ``use_sim_time``, and sent
 up to ``JOY_LEAD_S`` ahead of the simulation's ``/clock`` (teleop_node holds each for its
-stamp). teleop_node answers them scheduled (``command_delay_s``, ``joy_lockstep``) and sim_node
+stamp). teleop_node answers them scheduled (``command_delay_s``, ``input_lockstep``) and sim_node
 waits for the commands (its command lockstep), so the machine digs the same on any host, and a
 recording of the session replays (docs/teleoperation.md, "Replay")."""
 

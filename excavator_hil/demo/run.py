@@ -292,14 +292,14 @@ class DemoStack:
             # is a thread of this process: a Joy it sends late is the host starving the demo,
             # not a link holding it up, so 1 s as the replay tests allow (the default 0.25 s
             # dropped every Joy of a run on a slow hour of the CI machine: nothing was dug).
-            # Scheduled (command_delay_s, joy_lockstep; sim_node's command lockstep): the
+            # Scheduled (command_delay_s, input_lockstep; sim_node's command lockstep): the
             # session acts at its stamps, so the dig is the same on any host (answered on
             # arrival, a starved teleop_node or operator cut the moves short: ci73 dug half)
             self._start("teleop_node", "excavator_kinematics.teleop_node",
                         [*ros, "-p", "joy_timeout_s:=2.0", "-p", "use_sim_time:=true",
                          "-p", "max_command_age_s:=1.0",
                          "-p", f"command_delay_s:={JOY_COMMAND_DELAY_S}",
-                         "-p", "joy_lockstep:=true"], layout["sim"])
+                         "-p", "input_lockstep:=true"], layout["sim"])
         bag = self.options.output_dir / "dig_bag"
         if bag.exists():
             import shutil

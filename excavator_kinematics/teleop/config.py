@@ -74,12 +74,18 @@ PARAMETERS: tuple[ParameterSpec, ...] = (
        "answer each Joy from the joint_states of its stamp, impedance mode ticks on simulated "
        "time; each joint_command is stamped input stamp + this (sim_node applies it then); "
        "0 = stamp when sent, applied on arrival"),
-    _p("joy_lockstep", False, None, None, "", "with command_delay_s in a rate mode and "
-       "sim_node's command_lockstep_timeout_s: the simulation waits for the Joys too (the time "
-       "markers go no further than the newest Joy's command while a Joy came within "
-       "joy_timeout_s of wall time), so a scripted session or a bag replay acts at its stamps "
-       "however late a loaded host delivers its Joys; a Joy is re-stamped only when its "
-       "command would act before one already sent. For sessions, not for a live operator"),
+    _p("input_lockstep", False, None, None, "", "with command_delay_s and sim_node's "
+       "command_lockstep_timeout_s: the simulation waits for the operator's input too, the "
+       "Joys in a rate mode (the time markers go no further than the newest Joy's command) and "
+       "the hand poses in impedance mode (a tick waits for a pose taken in at or after it), "
+       "while an input came within input_lockstep_timeout_s of wall time; so a scripted "
+       "session or a bag replay acts at its stamps however late a loaded host delivers it, "
+       "and an input is re-stamped only when its command would act before one already sent. "
+       "For sessions, not for a live operator", deprecated_names=("joy_lockstep",)),
+    _p("input_lockstep_timeout_s", 2.0, 0.05, 60.0, "s", "input_lockstep: how long of wall "
+       "time the simulation waits for the next input before it runs on without it (the "
+       "session ended; then joy_timeout_s or hand_timeout_s acts on simulated time)",
+       **_RUN_TIME),
     _p("machine", "", None, None, "", "the machine of a fleet to drive, by namespace (exc2 or "
        "/exc2): its joint_states, soil/wrench in, its joint_command, track_command, "
        "teleop/valve_command out; the operator's joy, joy_travel, hand_pose and the teleop/ "

@@ -24,6 +24,12 @@ depends on their stamps alone, so a recorded session replays to the same command
   last tick (``hands_restamped``). The stamp it was taken in at is what to record (teleop_node
   publishes it on ``teleop/hand_applied``): played back onto ``hand_pose`` early (a player's
   lead), every pose is then taken in at that same stamp and acts at the same ticks;
+- with ``hand_lockstep`` (teleop_node's ``input_lockstep``: a scripted device, a bag replay) a
+  tick also waits, while the hand poses are live (``hands_live``: the caller's judgement, a
+  pose within a timeout of wall time), for a pose taken in at or after it: the tick's command
+  is then not sent, so sim_node's command lockstep waits for the poses too, and a player held
+  up on a loaded host makes no pose late (re-stamped) and no tick without it. When the poses
+  stop, the caller says so (``hands_live`` false, :meth:`due`) and the ticks run on;
 - the command of tick ``t`` is stamped ``t + delay_ns``: sim_node applies it at that simulated
   time. A tick whose command would already be due when the states reach it (teleop_node was
   stalled for longer than the delay) is skipped (``ticks_skipped``).
@@ -62,7 +68,8 @@ class ImpedanceSchedule:
     """Ticks of the impedance controller on simulated time [ns], from stamped inputs."""
 
     def __init__(self, period_ns: int, delay_ns: int, hand_timeout_ns: int,
-                 wrench_timeout_ns: int, wrench_wait_ns: int | None = None) -> None:
+                 wrench_timeout_ns: int, wrench_wait_ns: int | None = None,
+                 hand_lockstep: bool = False) -> None:
         if period_ns <= 0 or delay_ns <= 0:
             raise ValueError(f"period {period_ns} ns and delay {delay_ns} ns must be > 0")
         self.period_ns = period_ns
@@ -73,6 +80,7 @@ class ImpedanceSchedule:
         # period of margin); half the delay where the delay is shorter than two periods
         self.wrench_wait_ns = max(delay_ns // 2, delay_ns - period_ns) \
             if wrench_wait_ns is None else wrench_wait_ns
+        self.hand_lockstep = hand_lockstep
         self.ticks = 0
         self.ticks_skipped = 0
         self.hands_restamped = 0
@@ -88,10 +96,12 @@ class ImpedanceSchedule:
         self._wrenches: deque[tuple[np.ndarray, np.ndarray]] = deque(maxlen=HISTORY)
         self._next_ns: int | None = None   # the next tick to compute
         self._last_tick_ns: int | None = None
+        self._newest_hand_ns: int | None = None  # the newest stamp a pose was taken in at
 
     def take_hand(self, stamp_ns: int, hand: np.ndarray) -> int:
         """A hand pose stamped ``stamp_ns`` (simulated time, or its arrival there); returns the
-        stamp it is taken in at (record this)."""
+        stamp it is taken in at (record this). With ``hand_lockstep``, :meth:`due` then returns
+        the ticks it let through."""
         at = stamp_ns
         if self._last_tick_ns is not None and at <= self._last_tick_ns:
             at = self._last_tick_ns + 1
@@ -99,31 +109,40 @@ class ImpedanceSchedule:
         k = bisect.bisect_right(self._hand_ns, at)
         self._hand_ns.insert(k, at)
         self._hands.insert(k, np.asarray(hand, float).copy())
+        self._newest_hand_ns = at if self._newest_hand_ns is None \
+            else max(self._newest_hand_ns, at)
         if len(self._hand_ns) > HISTORY:
             del self._hand_ns[0], self._hands[0]
         return at
 
-    def add_wrench(self, stamp_ns: int, force: np.ndarray,
-                   torque: np.ndarray) -> list[ImpedanceTick]:
+    def add_wrench(self, stamp_ns: int, force: np.ndarray, torque: np.ndarray,
+                   hands_live: bool = False) -> list[ImpedanceTick]:
         """A soil wrench answering the pose of ``stamp_ns``; returns the ticks now due."""
         if self._wrench_ns and stamp_ns < self._wrench_ns[-1]:
             return []  # an answer to an older pose (latest-wins soil): the newer one stands
         self._wrench_ns.append(stamp_ns)
         self._wrenches.append((np.asarray(force, float).copy(),
                                np.asarray(torque, float).copy()))
-        return self._due()
+        return self._due(hands_live)
 
-    def add_state(self, stamp_ns: int, state: MachineState) -> list[ImpedanceTick]:
-        """Measured joints of ``stamp_ns``; returns the ticks now due, in order."""
+    def add_state(self, stamp_ns: int, state: MachineState,
+                  hands_live: bool = False) -> list[ImpedanceTick]:
+        """Measured joints of ``stamp_ns``; returns the ticks now due, in order.
+        ``hands_live``: whether hand poses still come (``hand_lockstep``; module docstring)."""
         if self._state_ns and stamp_ns < self._state_ns[-1]:
             self._reset()  # the clock went back: a new simulation
         self._state_ns.append(stamp_ns)
         self._states.append(state)
         if self._next_ns is None:
             self._next_ns = -(-stamp_ns // self.period_ns) * self.period_ns  # first grid point
-        return self._due()
+        return self._due(hands_live)
 
-    def _due(self) -> list[ImpedanceTick]:
+    def due(self, hands_live: bool) -> list[ImpedanceTick]:
+        """The ticks due now (after a hand pose, or when the poses stopped: ``hand_lockstep``
+        holds a tick back only while ``hands_live``)."""
+        return self._due(hands_live)
+
+    def _due(self, hands_live: bool) -> list[ImpedanceTick]:
         out: list[ImpedanceTick] = []
         while self._next_ns is not None and self._state_ns:
             t = self._next_ns
@@ -135,6 +154,9 @@ class ImpedanceSchedule:
                 self._next_ns = t + self.period_ns
                 self._last_tick_ns = t
                 continue
+            if (self.hand_lockstep and hands_live and self._newest_hand_ns is not None
+                    and self._newest_hand_ns < t):
+                break  # the pose of this tick is still coming (the device is live)
             late = False
             if not self._wrench_ns or self._wrench_ns[-1] < t:
                 if newest < t + self.wrench_wait_ns:
