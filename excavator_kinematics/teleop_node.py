@@ -92,7 +92,7 @@ from excavator_kinematics.teleop.controller import (
 from excavator_kinematics.teleop.impedance import hand_coordinates, soil_force_in_task
 from excavator_kinematics.teleop.impedance_schedule import ImpedanceSchedule, ImpedanceTick
 from excavator_kinematics.teleop.joystick import button
-from excavator_kinematics.teleop.schedule import Answer, Refused, StampedAnswers
+from excavator_kinematics.teleop.schedule import Answer, InputWait, Refused, StampedAnswers
 from excavator_kinematics.teleop.valves import FlowLimits
 
 VALVE_NAMES = ["boom_cylinder", "arm_cylinder", "bucket_cylinder", "swing"]
@@ -133,6 +133,9 @@ class TeleopNode(Node):
         self.answers: StampedAnswers[Joy] | None = (
             StampedAnswers(self.command_delay_s, self.input_lockstep)
             if self.command_delay_s > 0.0 else None)
+        # ... for at most input_lockstep_timeout_s of wall time with no input arriving
+        self.joy_wait = InputWait(values["input_lockstep_timeout_s"])
+        self.hand_wait = InputWait(values["input_lockstep_timeout_s"])
         self.last_command_stamp = 0.0  # [s] of the latest scheduled joint_command
         # ... and in impedance mode the controller ticks on simulated time, from the stamps
         self.impedance_schedule = (ImpedanceSchedule(
@@ -217,6 +220,8 @@ class TeleopNode(Node):
         core.assignments = pattern(settings.pattern)
         if "max_command_age_s" in changed:
             self.command_age.set_max_age(float(changed["max_command_age_s"]))
+        self.joy_wait.timeout_s = self.hand_wait.timeout_s = float(
+            self.values["input_lockstep_timeout_s"])
         if self.impedance_schedule is not None:
             self.impedance_schedule.hand_timeout_ns = round(self.values["hand_timeout_s"] * 1e9)
             self.impedance_schedule.wrench_timeout_ns = round(
@@ -248,16 +253,19 @@ class TeleopNode(Node):
                 # one is re-stamped to a newer state); a quarter of the delay ahead, so a
                 # stalled node's simulation stays well within the re-stamping margin. With
                 # input_lockstep, no further than the newest Joy's command while Joys come
-                self._send_marker(self.answers.marker_stamp(stamp, self._input_live(
-                    self.joy_time)))
+                now = time.monotonic()
+                self._send_marker(self.answers.marker_stamp(stamp, self.joy_wait.live(now)))
+                self.joy_wait.waiting(
+                    self.input_lockstep and self.answers.holds_for_input(stamp), now)
         if self.impedance_schedule is not None:
             self._impedance_ticks(self.impedance_schedule.add_state(
-                _nanoseconds(msg.header.stamp), self.state, self._input_live(self.hand_time)))
+                _nanoseconds(msg.header.stamp), self.state, self._hands_live()))
 
     def on_joy(self, msg: Joy) -> None:
         if not self.command_age.admit("joy", msg.header.stamp):
             return  # too old on arrival: the previous Joy stays until joy_timeout_s
         self.joy, self.joy_time = msg, time.monotonic()
+        self.joy_wait.input_came(self.joy_time)
         scheduled = self.command_delay_s > 0.0 and _seconds(msg.header.stamp) > 0.0
         if not scheduled or self.core.mode == "impedance":
             self._mode_toggle(msg)  # scheduled: at the Joy's stamp, in _answer_pending
@@ -289,6 +297,7 @@ class TeleopNode(Node):
             self.rejections.reject(str(exc), self._counters())
             return
         self.hand, self.hand_time = hand, time.monotonic()
+        self.hand_wait.input_came(self.hand_time)
         if self.impedance_schedule is not None:
             # taken in at its stamp when that is simulated time, else when it arrived there
             verdict = self.command_age.last
@@ -300,7 +309,7 @@ class TeleopNode(Node):
                 self.impedance_schedule.take_hand(stamp, hand), 1_000_000_000)
             self.hand_applied_pub.publish(applied)
             if self.input_lockstep:  # the ticks that waited for this pose
-                self._impedance_ticks(self.impedance_schedule.due(hands_live=True))
+                self._impedance_ticks(self.impedance_schedule.due(self._hands_live()))
 
     def on_wrench(self, msg: WrenchStamped) -> None:
         if msg.header.frame_id not in ("", "world"):
@@ -313,8 +322,7 @@ class TeleopNode(Node):
             self.wrench, self.wrench_time = (force, torque), time.monotonic()
             if self.impedance_schedule is not None:
                 self._impedance_ticks(self.impedance_schedule.add_wrench(
-                    _nanoseconds(msg.header.stamp), force, torque,
-                    self._input_live(self.hand_time)))
+                    _nanoseconds(msg.header.stamp), force, torque, self._hands_live()))
 
     # --- control -------------------------------------------------------------------------
     def on_timer(self) -> None:
@@ -331,17 +339,17 @@ class TeleopNode(Node):
         ``input_lockstep_timeout_s`` the simulation no longer waits for it. A waiting simulation
         sends no joint_states, so this timer, not the next state, lets it run on: the ticks
         held for a hand pose, or a time marker past the newest Joy's command."""
+        now = time.monotonic()
         if self.core.mode == "impedance":
-            if self.impedance_schedule is not None and not self._input_live(self.hand_time):
+            if self.impedance_schedule is not None and not self.hand_wait.live(now):
                 self._impedance_ticks(self.impedance_schedule.due(hands_live=False))
         elif (self.answers is not None and self.last_state_stamp is not None
-              and not self._input_live(self.joy_time)):
+              and not self.joy_wait.live(now)):
             self._send_marker(self.answers.marker_stamp(self.last_state_stamp, False))
 
-    def _input_live(self, since: float) -> bool:
-        """input_lockstep: whether the operator's input (which arrived at ``since`` [s,
-        monotonic]) still comes: the simulation waits for it meanwhile."""
-        return bool(time.monotonic() - since <= self.values["input_lockstep_timeout_s"])
+    def _hands_live(self) -> bool:
+        """input_lockstep: whether a scheduled tick may still wait for the hand poses."""
+        return self.hand_wait.live(time.monotonic())
 
     def _state_ok(self) -> bool:
         return (self.state is not None
@@ -462,6 +470,8 @@ class TeleopNode(Node):
         """Scheduled impedance (``command_delay_s``): each tick on simulated time, from the
         state, hand pose and wrench of its stamp (excavator_kinematics.teleop.
         impedance_schedule); the command is stamped for when sim_node applies it."""
+        if self.impedance_schedule is not None:  # held for a pose (input_lockstep)?
+            self.hand_wait.waiting(self.impedance_schedule.waiting_for_hand, time.monotonic())
         if self.core.mode != "impedance":
             return
         for tick in ticks:
@@ -593,6 +603,7 @@ class TeleopNode(Node):
         return {"mode": self.core.mode, "pattern": self.core.settings.pattern,
                 "commands": self.sent, "holds": self.holds, "markers": self.markers,
                 "joys_restamped": self.answers.restamped if self.answers else 0,
+                "input_lockstep_releases": self.joy_wait.releases + self.hand_wait.releases,
                 **self.command_age.counters(), **self.core.impedance_ticks.counters(),
                 **(self.impedance_schedule.counters() if self.impedance_schedule else {}),
                 **self.last_info}

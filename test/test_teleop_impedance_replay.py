@@ -29,6 +29,7 @@ from helpers import REPO, NodeProcess, wait_for
 from test_teleop_replay import (
     COMMAND_LOCKSTEP_S,
     END_AFTER_S,
+    LEAD_S,
     LOCKSTEP_S,
     MAX_AGE_S,
     RTF,
@@ -54,10 +55,6 @@ PAUSE_S = 0.7  # ... for longer than command_delay_s [s of wall time]
 # its queue through it, and a loaded host adds its own delay (1 s dropped 4 of them in a
 # fresh-clone CI run with a busy core)
 POSE_MAX_AGE_S = MAX_AGE_S + 1.0
-# the player's --lead [s of sim time]: with input_lockstep the ticks wait for the poses from
-# the first one on, so only that one must come in time (a stall of the player as the session
-# starts); a pose early is held for its stamp
-PLAYER_LEAD_S = 2.0
 IMPEDANCE = ("impedance.damping_n_s_per_m:=37417.0",
              "impedance.angular_damping_nm_s_per_rad:=9354.0")
 
@@ -91,10 +88,8 @@ def other_nodes(logs: Path) -> list[NodeProcess]:
     teleop = ["--ros-args", "--params-file", str(REPO / "config" / "teleop.yaml"),
               "-p", "use_sim_time:=true", "-p", "mode:=impedance",
               "-p", f"command_delay_s:={DELAY_S}", "-p", "hand_timeout_s:=1.0",
-              # the ticks wait for the hand poses (the player's, the scripted device's); for
-              # longer than the player's lead, so the ticks do wait at the bag's end
+              # the ticks wait for the hand poses (the player's, the scripted device's)
               "-p", "input_lockstep:=true",
-              "-p", f"input_lockstep_timeout_s:={PLAYER_LEAD_S + 1.0}",
               # a scripted device in this test's process, as test_teleop_replay says
               "-p", f"max_command_age_s:={POSE_MAX_AGE_S}",
               *(a for p in IMPEDANCE for a in ("-p", p))]
@@ -184,7 +179,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory):
     recorded = read_bag(bag, [APPLIED])
     others = other_nodes(logs)
     player = NodeProcess("excavator_hil.cli", ["bag", "play", str(bag), "--follow-clock",
-                                               "--lead", str(PLAYER_LEAD_S), "--remap",
+                                               "--lead", str(LEAD_S), "--remap",
                                                f"{APPLIED}:=/hand_pose",
                                                "--wait-for-subscribers", "60"], log_dir=logs)
     replay = Observer("impedance_replay_probe")
@@ -202,8 +197,8 @@ def runs(tmp_path_factory: pytest.TempPathFactory):
         replay.wait_sim(t_end, "the replay's end", sim.log() + player.log())
         replay.wait_terrain()
         # the poses stopped (the bag's end): the ticks wait for none after
-        # input_lockstep_timeout_s of wall time, and the simulation runs on well before
-        # sim_node's own lockstep timeout (counted as command_lockstep_timeouts)
+        # input_lockstep_timeout_s of wall time (one release), and the simulation runs on
+        # well before sim_node's own lockstep timeout (counted as command_lockstep_timeouts)
         replay.wait_sim(t0 + times[-1] + 0.5 + DELAY_S + 1.0, "the simulation past the bag's "
                         "end (input_lockstep let go)", sim.log())
         seen = len(replay.diagnostics)
@@ -248,6 +243,8 @@ def test_the_impedance_replay_reproduces_the_trench_within_5_percent(runs) -> No
     # the player's lead and input_lockstep: every pose in time
     assert replay_tele["hands_restamped"] == "0"
     assert replay_sim["command_lockstep_timeouts"] == "0"  # the lockstep let go of it in time
+    # ... at the bag's end, once: not during the session (a player starved for longer)
+    assert replay_tele["input_lockstep_releases"] == "1", replay_tele
 
 
 def test_the_impedance_replay_follows_the_recorded_joint_trajectories(runs) -> None:

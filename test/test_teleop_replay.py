@@ -52,8 +52,10 @@ DELAY_S = 0.5
 SOIL = "hard_dry_earth"
 JOY_PERIOD_S = 0.05  # the joy driver's 20 Hz [s of sim time]
 # the player publishes this far ahead of the bag time [s of sim time]; teleop_node refuses a Joy
-# more than 5 s ahead of its joint_states (excavator_kinematics.teleop.schedule.AHEAD_LIMIT_S)
-LEAD_S = 0.5
+# more than 5 s ahead of its joint_states (excavator_kinematics.teleop.schedule.AHEAD_LIMIT_S).
+# With input_lockstep the simulation waits for the Joys from the first one on, so the lead need
+# only bring that one in time through a stall of the player as the session starts
+LEAD_S = 2.0
 START_AFTER_S = 3.0
 MAX_AGE_S = 1.0  # teleop_node's max_command_age_s for the session's Joys / hand poses [s]
 # sim_node waits this long at most for soil_node's answer to each pose [s of wall time]: the soil
@@ -98,7 +100,10 @@ def teleop_node(logs: Path, *params: str) -> NodeProcess:
 def other_nodes(logs: Path) -> list[NodeProcess]:
     return [NodeProcess("excavator_sim.soil.soil_node",
                         ["--ros-args", "--params-file", str(REPO / "config" / "soil.yaml"),
-                         "-p", f"preset:={SOIL}"], log_dir=logs), teleop_node(logs)]
+                         "-p", f"preset:={SOIL}"], log_dir=logs),
+            # the simulation waits for the Joys too (the player's, the scripted stick's): a
+            # player starved past its lead re-stamped Joys and left the recorded path before
+            teleop_node(logs, "input_lockstep:=true")]
 
 
 class Observer:

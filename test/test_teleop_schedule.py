@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from excavator_kinematics.teleop.controller import MachineState
-from excavator_kinematics.teleop.schedule import Answer, Refused, StampedAnswers
+from excavator_kinematics.teleop.schedule import Answer, InputWait, Refused, StampedAnswers
 
 PERIOD = 0.01  # joint_states every 10 ms
 DELAY = 0.2
@@ -169,3 +169,36 @@ def test_in_input_lockstep_an_input_behind_a_command_sent_is_restamped() -> None
     assert isinstance(b, Answer) and b.restamped and answers.restamped == 1
     assert b.acted_at_s == pytest.approx(0.49)
     assert b.command_stamp_s == pytest.approx(0.49 + DELAY)
+
+
+def test_the_wait_for_input_ends_after_its_timeout_with_nothing_arriving_not_before() -> None:
+    """InputWait (teleop_node's input_lockstep_timeout_s, wall time): the timeout counts from
+    when the simulation began to wait or the last input came, whichever is later, so an input
+    that came long before the wait (a player's lead) does not shorten it; once released, the
+    simulation runs on until the next input, and the release is counted once."""
+    wait = InputWait(3.0)
+    assert wait.live(0.0)  # nothing held yet
+    wait.input_came(0.0)
+    wait.waiting(False, 5.0)
+    assert wait.live(100.0)  # not held: however long since the input, nothing to release
+    wait.waiting(True, 100.0)  # held from 100 s (the input came at 0 s: the player's lead)
+    assert wait.live(102.9) and wait.releases == 0
+    wait.input_came(102.0)  # an input while held: the count starts again from it
+    assert wait.live(104.9)
+    assert not wait.live(105.1) and wait.releases == 1
+    wait.waiting(True, 106.0)
+    assert not wait.live(106.0) and not wait.live(200.0) and wait.releases == 1  # released
+    wait.input_came(201.0)  # the next session: waits again
+    assert wait.live(201.0)
+    wait.waiting(False, 202.0)
+    wait.waiting(True, 210.0)
+    assert wait.live(212.9) and not wait.live(213.1) and wait.releases == 2
+
+
+def test_a_marker_held_for_the_input_is_said_so() -> None:
+    answers: StampedAnswers[int] = StampedAnswers(DELAY, input_lockstep=True)
+    assert not answers.holds_for_input(1.0)  # no input yet: nothing to wait for
+    answers.add_input(1.0, 0)
+    assert not answers.holds_for_input(1.0)  # the marker (1 + a quarter delay) within reach
+    assert answers.holds_for_input(1.0 + DELAY)  # past the newest input's command
+    assert not StampedAnswers(DELAY).holds_for_input(5.0)  # no lockstep

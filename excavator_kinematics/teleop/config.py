@@ -78,14 +78,14 @@ PARAMETERS: tuple[ParameterSpec, ...] = (
        "command_lockstep_timeout_s: the simulation waits for the operator's input too, the "
        "Joys in a rate mode (the time markers go no further than the newest Joy's command) and "
        "the hand poses in impedance mode (a tick waits for a pose taken in at or after it), "
-       "while an input came within input_lockstep_timeout_s of wall time; so a scripted "
+       "until it waited input_lockstep_timeout_s with no input arriving; so a scripted "
        "session or a bag replay acts at its stamps however late a loaded host delivers it, "
        "and an input is re-stamped only when its command would act before one already sent. "
        "For sessions, not for a live operator", deprecated_names=("joy_lockstep",)),
-    _p("input_lockstep_timeout_s", 2.0, 0.05, 60.0, "s", "input_lockstep: how long of wall "
-       "time the simulation waits for the next input before it runs on without it (the "
-       "session ended; then joy_timeout_s or hand_timeout_s acts on simulated time)",
-       **_RUN_TIME),
+    _p("input_lockstep_timeout_s", 3.0, 0.05, 60.0, "s", "input_lockstep: how long of wall "
+       "time the simulation waits with no input arriving before it runs on without it (the "
+       "session ended: counted as input_lockstep_releases; then joy_timeout_s or "
+       "hand_timeout_s acts on simulated time) until the next input comes", **_RUN_TIME),
     _p("machine", "", None, None, "", "the machine of a fleet to drive, by namespace (exc2 or "
        "/exc2): its joint_states, soil/wrench in, its joint_command, track_command, "
        "teleop/valve_command out; the operator's joy, joy_travel, hand_pose and the teleop/ "

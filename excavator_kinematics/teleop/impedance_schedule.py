@@ -81,6 +81,7 @@ class ImpedanceSchedule:
         self.wrench_wait_ns = max(delay_ns // 2, delay_ns - period_ns) \
             if wrench_wait_ns is None else wrench_wait_ns
         self.hand_lockstep = hand_lockstep
+        self.waiting_for_hand = False  # the next tick waits for its pose (hand_lockstep)
         self.ticks = 0
         self.ticks_skipped = 0
         self.hands_restamped = 0
@@ -144,6 +145,7 @@ class ImpedanceSchedule:
 
     def _due(self, hands_live: bool) -> list[ImpedanceTick]:
         out: list[ImpedanceTick] = []
+        self.waiting_for_hand = False
         while self._next_ns is not None and self._state_ns:
             t = self._next_ns
             newest = self._state_ns[-1]
@@ -156,6 +158,7 @@ class ImpedanceSchedule:
                 continue
             if (self.hand_lockstep and hands_live and self._newest_hand_ns is not None
                     and self._newest_hand_ns < t):
+                self.waiting_for_hand = True
                 break  # the pose of this tick is still coming (the device is live)
             late = False
             if not self._wrench_ns or self._wrench_ns[-1] < t:

@@ -13,6 +13,9 @@ over this node's stream, :meth:`StampedAnswers.marker_stamp` holding the time ma
 newest input's command while the input is live): the simulation then cannot step past a command
 not yet sent, so an input is late only when its command would act before one already sent, and
 only then re-stamped. However late the host delivers a scripted session, it acts at its stamps.
+How long the simulation waits for an input that does not come (the session ended) is
+:class:`InputWait`'s: a timeout on the wall clock counted from when the wait began or the last
+input came, whichever is later, so a player's lead does not eat into it.
 """
 
 from __future__ import annotations
@@ -35,6 +38,43 @@ HISTORY = 512  # states kept (5 s at 100 Hz) and inputs queued at most
 AHEAD_LIMIT_S = 5.0
 MARKER_LEAD = 0.25  # a time marker goes this fraction of the delay ahead of its state
 _EPS_S = 1e-9
+
+
+class InputWait:
+    """Whether the simulation should still wait for the operator's next input (teleop_node's
+    ``input_lockstep``), on the wall clock [s, monotonic]: it waits while the input still
+    comes; once it waited ``timeout_s`` with no input arriving, it is released (the session
+    ended; counted in ``releases``) until the next input comes."""
+
+    def __init__(self, timeout_s: float) -> None:
+        self.timeout_s = timeout_s
+        self.releases = 0
+        self._last_input_s = -math.inf
+        self._waiting_since_s: float | None = None
+        self._released = False
+
+    def input_came(self, now_s: float) -> None:
+        self._last_input_s = now_s
+        self._released = False
+
+    def waiting(self, held: bool, now_s: float) -> None:
+        """Whether the simulation is held for the input now (a tick waits for it, the time
+        markers are capped at the newest input's command)."""
+        if not held:
+            self._waiting_since_s = None
+        elif self._waiting_since_s is None:
+            self._waiting_since_s = now_s
+
+    def live(self, now_s: float) -> bool:
+        """False once the simulation waited ``timeout_s`` with no input arriving."""
+        if self._released:
+            return False
+        if (self._waiting_since_s is not None
+                and now_s - max(self._last_input_s, self._waiting_since_s) > self.timeout_s):
+            self._released = True
+            self.releases += 1
+            return False
+        return True
 
 
 @dataclass(frozen=True)
@@ -99,6 +139,11 @@ class StampedAnswers(Generic[T]):
         if self.input_lockstep and input_live and math.isfinite(self.newest_input_s):
             stamp = min(stamp, self.newest_input_s + self.delay_s)
         return stamp
+
+    def holds_for_input(self, state_stamp_s: float) -> bool:
+        """Whether ``input_lockstep`` holds the marker after this state back (the simulation
+        waits for the next input)."""
+        return self.marker_stamp(state_stamp_s, True) < self.marker_stamp(state_stamp_s, False)
 
     @property
     def pending(self) -> int:
