@@ -115,6 +115,20 @@ def lower_priority(nice: int) -> int:
     return new
 
 
+def thread_nice_at_least(nice: int) -> int:
+    """Raise the calling thread's nice value to ``nice`` if it is lower (Linux keeps one per
+    thread: a background thread of a process that runs at normal priority, as the demo's
+    recorder); returns the thread's value. Elsewhere the process's, with ``os.nice``."""
+    if not sys.platform.startswith("linux"):
+        current = os.nice(0)
+        return os.nice(nice - current) if nice > current else current
+    tid = threading.get_native_id()
+    current = os.getpriority(os.PRIO_PROCESS, tid)
+    if nice > current:
+        os.setpriority(os.PRIO_PROCESS, tid, min(nice, 19))
+    return os.getpriority(os.PRIO_PROCESS, tid)
+
+
 def pin_to_cpus(cpus: Iterable[int]) -> list[int]:
     """Restrict this process (its threads started later inherit it) to ``cpus``; CPUs this
     host does not have are dropped, and with none left nothing changes. Returns the set."""

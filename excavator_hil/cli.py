@@ -74,17 +74,18 @@ def _positive_float(text: str) -> float:
 
 
 def _cmd_bag_record(args: argparse.Namespace) -> int:
-    from excavator_hil.bags.recorder import record
+    from excavator_hil.bags.recorder import TF_RATE_HZ, record
 
     topics = None if args.all else args.topics
     if topics is None and not args.all:
         print("error: name the topics to record, or pass --all")
         return 2
-    if args.tf and (args.tf_rate_hz <= 0 or args.tf_rate_hz > 1000):
-        print(f"error: --tf-rate-hz {args.tf_rate_hz:g}: give 0 < rate <= 1000 Hz")
+    tf_rate_hz = TF_RATE_HZ if args.tf_rate_hz is None else args.tf_rate_hz
+    if args.tf and (tf_rate_hz <= 0 or tf_rate_hz > 1000):
+        print(f"error: --tf-rate-hz {tf_rate_hz:g}: give 0 < rate <= 1000 Hz")
         return 2
     return record(args.output, topics, args.storage, args.duration, args.max_messages,
-                  args.use_sim_time, args.tf_rate_hz if args.tf else 0.0)
+                  args.use_sim_time, tf_rate_hz if args.tf else 0.0)
 
 
 def _cmd_bag_play(args: argparse.Namespace) -> int:
@@ -150,7 +151,7 @@ def build_parser() -> argparse.ArgumentParser:
                           "robot_description) at its recorded joint_states, as "
                           "robot_state_publisher would, so the bag shows the machine in "
                           "Foxglove or RViz (docs/bags.md)")
-    rec.add_argument("--tf-rate-hz", type=float, default=30.0,
+    rec.add_argument("--tf-rate-hz", type=float, default=None,
                      help="with --tf: at most this many /tf per machine per second of bag "
                           "time [Hz] (default 30; viewers interpolate)")
     rec.set_defaults(func=_cmd_bag_record)

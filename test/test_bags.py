@@ -162,6 +162,36 @@ def test_a_message_is_stamped_when_dds_received_it_not_when_the_recorder_took_it
     assert stamps[-1] - stamps[0] > 0.5 * (sent[-1] - sent[0]), (stamps[0], stamps[-1])
 
 
+def test_a_recorder_thread_records_beside_its_process_and_drains_at_the_stop(
+        probe: RosTestNode, tmp_path: Path) -> None:
+    """The demo's recorder as a thread of a process that runs rclpy (RecorderThread, issue
+    32): niced on its own (the process keeps its priority), it records what this process and
+    its node publish; stopped while messages still come, every one sent before the stop is in
+    the bag, in order."""
+    from excavator_hil.bags.recorder import RecorderThread
+
+    bag = tmp_path / "threaded"
+    nice_before = os.getpriority(os.PRIO_PROCESS, 0)
+    rec = RecorderThread(bag, [TOPIC], nice=nice_before + 5, context=probe.context)
+    pub = probe.node.create_publisher(JointState, TOPIC, 1000)
+    try:
+        wait_for(lambda: pub.get_subscription_count() > 0, 20.0, "the recorder to subscribe")
+        time.sleep(0.3)   # matched on the recorder's side too
+        assert rec.alive()
+        thread_id = rec._thread.native_id
+        assert thread_id is not None
+        assert os.getpriority(os.PRIO_PROCESS, thread_id) == min(nice_before + 5, 19)
+        assert os.getpriority(os.PRIO_PROCESS, 0) == nice_before  # the caller's thread
+        for i in range(300):
+            pub.publish(_joint_state(i))
+    finally:
+        rec.stop()
+    assert not rec.alive()
+    positions = [TYPESTORE.deserialize_cdr(m.data, m.msgtype).position[0]
+                 for m in read_bag(bag).messages]
+    assert positions == [float(i) for i in range(300)]
+
+
 def test_player_pacing_record_follows_the_rate(probe: RosTestNode, tmp_path: Path) -> None:
     """--rate 4 puts the due times at a quarter of the bag's intervals; still none sent early."""
     bag, _ = _record(probe, tmp_path, "mcap")

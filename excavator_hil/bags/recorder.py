@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import importlib
 import signal
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +48,7 @@ DISCOVER_PERIOD_S = 0.1   # the graph is asked for new topics this often [s]
 # Messages each subscription holds for a recorder that a busy host keeps from running: 10 s of
 # a 100 Hz stream (the publishers keep RECORDED_STREAM_DEPTH for it, see docs/bags.md).
 RECORD_QOS_DEPTH = 1000
+TF_RATE_HZ = 30.0  # --tf: /tf per machine per second of bag time at most (viewers interpolate)
 
 
 def _unused(_msg: object) -> None:
@@ -269,6 +271,75 @@ def _rihs(type_hash: object) -> str | None:
     return f"RIHS{version:02d}_{value.hex()}" if version == 1 else None
 
 
+def run_recording(node: BagRecorder, stop_requested: Callable[[], int | None],
+                  deadline: float = float("inf"), ok: Callable[[], bool] = lambda: True,
+                  on_stopping: Callable[[], None] = lambda: None) -> None:
+    """The recorder's loop: poll every ``POLL_PERIOD_S``, discover every ``DISCOVER_PERIOD_S``,
+    until ``stop_requested()`` gives the stop's wall time [ns] (or ``ok()`` turns false, the
+    bag is full, ``deadline`` [s monotonic] passed); then ``on_stopping()`` (ignore a second
+    Ctrl-C, say) and the drain of what was sent before the stop. Shared by ``bag record`` and
+    the demo's recorder thread (:class:`RecorderThread`)."""
+    next_discovery = time.monotonic() + DISCOVER_PERIOD_S
+    while (stop_requested() is None and ok() and not node.done
+           and time.monotonic() < deadline):
+        node.poll()
+        if time.monotonic() >= next_discovery:
+            node.discover()
+            next_discovery = time.monotonic() + DISCOVER_PERIOD_S
+        time.sleep(POLL_PERIOD_S)
+    on_stopping()
+    if ok():
+        stop_ns = stop_requested()
+        drained = node.drain(stop_ns if stop_ns is not None else time.time_ns())
+        if drained:
+            node.get_logger().info(f"{drained} messages that had arrived written at the stop")
+
+
+class RecorderThread:
+    """A recorder as a thread of a process that already runs rclpy (the demo's: a Python
+    process with rclpy fewer, ~35-55 MiB PSS, issue 32). The node is created in the caller's
+    context and never added to an executor (it polls, :class:`BagRecorder`); the thread lowers
+    its own priority by ``nice`` (Linux keeps one per thread), as the recorder's process was
+    niced. :meth:`stop` drains what was sent before it and closes the bag."""
+
+    def __init__(self, output: str | Path, topics: Sequence[str] | None,
+                 use_sim_time: bool = False, tf_rate_hz: float = TF_RATE_HZ, nice: int = 0,
+                 context: Context | None = None) -> None:
+        self.node = BagRecorder(output, topics, "mcap", 0, use_sim_time, tf_rate_hz, context)
+        self.nice = nice
+        self._stop_ns: int | None = None
+        self.error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="bag_recorder", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        from excavator_common import realtime
+
+        try:
+            if self.nice:
+                realtime.thread_nice_at_least(self.nice)
+            run_recording(self.node, lambda: self._stop_ns)
+        except BaseException as exc:  # noqa: BLE001 - kept for stop() to raise in the caller
+            self.error = exc
+
+    def alive(self) -> bool:
+        return self._thread.is_alive()
+
+    def stop(self, timeout_s: float = 15.0) -> None:
+        """Stop at this moment: write what was sent before it, close the bag; raises what
+        the thread failed with."""
+        self._stop_ns = time.time_ns()
+        self._thread.join(timeout_s)
+        if self._thread.is_alive():
+            raise BagError(f"the recorder did not finish its bag within {timeout_s:g} s")
+        try:
+            self.node.close()
+        finally:
+            self.node.destroy_node()
+        if self.error is not None:
+            raise self.error
+
+
 def record(output: str, topics: Sequence[str] | None, storage: str, duration_s: float,
            max_messages: int, use_sim_time: bool = False, tf_rate_hz: float = 0.0) -> int:
     """Run a recorder until Ctrl-C, ``duration_s`` (0 = no limit; wall time) or
@@ -290,6 +361,10 @@ def record(output: str, topics: Sequence[str] | None, storage: str, duration_s: 
     def on_signal(_signum: int, _frame: object) -> None:
         stopping.append(time.time_ns())
 
+    def ignore_signals() -> None:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)   # ros2 launch's second Ctrl-C
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, on_signal)
     try:
@@ -300,21 +375,9 @@ def record(output: str, topics: Sequence[str] | None, storage: str, duration_s: 
         return 2
     deadline = time.monotonic() + duration_s if duration_s > 0 else float("inf")
     realtime.quiet_gc()   # start-up objects frozen: no full collection over them while recording
-    next_discovery = time.monotonic() + DISCOVER_PERIOD_S
     try:
-        while not stopping and rclpy.ok() and not node.done and time.monotonic() < deadline:
-            node.poll()
-            if time.monotonic() >= next_discovery:
-                node.discover()
-                next_discovery = time.monotonic() + DISCOVER_PERIOD_S
-            time.sleep(POLL_PERIOD_S)
-        signal.signal(signal.SIGINT, signal.SIG_IGN)   # ros2 launch's second Ctrl-C
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        if rclpy.ok():
-            drained = node.drain(stopping[0] if stopping else time.time_ns())
-            if drained:
-                node.get_logger().info(f"{drained} messages that had arrived written at the "
-                                       "stop")
+        run_recording(node, lambda: stopping[0] if stopping else None, deadline, rclpy.ok,
+                      ignore_signals)
     except (KeyboardInterrupt, ExternalShutdownException):  # a stop from outside rclpy's
         pass
     finally:

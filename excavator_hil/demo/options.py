@@ -30,6 +30,9 @@ class DemoOptions:
     # ik_node in sim_node's process (excavator_hil.node_container: a Python process with rclpy
     # fewer, issue 32) instead of a process of its own
     ik_in_sim_process: bool = True
+    # the bag's recorder as a thread of the demo's process (excavator_hil.bags.recorder.
+    # RecorderThread: a Python process with rclpy fewer, issue 32) instead of `bag record`
+    recorder_in_process: bool = True
     machines: int = 1  # machines digging side by side (namespaces exc1.. when more than one)
     # closed: hardware in the loop, the simulated machine is the virtual PLC's plant (plant
     # link, sim_node drive_mode plant); standalone: the virtual PLC's built-in plant, sim_node's

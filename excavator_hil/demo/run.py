@@ -12,7 +12,8 @@ What runs (all on 127.0.0.1, nothing installed beyond the venv):
   the PLC's actuation; standalone: its tracks follow the PLC's measured track speeds, remapped
   from ``plc/wheel_states``) with ``ik_node`` in its process (``excavator_hil.node_container``:
   a Python process with rclpy fewer), ``soil_node`` (with ``--soil-node``),
-- ``excavator-hil bag record`` (an MCAP bag of the run),
+- the bag's recorder (an MCAP bag of the run; a thread of this process, or ``excavator-hil bag
+  record`` with ``recorder_in_process`` false, as the soak runs it),
 - this process: the operator. It drives the tracks through Redis (with the ARTOF heartbeat),
   then walks the bucket tip through the dig cycle by publishing ``target_pose`` (IK targets)
   paced by the simulation's ``/clock`` (sim_node runs with ``use_sim_time:=true``, which makes
@@ -55,7 +56,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from excavator_common.dds_profile import use_project_profile
 from excavator_hil.demo.drive_path import DrivePath
@@ -70,6 +71,9 @@ from excavator_hil.local_services import (
     stop_together,
     wait_for,
 )
+
+if TYPE_CHECKING:
+    from excavator_hil.bags.recorder import RecorderThread
 
 MachineSummaries = dict[str, DemoSummary]
 # RECORDER_FIRST: a stack stops its recorder first and waits for it. Its drain (bags/recorder.py)
@@ -300,6 +304,16 @@ class DemoStack:
                          "-p", "max_command_age_s:=1.0",
                          "-p", f"command_delay_s:={JOY_COMMAND_DELAY_S}",
                          "-p", "input_lockstep:=true"], layout["sim"])
+        if not self.options.recorder_in_process:  # else run_demos' RecorderThread
+            bag, topics = self.recording()
+            self._start("bag_record", "excavator_hil.cli",
+                        # sim time: the bag's timestamps and /clock on replay share the header
+                        # stamps' time base
+                        ["bag", "record", *topics, "-o", str(bag), "--use-sim-time",
+                         "--tf"], layout["background"])
+
+    def recording(self) -> tuple[Path, list[str]]:
+        """The bag of the run (an old one removed) and the topics it records."""
         bag = self.options.output_dir / "dig_bag"
         if bag.exists():
             import shutil
@@ -309,13 +323,8 @@ class DemoStack:
         # stays the size it was: the recorder keeps up with N machines' 100 Hz topics)
         hil = self.options.plant == "closed" and len(self.machines) == 1
         recorded = RECORDED_TOPICS + (HIL_TOPICS if hil else ())
-        topics = [f"{m.ns}/{t}" if m.ns else t for m in self.machines for t in recorded]
-        self._start("bag_record", "excavator_hil.cli",
-                    # sim time: the bag's timestamps and /clock on replay share the header
-                    # stamps' time base
-                    ["bag", "record", *topics, *SHARED_TOPICS, "-o", str(bag),
-                     "--use-sim-time", "--tf"],
-                    layout["background"])
+        return bag, [*(f"{m.ns}/{t}" if m.ns else t for m in self.machines for t in recorded),
+                     *SHARED_TOPICS]
 
     def _start_machine(self, m: DemoMachine, layout: dict[str, list[str]]) -> None:
         rt = str(self.options.rt_priority)
@@ -437,6 +446,7 @@ def run_demos(options: DemoOptions, own_process: bool = False) -> MachineSummari
     use_project_profile()   # before the first participant: Fast DDS reads it then
     rclpy.init()
     operators: list[DemoOperator] = []
+    recorder: RecorderThread | None = None
     try:
         stack.start()
         # The operator (this process) is off the real-time paths (its targets follow the
@@ -447,6 +457,19 @@ def run_demos(options: DemoOptions, own_process: bool = False) -> MachineSummari
         # teleop_node stops the machine when it pauses for joy_timeout_s.
         if own_process and not options.joystick:
             realtime.lower_priority(options.background_nice)
+        if options.recorder_in_process:
+            from excavator_hil.bags.recorder import RecorderThread
+
+            bag, topics = stack.recording()
+            # sim time: the bag's timestamps and /clock on replay share the header stamps'
+            # time base; niced as the recorder's process was (the background group)
+            recorder = RecorderThread(bag, topics, use_sim_time=True,
+                                      nice=options.background_nice)
+
+        def check_alive() -> None:
+            stack.check_alive()
+            if recorder is not None and not recorder.alive():
+                raise RuntimeError(f"the bag's recorder ended: {recorder.error!r}")
         for m in stack.machines:
             url = stack.redis_url(m)
             if options.joystick:
@@ -475,7 +498,7 @@ def run_demos(options: DemoOptions, own_process: bool = False) -> MachineSummari
         print(f"demo: output in {options.output_dir}/ (process logs in {stack.logs}/)")
 
         def up() -> bool:
-            stack.check_alive()   # a process that died fails the start-up at once
+            check_alive()   # a process that died fails the start-up at once
             return all(o.ready() for o in operators)
         wait_for(up, options.startup_timeout_s, lambda: "the stack to come up (" + "; ".join(
             f"{m.label}: {o.waiting_for()}" for m, o in zip(stack.machines, operators,
@@ -483,7 +506,7 @@ def run_demos(options: DemoOptions, own_process: bool = False) -> MachineSummari
         if own_process:
             realtime.quiet_gc()   # start-up objects frozen: no full collection over them mid-run
         run_wall0, run_sim0 = time.monotonic(), operators[0].sim_time
-        _run_all(operators, stack.check_alive)
+        _run_all(operators, check_alive)
         for m, operator in zip(stack.machines, operators, strict=True):
             summary = operator.summary()
             summary.real_time_factor = ((operator.sim_time - run_sim0)
@@ -492,8 +515,12 @@ def run_demos(options: DemoOptions, own_process: bool = False) -> MachineSummari
     finally:
         for operator in operators:
             operator.close()
-        stack.stop()
-        rclpy.try_shutdown()
+        try:
+            if recorder is not None:   # the recorder first, the stack still running
+                recorder.stop()        # (RECORDER_FIRST)
+        finally:
+            stack.stop()
+            rclpy.try_shutdown()
     for summary in summaries.values():
         summary.wall_time_s = time.monotonic() - wall0
     _write_outputs(options, summaries, dict(zip([m.label for m in stack.machines], operators,

@@ -89,7 +89,8 @@ class SoakOptions:
     # each of them like every other process of the dig path
     demo: DemoOptions = field(default_factory=lambda: DemoOptions(plant="standalone",
                                                                   soil_in_process=False,
-                                                                  ik_in_sim_process=False))
+                                                                  ik_in_sim_process=False,
+                                                                  recorder_in_process=False))
 
     @property
     def duration_s(self) -> float:
@@ -339,8 +340,8 @@ class Rig:
         missing = set(PROCESSES) - set(self.entries)
         if missing:
             raise RuntimeError(f"the stack has no {sorted(missing)}: the soak needs every "
-                               "process of the demo (soil_in_process, ik_in_sim_process and "
-                               "--joystick off)")
+                               "process of the demo (soil_in_process, ik_in_sim_process, "
+                               "recorder_in_process and --joystick off)")
         self._thread.start()
 
     def stop(self) -> None:
