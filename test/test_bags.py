@@ -519,12 +519,12 @@ def test_tf_is_throttled_by_the_joint_states_own_stamps() -> None:
         "/exc2", "", None)
 
 
-def test_the_demo_bag_carries_what_foxglove_needs() -> None:
+def test_the_demo_records_what_foxglove_needs() -> None:
+    """The topics; that the demo's bag has them, with /tf, on simulated time: test_demo.py's
+    test_bag_holds_the_run."""
     from excavator_hil.demo import run
 
     assert "robot_description" in run.RECORDED_TOPICS and "soil/heightmap" in run.SHARED_TOPICS
-    source = Path(run.__file__).read_text()
-    assert '"--use-sim-time", "--tf"]' in source
 
 
 @given(st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 10**9)), min_size=1,

@@ -108,9 +108,13 @@ def test_bag_holds_the_run(demo_output: tuple[Path, str]) -> None:
     for m in contents.messages:
         counts[m.topic] = counts.get(m.topic, 0) + 1
     for topic in ("/joint_states", "/joint_command", "/soil/wrench", "/plc/wheel_states",
-                  "/plant/actuation", "/plant/sensors", "/imu"):
+                  "/plant/actuation", "/plant/sensors", "/imu", "/tf"):
         assert counts.get(topic, 0) > 10, counts
+    # what Foxglove needs to show the machine and the terrain (docs/bags.md)
+    assert counts.get("/robot_description", 0) >= 1 and counts.get("/soil/heightmap", 0) >= 1
     assert contents.duration_ns > 10e9
+    # stamped on the simulation's /clock (the header stamps' time base), not the wall clock
+    assert contents.messages[0].timestamp_ns < 3600e9, contents.messages[0]
 
 
 def _final_joints(bag: Path) -> dict[str, float]:
