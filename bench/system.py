@@ -8,8 +8,9 @@ Phases, one after the other:
 2. ``bridge alone``: ``bench/bridge.py`` (redis-server, the virtual PLC and the bridge at 100 Hz)
    for ``--bridge-cycles`` cycles: Redis->PLC latency and overruns.
 3. ``full stack``: ``excavator-hil demo`` (redis-server, virtual PLC, plc_bridge, sim_node with
-   the soil model inside it (``--soil-node``: soil_node in its own process), ik_node, the
-   recorder and the operator, each its own process) and, beside it,
+   the soil model and ik_node inside its process (``--soil-node``: soil_node in its own
+   process), the plant link, and the operator with the bag's recorder as a thread of it) and,
+   beside it,
    ``bench/bridge.py`` again with the same cycles, started ``--warmup`` s after the demo (when
    the stack is up): the bridge's deadline next to the full stack (the demo's own bridge counts
    its cycles and overruns too; both are reported). The side bridge adds a redis-server, a
