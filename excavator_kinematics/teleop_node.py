@@ -193,7 +193,6 @@ class TeleopNode(Node):
         self.sent = 0
         self.holds = 0
         self.markers = 0  # scheduled mode: time markers sent (_send_marker)
-        self.last_state_stamp: float | None = None  # [s] scheduled: the newest joint_states'
         self.last_info: dict[str, object] = {}
         self.control_timer = self.create_timer(self.period, self.on_timer)
         if self.input_lockstep:
@@ -246,7 +245,6 @@ class TeleopNode(Node):
         self.state_time = time.monotonic()
         if self.answers is not None:
             stamp = _seconds(msg.header.stamp)
-            self.last_state_stamp = stamp
             self._answer(self.answers.add_state(stamp, self.state, self.last_command_stamp))
             if self.core.mode != "impedance":
                 # a Joy answered later is stamped at least stamp - delay/2 + delay (an older
@@ -343,9 +341,9 @@ class TeleopNode(Node):
         if self.core.mode == "impedance":
             if self.impedance_schedule is not None and not self.hand_wait.live(now):
                 self._impedance_ticks(self.impedance_schedule.due(hands_live=False))
-        elif (self.answers is not None and self.last_state_stamp is not None
+        elif (self.answers is not None and self.answers.newest_state_s is not None
               and not self.joy_wait.live(now)):
-            self._send_marker(self.answers.marker_stamp(self.last_state_stamp, False))
+            self._send_marker(self.answers.marker_stamp(self.answers.newest_state_s, False))
 
     def _hands_live(self) -> bool:
         """input_lockstep: whether a scheduled tick may still wait for the hand poses."""

@@ -146,6 +146,11 @@ class StampedAnswers(Generic[T]):
         return self.marker_stamp(state_stamp_s, True) < self.marker_stamp(state_stamp_s, False)
 
     @property
+    def newest_state_s(self) -> float | None:
+        """The newest state's stamp [s] (None before the first)."""
+        return self._stamps[-1] if self._stamps else None
+
+    @property
     def pending(self) -> int:
         return len(self._pending)
 
