@@ -20,14 +20,17 @@ import rclpy
 import rclpy.task
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor
+from rclpy.clock import Clock
+from rclpy.clock_type import ClockType
 from rclpy.exceptions import ParameterException
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy_impl
 from rclpy.node import Node
 
-from excavator_common import realtime, stall_probe, supervisor_watch
+from excavator_common import hang_watchdog, realtime, stall_probe, supervisor_watch
 from excavator_common.dds_profile import use_project_profile
 from excavator_common.errors import ConfigurationError, ParameterError
+from excavator_common.hang_watchdog import HangWatchdog, timeout_from_environment
 from excavator_common.node_args import NodeUsage, check_command_line
 from excavator_common.parameter_files import check_ros_arguments
 from excavator_common.process_exit import exit_without_teardown
@@ -121,6 +124,7 @@ def run_nodes(parts: Sequence[NodePart[Any]], args: Sequence[str] | None = None,
     try:
         for ros_args in checked:
             check_ros_arguments(ros_args)
+        hang_timeout_s = timeout_from_environment()
         use_project_profile()   # before the first participant: Fast DDS reads it then
         rclpy.init(args=None if args is None else list(args))
     except KeyboardInterrupt:   # Ctrl-C before the node exists: nothing to clean up
@@ -133,6 +137,7 @@ def run_nodes(parts: Sequence[NodePart[Any]], args: Sequence[str] | None = None,
         return fatal(f"invalid ROS arguments: {clean_rcl_message(exc)}; see "
                      "'ros2 run --help' and docs/configuration.md")
     built: list[tuple[Node, NodePart[Any]]] = []
+    watchdog = HangWatchdog(hang_timeout_s) if hang_timeout_s is not None else None
     code = 0
     try:
         for part in parts:
@@ -165,6 +170,8 @@ def run_nodes(parts: Sequence[NodePart[Any]], args: Sequence[str] | None = None,
                 try:
                     for node, _ in built:
                         executor.add_node(node)
+                    if watchdog is not None:
+                        _arm(watchdog, built[0][0])
                     executor.spin()
                 finally:
                     join_rclpy_signal_thread()
@@ -179,10 +186,30 @@ def run_nodes(parts: Sequence[NodePart[Any]], args: Sequence[str] | None = None,
         # KeyboardInterrupt into "RuntimeError: Unable to convert call argument"; seen in a
         # fresh-clone CI run): an interrupted node, not an error.
     finally:
+        hang_watchdog.dump_stacks_on_sigterm()   # a stop that takes too long says where it is
+        if watchdog is not None:
+            watchdog.pet()   # the clean-up gets a whole timeout: a hang in it ends the process
         for node, part in reversed(built):
             _clean_up_quietly(node, _bound(part.cleanup, node))
         rclpy.try_shutdown()
+        if watchdog is not None:
+            watchdog.stop()
     return code
+
+
+def _arm(watchdog: HangWatchdog, node: Node) -> None:
+    """Arm the hang watchdog and re-arm it from a steady-clock timer of ``node`` (spun by the
+    process's executor: a stuck executor stops the re-arming as a held GIL does)."""
+    if not watchdog.arm():
+        node.get_logger().warning(
+            f"the hang watchdog is off: stderr has no file descriptor to print the stacks to "
+            f"({hang_watchdog.ENV}={watchdog.timeout_s:g} s asked for)")
+        return
+    node.create_timer(watchdog.pet_period_s, watchdog.pet,
+                      clock=Clock(clock_type=ClockType.STEADY_TIME))
+    node.get_logger().info(
+        f"hang watchdog on: this process prints its threads' stacks and ends (exit 1) when "
+        f"its executor stands {watchdog.timeout_s:g} s ({hang_watchdog.ENV})")
 
 
 def _bound(cleanup: Callable[[N], None] | None, node: N) -> Callable[[], None] | None:

@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from excavator_common import supervisor_watch
+from excavator_common import hang_watchdog, supervisor_watch
 
 
 def free_port() -> int:
@@ -151,6 +151,9 @@ class ManagedProcess:
         full_env = dict(os.environ)
         full_env.update(env or {})
         full_env["PYTHONUNBUFFERED"] = "1"
+        # a node that hangs (Fast DDS's deadlock) ends with its stacks in its log, and the
+        # supervisor sees it end (excavator_common.hang_watchdog)
+        full_env.setdefault(hang_watchdog.ENV, f"{hang_watchdog.SUPERVISED_TIMEOUT_S:g}")
         # the child ends with this process, even with one that was killed and cleaned nothing
         # up (excavator_common.supervisor_watch)
         full_env.update(supervisor_watch.supervised_environment())

@@ -6,6 +6,7 @@ loopback and each pytest run gets its own ROS domain.
 
 from __future__ import annotations
 
+import faulthandler
 import os
 import signal
 import sys
@@ -19,6 +20,8 @@ from hypothesis import settings
 sys.path.insert(0, str(Path(__file__).parent))
 
 from helpers import NodeProcess, RedisServer, private_domain_id
+
+from excavator_common import hang_watchdog
 
 os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
 # A discovery server from the user's shell takes effect even under LOCALHOST (Fast DDS 3.2):
@@ -39,6 +42,9 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 # A node process that dies of a signal (SIGSEGV, SIGABRT) prints every thread's Python stack in
 # its log: the one clue a crash on a CI host leaves.
 os.environ["PYTHONFAULTHANDLER"] = "1"
+# A node process that hangs (Fast DDS 3.2's deadlock, docs/deployment.md) prints its stacks and
+# ends, also under ``ros2 launch`` (excavator_common.hang_watchdog)
+os.environ.setdefault(hang_watchdog.ENV, f"{hang_watchdog.SUPERVISED_TIMEOUT_S:g}")
 
 # No hypothesis deadline anywhere: its default (200 ms per example, timed on this process's
 # clock) fails a pure test whose example a loaded host held back for a moment ("Unreliable test
@@ -140,3 +146,43 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
             return xdist_group(nodeid)
 
     return FileGroupScheduling(config, log)
+
+
+# A test process that hangs in native code holding the GIL (Fast DDS 3.2's deadlock in a probe's
+# teardown hung one CI run for good) runs no Python: pytest-timeout's signal never acts. A
+# faulthandler deadline (a C thread) a while after the test's own timeout writes every thread's
+# stack to a file here and ends the worker (xdist reports it crashed and goes on); the
+# controller prints the file in its summary.
+HANG_DIR = Path(__file__).resolve().parents[1] / ".pytest_cache" / "hangs"
+HANG_GRACE_S = 120.0    # after the test's timeout: pytest-timeout acts first where it can
+_hang_file: Any = None
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if not hasattr(config, "workerinput"):     # the controller, or a run without xdist
+        for old in HANG_DIR.glob("*.txt"):
+            old.unlink()
+    HANG_DIR.mkdir(parents=True, exist_ok=True)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    global _hang_file
+    if _hang_file is None:
+        _hang_file = open(HANG_DIR / f"{os.getpid()}.txt", "w")  # noqa: SIM115 - the process's
+    marker = item.get_closest_marker("timeout")
+    timeout_s = float(marker.args[0] if marker and marker.args
+                      else item.config.getoption("timeout", None) or 300)
+    faulthandler.dump_traceback_later(timeout_s + HANG_GRACE_S, exit=True, file=_hang_file)
+    try:
+        yield
+    finally:
+        faulthandler.cancel_dump_traceback_later()
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    for path in sorted(HANG_DIR.glob("*.txt")):
+        text = path.read_text(errors="replace")
+        if text.strip():
+            terminalreporter.section(f"a test process hung (stacks by faulthandler, {path.name})")
+            terminalreporter.write(text)

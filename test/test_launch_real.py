@@ -9,6 +9,7 @@ clone without ROS launch; ``make test`` installs them from ../shared/ros2-launch
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -133,11 +134,20 @@ def probe() -> Iterator[RosTestNode]:
     try:
         yield node
     finally:
+        # The launches have ended (``launches`` depends on this fixture, so it is torn down
+        # first). Destroy the probe's endpoints only once their participants have left: Fast
+        # DDS 3.2 can deadlock when a remote participant's writers are being removed while a
+        # local writer is destroyed (docs/deployment.md, "A Fast DDS deadlock"); one CI run
+        # hung here for good. Not a check: a peer that lingers only delays the teardown.
+        with contextlib.suppress(AssertionError):
+            wait_for(lambda: not graph(node)[0], 10.0, "the launched nodes gone", period=0.1)
+        time.sleep(0.5)     # the removal of the last participant's endpoints, after its node
         node.close()
 
 
 @pytest.fixture
-def launches(ament_prefix: Path, tmp_path: Path) -> Iterator[list[RosLaunch]]:
+def launches(ament_prefix: Path, tmp_path: Path,
+             probe: RosTestNode) -> Iterator[list[RosLaunch]]:
     started: list[RosLaunch] = []
     yield started
     for launch in started:
@@ -179,10 +189,42 @@ def assert_clean_exit(launch: RosLaunch, code: int) -> None:
     log = "\n".join(line for line in log.splitlines()
                      if not ("has died" in line and "exit code 255" in line
                              and any(f"[pid {pid}," in line for pid in lost)))
+    stuck = hung_in_dds_teardown(log)
+    if stuck:
+        pytest.xfail(f"{stuck} hung in rclpy's {DDS_TEARDOWN_HANG} after launch's SIGINT (its "
+                     "stacks at the SIGTERM): the known Fast DDS 3.2 deadlock, docs/deployment.md")
     assert code == 0, log
     assert "Traceback" not in log, log
     assert "SIGTERM" not in log and "SIGKILL" not in log, (
         "a node did not end within launch's SIGINT grace (15 s; 20 s for one at nice 10):\n" + log)
+
+
+DDS_TEARDOWN_HANG = "destroy/shutdown calls"
+_STACK_HEAD = re.compile(r"^\[(?P<node>[\w-]+)\] (Current thread|Thread) 0x[0-9a-f]+ "
+                         r"\(most recent call first\):")
+_FRAME = re.compile(r'^\[(?P<node>[\w-]+)\]\s+File "(?P<path>[^"]+)", line \d+ in (?P<func>\w+)')
+
+
+def hung_in_dds_teardown(log: str) -> str:
+    """The node (``soil_node-3``) whose main thread, in the stacks it printed at launch's
+    SIGTERM (excavator_common.hang_watchdog.dump_stacks_on_sigterm), stood in one of rclpy's
+    ``destroy*`` or ``*shutdown`` calls while stopping (``run_nodes`` below it): how Fast DDS
+    3.2's deadlock of a participant's reception and event threads shows from Python
+    (docs/deployment.md).
+    Empty when no stack shows that: any other hang stays a failure."""
+    stacks: list[tuple[str, list[tuple[str, str]]]] = []
+    for line in log.splitlines():
+        if (head := _STACK_HEAD.match(line)) is not None:
+            stacks.append((head["node"], []))
+        elif (frame := _FRAME.match(line)) is not None and stacks \
+                and stacks[-1][0] == frame["node"]:
+            stacks[-1][1].append((frame["path"], frame["func"]))
+    for node, frames in stacks:
+        if frames and any(func == "run_nodes" for _, func in frames):     # the main thread
+            path, func = frames[0]
+            if "/rclpy/" in path and (func.startswith("destroy") or "shutdown" in func):
+                return node
+    return ""
     assert "has died" not in log, log
 
 
@@ -825,3 +867,39 @@ def test_a_wheeled_machine_standalone_follows_the_plcs_wheel_states(
     finally:
         heartbeat.stop()
     assert_clean_exit(launch, launch.ctrl_c())
+
+
+def _sigterm_stacks(node: str, main_frames: list[tuple[str, str]]) -> str:
+    lines = [f"[ERROR] [{node}]: process[{node}] failed to terminate '15' seconds after "
+             "receiving 'SIGINT', escalating to 'SIGTERM'",
+             f"[{node}] Thread 0x00007f01ed5fc6c0 (most recent call first):",
+             f'[{node}]   File "/usr/lib/python3.11/threading.py", line 320 in wait',
+             f'[{node}]   File "/usr/lib/python3.11/threading.py", line 1002 in _bootstrap',
+             f"[{node}] ",
+             f"[{node}] Current thread 0x00007f0277a7f540 (most recent call first):"]
+    lines += [f'[{node}]   File "{path}", line 10 in {func}' for path, func in main_frames]
+    return "\n".join(lines)
+
+
+RUN_NODES = [("/venv/lib/python3.11/site-packages/excavator_common/ros_runtime.py",
+              "_clean_up_quietly"),
+             ("/venv/lib/python3.11/site-packages/excavator_common/ros_runtime.py", "run_nodes")]
+
+
+@pytest.mark.parametrize(("main_frames", "expected"), [
+    ([("/venv/lib/python3.11/site-packages/rclpy/publisher.py", "destroy"),
+      ("/venv/lib/python3.11/site-packages/rclpy/node.py", "destroy_node"), *RUN_NODES],
+     "soil_node-3"),
+    ([("/venv/lib/python3.11/site-packages/rclpy/__init__.py", "try_shutdown"), *RUN_NODES],
+     "soil_node-3"),
+    # a hang in our own clean-up, or rclpy's destroy outside a node's stop: failures
+    ([("/repo/excavator_sim/soil/node.py", "close"), *RUN_NODES], ""),
+    ([("/venv/lib/python3.11/site-packages/rclpy/node.py", "destroy_node"),
+      ("/repo/excavator_hil/dashboard/app.py", "switch_machine")], ""),
+])
+def test_the_dds_teardown_hang_is_told_from_any_other(main_frames: list[tuple[str, str]],
+                                                      expected: str) -> None:
+    log = "\n".join(["[INFO] [sim_node-1]: process has finished cleanly [pid 1376]",
+                     _sigterm_stacks("soil_node-3", main_frames)])
+    assert hung_in_dds_teardown(log) == expected
+    assert hung_in_dds_teardown(log.replace("Current thread 0x", "Thread 0x")) == expected

@@ -30,7 +30,7 @@ import yaml
 from helpers import free_port, redis_server_binary, wait_for
 from test_launch_files import console_scripts, installed_patterns
 
-from excavator_common import realtime
+from excavator_common import hang_watchdog, realtime
 from excavator_hil import launch_support
 
 REPO = Path(__file__).resolve().parents[1]
@@ -147,9 +147,12 @@ def test_every_variable_is_set_and_the_env_file_only_sets_what_is_used() -> None
     system = {"STATE_DIRECTORY"}   # set by systemd (StateDirectory=)
     assert used - set(env) - system == set()
     # the ROS environment of every node, and what the venv install needs, is there too
-    assert {"ROS_DOMAIN_ID", "ROS_AUTOMATIC_DISCOVERY_RANGE", "RMW_IMPLEMENTATION"} <= set(env)
-    assert set(env) - used - {"ROS_DOMAIN_ID", "ROS_AUTOMATIC_DISCOVERY_RANGE",
-                              "RMW_IMPLEMENTATION"} == set()
+    process_env = {"ROS_DOMAIN_ID", "ROS_AUTOMATIC_DISCOVERY_RANGE", "RMW_IMPLEMENTATION",
+                   hang_watchdog.ENV}
+    assert process_env <= set(env)
+    assert set(env) - used - process_env == set()
+    # the nodes take the watchdog's value (a value they refuse would stop every unit at start)
+    assert hang_watchdog.timeout_from_environment(env) == 30.0
     assert "#AMENT_PREFIX_PATH=" in ENV_FILE.read_text()   # the venv alternative, documented
 
 
