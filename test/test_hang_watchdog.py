@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers import NodeProcess, free_port, wait_for
 
 from excavator_common import hang_watchdog
 from excavator_common.errors import ConfigurationError
@@ -109,6 +110,39 @@ def test_a_healthy_node_lives_past_twice_its_timeout_and_ends_0() -> None:
     code, err = ended(proc, 60.0)
     assert code == 0, err
     assert "most recent call first" not in err, err
+
+
+# The nodes as they run in the stack, each re-arming from its own executor. plc_bridge with
+# autostart once assigned rclpy's own list of the node's timers (``Node._timers``) on configure
+# and dropped the watchdog's timer from its executor: the watchdog ended a healthy bridge 60 s
+# after its start in a chaos soak.
+NODES = {
+    "plc_bridge (autostart)": ("plc_bridge.bridge.node", [
+        "--params-file", "config/plc.yaml", "-p", "autostart:=true",
+        "-p", "redis_url:=redis://127.0.0.1:{port}/0", "-p", "plc_port:={port}"]),
+    "plant_link": ("plc_bridge.plant_link.node", ["-p", "plc_port:={port}"]),
+    "ik_node": ("excavator_kinematics.ik_node", []),
+    "teleop_node": ("excavator_kinematics.teleop_node", []),
+}
+
+
+def test_every_kind_of_node_lives_past_twice_its_timeout(tmp_path: Path) -> None:
+    timeout_s = 10.0     # pets every 2.5 s: a loaded host's stall of a few seconds is no hang
+    env = {hang_watchdog.ENV: f"{timeout_s:g}"}
+    procs = {name: NodeProcess(module, ["--ros-args", *(
+        a.replace("{port}", str(free_port())) for a in args)], log_dir=tmp_path, env=env)
+        for name, (module, args) in NODES.items()}
+    try:
+        for name, proc in procs.items():
+            wait_for(lambda p=proc: "hang watchdog on" in p.log() or not p.alive(), 120.0,
+                     lambda p=proc, n=name: f"{n} arming its watchdog; log:\n{p.log()}")
+        time.sleep(2.5 * timeout_s)
+        for name, proc in procs.items():
+            assert proc.alive(), f"{name} ended (exit {proc.proc.returncode}):\n{proc.log()}"
+    finally:
+        codes = {name: proc.stop(30.0) for name, proc in procs.items()}
+    assert codes == dict.fromkeys(procs, 0), {n: (c, procs[n].log()[-1500:])
+                                              for n, c in codes.items() if c != 0}
 
 
 def test_without_the_variable_nothing_is_armed() -> None:

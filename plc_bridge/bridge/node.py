@@ -133,7 +133,10 @@ class PlcBridgeNode(LifecycleNode):
         self.odom_pub: Publisher[Odometry] | None = None
         self.wheel_pub: Publisher[JointState] | None = None
         self._cmd_sub: Subscription[Twist] | None = None
-        self._timers: list[Timer] = []
+        # not ``_timers``: that is rclpy's own list of the node's timers (Node._timers, what
+        # the executor waits on); assigning it dropped every timer made before (the hang
+        # watchdog's, the autostart's) from the executor
+        self._lifecycle_timers: list[Timer] = []
         self._publish_timer: Timer | None = None
         self._cmd_client: redis.Redis | None = None
         self._pose = Pose2D()
@@ -194,12 +197,13 @@ class PlcBridgeNode(LifecycleNode):
         self.odom_pub = self.create_publisher(Odometry, "odom", 10)
         self.wheel_pub = self.create_publisher(JointState, "plc/wheel_states", 10)
         self._publish_timer = self.create_timer(1.0 / self.publish_rate_hz, self._publish)
-        self._timers = [self._publish_timer, self.create_timer(1.0, self._publish_diagnostics)]
+        self._lifecycle_timers = [self._publish_timer,
+                                  self.create_timer(1.0, self._publish_diagnostics)]
         if self.cmd_vel_to_redis:
             self._cmd_client = redis.Redis.from_url(self.config.redis_url, socket_timeout=0.2,
                                                     socket_connect_timeout=0.2)
             self._cmd_sub = self.create_subscription(Twist, "cmd_vel", self._on_cmd_vel, 10)
-            self._timers.append(self.create_timer(0.25, self._heartbeat))
+            self._lifecycle_timers.append(self.create_timer(0.25, self._heartbeat))
         self.get_logger().info(
             f"configured: model {self.config.model}, PLC {self.config.plc_host}:"
             f"{self.config.plc_port} rack {self.config.rack} slot {self.config.slot}, "
@@ -244,9 +248,9 @@ class PlcBridgeNode(LifecycleNode):
         and Redis connections), the cmd_vel subscription and its Redis client, the publishers.
         Idempotent: cleanup, shutdown and the process exit may each call it."""
         self._active = False
-        for t in self._timers:
+        for t in self._lifecycle_timers:
             self.destroy_timer(t)
-        self._timers = []
+        self._lifecycle_timers = []
         self._publish_timer = None
         if self.core is not None:
             self.core.stop()
