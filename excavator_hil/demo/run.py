@@ -59,6 +59,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from excavator_common.dds_profile import use_project_profile
+from excavator_common.hang_watchdog import HangWatchdog
 from excavator_hil.demo.drive_path import DrivePath
 from excavator_hil.demo.options import DemoOptions
 from excavator_hil.demo.summary import DemoSummary
@@ -76,6 +77,9 @@ if TYPE_CHECKING:
     from excavator_hil.bags.recorder import RecorderThread
 
 MachineSummaries = dict[str, DemoSummary]
+# [s] the demo's stop and its outputs (render, plots), at most: ~20-40 s on a loaded host
+STOP_DEADLINE_S = 300.0
+
 # RECORDER_FIRST: a stack stops its recorder first and waits for it. Its drain (bags/recorder.py)
 # ends each topic at a message sent after the stop, which a reliable topic delivers only after
 # every earlier one: all that was sent before is then in the bag. Stopped together, a publisher
@@ -513,18 +517,29 @@ def run_demos(options: DemoOptions, own_process: bool = False) -> MachineSummari
                                         / (time.monotonic() - run_wall0))
             summaries[m.label] = summary
     finally:
+        # The stop may not hang: this process waits in rclpy's teardown holding the GIL if Fast
+        # DDS 3.2 deadlocks there (docs/deployment.md), and nothing in Python can notice. A
+        # deadline (a C thread) prints every thread's stack and ends it (exit 1) instead.
+        stop_deadline = HangWatchdog(STOP_DEADLINE_S) if own_process else None
+        if stop_deadline is not None:
+            stop_deadline.arm()
         for operator in operators:
             operator.close()
         try:
             if recorder is not None:   # the recorder first, the stack still running
                 recorder.stop()        # (RECORDER_FIRST)
         finally:
-            stack.stop()
+            # this process's participant leaves first, while its peers still run: its teardown
+            # never races their departure, the race of that deadlock (a node that hangs there
+            # instead has its own watchdog and stop_together's SIGKILL)
             rclpy.try_shutdown()
+            stack.stop()
     for summary in summaries.values():
         summary.wall_time_s = time.monotonic() - wall0
     _write_outputs(options, summaries, dict(zip([m.label for m in stack.machines], operators,
                                                 strict=False)))
+    if stop_deadline is not None:
+        stop_deadline.stop()
     return summaries
 
 
