@@ -27,12 +27,9 @@ Channels (Foxglove schemas, protobuf; ROS 2 messages passed through as CDR):
 
 from __future__ import annotations
 
-import contextlib
-import faulthandler
 import functools
 import math
 import re
-import signal
 import threading
 import time
 from typing import Any
@@ -45,6 +42,7 @@ from rclpy.serialization import deserialize_message
 from sensor_msgs.msg import JointState, PointCloud2
 from std_msgs.msg import Float64, Float64MultiArray, String
 
+from excavator_common import hang_watchdog
 from excavator_common.node_args import NodeUsage
 from excavator_common.parameter_node import NodeParameters
 from excavator_common.ros_runtime import OK, WARN, Diagnostics, run_node
@@ -502,8 +500,7 @@ def main(args: list[str] | None = None) -> int:
     # here (18 runs). SIGTERM prints where each thread stands (faulthandler: C level, so it
     # works while a thread holds the GIL) and then ends the process (the default action, after
     # rclpy's handler): a view has nothing to save.
-    with contextlib.suppress(ValueError, OSError):   # stderr without a descriptor (captured)
-        faulthandler.register(signal.SIGTERM, all_threads=True, chain=True)
+    hang_watchdog.dump_stacks_on_sigterm()
     return run_node(FoxgloveView, args, cleanup=lambda n: n.close(), usage=USAGE)
 
 
