@@ -56,6 +56,7 @@ import sys
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TypeVar
 
 # ``EXCAVATOR_HIL_RT_SETUP=off`` turns quiet_gc and short_gil_slices into no-ops in every
@@ -113,6 +114,35 @@ def lower_priority(nice: int) -> int:
                 os.setpriority(os.PRIO_PROCESS, tid,
                                min(os.getpriority(os.PRIO_PROCESS, tid) + nice, 19))
     return new
+
+
+# Fast DDS names its threads "dds.<role>" (dds.shm.<port>, dds.udp.<port>, dds.ev.<n>, ...)
+DDS_THREAD_PREFIX = "dds."
+
+
+def nice_threads_at_least(nice: int, spare_prefix: str = DDS_THREAD_PREFIX) -> int:
+    """Raise every thread of this process to at least ``nice``, except the threads whose name
+    starts with ``spare_prefix`` (Fast DDS's own by default); returns how many were raised.
+    Linux only (elsewhere nothing changes, 0).
+
+    Why the DDS threads are spared: Fast DDS's shared-memory port watchdog takes a listener
+    that has not moved for ``healthy_check_timeout_ms`` (1 s) for a dead one, and the port it
+    then regenerates can leave the listener deaf for good (docs/deployment.md). A niced
+    listener on a loaded host can stand that long; the work in a process (the demo's operator,
+    its recorder) is niced, its message reception is not."""
+    if not sys.platform.startswith("linux"):
+        return 0
+    raised = 0
+    for task in os.listdir("/proc/self/task"):
+        tid = int(task)
+        with contextlib.suppress(OSError):   # ended meanwhile
+            name = Path(f"/proc/self/task/{task}/comm").read_text().strip()
+            if spare_prefix and name.startswith(spare_prefix):
+                continue
+            if os.getpriority(os.PRIO_PROCESS, tid) < nice:
+                os.setpriority(os.PRIO_PROCESS, tid, min(nice, 19))
+                raised += 1
+    return raised
 
 
 def thread_nice_at_least(nice: int) -> int:

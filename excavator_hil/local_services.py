@@ -181,6 +181,21 @@ class ManagedProcess:
     def alive(self) -> bool:
         return self.proc.poll() is None
 
+    def activity(self, window_s: float = 2.0) -> str:
+        """What the process does, seen from outside: its scheduler state and the CPU time [s]
+        it used over ``window_s`` of wall time (from ``/proc/<pid>/stat``). For a message
+        that must tell a process that stood from one that ran while its peers stopped hearing
+        it (``"running (state R), 1.62 s of CPU in 2.0 s"``)."""
+        before = _cpu_time_s(self.pid)
+        time.sleep(window_s)
+        after = _cpu_time_s(self.pid)
+        state = _scheduler_state(self.pid)
+        if before is None or after is None or state is None:
+            return f"gone (exit code {self.proc.poll()})"
+        what = {"T": "stopped (SIGSTOP)", "t": "stopped by a debugger", "Z": "ended (zombie)",
+                "D": "waiting on I/O", "S": "sleeping", "R": "running"}.get(state, "state")
+        return f"{what} (state {state}), {after - before:.2f} s of CPU in {window_s:g} s"
+
     def interrupt(self, count: int = 1, gap: float = 0.05) -> None:
         """Send SIGINT ``count`` times (``ros2 launch`` sends it twice on Ctrl-C)."""
         for _ in range(count):
@@ -202,6 +217,29 @@ class ManagedProcess:
                 self.proc.wait()
         self._log.close()
         return int(self.proc.returncode)
+
+
+def _proc_stat_fields(pid: int) -> list[str] | None:
+    """The fields of ``/proc/<pid>/stat`` after the command name (field 3, the state, first);
+    None once the process is gone. The name is cut at its last ')': it may hold spaces."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return text[text.rindex(")") + 2:].split()
+
+
+def _scheduler_state(pid: int) -> str | None:
+    fields = _proc_stat_fields(pid)
+    return fields[0] if fields else None
+
+
+def _cpu_time_s(pid: int) -> float | None:
+    """User + system CPU time [s] of every thread of ``pid`` (stat fields 14 and 15)."""
+    fields = _proc_stat_fields(pid)
+    if not fields:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def stop_together(procs: Sequence[ManagedProcess], timeout: float = 15.0) -> None:

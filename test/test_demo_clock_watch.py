@@ -3,6 +3,8 @@ longer steps held a demo for ever before: pytest-timeout ended it, nothing said 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -41,3 +43,26 @@ def test_the_wait_starts_again_when_the_clock_moves() -> None:
     watch.update(1.01, 19.0)            # 9.5 s since it last moved
     with pytest.raises(SimulationStalledError):
         watch.update(1.01, 19.6)
+
+
+def test_a_stall_message_tells_a_running_simulation_from_a_stopped_one(tmp_path: Path) -> None:
+    """What the demo adds to the error (``DemoStack.stall_diagnosis``): a process seen from
+    outside, its state and its CPU time over the window. A simulation that stepped while the
+    demo heard nothing shows CPU time; one frozen with SIGSTOP shows none."""
+    import signal
+
+    from excavator_hil.local_services import ManagedProcess
+
+    busy = ManagedProcess("timeit", ["-n", "1000000000", "pass"], log_dir=tmp_path)
+    try:
+        seen = busy.activity(window_s=2.0)
+        assert seen.startswith("running (state R)"), seen
+        cpu = float(seen.split(", ")[1].split(" s of CPU")[0])
+        assert 0.05 < cpu <= 2.0 * 2 + 0.1, seen       # at most both cores for the window
+        busy.proc.send_signal(signal.SIGSTOP)
+        seen = busy.activity(window_s=1.0)
+        assert seen == "stopped (SIGSTOP) (state T), 0.00 s of CPU in 1 s", seen
+        busy.proc.send_signal(signal.SIGCONT)
+    finally:
+        busy.stop(timeout=5.0)
+    assert busy.activity(window_s=0.1).startswith("gone (exit code "), busy.activity(0.1)

@@ -398,3 +398,39 @@ def test_lowering_the_priority_moves_every_thread_also_one_started_before(tmp_pa
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_the_background_nice_spares_the_dds_threads_of_a_participant() -> None:
+    """The demo's process nices its work, not its reception: Fast DDS's shared-memory port
+    watchdog takes a listener that stood for 1 s for a dead one, and the regenerated port can
+    leave it deaf (docs/deployment.md). After the call every thread of a real participant's
+    process is at least at the value, except Fast DDS's "dds.*" threads, which stay where
+    they were; a second call raises nothing more."""
+    base = os.nice(0)        # what the child starts at (a niced test run: above 0)
+    value = min(base + 7, 19)
+    if value == base:
+        pytest.skip(f"this test runs at nice {base}: no higher value to set")
+    code = ("import json, os, time, rclpy\n"
+            "from excavator_common import realtime\n"
+            "rclpy.init()\n"
+            "node = rclpy.create_node('niced')\n"
+            f"first = realtime.nice_threads_at_least({value})\n"
+            f"again = realtime.nice_threads_at_least({value})\n"
+            "print(json.dumps([os.nice(0), first, again]), flush=True)\n"
+            "time.sleep(30)\n")
+    proc = subprocess.Popen([sys.executable, "-c", code], cwd=REPO, stdout=subprocess.PIPE,
+                            text=True)
+    try:
+        assert proc.stdout is not None
+        main, first, again = json.loads(proc.stdout.readline())
+        assert main == value and first >= 1 and again == 0
+        names = {t: Path(f"/proc/{proc.pid}/task/{t}/comm").read_text().strip()
+                 for t in os.listdir(f"/proc/{proc.pid}/task")}
+        nice = {t: os.getpriority(os.PRIO_PROCESS, int(t)) for t in names}
+        dds = {t for t, n in names.items() if n.startswith(realtime.DDS_THREAD_PREFIX)}
+        assert any(names[t].startswith("dds.shm.") for t in dds), names   # the listener
+        assert {nice[t] for t in dds} == {base}, {names[t]: nice[t] for t in dds}
+        assert all(nice[t] >= value for t in names if t not in dds), names
+    finally:
+        proc.kill()
+        proc.wait()

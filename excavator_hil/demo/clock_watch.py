@@ -7,12 +7,15 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from excavator_common.hang_watchdog import SUPERVISED_TIMEOUT_S
 from excavator_hil.errors import HilError
 
 # [s of wall time] the simulated time may stand still before the demo gives up: a loaded
 # 2-core host holds a simulation period back by a second at worst; a lockstep waits
-# soil_lockstep_timeout_s (0.5 s by default) for the soil's answer before it steps alone
-SIM_STALL_S = 60.0
+# soil_lockstep_timeout_s (0.5 s by default) for the soil's answer before it steps alone.
+# Longer than the hang watchdog of the demo's nodes (SUPERVISED_TIMEOUT_S) by a margin: a
+# sim_node that hangs ends first, and the demo names it, with the stacks in its log.
+SIM_STALL_S = SUPERVISED_TIMEOUT_S + 30.0
 
 
 class SimulationStalledError(HilError, RuntimeError):

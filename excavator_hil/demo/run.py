@@ -60,6 +60,7 @@ from typing import TYPE_CHECKING, Any
 
 from excavator_common.dds_profile import use_project_profile
 from excavator_common.hang_watchdog import HangWatchdog
+from excavator_hil.demo.clock_watch import SimulationStalledError
 from excavator_hil.demo.drive_path import DrivePath
 from excavator_hil.demo.options import DemoOptions
 from excavator_hil.demo.summary import DemoSummary
@@ -411,6 +412,14 @@ class DemoStack:
                 raise RuntimeError(f"{name} exited with code {proc.proc.returncode}; last log "
                                    f"lines ({proc.log_path}):\n{tail}")
 
+    def stall_diagnosis(self) -> str:
+        """Each simulation process as seen from outside while its /clock stands, which tells
+        a simulation that stood from one that stepped while this process stopped hearing it."""
+        sims = {name: p for name, p in self.procs.items() if "sim_node" in name}
+        seen = "; ".join(f"{name} (pid {p.pid}): {p.activity()}" for name, p in sims.items())
+        return (f"Seen from outside: {seen}. A simulation that uses CPU time stepped on: "
+                "this process stopped hearing it (a DDS transport fault, docs/deployment.md)")
+
     def stop(self) -> None:
         recorder = self.procs.get("bag_record")
         if recorder is not None:
@@ -455,12 +464,11 @@ def run_demos(options: DemoOptions, own_process: bool = False) -> MachineSummari
         stack.start()
         # The operator (this process) is off the real-time paths (its targets follow the
         # simulation's /clock; a heartbeat it misses by 0.75 s stops the tracks, fail-safe):
-        # lower its priority after the children are started (they would inherit it), before
-        # its threads start (Linux nice is per thread, inherited by threads created later).
-        # Not with --joystick: the scripted Joy stream stands for an operator's hands, and
-        # teleop_node stops the machine when it pauses for joy_timeout_s.
-        if own_process and not options.joystick:
-            realtime.lower_priority(options.background_nice)
+        # its threads are niced once its nodes exist (below), all but Fast DDS's own, which
+        # must not stand for a second (realtime.nice_threads_at_least). Not with --joystick:
+        # the scripted Joy stream stands for an operator's hands, and teleop_node stops the
+        # machine when it pauses for joy_timeout_s.
+        background = own_process and not options.joystick
         if options.recorder_in_process:
             from excavator_hil.bags.recorder import RecorderThread
 
@@ -494,6 +502,10 @@ def run_demos(options: DemoOptions, own_process: bool = False) -> MachineSummari
                 operators.append(DemoOperator(url, m.plc_control_port, options, namespace=m.ns,
                                               sim_overrides=m.sim_overrides, path=m.path))
             operators[-1].preset = options.machine   # its rendering and drive geometry
+        if background:
+            # after the children started (they would inherit it) and the participant's
+            # threads exist, before this process's own threads start (they inherit it)
+            realtime.nice_threads_at_least(options.background_nice)
         executor = rclpy.executors.SingleThreadedExecutor()
         for operator in operators:
             executor.add_node(operator)
@@ -510,7 +522,10 @@ def run_demos(options: DemoOptions, own_process: bool = False) -> MachineSummari
         if own_process:
             realtime.quiet_gc()   # start-up objects frozen: no full collection over them mid-run
         run_wall0, run_sim0 = time.monotonic(), operators[0].sim_time
-        _run_all(operators, check_alive)
+        try:
+            _run_all(operators, check_alive)
+        except SimulationStalledError as exc:
+            raise SimulationStalledError(f"{exc}. {stack.stall_diagnosis()}") from exc
         for m, operator in zip(stack.machines, operators, strict=True):
             summary = operator.summary()
             summary.real_time_factor = ((operator.sim_time - run_sim0)
