@@ -475,8 +475,11 @@ class OpenFoxglove(_Viewer):
             raise SystemExit("--foxglove needs node and the protocol client (make foxglove-peer)")
         port = _free_port()
         low = ["nice", "-n", "10"]
+        # the view nices itself once its participant exists, Fast DDS's threads spared, as
+        # the launch files start it (excavator_common.realtime.NICE_ENV)
         self._start_app("foxglove_view", [
-            *low, sys.executable, "-m", "excavator_hil.foxglove_view.node", "--ros-args", "-p",
+            "env", "EXCAVATOR_HIL_NICE=10", sys.executable, "-m",
+            "excavator_hil.foxglove_view.node", "--ros-args", "-p",
             f"port:={port}", "-p", "use_sim_time:=true"], env, "Foxglove WebSocket server on")
         self.client = subprocess.Popen(
             [*low, node, str(peer / "client.js"), f"ws://127.0.0.1:{port}", "3600"], cwd=peer,

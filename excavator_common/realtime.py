@@ -14,9 +14,13 @@ file, or a systemd unit) sets from outside:
 - :func:`short_gil_slices`: a thread that wakes for its deadline (the bridge loop, sim_node's
   executor) waits for the GIL at most this long while another thread of the process (rclpy's
   executor, a visualisation thread) runs Python; CPython's default is 5 ms, half a 100 Hz cycle.
-- :func:`lower_priority`: ``os.nice`` for the processes that are not on a real-time path (the
-  recorder, the demo's operator, the dashboard), so that under CFS the simulation, soil and
-  bridge processes win the CPU when they wake.
+- :func:`nice_threads_at_least`: a higher nice value for the work of the processes that are
+  not on a real-time path (the recorder, the demo's operator, the dashboard, the Foxglove
+  view), so that under CFS the simulation, soil and bridge processes win the CPU when they
+  wake; their Fast DDS threads keep their priority (a shared-memory listener that stands for
+  a second is taken for dead). From outside through :data:`NICE_ENV`, which the process
+  applies once its participant exists (:func:`apply_background_nice`).
+  :func:`lower_priority`: ``os.nice`` for every thread (a process without DDS).
 - :func:`pin_to_cpus`: optional CPU affinity (e.g. the bridge and the virtual PLC on one core,
   the simulation and soil on the other).
 - :func:`fair_slice`: a short time slice of the kernel's fair scheduler (EEVDF, Linux >= 6.12)
@@ -54,14 +58,21 @@ import shutil
 import signal
 import sys
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
+from excavator_common.errors import ConfigurationError
+
 # ``EXCAVATOR_HIL_RT_SETUP=off`` turns quiet_gc and short_gil_slices into no-ops in every
 # process: the set-up before issue 12, for measuring what they do (bench/system.py --compare).
 ENV = "EXCAVATOR_HIL_RT_SETUP"
+
+# ``EXCAVATOR_HIL_NICE=N`` (0..19): the process nices its own threads to at least N once its DDS
+# participant exists, all but Fast DDS's (background_nice_from_environment, the background
+# group of command_prefixes); unset or 0: unchanged.
+NICE_ENV = "EXCAVATOR_HIL_NICE"
 
 # Generation-0 threshold and the multiples for generations 1 and 2 after start-up. Young
 # collections stay frequent and short (they only see objects made since the last one); a full
@@ -143,6 +154,34 @@ def nice_threads_at_least(nice: int, spare_prefix: str = DDS_THREAD_PREFIX) -> i
                 os.setpriority(os.PRIO_PROCESS, tid, min(nice, 19))
                 raised += 1
     return raised
+
+
+def background_nice_from_environment(environ: Mapping[str, str] | None = None) -> int:
+    """The nice value :data:`NICE_ENV` asks for (0 when unset or empty). Read at start-up, so
+    that a bad value stops the process before it does anything.
+
+    Raises:
+        ConfigurationError: the value is no whole number in 0..19.
+    """
+    raw = (os.environ if environ is None else environ).get(NICE_ENV, "").strip()
+    if not raw:
+        return 0
+    try:
+        value = int(raw)
+    except ValueError:
+        value = -1
+    if not 0 <= value <= 19:
+        raise ConfigurationError(
+            f"{NICE_ENV}={raw!r} is not a nice value: a whole number 0..19 (the background's "
+            "threads, Fast DDS's excepted, at least this nice; 0 or unset: unchanged)")
+    return value
+
+
+def apply_background_nice(nice: int) -> int:
+    """Nice this process's threads to at least ``nice`` (0: nothing), Fast DDS's excepted
+    (:func:`nice_threads_at_least`): call it once the process's participant exists, before
+    its own threads start (they inherit the value of the thread that starts them)."""
+    return nice_threads_at_least(nice) if nice > 0 else 0
 
 
 def thread_nice_at_least(nice: int) -> int:
@@ -291,8 +330,10 @@ def command_prefixes(setup: ProcessSetup, python: str = sys.executable
     """The command prefix of each of :data:`GROUPS` for ``setup`` (a tool missing from this
     host leaves its part out; see :func:`host_support` for what the kernel allows):
 
-    - ``background_nice`` > 0: the background under ``nice -n``: the fair scheduler gives the
-      real-time paths the CPU first when both wake;
+    - ``background_nice`` > 0: the background with :data:`NICE_ENV` set: the fair scheduler
+      gives the real-time paths the CPU first when both wake. The process nices itself once
+      its participant exists, all but Fast DDS's threads (:func:`apply_background_nice`); a
+      program that does not read the variable needs ``nice -n`` (:func:`nice_prefix`);
     - ``bridge_slice_ms`` > 0: the bridge, the virtual PLC and redis-server with that
       fair-scheduler slice (``python -m excavator_common.realtime``, :func:`fair_slice`): under
       normal scheduling each wakes on the Redis -> PLC path and pre-empts the simulation;
@@ -310,14 +351,20 @@ def command_prefixes(setup: ProcessSetup, python: str = sys.executable
         layout["bridge"] += ["taskset", "-c", rt_cpu]
         layout["redis"] = ["taskset", "-c", rt_cpu, *layout["redis"]]
         layout["sim"] += ["taskset", "-c", others]
-    if setup.background_nice > 0 and shutil.which("nice"):
-        layout["background"] += ["nice", "-n", str(setup.background_nice)]
+    if setup.background_nice > 0 and shutil.which("env"):
+        layout["background"] += ["env", f"{NICE_ENV}={setup.background_nice}"]
     if setup.bridge_slice_ms > 0:
         hold_bridge = [HOLD_SIGINT] if setup.hold_sigint else []
         for group, hold in (("bridge", hold_bridge), ("redis", [])):
             layout[group] += [python, "-m", "excavator_common.realtime", *hold,
                               "--fair-slice-ms", f"{setup.bridge_slice_ms:g}", "--"]
     return layout
+
+
+def nice_prefix(nice: int) -> list[str]:
+    """``nice -n N`` for a program of the background that does not read :data:`NICE_ENV` (RViz):
+    every thread of it niced, its DDS threads included. Empty for 0 or without ``nice``."""
+    return ["nice", "-n", str(nice)] if nice > 0 and shutil.which("nice") else []
 
 
 @dataclass(frozen=True)

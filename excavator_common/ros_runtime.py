@@ -125,6 +125,7 @@ def run_nodes(parts: Sequence[NodePart[Any]], args: Sequence[str] | None = None,
         for ros_args in checked:
             check_ros_arguments(ros_args)
         hang_timeout_s = timeout_from_environment()
+        background_nice = realtime.background_nice_from_environment()
         use_project_profile()   # before the first participant: Fast DDS reads it then
         rclpy.init(args=None if args is None else list(args))
     except KeyboardInterrupt:   # Ctrl-C before the node exists: nothing to clean up
@@ -166,6 +167,8 @@ def run_nodes(parts: Sequence[NodePart[Any]], args: Sequence[str] | None = None,
                 # waking for a deadline waits for the GIL 0.5 ms at most (realtime.py)
                 realtime.quiet_gc()
                 realtime.short_gil_slices()
+                # the background's work niced, its DDS reception not (the participant exists)
+                realtime.apply_background_nice(background_nice)
                 executor = _Executor()
                 try:
                     for node, _ in built:

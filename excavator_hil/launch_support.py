@@ -541,6 +541,11 @@ def supervised_node(context: Any, plan: RealtimePlan, *, name: str, required: bo
     exe = executable or name
     group = NODE_GROUPS.get(name, "sim")
     prefix = plan.prefixes.get(group, [])
+    if group == "background" and package != "excavator_hil":
+        # a program of another package (RViz) does not read EXCAVATOR_HIL_NICE: nice -n
+        from excavator_common.realtime import nice_prefix
+
+        prefix = nice_prefix(plan.background_nice)
     if prefix:
         kwargs["prefix"] = shlex.join([*prefix, *_launch_prefix(context, exe)])
     if plan.env:

@@ -123,7 +123,10 @@ def test_a_stop_writes_what_was_sent_before_it(probe: RosTestNode, tmp_path: Pat
                  for m in read_bag(bag).messages]
     assert positions[:300] == [float(i) for i in range(300)], rec.log()
     assert positions == [float(i) for i in range(len(positions))]
-    assert "written at the stop" in rec.log()
+    # Not asserted: that the drain wrote them ("written at the stop"). The stop's time is when
+    # the recorder's handler runs; on a loaded host it ran after a poll had taken all 320
+    # (the 20 sent after the SIGCONT too), and nothing was left to drain: the guarantee (none
+    # lost, in order) held, the split between poll and drain is the host's timing.
 
 
 def test_a_message_is_stamped_when_dds_received_it_not_when_the_recorder_took_it(

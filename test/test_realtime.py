@@ -114,7 +114,7 @@ def test_the_demo_runs_the_redis_to_plc_path_with_a_short_fair_slice(tmp_path: P
     normal scheduling; the simulation and the background keep the kernel's default."""
     _needs_fair_slices()
     layout = process_layout(DemoOptions(bridge_slice_ms=0.1, background_nice=10))
-    assert layout["sim"] == [] and layout["background"] == ["nice", "-n", "10"]
+    assert layout["sim"] == [] and layout["background"] == ["env", "EXCAVATOR_HIL_NICE=10"]
     default = realtime.current_fair_slice()
     assert default is not None and default > 0.0001
     plc = ManagedProcess("plc_bridge.virtual_plc.cli",
@@ -149,7 +149,7 @@ def test_the_demo_layout_nices_the_background_and_pins_on_request() -> None:
     assert plain == {"bridge": [], "redis": [], "sim": [], "background": []}
     layout = process_layout(DemoOptions(background_nice=10, rt_priority=20, pin_cpus=True,
                                         bridge_slice_ms=0))
-    assert layout["background"] == ["nice", "-n", "10"]
+    assert layout["background"] == ["env", "EXCAVATOR_HIL_NICE=10"]
     assert layout["redis"][-3:] == ["chrt", "-f", "20"]   # the path's third process
     cpus = sorted(os.sched_getaffinity(0))
     if len(cpus) >= 2:
@@ -434,3 +434,57 @@ def test_the_background_nice_spares_the_dds_threads_of_a_participant() -> None:
     finally:
         proc.kill()
         proc.wait()
+
+
+def _nices_by_kind(pid: int) -> tuple[set[int], set[int], set[str]]:
+    """(the nice values of Fast DDS's threads, of all others, the thread names) of ``pid``."""
+    dds, work, names = set(), set(), set()
+    for tid, fields in thread_stats(pid).items():
+        with contextlib.suppress(OSError):   # ended meanwhile
+            name = Path(f"/proc/{pid}/task/{tid}/comm").read_text().strip()
+            names.add(name)
+            (dds if name.startswith(realtime.DDS_THREAD_PREFIX) else work).add(int(fields[16]))
+    return dds, work, names
+
+
+@pytest.mark.parametrize("module,args", [
+    ("excavator_kinematics.ik_node", []),
+    ("excavator_hil.cli", ["bag", "record", "/nothing_here", "-o", "{tmp}/bag"]),
+], ids=["node-executable", "bag-record"])
+def test_a_process_of_the_background_nices_itself_once_its_participant_exists(
+        tmp_path: Path, module: str, args: list[str]) -> None:
+    """The background group's prefix (``env EXCAVATOR_HIL_NICE=N``, the demo's and the launch
+    files' layout): a node executable (``run_nodes``) and the recorder nice every thread but
+    Fast DDS's once their participant exists."""
+    base = os.nice(0)
+    value = min(base + 7, 19)
+    if value == base:
+        pytest.skip(f"this test runs at nice {base}: no higher value to set")
+    layout = realtime.command_prefixes(realtime.ProcessSetup(background_nice=value,
+                                                              bridge_slice_ms=0))
+    proc = ManagedProcess(module, [a.replace("{tmp}", str(tmp_path)) for a in args],
+                          log_dir=tmp_path, cwd=REPO, prefix=layout["background"])
+    try:
+        def niced() -> bool:
+            assert proc.alive(), proc.log()
+            dds, work, _ = _nices_by_kind(proc.pid)
+            return bool(dds) and work == {value}
+        wait_for(niced, 60, lambda: f"{_nices_by_kind(proc.pid)}\n{proc.log()}")
+        dds, _work, names = _nices_by_kind(proc.pid)
+        assert dds == {base} and any(n.startswith("dds.shm.") for n in names), names
+    finally:
+        proc.stop(timeout=30.0)
+
+
+@pytest.mark.parametrize("value", ["ten", "-1", "20", "1.5"])
+def test_a_bad_background_nice_stops_a_node_at_start_naming_it(tmp_path: Path,
+                                                                 value: str) -> None:
+    for module, args in (("excavator_kinematics.ik_node", []),
+                         ("excavator_hil.cli", ["bag", "record", "-o", str(tmp_path / "b")])):
+        run = subprocess.run([sys.executable, "-m", module, *args], check=False, cwd=REPO,
+                             timeout=120,
+                             capture_output=True, text=True,
+                             env={**os.environ, realtime.NICE_ENV: value})
+        text = run.stdout + run.stderr
+        assert run.returncode == 2, text
+        assert f"EXCAVATOR_HIL_NICE='{value}'" in text and "0..19" in text, text

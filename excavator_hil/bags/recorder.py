@@ -352,6 +352,13 @@ def record(output: str, topics: Sequence[str] | None, storage: str, duration_s: 
     from excavator_common.ros_runtime import shutdown_quietly
 
     stall_probe.start_from_environment("bag_recorder")
+    from excavator_common.errors import ConfigurationError
+
+    try:
+        background_nice = realtime.background_nice_from_environment()
+    except ConfigurationError as exc:
+        print(f"error: {exc}")
+        return 2
     # Ctrl-C and SIGTERM end the loop below, not rclpy: its own handler shuts the context down
     # at once, destroying the subscriptions with the messages still queued in them.
     use_project_profile()   # before the first participant: Fast DDS reads it then
@@ -375,6 +382,7 @@ def record(output: str, topics: Sequence[str] | None, storage: str, duration_s: 
         return 2
     deadline = time.monotonic() + duration_s if duration_s > 0 else float("inf")
     realtime.quiet_gc()   # start-up objects frozen: no full collection over them while recording
+    realtime.apply_background_nice(background_nice)   # its participant exists: DDS spared
     try:
         run_recording(node, lambda: stopping[0] if stopping else None, deadline, rclpy.ok,
                       ignore_signals)

@@ -86,7 +86,8 @@ def build_parser(prog: str = "excavator-hil dashboard") -> argparse.ArgumentPars
     p.add_argument("--redis-period", type=float, default=0.2,
                    help="period of the dashboard's MGET of the bridge keys [s] (0.05..5)")
     p.add_argument("--nice", type=int, default=10,
-                   help="niceness of the dashboard process (0..19, default 10): below the "
+                   help="niceness of the dashboard's threads (0..19, default 10; Fast DDS's "
+                        "own excepted, so that its reception never stands): below the "
                         "control path, which runs at 0, so a busy page yields the CPU to it")
     return p
 
@@ -157,11 +158,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(f"cannot listen on {args.host}:{args.port} ({exc.strerror}): pick another "
                      "--port or stop what uses it")
 
-    # every thread of the process, also one started already (a supervisor watch); new ones
-    # inherit it (raising the niceness needs no privilege; an already nicer process keeps its own)
-    if args.nice > os.nice(0):
-        realtime.lower_priority(args.nice - os.nice(0))
     from excavator_common.errors import ConfigurationError
+
+    try:   # --nice, or the background's variable where it asks for more (a launch's group)
+        args.nice = max(args.nice, realtime.background_nice_from_environment())
+    except ConfigurationError as exc:
+        return _fail(str(exc))
     from excavator_kinematics.geometry import ExcavatorGeometry, default_geometry
     from plc_bridge.config import load_config
 
@@ -206,6 +208,11 @@ def serve(args: argparse.Namespace, geometry: object, plc: object, terrain: obje
     t = terrain
     grid = TerrainGrid.from_cells(t.x0, t.y0, t.cell_xy_m, t.nx, t.ny)  # type: ignore[attr-defined]
     ros = RosLink(checker, grid, ros_args, machine=args.machine)
+    # its participant exists: every thread of the process, also one started already (a
+    # supervisor watch), at least --nice, all but Fast DDS's (a shared-memory listener that
+    # stands 1 s is taken for dead); the threads started later (web, Redis) inherit it.
+    # Raising the niceness needs no privilege; a nicer thread keeps its own.
+    realtime.apply_background_nice(args.nice)
     from excavator_common.machines import machine_namespace
 
     # the bridges: each fleet machine's (--machine-redis), or the one of --redis-url
