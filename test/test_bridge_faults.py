@@ -39,6 +39,11 @@ SLACK_S = 0.015
 # Wall-clock bounds in these tests only rule out "eventually": the timing figures themselves
 # are bench/bridge.py's (a test never depends on how fast the machine is).
 SANITY_S = 2.0
+# The shared rig's PLC reply deadline [s]: the product's 0.1 s took a virtual PLC starved for
+# longer (a fresh-clone run with one core busy: cycles 425 ms late) for a lost link, and the
+# stop then named plc_link_lost instead of the fault under test. The link-loss tests here judge
+# their bounds against SANITY_S; test_bridge_failsafe tests the deadline itself.
+RIG_PLC_TIMEOUT_S = 0.5
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +55,7 @@ def shared(tmp_path_factory) -> Iterator[tuple[RedisServer, Spawner]]:
 @pytest.fixture(scope="module")
 def rig(shared) -> Iterator[HilRig]:
     server, spawner = shared
-    r = HilRig("skid_steer", server.url, spawner)
+    r = HilRig("skid_steer", server.url, spawner, {"plc_timeout_s": RIG_PLC_TIMEOUT_S})
     r.command(*COMMAND)
     r.start()
     yield r
@@ -104,7 +109,7 @@ def assert_stop_within_one_cycle(rig: HilRig, t_visible: float, in_flight: int =
     before = [w for w in rig.plc.writes(t_visible) if w["t"] < stop["t"]]
     assert len(before) <= in_flight, \
         f"{len(before)} non-stop writes reached the PLC between the fault and the stop"
-    assert stop["t"] - t_visible <= 0.5   # sanity: not "eventually"
+    assert stop["t"] - t_visible <= SANITY_S   # sanity: not "eventually" (writes counted above)
     return stop
 
 
