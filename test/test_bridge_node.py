@@ -206,7 +206,11 @@ def test_a_refusing_plc_and_its_cause_are_on_diagnostics(redis_server, node_proc
             assert "stale_seq" in found["message"] and "another writer" in found["message"]
             assert int(found["plc.refused"]) > 0 and int(found["counter.plc_refusals"]) > 0
             assert int(found["plc.seq_accepted"]) > 2**30 and "seq" in found
-            assert r.get(keys.BRIDGE_STATUS) == b"stopped:plc_refused"
+            # waited for, not read once: the status key lives monitor_ttl_s past the bridge's
+            # last cycle, and a bridge starved that long (one core busy, the other worker's
+            # stack) had let it expire at the moment of a single read
+            wait_for(lambda: r.get(keys.BRIDGE_STATUS) == b"stopped:plc_refused", 20.0,
+                     lambda: f"status {r.get(keys.BRIDGE_STATUS)!r}: {bridge.log()[-800:]}")
             assert r.get(keys.STATE_REFUSED_REASON) == b"stale_seq"
     finally:
         plc.close()

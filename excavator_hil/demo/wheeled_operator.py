@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import redis
 from sensor_msgs.msg import Imu, JointState
 
 from excavator_hil.demo.operator import DRIVE_COMMAND_PERIOD_S, SPEED_STEP_M_S, DemoOperator
@@ -88,8 +89,15 @@ class WheeledDemoOperator(DemoOperator):
 
     def _drive(self, check_alive: Callable[[], None]) -> None:
         """Each leg's twist every ``DRIVE_COMMAND_PERIOD_S`` for its duration in simulated
-        time (the longitudinal speed stepped by 0.1 mm/s, so each command's arrival in the
-        control DB is recognised and timed: the bridge's latency), then a stop."""
+        time while the bridge drives (the longitudinal speed stepped by 0.1 mm/s, so each
+        command's arrival in the control DB is recognised and timed: the bridge's latency),
+        then a stop.
+
+        The legs' clock stands while the bridge does not report ``running``: a host starved
+        past the heartbeat's timeout stops the drive (fail-safe), and a leg timed through that
+        stop was cut short while the next ran whole (the S's left turn shortened, its right
+        turn not: the machine ended to the right of its start, a fresh-clone run with one
+        core busy). So the path keeps its shape on any host; only the stops' own ramps differ."""
         path = self.wheeled_path
         self._phase = "drive"
         self.phase_marks.append((self.sim_time, "drive"))
@@ -103,8 +111,14 @@ class WheeledDemoOperator(DemoOperator):
         deadline = time.monotonic() + 4.0 * path.duration_s + 60.0
         leg_now = -1
         k = 0
-        while (t := self.sim_time - t0) < path.duration_s:
+        t = 0.0                  # [s of simulated time] driven: while the bridge ran
+        last_sim = t0
+        while t < path.duration_s:
             check_alive()
+            now_sim = self.sim_time
+            if self._bridge_running():
+                t += max(0.0, now_sim - last_sim)
+            last_sim = now_sim
             if time.monotonic() > deadline:
                 raise RuntimeError(
                     f"the wheeled drive reached {t:.1f} s of {path.duration_s:.1f} s of "
@@ -137,6 +151,14 @@ class WheeledDemoOperator(DemoOperator):
         self.record.setpoints = [setpoint_row(w, self.record.wheels, self.record.steers)
                                  for w in writes if w.get("refused") is None]
         plc.close()
+
+    def _bridge_running(self) -> bool:
+        """Whether the bridge reports that it forwards commands (its status key; an
+        unreachable Redis or a key gone with a starved bridge's TTL count as not)."""
+        try:
+            return self.redis.get(keys.BRIDGE_STATUS) == "running"
+        except redis.RedisError:
+            return False
 
     def _base_pose(self) -> tuple[float, float, float]:
         """(x [m], y [m], yaw [rad]) of base_link in ``world`` as of the latest joint_states."""
