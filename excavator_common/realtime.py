@@ -144,15 +144,24 @@ def nice_threads_at_least(nice: int, spare_prefix: str = DDS_THREAD_PREFIX) -> i
     if not sys.platform.startswith("linux"):
         return 0
     raised = 0
-    for task in os.listdir("/proc/self/task"):
-        tid = int(task)
-        with contextlib.suppress(OSError):   # ended meanwhile
-            name = Path(f"/proc/self/task/{task}/comm").read_text().strip()
-            if spare_prefix and name.startswith(spare_prefix):
-                continue
-            if os.getpriority(os.PRIO_PROCESS, tid) < nice:
-                os.setpriority(os.PRIO_PROCESS, tid, min(nice, 19))
-                raised += 1
+    # Sweeps until one raises nothing: a thread not yet niced may start another while a sweep
+    # runs (rclpy's EventsExecutor starts its timer thread from its spin thread), and that
+    # one inherits the old value; once a sweep finds all niced, every later thread inherits
+    # the value from its starter (or is Fast DDS's, started by its own threads).
+    for _ in range(10):
+        now = 0
+        for task in os.listdir("/proc/self/task"):
+            tid = int(task)
+            with contextlib.suppress(OSError):   # ended meanwhile
+                name = Path(f"/proc/self/task/{task}/comm").read_text().strip()
+                if spare_prefix and name.startswith(spare_prefix):
+                    continue
+                if os.getpriority(os.PRIO_PROCESS, tid) < nice:
+                    os.setpriority(os.PRIO_PROCESS, tid, min(nice, 19))
+                    now += 1
+        raised += now
+        if now == 0:
+            break
     return raised
 
 

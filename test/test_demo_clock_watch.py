@@ -51,7 +51,7 @@ def test_a_stall_message_tells_a_running_simulation_from_a_stopped_one(tmp_path:
     demo heard nothing shows CPU time; one frozen with SIGSTOP shows none."""
     import signal
 
-    from excavator_hil.local_services import ManagedProcess
+    from excavator_hil.local_services import ManagedProcess, wait_for
 
     busy = ManagedProcess("timeit", ["-n", "1000000000", "pass"], log_dir=tmp_path)
     try:
@@ -60,6 +60,9 @@ def test_a_stall_message_tells_a_running_simulation_from_a_stopped_one(tmp_path:
         cpu = float(seen.split(", ")[1].split(" s of CPU")[0])
         assert 0.05 < cpu <= 2.0 * 2 + 0.1, seen       # at most both cores for the window
         busy.proc.send_signal(signal.SIGSTOP)
+        # stopped once the kernel says so (a process waiting for a CPU stops when it next runs)
+        wait_for(lambda: busy.activity(window_s=0.0).startswith("stopped"), 30.0,
+                 lambda: busy.activity(window_s=0.0))
         seen = busy.activity(window_s=1.0)
         assert seen == "stopped (SIGSTOP) (state T), 0.00 s of CPU in 1 s", seen
         busy.proc.send_signal(signal.SIGCONT)
