@@ -376,6 +376,20 @@ def test_only_the_launch_holds_sigint_for_the_bridge_group() -> None:
     assert realtime.HOLD_SIGINT not in held["redis"]
 
 
+def _child_printing_json(code: str) -> tuple[subprocess.Popen[str], list[int]]:
+    """A Python child running ``code``, and the JSON list it prints first (it then sleeps,
+    to be looked at; the caller kills it)."""
+    proc = subprocess.Popen([sys.executable, "-c", code], cwd=REPO, stdout=subprocess.PIPE,
+                            text=True)
+    try:
+        assert proc.stdout is not None
+        return proc, json.loads(proc.stdout.readline())
+    except BaseException:
+        proc.kill()
+        proc.wait()
+        raise
+
+
 def test_lowering_the_priority_moves_every_thread_also_one_started_before(tmp_path: Path
                                                                             ) -> None:
     """Linux keeps a nice value per thread: a thread started before the call (the supervisor
@@ -387,11 +401,8 @@ def test_lowering_the_priority_moves_every_thread_also_one_started_before(tmp_pa
             "new = realtime.lower_priority(5)\n"
             "print(json.dumps([own, new]), flush=True)\n"
             "time.sleep(30)\n")
-    proc = subprocess.Popen([sys.executable, "-c", code], cwd=REPO, stdout=subprocess.PIPE,
-                            text=True)
+    proc, (own, new) = _child_printing_json(code)
     try:
-        assert proc.stdout is not None
-        own, new = json.loads(proc.stdout.readline())
         assert new == min(own + 5, 19)
         nices = _thread_nice(proc.pid)
         assert len(thread_stats(proc.pid)) >= 2 and nices == {new}, nices
@@ -418,11 +429,8 @@ def test_the_background_nice_spares_the_dds_threads_of_a_participant() -> None:
             f"again = realtime.nice_threads_at_least({value})\n"
             "print(json.dumps([os.nice(0), first, again]), flush=True)\n"
             "time.sleep(30)\n")
-    proc = subprocess.Popen([sys.executable, "-c", code], cwd=REPO, stdout=subprocess.PIPE,
-                            text=True)
+    proc, (main, first, again) = _child_printing_json(code)
     try:
-        assert proc.stdout is not None
-        main, first, again = json.loads(proc.stdout.readline())
         assert main == value and first >= 1 and again == 0
         names = {t: Path(f"/proc/{proc.pid}/task/{t}/comm").read_text().strip()
                  for t in os.listdir(f"/proc/{proc.pid}/task")}
