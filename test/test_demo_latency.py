@@ -43,3 +43,14 @@ def test_clock_offset_is_stable() -> None:
     assert abs(a - b) < 1e-3
     assert abs(a - (time.time() - time.monotonic())) < 0.5
 
+
+
+def test_a_command_that_never_reached_the_plc_has_no_latency() -> None:
+    """The drive's speeds repeat every 10 commands: a command the PLC never got (superseded,
+    or held by a fail-safe stop) is not paired with the next one of the same value, 0.5 s
+    later (it counted as a 500 or 1,000 ms latency before)."""
+    sent = [(10.0, 0.3), (10.05, 0.301), (10.5, 0.3)]
+    writes = [{"t": 10.0511, "values": {"speed_left": 0.301, "speed_right": 0.301}},
+              {"t": 10.5013, "values": {"speed_left": 0.3, "speed_right": 0.3}}]
+    got = _latencies(sent, writes)
+    assert [round(x, 1) for x in got] == [1.1, 1.3]   # the first 0.3 left out: not carried

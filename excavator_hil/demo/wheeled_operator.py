@@ -19,7 +19,12 @@ from typing import Any
 import redis
 from sensor_msgs.msg import Imu, JointState
 
-from excavator_hil.demo.operator import DRIVE_COMMAND_PERIOD_S, SPEED_STEP_M_S, DemoOperator
+from excavator_hil.demo.operator import (
+    DRIVE_COMMAND_PERIOD_S,
+    SPEED_STEP_M_S,
+    DemoOperator,
+    pair_commands_with_writes,
+)
 from excavator_hil.demo.options import DemoOptions
 from excavator_hil.demo.progress import Progress
 from excavator_hil.demo.summary import DemoSummary
@@ -186,14 +191,8 @@ class WheeledDemoOperator(DemoOperator):
 def _latency_samples(sent: list[tuple[float, tuple[float, ...]]], writes: list[dict[str, Any]],
                      wheels: tuple[str, ...]) -> list[tuple[float, float]]:
     """(command time [s], time until a control-DB write carried its wheel speeds [ms]) per
-    command that a write carried."""
-    out = []
-    for t_sent, speeds in sent:
-        for w in writes:
-            if w["t"] < t_sent:
-                continue
-            if all(abs(float(w.get(f"speed_sp_{n}", math.nan)) - v) < 1e-5
-                   for n, v in zip(wheels, speeds, strict=True)):
-                out.append((t_sent, (w["t"] - t_sent) * 1000.0))
-                break
-    return out
+    command that a write carried (``operator.pair_commands_with_writes``)."""
+    def carries(w: dict[str, Any], speeds: tuple[float, ...]) -> bool:
+        return all(abs(float(w.get(f"speed_sp_{n}", math.nan)) - v) < 1e-5
+                   for n, v in zip(wheels, speeds, strict=True))
+    return pair_commands_with_writes(sent, writes, carries)
