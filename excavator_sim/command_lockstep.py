@@ -9,8 +9,9 @@ the simulation waits for it instead. A scheduled sender (teleop_node with ``comm
 publishes its commands in stamp order on a reliable topic, so once a command stamped at or
 after T is here, every command due by T is here too.
 
-It engages with the first command held for its stamp (before that nothing is known to come;
-commands stamped when sent, as ik_node's, never engage it) and waits at most ``timeout_s`` of
+It engages with the first command held for its stamp, or with the first time marker of a
+scheduled sender even if it came already past (before that nothing is known to come; commands
+stamped when sent, as ik_node's, never engage it) and waits at most ``timeout_s`` of
 wall time: a sender that stops (the session is over, the node died) costs one timeout, then
 the simulation runs on without waiting until a command is held again.
 """
@@ -30,6 +31,12 @@ class CommandLockstep(Lockstep):
 
     def held(self, stamp_s: float) -> None:
         """A command stamped ``stamp_s`` [s of sim time] arrived ahead and is held for it."""
+        self.answered(stamp_s)
+
+    def sender_behind(self, stamp_s: float) -> None:
+        """A time marker stamped ``stamp_s`` [s of sim time] arrived already past: a scheduled
+        sender is there but behind (starved from its start). Waited for from here on: the next
+        period steps once it sends a stamp at or after that period's start."""
         self.answered(stamp_s)
 
     def may_step(self, sim_time_s: float, wall_s: float) -> bool:

@@ -50,7 +50,8 @@ Subscribes
   again: :mod:`excavator_sim.command_lockstep`). An empty ``joint_command`` (no names, no
   positions, no velocities) is a **time marker**: it changes nothing, and is held for its stamp
   like a command (teleop_node's scheduled stream while it has nothing to command, so the
-  lockstep holds from the sender's start; counted as ``command_markers``). A stamp more than
+  lockstep holds from the sender's start; counted as ``command_markers``; one already past
+  engages the lockstep too, counted as ``command_markers_late``). A stamp more than
   ``max_command_lead_s``
   ahead (a wall-clock stamp from a node without ``use_sim_time``) applies on arrival too, counted
   (``commands_beyond_lead``) and logged once; ``max_command_lead_s`` 0 applies every command on
@@ -286,6 +287,7 @@ class SimNode(Node):
             max_lead_s=float(values["max_command_lead_s"]))
         self.unschedulable = 0  # commands stamped beyond max_command_lead_s (applied at once)
         self.markers = 0  # empty joint_commands: time markers of a scheduled sender
+        self.markers_late = 0  # ... of them already past on arrival
         # Sent longer than max_command_age_s ago (the DDS source timestamp: the header stamp
         # says when to apply, the schedule's business, and bags replay old ones): dropped.
         self.command_age = CommandAgeCheck(self, float(values["max_command_age_s"]))
@@ -500,9 +502,16 @@ class SimNode(Node):
             # the command lockstep waits for the stream from the sender's start, not from its
             # first real command (which a starved sender could send late)
             self.markers += 1
-            ahead = msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec - self.sim.time
-            if 1e-9 < ahead <= self.schedule.max_lead_s:  # a late one is no late command
+            stamp = msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
+            ahead = stamp - self.sim.time
+            if 1e-9 < ahead <= self.schedule.max_lead_s:  # a late one is no late command ...
                 self._scheduled(msg, ("marker", None, None))
+            elif ahead <= 1e-9 and stamp > 0.0 and self.schedule.max_lead_s > 0.0:
+                # ... but it says a scheduled sender is there: the lockstep waits for it from
+                # here on (a sender starved from its start sent only late markers, and its
+                # session's first command came past its stamp, nothing awaited: ci87)
+                self.markers_late += 1
+                self.command_lockstep.sender_behind(stamp)
             return
         if len(msg.position) != len(names):
             self._reject(f"joint_command has {len(names)} names but {len(msg.position)} "
@@ -1161,6 +1170,7 @@ class SimNode(Node):
             "command_late_ms_max": f"{1e3 * self.schedule.max_late_s:.2f}",
             "commands_beyond_lead": self.unschedulable,
             "command_markers": self.markers,
+            "command_markers_late": self.markers_late,
             **self.command_age.counters(),
             **self.lockstep.values(),
             "soil_poses_resent": self.poses_resent,

@@ -64,6 +64,20 @@ def test_a_silent_sender_costs_one_timeout_then_a_held_command_locks_it_again() 
     assert lock.values()["command_lockstep_timeouts"] == 1
 
 
+def test_a_marker_already_past_engages_it_and_the_sender_is_awaited() -> None:
+    """A scheduled sender starved from its start: its time markers reach the simulation past
+    their stamps. The first one engages the lockstep all the same, so the session's first
+    command is awaited instead of coming past its stamp (ci87)."""
+    lock = CommandLockstep(timeout_s=0.5)
+    assert lock.may_step(3.00, 10.0)      # nothing known to come yet
+    lock.sender_behind(2.80)               # a marker 0.2 s behind the simulated time
+    assert not lock.may_step(3.01, 10.0) and lock.waiting
+    lock.sender_behind(2.90)               # still behind: still waiting
+    assert not lock.may_step(3.01, 10.2)
+    lock.held(3.05)                         # caught up: ahead of the period
+    assert lock.may_step(3.01, 10.3) and lock.timeouts == 0
+
+
 def test_off_never_waits() -> None:
     lock = CommandLockstep(timeout_s=0.0)
     lock.held(1.0)

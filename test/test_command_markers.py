@@ -114,3 +114,58 @@ def test_sim_node_waits_for_markers_and_moves_nothing(tmp_path) -> None:
         probe.close()
         code = proc.stop()
     assert code == 0, proc.log()
+
+
+def test_a_late_marker_makes_sim_node_wait_for_its_sender(tmp_path) -> None:
+    """A scheduled sender starved from its start sends only markers already past (ci87: the
+    session's first command then came past its stamp, nothing awaited). The first late marker
+    engages the lockstep: the simulated time stops until the sender sends a stamp ahead, then
+    moves on to it; the late markers are counted and are no late command."""
+    proc = lockstep_sim_node(tmp_path, "command_lockstep_timeout_s:=10.0")
+    probe = RosTestNode("late_marker_probe")
+    diagnostics: list[DiagnosticArray] = probe.collect(DiagnosticArray, "/diagnostics")
+    command = probe.node.create_publisher(JointState, "joint_command", 100)
+    clock: list[Clock] = probe.collect(Clock, "/clock", 100)
+
+    def marker(stamp_s: float) -> None:
+        m = JointState()
+        m.header.stamp.sec, m.header.stamp.nanosec = divmod(round(stamp_s * 1e9), 1_000_000_000)
+        command.publish(m)
+
+    def status(**at_least: int) -> dict[str, str]:
+        _, values = wait_for(lambda: (s := running_status(diagnostics)) and all(
+            int(s[1][k]) >= n for k, n in at_least.items()) and s, 30.0, proc.log)
+        return values
+
+    def stands() -> float:
+        """Where /clock stands: unchanged for 1 s of wall time, then for 1 s more (a held
+        simulation publishes no /clock at all; a loaded host only pauses it)."""
+        seen = [clock_now(clock), time.monotonic()]
+
+        def still() -> bool:
+            if clock_now(clock) != seen[0]:
+                seen[:] = [clock_now(clock), time.monotonic()]
+            return time.monotonic() - seen[1] >= 1.0
+
+        wait_for(still, 5.0, lambda: f"/clock to stand (at {clock_now(clock)} s)")
+        time.sleep(1.0)
+        assert clock_now(clock) == seen[0], "the simulation stepped on without a stamp ahead"
+        return seen[0]
+
+    try:
+        wait_for(lambda: clock and clock_now(clock) > 1.0
+                 and command.get_subscription_count() > 0, 60.0, proc.log)
+        # the simulation ran freely until now: the sender's first marker is a second behind it
+        marker(clock_now(clock) - 1.0)
+        status(command_markers_late=1, command_lockstep_waits=1)
+        held = stands()  # (within the 10 s the lockstep waits)
+        ahead = round(held / 0.01) * 0.01 + 0.3  # caught up: steps to it, then waits again
+        marker(ahead)
+        time_stands(clock, lambda: ahead + 0.01)
+        values = status(command_markers=2)
+        assert values["commands_past_stamp"] == "0" and values["command_lockstep"] == "on"
+        assert values["command_lockstep_timeouts"] == "0"
+    finally:
+        probe.close()
+        code = proc.stop()
+    assert code == 0, proc.log()
