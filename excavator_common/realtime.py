@@ -20,7 +20,6 @@ file, or a systemd unit) sets from outside:
   wake; their Fast DDS threads keep their priority (a shared-memory listener that stands for
   a second is taken for dead). From outside through :data:`NICE_ENV`, which the process
   applies once its participant exists (:func:`apply_background_nice`).
-  :func:`lower_priority`: ``os.nice`` for every thread (a process without DDS).
 - :func:`pin_to_cpus`: optional CPU affinity (e.g. the bridge and the virtual PLC on one core,
   the simulation and soil on the other).
 - :func:`fair_slice`: a short time slice of the kernel's fair scheduler (EEVDF, Linux >= 6.12)
@@ -106,25 +105,6 @@ def short_gil_slices(interval_s: float = GIL_SWITCH_INTERVAL_S) -> None:
     """Let a waiting thread take the GIL after ``interval_s`` instead of 5 ms."""
     if enabled():
         sys.setswitchinterval(interval_s)
-
-
-def lower_priority(nice: int) -> int:
-    """Raise the nice value of every thread of this process by ``nice`` (0: unchanged; at most
-    to 19); returns the calling thread's new value. Linux keeps a nice value per thread:
-    ``os.nice`` alone moves the calling thread, and threads started before it (a supervisor
-    watch, rclpy's signal thread) would go on at the old priority; threads started later
-    inherit it from the thread that starts them."""
-    new = os.nice(nice) if nice else os.nice(0)
-    if nice and sys.platform.startswith("linux"):
-        me = threading.get_native_id()
-        for task in os.listdir("/proc/self/task"):
-            tid = int(task)
-            if tid == me:
-                continue
-            with contextlib.suppress(OSError):   # ended meanwhile
-                os.setpriority(os.PRIO_PROCESS, tid,
-                               min(os.getpriority(os.PRIO_PROCESS, tid) + nice, 19))
-    return new
 
 
 # Fast DDS names its threads "dds.<role>" (dds.shm.<port>, dds.udp.<port>, dds.ev.<n>, ...)

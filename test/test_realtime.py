@@ -390,27 +390,6 @@ def _child_printing_json(code: str) -> tuple[subprocess.Popen[str], list[int]]:
         raise
 
 
-def test_lowering_the_priority_moves_every_thread_also_one_started_before(tmp_path: Path
-                                                                            ) -> None:
-    """Linux keeps a nice value per thread: a thread started before the call (the supervisor
-    watch, rclpy's signal thread) must not stay at the old priority."""
-    code = ("import os, threading, time, json\n"
-            "from excavator_common import realtime\n"
-            "threading.Thread(target=time.sleep, args=(30,), daemon=True).start()\n"
-            "own = os.nice(0)\n"
-            "new = realtime.lower_priority(5)\n"
-            "print(json.dumps([own, new]), flush=True)\n"
-            "time.sleep(30)\n")
-    proc, (own, new) = _child_printing_json(code)
-    try:
-        assert new == min(own + 5, 19)
-        nices = _thread_nice(proc.pid)
-        assert len(thread_stats(proc.pid)) >= 2 and nices == {new}, nices
-    finally:
-        proc.kill()
-        proc.wait()
-
-
 def test_the_background_nice_spares_the_dds_threads_of_a_participant() -> None:
     """The demo's process nices its work, not its reception: Fast DDS's shared-memory port
     watchdog takes a listener that stood for 1 s for a dead one, and the regenerated port can
