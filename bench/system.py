@@ -77,7 +77,9 @@ import sys
 import tempfile
 import threading
 import time
+from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -623,6 +625,10 @@ def _print_full(label: str, full: dict[str, object]) -> None:
           f"ms ({len(s.get('bridge_latencies', []))} commands of the drive phase), "
           f"{s['bridge_overruns']} overruns "
           f"of {cycles} cycles; side bridge: {full['side_bridge']}")
+    missed = s.get("bridge_not_carried", [])
+    if missed:
+        print(f"    [{label}] demo bridge: {len(missed)} commands never carried (s after the "
+              "drive's first: why): " + ", ".join(f"{t:.2f}: {why}" for t, why in missed[:20]))
     print(f"    [{label}] soil moved {s['soil_moved_m3']:.3f} m^3 (peak load "
           f"{s['peak_bucket_load_m3']:.3f} m^3)")
     mem = full.get("memory") or {}
@@ -647,6 +653,11 @@ def _print_full(label: str, full: dict[str, object]) -> None:
               + ", ".join(f"{k} {v:.0f}" for k, v in att["cpu_ms_in_overrun_windows"].items()))
 
 
+def _not_carried_by_reason(s: dict[str, Any]) -> dict[str, int]:
+    """How many of the drive's commands no control-DB write carried, by why."""
+    return dict(Counter(why for _, why in s.get("bridge_not_carried", [])))
+
+
 def _figures(full: dict[str, object]) -> dict[str, object]:
     s = full["summary"]
     cycles = s.get("bridge_cycles", 0) or 0
@@ -664,7 +675,8 @@ def _figures(full: dict[str, object]) -> dict[str, object]:
         "bridge_latency_ms": {"p50": s["bridge_latency_p50_ms"],
                               "p99": s["bridge_latency_p99_ms"],
                               "max": s.get("bridge_latency_max_ms"),
-                              "n": len(s.get("bridge_latencies", []))},
+                              "n": len(s.get("bridge_latencies", [])),
+                              "not_carried": _not_carried_by_reason(s)},
         "bridge_cycles": cycles, "bridge_overruns": s["bridge_overruns"],
         "bridge_overrun_pct": 100.0 * s["bridge_overruns"] / cycles if cycles else None,
         "side_bridge": full["side_bridge"],

@@ -8,7 +8,12 @@ from types import SimpleNamespace
 import redis
 
 from excavator_common.clock_offset import realtime_minus_monotonic
-from excavator_hil.demo.operator import DemoOperator, _latencies
+from excavator_hil.demo.operator import (
+    DemoOperator,
+    _carries_speed,
+    _latencies,
+    commands_not_carried,
+)
 from plc_bridge import redis_keys as keys
 
 
@@ -54,3 +59,23 @@ def test_a_command_that_never_reached_the_plc_has_no_latency() -> None:
               {"t": 10.5013, "values": {"speed_left": 0.3, "speed_right": 0.3}}]
     got = _latencies(sent, writes)
     assert [round(x, 1) for x in got] == [1.1, 1.3]   # the first 0.3 left out: not carried
+
+
+def test_a_command_never_carried_is_listed_with_why() -> None:
+    """Where the never-carried commands fall and why (the bench reports them): no write while
+    it was the newest command, every write refused, or the writes carried another value."""
+    sent = [(10.0, 0.3), (10.05, 0.301), (10.10, 0.302), (10.15, 0.303), (10.20, 0.304)]
+    writes = [{"t": 10.001, "speed_sp_left": 0.3, "speed_sp_right": 0.3, "refused": None},
+              # 0.301: no bridge cycle wrote for 50 ms
+              # 0.302: the writes of its time refused (a stop the bridge held, say)
+              {"t": 10.101, "speed_sp_left": 0.0, "speed_sp_right": 0.0,
+               "refused": "stale_seq"},
+              {"t": 10.111, "speed_sp_left": 0.0, "speed_sp_right": 0.0,
+               "refused": "stale_seq"},
+              # 0.303: a stop taken
+              {"t": 10.151, "speed_sp_left": 0.0, "speed_sp_right": 0.0, "refused": None},
+              {"t": 10.201, "speed_sp_left": 0.304, "speed_sp_right": 0.304, "refused": None}]
+    got = commands_not_carried(sent, writes, _carries_speed)
+    assert got == [(0.05, "no write"), (0.1, "refused: stale_seq"), (0.15, "other value")]
+    assert commands_not_carried([], writes, _carries_speed) == []
+

@@ -106,6 +106,8 @@ class DemoOperator(Node):
         self.lag_warnings = 0
         # (command time [s, monotonic], Redis -> PLC latency [ms]) of the drive phase
         self.latency_samples: list[tuple[float, float]] = []
+        # the drive's commands no control-DB write carried: (s after the first, why)
+        self.not_carried: list[tuple[float, str]] = []
         self._phase = ""
         self.session_start_s = 0.0  # [s of sim time] the dig session's start (_play_session)
         self.target_pub = self.create_publisher(PoseStamped, "target_pose", 10)
@@ -338,6 +340,7 @@ class DemoOperator(Node):
         progress.done()
         writes = plc.writes(sent[0][0] if sent else 0.0)
         self.latency_samples = _latency_samples(sent, writes)
+        self.not_carried = commands_not_carried(sent, writes, _carries_speed)
         if self.hil is not None:
             self.hil.setpoints = [(w["t"], *_taken_setpoints(w)) for w in writes
                                   if w.get("refused") is None]
@@ -436,6 +439,7 @@ class DemoOperator(Node):
             s.bridge_latency_max_ms = float(max(latencies_ms))
             s.bridge_latencies = [(round(t - t0, 4), round(ms, 3))
                                   for t, ms in self.latency_samples]
+        s.bridge_not_carried = list(self.not_carried)
         try:
             s.bridge_cycles = int(self.redis.get(keys.counter_key("cycles")) or 0)
             s.bridge_overruns = int(self.redis.get(keys.counter_key("overruns")) or 0)
@@ -645,6 +649,35 @@ def pair_commands_with_writes(sent: Sequence[tuple[float, CommandT]],
             if t_sent <= w["t"] < until and carries(w, command):
                 out.append((t_sent, (w["t"] - t_sent) * 1000.0))
                 break
+    return out
+
+
+def commands_not_carried(sent: Sequence[tuple[float, CommandT]],
+                         writes: Sequence[dict[str, Any]],
+                         carries: Callable[[dict[str, Any], CommandT], bool]
+                         ) -> list[tuple[float, str]]:
+    """(command time [s] after the first command, why) per command that no control-DB write
+    carried before the next command was sent (:func:`pair_commands_with_writes` leaves these
+    out). Why, from the writes made while it was the newest command: ``no write`` (no bridge
+    cycle wrote in that time), ``refused: <the PLC's reason>`` (every write refused),
+    ``other value`` (the writes the PLC took carried another command: a stop, or a value the
+    bridge read before this one landed in Redis)."""
+    if not sent:
+        return []
+    t0 = sent[0][0]
+    out = []
+    for i, (t_sent, command) in enumerate(sent):
+        until = sent[i + 1][0] if i + 1 < len(sent) else math.inf
+        window = [w for w in writes if t_sent <= w["t"] < until]
+        if any(carries(w, command) for w in window):
+            continue
+        if not window:
+            why = "no write"
+        elif all(w.get("refused") for w in window):
+            why = f"refused: {window[0]['refused']}"
+        else:
+            why = "other value"
+        out.append((round(t_sent - t0, 3), why))
     return out
 
 

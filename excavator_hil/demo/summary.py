@@ -23,6 +23,9 @@ class DemoSummary:
     # (Redis time of the command relative to the drive's first [s], latency [ms]) per command:
     # with a few dozen commands the p99 is the worst one, so each is kept for its diagnosis
     bridge_latencies: list[tuple[float, float]] = field(default_factory=list)
+    # the drive's commands no write carried (s after the first command, why: operator.
+    # commands_not_carried); they have no latency
+    bridge_not_carried: list[tuple[float, str]] = field(default_factory=list)
     bridge_cycles: int = 0
     bridge_overruns: int = 0
     rejected_targets: int = 0
@@ -93,8 +96,8 @@ class DemoSummary:
             f"{self.poses_superseded} poses superseded",
             f"  bridge latency Redis->PLC  p50 {self.bridge_latency_p50_ms:.2f} ms, "
             f"p99 {self.bridge_latency_p99_ms:.2f} ms, max {self.bridge_latency_max_ms:.2f} ms "
-            f"({len(self.bridge_latencies)} commands; {self.bridge_cycles} cycles, "
-            f"{self.bridge_overruns} overruns)",
+            f"({len(self.bridge_latencies)} commands, {len(self.bridge_not_carried)} never "
+            f"carried; {self.bridge_cycles} cycles, {self.bridge_overruns} overruns)",
             f"  rejected IK targets     {self.rejected_targets:8d}",
             *self._command_lines(),
         ]

@@ -23,6 +23,7 @@ from excavator_hil.demo.operator import (
     DRIVE_COMMAND_PERIOD_S,
     SPEED_STEP_M_S,
     DemoOperator,
+    commands_not_carried,
     pair_commands_with_writes,
 )
 from excavator_hil.demo.options import DemoOptions
@@ -153,6 +154,8 @@ class WheeledDemoOperator(DemoOperator):
         self.drive_poses.append(self._base_pose())
         writes = plc.writes(sent[0][0] if sent else 0.0)
         self.latency_samples = _latency_samples(sent, writes, self.record.wheels)
+        self.not_carried = commands_not_carried(sent, writes,
+                                                _wheel_speeds_carried(self.record.wheels))
         self.record.setpoints = [setpoint_row(w, self.record.wheels, self.record.steers)
                                  for w in writes if w.get("refused") is None]
         plc.close()
@@ -192,7 +195,13 @@ def _latency_samples(sent: list[tuple[float, tuple[float, ...]]], writes: list[d
                      wheels: tuple[str, ...]) -> list[tuple[float, float]]:
     """(command time [s], time until a control-DB write carried its wheel speeds [ms]) per
     command that a write carried (``operator.pair_commands_with_writes``)."""
+    return pair_commands_with_writes(sent, writes, _wheel_speeds_carried(wheels))
+
+
+def _wheel_speeds_carried(wheels: tuple[str, ...]
+                          ) -> Callable[[dict[str, Any], tuple[float, ...]], bool]:
+    """Whether a control-DB write carries these speeds [m/s] of ``wheels``."""
     def carries(w: dict[str, Any], speeds: tuple[float, ...]) -> bool:
         return all(abs(float(w.get(f"speed_sp_{n}", math.nan)) - v) < 1e-5
                    for n, v in zip(wheels, speeds, strict=True))
-    return pair_commands_with_writes(sent, writes, carries)
+    return carries
