@@ -358,13 +358,18 @@ def link_lost_logged(caplog: pytest.LogCaptureFixture, since: int) -> float:
     return rec.created - realtime_minus_monotonic()
 
 
-def _link_loss(rig: HilRig, inject, clear, what: str, caplog: pytest.LogCaptureFixture) -> None:
+def _link_loss(rig: HilRig, inject, clear, what: str, caplog: pytest.LogCaptureFixture,
+               cause: str) -> None:
+    """``inject`` a link fault: the bridge stops, naming ``cause`` in its first log record,
+    writes the monitor keys invalid, and after ``clear`` reconnects with a stop first."""
     running(rig)
     caplog.set_level(logging.INFO, logger="plc_bridge")
     reconnects = counter(rig, "plc_reconnects")
     logged = len(caplog.records)
-    t0 = time.monotonic()
     inject()
+    # counted from when the PLC confirmed the fault: its control call to a starved virtual
+    # PLC took part of the 2.1 s once (a fresh-clone run with one core busy)
+    t0 = time.monotonic()
     # detected within plc_timeout_s + one cycle (+ the cycle in flight); the monitor keys are
     # invalid at once, never left frozen
     # (a sanity bound, not the design figure: the figure itself is bench/bridge.py's; the
@@ -373,6 +378,8 @@ def _link_loss(rig: HilRig, inject, clear, what: str, caplog: pytest.LogCaptureF
     t_lost = link_lost_logged(caplog, logged)
     assert t_lost - t0 <= SANITY_S, f"{what}: {t_lost - t0:.3f} s"
     assert rig.get(keys.BRIDGE_STATUS) == "stopped:plc_link_lost"
+    said = [r.getMessage() for r in caplog.records[logged:] if r.name == "plc_bridge"]
+    assert cause in said[0], (cause, said)   # the mechanism, whatever the host's speed
     assert rig.get(keys.MON_LONGITUDINAL) == keys.INVALID
     assert rig.get(keys.wheel_speed_key("left")) == keys.INVALID
     time.sleep(0.1)
@@ -388,7 +395,8 @@ def _link_loss(rig: HilRig, inject, clear, what: str, caplog: pytest.LogCaptureF
 def test_dropped_link_reconnects(rig, caplog):
     def clear() -> float:
         return rig.plc.link(True)["started_at"]
-    _link_loss(rig, lambda: rig.plc.link(False), clear, "server stopped", caplog)
+    # (closed by peer, reset or a broken pipe: whichever the cycle met first)
+    _link_loss(rig, lambda: rig.plc.link(False), clear, "server stopped", caplog, "")
 
 
 def test_stalled_link_is_detected_by_the_socket_timeout(rig, caplog):
@@ -396,7 +404,9 @@ def test_stalled_link_is_detected_by_the_socket_timeout(rig, caplog):
         t = time.monotonic()
         rig.plc.faults(stall=False)
         return t
-    _link_loss(rig, lambda: rig.plc.faults(stall=True), clear, "PLC stops answering", caplog)
+    # the socket timeout (plc_timeout_s), not a closed connection or the PLC's alive counter
+    _link_loss(rig, lambda: rig.plc.faults(stall=True), clear, "PLC stops answering", caplog,
+               "S7TimeoutError: Receive timeout")
 
 
 def test_virtual_plc_killed_and_restarted(rig, caplog):
