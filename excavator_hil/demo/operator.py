@@ -657,20 +657,22 @@ def commands_not_carried(sent: Sequence[tuple[float, CommandT]],
                          carries: Callable[[dict[str, Any], CommandT], bool]
                          ) -> list[tuple[float, str]]:
     """(command time [s] after the first command, why) per command that no control-DB write
-    carried before the next command was sent (:func:`pair_commands_with_writes` leaves these
-    out). Why, from the writes made while it was the newest command: ``no write`` (no bridge
-    cycle wrote in that time), ``refused: <the PLC's reason>`` (every write refused),
-    ``other value`` (the writes the PLC took carried another command: a stop, or a value the
-    bridge read before this one landed in Redis)."""
+    carried (:func:`pair_commands_with_writes` leaves these out). Why, from the writes made
+    while it was the newest command: ``no write`` (no bridge cycle wrote in that time),
+    ``refused: <the PLC's reason>`` (every write refused), ``other value`` (the writes carried
+    another command: a stop, or a value the bridge read before this one landed in Redis)."""
     if not sent:
         return []
     t0 = sent[0][0]
     out = []
     for i, (t_sent, command) in enumerate(sent):
+        # carried: as pair_commands_with_writes judges it (until the same value is sent again)
+        again = next((t for t, c in sent[i + 1:] if c == command), math.inf)
+        if any(t_sent <= w["t"] < again and carries(w, command) for w in writes):
+            continue
+        # why not: what the PLC got while it was the newest command
         until = sent[i + 1][0] if i + 1 < len(sent) else math.inf
         window = [w for w in writes if t_sent <= w["t"] < until]
-        if any(carries(w, command) for w in window):
-            continue
         if not window:
             why = "no write"
         elif all(w.get("refused") for w in window):
