@@ -113,6 +113,11 @@ def test_two_machines_under_ros2_launch(fleet, redis_server, ros_node, tmp_path)
         [ros2, "launch", "excavator_hil", "fleet.launch.py", "count:=2",
          f"redis_url:=redis://127.0.0.1:{redis_server.port}", f"virtual_plc_port:={port}",
          f"spacing:={spacing}", "machine:=,wheeled_4ws_11t",
+         # 13 participants created at once on a loaded host: Fast DDS crashed in one's
+         # creation (SIGSEGV in rclpy's Node(), soil_node, both cores busy; upstream
+         # ros2/rmw_fastrtps#860), and the required node stopped the fleet. An unattended rig
+         # restarts such a node (docs/deployment.md): so does this test
+         "respawn:=true",
          f"plc_params:={loaded_host_plc_params(tmp_path / 'plc.yaml')}"], stdout=log,
         stderr=subprocess.STDOUT, env=env, start_new_session=True)
     heartbeat = Heartbeat(f"{redis_server.url[:-2]}/1", 0.25)
