@@ -7,6 +7,7 @@ arm. It also measures what the summary reports.
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import math
 import threading
@@ -631,6 +632,21 @@ def _latencies(sent: list[tuple[float, float]], writes: list[dict[str, Any]]) ->
 CommandT = TypeVar("CommandT")
 
 
+def _carrying_write(sent: Sequence[tuple[float, CommandT]], i: int, times: Sequence[float],
+                    writes: Sequence[dict[str, Any]],
+                    carries: Callable[[dict[str, Any], CommandT], bool]) -> float | None:
+    """The time [s] of the first write (``times``: the writes' times, in order) that carried
+    command ``i`` before the same command was sent again; None: no write carried it."""
+    t_sent, command = sent[i]
+    until = next((t for t, c in sent[i + 1:] if c == command), math.inf)
+    for k in range(bisect.bisect_left(times, t_sent), len(times)):
+        if times[k] >= until:
+            break
+        if carries(writes[k], command):
+            return times[k]
+    return None
+
+
 def pair_commands_with_writes(sent: Sequence[tuple[float, CommandT]],
                               writes: Sequence[dict[str, Any]],
                               carries: Callable[[dict[str, Any], CommandT], bool]
@@ -642,13 +658,12 @@ def pair_commands_with_writes(sent: Sequence[tuple[float, CommandT]],
     the PLC (superseded in Redis before a cycle read it, or held by a fail-safe stop) was
     paired with the next one of the same value, and counted 0.5 or 1.0 s late (514 and
     1,062 ms "p99" in two calm-host benches). Such a command has no latency: it is left out."""
+    times = [w["t"] for w in writes]
     out = []
-    for i, (t_sent, command) in enumerate(sent):
-        until = next((t for t, c in sent[i + 1:] if c == command), math.inf)
-        for w in writes:
-            if t_sent <= w["t"] < until and carries(w, command):
-                out.append((t_sent, (w["t"] - t_sent) * 1000.0))
-                break
+    for i, (t_sent, _) in enumerate(sent):
+        t_write = _carrying_write(sent, i, times, writes, carries)
+        if t_write is not None:
+            out.append((t_sent, (t_write - t_sent) * 1000.0))
     return out
 
 
@@ -661,25 +676,20 @@ def commands_not_carried(sent: Sequence[tuple[float, CommandT]],
     while it was the newest command: ``no write`` (no bridge cycle wrote in that time),
     ``refused: <the PLC's reason>`` (every write refused), ``other value`` (the writes carried
     another command: a stop, or a value the bridge read before this one landed in Redis)."""
-    if not sent:
-        return []
-    t0 = sent[0][0]
+    times = [w["t"] for w in writes]
     out = []
-    for i, (t_sent, command) in enumerate(sent):
-        # carried: as pair_commands_with_writes judges it (until the same value is sent again)
-        again = next((t for t, c in sent[i + 1:] if c == command), math.inf)
-        if any(t_sent <= w["t"] < again and carries(w, command) for w in writes):
+    for i, (t_sent, _) in enumerate(sent):
+        if _carrying_write(sent, i, times, writes, carries) is not None:
             continue
-        # why not: what the PLC got while it was the newest command
         until = sent[i + 1][0] if i + 1 < len(sent) else math.inf
-        window = [w for w in writes if t_sent <= w["t"] < until]
+        window = writes[bisect.bisect_left(times, t_sent):bisect.bisect_left(times, until)]
         if not window:
             why = "no write"
         elif all(w.get("refused") for w in window):
             why = f"refused: {window[0]['refused']}"
         else:
             why = "other value"
-        out.append((round(t_sent - t0, 3), why))
+        out.append((round(t_sent - sent[0][0], 3), why))
     return out
 
 
