@@ -13,7 +13,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from helpers import Spawner, module_redis, opcua_rig
+from helpers import RedisServer, Spawner, module_redis, opcua_rig
 from test_bridge_faults import (
     COMMAND,
     counter,
@@ -162,7 +162,8 @@ def test_the_secure_channel_is_renewed_mid_run_without_a_lost_write(lab, monkeyp
         plc.stop()
 
 
-def test_a_link_cut_stops_the_bridge_and_nothing_sent_before_it_acts_after(redis_module, lab):
+def test_a_link_cut_stops_the_bridge_and_nothing_sent_before_it_acts_after(redis_module, lab,
+                                                                          tmp_path):
     """A cable pulled between the bridge and the PLC (the proxy keeps what each side sent and
     delivers it when plugged back, even into the bridge's dropped connection): the bridge stops
     as plc_link_lost, the PLC's watchdog trips, and after the link returns the first command the
@@ -170,7 +171,12 @@ def test_a_link_cut_stops_the_bridge_and_nothing_sent_before_it_acts_after(redis
     from excavator_hil.faults.tcp_proxy import TcpProxy
     from plc_bridge.bridge.core import BridgeCore
 
-    server, spawner = redis_module
+    # a Redis of its own: the module's rig (its bridge and heartbeat) may still run on the
+    # module's Redis, and its bridge writing "running" into the same keys made this test read
+    # another bridge's status (a fresh-clone run with one core busy)
+    _, spawner = redis_module
+    server = RedisServer(tmp_path / "redis")
+    server.start()
     port = _free_port()
     rig = opcua_rig(lab, server.url, spawner, port)
     proxy = TcpProxy(port)
@@ -193,6 +199,7 @@ def test_a_link_cut_stops_the_bridge_and_nothing_sent_before_it_acts_after(redis
     finally:
         rig.close()
         proxy.close()
+        server.stop()
 
 
 def test_a_cpu_in_stop_that_takes_writes_stops_the_bridge_as_alive_stale(rig):
