@@ -16,7 +16,7 @@ import pytest
 from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import PoseStamped, TwistStamped, WrenchStamped
 from helpers import REPO, NodeProcess, RosTestNode, wait_for
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from sensor_msgs.msg import JointState
 
@@ -116,6 +116,10 @@ def _stamp(msg: JointState) -> float:
 
 
 @given(bad=st.lists(BAD, min_size=1, max_size=4))
+# always among the inputs, whatever the draw: a finite wrench past the plausible limit (issue
+# 20's 2e9 N), which the next test expects rejected by name (a draw of 25 examples need not
+# hold one: six finite fields in a row are rare among these)
+@example(bad=[("soil/wrench", "world", [2e9, 0.0, 0.0, 0.0, 0.0, 0.0])])
 @settings(max_examples=25, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 def test_bad_inputs_then_a_valid_target_is_tracked(sim_process: NodeProcess, channel: Channel,
