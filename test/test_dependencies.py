@@ -12,6 +12,7 @@ import importlib.metadata
 import re
 import sys
 import xml.etree.ElementTree as ET
+from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
 
@@ -69,11 +70,18 @@ def third_party_imports() -> dict[str, list[str]]:
     return found
 
 
+@cache
+def _packages_distributions() -> Mapping[str, list[str]]:
+    """importlib's map of top-level module -> distributions: it reads every installed
+    distribution's file list, a few tenths of a second per call; the tests ask it per module."""
+    return importlib.metadata.packages_distributions()
+
+
 def distribution_of(module: str) -> str:
     """The PyPI distribution that provides ``module`` in this environment, normalized; a ROS
     package's wheel (``ros-rclpy``) is declared through its Kilted meta-package
     (``ros-kilted-rclpy``), as requirements.txt pins it."""
-    dists = [_norm(d) for d in importlib.metadata.packages_distributions().get(module, [])]
+    dists = [_norm(d) for d in _packages_distributions().get(module, [])]
     assert dists, f"{module} is imported but no installed distribution provides it"
     # several can share a top-level name: the ROS wheels register a bare `rclpy` beside
     # `ros-rclpy`, mujoco's module is spread over mujoco, mujoco-core and mujoco-studio
