@@ -17,7 +17,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from helpers import RedisServer, Spawner, module_redis
+from helpers import RedisServer, Spawner, module_redis, wait_for
 
 from excavator_common.clock_offset import realtime_minus_monotonic
 from excavator_hil.hil_harness import (
@@ -151,11 +151,15 @@ def assert_no_motion(rig: HilRig, t_from: float, t_to: float | None = None) -> i
 
 
 def writes_since(rig: HilRig, t0: float, n: int) -> list[dict]:
-    """The PLC's logged writes since ``t0``, once there are ``n`` (the bridge keeps writing)."""
+    """The PLC's logged writes since ``t0``, once there are ``n`` (the bridge keeps writing).
+    A sanity bound of a minute: on a loaded host the virtual PLC answered the bridge in 23 ms
+    and the bridge's cycles stalled up to 1.3 s, so 50 writes took longer than the 10 s this
+    waited before (streak run 2 on ad4a65b). Asked for every 50 ms, not 2: each ask is a
+    request to the same process that serves the bridge's S7 link."""
     def enough() -> list[dict] | None:
         writes = rig.plc.writes(t0)
         return writes if len(writes) >= n else None
-    return wait_until(enough, 10.0, f"{n} writes to the PLC")
+    return wait_for(enough, 60.0, f"{n} writes to the PLC", period=0.05)
 
 
 def counter(rig: HilRig, name: str) -> int:
