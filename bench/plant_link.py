@@ -133,10 +133,10 @@ class SimStandIn(NodeThread):
             self.sensors_pub.publish(js)
             self.imu_pub.publish(imu)
 
-    def close(self) -> None:
+    def close(self) -> bool:
         self._halt.set()
         self._publisher.join(2.0)
-        super().close()
+        return super().close()
 
 
 def phase(name: str, env: dict[str, str], plc_port: int, stand_in: SimStandIn, tmp: Path,

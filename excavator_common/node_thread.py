@@ -7,11 +7,13 @@ alone. The class does the plumbing only; its users create their subscriptions an
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections.abc import Sequence
 from typing import Any
 
 from excavator_common.dds_profile import use_project_profile
+from excavator_common.dds_receivers import stalled_receivers
 
 
 class NodeThread:
@@ -34,6 +36,7 @@ class NodeThread:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._spin_s = 0.05
+        self._closed: bool | None = None
 
     def start(self, *, events: bool = False, spin_timeout_s: float = 0.05,
               thread_name: str | None = None) -> None:
@@ -80,12 +83,40 @@ class NodeThread:
                     break
                 raise
 
-    def close(self) -> None:
-        """Stop the thread (2 s at most), then the executor, the node and the context."""
+    def close(self) -> bool:
+        """Stop the thread (2 s at most), then the executor, the node and the context.
+
+        Returns False where the node was left as it is: this process's Fast DDS is stuck in
+        its discovery deadlock (excavator_common.dds_receivers), where destroying the node
+        would block the whole process for good. A left node stays referenced (never collected:
+        that would destroy it too) and is told by :func:`abandoned`; a process with one must
+        end by ``os._exit`` (excavator_common.process_exit), as Fast DDS's own exit destroys
+        its participants. Closing twice does nothing the second time."""
+        if self._closed is not None:
+            return self._closed
         self._stop.set()
         if self._thread is not None:
             self._thread.join(2.0)
         if self.executor is not None:
             self.executor.shutdown()
+        stuck = stalled_receivers()
+        if stuck:
+            _ABANDONED.append(self)
+            print(f"node '{self.node.get_name()}' left undestroyed: this process's Fast DDS "
+                  f"reception threads {', '.join(stuck)} wait on a lock for good (the "
+                  "discovery deadlock of Fast DDS 3.2, docs/deployment.md); destroying it "
+                  "would hang the process", file=sys.stderr, flush=True)
+            self._closed = False
+            return False
         self.node.destroy_node()
         self.context.try_shutdown()
+        self._closed = True
+        return True
+
+
+_ABANDONED: list[NodeThread] = []
+
+
+def abandoned() -> int:
+    """How many NodeThreads this process left undestroyed (see :meth:`NodeThread.close`)."""
+    return len(_ABANDONED)

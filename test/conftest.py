@@ -86,8 +86,13 @@ def spawn(node_processes: list[NodeProcess],
 
 
 @pytest.fixture
-def ros_node() -> Iterator[object]:
-    """An rclpy node in its own context, spun by a background executor thread."""
+def ros_node(node_processes: list[NodeProcess]) -> Iterator[object]:
+    """An rclpy node in its own context, spun by a background executor thread.
+
+    It depends on ``node_processes`` so that it is destroyed before the test's processes
+    stop: a probe that outlives its peers removes their endpoints as they leave, the moment of
+    Fast DDS 3.2's discovery deadlock (docs/deployment.md), which then hangs its destroy (a CI
+    run: test_fleet_operated's probe, 17 minutes, until the worker's deadline ended it)."""
     from helpers import RosTestNode
 
     node = RosTestNode()
@@ -178,6 +183,27 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
         yield
     finally:
         faulthandler.cancel_dump_traceback_later()
+
+
+_exit_status = 0
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    global _exit_status
+    _exit_status = int(exitstatus)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config: pytest.Config) -> None:
+    # A probe left undestroyed on a deadlocked Fast DDS (NodeThread.close) would hang the
+    # interpreter's exit, where Fast DDS destroys its participants: end without it, with the
+    # session's status (a worker has sent its results by now).
+    from excavator_common.node_thread import abandoned
+
+    if abandoned():
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(_exit_status)
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:

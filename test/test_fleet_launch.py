@@ -262,6 +262,8 @@ def test_two_machines_under_ros2_launch(fleet, redis_server, ros_node, tmp_path)
         assert launch.poll() is None, text()
     finally:
         heartbeat.stop()
+        # the probe goes before the stack (conftest's ros_node: Fast DDS's deadlock)
+        ros_node.close()
         if launch.poll() is None:
             os.killpg(launch.pid, signal.SIGINT)      # a terminal's Ctrl-C
             try:

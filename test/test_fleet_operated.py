@@ -363,6 +363,8 @@ def test_teleop_and_dashboard_drive_machine_2_while_machine_1_stays_still(
             joy_thread.join(5.0)
         if page is not None:
             page.close()
+        # the probe goes before the stack (conftest's ros_node: Fast DDS's deadlock)
+        ros_node.close()
         if launch.poll() is None:
             os.killpg(launch.pid, signal.SIGINT)      # a terminal's Ctrl-C
             try:

@@ -485,6 +485,7 @@ def test_the_live_view_over_the_foxglove_protocol(ros_node, redis_server, tmp_pa
     finally:
         if peer is not None:
             peer.stop()
+        ros_node.close()   # before the view leaves (conftest's ros_node: Fast DDS's deadlock)
         assert view.stop() == 0, view.log()
 
 
@@ -578,4 +579,5 @@ def test_a_fleet_in_one_scene(ros_node, redis_server, tmp_path):
     finally:
         if peer is not None:
             peer.stop()
+        ros_node.close()   # before the view leaves (conftest's ros_node: Fast DDS's deadlock)
         assert view.stop() == 0, view.log()
