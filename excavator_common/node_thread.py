@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from excavator_common.dds_profile import use_project_profile
-from excavator_common.dds_receivers import stalled_receivers
+from excavator_common.dds_stuck import stuck_dds_threads
 
 
 class NodeThread:
@@ -87,7 +87,7 @@ class NodeThread:
         """Stop the thread (2 s at most), then the executor, the node and the context.
 
         Returns False where the node was left as it is: this process's Fast DDS is stuck in
-        its discovery deadlock (excavator_common.dds_receivers), where destroying the node
+        its discovery deadlock (excavator_common.dds_stuck), where destroying the node
         would block the whole process for good. A left node stays referenced (never collected:
         that would destroy it too) and is told by :func:`abandoned`; a process with one must
         end by ``os._exit`` (excavator_common.process_exit), as Fast DDS's own exit destroys
@@ -99,11 +99,11 @@ class NodeThread:
             self._thread.join(2.0)
         if self.executor is not None:
             self.executor.shutdown()
-        stuck = stalled_receivers()
+        stuck = stuck_dds_threads()
         if stuck:
             _ABANDONED.append(self)
             print(f"node '{self.node.get_name()}' left undestroyed: this process's Fast DDS "
-                  f"reception threads {', '.join(stuck)} wait on a lock for good (the "
+                  f"threads {', '.join(stuck)} wait on a lock for good (the "
                   "discovery deadlock of Fast DDS 3.2, docs/deployment.md); destroying it "
                   "would hang the process", file=sys.stderr, flush=True)
             self._closed = False
