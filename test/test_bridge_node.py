@@ -93,6 +93,16 @@ def test_node_publishes_and_deactivate_stops(redis_server, node_processes, ros_n
         pub.publish(cmd)
         assert r.get(keys.BRIDGE_STATUS) == b"stopped:deactivated"
         assert all(w["speed_sp_left"] == 0.0 for w in plc.writes(writes[-1]["t"]))
+
+        # Ctrl-C: the bridge leaves the graph as it ends, not a DDS lease (20 s) later (rclpy's
+        # LifecycleNode kept its node alive past destroy_node; the process ends with os._exit)
+        def in_graph() -> bool:
+            return ("plc_bridge", "/") in ros_node.node.get_node_names_and_namespaces()
+        assert in_graph()
+        assert bridge.stop(30.0) == 0, bridge.log()
+        t_end = time.monotonic()
+        wait_for(lambda: not in_graph(), 30.0, "the ended bridge out of the graph", 0.1)
+        assert time.monotonic() - t_end < 10.0, "left the graph only at its participant's lease"
     finally:
         plc.close()
         r.close()

@@ -242,6 +242,17 @@ class PlcBridgeNode(LifecycleNode):
         self.stop_core()
         return TransitionCallbackReturn.SUCCESS
 
+    def destroy_node(self) -> None:
+        """rclpy's LifecycleNode keeps its state machine, which holds the node's handle:
+        ``destroy_node`` alone left the node, and with it the process's DDS participant, alive
+        until the object was collected, which a node process ending with ``os._exit``
+        (``excavator_common.process_exit``) never does. The participant then never said
+        goodbye: an ended bridge stayed in every peer's graph (``ros2 node list``, a
+        supervisor's watch) for the participant's lease, 20 s. Released with the node."""
+        super().destroy_node()
+        if hasattr(self, "_state_machine"):
+            del self._state_machine
+
     def stop_core(self) -> None:
         """Release what on_configure created: the timers first (no callback runs on a half
         released node), the loop (its last act writes a stop to the PLC, then it closes its PLC
