@@ -29,8 +29,8 @@ from rclpy.node import Node
 
 from excavator_common import hang_watchdog, realtime, stall_probe, supervisor_watch
 from excavator_common.dds_profile import use_project_profile
-from excavator_common.errors import ConfigurationError, ParameterError
 from excavator_common.dds_stuck import stuck_dds_threads
+from excavator_common.errors import ConfigurationError, ParameterError
 from excavator_common.hang_watchdog import HangWatchdog, timeout_from_environment
 from excavator_common.node_args import NodeUsage, check_command_line
 from excavator_common.parameter_files import check_ros_arguments
