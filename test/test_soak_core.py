@@ -5,6 +5,7 @@ bag). No stack runs here: test_soak.py runs the soak itself."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import signal
@@ -328,6 +329,26 @@ def test_growth_after_warm_up_and_a_rising_floor_are_leaks() -> None:
     assert checks.resource_growth(steps, 20.0, 20.0, BOUNDS)[0] == []         # 3.2 MiB, +4 %
     _, _, skipped = checks.resource_growth(growing[:20], 20.0, 20.0, BOUNDS)
     assert skipped and "not" not in skipped[0] and "less than" in skipped[0]
+
+
+def test_a_recorders_move_to_a_new_participant_starts_a_footprint_of_its_own() -> None:
+    """The recorder's move after a stop (docs/bags.md) replaces its DDS participant: the
+    heap's step at the move is no leak, and each side is judged on its own (a leak after the
+    move still is one)."""
+    n = 60
+    stepped = [ResourceSample("bag_record", 0, 2.0 * i, 150_000, 20, 19,
+                              50_000 + (12_000 if i >= 30 else 0) + (i % 3) * 100,
+                              phase=int(i >= 30)) for i in range(n)]
+    found, prints, skipped = checks.resource_growth(stepped, 10.0, 10.0, BOUNDS)
+    assert found == [] and skipped == [] and [p.phase for p in prints] == [0, 1]
+    assert "after its move 1 to a new participant" in prints[1].tag
+    unmarked = [dataclasses.replace(r, phase=0) for r in stepped]
+    assert [v.check for v in checks.resource_growth(unmarked, 10.0, 10.0, BOUNDS)[0]] == [
+        "memory"]
+    leaking = [dataclasses.replace(r, anon_kib=r.anon_kib + (800 * i if r.phase else 0))
+               for i, r in enumerate(stepped)]
+    found, _, _ = checks.resource_growth(leaking, 10.0, 10.0, BOUNDS)
+    assert [v.check for v in found] == ["memory"] and "after its move 1" in found[0].detail
 
 
 # --- the report --------------------------------------------------------------------------------

@@ -17,16 +17,16 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
 
 from rclpy.context import Context
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from rosgraph_msgs.msg import Clock
 
-from excavator_common.command_age_node import take_waiting
 from excavator_common.dds_profile import use_project_profile
+from excavator_common.heap import release_free_pages
 from excavator_hil.bags.io import BagWriter, TopicQos
+from excavator_hil.bags.reader_links import ReaderLink, SeenSamples
 from excavator_hil.bags.tf import TF_TOPIC, TF_TYPE, TfDeriver, namespace_of
 from excavator_hil.errors import BagError
 from excavator_hil.sim_clock_map import SimClockMap
@@ -49,10 +49,17 @@ DISCOVER_PERIOD_S = 0.1   # the graph is asked for new topics this often [s]
 # a 100 Hz stream (the publishers keep RECORDED_STREAM_DEPTH for it, see docs/bags.md).
 RECORD_QOS_DEPTH = 1000
 TF_RATE_HZ = 30.0  # --tf: /tf per machine per second of bag time at most (viewers interpolate)
-
-
-def _unused(_msg: object) -> None:
-    """The subscriptions' callback, never run: no executor spins them (BagRecorder.poll)."""
+# A recorder that was stopped (SIGSTOP then SIGCONT: BagRecorder.note_continued), or whose
+# polls stood this long [s], subscribes again through a new DDS participant
+# (bags/reader_links.py): Fast DDS's shared-memory port watchdog takes a reader whose process
+# stood longer than its healthy_check_timeout_ms (1 s) for a dead one, and a writer can then
+# stay cut off from its port for good. Polls that stand are mostly a niced recorder on a busy
+# host, its DDS threads running: only a long stand is taken for a stopped process. The old
+# participant reads on for the overlap: until the new one has matched every writer the old one
+# had, REHOME_OVERLAP_S [s] (at least, at most).
+REHOME_AFTER_HOLD_UP_S = 5.0
+MOVED_TO_A_NEW_PARTICIPANT = "subscribed again through a new DDS participant"  # said in its log
+REHOME_OVERLAP_S = (1.0, 15.0)
 
 
 def message_class(msgtype: str) -> type:
@@ -80,8 +87,17 @@ class BagRecorder(Node):
         # --use-sim-time: /clock's samples map receive times to simulated time; the node's own
         # clock is not used (it would need an executor for its /clock)
         self.sim_clock = SimClockMap() if use_sim_time else None
-        self._clock_sub = (self.create_subscription(Clock, "/clock", _unused, RECORD_QOS_DEPTH)
-                           if use_sim_time else None)
+        # the participants the recorder reads through: the node itself, then one more after
+        # each hold-up (REHOME_AFTER_HOLD_UP_S); a sample taken through two is written once
+        self._links: list[ReaderLink] = [ReaderLink(self)]
+        self._seen = SeenSamples()
+        self._rehomed_at = -float("inf")   # [s monotonic]
+        self.rehomes = 0
+        self._name = self.get_name()
+        self._node_destroyed = False
+        self._continued = False            # SIGCONT came: the process had been stopped
+        if use_sim_time:
+            self._links[0].subscribe_clock(Clock, RECORD_QOS_DEPTH)
         # (received [ns wall], topic, CDR bytes) taken but not yet written: received after the
         # current poll began (the next poll orders them among what it takes), or, with
         # --use-sim-time, before any /clock came
@@ -98,7 +114,9 @@ class BagRecorder(Node):
         self.total = 0
         self.done = False
         self._subscribed: set[str] = set()
-        self._recorded: list[tuple[str, Any]] = []
+        # each recorded topic's message class and reader QoS; the transient-local ones
+        self._recorded: dict[str, tuple[type, QoSProfile]] = {}
+        self._latched: set[str] = set()
         # --tf: /tf derived from each recorded robot_description + joint_states (bags/tf.py)
         self.tf = TfDeriver(round(1e9 / tf_rate_hz)) if tf_rate_hz > 0 else None
         self._tf_error_said = False
@@ -109,12 +127,13 @@ class BagRecorder(Node):
 
     def discover(self) -> None:
         """Subscribe to the topics that gained a publisher (called every DISCOVER_PERIOD_S)."""
-        for topic, types in self.get_topic_names_and_types():
+        graph = self._links[-1].node    # the newest participant's view
+        for topic, types in graph.get_topic_names_and_types():
             if topic in self._subscribed or (self.topics is not None and topic not in self.topics):
                 continue
             if self.topics is None and topic in ("/rosout", "/parameter_events"):
                 continue
-            publishers = self.get_publishers_info_by_topic(topic)
+            publishers = graph.get_publishers_info_by_topic(topic)
             if not publishers:
                 continue
             qos = TopicQos(
@@ -139,8 +158,11 @@ class BagRecorder(Node):
                 durability=(DurabilityPolicy.TRANSIENT_LOCAL if qos.transient_local
                             else DurabilityPolicy.VOLATILE),
             )
-            subscription = self.create_subscription(cls, topic, _unused, profile, raw=True)
-            self._recorded.append((topic, subscription))
+            for link in self._links:
+                link.subscribe(topic, cls, profile)
+            self._recorded[topic] = (cls, profile)
+            if qos.transient_local:
+                self._latched.add(topic)
             self._subscribed.add(topic)
             self.get_logger().info(f"recording {topic} [{types[0]}]")
 
@@ -150,15 +172,26 @@ class BagRecorder(Node):
         topics). With ``stop_ns`` [ns wall], a message its publisher sent after it is dropped.
         Returns the topics that gave messages, and those that gave one sent after ``stop_ns``."""
         watermark = time.time_ns()   # taken before any take: all received by then is taken
-        self._note_hold_up()
-        if self._clock_sub is not None and self.sim_clock is not None:
-            for msg, info in take_waiting(self._clock_sub):
-                self.sim_clock.add(info["received_timestamp"],
-                                   msg.clock.sec * 1_000_000_000 + msg.clock.nanosec)
+        held_s = self._note_hold_up()
+        if stop_ns is None and len(self._links) == 1 and (
+                self._continued or held_s > REHOME_AFTER_HOLD_UP_S):
+            self._rehome("was stopped" if self._continued else f"stood {held_s:.1f} s")
+        self._continued = False
+        self._retire_links()
+        overlap = len(self._links) > 1   # a sample may come through two participants
+        if self.sim_clock is not None:
+            for link in self._links:
+                for msg, info in link.take_clock():
+                    if not overlap or self._seen.first_time("/clock", info):
+                        self.sim_clock.add(info["received_timestamp"],
+                                           msg.clock.sec * 1_000_000_000 + msg.clock.nanosec)
         gave: set[str] = set()
         after_stop: set[str] = set()
-        for topic, subscription in self._recorded:
-            for data, info in take_waiting(subscription):
+        for link in self._links:
+            for topic, data, info in link.take():
+                if ((overlap or topic in self._latched)
+                        and not self._seen.first_time(topic, info)):
+                    continue
                 gave.add(topic)
                 if stop_ns is not None and info["source_timestamp"] > stop_ns:
                     after_stop.add(topic)
@@ -169,11 +202,72 @@ class BagRecorder(Node):
         self._write_held(watermark)
         return gave, after_stop
 
-    def _note_hold_up(self) -> None:
+    def note_continued(self) -> None:
+        """The process goes on after a stop (call it from a SIGCONT handler): the next poll
+        subscribes again through a new participant."""
+        self._continued = True
+
+    def _note_hold_up(self) -> float:
+        """Note a poll that came HELD_UP_S late; returns the time since the last one [s]."""
         now = time.monotonic()
-        if now - self._polled_at > HELD_UP_S:
+        held_s = now - self._polled_at
+        if held_s > HELD_UP_S:
             self._held_up_at = now
         self._polled_at = now
+        return held_s
+
+    def _rehome(self, why: str) -> None:
+        """Subscribe to every recorded topic again through a new participant (its own rclpy
+        context), beside the present one (bags/reader_links.py says why)."""
+        from excavator_common.node_thread import NodeThread
+
+        self.rehomes += 1
+        fresh = NodeThread(f"{self._name}_{self.rehomes}")
+        link = ReaderLink(fresh.node, close=fresh.close)
+        for topic, (cls, profile) in self._recorded.items():
+            link.subscribe(topic, cls, profile)
+        if self.sim_clock is not None:
+            link.subscribe_clock(Clock, RECORD_QOS_DEPTH)
+        self._links.append(link)
+        self._rehomed_at = time.monotonic()
+        self.get_logger().warning(
+            f"{why}: {MOVED_TO_A_NEW_PARTICIPANT} "
+            f"('{fresh.node.get_name()}'), the old one reading on until it has matched every "
+            "writer (Fast DDS's shared-memory ports of a reader that stood, docs/bags.md)")
+
+    def _retire_links(self) -> None:
+        """End the older participant's reading once the newest has matched every writer it
+        had (at least REHOME_OVERLAP_S[0] after the move, at most REHOME_OVERLAP_S[1])."""
+        if len(self._links) < 2:
+            return
+        since = time.monotonic() - self._rehomed_at
+        old, new = self._links[0], self._links[-1]
+        if since < REHOME_OVERLAP_S[0] or (
+                since < REHOME_OVERLAP_S[1] and not new.matched_as_many_as(old)):
+            return
+        for link in self._links[:-1]:
+            link.release()
+            if link.node is self:
+                # the recorder's own node goes with its reading: its participant (threads,
+                # sockets, shared memory) goes with the context's last node, and the object
+                # keeps the bag and its state (its logger is by name)
+                self._destroy_own_node()
+        self._links = self._links[-1:]
+        self._seen.forget(keep=self._latched)
+        release_free_pages()   # the old participant's memory back to the system, not kept
+
+    def _destroy_own_node(self) -> None:
+        if not self._node_destroyed:
+            self._node_destroyed = True
+            super().destroy_node()
+
+    def destroy_node(self) -> None:
+        """The participants opened after stops go too (a NodeThread's close)."""
+        for link in self._links:
+            if link.close is not None:
+                link.release()
+        self._links = [link for link in self._links if link.close is None]
+        self._destroy_own_node()
 
     def _write_held(self, until_ns: int | None) -> None:
         """Write the held messages received up to ``until_ns`` (all with None), oldest first."""
@@ -205,7 +299,7 @@ class BagRecorder(Node):
         quiet_s = (DRAIN_RESEND_S if time.monotonic() - self._held_up_at < DRAIN_RESEND_S
                    else DRAIN_QUIET_S)
         deadline = time.monotonic() + bound_s
-        last = {topic: time.monotonic() for topic, _ in self._recorded}
+        last = {topic: time.monotonic() for topic in self._recorded}
         pending = set(last)
         while pending and not self.done and time.monotonic() < deadline:
             gave, after_stop = self.poll(stop_ns)
@@ -380,6 +474,8 @@ def record(output: str, topics: Sequence[str] | None, storage: str, duration_s: 
         print(f"error: {exc}")
         rclpy.try_shutdown()
         return 2
+    # a Ctrl-Z and fg, a SIGSTOP and SIGCONT: the shared-memory ports may be lost (REHOME_*)
+    signal.signal(signal.SIGCONT, lambda _signum, _frame: node.note_continued())
     deadline = time.monotonic() + duration_s if duration_s > 0 else float("inf")
     realtime.quiet_gc()   # start-up objects frozen: no full collection over them while recording
     realtime.apply_background_nice(background_nice)   # its participant exists: DDS spared

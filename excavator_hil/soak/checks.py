@@ -434,11 +434,20 @@ class Footprint:
     judged_s: float
     anon_start_kib: float = 0.0
     anon_end_kib: float = 0.0
+    phase: int = 0
+
+    @property
+    def tag(self) -> str:
+        return f"{self.process} (life {self.life}{_moved(self.phase)})"
 
     @property
     def growth(self) -> float:
         """Of the anonymous PSS (the heap): what a leak grows [fraction]."""
         return self.anon_end_kib / self.anon_start_kib - 1.0 if self.anon_start_kib else 0.0
+
+
+def _moved(phase: int) -> str:
+    return f", after its move {phase} to a new participant" if phase else ""
 
 
 def resource_growth(samples: Sequence[ResourceSample], warmup_s: float, window_s: float,
@@ -454,18 +463,18 @@ def resource_growth(samples: Sequence[ResourceSample], warmup_s: float, window_s
     rise of the median descriptors or threads (the soak keeps its first and last windows free
     of faults: a transient one during a fault comes and goes, a leak stays). A life with less
     than two windows after warm-up is listed as not judged."""
-    lives: dict[tuple[str, int], list[ResourceSample]] = {}
+    lives: dict[tuple[str, int, int], list[ResourceSample]] = {}
     for s in sorted(samples, key=lambda x: x.t):
-        lives.setdefault((s.process, s.life), []).append(s)
+        lives.setdefault((s.process, s.life, s.phase), []).append(s)
     found: list[Violation] = []
     prints: list[Footprint] = []
     skipped: list[str] = []
-    for (process, life), rows in sorted(lives.items()):
-        t_warm = rows[0].t + (first_life_warmup_s if life == 0 and first_life_warmup_s
-                              is not None else warmup_s)
+    for (process, life, phase), rows in sorted(lives.items()):
+        t_warm = rows[0].t + (first_life_warmup_s if life == 0 and phase == 0
+                              and first_life_warmup_s is not None else warmup_s)
         judged = [r for r in rows if r.t >= t_warm]
         if not judged or judged[-1].t - judged[0].t < 2.0 * window_s:
-            skipped.append(f"{process} (life {life}): "
+            skipped.append(f"{process} (life {life}{_moved(phase)}): "
                            f"{max(0.0, rows[-1].t - rows[0].t):.0f} s sampled, less than "
                            f"warm-up {t_warm - rows[0].t:g} s + 2 x {window_s:g} s")
             continue
@@ -479,9 +488,9 @@ def resource_growth(samples: Sequence[ResourceSample], warmup_s: float, window_s
                        math.ceil(statistics.median(r.threads for r in last)),
                        judged[-1].t - judged[0].t,
                        statistics.median(r.anon_kib for r in first),
-                       statistics.median(r.anon_kib for r in last))
+                       statistics.median(r.anon_kib for r in last), phase)
         prints.append(fp)
-        tag = f"{process} (life {life})"
+        tag = fp.tag
         if (fp.growth > bounds.memory_growth
                 and fp.anon_end_kib - fp.anon_start_kib > bounds.memory_growth_min_kib):
             found.append(Violation("memory", judged[-1].t, f"{tag}: anonymous PSS grew "

@@ -106,7 +106,9 @@ class ResourceSample:
     """One process's footprint: PSS [KiB] (/proc/<pid>/smaps_rollup) and its anonymous part
     (``Pss_Anon``: the heap, where a leak grows; the rest is mostly the libraries' pages, shared
     with every process on the host that maps them, so it moves when others come and go), open
-    file descriptors, threads; ``life`` counts its restarts (0 = as first started)."""
+    file descriptors, threads; ``life`` counts its restarts (0 = as first started), ``phase``
+    the recorder's moves to a new DDS participant within a life (after a stop: docs/bags.md),
+    each a new footprint, judged on its own."""
 
     process: str
     life: int
@@ -115,6 +117,7 @@ class ResourceSample:
     fds: int
     threads: int
     anon_kib: int = 0
+    phase: int = 0
 
 
 @dataclass

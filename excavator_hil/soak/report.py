@@ -135,7 +135,8 @@ def build_report(seed: int, minutes: float, schedule: Sequence[Fault], records: 
     lines += ["", "  footprint after warm-up (anonymous PSS MiB start -> end, PSS, fds, "
               "threads):"]
     for p in prints:
-        lines.append(f"    {p.process + f' ({p.life})':<18} {p.anon_start_kib / 1024:7.1f} -> "
+        name = p.process + (f" ({p.life}, moved {p.phase})" if p.phase else f" ({p.life})")
+        lines.append(f"    {name:<24} {p.anon_start_kib / 1024:7.1f} -> "
                      f"{p.anon_end_kib / 1024:7.1f} ({100 * p.growth:+.1f} %)  PSS "
                      f"{p.pss_start_kib / 1024:.1f} -> {p.pss_end_kib / 1024:.1f}  fds "
                      f"{p.fds_start} -> {p.fds_end}  threads {p.threads_start} -> "

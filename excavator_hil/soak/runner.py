@@ -34,6 +34,7 @@ import redis
 
 from excavator_common.clock_offset import realtime_minus_monotonic
 from excavator_common.dds_profile import use_project_profile
+from excavator_hil.bags.recorder import MOVED_TO_A_NEW_PARTICIPANT
 from excavator_hil.demo.options import DemoOptions
 from excavator_hil.local_services import ManagedProcess, free_port, stop_together, wait_for
 from excavator_hil.soak import checks
@@ -273,6 +274,7 @@ class Supervised:
     killed: bool = False            # ended by the soak: no unexpected exit
     held: bool = False              # kept down on purpose (a Redis restart): not respawned
     dead_since: float | None = None
+    phase: int = 0                  # the recorder's moves to a new participant (its log)
 
     @property
     def pid(self) -> int | None:
@@ -404,6 +406,8 @@ class Rig:
             if self.sampling and now >= next_sample:
                 next_sample = now + self.options.sample_period_s
                 for e in entries:
+                    if e.name == "bag_record" and isinstance(e.handle, ManagedProcess):
+                        e.phase = e.handle.log().count(MOVED_TO_A_NEW_PARTICIPANT)
                     sample = _footprint(e, now)
                     if sample is not None:
                         self.resources.append(sample)
@@ -482,7 +486,7 @@ def _footprint(e: Supervised, now: float) -> ResourceSample | None:
     except (OSError, ValueError):
         return None
     return ResourceSample(e.name, e.life, now, fields.get("Pss", 0), fds, threads,
-                          fields.get("Pss_Anon", 0))
+                          fields.get("Pss_Anon", 0), e.phase)
 
 
 # --- the fault injector ------------------------------------------------------------------------

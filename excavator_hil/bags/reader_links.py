@@ -1,0 +1,118 @@
+"""The recorder's DDS readers, and their move to a new participant after the recorder stood.
+
+Fast DDS's shared-memory transport takes a reader process that stood still longer than its
+port watchdog's ``healthy_check_timeout_ms`` (1 s by default; SIGSTOP, a debugger, a starved
+host) for a dead one: its writers and then the reader regenerate the reader's port, and a
+writer can be left sending into the old, unlinked segment for good (docs/deployment.md, "A
+known limit on shared memory"). The chaos soak's recorder, stopped 3.9 s, recorded nothing more
+from soil_node while it went on hearing sim_node. Under ``ROS_AUTOMATIC_DISCOVERY_RANGE=
+LOCALHOST`` rmw_fastrtps always adds that transport with Fast DDS's defaults, so no profile can
+take it out or lengthen the timeout.
+
+A new participant has new ports, which every writer opens afresh. After a hold-up the recorder
+therefore subscribes again through a new participant (:class:`ReaderLink`) while the old one
+goes on reading for an overlap, and records each sample once (:class:`SeenSamples`: a writer's
+GUID and the sample's sequence number name it on every reader). Samples are remembered only
+where a second reader can bring them again: during an overlap, and always for a latched
+(transient-local) topic, whose last sample every new reader is sent.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from excavator_common.command_age_node import take_waiting
+
+# How many samples of a topic are remembered to be known again [samples]: they come again on a
+# second reader only within an overlap (REHOME_OVERLAP_S), well under this at 100 Hz, and a
+# latched topic's sample (robot_description) is all its writer sends.
+SEEN_PER_TOPIC = 4096
+
+
+class SeenSamples:
+    """Which samples of each topic were taken already, by writer and sequence number."""
+
+    def __init__(self, per_topic: int = SEEN_PER_TOPIC) -> None:
+        if per_topic < 1:
+            raise ValueError(f"per_topic {per_topic} must be >= 1")
+        self.per_topic = per_topic
+        self._order: dict[str, deque[tuple[bytes, int]]] = {}
+        self._seen: dict[str, set[tuple[bytes, int]]] = {}
+        self.repeated = 0   # samples taken a second time (through another reader) and dropped
+
+    def first_time(self, topic: str, info: dict[str, Any]) -> bool:
+        """True for a sample not taken before; remembers it. A sample whose info names no
+        writer or sequence number (another rmw) is always new."""
+        gid = info.get("publisher_gid")
+        seq = info.get("publication_sequence_number")
+        if not isinstance(gid, dict) or not isinstance(seq, int):
+            return True
+        key = (bytes(gid.get("data", b"")), seq)
+        seen = self._seen.setdefault(topic, set())
+        if key in seen:
+            self.repeated += 1
+            return False
+        order = self._order.setdefault(topic, deque())
+        if len(order) >= self.per_topic:
+            seen.discard(order.popleft())
+        order.append(key)
+        seen.add(key)
+        return True
+
+    def forget(self, keep: set[str] | frozenset[str] = frozenset()) -> None:
+        """Forget every topic's samples but those of ``keep``'s topics."""
+        for topic in [t for t in self._seen if t not in keep]:
+            del self._seen[topic], self._order[topic]
+
+
+@dataclass
+class ReaderLink:
+    """The recorder's subscriptions on one node (one DDS participant).
+
+    ``subscribe(node, topic, cls, qos)`` creates one (``raw=True``, no callback run: the
+    recorder takes), ``release()`` ends the link: its subscriptions, and the node and context
+    where the link owns them (``close``)."""
+
+    node: Any
+    close: Callable[[], object] | None = None      # the owned node's end (NodeThread.close)
+    subscriptions: dict[str, Any] = field(default_factory=dict)
+    clock: Any = None                              # /clock, deserialized (--use-sim-time)
+
+    def subscribe(self, topic: str, cls: type, qos: Any) -> None:
+        if topic not in self.subscriptions:
+            self.subscriptions[topic] = self.node.create_subscription(
+                cls, topic, _unused, qos, raw=True)
+
+    def subscribe_clock(self, cls: type, depth: int) -> None:
+        self.clock = self.node.create_subscription(cls, "/clock", _unused, depth)
+
+    def take(self) -> list[tuple[str, Any, dict[str, Any]]]:
+        """Every ``(topic, CDR bytes, info)`` waiting, topic by topic."""
+        return [(topic, data, info) for topic, sub in self.subscriptions.items()
+                for data, info in take_waiting(sub)]
+
+    def take_clock(self) -> list[tuple[Any, dict[str, Any]]]:
+        return take_waiting(self.clock) if self.clock is not None else []
+
+    def matched_as_many_as(self, other: ReaderLink) -> bool:
+        """Whether each subscription here has matched as many writers as ``other``'s of the
+        same topic (the new participant's discovery done)."""
+        return all(topic in self.subscriptions
+                   and self.subscriptions[topic].get_publisher_count() >= sub.get_publisher_count()
+                   for topic, sub in other.subscriptions.items())
+
+    def release(self) -> None:
+        """End the link: its subscriptions, and its node where it owns it."""
+        for sub in [*self.subscriptions.values(), *([self.clock] if self.clock else [])]:
+            self.node.destroy_subscription(sub)
+        self.subscriptions.clear()
+        self.clock = None
+        if self.close is not None:
+            self.close()
+
+
+def _unused(_msg: object) -> None:
+    """The subscriptions' callback, never run: no executor spins them."""

@@ -1,0 +1,221 @@
+"""The recorder after a stop of its process: it subscribes again through a new DDS participant
+and writes every message once (excavator_hil/bags/reader_links.py says why: Fast DDS's
+shared-memory port of a reader that stood can leave a writer cut off from it for good, which
+the chaos soak's recorder met once). The cut itself is a race of Fast DDS's that cannot be made
+on demand: the tests stop the recorder for real (its process: SIGSTOP, SIGCONT), and make an
+old participant deaf by hand to show that the new one alone records."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers import NodeProcess, RosTestNode, wait_for
+from sensor_msgs.msg import JointState
+
+from excavator_hil.bags.io import TYPESTORE, read_bag
+from excavator_hil.bags.reader_links import SeenSamples
+
+TOPIC = "/rehome_test/joints"
+
+
+def _joint_state(i: int) -> JointState:
+    msg = JointState()
+    msg.name = ["swing"]
+    msg.position = [float(i)]
+    return msg
+
+
+def _positions(bag: Path) -> list[float]:
+    return [TYPESTORE.deserialize_cdr(m.data, m.msgtype).position[0]
+            for m in read_bag(bag).messages]
+
+
+def _footprint(pid: int) -> tuple[int, int]:
+    """(threads, open descriptors) of process ``pid``."""
+    return len(os.listdir(f"/proc/{pid}/task")), len(os.listdir(f"/proc/{pid}/fd"))
+
+
+@pytest.fixture
+def probe() -> Iterator[RosTestNode]:
+    node = RosTestNode("rehome_probe")
+    yield node
+    node.close()
+
+
+def _info(gid: bytes, seq: int) -> dict[str, object]:
+    return {"publisher_gid": {"implementation_identifier": "rmw_fastrtps_cpp", "data": gid},
+            "publication_sequence_number": seq}
+
+
+def test_a_sample_is_new_once_per_writer_and_sequence_number() -> None:
+    seen = SeenSamples(per_topic=3)
+    assert seen.first_time("/a", _info(b"w1", 1))
+    assert not seen.first_time("/a", _info(b"w1", 1))       # the same sample, another reader
+    assert seen.first_time("/a", _info(b"w2", 1))           # another writer's first
+    assert seen.first_time("/b", _info(b"w1", 1))           # another topic
+    assert seen.repeated == 1
+    for seq in (2, 3, 4):                                   # the oldest of /a forgotten
+        assert seen.first_time("/a", _info(b"w1", seq))
+    assert seen.first_time("/a", _info(b"w1", 1))
+    assert seen.first_time("/a", {"publication_sequence_number": None})   # nothing names it
+    assert seen.first_time("/a", {"publication_sequence_number": None})
+    seen.forget(keep={"/b"})                               # the overlap over: /b is latched
+    assert seen.first_time("/a", _info(b"w1", 4)) and not seen.first_time("/b", _info(b"w1", 1))
+    with pytest.raises(ValueError, match="per_topic 0 must be >= 1"):
+        SeenSamples(0)
+
+
+class _Sender:
+    """Publishes JointState i = 0, 1, ... on TOPIC every 10 ms from the probe."""
+
+    def __init__(self, probe: RosTestNode) -> None:
+        self.pub = probe.node.create_publisher(JointState, TOPIC, 1000)
+        self.sent = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.pub.publish(_joint_state(self.sent))
+            self.sent += 1
+            time.sleep(0.01)
+
+    def start(self) -> _Sender:
+        self._thread.start()
+        return self
+
+    def stop(self) -> int:
+        self._stop.set()
+        self._thread.join(5.0)
+        return self.sent
+
+
+def _poll_for(rec: Any, seconds: float) -> None:
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        rec.poll()
+        time.sleep(0.02)
+
+
+@contextlib.contextmanager
+def _recording(probe: RosTestNode, bag: Path) -> Iterator[tuple[Any, _Sender]]:
+    """An in-process recorder of TOPIC (the probe's context) subscribed, and the sender
+    started; the bag closed at the end."""
+    from excavator_hil.bags.recorder import BagRecorder
+
+    rec = BagRecorder(bag, [TOPIC], context=probe.context)
+    sender = _Sender(probe)
+    try:
+        wait_for(lambda: rec.discover() or sender.pub.get_subscription_count() > 0, 20.0,
+                 "the recorder to subscribe")
+        time.sleep(0.3)       # matched on the recorder's side too
+        sender.start()
+        yield rec, sender
+    finally:
+        sender.stop()
+        rec.close()
+        rec.destroy_node()
+
+
+def test_after_a_stop_each_message_is_written_once_through_both_participants(
+        probe: RosTestNode, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The old participant reads on while the new one matches: both take the same messages
+    for a while (the overlap held open here until the new one has taken some), and each is
+    written once, none missing; then the old one's reading ends."""
+    from excavator_hil.bags import recorder
+
+    monkeypatch.setattr(recorder, "REHOME_OVERLAP_S", (60.0, 120.0))
+    bag = tmp_path / "both"
+    with _recording(probe, bag) as (rec, sender):
+        _poll_for(rec, 0.5)
+        rec.note_continued()
+        rec.poll()
+        assert rec.rehomes == 1 and len(rec._links) == 2
+        new = rec._links[-1]
+        wait_for(lambda: rec.poll() and rec._seen.repeated > 10, 30.0,
+                 lambda: f"messages through both participants (new one matched "
+                 f"{new.subscriptions[TOPIC].get_publisher_count()} writers)", 0.02)
+        monkeypatch.setattr(recorder, "REHOME_OVERLAP_S", (0.0, 120.0))
+        rec.poll()
+        assert rec._links == [new]
+        _poll_for(rec, 0.3)
+        sent = sender.stop()
+        time.sleep(0.3)
+        rec.poll()
+    assert _positions(bag) == [float(i) for i in range(sent)]
+
+
+def test_a_deaf_old_participant_loses_nothing_once_the_new_one_has_matched(
+        probe: RosTestNode, tmp_path: Path) -> None:
+    """The cut, made by hand: right after the move the old participant hears nothing more.
+    Every message sent once the new participant has matched the writer is written, once and in
+    order, and the old participant's reading ends at the overlap's shortest."""
+    bag = tmp_path / "deaf"
+    with _recording(probe, bag) as (rec, sender):
+        _poll_for(rec, 0.3)
+        rec.note_continued()
+        rec.poll()
+        old, new = rec._links
+        for sub in old.subscriptions.values():      # deaf: its subscriptions gone
+            old.node.destroy_subscription(sub)
+        old.subscriptions.clear()
+        wait_for(lambda: new.subscriptions[TOPIC].get_publisher_count() > 0, 20.0,
+                 "the new participant to match the writer")
+        time.sleep(0.3)       # matched on the writer's side too
+        first_after = sender.sent
+        _poll_for(rec, 1.5)
+        assert rec._links == [new]
+        sent = sender.stop()
+        time.sleep(0.3)
+        rec.poll()
+    positions = _positions(bag)
+    assert positions == sorted(set(positions)), "a message twice or out of order"
+    assert positions[-(sent - first_after):] == [float(i) for i in range(first_after, sent)]
+
+
+def test_bag_record_stopped_and_continued_subscribes_again_and_loses_nothing(
+        probe: RosTestNode, tmp_path: Path) -> None:
+    """``excavator-hil bag record`` stopped for 1.5 s (longer than Fast DDS's shared-memory
+    watchdog's 1 s) while messages come, then continued: it says it subscribed through a new
+    participant, and the bag holds every message sent, once, in order."""
+    bag = tmp_path / "stopped"
+    rec = NodeProcess("excavator_hil.cli", ["bag", "record", TOPIC, "-o", str(bag)],
+                      log_dir=tmp_path)
+    sender = _Sender(probe)
+    try:
+        wait_for(lambda: sender.pub.get_subscription_count() > 0, 30.0,
+                 lambda: f"the recorder to subscribe; its log:\n{rec.log()}")
+        time.sleep(0.5)
+        sender.start()
+        time.sleep(0.5)
+        before = _footprint(rec.pid)
+        os.kill(rec.pid, signal.SIGSTOP)
+        try:
+            time.sleep(1.5)
+        finally:
+            os.kill(rec.pid, signal.SIGCONT)
+        wait_for(lambda: "subscribed again through a new DDS participant" in rec.log(), 30.0,
+                 lambda: f"the recorder's move; its log:\n{rec.log()}")
+        time.sleep(2.0)   # the new participant takes over (the old reads on until then)
+        # ... and the old one is gone: a participant's threads and descriptors, not two
+        wait_for(lambda: all(a <= b + 2 for a, b in zip(_footprint(rec.pid), before,
+                                                         strict=True)), 20.0,
+                 lambda: f"the old participant gone: threads, descriptors {before} before the "
+                 f"stop, {_footprint(rec.pid)} now; its log:\n{rec.log()}")
+        sent = sender.stop()
+        time.sleep(0.5)
+        os.kill(rec.pid, signal.SIGINT)
+        assert rec.proc.wait(30) == 0, rec.log()
+    finally:
+        sender.stop()
+        rec.stop()
+    assert "was stopped: subscribed again" in rec.log()
+    assert _positions(bag) == [float(i) for i in range(sent)], rec.log()
