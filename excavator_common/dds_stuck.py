@@ -57,11 +57,13 @@ def _threads_on_a_lock() -> dict[str, str]:
     return found
 
 
-def stuck_dds_threads(samples: int = 4, interval_s: float = 0.05) -> list[str]:
+def stuck_dds_threads(samples: int = 11, interval_s: float = 0.1) -> list[str]:
     """The Fast DDS threads of this process found waiting for the same held mutex in each of
-    ``samples`` looks ``interval_s`` [s] apart (a healthy one waits for a lock for
-    microseconds); empty for a healthy process, and where ``/proc`` tells nothing. Returns at
-    the first look that finds none, so a healthy process pays one look."""
+    ``samples`` looks ``interval_s`` [s] apart; empty for a healthy process, and where
+    ``/proc`` tells nothing. A healthy thread waits for a lock for microseconds, but on a host
+    whose cores are all taken the holder may wait its turn for a good fraction of a second:
+    the default looks span a second before a thread is called stuck. Returns at the first
+    look that finds none, so a healthy process pays one look."""
     if samples < 1 or not interval_s >= 0.0:
         raise ValueError(f"samples {samples} must be >= 1 and interval_s {interval_s} >= 0")
     stuck = _threads_on_a_lock()

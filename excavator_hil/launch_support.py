@@ -662,6 +662,9 @@ ARGUMENTS: dict[str, LaunchArgument] = {a.name: a for a in (
     _param_file("plant_link", "plant_link", " (exchange rate, write allow-list; the PLC "
                 "connection, model and blocks come from plc_params)"),
     LaunchArgument("virtual_plc_port", "TCP port of the virtual PLC's S7 server", "1102"),
+    _param_file("virtual_plc", "the virtual PLC's plant and watchdog", " (--plant-config: "
+                "its watchdog times, built-in plant and HIL program; the data blocks come from "
+                "plc_params)"),
     LaunchArgument("dashboard", "browser dashboard on http://127.0.0.1:8080/ "
                    "(dashboard.launch.py for its own arguments)", "false", BOOL),
     LaunchArgument("host", "interface the web page binds (not loopback: needs token)",
@@ -739,7 +742,8 @@ LAUNCH_FILES: dict[str, tuple[str | LaunchArgument, ...]] = {
         _A["namespace"].but(description="ROS namespace of the bridge's node and topics"),
         _A["use_sim_time"].but(default="false", description="use /clock (true needs sim_node "
                                "with use_sim_time true, or bag play --clock)"),
-        *_BRIDGE[2:], _PLANT_BRIDGE, "plant_link_params", *_SUPERVISION, *_REALTIME),
+        *_BRIDGE[2:], "virtual_plc_params", _PLANT_BRIDGE, "plant_link_params",
+        *_SUPERVISION, *_REALTIME),
     # everything of sim.launch.py and bridge.launch.py (forwarded to both), and the dashboard
     "excavator.launch.py": (
         *_SIM[:4],
@@ -754,7 +758,8 @@ LAUNCH_FILES: dict[str, tuple[str | LaunchArgument, ...]] = {
         "redis_url", "model",
         _A["virtual_plc"].but(default="true", description="use the virtual PLC instead of real "
                               "hardware (false: the PLC at plc_host)"),
-        "virtual_plc_port", _PLANT_LOOP, "plant_link_params", "dashboard", "foxglove",
+        "virtual_plc_port", "virtual_plc_params", _PLANT_LOOP, "plant_link_params",
+        "dashboard", "foxglove",
         "foxglove_host", "foxglove_port", *_SUPERVISION, *_REALTIME),
     "dashboard.launch.py": (
         _A["namespace"].but(description="ROS namespace of the excavator to show and drive"),
@@ -780,6 +785,7 @@ LAUNCH_FILES: dict[str, tuple[str | LaunchArgument, ...]] = {
         "db_base",
         _A["virtual_plc_port"].but(description="S7 port of the first machine's virtual PLC; "
                                    "machine k uses this + k"),
+        "virtual_plc_params",
         "model",
         _A["machine"].but(description="machine preset of every machine (a name in "
                           "config/machines/ or a file; empty = the default tracked machine), "

@@ -76,7 +76,8 @@ def _nodes(context: LaunchContext) -> list[Action]:
             arguments=["--port", str(port), "--model", model,
                        *(f"--vehicle={k.split('.')[-1]}={v}" for k, v in machine_overrides.items()
                          if k.startswith("vehicle.")),
-                       "--config", params, "--rt-priority", str(plan.plc_rt_priority),
+                       "--config", params, "--plant-config", arg("virtual_plc_params"),
+                       "--rt-priority", str(plan.plc_rt_priority),
                        # closed: the simulated machine is the plant (plant_in / plant_out)
                        "--plant-mode", "external" if closed else "internal"])
     bridge: dict[str, Any] = {

@@ -184,7 +184,8 @@ def _machines(context: LaunchContext) -> list[Action]:
                 "--port", str(plc_port + k), "--model", model,
                 *(f"--vehicle={key.split('.')[-1]}={v}" for key, v in overrides.items()
                   if key.startswith("vehicle.")),
-                "--config", arg("plc_params"), "--rt-priority", str(plan.plc_rt_priority),
+                "--config", arg("plc_params"), "--plant-config", arg("virtual_plc_params"),
+                "--rt-priority", str(plan.plc_rt_priority),
                 "--plant-mode", "external" if closed else "internal"]),
             *node("plc_bridge", ns, parameters=[arg("plc_params"), bridge]),
         ]

@@ -238,8 +238,9 @@ class RefusalWatch:
             return Refusal(reason, (
                 f"the PLC refuses this bridge's writes as stale (stale_seq): its last accepted "
                 f"seq is not one of this bridge's (plc.monitor.state.seq_accepted, "
-                f"plc.bridge.seq); this bridge re-synchronises {self.quiet_s:g} s after "
-                f"it last moved"), stale=True)
+                f"plc.bridge.seq): another writer on {db}, or one that paused and goes on; "
+                f"run one bridge per PLC (this one re-synchronises {self.quiet_s:g} s after "
+                f"the PLC's seq_accepted last moved)"), stale=True)
         texts = {
             "watchdog_tripped": "its watchdog on the bridge's alive counter is tripped (the "
                                 "bridge or its link stalled longer than the PLC's watchdog "

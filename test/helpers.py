@@ -535,6 +535,21 @@ def loaded_host_plc_params(path: Path) -> Path:
     return loaded_host_params("plc.yaml", LOADED_HOST_BRIDGE, path)
 
 
+# The virtual PLCs' watchdogs for a whole fleet on a loaded test host: a fresh-clone run with
+# one core busy saw a fleet's bridge cycles take up to 0.43 s (each a write and a read to a
+# virtual PLC waiting its turn for a core), so the PLC's 0.25 s watchdog on the bridge's alive
+# counter tripped again and again and machine 2 never drove in 120 s (the product doing its
+# job: a link that slow must not drive). The watchdogs themselves are tested in
+# test_virtual_plc*.py and test_hil_faults.py.
+LOADED_HOST_VIRTUAL_PLC = {"watchdog_timeout_s": 2.0, "plant_watchdog_timeout_s": 2.0}
+
+
+def loaded_host_virtual_plc_params(path: Path) -> Path:
+    """config/virtual_plc.yaml with ``LOADED_HOST_VIRTUAL_PLC``'s watchdogs, written to
+    ``path`` (a launch's ``virtual_plc_params:=``)."""
+    return loaded_host_params("virtual_plc.yaml", LOADED_HOST_VIRTUAL_PLC, path)
+
+
 def set_parameters(probe: RosTestNode, node: str, values: dict[str, Any],
                    timeout: float = 30.0) -> list[tuple[bool, str]]:
     """``ros2 param set`` over DDS: one SetParameters call to ``node`` (its full name, e.g.

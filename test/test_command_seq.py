@@ -261,6 +261,15 @@ def test_another_writer_is_named_and_a_new_session_waits_until_it_is_quiet() -> 
     assert not watch.resync_due(clock(), seq)                 # once per quiet_s
     first = seq.start_session(to_dint(other + 29))
     assert seq_newer(first % SEQ_MODULUS, other + 29)
+    # the other writer goes on after its pause: the PLC refuses its old seqs, and the value it
+    # last accepted is neither this session's nor newer than it; the cause is still named
+    watch.new_session()
+    watch.update(clock(), other + 29, 40, refusal_code("stale_seq"), seq)
+    seq.next()
+    watch.update(clock(), other + 29, 41, refusal_code("stale_seq"), seq)
+    assert watch.refusal is not None and watch.refusal.stale
+    assert "another writer on DB100" in watch.refusal.detail
+    assert "1 s after the PLC's seq_accepted last moved" in watch.refusal.detail
 
 
 def test_refusals_of_writes_not_ours_while_the_plc_takes_ours_say_so() -> None:

@@ -22,7 +22,14 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import REPO, free_port, loaded_host_plc_params, not_shown, wait_for
+from helpers import (
+    REPO,
+    free_port,
+    loaded_host_plc_params,
+    loaded_host_virtual_plc_params,
+    not_shown,
+    wait_for,
+)
 
 LIMIT_S = 90.0      # start-up of 12 processes on a loaded 2-core machine
 
@@ -118,7 +125,9 @@ def test_two_machines_under_ros2_launch(fleet, redis_server, ros_node, tmp_path)
          # ros2/rmw_fastrtps#860), and the required node stopped the fleet. An unattended rig
          # restarts such a node (docs/deployment.md): so does this test
          "respawn:=true",
-         f"plc_params:={loaded_host_plc_params(tmp_path / 'plc.yaml')}"], stdout=log,
+         f"plc_params:={loaded_host_plc_params(tmp_path / 'plc.yaml')}",
+         f"virtual_plc_params:={loaded_host_virtual_plc_params(tmp_path / 'vplc.yaml')}"],
+        stdout=log,
         stderr=subprocess.STDOUT, env=env, start_new_session=True)
     heartbeat = Heartbeat(f"{redis_server.url[:-2]}/1", 0.25)
     try:

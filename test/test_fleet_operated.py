@@ -38,6 +38,7 @@ from helpers import (
     latest_values,
     loaded_host_params,
     loaded_host_plc_params,
+    loaded_host_virtual_plc_params,
     wait_for,
 )
 
@@ -122,6 +123,7 @@ def test_teleop_and_dashboard_drive_machine_2_while_machine_1_stays_still(
          "dashboard:=true", f"port:={web_port}", "foxglove:=true",
          f"foxglove_port:={free_port()}",
          f"plc_params:={loaded_host_plc_params(tmp_path / 'plc.yaml')}",
+         f"virtual_plc_params:={loaded_host_virtual_plc_params(tmp_path / 'vplc.yaml')}",
          "teleop_params:=" + str(loaded_host_params("teleop.yaml", LOADED_HOST_TELEOP,
                                                     tmp_path / "teleop.yaml"))],
         stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
