@@ -74,3 +74,11 @@ def stuck_dds_threads(samples: int = 11, interval_s: float = 0.1) -> list[str]:
         again = _threads_on_a_lock()
         stuck = {k: v for k, v in stuck.items() if again.get(k) == v}
     return sorted(stuck)
+
+
+def left_undestroyed(node_name: str, stuck: list[str]) -> str:
+    """What a process says when it leaves node ``node_name`` undestroyed on the ``stuck``
+    threads (destroying it would block the process for good, holding the GIL)."""
+    return (f"node '{node_name}' left undestroyed: Fast DDS threads {', '.join(stuck)} wait on "
+            "a lock for good (the discovery deadlock of Fast DDS 3.2, docs/deployment.md); "
+            "destroying it would hang the process")

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from excavator_common.dds_profile import use_project_profile
-from excavator_common.dds_stuck import stuck_dds_threads
+from excavator_common.dds_stuck import left_undestroyed, stuck_dds_threads
 
 
 class NodeThread:
@@ -102,10 +102,7 @@ class NodeThread:
         stuck = stuck_dds_threads()
         if stuck:
             _ABANDONED.append(self)
-            print(f"node '{self.node.get_name()}' left undestroyed: this process's Fast DDS "
-                  f"threads {', '.join(stuck)} wait on a lock for good (the "
-                  "discovery deadlock of Fast DDS 3.2, docs/deployment.md); destroying it "
-                  "would hang the process", file=sys.stderr, flush=True)
+            print(left_undestroyed(self.node.get_name(), stuck), file=sys.stderr, flush=True)
             self._closed = False
             return False
         self.node.destroy_node()

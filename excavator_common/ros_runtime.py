@@ -29,7 +29,7 @@ from rclpy.node import Node
 
 from excavator_common import hang_watchdog, realtime, stall_probe, supervisor_watch
 from excavator_common.dds_profile import use_project_profile
-from excavator_common.dds_stuck import stuck_dds_threads
+from excavator_common.dds_stuck import left_undestroyed, stuck_dds_threads
 from excavator_common.errors import ConfigurationError, ParameterError
 from excavator_common.hang_watchdog import HangWatchdog, timeout_from_environment
 from excavator_common.node_args import NodeUsage, check_command_line
@@ -331,9 +331,7 @@ def _clean_up_quietly(node: Node | None, cleanup: Callable[[], None] | None) -> 
         if stuck:
             # destroying it would block for good, holding the GIL: the process ends without
             # (its callers end by os._exit), now rather than at the hang watchdog's deadline
-            print(f"[WARN] node '{node.get_name()}' left undestroyed: Fast DDS threads "
-                  f"{', '.join(stuck)} wait on a lock for good (the discovery deadlock of "
-                  "Fast DDS 3.2, docs/deployment.md)", file=sys.stderr, flush=True)
+            print(f"[WARN] {left_undestroyed(node.get_name(), stuck)}", file=sys.stderr, flush=True)
             return
         node.destroy_node()
 
