@@ -175,10 +175,9 @@ NODE_CHILD = textwrap.dedent("""
 
 def test_a_node_process_on_a_stuck_fast_dds_ends_at_its_ctrl_c_without_destroying() -> None:
     """run_node's clean-up (every node executable): its own clean-up runs, the destroy that
-    would block for good is skipped and said, and the process exits 0 at once instead of
-    at the hang watchdog's deadline."""
+    would block for good is skipped and said, and the process exits 0 (no hang watchdog is
+    armed here: without the skip it would be the watchdog's deadline, not an exit)."""
     import signal
-    import time
 
     proc = subprocess.Popen([sys.executable, "-c", NODE_CHILD], cwd=REPO, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -186,10 +185,8 @@ def test_a_node_process_on_a_stuck_fast_dds_ends_at_its_ctrl_c_without_destroyin
         assert proc.stdout is not None
         assert proc.stdout.readline().strip() == "SPINNING"
         proc.send_signal(signal.SIGINT)
-        t0 = time.monotonic()
         out, err = proc.communicate(timeout=60)
         assert proc.returncode == 0, err
-        assert time.monotonic() - t0 < 30.0, "ended only past a deadline"
         assert "CLEANED UP" in out
         assert "node 'stuck_test_node' left undestroyed" in err and "dds.ev.65005" in err, err
     finally:
