@@ -13,7 +13,8 @@ A new participant has new ports, which every writer opens afresh. After a hold-u
 therefore subscribes again through a new participant (:class:`ReaderLink`) while the old one
 goes on reading for an overlap, and records each sample once (:class:`SeenSamples`: a writer's
 GUID and the sample's sequence number name it on every reader). Samples are remembered only
-where a second reader can bring them again: during an overlap, and always for a latched
+where a second reader can bring them again: during an overlap, after it until the reader left
+has passed what the retired one took (it may lag a poll behind), and always for a latched
 (transient-local) topic, whose last sample every new reader is sent.
 """
 
@@ -41,6 +42,7 @@ class SeenSamples:
         self.per_topic = per_topic
         self._order: dict[str, deque[tuple[bytes, int]]] = {}
         self._seen: dict[str, set[tuple[bytes, int]]] = {}
+        self._settling: dict[str, dict[bytes, int]] = {}   # topic: writer: newest seq known
         self.repeated = 0   # samples taken a second time (through another reader) and dropped
 
     def first_time(self, topic: str, info: dict[str, Any]) -> bool:
@@ -60,12 +62,37 @@ class SeenSamples:
             seen.discard(order.popleft())
         order.append(key)
         seen.add(key)
+        self._note_settled(topic, *key)
         return True
 
-    def forget(self, keep: set[str] | frozenset[str] = frozenset()) -> None:
-        """Forget every topic's samples but those of ``keep``'s topics."""
-        for topic in [t for t in self._seen if t not in keep]:
-            del self._seen[topic], self._order[topic]
+    def watches(self, topic: str) -> bool:
+        """Whether ``topic``'s samples must go through :meth:`first_time`: those of an overlap,
+        of a settling reader (:meth:`settle`) and of a latched topic."""
+        return topic in self._seen
+
+    def settle(self, keep: set[str] | frozenset[str] = frozenset()) -> None:
+        """The overlap is over, one reader is left; ``keep``'s (latched) topics stay known.
+
+        The reader left may still bring a sample the retired one took first: it lagged by a
+        poll. A writer's samples come in order on one reader, so its samples stay known until
+        this reader brings one newer than any known, and then are forgotten (a topic whose
+        writers have all done so is no longer watched)."""
+        self._settling = {}
+        for topic, keys in self._seen.items():
+            if topic in keep:
+                continue
+            newest: dict[bytes, int] = {}
+            for gid, seq in keys:
+                newest[gid] = max(seq, newest.get(gid, seq))
+            self._settling[topic] = newest
+
+    def _note_settled(self, topic: str, gid: bytes, seq: int) -> None:
+        settling = self._settling.get(topic)
+        if settling is None or gid not in settling or seq <= settling[gid]:
+            return
+        del settling[gid]
+        if not settling:
+            del self._settling[topic], self._seen[topic], self._order[topic]
 
 
 @dataclass

@@ -182,14 +182,15 @@ class BagRecorder(Node):
         if self.sim_clock is not None:
             for link in self._links:
                 for msg, info in link.take_clock():
-                    if not overlap or self._seen.first_time("/clock", info):
+                    if not (overlap or self._seen.watches("/clock")) or self._seen.first_time(
+                            "/clock", info):
                         self.sim_clock.add(info["received_timestamp"],
                                            msg.clock.sec * 1_000_000_000 + msg.clock.nanosec)
         gave: set[str] = set()
         after_stop: set[str] = set()
         for link in self._links:
             for topic, data, info in link.take():
-                if ((overlap or topic in self._latched)
+                if ((overlap or topic in self._latched or self._seen.watches(topic))
                         and not self._seen.first_time(topic, info)):
                     continue
                 gave.add(topic)
@@ -253,7 +254,7 @@ class BagRecorder(Node):
                 # keeps the bag and its state (its logger is by name)
                 self._destroy_own_node()
         self._links = self._links[-1:]
-        self._seen.forget(keep=self._latched)
+        self._seen.settle(keep=self._latched)
         release_free_pages()   # the old participant's memory back to the system, not kept
 
     def _destroy_own_node(self) -> None:
