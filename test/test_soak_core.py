@@ -51,7 +51,8 @@ from plc_bridge.config import load_config
 
 BOUNDS = SoakBounds(stale_command_s=0.25, clock_margin_s=0.001, drive_stop_s=0.715,
                     drive_rearm_s=10.0, dig_rearm_s=3.2, startup_s=90.0, respawn_delay_s=2.0,
-                    bag_gap_s=0.2, stopped_m_s=0.005, drive_stop_scans=143,
+                    bag_gap_s=0.2, bag_unwritten_s=0.52, stopped_m_s=0.005,
+                    drive_stop_scans=143,
                     memory_growth=0.05)
 
 
@@ -272,6 +273,15 @@ def test_the_bag_must_hold_what_was_published_outside_fault_windows() -> None:
     found, _, _ = checks.bag_gaps({"joint_states": stamps}, streams, [not_a_source], BOUNDS,
                                   100.0, 120.0)
     assert len(found) == 1
+    # a killed recorder loses what it had taken but not yet written: bag_unwritten_s before
+    # its kill is excused, more is not
+    kill = _fault(SIGKILL, "bag_record", 105.0, 107.0, restarted=True)
+    for lost_from, violations in ((54.6, 0), (54.0, 1)):
+        lacking = [s.stamp_s for s in observed if not lost_from < s.stamp_s < 57.0]
+        found, excused, _ = checks.bag_gaps({"joint_states": lacking}, streams, [kill], BOUNDS,
+                                            100.0, 120.0)
+        assert len(found) == violations, (lost_from, found)
+        assert len(excused) == 1 - violations, (lost_from, excused)
     # a few messages lost here and there: counted, not a gap
     sparse = [x for i, x in enumerate(s.stamp_s for s in observed) if i % 50]
     found, _, losses = checks.bag_gaps({"joint_states": sparse}, streams, [], BOUNDS, 100.0,

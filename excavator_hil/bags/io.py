@@ -14,7 +14,7 @@ import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 from rosbags.highlevel import AnyReader, AnyReaderError
 from rosbags.interfaces import (
@@ -118,6 +118,20 @@ class BagWriter:
         self._writer.write(self._connections[topic], timestamp_ns, data)
         self.counts[topic] += 1
 
+    def flush(self) -> None:
+        """Put the messages written so far into the file, where :func:`salvage_bag` finds them
+        if the recorder is killed. rosbags' MCAP writer holds messages in a pending chunk until
+        it passes 1 MiB (seconds of the demo's topics): that chunk is closed here and the file
+        flushed to the OS. rosbags' sqlite3 writer commits only at its close: its transaction
+        is committed here (the database then holds them; :func:`salvage_bag` reads MCAP)."""
+        storage: Any = self._writer.storage
+        chunk = getattr(storage, "chunk", None)
+        if chunk is not None and any(chunk.msgs.values()):
+            storage.close_chunk()
+            storage.bio.flush()
+        elif getattr(storage, "conn", None) is not None:
+            storage.conn.commit()
+
     def close(self) -> None:
         """Finish the bag. The metadata (metadata.yaml, and the copy inside the MCAP file or the
         sqlite3 database) names the ROS distro as ``ros2 bag record`` does; rosbags writes
@@ -191,9 +205,9 @@ def salvage_bag(path: str | Path, topics: Sequence[str] | None = None) -> BagCon
     """The messages of a bag whose recorder was killed: no ``metadata.yaml`` and an MCAP file
     without its summary and footer, which ``read_bag`` (and ``ros2 bag info``) refuse. Every
     complete record of each ``*.mcap`` file in ``path`` is read, in file order, up to where the
-    file breaks off; a chunk cut short by the kill is lost (the recorder writes a chunk per
-    MiB of messages). Uncompressed MCAP only (what this package's recorder writes). QoS is not
-    recovered (the defaults)."""
+    file breaks off; a chunk cut short by the kill is lost (the recorder writes a chunk at
+    least every FLUSH_PERIOD_S, bags/recorder.py). Uncompressed MCAP only (what this package's
+    recorder writes). QoS is not recovered (the defaults)."""
     messages = list(messages_in_file_order(path, topics))
     info = {m.topic: (m.msgtype, TopicQos()) for m in messages}
     messages.sort(key=lambda m: m.timestamp_ns)

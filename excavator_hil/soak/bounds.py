@@ -55,6 +55,10 @@ class SoakBounds:
     # time] outside a fault window is a gap (sim_node's track_command_timeout_s: the silence
     # after which the stack itself calls a 50-100 Hz stream dead)
     bag_gap_s: float
+    # a killed recorder loses what it had taken but not yet put in its file: its messages of
+    # at most this long before the kill (the recorder's FLUSH_PERIOD_S and a poll,
+    # bags/recorder.py); the window of its kill starts that much before the kill
+    bag_unwritten_s: float
     # the PLC's stop ramp: tracks slower than this are stopped [m/s]
     stopped_m_s: float
     # PLC scans in drive_stop_s (virtual_plc plant_hz): the PLC's own count of that time
@@ -86,6 +90,7 @@ def load_bounds(respawn_delay_s: float, startup_timeout_s: float, max_drive_m_s:
     [m/s], its target period [s]."""
     from excavator_common.parameters import load_parameters
     from excavator_common.paths import config_file
+    from excavator_hil.bags.recorder import FLUSH_PERIOD_S, POLL_PERIOD_S
     from excavator_sim.sim_config import SIM_PARAMETERS
     from plc_bridge.config import load_config
     from plc_bridge.reconnect import FLAP_MAX_S, REFUSED_RETRY_S
@@ -110,6 +115,7 @@ def load_bounds(respawn_delay_s: float, startup_timeout_s: float, max_drive_m_s:
         startup_s=startup_timeout_s,
         respawn_delay_s=respawn_delay_s,
         bag_gap_s=float(sim["track_command_timeout_s"]),
+        bag_unwritten_s=FLUSH_PERIOD_S + POLL_PERIOD_S,
         stopped_m_s=STOPPED_M_S,
         memory_growth=memory_growth,
     )

@@ -39,6 +39,7 @@ from excavator_hil.soak.records import (
     StreamSample,
     Target,
 )
+from excavator_hil.soak.schedule import SIGKILL
 
 SPEED_MATCH_M_S = 5e-6   # a setpoint is a command's value (REAL rounding: ~3e-8 at 0.3 m/s)
 JOINT_MATCH_RAD = 1e-7   # a joint command is a target's IK solution (same IK, same input)
@@ -339,7 +340,9 @@ def bag_gaps(bag_stamps: dict[str, list[float]], observed: dict[str, list[Stream
         for n, f in enumerate(ordered):
             if f.hits(sources):
                 until = ordered[n + 1].started if n + 1 < len(ordered) else end
-                windows.append((f, f.started, until))
+                killed_recorder = f.fault.kind == SIGKILL and f.fault.target == "bag_record"
+                windows.append((f, f.started - (bounds.bag_unwritten_s if killed_recorder
+                                                 else 0.0), until))
         bag_runs = [{_key(x) for x in run} for run in _runs(stamps)]
         seen_runs = _runs_of_samples(observed.get(topic, []))
         union = set().union(*bag_runs)
@@ -378,7 +381,7 @@ def bag_gaps(bag_stamps: dict[str, list[float]], observed: dict[str, list[Stream
                         elif hit is None:
                             found.append(Violation("bag_gap", w0, text))
                         else:
-                            early = hit.started - w0   # a killed recorder's unwritten chunk
+                            early = hit.started - w0   # a killed recorder's unwritten part
                             excused.append(f"{text}: in the window of {hit.fault.describe()}"
                                            + (f" (from {early:.1f} s before it)"
                                               if early > 0.05 else ""))
