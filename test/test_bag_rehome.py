@@ -48,6 +48,24 @@ def _salvaged_positions(bag: Path) -> list[float] | None:
     return [TYPESTORE.deserialize_cdr(m.data, m.msgtype).position[0] for m in messages]
 
 
+@contextlib.contextmanager
+def _bag_record_process(probe: RosTestNode, bag: Path) -> Iterator[tuple[NodeProcess, _Sender]]:
+    """``excavator-hil bag record TOPIC -o bag`` in its own process, subscribed, and the sender
+    started; both stopped at the end."""
+    rec = NodeProcess("excavator_hil.cli", ["bag", "record", TOPIC, "-o", str(bag)],
+                      log_dir=bag.parent)
+    sender = _Sender(probe)
+    try:
+        wait_for(lambda: sender.pub.get_subscription_count() > 0, 30.0,
+                 lambda: f"the recorder to subscribe; its log:\n{rec.log()}")
+        time.sleep(0.5)
+        sender.start()
+        yield rec, sender
+    finally:
+        sender.stop()
+        rec.stop()
+
+
 def _footprint(pid: int) -> tuple[int, int]:
     """(threads, open descriptors) of process ``pid``."""
     return len(os.listdir(f"/proc/{pid}/task")), len(os.listdir(f"/proc/{pid}/fd"))
@@ -217,14 +235,7 @@ def test_bag_record_stopped_and_continued_subscribes_again_and_loses_nothing(
     watchdog's 1 s) while messages come, then continued: it says it subscribed through a new
     participant, and the bag holds every message sent, once, in order."""
     bag = tmp_path / "stopped"
-    rec = NodeProcess("excavator_hil.cli", ["bag", "record", TOPIC, "-o", str(bag)],
-                      log_dir=tmp_path)
-    sender = _Sender(probe)
-    try:
-        wait_for(lambda: sender.pub.get_subscription_count() > 0, 30.0,
-                 lambda: f"the recorder to subscribe; its log:\n{rec.log()}")
-        time.sleep(0.5)
-        sender.start()
+    with _bag_record_process(probe, bag) as (rec, sender):
         time.sleep(0.5)
         before = _footprint(rec.pid)
         os.kill(rec.pid, signal.SIGSTOP)
@@ -244,9 +255,6 @@ def test_bag_record_stopped_and_continued_subscribes_again_and_loses_nothing(
         time.sleep(0.5)
         os.kill(rec.pid, signal.SIGINT)
         assert rec.proc.wait(30) == 0, rec.log()
-    finally:
-        sender.stop()
-        rec.stop()
     assert "was stopped: subscribed again" in rec.log()
     assert _positions(bag) == [float(i) for i in range(sent)], rec.log()
 
@@ -257,14 +265,7 @@ def test_a_killed_recorder_has_written_what_it_took(probe: RosTestNode, tmp_path
     none of them. rosbags held them in a pending chunk until 1 MiB (the chaos soak's killed
     recorder lost 1.8 s from before the kill)."""
     bag = tmp_path / "killed"
-    rec = NodeProcess("excavator_hil.cli", ["bag", "record", TOPIC, "-o", str(bag)],
-                      log_dir=tmp_path)
-    sender = _Sender(probe)
-    try:
-        wait_for(lambda: sender.pub.get_subscription_count() > 0, 30.0,
-                 lambda: f"the recorder to subscribe; its log:\n{rec.log()}")
-        time.sleep(0.5)
-        sender.start()
+    with _bag_record_process(probe, bag) as (rec, sender):
         time.sleep(2.0)
         sent = sender.stop()
         expected = [float(i) for i in range(sent)]
@@ -273,7 +274,4 @@ def test_a_killed_recorder_has_written_what_it_took(probe: RosTestNode, tmp_path
                  f"{len(_salvaged_positions(bag) or [])}); its log:\n{rec.log()}")
         os.kill(rec.pid, signal.SIGKILL)
         rec.proc.wait(30)
-    finally:
-        sender.stop()
-        rec.stop()
     assert _salvaged_positions(bag) == expected
