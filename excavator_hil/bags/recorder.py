@@ -17,6 +17,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from rclpy.context import Context
 from rclpy.node import Node
@@ -187,16 +188,14 @@ class BagRecorder(Node):
         if self.sim_clock is not None:
             for link in self._links:
                 for msg, info in link.take_clock():
-                    if not (overlap or self._seen.watches("/clock")) or self._seen.first_time(
-                            "/clock", info):
+                    if self._first_time("/clock", info, overlap):
                         self.sim_clock.add(info["received_timestamp"],
                                            msg.clock.sec * 1_000_000_000 + msg.clock.nanosec)
         gave: set[str] = set()
         after_stop: set[str] = set()
         for link in self._links:
             for topic, data, info in link.take():
-                if ((overlap or topic in self._latched or self._seen.watches(topic))
-                        and not self._seen.first_time(topic, info)):
+                if not self._first_time(topic, info, overlap):
                     continue
                 gave.add(topic)
                 if stop_ns is not None and info["source_timestamp"] > stop_ns:
@@ -207,6 +206,13 @@ class BagRecorder(Node):
                 self._held.append((received, topic, data))
         self._write_held(watermark)
         return gave, after_stop
+
+    def _first_time(self, topic: str, info: dict[str, Any], overlap: bool) -> bool:
+        """Whether a sample taken is not one taken before through another reader: looked up
+        only where one can come twice (an overlap, a reader left settling, a latched topic)."""
+        if overlap or topic in self._latched or self._seen.watches(topic):
+            return self._seen.first_time(topic, info)
+        return True
 
     def note_continued(self) -> None:
         """The process goes on after a stop (call it from a SIGCONT handler): the next poll
