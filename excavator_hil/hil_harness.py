@@ -16,7 +16,7 @@ from typing import Any
 import redis
 
 from excavator_common.clock_offset import realtime_minus_monotonic
-from excavator_hil.local_services import free_port, wait_for
+from excavator_hil.local_services import STARTUP_TIMEOUT_S, free_port, wait_for
 from plc_bridge import redis_keys as keys
 from plc_bridge.bridge.core import BridgeCore
 from plc_bridge.config import BridgeConfig, load_config
@@ -142,9 +142,10 @@ class HilRig:
         if self.config_path:
             args += ["--config", self.config_path]
         self.plc_proc = self._spawn("plc_bridge.virtual_plc.cli", [*args, *self.plc_args])
-        # a start-up: imports and the servers' start take seconds, more on a starved host; a
-        # PLC that ended meanwhile fails at once, with its exit code and log
-        self.plc = wait_until(self._plc_started, 60.0, "the virtual PLC's control channel")
+        # a start-up (STARTUP_TIMEOUT_S: why); a PLC that ended meanwhile fails at once, with
+        # its exit code and log
+        self.plc = wait_until(self._plc_started, STARTUP_TIMEOUT_S,
+                              "the virtual PLC's control channel")
 
     def _plc_started(self) -> ControlClient | None:
         proc = getattr(self.plc_proc, "proc", self.plc_proc)

@@ -19,6 +19,13 @@ from typing import Any, BinaryIO
 
 from excavator_common import hang_watchdog, supervisor_watch
 
+# How long a process just started may take to show that it is up (a READY line, a control
+# port, a first status) before it is judged hung [s]. Start-up (the interpreter, imports, a DDS
+# participant) takes 1-3 s of CPU, but beside a whole stack on a 2-core host with a core busy a
+# bridge took 50 s to answer a misspelt parameter (a fresh-clone test run): the time a start-up
+# takes is the host's, not the product's. Only a hang takes longer.
+STARTUP_TIMEOUT_S = 120.0
+
 
 def free_port() -> int:
     """A free TCP port on 127.0.0.1."""

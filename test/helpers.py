@@ -17,6 +17,7 @@ from typing import Any
 
 from excavator_common.node_thread import NodeThread
 from excavator_hil.local_services import (
+    STARTUP_TIMEOUT_S,
     LocalRedisServer,
     ManagedProcess,
     free_port,
@@ -29,9 +30,9 @@ from plc_bridge.command_crc import CRC_FIELD, seal
 REPO = Path(__file__).resolve().parents[1]
 
 # One implementation of process management, shared with the demo (excavator_hil.local_services).
-__all__ = ["REPO", "HilLoop", "NodeProcess", "PlantRecord", "RedisServer", "RogueWriter",
-           "RosTestNode", "free_port", "held_window", "not_shown", "private_domain_id",
-           "reach_in_turn", "redis_server_binary", "stamp_ns", "wait_for"]
+__all__ = ["REPO", "STARTUP_TIMEOUT_S", "HilLoop", "NodeProcess", "PlantRecord", "RedisServer",
+           "RogueWriter", "RosTestNode", "free_port", "held_window", "not_shown",
+           "private_domain_id", "reach_in_turn", "redis_server_binary", "stamp_ns", "wait_for"]
 
 
 def private_domain_id() -> int:
@@ -507,8 +508,12 @@ def ros_parameters_file(path: Path, values: dict[str, Any]) -> Path:
 # for the heartbeat) a fleet of twelve processes on a starved 2-core host was seen stopping its
 # bridges as redis_lost 158 times in three minutes (MGET replies later than 0.25 s, cycles of
 # 160 ms), and a machine never drove. The deadlines themselves are tested in
-# test_bridge_failsafe.py and test_bridge_faults.py.
-LOADED_HOST_BRIDGE = {"redis_timeout_s": 2.0, "heartbeat_timeout_s": 3.0}
+# test_bridge_failsafe.py and test_bridge_faults.py. The PLC's alive counter too: a fresh-clone run
+# (one core busy, test_fleet_operated) saw cycles of 1.1-1.4 s and the virtual PLC's scan
+# with them, so the counter stood past 0.5 s, each stop waited for a new heartbeat edge, and
+# machine 2 never drove in 120 s; plc_alive_timeout_s is tested in test_bridge_faults.py.
+LOADED_HOST_BRIDGE = {"redis_timeout_s": 2.0, "heartbeat_timeout_s": 3.0,
+                      "plc_alive_timeout_s": 3.0}
 
 
 # teleop_node's deadlines for the same kind of test: on a starved host Joys arrived 0.3-1.0 s

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 import redis
-from helpers import REPO, RedisServer, free_port, thread_stats, wait_for
+from helpers import REPO, STARTUP_TIMEOUT_S, RedisServer, free_port, thread_stats, wait_for
 
 from excavator_hil.faults.tcp_proxy import TcpProxy
 from excavator_hil.hil_harness import HilRig
@@ -190,7 +190,8 @@ def test_liveness_keys_expire_after_the_bridge_is_killed(redis_server, spawn, tm
     try:
         rig.command(*COMMAND)
         rig.heartbeat.start()
-        _, valid, *ttls = wait_for(lambda: (v := liveness())[0] == b"running" and v, 20.0,
+        _, valid, *ttls = wait_for(lambda: (v := liveness())[0] == b"running" and v,
+                                   STARTUP_TIMEOUT_S,
                                    "bridge running")
         assert valid == b"true"
         # each carries an expiry of at most monitor_ttl_s from its last refresh (-2: missing)
@@ -346,7 +347,7 @@ def test_negative_zero_is_never_written(redis_server, spawn):
 def test_cli_options_are_validated(args, text):
     proc = subprocess.run([sys.executable, "-m", "plc_bridge.bridge.cli", *args], check=False,
                           cwd=REPO,
-                          capture_output=True, text=True, timeout=60)
+                          capture_output=True, text=True, timeout=STARTUP_TIMEOUT_S)
     assert proc.returncode == 2
     assert text in proc.stderr and "Traceback" not in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
@@ -357,7 +358,7 @@ def test_cli_timeouts_reach_the_bridge(redis_server, spawn):
     bridge = spawn("plc_bridge.bridge.cli", ["--redis-url", redis_server.url, "--plc-port",
                                              str(port), "--redis-timeout", "0.5",
                                              "--plc-timeout", "0.3"])
-    wait_for(lambda: "PLC_BRIDGE READY" in bridge.log(), 20.0, "the bridge ready")
+    wait_for(lambda: "PLC_BRIDGE READY" in bridge.log(), STARTUP_TIMEOUT_S, "the bridge ready")
     assert "redis_timeout_s=0.5" in bridge.log() and "plc_timeout_s=0.3" in bridge.log()
 
 

@@ -8,7 +8,14 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import NodeProcess, call_service, change_state, free_port, wait_for
+from helpers import (
+    STARTUP_TIMEOUT_S,
+    NodeProcess,
+    call_service,
+    change_state,
+    free_port,
+    wait_for,
+)
 
 from excavator_common.dds_profile import PROFILE_ENV, PROFILE_NAME
 from excavator_common.paths import config_file
@@ -37,7 +44,7 @@ def test_node_publishes_and_deactivate_stops(redis_server, node_processes, ros_n
     node_processes.append(NodeProcess("plc_bridge.virtual_plc.cli", [
         "--port", str(port), "--control-port", str(cport), "--model", "skid_steer"],
         log_dir=tmp_path))
-    plc = wait_for(lambda: _control(cport), 20.0, "virtual PLC")
+    plc = wait_for(lambda: _control(cport), STARTUP_TIMEOUT_S, "virtual PLC")
     bridge = NodeProcess("plc_bridge.bridge.node", [
         "--ros-args", "--params-file", "config/plc.yaml", "-p", f"redis_url:={redis_server.url}",
         "-p", f"plc_port:={port}", "-p", "autostart:=true", "-p", "cmd_vel_to_redis:=true"],
@@ -56,7 +63,8 @@ def test_node_publishes_and_deactivate_stops(redis_server, node_processes, ros_n
         def drive():
             pub.publish(cmd)
             return r.get(keys.BRIDGE_STATUS) == b"running"
-        wait_for(drive, 20.0, f"bridge running via cmd_vel (log: {bridge.log()[-500:]})", 0.05)
+        wait_for(drive, STARTUP_TIMEOUT_S,
+                 lambda: f"bridge running via cmd_vel (log: {bridge.log()[-500:]})", 0.05)
         assert r.get(keys.LONGITUDINAL) == b"0.6" and r.get(keys.ANGULAR) == b"0.2"
 
         def settled():
@@ -131,7 +139,7 @@ def _long_lease_profile(tmp_path: Path) -> Path:
     return path
 
 
-def _run_node(args: list[str], timeout: float = 60.0):
+def _run_node(args: list[str], timeout: float = STARTUP_TIMEOUT_S):
     import subprocess
     import sys
 
@@ -171,7 +179,7 @@ def test_the_shipped_parameter_file_holds_only_declared_parameters(node_processe
         f"plc_port:={free_port()}", "-p", "vehicle.skid_steer.track_width_m:=2.2"],
         log_dir=tmp_path)
     node_processes.append(node)
-    wait_for(lambda: "configured: model skid_steer" in node.log(), 30.0,
+    wait_for(lambda: "configured: model skid_steer" in node.log(), STARTUP_TIMEOUT_S,
              lambda: f"the node configured: {node.log()[-800:]}")
     assert "not a parameter" not in node.log()
     assert node.alive()
@@ -195,7 +203,8 @@ def test_diagnostics_name_a_redis_auth_failure_at_once(node_processes, ros_node,
         def named() -> bool:
             return any(s.name == "plc_bridge" and text in s.message and s.level == b"\x02"
                        for d in diags for s in d.status)
-        wait_for(named, 30.0, lambda: f"the cause on /diagnostics: {node.log()[-600:]}")
+        wait_for(named, STARTUP_TIMEOUT_S,
+                 lambda: f"the cause on /diagnostics: {node.log()[-600:]}")
         assert text in node.log() and "wrong-pass" not in node.log()
     finally:
         server.stop()
@@ -213,7 +222,7 @@ def test_a_refusing_plc_and_its_cause_are_on_diagnostics(redis_server, node_proc
     node_processes.append(NodeProcess("plc_bridge.virtual_plc.cli", [
         "--port", str(port), "--control-port", str(cport), "--model", "skid_steer"],
         log_dir=tmp_path))
-    plc = wait_for(lambda: _control(cport), 20.0, "virtual PLC")
+    plc = wait_for(lambda: _control(cport), STARTUP_TIMEOUT_S, "virtual PLC")
     diags = ros_node.collect(DiagnosticArray, "/diagnostics")
     bridge = NodeProcess("plc_bridge.bridge.node", [
         "--ros-args", "--params-file", "config/plc.yaml", "-p", f"redis_url:={redis_server.url}",
@@ -223,7 +232,7 @@ def test_a_refusing_plc_and_its_cause_are_on_diagnostics(redis_server, node_proc
 
     r = redis.Redis.from_url(redis_server.url)
     try:
-        wait_for(lambda: plc.status()["seq_accepted"] != 0, 30.0,
+        wait_for(lambda: plc.status()["seq_accepted"] != 0, STARTUP_TIMEOUT_S,
                  lambda: f"the bridge's first stop at the PLC: {bridge.log()[-800:]}")
         config = load_config(None, {"model": "skid_steer"})
         with RogueWriter(config, port, plc.status()["seq_accepted"] + 2**30):
@@ -281,7 +290,7 @@ def test_configure_cleanup_cycles_leak_nothing(redis_server, node_processes, ros
     node_processes.append(NodeProcess("plc_bridge.virtual_plc.cli", [
         "--port", str(port), "--control-port", str(cport), "--model", "skid_steer"],
         log_dir=tmp_path))
-    plc = wait_for(lambda: _control(cport), 20.0, "virtual PLC")
+    plc = wait_for(lambda: _control(cport), STARTUP_TIMEOUT_S, "virtual PLC")
     bridge = NodeProcess("plc_bridge.bridge.node", [
         "--ros-args", "--params-file", "config/plc.yaml", "-p", f"redis_url:={redis_server.url}",
         "-p", f"plc_port:={port}", "-p", "cmd_vel_to_redis:=true"], log_dir=tmp_path)
@@ -292,7 +301,7 @@ def test_configure_cleanup_cycles_leak_nothing(redis_server, node_processes, ros
     node = ros_node.node
     pub = node.create_publisher(Twist, "cmd_vel", 10)
     client = node.create_client(ChangeState, "plc_bridge/change_state")
-    assert client.wait_for_service(timeout_sec=30.0), bridge.log()[-2000:]
+    assert client.wait_for_service(timeout_sec=STARTUP_TIMEOUT_S), bridge.log()[-2000:]
 
     goals = {Transition.TRANSITION_CONFIGURE: State.PRIMARY_STATE_INACTIVE,
              Transition.TRANSITION_CLEANUP: State.PRIMARY_STATE_UNCONFIGURED,
@@ -384,7 +393,7 @@ def test_parameters_over_dds_describe_set_refuse_and_deprecated_names(
     node_processes.append(NodeProcess("plc_bridge.virtual_plc.cli", [
         "--port", str(port), "--control-port", str(cport), "--model", "skid_steer"],
         log_dir=tmp_path))
-    plc = wait_for(lambda: _control(cport), 20.0, "virtual PLC")
+    plc = wait_for(lambda: _control(cport), STARTUP_TIMEOUT_S, "virtual PLC")
     bridge = NodeProcess("plc_bridge.bridge.node", [
         "--ros-args", "--params-file", "config/plc.yaml", "-p", f"redis_url:={redis_server.url}",
         "-p", f"plc_port:={port}", "-p", "autostart:=true", "-p", "cmd_vel_to_redis:=true",
@@ -404,7 +413,7 @@ def test_parameters_over_dds_describe_set_refuse_and_deprecated_names(
                 pub.publish(cmd)
                 return r.get(keys.BRIDGE_STATUS) == want
             return check
-        wait_for(status_after_driving(b"running"), 30.0,
+        wait_for(status_after_driving(b"running"), STARTUP_TIMEOUT_S,
                  lambda: f"bridge running via cmd_vel (log: {bridge.log()[-800:]})", 0.05)
 
         # the deprecated name at start-up: used, and the warning names the new one

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 import redis
-from helpers import NodeProcess, PlcWriteLog, RedisServer, RogueWriter, wait_for
+from helpers import STARTUP_TIMEOUT_S, NodeProcess, PlcWriteLog, RedisServer, RogueWriter, wait_for
 
 from excavator_hil.hil_harness import Heartbeat, HilRig
 from plc_bridge import redis_keys as keys
@@ -106,7 +106,7 @@ def test_the_bridge_process_restarted_an_hour_back_under_libfaketime_drives_at_o
         rig.command(*COMMAND)
         rig.heartbeat.start()
         first = spawn("plc_bridge.bridge.cli", args)
-        wait_for(lambda: rig.get(keys.BRIDGE_STATUS) == "running", 30.0,
+        wait_for(lambda: rig.get(keys.BRIDGE_STATUS) == "running", STARTUP_TIMEOUT_S,
                  lambda: f"the first bridge running: {first.log()[-1500:]}")
         _moving_since(rig, 0.0)
         first.proc.send_signal(signal.SIGTERM)
@@ -117,12 +117,12 @@ def test_the_bridge_process_restarted_an_hour_back_under_libfaketime_drives_at_o
         try:
             # its wall clock really is an hour back: the time stamps of its log
             stamp = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),\d+ ", re.M)
-            found = wait_for(lambda: stamp.search(second.log()), 30.0,
+            found = wait_for(lambda: stamp.search(second.log()), STARTUP_TIMEOUT_S,
                              lambda: f"the second bridge's log: {second.log()[-1500:]}")
             behind = time.time() - datetime.strptime(found.group(1),
                                                       "%Y-%m-%d %H:%M:%S").timestamp()
             assert HOUR_S - 120.0 < behind < HOUR_S + 120.0, (found.group(1), behind)
-            wait_for(lambda: rig.get(keys.BRIDGE_STATUS) == "running", 30.0,
+            wait_for(lambda: rig.get(keys.BRIDGE_STATUS) == "running", STARTUP_TIMEOUT_S,
                      lambda: f"the second bridge running: {second.log()[-1500:]}")
             _moving_since(rig, t2)
             writes = _none_stale(rig.plc.writes(t2))

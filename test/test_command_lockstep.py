@@ -10,7 +10,7 @@ import time
 
 import pytest
 from diagnostic_msgs.msg import DiagnosticArray
-from helpers import RosTestNode, wait_for
+from helpers import STARTUP_TIMEOUT_S, RosTestNode, wait_for
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import JointState
 from test_soil_lockstep import (
@@ -125,7 +125,7 @@ def test_sim_node_waits_for_the_scheduled_commands(tmp_path) -> None:
 
     probe.node.create_subscription(Clock, "/clock", on_clock, 100)
     try:
-        wait_for(lambda: clock and clock_now(clock) > 1.0, 60.0, proc.log)
+        wait_for(lambda: clock and clock_now(clock) > 1.0, STARTUP_TIMEOUT_S, proc.log)
         # before any command it runs on its own: no wait, no timeout at start-up
         _, before = wait_for(lambda: (s := running_status(diagnostics)) and s, 30.0, proc.log)
         assert before["command_lockstep"] == "on" and before["command_lockstep_waits"] == "0"

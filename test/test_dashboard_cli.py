@@ -13,14 +13,15 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from helpers import REPO, NodeProcess, free_port, thread_stats, wait_for
+from helpers import REPO, STARTUP_TIMEOUT_S, NodeProcess, free_port, thread_stats, wait_for
 
 TOKEN = "0123456789abcdef0123"
 
 
 def _run(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "excavator_hil.cli", "dashboard", *args],
-                          check=False, capture_output=True, text=True, timeout=60, cwd=REPO)
+                          check=False, capture_output=True, text=True, timeout=STARTUP_TIMEOUT_S,
+                          cwd=REPO)
 
 
 @pytest.mark.parametrize(("args", "message"), [
@@ -51,7 +52,8 @@ def test_port_in_use_is_named():
 
 def test_help_lists_the_sub_command():
     out = subprocess.run([sys.executable, "-m", "excavator_hil.cli", "--help"],
-                         check=False, capture_output=True, text=True, timeout=60, cwd=REPO).stdout
+                         check=False, capture_output=True, text=True, timeout=STARTUP_TIMEOUT_S,
+                         cwd=REPO).stdout
     assert "dashboard" in out
 
 
@@ -84,14 +86,14 @@ def test_token_gate(tmp_path):
         base = f"http://127.0.0.1:{port}/"
         for url in (base, base + "?token=wrong" + TOKEN[6:], base + "_nicegui/3.18.0/static/"):
             with pytest.raises(urllib.error.HTTPError) as err:
-                urllib.request.urlopen(url, timeout=60)
+                urllib.request.urlopen(url, timeout=STARTUP_TIMEOUT_S)
             assert err.value.code == 401, url
-        with urllib.request.urlopen(base + f"?token={TOKEN}", timeout=60) as ok:
+        with urllib.request.urlopen(base + f"?token={TOKEN}", timeout=STARTUP_TIMEOUT_S) as ok:
             assert ok.status == 200
             cookie = ok.headers["set-cookie"].split(";")[0]
             assert "excavator_hil" in ok.read().decode()
         req = urllib.request.Request(base, headers={"Cookie": cookie})
-        with urllib.request.urlopen(req, timeout=60) as again:
+        with urllib.request.urlopen(req, timeout=STARTUP_TIMEOUT_S) as again:
             assert again.status == 200
     finally:
         # nice 10 on a host whose every core is busy: the graceful stop took 1.3-2.1 s here

@@ -26,6 +26,7 @@ from helpers import (
     CHROMEDRIVER,
     CHROMIUM,
     REPO,
+    STARTUP_TIMEOUT_S,
     NodeProcess,
     RedisServer,
     RosTestNode,
@@ -75,7 +76,7 @@ def stack(tmp_path_factory):
                                                    str(control_port), "--model", "skid_steer",
                                                    "--config", str(config)],
                     logs, procs)
-        wait_for(lambda: "VIRTUAL_PLC READY" in plc.log(), 30.0, plc.log)
+        wait_for(lambda: "VIRTUAL_PLC READY" in plc.log(), STARTUP_TIMEOUT_S, plc.log)
         bridge = _proc("plc_bridge.bridge.cli", ["--redis-url", redis.url, "--plc-port",
                                                  str(plc_port), "--model", "skid_steer",
                                                  "--config", str(config)],

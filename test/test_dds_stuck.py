@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from excavator_common.dds_stuck import FUTEX_SYSCALL, stuck_dds_threads
+from excavator_hil.local_services import STARTUP_TIMEOUT_S
 
 REPO = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.skipif(FUTEX_SYSCALL is None or not Path("/proc/self/task").is_dir(),
@@ -185,7 +186,7 @@ def test_a_node_process_on_a_stuck_fast_dds_ends_at_its_ctrl_c_without_destroyin
         assert proc.stdout is not None
         assert proc.stdout.readline().strip() == "SPINNING"
         proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=60)
+        out, err = proc.communicate(timeout=STARTUP_TIMEOUT_S)
         assert proc.returncode == 0, err
         assert "CLEANED UP" in out
         assert "node 'stuck_test_node' left undestroyed" in err and "dds.ev.65005" in err, err

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from excavator_hil.errors import BagError, DemoError, HilConfigError, HilError
+from excavator_hil.local_services import STARTUP_TIMEOUT_S
 from excavator_kinematics.errors import ConfigError, ConfigurationError, KinematicsError
 from excavator_sim.errors import CommandError, HeightFieldError, SimConfigError, SimulationError
 from excavator_sim.soil.errors import SoilConfigError, SoilError
@@ -109,7 +110,7 @@ def test_run_node_exits_2_on_every_packages_config_error(cls: type[Exception]) -
             f"    raise {cls.__name__}('parameter x = 7 outside 0..5: set it within the range')\n"
             f"sys.exit(run_node(factory, ['node']))\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=60, cwd=REPO, check=False)
+                          timeout=STARTUP_TIMEOUT_S, cwd=REPO, check=False)
     assert proc.returncode == 2, proc.stderr
     assert "Traceback" not in proc.stderr
     assert "[FATAL] invalid configuration: parameter x = 7 outside 0..5: set it within the " \

@@ -13,6 +13,7 @@ import sys
 import pytest
 
 from excavator_common.heap import map_large_blocks
+from excavator_hil.local_services import STARTUP_TIMEOUT_S
 
 PROBE = """
 import ctypes, sys
@@ -39,7 +40,7 @@ print(libc.mallinfo2().hblks - before)
 
 def _mapped_blocks_for_the_second_grid(mode: str) -> int:
     proc = subprocess.run([sys.executable, "-c", PROBE, mode], capture_output=True, text=True,
-                          timeout=60, check=False)
+                          timeout=STARTUP_TIMEOUT_S, check=False)
     assert proc.returncode == 0, proc.stderr
     return int(proc.stdout.split()[-1])
 
@@ -86,7 +87,7 @@ print(before, heap_rss_kib(), released)
 def test_freed_small_blocks_under_a_live_one_go_back_to_the_system() -> None:
     # what the demo's operator does before its final picture: the run's freed heap returned
     proc = subprocess.run([sys.executable, "-c", TRIM_PROBE], capture_output=True, text=True,
-                          timeout=60, check=False)
+                          timeout=STARTUP_TIMEOUT_S, check=False)
     assert proc.returncode == 0, proc.stderr
     before_kib, after_kib, released = proc.stdout.split()
     assert released == "True"

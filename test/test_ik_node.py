@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import PointStamped, PoseStamped
-from helpers import NodeProcess, RosTestNode, publish_until, wait_for
+from helpers import STARTUP_TIMEOUT_S, NodeProcess, RosTestNode, publish_until, wait_for
 from sensor_msgs.msg import JointState
 
 from excavator_kinematics.bucket_orientation import bucket_quaternion
@@ -155,7 +155,7 @@ def test_a_target_stamped_too_long_ago_is_dropped_and_counted(channel: Channel,
 def test_double_sigint_shuts_down_cleanly(tmp_path) -> None:
     """`ros2 launch` sends SIGINT twice on Ctrl-C: the node must still exit with code 0."""
     proc = NodeProcess("excavator_kinematics.ik_node", log_dir=tmp_path)
-    wait_for(lambda: "ready:" in proc.log(), 20.0, "ik_node start-up")
+    wait_for(lambda: "ready:" in proc.log(), STARTUP_TIMEOUT_S, "ik_node start-up")
     proc.interrupt(count=2, gap=0.01)
     proc.proc.wait(10)
     assert proc.proc.returncode == 0, proc.log()
@@ -165,7 +165,7 @@ def test_double_sigint_shuts_down_cleanly(tmp_path) -> None:
 def test_invalid_parameter_fails_at_start_up_naming_it(tmp_path) -> None:
     proc = NodeProcess("excavator_kinematics.ik_node",
                        ["--ros-args", "-p", "orientation_tolerance_rad:=3.0"], log_dir=tmp_path)
-    proc.proc.wait(20)
+    proc.proc.wait(STARTUP_TIMEOUT_S)
     assert proc.proc.returncode == 2
     assert "orientation_tolerance" in proc.log()
 
@@ -174,7 +174,7 @@ def test_misspelt_parameter_is_reported_with_the_closest_name(tmp_path) -> None:
     proc = NodeProcess("excavator_kinematics.ik_node",
                        ["--ros-args", "-p", "bucket_pich:=0.3"], log_dir=tmp_path)
     try:
-        wait_for(lambda: "ready:" in proc.log(), 20.0, proc.log)
+        wait_for(lambda: "ready:" in proc.log(), STARTUP_TIMEOUT_S, proc.log)
         assert "parameter 'bucket_pich' is not a parameter of ik_node" in proc.log()
         assert "did you mean 'bucket_pitch_rad'" in proc.log()
     finally:

@@ -16,6 +16,7 @@ import yaml
 
 from excavator_hil import launch_support
 from excavator_hil.launch_support import BOOL, LaunchArgument, arguments_of
+from excavator_hil.local_services import STARTUP_TIMEOUT_S
 
 REPO = Path(__file__).resolve().parents[1]
 LAUNCH_FILES = sorted((REPO / "launch").glob("*.launch.py"))
@@ -348,7 +349,8 @@ def test_ament_register_makes_the_pip_install_an_ament_package(tmp_path: Path) -
     found = subprocess.run(
         [sys.executable, "-c", "from ament_index_python.packages import "
          "get_package_share_directory as g; print(g('excavator_hil'))"],
-        env=env, capture_output=True, text=True, timeout=60, check=True).stdout.strip()
+        env=env, capture_output=True, text=True, timeout=STARTUP_TIMEOUT_S,
+        check=True).stdout.strip()
     share = prefix / "share" / "excavator_hil"
     assert found == str(share)
     for rel in ("package.xml", "launch/excavator.launch.py", "config/plc.yaml",
@@ -357,9 +359,9 @@ def test_ament_register_makes_the_pip_install_an_ament_package(tmp_path: Path) -
     exes = {p.name for p in (prefix / "lib" / "excavator_hil").iterdir()}
     assert exes == console_scripts()
     run = subprocess.run([str(prefix / "lib" / "excavator_hil" / "virtual_plc"), "--help"],
-                         capture_output=True, text=True, timeout=60, check=False)
+                         capture_output=True, text=True, timeout=STARTUP_TIMEOUT_S, check=False)
     assert run.returncode == 0 and "--port" in run.stdout, run.stderr
-    subprocess.run([*cli, "--remove"], capture_output=True, timeout=60, check=True)
+    subprocess.run([*cli, "--remove"], capture_output=True, timeout=STARTUP_TIMEOUT_S, check=True)
     assert not share.exists() and not (prefix / "lib" / "excavator_hil").exists()
     assert not (prefix / "share/ament_index/resource_index/packages/excavator_hil").exists()
 

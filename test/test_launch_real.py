@@ -19,7 +19,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers import RosTestNode, free_port, thread_policies, thread_slices, wait_for
+from helpers import (
+    STARTUP_TIMEOUT_S,
+    RosTestNode,
+    free_port,
+    thread_policies,
+    thread_slices,
+    wait_for,
+)
 
 pytest.importorskip("launch_ros", reason="launch_ros is not importable: ROS 2 launch is not "
                     "installed (make test installs it from ../shared/ros2-launch when that "
@@ -569,14 +576,16 @@ def test_rviz_defaults_to_off_without_rviz2(ament_prefix: Path) -> None:
 def test_ros2_cli_finds_the_registered_package(ament_prefix: Path) -> None:
     env = {**os.environ, "AMENT_PREFIX_PATH": f"{ament_prefix}:{sys.prefix}"}
     prefix = subprocess.run([ROS2, "pkg", "prefix", "excavator_hil"], env=env,
-                            capture_output=True, text=True, timeout=60, check=True).stdout
+                            capture_output=True, text=True, timeout=STARTUP_TIMEOUT_S,
+                            check=True).stdout
     assert prefix.strip() == str(ament_prefix)
     exes = subprocess.run([ROS2, "pkg", "executables", "excavator_hil"], env=env,
-                          capture_output=True, text=True, timeout=60, check=True).stdout
+                          capture_output=True, text=True, timeout=STARTUP_TIMEOUT_S,
+                          check=True).stdout
     assert {line.split()[1] for line in exes.splitlines()} >= {
         "sim_node", "ik_node", "soil_node", "plc_bridge", "virtual_plc"}
     run = subprocess.run([ROS2, "run", "excavator_hil", "virtual_plc", "--help"], env=env,
-                         capture_output=True, text=True, timeout=60, check=False)
+                         capture_output=True, text=True, timeout=STARTUP_TIMEOUT_S, check=False)
     assert run.returncode == 0 and "--port" in run.stdout, run.stdout + run.stderr
 
 

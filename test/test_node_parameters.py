@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 from geometry_msgs.msg import PointStamped, PoseStamped, TwistStamped, WrenchStamped
 from helpers import (
+    STARTUP_TIMEOUT_S,
     NodeProcess,
     RosTestNode,
     describe_parameters,
@@ -283,7 +284,7 @@ def ik(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NodeProcess]:
 
 def test_ik_node_bucket_pitch_rad_changes_the_next_command(ik: NodeProcess,
                                                            probe: RosTestNode) -> None:
-    wait_for(lambda: "ready:" in ik.log(), 30.0, ik.log)
+    wait_for(lambda: "ready:" in ik.log(), STARTUP_TIMEOUT_S, ik.log)
     assert "parameter 'bucket_pitch' is deprecated" in ik.log()
     assert "rename it 'bucket_pitch_rad'" in ik.log()
     solver = InverseKinematics(default_geometry())

@@ -12,7 +12,7 @@ import pytest
 from builtin_interfaces.msg import Time
 from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import InertiaStamped, PoseStamped, WrenchStamped
-from helpers import REPO, NodeProcess, RosTestNode, wait_for
+from helpers import REPO, STARTUP_TIMEOUT_S, NodeProcess, RosTestNode, wait_for
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import JointState
@@ -328,7 +328,7 @@ def test_double_sigint_shuts_down_cleanly(tmp_path) -> None:
     proc = NodeProcess("excavator_sim.sim_node",
                        ["--ros-args", "-p", "terrain.nx:=21", "-p", "terrain.ny:=21",
                         "-p", "terrain.cell_size_m:=0.8"], log_dir=tmp_path)
-    wait_for(lambda: "ready:" in proc.log(), 30.0, "sim_node start-up")
+    wait_for(lambda: "ready:" in proc.log(), STARTUP_TIMEOUT_S, "sim_node start-up")
     proc.interrupt(count=2, gap=0.01)
     proc.proc.wait(15)
     assert proc.proc.returncode == 0, proc.log()

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import pytest
 import snap7
-from helpers import NodeProcess, ros_parameters_file, wait_for
+from helpers import STARTUP_TIMEOUT_S, NodeProcess, ros_parameters_file, wait_for
 
 from excavator_hil.hil_harness import HilRig
 from plc_bridge import redis_keys as keys
@@ -41,7 +41,7 @@ def _serve(node_processes, tmp_path, extra: list[str]) -> Iterator[tuple[snap7.C
                        log_dir=tmp_path)
     node_processes.append(proc)
     ready = wait_for(lambda: re.search(r"READY port=(\d+) control_port=(\d+)", proc.log()),
-                     20.0, "virtual PLC READY")
+                     STARTUP_TIMEOUT_S, "virtual PLC READY")
     port, cport = int(ready.group(1)), int(ready.group(2))
     control = wait_for(lambda: _try(cport), 20.0, "virtual PLC control channel")
     client = snap7.Client()
@@ -406,7 +406,8 @@ def test_port_zero_reports_the_port_bound(node_processes, tmp_path):
                        log_dir=tmp_path)
     node_processes.append(proc)
 
-    line = wait_for(lambda: re.search(r"READY port=(\d+)", proc.log()), 20.0, "READY")
+    line = wait_for(lambda: re.search(r"READY port=(\d+)", proc.log()), STARTUP_TIMEOUT_S,
+                    "READY")
     port = int(line.group(1))
     assert port != 0
     client = snap7.Client()
@@ -440,7 +441,8 @@ def test_bad_ports_end_with_one_message_and_exit_2(args, text):
     from helpers import REPO
 
     proc = subprocess.run([sys.executable, "-m", "plc_bridge.virtual_plc.cli", *args],
-                          check=False, cwd=REPO, capture_output=True, text=True, timeout=60)
+                          check=False, cwd=REPO, capture_output=True, text=True,
+                          timeout=STARTUP_TIMEOUT_S)
     assert proc.returncode == 2
     assert text in proc.stderr and "Traceback" not in proc.stderr
 
@@ -457,11 +459,11 @@ def test_a_second_virtual_plc_on_a_served_port_is_refused_and_the_first_serves_o
     first = NodeProcess("plc_bridge.virtual_plc.cli", ["--port", "0", "--control-port", "-1"],
                         log_dir=tmp_path)
     node_processes.append(first)
-    port = int(wait_for(lambda: re.search(r"READY port=(\d+)", first.log()), 20.0,
+    port = int(wait_for(lambda: re.search(r"READY port=(\d+)", first.log()), STARTUP_TIMEOUT_S,
                         "READY").group(1))
     second = subprocess.run([sys.executable, "-m", "plc_bridge.virtual_plc.cli", "--port",
                              str(port), "--control-port", "-1"], check=False, cwd=REPO,
-                            capture_output=True, text=True, timeout=60)
+                            capture_output=True, text=True, timeout=STARTUP_TIMEOUT_S)
     assert second.returncode == 2, second.stdout + second.stderr
     assert f"another server already listens on 127.0.0.1:{port}" in second.stderr
     for _ in range(8):   # a shared port would hand some of these to the second server
@@ -504,7 +506,7 @@ def test_port_in_use_ends_with_one_message_and_exit_2(tmp_path):
         port = busy.getsockname()[1]
         proc = subprocess.run([sys.executable, "-m", "plc_bridge.virtual_plc.cli", "--port",
                                str(port), "--control-port", "-1"], check=False, cwd=REPO,
-                              capture_output=True, text=True, timeout=60)
+                              capture_output=True, text=True, timeout=STARTUP_TIMEOUT_S)
     assert proc.returncode == 2, proc.stderr
     assert f"cannot serve S7 on 127.0.0.1:{port}" in proc.stderr
     assert "Traceback" not in proc.stderr
