@@ -99,7 +99,12 @@ def test_teleop_and_dashboard_drive_machine_2_while_machine_1_stays_still(
     # anything sends it
     every = QoSProfile(depth=10000, reliability=ReliabilityPolicy.RELIABLE)
     m1 = ros_node.collect(JointState, "/exc1/joint_states", every)
-    m2 = ros_node.collect(JointState, "/exc2/joint_states", every)
+    # machine 2 is judged by where it is now: its newest state only. Every one of them (deep,
+    # as machine 1's) put this process's executor ever further behind on a starved host (4,190
+    # taken of ~24,000 published in four minutes), and a machine at its target was judged by a
+    # state long past (fresh-clone runs with one core busy)
+    m2 = ros_node.collect(JointState, "/exc2/joint_states",
+                          QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE))
     to_m1 = {topic: ros_node.collect(t, topic, every) for topic, t in (
         ("/exc1/joint_command", JointState), ("/exc1/track_command", JointState),
         ("/exc1/target_pose", PoseStamped), ("/exc1/target", PoseStamped))}

@@ -436,8 +436,7 @@ class Terrain:
             xs, ys = self.cell_centres()
             z = (self.h[i0 + a, j0 + b] + 0.5 * dug[a, b]) * c.cell_z_m
             world = np.stack([xs[i0 + a], ys[j0 + b], z], axis=1)
-            share = np.floor(dug[a, b] * (taken - placed) / taken).astype(np.int64)
-            share[: (taken - placed) - int(share.sum())] += 1
+            share = _shares(dug[a, b], taken - placed, taken)
             body.add_at((world - pose.position) @ pose.rotation(), share)
         points, out, counts = body.settle(pose, acceleration_m_s2, elapsed_s)
         self.load_units = body.total_units
@@ -495,6 +494,21 @@ class Terrain:
         np.add.at(self.h, (ii, jj), amounts)
         self.load_units -= excess
         return int(excess), (int(ii.min()), int(ii.max()) + 1, int(jj.min()), int(jj.max()) + 1)
+
+
+def _shares(dug: np.ndarray, left: int, taken: int) -> np.ndarray:
+    """``left`` units shared out over the cells in proportion to what each gave (``dug``,
+    summing to ``taken``): ``floor(dug * left / taken)`` each, the units those floors leave
+    one each to the first cells, so the shares sum to ``left`` exactly. In float64 while
+    ``taken ** 2`` is below 2**53 (every product and quotient exact enough for the floor);
+    beyond it (a bucket driven kilometres into the ground: a test's extreme pose) in Python's
+    integers, where float64's rounding had made units out of nothing."""
+    if taken * taken < 2**53:
+        share = np.floor(dug * left / taken).astype(np.int64)
+    else:
+        share = np.array([int(d) * left // taken for d in dug.tolist()], dtype=np.int64)
+    share[: left - int(share.sum())] += 1
+    return share
 
 
 def _union(a: Box, b: Box) -> Box:
