@@ -109,7 +109,8 @@ def ros_node(node_processes: list[NodeProcess]) -> Iterator[object]:
 # reached the simulation over a second old and were dropped, a soak whose recorder lost
 # messages), which is no test of the product. The other worker runs the rest beside them.
 WHOLE_STACK_FILES = frozenset({
-    "test_demo.py", "test_demo_fleet.py", "test_soak.py", "test_teleop_demo.py",
+    "test_demo.py", "test_demo_fleet.py", "test_demo_wheeled.py", "test_soak.py",
+    "test_teleop_demo.py",
     "test_teleop_dig.py", "test_teleop_replay.py", "test_teleop_impedance_replay.py",
     "test_fleet_operated.py"})
 

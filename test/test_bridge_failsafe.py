@@ -242,8 +242,8 @@ def test_redis_auth_failure_names_the_cause(tmp_path, spawn, user, password, tex
         # the same through the CLI: the log names it at the first failure, once
         bridge = spawn("plc_bridge.bridge.cli", ["--redis-url", url, "--plc-port",
                                                  str(rig.plc_port)])
-        wait_for(lambda: text in bridge.log(), 20.0, lambda: f"the cause in the log: "
-                 f"{bridge.log()[-400:]}")
+        wait_for(lambda: text in bridge.log(), STARTUP_TIMEOUT_S,
+                 lambda: f"the cause in the log: {bridge.log()[-400:]}")
         time.sleep(1.0)
         assert bridge.log().count(text) == 1, bridge.log()[-1500:]
     finally:

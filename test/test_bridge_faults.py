@@ -44,6 +44,11 @@ SANITY_S = 2.0
 # stop then named plc_link_lost instead of the fault under test. The link-loss tests here judge
 # their bounds against SANITY_S; test_bridge_failsafe tests the deadline itself.
 RIG_PLC_TIMEOUT_S = 0.5
+# ... and its Redis reply deadline [s], for the same reason: a test process starved past the
+# product's 0.25 s (one core busy, cycles 1.0-1.3 s late) turned an invalid_input stop into
+# redis_lost. No test of the shared rig loses Redis: test_redis_killed_and_restarted and
+# test_redis_auth_url build rigs of their own with the product's deadline.
+RIG_REDIS_TIMEOUT_S = 2.0
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +60,8 @@ def shared(tmp_path_factory) -> Iterator[tuple[RedisServer, Spawner]]:
 @pytest.fixture(scope="module")
 def rig(shared) -> Iterator[HilRig]:
     server, spawner = shared
-    r = HilRig("skid_steer", server.url, spawner, {"plc_timeout_s": RIG_PLC_TIMEOUT_S})
+    r = HilRig("skid_steer", server.url, spawner, {"plc_timeout_s": RIG_PLC_TIMEOUT_S,
+                                                   "redis_timeout_s": RIG_REDIS_TIMEOUT_S})
     r.command(*COMMAND)
     r.start()
     yield r
