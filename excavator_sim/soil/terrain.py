@@ -498,13 +498,12 @@ class Terrain:
 
 def _shares(dug: np.ndarray, left: int, taken: int) -> np.ndarray:
     """``left`` units shared out over the cells in proportion to what each gave (``dug``,
-    summing to ``taken``): ``floor(dug * left / taken)`` each, the units those floors leave
-    one each to the first cells, so the shares sum to ``left`` exactly. In float64 while
-    ``taken ** 2`` is below 2**53 (every product and quotient exact enough for the floor);
-    beyond it (a bucket driven kilometres into the ground: a test's extreme pose) in Python's
-    integers, where float64's rounding had made units out of nothing."""
-    if taken * taken < 2**53:
-        share = np.floor(dug * left / taken).astype(np.int64)
+    summing to ``taken``): ``dug * left // taken`` each, the units those floors leave one each
+    to the first cells, so the shares sum to ``left`` exactly. Integer arithmetic throughout
+    (float64's rounding had made units out of nothing for a bucket kilometres into the
+    ground): int64 while ``taken * left`` fits it, Python's integers beyond."""
+    if taken * left < 2**63:
+        share = dug.astype(np.int64) * left // taken
     else:
         share = np.array([int(d) * left // taken for d in dug.tolist()], dtype=np.int64)
     share[: left - int(share.sum())] += 1
