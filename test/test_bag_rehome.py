@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import NodeProcess, RosTestNode, wait_for
+from helpers import STARTUP_TIMEOUT_S, NodeProcess, RosTestNode, wait_for
 from sensor_msgs.msg import JointState
 
 from excavator_hil.bags.io import TYPESTORE, BagError, read_bag, salvage_bag
@@ -56,7 +56,7 @@ def _bag_record_process(probe: RosTestNode, bag: Path) -> Iterator[tuple[NodePro
                       log_dir=bag.parent)
     sender = _Sender(probe)
     try:
-        wait_for(lambda: sender.pub.get_subscription_count() > 0, 30.0,
+        wait_for(lambda: sender.pub.get_subscription_count() > 0, STARTUP_TIMEOUT_S,
                  lambda: f"the recorder to subscribe; its log:\n{rec.log()}")
         time.sleep(0.5)
         sender.start()
