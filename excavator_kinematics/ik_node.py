@@ -9,7 +9,10 @@ an empty frame_id is taken as that frame). A rejected target (other frame,
 NaN/inf, out of reach, past a limit, an orientation the bucket cannot take) is logged with the
 reason, reported on ``/diagnostics``, and nothing is published. A target older than
 ``max_command_age_s`` on arrival (by its header stamp: a message delayed on its way) is dropped,
-counted and reported (:mod:`excavator_common.command_age`; stamp 0 is not judged).
+counted and reported (:mod:`excavator_common.command_age`; stamp 0 is not judged). Each call
+takes every target waiting on its topic, in order: rclpy's executor serves one message per
+subscription per round, so beside a node whose work fills the rounds (sim_node catching up, in
+the demo's node container) the queue would age the targets past that limit by itself.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from geometry_msgs.msg import PointStamped, PoseStamped
 from rclpy.node import Node
 from sensor_msgs.msg import JointState
 
-from excavator_common.command_age_node import CommandAgeCheck
+from excavator_common.command_age_node import CommandAgeCheck, take_waiting
 from excavator_common.frames import check_frame_prefix
 from excavator_common.node_args import NodeUsage
 from excavator_common.parameter_node import NodeParameters
@@ -66,8 +69,9 @@ class IKNode(Node):
         self.solved = 0
         self.command_age = CommandAgeCheck(self, float(values["max_command_age_s"]))
         self.publisher = self.create_publisher(JointState, "joint_command", 10)
-        self.create_subscription(PointStamped, "target", self.on_target, 10)
-        self.create_subscription(PoseStamped, "target_pose", self.on_target_pose, 10)
+        self.target_sub = self.create_subscription(PointStamped, "target", self.on_target, 10)
+        self.target_pose_sub = self.create_subscription(PoseStamped, "target_pose",
+                                                        self.on_target_pose, 10)
         ns = self.get_namespace().strip("/")  # in a fleet the status names its machine
         self.diagnostics = Diagnostics(self, f"{ns + '/' if ns else ''}{self.get_name()}: "
                                        "inverse kinematics")
@@ -79,6 +83,14 @@ class IKNode(Node):
 
     # --- inputs --------------------------------------------------------------------------
     def on_target(self, msg: PointStamped) -> None:
+        for waiting, _ in [(msg, None), *take_waiting(self.target_sub)]:   # (module docstring)
+            self._take_target(waiting)
+
+    def on_target_pose(self, msg: PoseStamped) -> None:
+        for waiting, _ in [(msg, None), *take_waiting(self.target_pose_sub)]:
+            self._take_target_pose(waiting)
+
+    def _take_target(self, msg: PointStamped) -> None:
         if not self.command_age.admit("target", msg.header.stamp):
             return
         if not self._frame_ok(msg.header.frame_id):
@@ -86,7 +98,7 @@ class IKNode(Node):
         p = msg.point
         self._solve_and_publish(np.array([p.x, p.y, p.z]), self.bucket_pitch)
 
-    def on_target_pose(self, msg: PoseStamped) -> None:
+    def _take_target_pose(self, msg: PoseStamped) -> None:
         if not self.command_age.admit("target_pose", msg.header.stamp):
             return
         if not self._frame_ok(msg.header.frame_id):

@@ -22,7 +22,7 @@ from helpers import STARTUP_TIMEOUT_S, NodeProcess, RosTestNode, wait_for
 from sensor_msgs.msg import JointState
 
 from excavator_hil.bags.io import TYPESTORE, BagError, read_bag, salvage_bag
-from excavator_hil.bags.reader_links import SeenSamples
+from excavator_hil.bags.reader_links import OverlapJoin, SeenSamples
 
 TOPIC = "/rehome_test/joints"
 
@@ -121,6 +121,37 @@ def test_the_reader_left_after_an_overlap_is_watched_until_it_passes_the_retired
     assert seen.watches("/c") and not seen.first_time("/c", _info(b"w9", 1))
 
 
+def test_the_new_reader_joins_on_once_it_brings_the_next_sample_of_every_writer() -> None:
+    join = OverlapJoin(repair_s=3.0)
+    assert join.joined(0.0)                                 # nothing of the old: no condition
+    join.note("/a", _info(b"w1", 10), False, 0.0)
+    join.note("/a", _info(b"w1", 11), False, 0.1)
+    assert join.gaps(0.1) == ["/a: old reader at 11, new one at nothing yet"]
+    join.note("/a", _info(b"w1", 14), True, 0.2)            # the writer matched it late
+    assert join.gaps(0.2) == ["/a: old reader at 11, new one from 14"] and not join.lost(0.2)
+    join.note("/a", _info(b"w1", 12), False, 0.3)
+    assert not join.joined(0.3)
+    join.note("/a", _info(b"w1", 13), False, 0.4)           # the old one reached 13: no gap
+    assert join.joined(0.4)
+    join.note("/b", _info(b"w2", 5), False, 0.5)            # another topic, another writer
+    join.note("/b", _info(b"w3", 1), True, 0.5)
+    assert join.gaps(0.5) == ["/b: old reader at 5, new one at nothing yet"]
+    join.note("/b", _info(b"w2", 5), True, 0.6)             # the same sample through both
+    assert join.joined(0.6)
+    join.note("/c", {"publication_sequence_number": None}, False, 0.7)   # nothing names it
+    assert join.joined(0.7)
+
+
+def test_a_gap_the_old_reader_leaves_open_past_a_resend_is_lost_not_waited_for() -> None:
+    """The old reader went deaf (the cut a move is for): what it missed before the new reader's
+    first sample will not come; the overlap does not wait for it, and it is named."""
+    join = OverlapJoin(repair_s=3.0)
+    join.note("/a", _info(b"w1", 7), False, 0.0)
+    join.note("/a", _info(b"w1", 20), True, 1.0)
+    assert not join.joined(3.9) and not join.lost(3.9)
+    assert join.joined(4.0) and join.lost(4.0) == ["/a: samples 8..19"]
+
+
 class _Sender:
     """Publishes JointState i = 0, 1, ... on TOPIC every 10 ms from the probe."""
 
@@ -205,7 +236,10 @@ def test_a_deaf_old_participant_loses_nothing_once_the_new_one_has_matched(
         probe: RosTestNode, tmp_path: Path) -> None:
     """The cut, made by hand: right after the move the old participant hears nothing more.
     Every message sent once the new participant has matched the writer is written, once and in
-    order, and the old participant's reading ends at the overlap's shortest."""
+    order, and the old participant's reading ends, at the latest a resend's time
+    (DRAIN_RESEND_S) after the new one's first message."""
+    from excavator_hil.bags import recorder
+
     bag = tmp_path / "deaf"
     with _recording(probe, bag) as (rec, sender):
         _poll_for(rec, 0.3)
@@ -219,14 +253,55 @@ def test_a_deaf_old_participant_loses_nothing_once_the_new_one_has_matched(
                  "the new participant to match the writer")
         time.sleep(0.3)       # matched on the writer's side too
         first_after = sender.sent
-        _poll_for(rec, 1.5)
-        assert rec._links == [new]
+        wait_for(lambda: rec.poll() is not None and rec._links == [new],
+                 recorder.DRAIN_RESEND_S + 10.0, "the old participant's reading to end", 0.02)
         sent = sender.stop()
         time.sleep(0.3)
         rec.poll()
     positions = _positions(bag)
     assert positions == sorted(set(positions)), "a message twice or out of order"
     assert positions[-(sent - first_after):] == [float(i) for i in range(first_after, sent)]
+
+
+def test_the_old_participant_reads_on_until_the_writer_has_matched_the_new_one(
+        probe: RosTestNode, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The new participant matched the writer on its side, but the writer sends to it only
+    later (its side of discovery lagging: the new reader's takes hide what was sent before
+    the test lets it through): the old participant reads on until the new one's samples join
+    on to its own, and no message is lost in between. Released when the new one had matched,
+    the old one took what only it had received with it (the official CI of 6f995a8 lost two
+    so)."""
+    from excavator_hil.bags import reader_links, recorder
+
+    join_ns = [2**63]   # what was sent before this reaches a new reader: nothing yet
+
+    class LateLink(reader_links.ReaderLink):
+        def take(self) -> list[tuple[str, Any, dict[str, Any]]]:
+            taken = super().take()
+            if self.close is None:   # the recorder's own participant: the old one
+                return taken
+            return [t for t in taken if t[2]["source_timestamp"] >= join_ns[0]]
+
+    monkeypatch.setattr(recorder, "ReaderLink", LateLink)
+    monkeypatch.setattr(recorder, "REHOME_OVERLAP_S", (0.0, 120.0))
+    bag = tmp_path / "late"
+    with _recording(probe, bag) as (rec, sender):
+        _poll_for(rec, 0.3)
+        rec.note_continued()
+        rec.poll()
+        new = rec._links[-1]
+        wait_for(lambda: new.subscriptions[TOPIC].get_publisher_count() > 0, 20.0,
+                 "the new participant to match the writer")
+        _poll_for(rec, 0.5)
+        assert len(rec._links) == 2, "the old participant went before the new one joined on"
+        join_ns[0] = time.time_ns()   # the writer's side matches the new reader now
+        wait_for(lambda: rec.poll() is not None and rec._links == [new], 10.0,
+                 "the old participant's reading to end once the new one joined on", 0.02)
+        _poll_for(rec, 0.3)
+        sent = sender.stop()
+        time.sleep(0.3)
+        rec.poll()
+    assert _positions(bag) == [float(i) for i in range(sent)]
 
 
 def test_bag_record_stopped_and_continued_subscribes_again_and_loses_nothing(

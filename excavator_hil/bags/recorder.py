@@ -27,7 +27,7 @@ from rosgraph_msgs.msg import Clock
 from excavator_common.dds_profile import use_project_profile
 from excavator_common.heap import release_free_pages
 from excavator_hil.bags.io import BagWriter, TopicQos
-from excavator_hil.bags.reader_links import ReaderLink, SeenSamples
+from excavator_hil.bags.reader_links import OverlapJoin, ReaderLink, SeenSamples
 from excavator_hil.bags.tf import TF_TOPIC, TF_TYPE, TfDeriver, namespace_of
 from excavator_hil.errors import BagError
 from excavator_hil.sim_clock_map import SimClockMap
@@ -57,7 +57,8 @@ TF_RATE_HZ = 30.0  # --tf: /tf per machine per second of bag time at most (viewe
 # stay cut off from its port for good. Polls that stand are mostly a niced recorder on a busy
 # host, its DDS threads running: only a long stand is taken for a stopped process. The old
 # participant reads on for the overlap: until the new one has matched every writer the old one
-# had, REHOME_OVERLAP_S [s] (at least, at most).
+# had and its samples join on to the old one's (OverlapJoin), REHOME_OVERLAP_S [s] (at least,
+# at most).
 REHOME_AFTER_HOLD_UP_S = 5.0
 MOVED_TO_A_NEW_PARTICIPANT = "subscribed again through a new DDS participant"  # said in its log
 REHOME_OVERLAP_S = (1.0, 15.0)
@@ -96,6 +97,8 @@ class BagRecorder(Node):
         # each hold-up (REHOME_AFTER_HOLD_UP_S); a sample taken through two is written once
         self._links: list[ReaderLink] = [ReaderLink(self)]
         self._seen = SeenSamples()
+        # of the present overlap (the new reader, the old ones; DRAIN_RESEND_S: a resend)
+        self._join = OverlapJoin(DRAIN_RESEND_S)
         self._rehomed_at = -float("inf")   # [s monotonic]
         self.rehomes = 0
         self._name = self.get_name()
@@ -183,7 +186,6 @@ class BagRecorder(Node):
                 self._continued or held_s > REHOME_AFTER_HOLD_UP_S):
             self._rehome("was stopped" if self._continued else f"stood {held_s:.1f} s")
         self._continued = False
-        self._retire_links()
         overlap = len(self._links) > 1   # a sample may come through two participants
         if self.sim_clock is not None:
             for link in self._links:
@@ -195,6 +197,8 @@ class BagRecorder(Node):
         after_stop: set[str] = set()
         for link in self._links:
             for topic, data, info in link.take():
+                if overlap:
+                    self._join.note(topic, info, link is self._links[-1], time.monotonic())
                 if not self._first_time(topic, info, overlap):
                     continue
                 gave.add(topic)
@@ -205,6 +209,8 @@ class BagRecorder(Node):
                 self._latest_received[topic] = received
                 self._held.append((received, topic, data))
         self._write_held(watermark)
+        # after the take: what only the old readers had received is taken before they go
+        self._retire_links()
         return gave, after_stop
 
     def _first_time(self, topic: str, info: dict[str, Any], overlap: bool) -> bool:
@@ -241,6 +247,7 @@ class BagRecorder(Node):
         if self.sim_clock is not None:
             link.subscribe_clock(Clock, RECORD_QOS_DEPTH)
         self._links.append(link)
+        self._join = OverlapJoin(DRAIN_RESEND_S)
         self._rehomed_at = time.monotonic()
         self.get_logger().warning(
             f"{why}: {MOVED_TO_A_NEW_PARTICIPANT} "
@@ -249,14 +256,22 @@ class BagRecorder(Node):
 
     def _retire_links(self) -> None:
         """End the older participant's reading once the newest has matched every writer it
-        had (at least REHOME_OVERLAP_S[0] after the move, at most REHOME_OVERLAP_S[1])."""
+        had and its samples join on to the older one's (at least REHOME_OVERLAP_S[0] after the
+        move, at most REHOME_OVERLAP_S[1])."""
         if len(self._links) < 2:
             return
-        since = time.monotonic() - self._rehomed_at
+        now = time.monotonic()
+        since = now - self._rehomed_at
         old, new = self._links[0], self._links[-1]
         if since < REHOME_OVERLAP_S[0] or (
-                since < REHOME_OVERLAP_S[1] and not new.matched_as_many_as(old)):
+                since < REHOME_OVERLAP_S[1] and not (new.matched_as_many_as(old)
+                                                     and self._join.joined(now))):
             return
+        lost = self._join.lost(now)
+        if lost:
+            self.get_logger().warning(
+                f"the old participant stopped hearing a writer before the new one heard it: "
+                f"{'; '.join(lost)} not recorded (docs/bags.md)")
         for link in self._links[:-1]:
             link.release()
             if link.node is self:
