@@ -184,6 +184,16 @@ def _poll_for(rec: Any, seconds: float) -> None:
         time.sleep(0.02)
 
 
+def _moved(rec: Any, record_s: float) -> Any:
+    """Record for ``record_s``, then as after a SIGCONT: the next poll subscribes again
+    through a new participant beside the old one. Returns the new one's link."""
+    _poll_for(rec, record_s)
+    rec.note_continued()
+    rec.poll()
+    assert rec.rehomes == 1 and len(rec._links) == 2
+    return rec._links[-1]
+
+
 @contextlib.contextmanager
 def _recording(probe: RosTestNode, bag: Path) -> Iterator[tuple[Any, _Sender]]:
     """An in-process recorder of TOPIC (the probe's context) subscribed, and the sender
@@ -214,11 +224,7 @@ def test_after_a_stop_each_message_is_written_once_through_both_participants(
     monkeypatch.setattr(recorder, "REHOME_OVERLAP_S", (60.0, 120.0))
     bag = tmp_path / "both"
     with _recording(probe, bag) as (rec, sender):
-        _poll_for(rec, 0.5)
-        rec.note_continued()
-        rec.poll()
-        assert rec.rehomes == 1 and len(rec._links) == 2
-        new = rec._links[-1]
+        new = _moved(rec, 0.5)
         wait_for(lambda: rec.poll() and rec._seen.repeated > 10, 30.0,
                  lambda: f"messages through both participants (new one matched "
                  f"{new.subscriptions[TOPIC].get_publisher_count()} writers)", 0.02)
@@ -242,10 +248,8 @@ def test_a_deaf_old_participant_loses_nothing_once_the_new_one_has_matched(
 
     bag = tmp_path / "deaf"
     with _recording(probe, bag) as (rec, sender):
-        _poll_for(rec, 0.3)
-        rec.note_continued()
-        rec.poll()
-        old, new = rec._links
+        new = _moved(rec, 0.3)
+        old = rec._links[0]
         for sub in old.subscriptions.values():      # deaf: its subscriptions gone
             old.node.destroy_subscription(sub)
         old.subscriptions.clear()
@@ -286,10 +290,7 @@ def test_the_old_participant_reads_on_until_the_writer_has_matched_the_new_one(
     monkeypatch.setattr(recorder, "REHOME_OVERLAP_S", (0.0, 120.0))
     bag = tmp_path / "late"
     with _recording(probe, bag) as (rec, sender):
-        _poll_for(rec, 0.3)
-        rec.note_continued()
-        rec.poll()
-        new = rec._links[-1]
+        new = _moved(rec, 0.3)
         wait_for(lambda: new.subscriptions[TOPIC].get_publisher_count() > 0, 20.0,
                  "the new participant to match the writer")
         _poll_for(rec, 0.5)
