@@ -195,6 +195,46 @@ def test_a_recorder_thread_records_beside_its_process_and_drains_at_the_stop(
     assert positions == [float(i) for i in range(300)]
 
 
+def test_a_recorder_thread_is_waited_for_while_it_writes_and_named_when_it_stands(
+        probe: RosTestNode, tmp_path: Path) -> None:
+    """stop() waits for a recorder that writes slowly (a niced thread on a loaded host: 300
+    messages at 25 ms each, 7.5 s, against a limit of 5 s, past the drain's own quiet waits)
+    as long as it writes, and raises, naming the wait and what it wrote, when it writes
+    nothing for that long."""
+    import threading
+
+    from excavator_hil.bags.recorder import DRAIN_BOUND_S, RecorderThread
+
+    limit_s = DRAIN_BOUND_S + 1.0
+
+    release = threading.Event()
+    for name, pause in (("slow", lambda: time.sleep(0.025)), ("stuck", release.wait)):
+        rec = RecorderThread(tmp_path / name, [TOPIC], context=probe.context)
+        pub = probe.node.create_publisher(JointState, TOPIC, 1000)
+        write = rec.node.writer.write
+        rec.node.writer.write = lambda *a, write=write, pause=pause: (pause(), write(*a))[1]
+        try:
+            wait_for(lambda pub=pub: pub.get_subscription_count() > 0, 20.0,
+                     "the recorder to subscribe")
+            time.sleep(0.3)   # matched on the recorder's side too
+            for i in range(300):
+                pub.publish(_joint_state(i))
+            time.sleep(0.2)
+            if name == "slow":
+                rec.stop(timeout_s=limit_s)
+                assert [TYPESTORE.deserialize_cdr(m.data, m.msgtype).position[0] for m in
+                        read_bag(tmp_path / name).messages] == [float(i) for i in range(300)]
+            else:
+                with pytest.raises(BagError, match=rf"nothing written for {limit_s:g} s \(0 m"):
+                    rec.stop(timeout_s=limit_s)
+        finally:
+            if name == "stuck":
+                release.set()
+            if rec.alive():
+                rec.stop()
+            probe.node.destroy_publisher(pub)
+
+
 def test_player_pacing_record_follows_the_rate(probe: RosTestNode, tmp_path: Path) -> None:
     """--rate 4 puts the due times at a quarter of the bag's intervals; still none sent early."""
     bag, _ = _record(probe, tmp_path, "mcap")

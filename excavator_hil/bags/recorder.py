@@ -451,11 +451,20 @@ class RecorderThread:
 
     def stop(self, timeout_s: float = 15.0) -> None:
         """Stop at this moment: write what was sent before it, close the bag; raises what
-        the thread failed with."""
+        the thread failed with, or BagError when it wrote nothing for ``timeout_s``. Waited
+        for as long as it writes: a niced recorder on a loaded host writes what it had taken
+        at the stop slowly (a fleet demo's 6,967 messages took more than 15 s once), and a
+        bag cut short at a fixed time is a lost run. ``timeout_s`` must exceed the drain's own
+        waits for quiet topics (``DRAIN_BOUND_S``)."""
         self._stop_ns = time.time_ns()
-        self._thread.join(timeout_s)
-        if self._thread.is_alive():
-            raise BagError(f"the recorder did not finish its bag within {timeout_s:g} s")
+        written, since = -1, time.monotonic()
+        while self._thread.is_alive():
+            self._thread.join(0.2)
+            if self.node.total != written:
+                written, since = self.node.total, time.monotonic()
+            elif self._thread.is_alive() and time.monotonic() - since >= timeout_s:
+                raise BagError(f"the recorder did not finish its bag: nothing written for "
+                               f"{timeout_s:g} s ({written} messages in it)")
         try:
             self.node.close()
         finally:
