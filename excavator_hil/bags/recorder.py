@@ -195,10 +195,11 @@ class BagRecorder(Node):
                                            msg.clock.sec * 1_000_000_000 + msg.clock.nanosec)
         gave: set[str] = set()
         after_stop: set[str] = set()
+        taken_at = time.monotonic()   # (one reading per poll: the takes are microseconds)
         for link in self._links:
             for topic, data, info in link.take():
                 if overlap:
-                    self._join.note(topic, info, link is self._links[-1], time.monotonic())
+                    self._join.note(topic, info, link is self._links[-1], taken_at)
                 if not self._first_time(topic, info, overlap):
                     continue
                 gave.add(topic)
