@@ -125,6 +125,31 @@ def test_figures_of_a_record() -> None:
     assert list(rec.setpoint_at(np.array([-1.0, 0.5]))[:, 0]) == [0.0, 0.8]
 
 
+def test_a_stop_by_the_plc_under_a_standing_set_point_is_not_driving() -> None:
+    """The PLC's watchdog trips on the patch (a starved bridge): its program brings the drives
+    to 0 while the last set-point it took stays 0.8 m/s. The tracks then run slower than the
+    ground (a braking slip, negative): that second is not the drive's slip on sand, nor its
+    speed error. Its log of mode changes says when it drove."""
+    rec = _record()
+    on_patch = [k for k, row in enumerate(rec.sensors)
+                if PATH.zone(row[6], 1.215) == "patch"]
+    stop = on_patch[len(on_patch) // 3]
+    t_stop = rec.sensors[stop][0]
+    for k in range(stop, stop + 100):               # 1 s: tracks stopped, the machine coasts
+        t, _, _, ground, tq, _, x = rec.sensors[k]
+        rec.sensors[k] = (t, 0.0, 0.0, ground, -tq, -tq, x)
+    before = hil_record.figures(rec, PATH, 8550.0, 2.6, 1.215)
+    assert before.mean_slip_by_ground["patch"] < 0.0   # what the demo reported under load
+    # (wall time = simulated + 100 s in _record's clock)
+    rec.modes = [(90.0, "parked"), (100.0, "drive"), (100.0 + t_stop, "stopping"),
+                 (100.0 + t_stop + 0.6, "parked"), (100.0 + t_stop + 1.0, "drive")]
+    f = hil_record.figures(rec, PATH, 8550.0, 2.6, 1.215)
+    assert f.mean_slip_by_ground["patch"] == pytest.approx(0.1, rel=1e-6)
+    assert f.mean_slip_by_ground["firm"] == pytest.approx(0.001, rel=1e-3)
+    sp = rec.setpoint_at(np.array([t_stop - 0.01, t_stop + 0.01, t_stop + 0.8, t_stop + 1.01]))
+    assert list(sp[:, 0]) == [0.8, 0.0, 0.0, 0.8]
+
+
 def test_the_drive_plot_is_written(tmp_path: Path) -> None:
     out = tmp_path / "drive_loop.png"
     hil_record.plot(_record(), PATH, out, 2.6, 1.215, 8550.0)

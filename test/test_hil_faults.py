@@ -192,6 +192,11 @@ def plc_went_safe_within_its_watchdog(rig: HilRig) -> None:
     # loaded host; t is a late bound of the write, which the last check below allows for)
     assert st["drove_at"] - seen <= WATCHDOG_S
     assert st["changed_at"]["plant_lost"] - writes[i]["t"] > WATCHDOG_S
+    # its log of mode changes says the same: from drive to safe, at the scan after the last
+    # that drove (what the demo's figures take as when it drove)
+    modes = rig.plc.modes(st["now"] - 30.0)  # type: ignore[union-attr]
+    assert [m for _, m in modes[-2:]] == ["drive", "safe"], modes
+    assert st["drove_at"] < modes[-1][0] <= st["changed_at"]["plant_lost"], (modes, st)
 
 
 def plant_lost_on_redis(lp: HilLoop) -> None:

@@ -3,8 +3,11 @@ matplotlib, no ROS).
 
 Sources, each as the part of the loop that owns it reports it:
 - the PLC's speed set-points per track: the virtual PLC's log of the control-DB writes it took
-  (its monotonic clock), mapped to simulated time through the ``/clock`` samples the operator
-  took (wall -> simulated time at RTF 1, to a few ms);
+  (its monotonic clock), in force only while its program's mode was ``drive`` (its log of mode
+  changes: a controlled stop after its watchdog tripped brings the drives to 0 under a set-point
+  the bridge wrote before, and the tracks then run slower than the ground: no driving slip),
+  mapped to simulated time through the ``/clock`` samples the operator took (the time sim_node
+  sent each, so a late reader does not shift them: wall -> simulated time to a few ms);
 - the measured track speeds, drive torques and ground speed: ``plant/sensors``, and the yaw
   rate and pitch: ``imu`` (simulated time stamps), what the plant link hands the PLC;
 - the machine's x over ground: ``joint_states`` (same stamps), for the ground under it.
@@ -35,25 +38,31 @@ class HilRecord:
     """Samples of one closed-loop drive. ``sensors``: (t [s sim], v_left, v_right [m/s],
     ground speed [m/s], torque_left, torque_right [N m], base x [m]); ``imu``: (t, yaw rate
     [rad/s], pitch [rad], nose up positive); ``clock``: (monotonic [s], sim time [s]);
-    ``setpoints``: (monotonic [s], left, right [m/s]) as the PLC took them."""
+    ``setpoints``: (monotonic [s], left, right [m/s]) as the PLC took them; ``modes``:
+    (monotonic [s], mode) the PLC program's mode changes (none logged: always driving)."""
 
     sensors: list[tuple[float, ...]] = field(default_factory=list)
     imu: list[tuple[float, float, float]] = field(default_factory=list)
     clock: list[tuple[float, float]] = field(default_factory=list)
     setpoints: list[tuple[float, float, float]] = field(default_factory=list)
+    modes: list[tuple[float, str]] = field(default_factory=list)
 
     def setpoint_at(self, t_sim: np.ndarray) -> np.ndarray:
         """(n, 2) set-points [m/s] in force at simulated times ``t_sim`` (0 before the first
-        write; the last write before each time)."""
-        return setpoints_at(self.clock, self.setpoints, t_sim, 2)
+        write and while the PLC was not in ``drive``; the last write before each time)."""
+        return setpoints_at(self.clock, self.setpoints, t_sim, 2, self.modes)
 
 
 def setpoints_at(clock: Sequence[tuple[float, float]], setpoints: Sequence[Sequence[float]],
-                 t_sim: np.ndarray, columns: int) -> np.ndarray:
+                 t_sim: np.ndarray, columns: int,
+                 modes: Sequence[tuple[float, str]] = (), speeds: int | None = None
+                 ) -> np.ndarray:
     """(n, ``columns``) set-points in force at simulated times ``t_sim``: ``setpoints`` rows
     are (monotonic time [s] the PLC took them, value...), mapped to simulated time through
     ``clock`` samples (monotonic [s], simulated [s]); 0 before the first; the last one taken
-    before each time."""
+    before each time; the first ``speeds`` columns (all by default: speed set-points) 0 where
+    the PLC program's mode in force (``modes``: (monotonic [s], mode) changes, the first the
+    one in force before the others) was not ``drive``."""
     out = np.zeros((len(t_sim), columns))
     if not setpoints or len(clock) < 2:
         return out
@@ -63,6 +72,11 @@ def setpoints_at(clock: Sequence[tuple[float, float]], setpoints: Sequence[Seque
     k = np.searchsorted(t_sp, t_sim, side="right") - 1
     have = k >= 0
     out[have] = sp[k[have], 1:1 + columns]
+    if modes:
+        t_mode = np.interp([t for t, _ in modes], c[:, 0], c[:, 1])
+        driving = np.array([m == "drive" for _, m in modes])
+        j = np.maximum(np.searchsorted(t_mode, t_sim, side="right") - 1, 0)
+        out[~driving[j], :columns if speeds is None else speeds] = 0.0
     return out
 
 

@@ -147,8 +147,11 @@ class DemoOperator(Node):
         if len(self._clock_sent) > CLOCK_SAMPLES_KEPT:
             self._clock_sent.forget_before(sent_ns - CLOCK_SAMPLES_KEPT_NS)
         if self.hil is not None and self._phase == "drive":
-            # wall (monotonic) -> simulated time, for the PLC's logged set-points
-            self.hil.clock.append((time.monotonic(), self.sim_time))
+            # wall (monotonic) -> simulated time, for the PLC's logged set-points: at the time
+            # sim_node sent it (this niced process may take it hundreds of ms later on a busy
+            # host; the delay on the wall clock, the same host's)
+            late_s = max(0.0, time.time() - sent_ns * 1e-9)
+            self.hil.clock.append((time.monotonic() - late_s, self.sim_time))
 
     def _on_sensors(self, msg: JointState) -> None:
         if self.hil is None or self._phase != "drive":
@@ -345,6 +348,7 @@ class DemoOperator(Node):
         if self.hil is not None:
             self.hil.setpoints = [(w["t"], *_taken_setpoints(w)) for w in writes
                                   if w.get("refused") is None]
+            self.hil.modes = plc.modes(sent[0][0] if sent else 0.0)
         plc.close()
 
     def _dig(self, check_alive: Callable[[], None]) -> None:

@@ -158,6 +158,7 @@ class WheeledDemoOperator(DemoOperator):
                                                 _wheel_speeds_carried(self.record.wheels))
         self.record.setpoints = [setpoint_row(w, self.record.wheels, self.record.steers)
                                  for w in writes if w.get("refused") is None]
+        self.record.modes = plc.modes(sent[0][0] if sent else 0.0)
         plc.close()
 
     def _bridge_running(self) -> bool:

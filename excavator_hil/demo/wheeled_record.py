@@ -40,7 +40,9 @@ class WheeledRecord:
     wheels (the PLC's order); ``sensors``: (t [s sim], speed per driven wheel [m/s], angle per
     steered wheel [rad]); ``imu``: (t, yaw rate [rad/s]); ``clock``: (monotonic [s], sim [s]);
     ``setpoints``: (monotonic [s], speed per driven wheel [m/s], angle per steered wheel [rad])
-    as the PLC took them; ``legs``: (sim time [s], leg index) where each leg began."""
+    as the PLC took them; ``modes``: (monotonic [s], mode) the PLC program's mode changes
+    (its speed set-points are in force in ``drive`` only); ``legs``: (sim time [s], leg index)
+    where each leg began."""
 
     wheels: tuple[str, ...]
     steers: tuple[str, ...]
@@ -48,6 +50,7 @@ class WheeledRecord:
     imu: list[tuple[float, float]] = field(default_factory=list)
     clock: list[tuple[float, float]] = field(default_factory=list)
     setpoints: list[tuple[float, ...]] = field(default_factory=list)
+    modes: list[tuple[float, str]] = field(default_factory=list)
     legs: list[tuple[float, int]] = field(default_factory=list)
 
     def arrays(self) -> np.ndarray:
@@ -58,7 +61,7 @@ class WheeledRecord:
     def setpoint_at(self, t_sim: np.ndarray) -> np.ndarray:
         """(n, wheels + steers) set-points in force at ``t_sim`` [s of simulated time]."""
         return setpoints_at(self.clock, self.setpoints, t_sim,
-                            len(self.wheels) + len(self.steers))
+                            len(self.wheels) + len(self.steers), self.modes, len(self.wheels))
 
 
 def setpoint_row(write: dict[str, Any], wheels: tuple[str, ...], steers: tuple[str, ...]

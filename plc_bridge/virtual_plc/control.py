@@ -21,6 +21,8 @@ request per line, one response per line::
     {"cmd": "plant_writes", "since": 12.5}     -> HIL: plant_in writes (decoded, with t)
     {"cmd": "plant_reads", "since": 12.5}      -> HIL: plant_out reads [t, seq] since then
     {"cmd": "plant_out_writes", "since": 12.5} -> HIL: the PLC's plant_out writes [t, seq]
+    {"cmd": "modes", "since": 12.5}            -> HIL: the program's mode changes [t, mode],
+                                                  the one in force at since first
     {"cmd": "shutdown"}                        -> the CLI exits
 
 Responses: ``{"ok": true, "result": ...}`` or ``{"ok": false, "error": "..."}``. The channel
@@ -115,13 +117,15 @@ class ControlServer:
                 result = self.plc.plant_reads(float(req.get("since", 0.0)))
             elif cmd == "plant_out_writes":
                 result = self.plc.plant_out_writes(float(req.get("since", 0.0)))
+            elif cmd == "modes":
+                result = self.plc.modes(float(req.get("since", 0.0)))
             elif cmd == "shutdown":
                 result = "bye"
                 if self._on_shutdown:
                     self._on_shutdown()
             else:
                 raise ValueError(f"unknown cmd {cmd!r}; use status faults link opcua writes reads "
-                                 f"plant_writes plant_reads plant_out_writes shutdown")
+                                 f"plant_writes plant_reads plant_out_writes modes shutdown")
             return {"ok": True, "result": result}
         except Exception as e:  # noqa: BLE001 - any failure goes back to the caller
             return {"ok": False, "error": f"{type(e).__name__}: {e}"}
@@ -179,6 +183,10 @@ class ControlClient:
     def plant_out_writes(self, since: float = 0.0) -> list[list[float]]:
         result: list[list[float]] = self.call("plant_out_writes", since=since)   # JSON reply
         return result
+
+    def modes(self, since: float = 0.0) -> list[tuple[float, str]]:
+        result = self.call("modes", since=since)   # JSON reply: [[t, mode], ...]
+        return [(float(t), str(m)) for t, m in result]
 
     def close(self) -> None:
         try:

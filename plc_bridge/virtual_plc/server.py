@@ -160,6 +160,10 @@ class VirtualPlc:
         # the plant program's own plant_out writes (t after the write, seq): bench/hil_loop.py
         self._plant_out_writes: collections.deque[tuple[float, int]] = collections.deque(
             maxlen=write_log_size)
+        # the program's mode changes (monotonic t of the scan, mode): what its drives did, for
+        # a record that must not count a stopping machine as driving (the demo's figures)
+        self._modes: collections.deque[tuple[float, str]] = collections.deque(
+            maxlen=write_log_size)
         self._measured: tuple[list[float], list[float]] = ([0.0] * len(config.wheels),
                                                            [0.0] * len(config.steering))
         if self.external:
@@ -409,6 +413,8 @@ class VirtualPlc:
         res = program.scan(now, dt, drive, safe, speeds, angles, plant_in, drive_requested)
         if res.mode == "drive":
             self.drove_at = now
+        if not self._modes or self._modes[-1][1] != res.mode:
+            self._modes.append((now, res.mode))
         if not f.freeze_plant_out:
             self._put(cfg.plant_out_db, self._plant_out_buf, cfg.plant_out.encode(res.plant_out))
             self._plant_out_writes.append((time.monotonic(), int(res.plant_out["seq"])))
@@ -526,6 +532,14 @@ class VirtualPlc:
     def plant_reads(self, since: float = 0.0) -> list[tuple[float, int]]:
         """Logged plant_out reads ``(t, seq)`` with ``t >= since``."""
         return [r for r in list(self._plant_reads) if r[0] >= since]
+
+    def modes(self, since: float = 0.0) -> list[tuple[float, str]]:
+        """HIL: the program's mode changes ``(t, mode)`` (monotonic t of the scan that changed
+        it; ``drive``, ``stopping``, ``parked`` or ``safe``), the one in force at ``since``
+        first."""
+        log = list(self._modes)
+        first = max((k for k, (t, _) in enumerate(log) if t <= since), default=0)
+        return log[first:]
 
     def plant_out_writes(self, since: float = 0.0) -> list[tuple[float, int]]:
         """The plant program's logged plant_out writes ``(t, seq)`` with ``t >= since`` (t just
