@@ -35,6 +35,7 @@ import pytest
 from helpers import (
     REPO,
     SMALL_SIM_ARGS,
+    STARTUP_TIMEOUT_S,
     NodeProcess,
     RosTestNode,
     free_port,
@@ -199,8 +200,13 @@ class TwoMachines:
 def machines(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TwoMachines]:
     two = TwoMachines(tmp_path_factory.mktemp("two_machines"))
     try:
-        wait_for(lambda: all(len(s) > 50 for s in two.states.values()), LIMIT_S,
+        # (the project's start-up bound: fresh8, one core busy and a whole stack on the other,
+        # took 65 s to start each ik_node and over 90 s each sim_node; a node that exits fails
+        # at once)
+        wait_for(lambda: all(len(s) > 50 for s in two.states.values())
+                 or any(not p.alive() for p in two.procs), STARTUP_TIMEOUT_S,
                  lambda: f"joint_states of both machines\n{two.logs()}", 0.1)
+        assert all(p.alive() for p in two.procs), f"a node exited at start-up\n{two.logs()}"
         yield two
     finally:
         two.close()

@@ -101,6 +101,22 @@ def _sim_per_wall(timed: list[tuple[float, float]], after: float, span_s: float 
     return (s1 - s0) / (w1 - w0)
 
 
+def _fastest_sim_per_wall(timed: list[tuple[float, float]], after: float, span_s: float
+                          ) -> float:
+    """The most simulated time per second of sim_node's wall clock over any ``span_s`` of the
+    latter among the joint_states of ``timed`` published after ``after`` (as
+    :func:`_sim_per_wall`); 0 before there are ``span_s`` of them."""
+    w = sorted(m for m in list(timed) if m[1] > after)
+    best, j = 0.0, 0
+    for i in range(len(w)):
+        while j < len(w) and w[j][1] - w[i][1] < span_s:
+            j += 1
+        if j == len(w):
+            break
+        best = max(best, (w[j][0] - w[i][0]) / (w[j][1] - w[i][1]))
+    return best
+
+
 def test_sim_node_describes_its_parameters_from_the_spec(sim: NodeProcess,
                                                          probe: RosTestNode) -> None:
     d = describe_parameters(probe, SIM, ["publish_rate_hz", "timestep_s", "terrain.nx",
@@ -184,8 +200,15 @@ def test_sim_node_markers_and_pacing_change_at_run_time(sim: NodeProcess,
     # free-run messages still on its way to this process is not counted
     try:
         assert set_parameters(probe, SIM, {"real_time_factor": 0.0}) == [(True, "")]
-        free = _sim_per_wall(timed, time.time())
-        assert free > 1.5, free  # as fast as it can: many times real time on any machine
+        # as fast as it can: many times real time, where the host gives it the CPU; a paced
+        # node never gets past 1.26 over 2 s (below), a starved free-running one can (fresh8:
+        # 0.57 over the first 2 s with one core busy and a whole stack on the other): the
+        # pacing is judged on any 2 s of its own clock within a minute, not on the host's speed
+        after = time.time()
+        free = wait_for(lambda: (f := _fastest_sim_per_wall(timed, after, 2.0)) > 1.5 and f,
+                        60.0, lambda: "simulated time outrunning the wall clock in free run: "
+                        f"at most {_fastest_sim_per_wall(timed, after, 2.0):.2f} x over 2 s", 0.5)
+        assert free > 1.5, free
     finally:
         assert set_parameters(probe, SIM, {"real_time_factor": 1.0,
                                                    "marker_rate_hz": 0.0}) == [(True, "")] * 2
