@@ -156,3 +156,16 @@ def test_a_start_up_cut_short_by_ctrl_c_is_not_logged_as_an_error() -> None:
     assert not gate.filter(record(KeyboardInterrupt()))
     assert gate.filter(record(RuntimeError("the page failed")))
     assert gate.filter(record(None))
+
+    # the same cancel as Starlette reports it: the traceback as the text of the lifespan's
+    # failure message, which uvicorn logs without an exception (fresh9, calm, 3 s in)
+    def text(last_line: str) -> logging.LogRecord:
+        body = ("Traceback (most recent call last):\n  File \"starlette/routing.py\", line 668, "
+                f"in lifespan\n    await receive()\n{last_line}\n")
+        return logging.LogRecord("uvicorn.error", logging.ERROR, __file__, 1, body, None, None)
+
+    assert not gate.filter(text("asyncio.exceptions.CancelledError"))
+    assert not gate.filter(text("KeyboardInterrupt"))
+    assert gate.filter(text("RuntimeError: the page failed"))
+    assert gate.filter(logging.LogRecord("uvicorn.error", logging.ERROR, __file__, 1,
+                                         "Application startup failed. Exiting.", None, None))
