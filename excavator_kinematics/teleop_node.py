@@ -274,6 +274,12 @@ class TeleopNode(Node):
             if scheduled and self.answers is not None:
                 self._answer(self.answers.add_input(_seconds(msg.header.stamp), msg,
                                                     self.last_command_stamp))
+                newest = self.answers.newest_state_s
+                if self.input_lockstep and newest is not None:
+                    # a Joy ahead of the states moves the cap of the markers: the simulation
+                    # held at the previous Joy's command may step on to this one's (else it
+                    # waited for input_lockstep_timeout_s: no state comes while it waits)
+                    self._send_marker(self.answers.marker_stamp(newest, True))
             else:
                 self._sticks()  # answer at once: latency Joy -> command is one callback
 

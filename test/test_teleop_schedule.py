@@ -4,13 +4,21 @@ order in which inputs and states arrive."""
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from excavator_kinematics.teleop.controller import MachineState
-from excavator_kinematics.teleop.schedule import Answer, InputWait, Refused, StampedAnswers
+from excavator_kinematics.teleop.schedule import (
+    ORDER_TICK_S,
+    Answer,
+    InputWait,
+    Refused,
+    StampedAnswers,
+)
 
 PERIOD = 0.01  # joint_states every 10 ms
 DELAY = 0.2
@@ -86,6 +94,95 @@ def test_the_delay_must_be_positive() -> None:
 
 
 # --- input_lockstep (teleop_node's input_lockstep): the simulation waits for the inputs too ---
+
+
+def test_late_inputs_re_stamped_together_act_one_after_the_other() -> None:
+    """Three inputs late by more than half the delay arrive while the newest state stays the
+    same (a starved operator's burst), then one only a little late, stamped behind them: each
+    acts just after the one before, never at the same stamp (the record of a live session must
+    replay in the order it acted)."""
+    answers: StampedAnswers[str] = StampedAnswers(DELAY)
+    for n in range(50):
+        answers.add_state(n * PERIOD, state(n * PERIOD))
+    got = [answers.add_input(t, name)[0] for t, name in
+           ((0.10, "a"), (0.15, "b"), (0.20, "c"), (0.45, "d"))]
+    acted = [a.acted_at_s for a in got if isinstance(a, Answer)]
+    assert acted == pytest.approx([0.49, 0.49 + ORDER_TICK_S, 0.49 + 2 * ORDER_TICK_S,
+                                   0.49 + 3 * ORDER_TICK_S], abs=1e-12)
+    assert all(isinstance(a, Answer) and a.restamped for a in got) and answers.restamped == 4
+    assert [a.command_stamp_s - a.acted_at_s for a in got
+            if isinstance(a, Answer)] == pytest.approx([DELAY] * 4)
+    # an input after them, stamped after them, is answered at its own stamp
+    answers.add_state(0.5, state(0.5))
+    (e,) = answers.add_input(0.5, "e")
+    assert isinstance(e, Answer) and not e.restamped and e.acted_at_s == 0.5
+
+
+@given(st.lists(st.integers(0, 40), min_size=2, max_size=40), st.data())
+def test_a_live_session_as_it_acted_replays_in_input_lockstep_unchanged(
+        lateness: list[int], data: st.DataObject) -> None:
+    """A live session (no input lockstep) whose inputs, every 5 periods, reach the node a drawn
+    number of periods late, several at once where the draw says so: what it acted at (the
+    recorded ``teleop/joy_applied``) increases strictly, and played into a fresh simulation in
+    input lockstep (sim_node's command lockstep; the player a lead ahead) every input acts at
+    its recorded stamp from the same state, none re-stamped."""
+    live: StampedAnswers[int] = StampedAnswers(DELAY)
+    stamps = [1.0 + k * 5 * PERIOD for k in range(len(lateness))]
+    arrival = np.maximum.accumulate([round(t / PERIOD) + late for t, late in
+                                     zip(stamps, lateness, strict=True)])
+    recorded: list[Answer[int]] = []
+    j = 0
+    for n in range(int(arrival[-1]) + 2):
+        for a in live.add_state(n * PERIOD, state(n * PERIOD)):
+            assert isinstance(a, Answer)
+            recorded.append(a)
+        while j < len(stamps) and arrival[j] <= n:
+            for a in live.add_input(stamps[j], j):
+                assert isinstance(a, Answer)
+                recorded.append(a)
+            j += 1
+    assert [a.payload for a in recorded] == list(range(len(stamps)))
+    acted = [a.acted_at_s for a in recorded]
+    assert all(b > a for a, b in itertools.pairwise(acted)), acted
+
+    # the player's lead covers the largest gap between two inputs less the delay (in input
+    # lockstep the simulation waits at the newest input's command for the next one; the
+    # shortest lead that still brings it: --lead, 2 s in test_teleop_replay.py)
+    gap = max(b - a for a, b in itertools.pairwise(acted))
+    lead_periods = data.draw(st.integers(max(0, int(np.ceil((gap - DELAY) / PERIOD))), 200))
+    replay: StampedAnswers[int] = StampedAnswers(DELAY, input_lockstep=True)
+    sent_until = -np.inf
+    out: list[Answer[int] | Refused[int]] = []
+    n = j = 0
+    for _ in range(20000):
+        if sent_until == -np.inf or sent_until >= n * PERIOD - 1e-9:
+            got = replay.add_state(n * PERIOD, state(n * PERIOD), sent_until)
+            for a in got:
+                assert isinstance(a, Answer)
+                sent_until = max(sent_until, a.command_stamp_s)
+            out += got
+            sent_until = max(sent_until, replay.marker_stamp(n * PERIOD, j < len(acted)))
+            n += 1
+        # the player: each input once the simulation is within the lead of its bag time
+        while j < len(acted) and (n - 1) * PERIOD >= acted[j] - lead_periods * PERIOD - 1e-9:
+            got = replay.add_input(acted[j], j, sent_until)
+            for a in got:
+                assert isinstance(a, Answer)
+                sent_until = max(sent_until, a.command_stamp_s)
+            out += got
+            j += 1
+            # teleop_node's marker on a Joy's arrival (the cap moved with it)
+            sent_until = max(sent_until, replay.marker_stamp((n - 1) * PERIOD, True))
+        if j == len(acted) and replay.pending == 0:
+            break
+    assert [a.payload for a in out] == list(range(len(acted)))
+    for a in out:
+        assert isinstance(a, Answer) and not a.restamped, a
+        r = recorded[a.payload]
+        assert a.acted_at_s == r.acted_at_s and a.command_stamp_s == r.command_stamp_s
+        assert a.state.q[1] == pytest.approx(r.state.q[1], abs=1e-12)
+    assert replay.restamped == 0
+
 
 @given(st.lists(st.integers(0, 30), min_size=40, max_size=40), st.data())
 def test_in_input_lockstep_a_session_acts_at_its_stamps_however_late_it_arrives(

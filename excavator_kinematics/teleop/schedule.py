@@ -7,6 +7,12 @@ stamps alone, not on when the messages arrived, so a recorded session replays to
 commands. An input ahead of the states waits for them; one that arrives more than half the delay
 behind the newest state could not reach the simulation in time and is answered from the newest
 state instead (re-stamped: the stamp it acted at is part of the answer, to be recorded).
+Either way the answers' stamps increase strictly: an input that would act at or before the one
+answered before it (several late inputs re-stamped onto the same newest state, or one not late
+enough to be re-stamped behind one that was) acts just after that one. A live session recorded
+from ``teleop/joy_applied`` then has strictly increasing stamps, which a replay in
+``input_lockstep`` answers unchanged (it re-stamps an input acting at or before a command
+already sent: two of the same stamp were 197 re-stamped in one replay, which left the path).
 
 With ``input_lockstep`` the simulation waits for the inputs as well (sim_node's command lockstep
 over this node's stream, :meth:`StampedAnswers.marker_stamp` holding the time markers at the
@@ -37,6 +43,10 @@ HISTORY = 512  # states kept (5 s at 100 Hz) and inputs queued at most
 # lead) and states held up in a starved node's queue are not
 AHEAD_LIMIT_S = 5.0
 MARKER_LEAD = 0.25  # a time marker goes this fraction of the delay ahead of its state
+# an input re-stamped onto or behind the input answered before it acts this much after that one
+# [s]: every answer's stamp is then later than the one before (a recorded session replays in
+# the order it acted; sim_node applies both in the period they fall in, as it did live)
+ORDER_TICK_S = 1e-6
 _EPS_S = 1e-9
 
 
@@ -80,8 +90,9 @@ class InputWait:
 @dataclass(frozen=True)
 class Answer(Generic[T]):
     """What to do for one input: compute the command from ``state`` and stamp it
-    ``command_stamp_s``; ``acted_at_s`` is the input's stamp, or the newest state's when it was
-    re-stamped (``restamped``)."""
+    ``command_stamp_s``; ``acted_at_s`` is the input's stamp, or when it was re-stamped
+    (``restamped``) the newest state's, or ``ORDER_TICK_S`` after the input answered before it
+    where that is later."""
 
     payload: T
     acted_at_s: float
@@ -108,6 +119,7 @@ class StampedAnswers(Generic[T]):
         self._states: deque[MachineState] = deque(maxlen=HISTORY)
         self._pending: deque[tuple[float, T]] = deque(maxlen=HISTORY)
         self.newest_input_s = -math.inf  # [s] the newest input's stamp
+        self.answered_s = -math.inf      # [s] the stamp the last answered input acted at
         self.restamped = 0
 
     def add_state(self, stamp_s: float, state: MachineState,
@@ -118,6 +130,7 @@ class StampedAnswers(Generic[T]):
             self._stamps.clear()  # the clock went back: a new simulation
             self._states.clear()
             self.newest_input_s = -math.inf
+            self.answered_s = -math.inf
         self._stamps.append(stamp_s)
         self._states.append(state)
         return self._answer(sent_until_s)
@@ -174,9 +187,12 @@ class StampedAnswers(Generic[T]):
                 restamped = stamp + self.delay_s <= sent_until_s + _EPS_S
             else:  # ... or if its command could not reach a simulation that runs on
                 restamped = newest - stamp > 0.5 * self.delay_s
+            # ... and never at or before the input answered before it (strictly in order)
+            restamped = restamped or stamp <= self.answered_s + _EPS_S
             if restamped:
-                stamp = newest
+                stamp = max(newest, self.answered_s + ORDER_TICK_S)
                 self.restamped += 1
+            self.answered_s = stamp
             k = max(bisect.bisect_right(self._stamps, stamp + _EPS_S) - 1, 0)
             measured = self._states[k]
             # the machine moves on under the commands already sent until this one acts
