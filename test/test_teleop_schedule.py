@@ -96,6 +96,39 @@ def test_the_delay_must_be_positive() -> None:
 # --- input_lockstep (teleop_node's input_lockstep): the simulation waits for the inputs too ---
 
 
+class LockstepLoop:
+    """A model of sim_node's command lockstep over ``answers``: the simulation steps a period
+    only while a command or marker stamped at or after the period's start was sent (or before
+    anything was); every answer's command and every marker counts as sent."""
+
+    def __init__(self, answers: StampedAnswers[int]) -> None:
+        self.answers = answers
+        self.sent_until = -np.inf
+        self.out: list[Answer[int] | Refused[int]] = []
+        self.n = 0   # the simulation's next period
+
+    def _take(self, got: list[Answer[int] | Refused[int]]) -> None:
+        for a in got:
+            assert isinstance(a, Answer)
+            self.sent_until = max(self.sent_until, a.command_stamp_s)
+        self.out += got
+
+    def step(self, input_live: bool) -> None:
+        """One period if the lockstep lets it, then teleop_node's marker after its state."""
+        t = self.n * PERIOD
+        if self.sent_until == -np.inf or self.sent_until >= t - 1e-9:
+            self._take(self.answers.add_state(t, state(t), self.sent_until))
+            self.sent_until = max(self.sent_until, self.answers.marker_stamp(t, input_live))
+            self.n += 1
+
+    def give(self, stamp: float, payload: int, marker: bool = False) -> None:
+        """An input arrives; with ``marker`` teleop_node's marker on its arrival too."""
+        self._take(self.answers.add_input(stamp, payload, self.sent_until))
+        if marker:
+            self.sent_until = max(self.sent_until, self.answers.marker_stamp(
+                (self.n - 1) * PERIOD, True))
+
+
 def test_late_inputs_re_stamped_together_act_one_after_the_other() -> None:
     """Three inputs late by more than half the delay arrive while the newest state stays the
     same (a starved operator's burst), then one only a little late, stamped behind them: each
@@ -150,38 +183,24 @@ def test_a_live_session_as_it_acted_replays_in_input_lockstep_unchanged(
     # shortest lead that still brings it: --lead, 2 s in test_teleop_replay.py)
     gap = max(b - a for a, b in itertools.pairwise(acted))
     lead_periods = data.draw(st.integers(max(0, int(np.ceil((gap - DELAY) / PERIOD))), 200))
-    replay: StampedAnswers[int] = StampedAnswers(DELAY, input_lockstep=True)
-    sent_until = -np.inf
-    out: list[Answer[int] | Refused[int]] = []
-    n = j = 0
+    loop = LockstepLoop(StampedAnswers(DELAY, input_lockstep=True))
+    j = 0
     for _ in range(20000):
-        if sent_until == -np.inf or sent_until >= n * PERIOD - 1e-9:
-            got = replay.add_state(n * PERIOD, state(n * PERIOD), sent_until)
-            for a in got:
-                assert isinstance(a, Answer)
-                sent_until = max(sent_until, a.command_stamp_s)
-            out += got
-            sent_until = max(sent_until, replay.marker_stamp(n * PERIOD, j < len(acted)))
-            n += 1
+        loop.step(j < len(acted))
         # the player: each input once the simulation is within the lead of its bag time
-        while j < len(acted) and (n - 1) * PERIOD >= acted[j] - lead_periods * PERIOD - 1e-9:
-            got = replay.add_input(acted[j], j, sent_until)
-            for a in got:
-                assert isinstance(a, Answer)
-                sent_until = max(sent_until, a.command_stamp_s)
-            out += got
+        while j < len(acted) and (loop.n - 1) * PERIOD >= acted[j] - lead_periods * PERIOD - 1e-9:
+            loop.give(acted[j], j, marker=True)
             j += 1
-            # teleop_node's marker on a Joy's arrival (the cap moved with it)
-            sent_until = max(sent_until, replay.marker_stamp((n - 1) * PERIOD, True))
-        if j == len(acted) and replay.pending == 0:
+        if j == len(acted) and loop.answers.pending == 0:
             break
+    out = loop.out
     assert [a.payload for a in out] == list(range(len(acted)))
     for a in out:
         assert isinstance(a, Answer) and not a.restamped, a
         r = recorded[a.payload]
         assert a.acted_at_s == r.acted_at_s and a.command_stamp_s == r.command_stamp_s
         assert a.state.q[1] == pytest.approx(r.state.q[1], abs=1e-12)
-    assert replay.restamped == 0
+    assert loop.answers.restamped == 0
 
 
 @given(st.lists(st.integers(0, 30), min_size=40, max_size=40), st.data())
@@ -193,41 +212,26 @@ def test_in_input_lockstep_a_session_acts_at_its_stamps_however_late_it_arrives(
     starved operator, as much as 30 periods: six times the input period). Every input is
     answered at its own stamp, from the state of its stamp, none re-stamped; the simulation
     never steps past the newest input's command while inputs come."""
-    answers: StampedAnswers[int] = StampedAnswers(DELAY, input_lockstep=True)
-    sent_until = -np.inf
-    out: list[Answer[int] | Refused[int]] = []
-    n = 0  # the simulation's next period
+    loop = LockstepLoop(StampedAnswers(DELAY, input_lockstep=True))
     inputs: list[float] = []  # stamped from the simulated time of the first one sent
     j = 0
     wait = stalls[0]
     for _ in range(2000):
-        # the simulation: one period if the lockstep lets it (or before anything was sent)
-        if sent_until == -np.inf or sent_until >= n * PERIOD - 1e-9:
-            got = answers.add_state(n * PERIOD, state(n * PERIOD), sent_until)
-            for a in got:
-                assert isinstance(a, Answer)
-                sent_until = max(sent_until, a.command_stamp_s)
-            out += got
-            live = 0 < j < len(stalls)  # the sender has begun and not ended
-            sent_until = max(sent_until, answers.marker_stamp(n * PERIOD, live))
-            n += 1
+        loop.step(0 < j < len(stalls))   # live: the sender has begun and not ended
         # the sender: after its stall, the next input (in order)
         if j < len(stalls):
             if wait > 0:
                 wait -= 1
             else:
                 if not inputs:  # the session starts at the newest state's time
-                    inputs = [(n - 1) * PERIOD + k * 5 * PERIOD for k in range(len(stalls))]
-                got = answers.add_input(inputs[j], j, sent_until)
-                for a in got:
-                    assert isinstance(a, Answer)
-                    sent_until = max(sent_until, a.command_stamp_s)
-                out += got
+                    inputs = [(loop.n - 1) * PERIOD + k * 5 * PERIOD for k in range(len(stalls))]
+                loop.give(inputs[j], j)
                 j += 1
                 if j < len(stalls):
                     wait = stalls[j]
-        if j == len(stalls) and answers.pending == 0:
+        if j == len(stalls) and loop.answers.pending == 0:
             break
+    out, answers = loop.out, loop.answers
     assert [a.payload for a in out] == list(range(len(stalls)))
     for a in out:
         assert isinstance(a, Answer) and not a.restamped, a
