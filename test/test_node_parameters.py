@@ -88,14 +88,20 @@ def _periods(states: list[JointState], n: int, timeout: float = 60.0) -> list[fl
     return list(np.diff(stamps))
 
 
+def _published_after(timed: list[tuple[float, float]], after: float
+                     ) -> list[tuple[float, float]]:
+    """The (stamp, source time) of ``timed`` published after ``after`` [s], in publication
+    order."""
+    return sorted((m for m in list(timed) if m[1] > after), key=lambda m: m[1])
+
+
 def _sim_per_wall(timed: list[tuple[float, float]], after: float, span_s: float = 2.0) -> float:
     """Simulated time per second of sim_node's wall clock over ``span_s`` of the latter: from
     ``timed`` ((stamp, source time) of joint_states, both sim_node's: the header's simulated
     time and the time it published, CLOCK_REALTIME), those published after ``after``
     [s, time.time()]. Nothing of this process's clock or of its delivery delays enters."""
-    def window() -> list[tuple[float, float]]:
-        return [m for m in list(timed) if m[1] > after]
-    got = wait_for(lambda: (w := window()) and w[-1][1] - w[0][1] >= span_s and w, 60.0,
+    got = wait_for(lambda: (w := _published_after(timed, after)) and w[-1][1] - w[0][1] >= span_s
+                   and w, 60.0,
                    f"{span_s} s of joint_states published after the change")
     (s0, w0), (s1, w1) = got[0], got[-1]
     return (s1 - s0) / (w1 - w0)
@@ -106,7 +112,7 @@ def _fastest_sim_per_wall(timed: list[tuple[float, float]], after: float, span_s
     """The most simulated time per second of sim_node's wall clock over any ``span_s`` of the
     latter among the joint_states of ``timed`` published after ``after`` (as
     :func:`_sim_per_wall`); 0 before there are ``span_s`` of them."""
-    w = sorted(m for m in list(timed) if m[1] > after)
+    w = _published_after(timed, after)
     best, j = 0.0, 0
     for i in range(len(w)):
         while j < len(w) and w[j][1] - w[i][1] < span_s:

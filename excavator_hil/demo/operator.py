@@ -342,13 +342,14 @@ class DemoOperator(Node):
                 break
             time.sleep(0.05)
         progress.done()
-        writes = plc.writes(sent[0][0] if sent else 0.0)
+        since = sent[0][0] if sent else 0.0   # the drive's first command [s, monotonic]
+        writes = plc.writes(since)
         self.latency_samples = _latency_samples(sent, writes)
         self.not_carried = commands_not_carried(sent, writes, _carries_speed)
         if self.hil is not None:
             self.hil.setpoints = [(w["t"], *_taken_setpoints(w)) for w in writes
                                   if w.get("refused") is None]
-            self.hil.modes = plc.modes(sent[0][0] if sent else 0.0)
+            self.hil.modes = plc.modes(since)
         plc.close()
 
     def _dig(self, check_alive: Callable[[], None]) -> None:

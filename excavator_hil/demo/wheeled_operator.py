@@ -152,13 +152,14 @@ class WheeledDemoOperator(DemoOperator):
             time.sleep(0.05)
         progress.done()
         self.drive_poses.append(self._base_pose())
-        writes = plc.writes(sent[0][0] if sent else 0.0)
+        since = sent[0][0] if sent else 0.0   # the drive's first command [s, monotonic]
+        writes = plc.writes(since)
         self.latency_samples = _latency_samples(sent, writes, self.record.wheels)
         self.not_carried = commands_not_carried(sent, writes,
                                                 _wheel_speeds_carried(self.record.wheels))
         self.record.setpoints = [setpoint_row(w, self.record.wheels, self.record.steers)
                                  for w in writes if w.get("refused") is None]
-        self.record.modes = plc.modes(sent[0][0] if sent else 0.0)
+        self.record.modes = plc.modes(since)
         plc.close()
 
     def _bridge_running(self) -> bool:
