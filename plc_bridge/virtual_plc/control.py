@@ -131,16 +131,28 @@ class ControlServer:
             return {"ok": False, "error": f"{type(e).__name__}: {e}"}
 
 
+# A reply to "opcua" with "up" waits for the OPC UA server to stop or start: its start (the
+# certificates, the address space) is allowed 120 s in ``OpcUaServer.restart``, and takes
+# seconds on a loaded host, beyond the channel's usual reply timeout.
+OPCUA_RESTART_REPLY_S = 130.0
+
+
 class ControlClient:
-    """Talks to a ``ControlServer`` (one persistent connection)."""
+    """Talks to a ``ControlServer`` (one persistent connection); ``timeout`` [s] bounds a
+    reply unless a call gives its own."""
 
     def __init__(self, port: int, host: str = "127.0.0.1", timeout: float = 5.0):
+        self._timeout_s = timeout
         self._sock = socket.create_connection((host, port), timeout=timeout)
         self._file = self._sock.makefile("rb")
 
-    def call(self, cmd: str, **args: Any) -> Any:
+    def call(self, cmd: str, reply_timeout_s: float | None = None, **args: Any) -> Any:
         self._sock.sendall(json.dumps({"cmd": cmd, **args}).encode() + b"\n")
-        reply = json.loads(self._file.readline())
+        self._sock.settimeout(reply_timeout_s or self._timeout_s)
+        try:
+            reply = json.loads(self._file.readline())
+        finally:
+            self._sock.settimeout(self._timeout_s)
         if not reply.get("ok"):
             raise RuntimeError(f"virtual PLC {cmd}: {reply.get('error')}")
         return reply["result"]
@@ -161,7 +173,8 @@ class ControlClient:
         args: dict[str, Any] = {} if up is None else {"up": up}
         if stop_writes is not None:
             args["stop_writes"] = stop_writes
-        result: dict[str, Any] = self.call("opcua", **args)   # the server's JSON reply
+        result: dict[str, Any] = self.call(   # the server's JSON reply
+            "opcua", reply_timeout_s=OPCUA_RESTART_REPLY_S if up is not None else None, **args)
         return result
 
     def writes(self, since: float = 0.0) -> list[dict[str, Any]]:
