@@ -72,19 +72,32 @@ def test_redis_to_plc_and_back(redis_server, spawn, model, lateral, cmd):
                     and np.allclose(st["angles"], expected.angles.astype(np.float32), rtol=0.0,
                                     atol=1e-9))
         wait_until(settled, 10.0, "the plant to settle (float32 steady state)")
-        client = snap7.Client()
-        client.connect("127.0.0.1", 0, 1, rig.plc_port)
-        mon = cfg.monitor.decode(client.db_read(cfg.monitor_db, 0, cfg.monitor.size))
-        client.disconnect()
-        db_speeds = np.array([mon[n] for n in cfg.speed_fields()])
-        db_angles = np.array([mon[n] for n in cfg.angle_fields()])
-        # Redis then holds a reading made after ours (a cycle's MSET is acknowledged with the
-        # next cycle's MGET): on a timed-out wait it could be one from before the plant settled
-        assert core.wait_cycles(3, 10.0)
         names = [keys.MON_LONGITUDINAL, keys.MON_LATERAL, keys.MON_ANGULAR,
                  *(keys.wheel_speed_key(w) for w in cfg.wheels),
                  *(keys.wheel_angle_key(s) for s in cfg.steering), keys.STATE_VALID]
-        values = [v.decode() for v in rig.redis.mget(names)]
+
+        def steady_reading():
+            """The monitor DB read over S7, then Redis after the bridge's next cycles, with
+            the plant steady throughout: a bridge starved past the PLC's watchdog time (a
+            loaded host) had the PLC stop the drives and start them again in between, and
+            Redis then held a later reading of another plant state."""
+            before = rig.plc.status()
+            client = snap7.Client()
+            client.connect("127.0.0.1", 0, 1, rig.plc_port)
+            mon = cfg.monitor.decode(client.db_read(cfg.monitor_db, 0, cfg.monitor.size))
+            client.disconnect()
+            # Redis then holds a reading made after ours (a cycle's MSET is acknowledged with
+            # the next cycle's MGET)
+            assert core.wait_cycles(3, 10.0)
+            values = [v.decode() for v in rig.redis.mget(names)]
+            after = rig.plc.status()
+            steady = before["changed_at"] == after["changed_at"] and all(   # as the DB holds them
+                np.array_equal(np.float32(before[k]), np.float32(after[k]))
+                for k in ("speeds", "angles"))
+            return (mon, values) if steady else None
+        mon, values = wait_until(steady_reading, 30.0, "a reading with the plant steady")
+        db_speeds = np.array([mon[n] for n in cfg.speed_fields()])
+        db_angles = np.array([mon[n] for n in cfg.angle_fields()])
         assert values[-1] == "true"
         lon, lat, ang = (float(v) for v in values[:3])
         red_speeds = np.array([float(v) for v in values[3:3 + len(cfg.wheels)]])

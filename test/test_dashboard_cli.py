@@ -105,7 +105,8 @@ def test_double_sigint_exits_cleanly(tmp_path):
     proc = NodeProcess("excavator_hil.dashboard.app", [
         "--port", str(free_port()), "--redis-url", f"redis://127.0.0.1:{free_port()}/0"],
         log_dir=tmp_path)
-    wait_for(lambda: "DASHBOARD READY" in proc.log() or not proc.alive(), 60.0, proc.log)
+    wait_for(lambda: "DASHBOARD READY" in proc.log() or not proc.alive(),
+             STARTUP_TIMEOUT_S, proc.log)
     proc.interrupt(count=2, gap=0.01)
     assert proc.proc.wait(20) == 0, proc.log()
     assert "Traceback" not in proc.log()

@@ -97,7 +97,8 @@ def stack(tmp_path_factory):
                      logs, procs)
         for p, line in ((bridge, "PLC_BRIDGE READY"), (sim, "ready:"), (soil, "ready:"),
                         (ik, "ready:"), (dash, "DASHBOARD READY")):
-            wait_for(lambda p=p, line=line: line in p.log() or not p.alive(), 60.0, p.log)
+            wait_for(lambda p=p, line=line: line in p.log() or not p.alive(),
+                     STARTUP_TIMEOUT_S, p.log)
             assert p.alive(), p.log()
         yield {"redis": redis, "plc_port": plc_port, "url": f"http://127.0.0.1:{web_port}/",
                "bridge": bridge, "plc": plc, "dash": dash, "logs": logs}

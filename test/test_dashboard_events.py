@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 from geometry_msgs.msg import PoseStamped
-from helpers import NodeProcess, RedisServer, RosTestNode, free_port, wait_for
+from helpers import STARTUP_TIMEOUT_S, NodeProcess, RedisServer, RosTestNode, free_port, wait_for
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
@@ -139,7 +139,8 @@ def rig(tmp_path_factory: pytest.TempPathFactory):
     probe = RosTestNode("dashboard_events_probe")
     page = None
     try:
-        wait_for(lambda: "DASHBOARD READY" in dash.log() or not dash.alive(), 60.0, dash.log)
+        wait_for(lambda: "DASHBOARD READY" in dash.log() or not dash.alive(),
+                 STARTUP_TIMEOUT_S, dash.log)
         assert dash.alive(), dash.log()
         poses: list[PoseStamped] = probe.collect(PoseStamped, "target_pose", 1000)
         wait_for(lambda: probe.node.count_publishers("target_pose") > 0, 30.0,

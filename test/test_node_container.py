@@ -10,7 +10,7 @@ import numpy as np
 import psutil
 import pytest
 from geometry_msgs.msg import PointStamped
-from helpers import REPO, NodeProcess, RosTestNode, publish_until, wait_for
+from helpers import REPO, STARTUP_TIMEOUT_S, NodeProcess, RosTestNode, publish_until, wait_for
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import JointState
 
@@ -82,7 +82,8 @@ def test_both_nodes_run_in_one_process_each_with_its_own_arguments(
         states = probe.collect(JointState, f"{NS}/joint_states")
         commands = probe.collect(JointState, f"{NS}/joint_command")
         target = probe.node.create_publisher(PointStamped, f"{NS}/target", 10)
-        wait_for(lambda: clock and states and target.get_subscription_count() > 0, 60.0,
+        wait_for(lambda: clock and states and target.get_subscription_count() > 0,
+                 STARTUP_TIMEOUT_S,
                  lambda: f"the composed sim_node and ik_node; the log:\n{container.log()}")
         # both on the graph (a participant announces its nodes apart from its endpoints)
         wanted = {("sim_node", NS), ("ik_node", NS)}

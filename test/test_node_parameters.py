@@ -144,7 +144,7 @@ def test_sim_node_describes_its_parameters_from_the_spec(sim: NodeProcess,
 
 def test_sim_node_takes_a_deprecated_name_with_a_warning(sim: NodeProcess,
                                                          probe: RosTestNode) -> None:
-    wait_for(lambda: "ready:" in sim.log(), 60.0, sim.log)
+    wait_for(lambda: "ready:" in sim.log(), STARTUP_TIMEOUT_S, sim.log)
     assert "parameter 'publish_rate' is deprecated" in sim.log()
     assert "rename it 'publish_rate_hz'" in sim.log()
     assert get_parameters(probe, SIM, ["publish_rate_hz", "marker_rate_hz"]) == \
@@ -364,7 +364,7 @@ def test_teleop_node_parameters(tmp_path, probe: RosTestNode) -> None:
                        ["--ros-args", *_remap(TELEOP), "-p", "joy_timeout:=0.3",
                         "-p", "coordinated.damping:=0.07"], log_dir=tmp_path)
     try:
-        wait_for(lambda: "ready:" in proc.log(), 60.0, proc.log)
+        wait_for(lambda: "ready:" in proc.log(), STARTUP_TIMEOUT_S, proc.log)
         assert "'joy_timeout' is deprecated" in proc.log()
         assert "rename it 'coordinated.damping_m'" in proc.log()
         got = get_parameters(probe, TELEOP, ["joy_timeout_s", "coordinated.damping_m"])

@@ -10,7 +10,7 @@ import time
 import numpy as np
 import pytest
 from diagnostic_msgs.msg import DiagnosticArray
-from helpers import REPO, NodeProcess, RosTestNode, latest_statuses, wait_for
+from helpers import REPO, STARTUP_TIMEOUT_S, NodeProcess, RosTestNode, latest_statuses, wait_for
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import JointState, Joy
 from std_msgs.msg import Float64, Float64MultiArray
@@ -50,7 +50,8 @@ def test_a_scripted_joystick_session_digs_a_trench(nodes) -> None:
                                                         "soil/terrain_patch", 5000)
         statuses: list[DiagnosticArray] = probe.collect(DiagnosticArray, "/diagnostics", 500)
         joy = probe.node.create_publisher(Joy, "joy", 10)
-        wait_for(lambda: states and clock and loads and joy.get_subscription_count() > 0, 60.0,
+        wait_for(lambda: states and clock and loads and joy.get_subscription_count() > 0,
+                 STARTUP_TIMEOUT_S,
                  lambda: f"the three nodes; logs:\n{sim.log()}\n{soil.log()}\n{teleop.log()}")
 
         def now() -> float:

@@ -25,8 +25,12 @@ SETTLE_S = 3.0  # neutral sticks after the script until the machine is still [s 
 JOY_PERIOD_S = 0.05  # the joy driver's 20 Hz [s of sim time]
 # the Joys go out this far ahead of /clock [s of sim time]: an operator thread starved for
 # less than this keeps the simulation from waiting for it (teleop_node holds a Joy up to
-# excavator_kinematics.teleop.schedule.AHEAD_LIMIT_S ahead of its joint_states)
-JOY_LEAD_S = 0.5
+# excavator_kinematics.teleop.schedule.AHEAD_LIMIT_S ahead of its joint_states). The session
+# starts this far past the /clock the operator has seen, and its first Joy goes out at once:
+# until a Joy came, nothing holds the simulation for the operator, and one starved while the
+# simulation ran on stamped its first Joys behind it (teleop_node re-stamped 6 of them, a host
+# loaded past both cores)
+JOY_LEAD_S = 1.0
 
 
 class JoystickDemoOperator(DemoOperator):
@@ -34,6 +38,7 @@ class JoystickDemoOperator(DemoOperator):
                  **kwargs: Any):
         """``kwargs``: DemoOperator's (sim_overrides, path)."""
         super().__init__(redis_url, plc_control_port, options, **kwargs)
+        self.session_lead_s = JOY_LEAD_S
         # every Joy counts (a lost one is a different session): a depth that holds a burst
         # sent after a starved spell until teleop_node has taken it (teleop_node's depth)
         self.joy_pub = self.create_publisher(Joy, "joy", 1000)
@@ -59,7 +64,7 @@ class JoystickDemoOperator(DemoOperator):
                 msg.axes, msg.buttons = axes, buttons
                 self.joy_pub.publish(msg)
                 sent += 1
-            segment = script.segment_at(t)
+            segment = script.segment_at(max(t, 0.0))   # t < 0: before the session's start
             return segment.label if segment is not None else "release"
 
         self._play_session(script.duration, command, check_alive, settle_min_s=0.0,

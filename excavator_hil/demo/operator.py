@@ -111,6 +111,7 @@ class DemoOperator(Node):
         self.not_carried: list[tuple[float, str]] = []
         self._phase = ""
         self.session_start_s = 0.0  # [s of sim time] the dig session's start (_play_session)
+        self.session_lead_s = 0.0   # [s of sim time] that start past the /clock seen then
         self.target_pub = self.create_publisher(PoseStamped, "target_pose", 10)
         self.create_subscription(Clock, "/clock", self._on_clock, 10)
         self.create_subscription(JointState, "joint_states", self._on_joints, 10)
@@ -381,9 +382,11 @@ class DemoOperator(Node):
         the input at every boundary it stepped over is still published, in order, and the
         phase marked at the plan's time, so the path passes every waypoint and the record
         names every phase on any host. ``session_start_s`` holds the start [s of sim time]
-        while it runs."""
+        while it runs: ``session_lead_s`` past the simulated time this operator has seen (a
+        scheduled session's first input must be stamped ahead of the simulation, which this
+        operator may see late when it is starved; ``t`` is negative until then)."""
         progress = Progress(duration_s + max(settle_min_s, STILL_FOR_S), label=self.machine)
-        t0 = self.session_start_s = self.sim_time
+        t0 = self.session_start_s = self.sim_time + self.session_lead_s
         prev_t = -math.inf
         still_since = math.inf
         clock = SimClockWatch(what=f"/{self.machine}/sim_node" if self.machine else "sim_node")
@@ -397,10 +400,12 @@ class DemoOperator(Node):
             if t > duration_s + settle_min_s and (t - still_since >= STILL_FOR_S
                                                   or t > duration_s + settle_max_s):
                 break
-            self._mark_phase(command(t), self.sim_time)
+            label = command(t)
+            if t >= 0.0:   # (before: a lead's inputs out, no phase begun)
+                self._mark_phase(label, self.sim_time)
             prev_t = t
             load = self.loads[-1][1] if self.loads else 0.0
-            progress.update(t, self._phase, f"bucket {load:.3f} m^3")
+            progress.update(max(t, 0.0), self._phase, f"bucket {load:.3f} m^3")
             time.sleep(TARGET_PERIOD_S)
         progress.done()
 
