@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 import redis
 import snap7
-from helpers import ros_parameters_file
+from helpers import loaded_host_virtual_plc_params, ros_parameters_file
 
 from excavator_hil.hil_harness import HilRig, wait_until
 from excavator_kinematics.vehicle import BodyTwist, twist_from_artof
@@ -35,8 +35,14 @@ CASES = [
 
 
 @pytest.mark.parametrize(("model", "lateral", "cmd"), CASES)
-def test_redis_to_plc_and_back(redis_server, spawn, model, lateral, cmd):
-    rig = HilRig(model, redis_server.url, spawn, {"lateral_positive": lateral})
+def test_redis_to_plc_and_back(redis_server, spawn, tmp_path, model, lateral, cmd):
+    # the loaded host's watchdogs: this test's subject is the values both ways, and a bridge
+    # thread starved past the PLC's 0.25 s watchdog (one core busy, a demo on the other) had the
+    # PLC stop the plant again and again, which never settled in 10 s (the watchdog's own tests:
+    # test_virtual_plc*.py, test_bridge_failsafe.py)
+    plant = loaded_host_virtual_plc_params(tmp_path / "virtual_plc.yaml")
+    rig = HilRig(model, redis_server.url, spawn, {"lateral_positive": lateral},
+                 plc_args=["--plant-config", str(plant)])
     try:
         rig.command(*cmd)
         rig.start()

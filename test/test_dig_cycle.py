@@ -86,8 +86,9 @@ class _StarvedOperator:
     _play_session = DemoOperator._play_session
     _mark_phase = DemoOperator._mark_phase
 
-    def __init__(self, jump_s: float) -> None:
+    def __init__(self, jump_s: float, session_lead_s: float = 0.0) -> None:
         self.machine = "test"
+        self.session_lead_s = session_lead_s
         self.loads: list[tuple[float, float]] = []
         self.phase_marks: list[tuple[float, str]] = []
         self._phase = ""
@@ -103,12 +104,15 @@ class _StarvedOperator:
         return True
 
 
+@pytest.mark.parametrize("lead_s", [0.0, 1.0])
 @pytest.mark.parametrize("jump_s", [0.05, 1.7, 3.1])
 def test_a_starved_operator_still_passes_every_waypoint_and_names_every_phase(
-        jump_s: float, monkeypatch: pytest.MonkeyPatch) -> None:
+        jump_s: float, lead_s: float, monkeypatch: pytest.MonkeyPatch) -> None:
     """A phase shorter than the simulated time between two of the operator's looks (a slow
     host; the CI fleet demo lost `dig` and `return` this way) still gets its input published
-    at its boundary, in order, and its mark at the plan's time."""
+    at its boundary, in order, and its mark at the plan's time. With a lead (the joystick
+    session's start placed ahead of the clock seen) the inputs before the start go out, and
+    no phase is marked before it."""
     monkeypatch.setattr(operator_module.time, "sleep", lambda _s: None)
     plan = default_dig_cycle(IK, START, time_scale=0.3)
     published: list[float] = []
@@ -117,9 +121,10 @@ def test_a_starved_operator_still_passes_every_waypoint_and_names_every_phase(
         published.append(t)
         return plan.sample(min(t, plan.duration_s)).phase
 
-    op = _StarvedOperator(jump_s)
+    op = _StarvedOperator(jump_s, lead_s)
     op._play_session(plan.duration_s, command, lambda: None, settle_min_s=0.0,
                      settle_max_s=1.0, phase_starts=plan.phase_starts_s)
+    assert all(t >= op.session_start_s for t, _ in op.phase_marks), op.phase_marks
     names = [w.name for w in plan.waypoints[1:]]
     assert [name for _, name in op.phase_marks] == names
     assert published == sorted(published)

@@ -263,16 +263,25 @@ class Peer:
         self._file = open(out, "wb")  # noqa: SIM115 - closed in stop()
         self.proc = subprocess.Popen([node, str(PEER / "client.js"), url, "600", *assets],
                                      stdout=self._file, stderr=subprocess.STDOUT, cwd=PEER)
+        # read on from where the last call ended: the file grows by a /tf message every 10 ms,
+        # and a wait polling it whole parsed megabytes of JSON five times a second (a launch
+        # test ran past its 300 s on a loaded host)
+        self._read_to = 0
+        self._events: list[dict] = []
 
     def events(self) -> list[dict]:
         self._file.flush()
-        out = []
-        for line in self.out.read_text(errors="replace").splitlines():
+        with open(self.out, "rb") as f:
+            f.seek(self._read_to)
+            data = f.read()
+        end = data.rfind(b"\n") + 1   # whole lines only: the last may be half written
+        self._read_to += end
+        for line in data[:end].decode(errors="replace").splitlines():
             try:
-                out.append(json.loads(line))
+                self._events.append(json.loads(line))
             except json.JSONDecodeError:
-                out.append({"event": "text", "text": line})
-        return out
+                self._events.append({"event": "text", "text": line})
+        return list(self._events)
 
     def messages(self, topic: str) -> list[dict]:
         return [e for e in self.events() if e["event"] == "message" and e["topic"] == topic]
