@@ -43,6 +43,9 @@ from helpers import (
 )
 
 LIMIT_S = 120.0      # start-up of 12 processes on a loaded 2-core machine
+# what the page's server (the dashboard, at nice 10 under the launch: realtime:=auto) does for
+# an event, awaited: with one core busy it wrote a drive key more than 30 s after the event
+PAGE_S = 120.0
 ACTIVE = ("swing", "boom", "arm", "bucket")
 BASE = ("base_x", "base_y", "base_yaw")
 STILL_RAD = 0.01     # [rad] a joint holding position moves less (hydraulic hold, numerics)
@@ -278,7 +281,7 @@ def test_teleop_and_dashboard_drive_machine_2_while_machine_1_stays_still(
                      json.dumps({"value": options()["/exc2"], "label": "/exc2"}))
         handled()
         wait_for(lambda: page.text("dash-target-machine") == "Bucket-tip target "
-                 "(exc2/base_link) of /exc2", 30.0,
+                 "(exc2/base_link) of /exc2", PAGE_S,
                  lambda: f"the target in machine 2's frame ({page.text('dash-target-machine')})")
         assert page.text("dash-machine-error") == ""
         # a target (typed as a user does) and the IK's verdict, then Send
@@ -313,9 +316,9 @@ def test_teleop_and_dashboard_drive_machine_2_while_machine_1_stays_still(
             dropped = dropped_m2()
             page.emit_to("dash-send", "click")
             sends += 1
-            wait_for(lambda: "to /exc2" in page.text("dash-sent"), 30.0,
+            wait_for(lambda: "to /exc2" in page.text("dash-sent"), PAGE_S,
                      lambda: f"the send ({page.text('dash-sent')})")
-            wait_for(lambda n=sends: len(targets_m2) == n, 30.0, "/exc2/target_pose")
+            wait_for(lambda n=sends: len(targets_m2) == n, PAGE_S, "/exc2/target_pose")
             # arrived, or dropped as too old on the way (a status comes each second)
             wait_for(lambda d=dropped: at_solution() or dropped_m2() > d, LIMIT_S,
                      where_it_stopped, 0.1)
@@ -332,7 +335,7 @@ def test_teleop_and_dashboard_drive_machine_2_while_machine_1_stays_still(
         page.emit_to("dash-twist-longitudinal", "update:modelValue", "0.3")
         handled()
         assert page.text("dash-drive-error") == "", page.text("dash-drive-error")
-        wait_for(lambda: dbs[1].get(keys.LONGITUDINAL) == b"0.3", 30.0,
+        wait_for(lambda: dbs[1].get(keys.LONGITUDINAL) == b"0.3", PAGE_S,
                  lambda: f"machine 2's longitudinal key ({dbs[1].get(keys.LONGITUDINAL)})")
         def sim_said() -> str:
             """What the sims said (dropped, refused or timed-out commands): the log's tail is
@@ -345,7 +348,7 @@ def test_teleop_and_dashboard_drive_machine_2_while_machine_1_stays_still(
                  f"{dbs[1].get(keys.BRIDGE_STATUS)}; {len(m2)} joint states)\nthe sims:\n"
                  f"{sim_said()}\n{text()}", 0.1)
         page.emit_to("dash-stop", "click")
-        wait_for(lambda: dbs[1].get(keys.LONGITUDINAL) == b"0", 30.0, "the stop in database 1")
+        wait_for(lambda: dbs[1].get(keys.LONGITUDINAL) == b"0", PAGE_S, "the stop in database 1")
         # machine 1's bridge got nothing from the dashboard: no velocity, no heartbeat
         assert [dbs[0].get(k) for k in (keys.LONGITUDINAL, keys.LATERAL, keys.ANGULAR,
                                         keys.HEARTBEAT)] == [None] * 4
