@@ -131,12 +131,6 @@ class ControlServer:
             return {"ok": False, "error": f"{type(e).__name__}: {e}"}
 
 
-# A reply to "opcua" with "up" waits for the OPC UA server to stop or start: its start (the
-# certificates, the address space) is allowed 120 s in ``OpcUaServer.restart``, and takes
-# seconds on a loaded host, beyond the channel's usual reply timeout.
-OPCUA_RESTART_REPLY_S = 130.0
-
-
 class ControlClient:
     """Talks to a ``ControlServer`` (one persistent connection); ``timeout`` [s] bounds a
     reply unless a call gives its own."""
@@ -173,8 +167,13 @@ class ControlClient:
         args: dict[str, Any] = {} if up is None else {"up": up}
         if stop_writes is not None:
             args["stop_writes"] = stop_writes
+        reply_timeout_s = None
+        if up is not None:   # the reply waits for the server's stop or start, however long
+            from plc_bridge.virtual_plc.opcua_server import START_TIMEOUT_S, STOP_TIMEOUT_S
+
+            reply_timeout_s = max(START_TIMEOUT_S, STOP_TIMEOUT_S) + self._timeout_s
         result: dict[str, Any] = self.call(   # the server's JSON reply
-            "opcua", reply_timeout_s=OPCUA_RESTART_REPLY_S if up is not None else None, **args)
+            "opcua", reply_timeout_s=reply_timeout_s, **args)
         return result
 
     def writes(self, since: float = 0.0) -> list[dict[str, Any]]:

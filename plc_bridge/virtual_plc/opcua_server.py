@@ -69,6 +69,10 @@ _LOG = logging.getLogger("virtual_plc.opcua")
 # what a write to a CPU in STOP gets: "accept" (Good; the value lands, no scan takes it: what
 # the S7-1500 manual describes) or "bad" (BadOutOfService)
 STOP_WRITES = ("accept", "bad")
+# how long the server's start (the certificates, the address space: seconds on a loaded host)
+# and its stop may take [s]; a control-channel reply to "opcua" with "up" waits for them
+START_TIMEOUT_S = 120.0
+STOP_TIMEOUT_S = 10.0
 SECURE_POLICIES = (
     ua.SecurityPolicyType.Basic256Sha256_SignAndEncrypt, ua.SecurityPolicyType.Basic256Sha256_Sign,
     ua.SecurityPolicyType.Aes256Sha256RsaPss_SignAndEncrypt,
@@ -261,11 +265,11 @@ class OpcUaServer:
     def restart(self, up: bool) -> None:
         """Stop (``up`` False) or start again (True) the OPC UA server only, on the same port."""
         if not up and self._server is not None:
-            asyncio.run_coroutine_threadsafe(self._stop(), self._loop).result(10.0)
+            asyncio.run_coroutine_threadsafe(self._stop(), self._loop).result(STOP_TIMEOUT_S)
         elif up and self._server is None:
             self.fields.clear()
             self._last_seq_taken = None
-            asyncio.run_coroutine_threadsafe(self._start(), self._loop).result(120.0)
+            asyncio.run_coroutine_threadsafe(self._start(), self._loop).result(START_TIMEOUT_S)
 
     @property
     def url(self) -> str:
@@ -290,14 +294,14 @@ class OpcUaServer:
         self._thread = threading.Thread(target=self._loop.run_forever, name="virtual-plc-opcua",
                                         daemon=True)
         self._thread.start()
-        asyncio.run_coroutine_threadsafe(self._start(), self._loop).result(120.0)
+        asyncio.run_coroutine_threadsafe(self._start(), self._loop).result(START_TIMEOUT_S)
 
     def stop(self) -> None:
         self.stopping = True
         if self._thread is None:
             return
         with contextlib.suppress(Exception):
-            asyncio.run_coroutine_threadsafe(self._stop(), self._loop).result(10.0)
+            asyncio.run_coroutine_threadsafe(self._stop(), self._loop).result(STOP_TIMEOUT_S)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(5.0)
         self._thread = None
