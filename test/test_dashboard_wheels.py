@@ -19,6 +19,7 @@ from helpers import (
     CHROMIUM,
     REPO,
     SMALL_SIM_ARGS,
+    STARTUP_TIMEOUT_S,
     NodeProcess,
     RedisServer,
     RosTestNode,
@@ -41,7 +42,7 @@ from excavator_sim.simulation import ExcavatorSimulation
 from excavator_sim.urdf import urdf_from_model
 
 SMALL = {"terrain.nx": 11, "terrain.ny": 11, "terrain.cell_size_m": 0.4}
-LIMIT_S = 60.0
+LIMIT_S = STARTUP_TIMEOUT_S  # event waits, start-up included: a bound, not a measurement
 
 
 def _urdf(machine: str = "") -> str:

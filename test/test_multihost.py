@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import REPO, wait_for
+from helpers import REPO, STARTUP_TIMEOUT_S, wait_for
 
 from excavator_hil.local_services import ManagedProcess, redis_server_binary
 
@@ -55,7 +55,7 @@ PREFIX = 24
 REDIS_PORT, PLC_PORT, PLC_CONTROL_PORT, DISCOVERY_PORT = 6379, 1102, 1103, 11811
 REDIS_PASSWORD = "multihost-test"
 CLONE_NEWNET = 0x40000000
-LIMIT_S = 60.0                 # event waits: generous, a loaded 2-core box must pass
+LIMIT_S = STARTUP_TIMEOUT_S  # event waits, start-up included: a bound, not a measurement
 
 
 def _why_no_netns() -> str | None:

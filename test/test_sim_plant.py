@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from diagnostic_msgs.msg import DiagnosticArray
-from helpers import REPO, NodeProcess, RosTestNode, wait_for
+from helpers import REPO, STARTUP_TIMEOUT_S, NodeProcess, RosTestNode, wait_for
 from sensor_msgs.msg import Imu, JointState
 
 from excavator_sim.drivetrain.actuation import (
@@ -32,7 +32,7 @@ from excavator_sim.errors import CommandError
 from excavator_sim.sim_config import load_sim_config
 from excavator_sim.simulation import ExcavatorSimulation
 
-LIMIT_S = 60.0
+LIMIT_S = STARTUP_TIMEOUT_S  # event waits, start-up included: a bound, not a measurement
 TIMEOUT_S = 1.0            # plant_actuation_timeout_s of the node under test
 NAN = math.nan
 NAMES = ["track_left", "track_right", "drive_enable", "brake"]

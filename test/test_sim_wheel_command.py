@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import REPO, SMALL_SIM_ARGS, NodeProcess, RosTestNode, wait_for
+from helpers import REPO, SMALL_SIM_ARGS, STARTUP_TIMEOUT_S, NodeProcess, RosTestNode, wait_for
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from sensor_msgs.msg import JointState
@@ -24,7 +24,7 @@ from excavator_sim.drivetrain.wheeled_kinematic import KinematicWheels
 from excavator_sim.errors import CommandError
 from excavator_sim.machines import load_machine
 
-LIMIT_S = 60.0
+LIMIT_S = STARTUP_TIMEOUT_S  # event waits, start-up included: a bound, not a measurement
 ANGLE_TOLERANCE_RAD = math.radians(0.5)
 
 
