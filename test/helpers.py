@@ -29,9 +29,17 @@ from plc_bridge.command_crc import CRC_FIELD, seal
 
 REPO = Path(__file__).resolve().parents[1]
 
+# How long a test waits for an event it expects (a message, a status, a process's answer) [s].
+# A bound on a wait, never a measurement: the wait ends as soon as the event comes, and only a
+# test that is failing anyway waits it out. On a 2-core host with a core busy, beside a stack
+# running with the demo's real-time set-up, the test's own process and the nodes it waits on
+# were starved for tens of seconds (fresh-clone runs: 20-60 s waits failed one by one), so every
+# such wait is this one bound, not a literal chosen per call.
+EVENT_WAIT_S = 120.0
+
 # One implementation of process management, shared with the demo (excavator_hil.local_services).
-__all__ = ["REPO", "STARTUP_TIMEOUT_S", "HilLoop", "NodeProcess", "PlantRecord", "RedisServer",
-           "RogueWriter", "RosTestNode", "free_port", "held_window", "not_shown",
+__all__ = ["EVENT_WAIT_S", "REPO", "STARTUP_TIMEOUT_S", "HilLoop", "NodeProcess", "PlantRecord",
+           "RedisServer", "RogueWriter", "RosTestNode", "free_port", "held_window", "not_shown",
            "private_domain_id", "reach_in_turn", "redis_server_binary", "stamp_ns", "wait_for"]
 
 
@@ -861,7 +869,7 @@ class HilLoop:
             hit = rec[(rec[:, 1] > 0.1 * speed_m_s) & (rec[:, 2] > 0.1 * speed_m_s)]
             return float(hit[0, 0]) if len(hit) else None
 
-        result: float = wait_for(moving, 60.0, lambda: f"the tracks moving\n{self.logs()}")
+        result: float = wait_for(moving, EVENT_WAIT_S, lambda: f"the tracks moving\n{self.logs()}")
         return result
 
     def wait_status(self, status: str, timeout: float = 30.0) -> None:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import STARTUP_TIMEOUT_S, NodeProcess, RosTestNode, wait_for
+from helpers import EVENT_WAIT_S, STARTUP_TIMEOUT_S, NodeProcess, RosTestNode, wait_for
 from sensor_msgs.msg import JointState
 
 from excavator_hil.bags.io import TYPESTORE, BagError, read_bag, salvage_bag
@@ -203,7 +203,7 @@ def _recording(probe: RosTestNode, bag: Path) -> Iterator[tuple[Any, _Sender]]:
     rec = BagRecorder(bag, [TOPIC], context=probe.context)
     sender = _Sender(probe)
     try:
-        wait_for(lambda: rec.discover() or sender.pub.get_subscription_count() > 0, 20.0,
+        wait_for(lambda: rec.discover() or sender.pub.get_subscription_count() > 0, EVENT_WAIT_S,
                  "the recorder to subscribe")
         time.sleep(0.3)       # matched on the recorder's side too
         sender.start()
@@ -225,7 +225,7 @@ def test_after_a_stop_each_message_is_written_once_through_both_participants(
     bag = tmp_path / "both"
     with _recording(probe, bag) as (rec, sender):
         new = _moved(rec, 0.5)
-        wait_for(lambda: rec.poll() and rec._seen.repeated > 10, 30.0,
+        wait_for(lambda: rec.poll() and rec._seen.repeated > 10, EVENT_WAIT_S,
                  lambda: f"messages through both participants (new one matched "
                  f"{new.subscriptions[TOPIC].get_publisher_count()} writers)", 0.02)
         monkeypatch.setattr(recorder, "REHOME_OVERLAP_S", (0.0, 120.0))
@@ -253,7 +253,7 @@ def test_a_deaf_old_participant_loses_nothing_once_the_new_one_has_matched(
         for sub in old.subscriptions.values():      # deaf: its subscriptions gone
             old.node.destroy_subscription(sub)
         old.subscriptions.clear()
-        wait_for(lambda: new.subscriptions[TOPIC].get_publisher_count() > 0, 20.0,
+        wait_for(lambda: new.subscriptions[TOPIC].get_publisher_count() > 0, EVENT_WAIT_S,
                  "the new participant to match the writer")
         time.sleep(0.3)       # matched on the writer's side too
         first_after = sender.sent
@@ -291,7 +291,7 @@ def test_the_old_participant_reads_on_until_the_writer_has_matched_the_new_one(
     bag = tmp_path / "late"
     with _recording(probe, bag) as (rec, sender):
         new = _moved(rec, 0.3)
-        wait_for(lambda: new.subscriptions[TOPIC].get_publisher_count() > 0, 20.0,
+        wait_for(lambda: new.subscriptions[TOPIC].get_publisher_count() > 0, EVENT_WAIT_S,
                  "the new participant to match the writer")
         _poll_for(rec, 0.5)
         assert len(rec._links) == 2, "the old participant went before the new one joined on"
@@ -319,12 +319,13 @@ def test_bag_record_stopped_and_continued_subscribes_again_and_loses_nothing(
             time.sleep(1.5)
         finally:
             os.kill(rec.pid, signal.SIGCONT)
-        wait_for(lambda: "subscribed again through a new DDS participant" in rec.log(), 30.0,
+        wait_for(lambda: "subscribed again through a new DDS participant" in rec.log(),
+                 EVENT_WAIT_S,
                  lambda: f"the recorder's move; its log:\n{rec.log()}")
         time.sleep(2.0)   # the new participant takes over (the old reads on until then)
         # ... and the old one is gone: a participant's threads and descriptors, not two
         wait_for(lambda: all(a <= b + 2 for a, b in zip(_footprint(rec.pid), before,
-                                                         strict=True)), 20.0,
+                                                         strict=True)), EVENT_WAIT_S,
                  lambda: f"the old participant gone: threads, descriptors {before} before the "
                  f"stop, {_footprint(rec.pid)} now; its log:\n{rec.log()}")
         sent = sender.stop()
@@ -345,7 +346,7 @@ def test_a_killed_recorder_has_written_what_it_took(probe: RosTestNode, tmp_path
         time.sleep(2.0)
         sent = sender.stop()
         expected = [float(i) for i in range(sent)]
-        wait_for(lambda: _salvaged_positions(bag) == expected, 30.0,
+        wait_for(lambda: _salvaged_positions(bag) == expected, EVENT_WAIT_S,
                  lambda: f"the {sent} messages sent in the running recorder's file (it holds "
                  f"{len(_salvaged_positions(bag) or [])}); its log:\n{rec.log()}")
         os.kill(rec.pid, signal.SIGKILL)

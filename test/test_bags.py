@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from helpers import NodeProcess, RosTestNode, wait_for
+from helpers import EVENT_WAIT_S, NodeProcess, RosTestNode, wait_for
 from hypothesis import given
 from hypothesis import strategies as st
 from rosbags.rosbag2 import Writer
@@ -51,7 +51,7 @@ def _record(probe: RosTestNode, tmp_path: Path, storage: str) -> tuple[Path, lis
     rec = _cli(["bag", "record", TOPIC, "-o", str(bag), "--storage", storage,
                 "--max-messages", str(N_MESSAGES)], tmp_path)
     pub = probe.node.create_publisher(JointState, TOPIC, 10)
-    wait_for(lambda: pub.get_subscription_count() > 0, 20.0,
+    wait_for(lambda: pub.get_subscription_count() > 0, EVENT_WAIT_S,
              lambda: f"the recorder to subscribe; its log:\n{rec.log()}")
     rng = random.Random(3)
     sent: list[float] = []
@@ -82,7 +82,7 @@ def test_record_play_round_trip(probe: RosTestNode, tmp_path: Path) -> None:
     report = tmp_path / "pacing.csv"
     player = _cli(["bag", "play", str(bag), "--wait-for-subscribers", "10",
                    "--pacing-report", str(report)], tmp_path)
-    wait_for(lambda: len(received) >= N_MESSAGES, 30.0,
+    wait_for(lambda: len(received) >= N_MESSAGES, EVENT_WAIT_S,
              lambda: f"{N_MESSAGES} replayed messages, got {len(received)}; log:\n{player.log()}")
     assert player.proc.wait(10) == 0, player.log()
     assert received == [float(i) for i in range(N_MESSAGES)]
@@ -105,7 +105,7 @@ def test_a_stop_writes_what_was_sent_before_it(probe: RosTestNode, tmp_path: Pat
     bag = tmp_path / "stopped"
     rec = _cli(["bag", "record", TOPIC, "-o", str(bag)], tmp_path)
     pub = probe.node.create_publisher(JointState, TOPIC, 1000)
-    wait_for(lambda: pub.get_subscription_count() > 0, 20.0,
+    wait_for(lambda: pub.get_subscription_count() > 0, EVENT_WAIT_S,
              lambda: f"the recorder to subscribe; its log:\n{rec.log()}")
     time.sleep(0.5)   # matched on the recorder's side too
     os.kill(rec.pid, signal.SIGSTOP)
@@ -140,7 +140,7 @@ def test_a_message_is_stamped_when_dds_received_it_not_when_the_recorder_took_it
     rec = BagRecorder(bag, [TOPIC], context=probe.context)
     try:
         pub = probe.node.create_publisher(JointState, TOPIC, 100)
-        wait_for(lambda: rec.discover() or pub.get_subscription_count() > 0, 20.0,
+        wait_for(lambda: rec.discover() or pub.get_subscription_count() > 0, EVENT_WAIT_S,
                  "the recorder to subscribe")
         time.sleep(0.3)   # matched on the recorder's side too
         sent: list[int] = []
@@ -178,7 +178,8 @@ def test_a_recorder_thread_records_beside_its_process_and_drains_at_the_stop(
     rec = RecorderThread(bag, [TOPIC], nice=nice_before + 5, context=probe.context)
     pub = probe.node.create_publisher(JointState, TOPIC, 1000)
     try:
-        wait_for(lambda: pub.get_subscription_count() > 0, 20.0, "the recorder to subscribe")
+        wait_for(lambda: pub.get_subscription_count() > 0,
+                 EVENT_WAIT_S, "the recorder to subscribe")
         time.sleep(0.3)   # matched on the recorder's side too
         assert rec.alive()
         thread_id = rec._thread.native_id
@@ -214,7 +215,7 @@ def test_a_recorder_thread_is_waited_for_while_it_writes_and_named_when_it_stand
         write = rec.node.writer.write
         rec.node.writer.write = lambda *a, write=write, pause=pause: (pause(), write(*a))[1]
         try:
-            wait_for(lambda pub=pub: pub.get_subscription_count() > 0, 20.0,
+            wait_for(lambda pub=pub: pub.get_subscription_count() > 0, EVENT_WAIT_S,
                      "the recorder to subscribe")
             time.sleep(0.3)   # matched on the recorder's side too
             for i in range(300):
@@ -293,7 +294,7 @@ def test_sqlite3_bag_as_ros2_bag_record_writes_it_plays_with_clock(
     probe.node.create_subscription(
         Clock, "/clock", lambda m: clocks.append(m.clock.sec * 10**9 + m.clock.nanosec), 50)
     player = _cli(["bag", "play", str(bag), "--clock", "--wait-for-subscribers", "10"], tmp_path)
-    wait_for(lambda: len(got) >= 20, 30.0, lambda: f"20 messages; log:\n{player.log()}")
+    wait_for(lambda: len(got) >= 20, EVENT_WAIT_S, lambda: f"20 messages; log:\n{player.log()}")
     assert player.proc.wait(10) == 0
     assert got == [float(i) for i in range(20)]
     assert clocks and min(clocks) >= t0 and max(clocks) <= t0 + 19 * 10_000_000 + 20_000_000
@@ -359,7 +360,7 @@ def test_sim_time_bag_has_one_time_base_and_the_metadata_ros2_bag_record_writes(
     pub = probe.node.create_publisher(JointState, TOPIC, 100)
     clock_pub = probe.node.create_publisher(Clock, "/clock", 10)
     wait_for(lambda: pub.get_subscription_count() > 0 and clock_pub.get_subscription_count() > 0,
-             20.0, lambda: f"the recorder to subscribe; its log:\n{rec.log()}")
+             EVENT_WAIT_S, lambda: f"the recorder to subscribe; its log:\n{rec.log()}")
 
     def stamped(i: int, t_ns: int) -> JointState:
         msg = _joint_state(i)
@@ -466,10 +467,10 @@ def test_a_bag_with_tf_opens_as_foxglove_reads_it(probe: RosTestNode, tmp_path: 
     cloud.header.frame_id = "world"
     cloud_pub.publish(cloud)
     pub = probe.node.create_publisher(JointState, "/exc2/joint_states", 100)
-    wait_for(lambda: pub.get_subscription_count() > 0, 20.0,
+    wait_for(lambda: pub.get_subscription_count() > 0, EVENT_WAIT_S,
              lambda: f"the recorder to subscribe; its log:\n{rec.log()}")
     # the URDF first: the recorder says when it derives /tf from it
-    wait_for(lambda: "/tf of /exc2 from its robot_description" in rec.log(), 20.0, rec.log)
+    wait_for(lambda: "/tf of /exc2 from its robot_description" in rec.log(), EVENT_WAIT_S, rec.log)
     try:
         for i in range(n):
             msg = JointState(name=["base_y", "swing", "boom"], position=[20.0, 0.01 * i, 0.3])

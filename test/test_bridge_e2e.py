@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 import redis
 import snap7
-from helpers import loaded_host_virtual_plc_params, ros_parameters_file
+from helpers import EVENT_WAIT_S, loaded_host_virtual_plc_params, ros_parameters_file
 
 from excavator_hil.hil_harness import HilRig, wait_until
 from excavator_kinematics.vehicle import BodyTwist, twist_from_artof
@@ -101,7 +101,7 @@ def test_redis_to_plc_and_back(redis_server, spawn, tmp_path, model, lateral, cm
                 np.array_equal(np.float32(before[k]), np.float32(after[k]))
                 for k in ("speeds", "angles"))
             return (mon, values) if steady else None
-        mon, values = wait_until(steady_reading, 30.0, "a reading with the plant steady")
+        mon, values = wait_until(steady_reading, EVENT_WAIT_S, "a reading with the plant steady")
         db_speeds = np.array([mon[n] for n in cfg.speed_fields()])
         db_angles = np.array([mon[n] for n in cfg.angle_fields()])
         assert values[-1] == "true"

@@ -27,7 +27,15 @@ from pathlib import Path
 
 import pytest
 import redis
-from helpers import REPO, STARTUP_TIMEOUT_S, RedisServer, free_port, thread_stats, wait_for
+from helpers import (
+    EVENT_WAIT_S,
+    REPO,
+    STARTUP_TIMEOUT_S,
+    RedisServer,
+    free_port,
+    thread_stats,
+    wait_for,
+)
 
 from excavator_hil.faults.tcp_proxy import TcpProxy
 from excavator_hil.hil_harness import HilRig
@@ -327,7 +335,7 @@ def test_plc_slower_than_plc_timeout_is_refused_with_the_measured_time(redis_ser
     try:
         rig.command(*COMMAND)
         rig.start()
-        wait_for(lambda: "raise plc_timeout_s" in rig.core.snapshot().detail, 20.0,
+        wait_for(lambda: "raise plc_timeout_s" in rig.core.snapshot().detail, EVENT_WAIT_S,
                  lambda: f"the refusal (now {rig.core.snapshot().detail!r})")
         detail = rig.core.snapshot().detail
         assert "answered a read of DB101 in" in detail and " ms" in detail
@@ -395,7 +403,7 @@ def test_bad_tls_ca_names_the_verification_failure(redis_server, spawn, tmp_path
     rig = HilRig("skid_steer", redis_server.url, spawn, overrides={"redis_url": url})
     try:
         rig.core.start()
-        wait_for(lambda: "CERTIFICATE_VERIFY_FAILED" in rig.core.snapshot().detail, 20.0,
+        wait_for(lambda: "CERTIFICATE_VERIFY_FAILED" in rig.core.snapshot().detail, EVENT_WAIT_S,
                  lambda: f"the TLS cause named (now {rig.core.snapshot().detail!r})")
         assert rig.core.status == "stopped:redis_lost"
     finally:

@@ -17,7 +17,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from helpers import RedisServer, Spawner, module_redis, wait_for
+from helpers import EVENT_WAIT_S, RedisServer, Spawner, module_redis, wait_for
 
 from excavator_common.clock_offset import realtime_minus_monotonic
 from excavator_hil.hil_harness import (
@@ -165,7 +165,7 @@ def writes_since(rig: HilRig, t0: float, n: int) -> list[dict]:
     def enough() -> list[dict] | None:
         writes = rig.plc.writes(t0)
         return writes if len(writes) >= n else None
-    return wait_for(enough, 60.0, f"{n} writes to the PLC", period=0.05)
+    return wait_for(enough, EVENT_WAIT_S, f"{n} writes to the PLC", period=0.05)
 
 
 def counter(rig: HilRig, name: str) -> int:
@@ -349,12 +349,12 @@ def test_a_cpu_in_stop_stops_the_bridge_and_run_resumes_with_a_stop(rig):
     in STOP; after RUN the first command it takes is a stop."""
     running(rig)
     stopped_in_cpu_stop(rig, 10.0)
-    wait_until(lambda: max(abs(v) for v in rig.plc.status()["speeds"]) < 1e-3, 20.0,
+    wait_until(lambda: max(abs(v) for v in rig.plc.status()["speeds"]) < 1e-3, EVENT_WAIT_S,
                "the drives to stop (outputs off in STOP)")
     t_run = time.monotonic()
     rig.plc.faults(cpu_stop=False)
     taken = wait_until(lambda: [w for w in rig.plc.writes(t_run) if w["refused"] is None]
-                       or None, 20.0, "a command taken after RUN")
+                       or None, EVENT_WAIT_S, "a command taken after RUN")
     assert is_stop(taken[0], rig), f"the first command taken after RUN: {taken[0]}"
     running(rig)
 
@@ -511,7 +511,7 @@ def test_stale_keys_at_startup_do_not_move_the_machine(tmp_path, shared):
         # judged at the PLC (a command write after the edge), not by sampling the status: on a
         # starved host "running" lasted less than the poll's own stall before the next fault
         # (the PLC's alive counter, served late, looked stale: ci76)
-        wait_until(lambda: any(not is_stop(w, rig) for w in rig.plc.writes(t_edge)), 30.0,
+        wait_until(lambda: any(not is_stop(w, rig) for w in rig.plc.writes(t_edge)), EVENT_WAIT_S,
                    "the leftover command forwarded to the PLC after a fresh heartbeat edge")
     finally:
         try:
@@ -548,7 +548,7 @@ def test_sigterm_writes_a_stop(shared, tmp_path):
         # the bridge process up and forwarding, judged at the PLC (not by sampling its status,
         # which a starved host can flip to a watchdog stop and back between two polls; a new
         # process's start on a loaded host took longer than 10 s: ci78)
-        wait_until(lambda: rig.plc.status()["speeds"][0] > 0.1, 60.0,
+        wait_until(lambda: rig.plc.status()["speeds"][0] > 0.1, EVENT_WAIT_S,
                    lambda: f"the tracks to move under the bridge process; its log:\n"
                    f"{bridge.log()[-2000:]}")
         t0 = time.monotonic()

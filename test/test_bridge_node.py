@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from helpers import (
+    EVENT_WAIT_S,
     STARTUP_TIMEOUT_S,
     NodeProcess,
     call_service,
@@ -74,13 +75,14 @@ def test_node_publishes_and_deactivate_stops(redis_server, node_processes, ros_n
             t = odom[-1].twist.twist
             return odom[-1] if abs(t.linear.x - 0.6) < 0.006 and abs(t.angular.z - 0.2) < 0.002 \
                 else None
-        at = wait_for(settled, 20.0, "odom at the commanded twist (1 %)", 0.05)
+        at = wait_for(settled, EVENT_WAIT_S, "odom at the commanded twist (1 %)", 0.05)
         assert at.header.frame_id == "odom" and at.child_frame_id == "base_link"
         assert at.pose.pose.position.x > 0.0      # dead reckoning moved forward
         # the wheel speeds of that same PLC reading (one stamp for both topics; the latest
         # wheel_states can be a reading older or newer than the odom that settled)
         js = wait_for(lambda: next((w for w in list(wheels) if w.header.stamp == at.header.stamp),
-                                   None), 20.0, "the wheel_states of the settled odom's reading")
+                                   None),
+                                   EVENT_WAIT_S, "the wheel_states of the settled odom's reading")
         assert list(js.name) == ["track_left", "track_right"]
         b = load_config().vehicle_params["track_width_m"]   # skid-steer: v -+ w * b / 2
         assert js.velocity[0] == pytest.approx(0.6 - 0.2 * b / 2, abs=0.01)
@@ -243,7 +245,7 @@ def test_a_refusing_plc_and_its_cause_are_on_diagnostics(redis_server, node_proc
                             and values.get("plc.refused_reason") == "stale_seq":
                         return {"message": s.message, **values}
                 return None
-            found = wait_for(diagnosed, 30.0, lambda: f"plc_refused on /diagnostics: "
+            found = wait_for(diagnosed, EVENT_WAIT_S, lambda: f"plc_refused on /diagnostics: "
                              f"{bridge.log()[-800:]}")
             assert "stale_seq" in found["message"] and "another writer" in found["message"]
             assert int(found["plc.refused"]) > 0 and int(found["counter.plc_refusals"]) > 0
@@ -251,7 +253,7 @@ def test_a_refusing_plc_and_its_cause_are_on_diagnostics(redis_server, node_proc
             # waited for, not read once: the status key lives monitor_ttl_s past the bridge's
             # last cycle, and a bridge starved that long (one core busy, the other worker's
             # stack) had let it expire at the moment of a single read
-            wait_for(lambda: r.get(keys.BRIDGE_STATUS) == b"stopped:plc_refused", 20.0,
+            wait_for(lambda: r.get(keys.BRIDGE_STATUS) == b"stopped:plc_refused", EVENT_WAIT_S,
                      lambda: f"status {r.get(keys.BRIDGE_STATUS)!r}: {bridge.log()[-800:]}")
             assert r.get(keys.STATE_REFUSED_REASON) == b"stale_seq"
     finally:
@@ -318,10 +320,10 @@ def test_configure_cleanup_cycles_leak_nothing(redis_server, node_processes, ros
 
     def one_cycle(i: int) -> None:
         transition(Transition.TRANSITION_CONFIGURE, f"configure #{i}")
-        wait_for(lambda: graph() == (1, 1, 1), 30.0,
+        wait_for(lambda: graph() == (1, 1, 1), EVENT_WAIT_S,
                  lambda: f"configured #{i}: one odom, wheel_states, cmd_vel endpoint: {graph()}")
         # the loop has reached Redis and the PLC, the cmd_vel client writes to Redis
-        wait_for(lambda: r.get(keys.BRIDGE_STATUS) == b"stopped:inactive", 30.0,
+        wait_for(lambda: r.get(keys.BRIDGE_STATUS) == b"stopped:inactive", EVENT_WAIT_S,
                  lambda: f"bridge loop up #{i}: {r.get(keys.BRIDGE_STATUS)!r}")
         cmd = Twist()
         cmd.linear.x = 0.001 * (i + 1)
@@ -330,9 +332,9 @@ def test_configure_cleanup_cycles_leak_nothing(redis_server, node_processes, ros
         def written() -> bool:
             pub.publish(cmd)
             return r.get(keys.LONGITUDINAL) == expected
-        wait_for(written, 30.0, f"cmd_vel #{i} written to Redis", 0.02)
+        wait_for(written, EVENT_WAIT_S, f"cmd_vel #{i} written to Redis", 0.02)
         transition(Transition.TRANSITION_CLEANUP, f"cleanup #{i}")
-        wait_for(lambda: graph() == (0, 0, 0), 30.0,
+        wait_for(lambda: graph() == (0, 0, 0), EVENT_WAIT_S,
                  lambda: f"after cleanup #{i}, no odom / wheel_states / cmd_vel endpoint left: "
                  f"{graph()}")
 
@@ -352,13 +354,13 @@ def test_configure_cleanup_cycles_leak_nothing(redis_server, node_processes, ros
         transition(Transition.TRANSITION_CONFIGURE, "configure before shutdown")
         # the loop has reached the PLC (its connect runs in the background; a loaded host
         # took longer than the shutdown below, which then had no link to write the stop on)
-        wait_for(lambda: r.get(keys.BRIDGE_STATUS) == b"stopped:inactive", 30.0,
+        wait_for(lambda: r.get(keys.BRIDGE_STATUS) == b"stopped:inactive", EVENT_WAIT_S,
                  lambda: f"bridge loop up before shutdown: {r.get(keys.BRIDGE_STATUS)!r}")
         transition(Transition.TRANSITION_ACTIVATE, "activate before shutdown")
-        wait_for(lambda: graph() == (1, 1, 1), 30.0, lambda: f"configured: {graph()}")
+        wait_for(lambda: graph() == (1, 1, 1), EVENT_WAIT_S, lambda: f"configured: {graph()}")
         t0 = time.monotonic()
         transition(Transition.TRANSITION_ACTIVE_SHUTDOWN, "shutdown")
-        wait_for(lambda: graph() == (0, 0, 0), 30.0,
+        wait_for(lambda: graph() == (0, 0, 0), EVENT_WAIT_S,
                  lambda: f"after shutdown, no odom / wheel_states / cmd_vel endpoint: {graph()}")
         writes = plc.writes(t0)
         assert writes and writes[-1]["stop"] and not writes[-1]["enable"]
@@ -474,7 +476,7 @@ def test_parameters_over_dds_describe_set_refuse_and_deprecated_names(
 
         def after_the_change() -> list[float]:
             return [stamp(m) for m in list(odom) if stamp(m) > t_set][1:]
-        stamps = wait_for(lambda: (s := after_the_change()) and len(s) >= 6 and s[:6], 20.0,
+        stamps = wait_for(lambda: (s := after_the_change()) and len(s) >= 6 and s[:6], EVENT_WAIT_S,
                           "odom at 4 Hz")
         gaps = sorted(b - a for a, b in itertools.pairwise(stamps))
         assert gaps[len(gaps) // 2] >= 0.2, gaps   # 4 Hz: 0.25 s; 40 Hz would be 0.025 s

@@ -25,7 +25,15 @@ from pathlib import Path
 
 import pytest
 import redis
-from helpers import STARTUP_TIMEOUT_S, NodeProcess, PlcWriteLog, RedisServer, RogueWriter, wait_for
+from helpers import (
+    EVENT_WAIT_S,
+    STARTUP_TIMEOUT_S,
+    NodeProcess,
+    PlcWriteLog,
+    RedisServer,
+    RogueWriter,
+    wait_for,
+)
 
 from excavator_hil.hil_harness import Heartbeat, HilRig
 from plc_bridge import redis_keys as keys
@@ -50,7 +58,7 @@ FAKETIME_LIB = next((p for d in _FAKETIME_DIRS for p in (Path(d) / "libfaketimeM
 def _moving_since(rig: HilRig, t0: float) -> None:
     """The PLC drove after ``t0`` and the left track is at speed (the bridge's command acts)."""
     wait_for(lambda: (st := rig.plc.status())["drove_at"] is not None and st["drove_at"] > t0
-             and st["speeds"][0] > 0.3, 20.0, lambda: f"the tracks driven after {t0:.3f} "
+             and st["speeds"][0] > 0.3, EVENT_WAIT_S, lambda: f"the tracks driven after {t0:.3f} "
              f"(PLC: {rig.plc.status()['speeds']}, refused {rig.plc.status()['refused']})")
 
 
@@ -190,7 +198,7 @@ def test_a_refusing_plc_is_never_reported_running_and_says_why(recorded_redis, s
             # rogue's and the bridge's), and asking at 100 Hz (ci66, one core busy) kept the
             # virtual PLC serialising it instead of answering the bridge, whose link then timed
             # out over and over
-            wait_for(lambda: len(bridge_refused()) >= 50, 20.0, "50 refused bridge writes",
+            wait_for(lambda: len(bridge_refused()) >= 50, EVENT_WAIT_S, "50 refused bridge writes",
                      LOG_POLL_S)
             assert {w["refused"] for w in bridge_refused()} == {"stale_seq"}
             wait_for(lambda: int(rig.get(keys.STATE_REFUSED) or 0) >= 50
@@ -241,13 +249,14 @@ def test_two_bridges_on_one_plc_both_stop_and_the_one_left_drives_again(tmp_path
                 sa, sb = a.core.snapshot(), b_core.snapshot()
                 return (sa, sb) if sa.status == sb.status == "stopped:plc_refused" else None
 
-            sa, sb = wait_for(both_refused, 20.0,
+            sa, sb = wait_for(both_refused, EVENT_WAIT_S,
                               lambda: f"both stopped:plc_refused (a {a.core.status}, "
                                       f"b {b_core.status})")
             assert "another writer is on DB100" in sa.detail
             assert "not this bridge's current ones" in sb.detail
             t_both = time.monotonic()
-            wait_for(lambda: len(a.plc.writes(t_both)) >= 100, 20.0, "100 writes", LOG_POLL_S)
+            wait_for(lambda: len(a.plc.writes(t_both)) >= 100,
+                     EVENT_WAIT_S, "100 writes", LOG_POLL_S)
             writes = a.plc.writes(t_both - 2 * QUIET_S)
             refused_at = [w["t"] for w in writes if w["refused"]]
             taken = [w for w in writes if w["refused"] is None]

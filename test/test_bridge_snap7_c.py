@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from helpers import REPO, free_port, wait_for
+from helpers import EVENT_WAIT_S, REPO, free_port, wait_for
 
 from excavator_hil.hil_harness import Heartbeat
 from plc_bridge import redis_keys as keys
@@ -129,10 +129,10 @@ def test_bridge_runs_against_the_c_snap7_server_at_pdu_240(bridge_and_server, re
     hb = Heartbeat(redis_server.url, 0.25).start()
     try:
         core.start()
-        wait_for(lambda: core.status == "running", 20.0,
+        wait_for(lambda: core.status == "running", EVENT_WAIT_S,
                  lambda: f"running (now {core.status}: {core.snapshot().detail})")
         assert isinstance(core.plc.session, S7Session) and core.plc.session.client.pdu_length == 240
-        wait_for(lambda: server.speeds[0] > 0.3, 20.0, "the setpoints in the C server's DB")
+        wait_for(lambda: server.speeds[0] > 0.3, EVENT_WAIT_S, "the setpoints in the C server's DB")
         cfg = core.config
 
         def agree() -> bool:
@@ -143,7 +143,7 @@ def test_bridge_runs_against_the_c_snap7_server_at_pdu_240(bridge_and_server, re
             expected = core.model.inverse(commanded).speeds
             return (commanded.vx > 0.3
                     and server.speeds == pytest.approx(list(expected), abs=1e-6))
-        wait_for(agree, 20.0, lambda: f"the C server's DB {server.speeds} as the bridge's "
+        wait_for(agree, EVENT_WAIT_S, lambda: f"the C server's DB {server.speeds} as the bridge's "
                  f"commanded twist {core.snapshot().commanded} gives")
         # the program samples every 5 ms: the same write may be seen twice
         seqs = [k for k, _ in itertools.groupby(c["seq"] for c in server.controls[-40:]
@@ -153,8 +153,8 @@ def test_bridge_runs_against_the_c_snap7_server_at_pdu_240(bridge_and_server, re
         written = [from_dint(c["seq"]) for c in server.controls if c["seq"]]
         assert written and all(seq_newer(s, from_dint(EARLIER_SEQ)) for s in written)
         assert all(c["seq"] < 0 for c in server.controls if c["seq"])
-        wait_for(lambda: r.get(keys.STATE_VALID) == b"true", 20.0, "valid monitor keys")
-        wait_for(lambda: abs(float(r.get(keys.MON_LONGITUDINAL)) - 0.8) < 1e-5, 20.0,
+        wait_for(lambda: r.get(keys.STATE_VALID) == b"true", EVENT_WAIT_S, "valid monitor keys")
+        wait_for(lambda: abs(float(r.get(keys.MON_LONGITUDINAL)) - 0.8) < 1e-5, EVENT_WAIT_S,
                  "the measured twist in Redis")
         assert r.get(keys.wheel_speed_key(cfg.wheels[0])) is not None
     finally:
@@ -187,7 +187,7 @@ def test_a_pdu_too_small_is_backed_off_and_said_once(c_server_available, redis_s
     try:
         with caplog.at_level("WARNING", logger="plc_bridge"):
             core.start()
-            wait_for(lambda: "negotiated a PDU of 240 B" in core.snapshot().detail, 20.0,
+            wait_for(lambda: "negotiated a PDU of 240 B" in core.snapshot().detail, EVENT_WAIT_S,
                      lambda: f"the PDU refusal (now {core.snapshot().detail!r})")
             attempts = core.plc._reconnector.attempts
             time.sleep(3.0)

@@ -10,7 +10,7 @@ import time
 
 import pytest
 from diagnostic_msgs.msg import DiagnosticArray
-from helpers import STARTUP_TIMEOUT_S, RosTestNode, wait_for
+from helpers import EVENT_WAIT_S, STARTUP_TIMEOUT_S, RosTestNode, wait_for
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import JointState
 from test_soil_lockstep import (
@@ -127,10 +127,11 @@ def test_sim_node_waits_for_the_scheduled_commands(tmp_path) -> None:
     try:
         wait_for(lambda: clock and clock_now(clock) > 1.0, STARTUP_TIMEOUT_S, proc.log)
         # before any command it runs on its own: no wait, no timeout at start-up
-        _, before = wait_for(lambda: (s := running_status(diagnostics)) and s, 30.0, proc.log)
+        _, before = wait_for(lambda: (s := running_status(diagnostics)) and s,
+                             EVENT_WAIT_S, proc.log)
         assert before["command_lockstep"] == "on" and before["command_lockstep_waits"] == "0"
         sending[0] = True
-        wait_for(lambda: len(sent) > 50, 30.0, "the sender's commands")
+        wait_for(lambda: len(sent) > 50, EVENT_WAIT_S, "the sender's commands")
         sending[0] = False  # the sender falls silent: time stops at its last stamp
 
         # the period starting at the last stamp steps (its command is in), the next waits

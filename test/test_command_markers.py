@@ -11,7 +11,7 @@ import time
 
 import pytest
 from diagnostic_msgs.msg import DiagnosticArray
-from helpers import REPO, STARTUP_TIMEOUT_S, NodeProcess, RosTestNode, wait_for
+from helpers import EVENT_WAIT_S, REPO, STARTUP_TIMEOUT_S, NodeProcess, RosTestNode, wait_for
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import JointState
 from test_soil_lockstep import clock_now, lockstep_sim_node, running_status, time_stands
@@ -62,7 +62,7 @@ def test_teleop_sends_markers_while_it_has_nothing_to_command(tmp_path, mode: st
         # past it (none comes here); joystick: every state has its marker
         last_s = (newest - (DELAY_S - grid_s) if mode == "impedance" else newest)
         last_s = round(last_s / grid_s) * grid_s + lead_s
-        wait_for(lambda: commands and _stamp_s(commands[-1]) >= last_s - 1e-6, 30.0,
+        wait_for(lambda: commands and _stamp_s(commands[-1]) >= last_s - 1e-6, EVENT_WAIT_S,
                  lambda: f"the marker stamped {last_s:.3f} s (last {commands[-1:]})\n"
                  f"{teleop.log()}")
     finally:
@@ -104,7 +104,7 @@ def test_sim_node_waits_for_markers_and_moves_nothing(tmp_path) -> None:
         wait_for(lambda: clock and clock_now(clock) > 1.0 and joints, STARTUP_TIMEOUT_S, proc.log)
         q0 = dict(zip(joints[-1].name, joints[-1].position, strict=False))
         sending[0] = True
-        wait_for(lambda: len(sent) > 50, 30.0, "the markers")
+        wait_for(lambda: len(sent) > 50, EVENT_WAIT_S, "the markers")
         sending[0] = False
         held = time_stands(clock, lambda: sent[-1] + 0.01, LOCKSTEP_S - 2.0)
         time.sleep(1.0)
@@ -138,7 +138,7 @@ def test_a_late_marker_makes_sim_node_wait_for_its_sender(tmp_path) -> None:
 
     def status(**at_least: int) -> dict[str, str]:
         _, values = wait_for(lambda: (s := running_status(diagnostics)) and all(
-            int(s[1][k]) >= n for k, n in at_least.items()) and s, 30.0, proc.log)
+            int(s[1][k]) >= n for k, n in at_least.items()) and s, EVENT_WAIT_S, proc.log)
         return values
 
     def stands() -> float:

@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import REPO, SMALL_SIM_ARGS, NodeProcess, RosTestNode, wait_for
+from helpers import EVENT_WAIT_S, REPO, SMALL_SIM_ARGS, NodeProcess, RosTestNode, wait_for
 from hypothesis import given
 from hypothesis import strategies as st
 from rosgraph_msgs.msg import Clock
@@ -65,7 +65,7 @@ def test_sim_node_applies_a_command_stamped_ahead_at_its_stamp(tmp_path: Path) -
                        "-p", "use_sim_time:=true", *SMALL_SIM_ARGS], log_dir=tmp_path)
     try:
         cmd = probe.node.create_publisher(JointState, "joint_command", 10)
-        wait_for(lambda: clocks and states and cmd.get_subscription_count() > 0, 30.0,
+        wait_for(lambda: clocks and states and cmd.get_subscription_count() > 0, EVENT_WAIT_S,
                  lambda: f"sim_node; its log:\n{sim.log()}")
         now = _seconds(clocks[-1].clock)
         due = round(now + 0.6, 2)  # on the period grid
@@ -73,14 +73,14 @@ def test_sim_node_applies_a_command_stamped_ahead_at_its_stamp(tmp_path: Path) -
         msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(round(due * 1e9), 10**9)
         msg.name, msg.position = ["swing"], [0.5]
         cmd.publish(msg)
-        wait_for(lambda: _seconds(clocks[-1].clock) > due + 1.0, 60.0, "sim time")
+        wait_for(lambda: _seconds(clocks[-1].clock) > due + 1.0, EVENT_WAIT_S, "sim time")
         # a wall-clock stamp (a node without use_sim_time) applies on arrival, as before
         wall = JointState()
         wall.header.stamp.sec = int(time.time())
         wall.name, wall.position = ["swing"], [-0.5]
         cmd.publish(wall)
         t_wall = _seconds(clocks[-1].clock)
-        wait_for(lambda: _seconds(clocks[-1].clock) > t_wall + 1.0, 60.0, "sim time")
+        wait_for(lambda: _seconds(clocks[-1].clock) > t_wall + 1.0, EVENT_WAIT_S, "sim time")
         seen = [(_seconds(m.header.stamp), dict(zip(m.name, m.velocity, strict=False))["swing"],
                  dict(zip(m.name, m.position, strict=False))["swing"]) for m in list(states)]
     finally:

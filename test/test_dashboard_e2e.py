@@ -25,6 +25,7 @@ import snap7
 from helpers import (
     CHROMEDRIVER,
     CHROMIUM,
+    EVENT_WAIT_S,
     REPO,
     STARTUP_TIMEOUT_S,
     NodeProcess,
@@ -267,9 +268,9 @@ def test_dashboard_drives_and_stops_the_rig(stack, browser, probe, tmp_path):
     shots.mkdir(parents=True, exist_ok=True)
     states = probe.collect(JointState, "joint_states", 10)
     browser.get(stack["url"])
-    wait_for(lambda: len(_page_joints(browser)) == 7, 60.0,
+    wait_for(lambda: len(_page_joints(browser)) == 7, EVENT_WAIT_S,
              lambda: "the page's joint readout: " + browser.page_source[-2000:])
-    wait_for(lambda: len(states) > 5, 30.0, "joint_states in the probe")
+    wait_for(lambda: len(states) > 5, EVENT_WAIT_S, "joint_states in the probe")
 
     # everything the page loaded came from the dashboard itself (no internet asset)
     urls = browser.execute_script(
@@ -297,7 +298,8 @@ def test_dashboard_drives_and_stops_the_rig(stack, browser, probe, tmp_path):
 
     def settled() -> bool:
         return bool(np.max(np.abs(q_now() - solution.q)) < 0.02)
-    wait_for(settled, 60.0, lambda: f"joints {q_now()} to reach the IK solution {solution.q}")
+    wait_for(settled,
+             EVENT_WAIT_S, lambda: f"joints {q_now()} to reach the IK solution {solution.q}")
     assert np.max(np.abs(q_now() - q_before)) > 0.05, "the target must have moved the machine"
 
     def readout_agrees() -> bool:
@@ -305,7 +307,7 @@ def test_dashboard_drives_and_stops_the_rig(stack, browser, probe, tmp_path):
         q = q_now()
         return all(abs(page[n] - math.degrees(v)) < 0.1 for n, v in zip(ACTIVE_JOINTS, q,
                                                                          strict=True))
-    wait_for(readout_agrees, 20.0,
+    wait_for(readout_agrees, EVENT_WAIT_S,
              lambda: f"page {_page_joints(browser)} vs joint_states {np.degrees(q_now())}")
     browser.save_screenshot(str(tmp_path / "dashboard_target.png"))
 
@@ -317,16 +319,16 @@ def test_dashboard_drives_and_stops_the_rig(stack, browser, probe, tmp_path):
         x, y, z = fk.tip(q_now())
         return tip is not None and abs(tip[0] - math.hypot(x, y)) < 0.02 and abs(
             tip[1] - z) < 0.02
-    wait_for(side_agrees, 20.0, lambda: f"side view tip {_side_tip(browser)} vs FK "
+    wait_for(side_agrees, EVENT_WAIT_S, lambda: f"side view tip {_side_tip(browser)} vs FK "
                                         f"{fk.tip(q_now())}")
     assert int(_side_attr(browser, "frames")) > 1
 
     # the 3D view is off by default (no WebGL at all) and built on demand
     assert _count(browser, ".dash-3d canvas") == 0
     _click(browser, ".dash-3d-toggle")
-    wait_for(lambda: _count(browser, ".dash-3d canvas") >= 1, 20.0, "the 3D view's canvas")
+    wait_for(lambda: _count(browser, ".dash-3d canvas") >= 1, EVENT_WAIT_S, "the 3D view's canvas")
     # the machine at rest: three.js drops to its idle frame rate (redraws on change only)
-    wait_for(lambda: _scene_fps(browser) == 1, 30.0, lambda: f"fps {_scene_fps(browser)}")
+    wait_for(lambda: _scene_fps(browser) == 1, EVENT_WAIT_S, lambda: f"fps {_scene_fps(browser)}")
 
     def zoomed_at_full_rate() -> bool:
         # the user zooms on (a wheel event per check, the page's throttle 0.5 s): the full
@@ -338,8 +340,8 @@ def test_dashboard_drives_and_stops_the_rig(stack, browser, probe, tmp_path):
             "new WheelEvent('wheel', {deltaY: 1, bubbles: true}));")
         return bool(_scene_fps(browser) == 10)
     # the user zooms: full frame rate while handled, then idle again
-    wait_for(zoomed_at_full_rate, 20.0, lambda: f"fps {_scene_fps(browser)}", 0.3)
-    wait_for(lambda: _scene_fps(browser) == 1, 30.0, lambda: f"fps {_scene_fps(browser)}")
+    wait_for(zoomed_at_full_rate, EVENT_WAIT_S, lambda: f"fps {_scene_fps(browser)}", 0.3)
+    wait_for(lambda: _scene_fps(browser) == 1, EVENT_WAIT_S, lambda: f"fps {_scene_fps(browser)}")
 
     # --- dig: the soil charts fill (bucket load, soil force from soil_node) ------------------
     from geometry_msgs.msg import WrenchStamped
@@ -362,7 +364,7 @@ def test_dashboard_drives_and_stops_the_rig(stack, browser, probe, tmp_path):
     browser.find_element(By.CSS_SELECTOR, ".dash-send").click()
     wait_for(lambda: "(4.30, 0.00, -1.30) m, pitch -15.0 deg" in _text(browser, ".dash-sent"),
              10.0, lambda: _text(browser, ".dash-sent"))
-    wait_for(lambda: np.max(np.abs(q_now() - q_hidden)) > 0.1, 30.0, "the machine to move")
+    wait_for(lambda: np.max(np.abs(q_now() - q_hidden)) > 0.1, EVENT_WAIT_S, "the machine to move")
     assert int(_side_attr(browser, "frames")) == frames
     _set_hidden(browser, False)
     wait_for(lambda: int(_side_attr(browser, "frames")) > frames, 10.0, "frames again")
@@ -371,19 +373,20 @@ def test_dashboard_drives_and_stops_the_rig(stack, browser, probe, tmp_path):
     def digging() -> bool:
         f = wrenches[-1].wrench.force if wrenches else None
         return f is not None and math.sqrt(f.x**2 + f.y**2 + f.z**2) > 1e3
-    wait_for(digging, 60.0, "a soil force above 1 kN on soil/wrench")
+    wait_for(digging, EVENT_WAIT_S, "a soil force above 1 kN on soil/wrench")
     # the soil profile under the boom (soil_node sends the whole grid while it changes)
-    wait_for(lambda: _count(browser, ".dash-side-terrain") == 1, 30.0, "the terrain profile")
+    wait_for(lambda: _count(browser, ".dash-side-terrain") == 1,
+             EVENT_WAIT_S, "the terrain profile")
     wait_for(lambda: " kN" in _text(browser, ".dash-soil-now")
              and float(_text(browser, ".dash-soil-now").split("soil force ")[1].split()[0]) > 1.0,
-             20.0, lambda: _text(browser, ".dash-soil-now"))
+             EVENT_WAIT_S, lambda: _text(browser, ".dash-soil-now"))
     dig = InverseKinematics(default_geometry()).solve((4.3, 0.0, -1.3), math.radians(-15.0))
     deadline = time.monotonic() + 20.0   # for the picture: the bucket at the dig target
     while time.monotonic() < deadline and np.max(np.abs(q_now() - dig.q)) > 0.05:
         time.sleep(0.2)
     browser.save_screenshot(str(shots / "dashboard.png"))
     _click(browser, ".dash-3d-toggle")   # off again: the scene and its canvas are gone
-    wait_for(lambda: _count(browser, ".dash-3d canvas") == 0, 20.0, "the 3D view removed")
+    wait_for(lambda: _count(browser, ".dash-3d canvas") == 0, EVENT_WAIT_S, "the 3D view removed")
 
     # --- unreachable target: the verdict names the limit, send is disabled -------------------
     _type_number(browser, "x", 6.9)
@@ -426,11 +429,11 @@ def test_dashboard_drives_and_stops_the_rig(stack, browser, probe, tmp_path):
         v = redis_py.Redis.from_url(r.url).get("plc.control.navigation.velocity.longitudinal")
         return None if v is None else v.decode()
     try:
-        wait_for(lambda: lon() is not None and abs(float(lon()) - 0.3) < 1e-9, 20.0,
+        wait_for(lambda: lon() is not None and abs(float(lon()) - 0.3) < 1e-9, EVENT_WAIT_S,
                  lambda: f"the longitudinal key at 0.3 (is {lon()})")
     finally:
         browser.save_screenshot(str(tmp_path / "drive.png"))
-    wait_for(lambda: "status running" in _text(browser, ".dash-plc-status"), 20.0,
+    wait_for(lambda: "status running" in _text(browser, ".dash-plc-status"), EVENT_WAIT_S,
              lambda: _text(browser, ".dash-plc-status"))
 
     def driving_db() -> bool:
@@ -461,7 +464,7 @@ def test_dashboard_drives_and_stops_the_rig(stack, browser, probe, tmp_path):
     # --- the PLC stops answering (SIGSTOP): the page says so ---------------------------------
     stack["plc"].proc.send_signal(signal.SIGSTOP)
     try:
-        wait_for(lambda: "PLC down" in _text(browser, ".dash-banner"), 20.0,
+        wait_for(lambda: "PLC down" in _text(browser, ".dash-banner"), EVENT_WAIT_S,
                  lambda: f"banner {_text(browser, '.dash-banner')!r}")
         assert "PLC DOWN" in _text(browser, ".dash-bridge-badge")
         # (the status keeps the first stop's reason, heartbeat_stale; the monitor is invalid)
@@ -473,7 +476,7 @@ def test_dashboard_drives_and_stops_the_rig(stack, browser, probe, tmp_path):
 
     # --- the bridge dies: the page says so ---------------------------------------------------
     stack["bridge"].proc.send_signal(signal.SIGKILL)
-    wait_for(lambda: "PLC bridge down" in _text(browser, ".dash-banner"), 20.0,
+    wait_for(lambda: "PLC bridge down" in _text(browser, ".dash-banner"), EVENT_WAIT_S,
              lambda: f"banner {_text(browser, '.dash-banner')!r}")
     assert "DOWN" in _text(browser, ".dash-bridge-badge")
     browser.save_screenshot(str(shots / "dashboard_bridge_down.png"))

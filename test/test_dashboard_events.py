@@ -21,7 +21,15 @@ from typing import Any
 
 import pytest
 from geometry_msgs.msg import PoseStamped
-from helpers import STARTUP_TIMEOUT_S, NodeProcess, RedisServer, RosTestNode, free_port, wait_for
+from helpers import (
+    EVENT_WAIT_S,
+    STARTUP_TIMEOUT_S,
+    NodeProcess,
+    RedisServer,
+    RosTestNode,
+    free_port,
+    wait_for,
+)
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
@@ -146,7 +154,7 @@ def rig(tmp_path_factory: pytest.TempPathFactory):
                  STARTUP_TIMEOUT_S, dash.log)
         assert dash.alive(), dash.log()
         poses: list[PoseStamped] = probe.collect(PoseStamped, "target_pose", 1000)
-        wait_for(lambda: probe.node.count_publishers("target_pose") > 0, 30.0,
+        wait_for(lambda: probe.node.count_publishers("target_pose") > 0, EVENT_WAIT_S,
                  "the dashboard's target_pose publisher")
         page = PageClient(f"http://127.0.0.1:{port}/")
         page.barrier()
@@ -212,7 +220,8 @@ def test_a_nan_target_is_refused_with_the_iks_reason(rig: dict[str, Any]) -> Non
     _set(page, fields, "x", "6.0")
     assert page.text("dash-verdict") == "reachable"
     page.emit_to("dash-send", "click")
-    wait_for(lambda: len(rig["poses"]) == before + 1, 30.0, "the valid target's target_pose")
+    wait_for(lambda: len(rig["poses"]) == before + 1,
+             EVENT_WAIT_S, "the valid target's target_pose")
     assert rig["poses"][-1].pose.position.x == 6.0
     assert "RecursionError" not in rig["dash"].log()
 
@@ -300,7 +309,8 @@ def test_fuzzed_field_events(rig: dict[str, Any], fuzz_fields: Fields, event: tu
         if verdict.ok:
             assert verdict.target is not None
             rig["sent"].append(verdict.target)
-            wait_for(lambda: len(rig["poses"]) - rig["poses_before"] >= len(rig["sent"]), 30.0,
+            wait_for(lambda: len(rig["poses"]) - rig["poses_before"] >= len(rig["sent"]),
+                     EVENT_WAIT_S,
                      "the target_pose")
     assert rig["dash"].alive(), rig["dash"].log()
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 
 import redis
-from helpers import wait_for
+from helpers import EVENT_WAIT_S, wait_for
 
 from excavator_hil.dashboard.adapter import RedisLink
 from excavator_hil.dashboard.core import BridgeWatch, DriveLimits
@@ -43,7 +43,7 @@ def test_drive_stop_and_exit(redis_server):
         assert client.get(keys.ANGULAR) == b"0.2" and client.get(keys.LATERAL) == b"0"
         seen: set[bytes | None] = set()   # both values, however long a loaded host takes
         wait_for(lambda: seen.add(client.get(keys.HEARTBEAT)) or seen == {b"true", b"false"},
-                 20.0, lambda: f"the heartbeat must toggle: only {seen} seen")
+                 EVENT_WAIT_S, lambda: f"the heartbeat must toggle: only {seen} seen")
         wait_for(lambda: sub.get_message(timeout=0.1, ignore_subscribe_messages=True), 10.0,
                  "a PUBLISH on the bridge's notify channel")
 
@@ -79,7 +79,7 @@ def test_redis_lost_and_back(redis_server):
         link.stop()                       # pressed while Redis is away: kept until it is back
         redis_server.start()
         client = redis.Redis.from_url(redis_server.url)
-        wait_for(lambda: client.get(keys.LONGITUDINAL) == b"0", 20.0,
+        wait_for(lambda: client.get(keys.LONGITUDINAL) == b"0", EVENT_WAIT_S,
                  "the stop written once Redis is back")
         assert link.view.status in ("unknown", "redis down")  # a fresh server: no status key
     finally:

@@ -16,7 +16,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from helpers import REPO, NodeProcess, RosTestNode, wait_for
+from helpers import EVENT_WAIT_S, REPO, NodeProcess, RosTestNode, wait_for
 
 from excavator_common import dds_profile
 from excavator_common.dds_profile import PROFILE_ENV, use_project_profile
@@ -93,7 +93,7 @@ def test_a_reliable_stream_beside_large_samples_arrives_whole_and_in_order(
             log = publisher.log()
             count = int(log.split("sent ")[1].split(",")[0])
             # acknowledged: in this reader's history; the callbacks follow
-            wait_for(lambda: len(sent) >= count, 30.0,
+            wait_for(lambda: len(sent) >= count, EVENT_WAIT_S,
                      lambda: f"{count} samples ({len(sent)} here)\n{log}")
         finally:
             publisher.stop()

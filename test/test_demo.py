@@ -15,7 +15,7 @@ from pathlib import Path
 import matplotlib.image
 import numpy as np
 import pytest
-from helpers import NodeProcess, RosTestNode, run_stack, wait_for
+from helpers import EVENT_WAIT_S, NodeProcess, RosTestNode, run_stack, wait_for
 from sensor_msgs.msg import JointState
 
 from excavator_hil.bags.io import TYPESTORE, read_bag
@@ -134,7 +134,7 @@ def test_recorded_dig_replayed_into_sim_node_reaches_the_same_final_pose(
     probe = RosTestNode("replay_probe")
     try:
         states: list[JointState] = probe.collect(JointState, "joint_states")
-        wait_for(lambda: states, 30.0, lambda: f"sim_node up; log:\n{sim.log()}")
+        wait_for(lambda: states, EVENT_WAIT_S, lambda: f"sim_node up; log:\n{sim.log()}")
         # twice as fast as recorded: the final pose is the last joint targets', which the
         # cylinders reach whatever the pace they came at (no soil here; the tip is judged in
         # the machine's own frame, where the travel does not count)
@@ -155,7 +155,7 @@ def test_recorded_dig_replayed_into_sim_node_reaches_the_same_final_pose(
             recent = [dict(zip(m.name, m.velocity, strict=True)) for m in states[-50:]]
             return max(abs(v[n]) for v in recent for n in ACTIVE_JOINTS) < 2e-4
 
-        wait_for(settled, 60.0, "the replayed machine to settle")
+        wait_for(settled, EVENT_WAIT_S, "the replayed machine to settle")
         final = dict(zip(states[-1].name, states[-1].position, strict=True))
     finally:
         probe.close()

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from helpers import EVENT_WAIT_S
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -61,7 +62,7 @@ def test_a_stall_message_tells_a_running_simulation_from_a_stopped_one(tmp_path:
         assert 0.05 < cpu <= 2.0 * 2 + 0.1, seen       # at most both cores for the window
         busy.proc.send_signal(signal.SIGSTOP)
         # stopped once the kernel says so (a process waiting for a CPU stops when it next runs)
-        wait_for(lambda: busy.activity(window_s=0.0).startswith("stopped"), 30.0,
+        wait_for(lambda: busy.activity(window_s=0.0).startswith("stopped"), EVENT_WAIT_S,
                  lambda: busy.activity(window_s=0.0))
         seen = busy.activity(window_s=1.0)
         assert seen == "stopped (SIGSTOP) (state T), 0.00 s of CPU in 1 s", seen

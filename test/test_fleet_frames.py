@@ -6,7 +6,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 
 import pytest
-from helpers import NodeProcess
+from helpers import EVENT_WAIT_S, NodeProcess
 
 from excavator_sim.urdf import check_frame_prefix, generate_urdf
 
@@ -58,7 +58,8 @@ def test_sim_node_publishes_its_urdf_with_the_prefix(node_processes, ros_node, t
         log_dir=tmp_path))
     latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)
     got = ros_node.collect(String, "/exc7/robot_description", latched)
-    wait_for(lambda: got, 60.0, lambda: f"/exc7/robot_description ({node_processes[0].log()})")
+    wait_for(lambda: got,
+             EVENT_WAIT_S, lambda: f"/exc7/robot_description ({node_processes[0].log()})")
     links, _ = _tree(got[-1].data)
     assert links == {n if n == "world" else "exc7/" + n for n in _tree(generate_urdf())[0]}
 
@@ -80,7 +81,8 @@ def test_ik_node_takes_targets_in_its_prefixed_base_link(spawn, ros_node) -> Non
     def send(frame: str) -> None:
         msg.header.frame_id = frame
         target.publish(msg)
-    wait_for(lambda: (send("exc3/base_link"), commands)[1], 60.0, lambda: f"a joint_command "
+    wait_for(lambda: (send("exc3/base_link"), commands)[1],
+             EVENT_WAIT_S, lambda: f"a joint_command "
              f"for a target in exc3/base_link\n{ik.log()}", 0.2)
     assert commands[-1].header.frame_id == "exc3/base_link"
     good = list(commands[0].position)
@@ -90,7 +92,7 @@ def test_ik_node_takes_targets_in_its_prefixed_base_link(spawn, ros_node) -> Non
         send("base_link")             # another machine's (or no machine's) base_link
         return any("'base_link'" in s.message and "'exc3/base_link'" in s.message
                    for d in list(diagnostics) for s in d.status)
-    wait_for(rejected, 30.0, lambda: f"the target in 'base_link' rejected\n{ik.log()}", 0.2)
+    wait_for(rejected, EVENT_WAIT_S, lambda: f"the target in 'base_link' rejected\n{ik.log()}", 0.2)
     assert all(list(c.position) == good for c in list(commands)), "a target in base_link moved it"
 
 

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 from helpers import (
+    EVENT_WAIT_S,
     REPO,
     free_port,
     loaded_host_plc_params,
@@ -255,7 +256,7 @@ def test_two_machines_under_ros2_launch(fleet, redis_server, ros_node, tmp_path)
             newest = clock_ns()
             upto = [s for s in stamps if s <= newest]
             return upto[-60:] if len(upto) >= 20 else None
-        judged = wait_for(covered, 30.0,
+        judged = wait_for(covered, EVENT_WAIT_S,
                           lambda: f"/clock to reach 20 of the wheel states' stamps (stamps "
                           f"{min(stamps) / 1e9:.6g}..{max(stamps) / 1e9:.6g} s, the clock at "
                           f"{clock_ns() / 1e9:.6g} s)\n{text()}", 0.05)

@@ -33,6 +33,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from helpers import (
+    EVENT_WAIT_S,
     REPO,
     SMALL_SIM_ARGS,
     STARTUP_TIMEOUT_S,
@@ -84,14 +85,15 @@ def test_the_dashboards_ros_link_serves_only_the_machine_chosen() -> None:
             msg.position = [0.0, 0.75, -1.4, 1.5, 1.0, 1.0, 1.0]
             states.publish(msg)
             return "/choice_m9" in link.choice.listed
-        wait_for(publish_states, 30.0, lambda: f"/choice_m9 listed ({link.choice.listed})", 0.1)
+        wait_for(publish_states,
+                 EVENT_WAIT_S, lambda: f"/choice_m9 listed ({link.choice.listed})", 0.1)
         assert link.machine == "/choice_test", "a machine on the graph is not chosen for the user"
         assert link.joints is None   # nothing of /choice_m9 is shown before it is chosen
 
         with pytest.raises(ValueError, match="not on the graph"):
             link.select("choice_m8")
         assert link.select("choice_m9") == "/choice_m9"
-        wait_for(lambda: publish_states() and link.joints is not None, 30.0,
+        wait_for(lambda: publish_states() and link.joints is not None, EVENT_WAIT_S,
                  "/choice_m9's joint_states in the readout", 0.1)
 
         # a Send from a tab that still showed the own namespace: refused, nothing published
@@ -103,10 +105,10 @@ def test_the_dashboards_ros_link_serves_only_the_machine_chosen() -> None:
         latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)
         node.create_publisher(String, "/choice_m9/robot_description", latched).publish(
             String(data=generate_urdf(frame_prefix="choice_m9/")))
-        wait_for(lambda: link.frame_prefix("/choice_m9") == "choice_m9/", 30.0,
+        wait_for(lambda: link.frame_prefix("/choice_m9") == "choice_m9/", EVENT_WAIT_S,
                  "the machine's prefix from its robot_description", 0.05)
         assert link.send_target(*TARGET, machine="/choice_m9") == "/choice_m9"
-        wait_for(lambda: m9_targets, 30.0, "/choice_m9/target_pose", 0.05)
+        wait_for(lambda: m9_targets, EVENT_WAIT_S, "/choice_m9/target_pose", 0.05)
         assert m9_targets[-1].header.frame_id == "choice_m9/base_link"
         assert m9_targets[-1].pose.position.x == pytest.approx(TARGET[0])
         assert not own_targets, "nothing to the machine not chosen"

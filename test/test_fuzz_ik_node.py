@@ -10,7 +10,7 @@ import math
 import numpy as np
 import pytest
 from geometry_msgs.msg import PointStamped, PoseStamped
-from helpers import NodeProcess, RosTestNode, wait_for
+from helpers import EVENT_WAIT_S, NodeProcess, RosTestNode, wait_for
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sensor_msgs.msg import JointState
@@ -49,7 +49,7 @@ def channel(ik_process: NodeProcess):
     probe = RosTestNode("ik_fuzz_probe")
     ch = Channel(probe)
     wait_for(lambda: ch.target.get_subscription_count() > 0
-             and ch.pose.get_subscription_count() > 0, 30.0,
+             and ch.pose.get_subscription_count() > 0, EVENT_WAIT_S,
              lambda: f"ik_node to come up; its log:\n{ik_process.log()}")
     yield ch
     probe.close()
@@ -97,7 +97,8 @@ def test_bad_targets_then_a_valid_one_is_answered_correctly(
         return any(np.allclose(m.position, want, rtol=0.0, atol=1e-12)
                    for m in channel.commands[start:])
 
-    wait_for(answered, 20.0, lambda: f"the answer to {valid.tolist()} after {kind} {frame!r} "
+    wait_for(answered,
+             EVENT_WAIT_S, lambda: f"the answer to {valid.tolist()} after {kind} {frame!r} "
              f"{xyz} {quat}; ik_node alive: {ik_process.alive()}; log:\n{ik_process.log()}")
     assert ik_process.alive()
     assert all(_finite(m) for m in channel.commands), "a non-finite joint_command was published"

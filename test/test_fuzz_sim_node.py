@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import PoseStamped, TwistStamped, WrenchStamped
-from helpers import REPO, NodeProcess, RosTestNode, wait_for
+from helpers import EVENT_WAIT_S, REPO, NodeProcess, RosTestNode, wait_for
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from sensor_msgs.msg import JointState
@@ -146,7 +146,7 @@ def test_bad_inputs_then_a_valid_target_is_tracked(sim_process: NodeProcess, cha
         ch.command.publish(_joint_state(list(target), list(target.values()), []))
         return False
 
-    wait_for(tracked, 30.0,
+    wait_for(tracked, EVENT_WAIT_S,
              lambda: f"the valid target {target} after {bad}; now "
              f"{ {n: ch.position(n) for n in target} }; sim_node alive: "
              f"{sim_process.alive()}; log tail:\n{sim_process.log()[-3000:]}", period=0.5)

@@ -16,7 +16,7 @@ import time
 import numpy as np
 import pytest
 from geometry_msgs.msg import PoseStamped, TwistStamped, WrenchStamped
-from helpers import NodeProcess, RosTestNode, wait_for
+from helpers import EVENT_WAIT_S, NodeProcess, RosTestNode, wait_for
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from std_msgs.msg import Float64, Float64MultiArray
@@ -184,7 +184,7 @@ def test_bad_inputs_then_a_valid_pose_is_answered_as_if_they_never_came(
     def answer() -> WrenchStamped | None:
         return next((w for w in ch.wrenches if w.header.stamp.sec == sec), None)
 
-    wait_for(answer, 20.0, lambda: f"a wrench for the valid pose at t={sec} s after {bad}; "
+    wait_for(answer, EVENT_WAIT_S, lambda: f"a wrench for the valid pose at t={sec} s after {bad}; "
              f"soil_node alive: {soil_process.alive()}; log tail:\n{soil_process.log()[-3000:]}")
     got = answer()
     f, t = got.wrench.force, got.wrench.torque
@@ -210,7 +210,7 @@ def test_rejected_input_moved_no_soil_and_nothing_published_was_non_finite(
             grid[i0:i0 + h.shape[0], j0:j0 + h.shape[1]] = h
         return grid
 
-    wait_for(lambda: np.allclose(rebuilt(), want, atol=1e-12), 20.0,
+    wait_for(lambda: np.allclose(rebuilt(), want, atol=1e-12), EVENT_WAIT_S,
              "the node's terrain (its patches) to be the one the valid inputs alone make")
     assert all(math.isfinite(m.data) for m in ch.loads)
     # One of each kind on its own, each left to be read: the node takes the newest twist and
@@ -230,7 +230,7 @@ def test_rejected_input_moved_no_soil_and_nothing_published_was_non_finite(
                                            ch.t)))):
         before = soil_process.log().count(words)
         publish()
-        wait_for(lambda w=words, n=before: soil_process.log().count(w) > n, 20.0,
+        wait_for(lambda w=words, n=before: soil_process.log().count(w) > n, EVENT_WAIT_S,
                  lambda w=words: f"a rejection naming '{w}' in the log:\n"
                  f"{soil_process.log()[-2000:]}")
     log = soil_process.log()

@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from helpers import HilLoop, OpcUaHilLoop, RogueWriter, wait_for
+from helpers import EVENT_WAIT_S, HilLoop, OpcUaHilLoop, RogueWriter, wait_for
 
 from excavator_hil.hil_harness import HilRig
 from plc_bridge import redis_keys as keys
@@ -102,7 +102,7 @@ def braked_to_a_standstill(lp: HilLoop, t0: float) -> tuple[float, float]:
             return None   # not yet, or not yet a second of rows at rest to judge
         return float(t_brake), float(after[still[0], 0])
 
-    t_brake, t_rest = wait_for(rested, 60.0, lambda: f"braked to a standstill after {t0} s "
+    t_brake, t_rest = wait_for(rested, EVENT_WAIT_S, lambda: f"braked to a standstill after {t0} s "
                                f"(last rows {lp.record.since(t0)[-3:]})\n{lp.logs()}")
     assert t_rest - t_brake < BRAKE_S, (t_brake, t_rest)
     resting = lp.record.since(t_rest)
@@ -117,7 +117,7 @@ def no_actuation_outlived_its_timeout(lp: HilLoop, timeouts_before: int, t_after
     latest actuation at most ``TIMEOUT_S`` (+ one burst) old: no actuation from before the
     fault drove longer than that."""
     _, _, values = wait_for(lambda: (s := lp.record.sim_status())[2] and float(
-        s[2]["sim_time_s"]) > t_after and s, 30.0, "a sim_node status after the standstill")
+        s[2]["sim_time_s"]) > t_after and s, EVENT_WAIT_S, "a sim_node status after the standstill")
     if int(values["plant_actuation_timeouts"]) > timeouts_before:
         # sim_node reports the age to the ms: its "> TIMEOUT_S" may print as exactly 0.500
         age = float(values["plant_actuation_age_at_timeout_s"])
@@ -127,7 +127,7 @@ def no_actuation_outlived_its_timeout(lp: HilLoop, timeouts_before: int, t_after
 def sim_timeouts(lp: HilLoop) -> int:
     # (a status with the plant's figures: sim_node's first ones may come before it has any)
     values = wait_for(lambda: (v := lp.record.sim_status()[2]).get("plant_actuation_timeouts")
-                      is not None and v, 30.0, "a sim_node status with the plant's figures")
+                      is not None and v, EVENT_WAIT_S, "a sim_node status with the plant's figures")
     return int(values["plant_actuation_timeouts"])
 
 
@@ -170,7 +170,7 @@ def recovered(lp: HilLoop) -> None:
     """The bridge running again and the tracks driving the commanded speed again."""
     lp.wait_status("running", 90.0)
     n = len(lp.record.rows)   # by arrival: a new run's simulated time starts from 0 again
-    wait_for(lambda: any(r[1] > 0.8 * SPEED_M_S for r in lp.record.rows[n:]), 90.0,
+    wait_for(lambda: any(r[1] > 0.8 * SPEED_M_S for r in lp.record.rows[n:]), EVENT_WAIT_S,
              lambda: f"driving again\n{lp.logs()}")
     wait_for(lambda: lp.rig.get(keys.STATE_VALID) == "true", 10.0, "the measurements valid again")
 
@@ -201,7 +201,7 @@ def plc_went_safe_within_its_watchdog(rig: HilRig) -> None:
 
 def plant_lost_on_redis(lp: HilLoop) -> None:
     rig = lp.rig
-    wait_for(lambda: rig.get(keys.BRIDGE_STATUS) == "stopped:plc_plant_lost", 60.0,
+    wait_for(lambda: rig.get(keys.BRIDGE_STATUS) == "stopped:plc_plant_lost", EVENT_WAIT_S,
              lambda: f"stopped:plc_plant_lost\n{lp.logs()}")
     assert "plant_lost" in (rig.get(keys.BRIDGE_DETAIL) or "")
     wait_for(lambda: rig.get(keys.state_key("plant_lost")) == "true", 10.0, "plant_lost key")
@@ -232,7 +232,7 @@ def test_a_lost_simulation_puts_the_plc_in_its_safe_state_and_the_loop_recovers(
         # the plant link is fine and keeps writing plant_in: only the simulated time stands
         wait_for(lambda: (d := lp.record.last("plant_link"))[2].get(
             "status") == "running" and int(d[2]["counter.sim_time_repeated"]) > 50 and d,
-            30.0, lambda: f"plant_in writes without a newer simulated time "
+            EVENT_WAIT_S, lambda: f"plant_in writes without a newer simulated time "
                           f"({lp.record.last('plant_link')})")
         # the PLC keeps it lost while the simulation is away
         assert lp.rig.get(keys.state_key("plant_lost")) == "true"
@@ -255,7 +255,7 @@ def test_a_lost_simulation_puts_the_plc_in_its_safe_state_and_the_loop_recovers(
 # --- the PLC, the plant link, the link between them --------------------------------------------
 def link_lost(lp: HilLoop, transport: str) -> None:
     """The plant link on /diagnostics: ERROR ``link_lost``, naming the PLC on its transport."""
-    wait_for(lambda: lp.record.last("plant_link")[2].get("status") == "link_lost", 30.0,
+    wait_for(lambda: lp.record.last("plant_link")[2].get("status") == "link_lost", EVENT_WAIT_S,
              lambda: f"plant link link_lost ({lp.record.last('plant_link')})")
     assert lp.record.last("plant_link")[0] == 2      # ERROR
     if transport == "opcua":
@@ -306,7 +306,7 @@ def test_a_killed_plant_link_brakes_on_the_actuation_timeout(
     _, t_rest = braked_to_a_standstill(lp, t0)
     # no plant link, no brake from it: sim_node's own timeout braked
     _, _, values = wait_for(lambda: (s := lp.record.sim_status())[2] and float(
-        s[2]["sim_time_s"]) > t_rest and s, 30.0, "a sim_node status after the standstill")
+        s[2]["sim_time_s"]) > t_rest and s, EVENT_WAIT_S, "a sim_node status after the standstill")
     assert int(values["plant_actuation_timeouts"]) > timeouts, values
     no_actuation_outlived_its_timeout(lp, timeouts, t_rest)
     # the PLC's plant_in is no longer written: its plant watchdog, the cause on Redis
@@ -368,27 +368,27 @@ def test_a_bad_plant_out_is_a_drive_fault_that_brakes_while_the_simulation_runs(
         if math.isfinite(bad):   # forwarded: sim_node refuses it, a drive fault
             _, message, _ = wait_for(
                 lambda: next((d for d in reversed(lp.record.diagnostics["sim_node"])
-                              if d[0] == 2 and "drive fault" in d[1]), None), 30.0,
+                              if d[0] == 2 and "drive fault" in d[1]), None), EVENT_WAIT_S,
                 lambda: f"sim_node's drive fault on /diagnostics\n{lp.logs()}")
             assert "torque set-point 1e+06 N m is beyond" in message, message
             # plant/sensors' drive_fault from the first bad actuation on, latched: the frozen
             # PLC's silence may brake the drives first (plant_actuation_timeout_s) when the
             # rogue writer is slow to connect on a loaded host
             rows, = wait_for(lambda: (r := lp.record.since(t0)).size
-                             and np.any(r[:, 5] == 1.0) and (r,), 30.0,
+                             and np.any(r[:, 5] == 1.0) and (r,), EVENT_WAIT_S,
                              "plant/sensors' drive_fault")
             onset = int(np.flatnonzero(rows[:, 5] == 1.0)[0])
             cleared = rows[onset:][rows[onset:, 5] != 1.0]
             assert not cleared.size, f"drive_fault cleared at {cleared[:3, 0]} s\n{lp.logs()}"
         else:                    # never forwarded as a number: the plant link brakes
             _, message, values = wait_for(
-                lambda: (d := lp.record.last("plant_link"))[0] == 2 and d, 30.0,
+                lambda: (d := lp.record.last("plant_link"))[0] == 2 and d, EVENT_WAIT_S,
                 lambda: f"the plant link's drive fault ({lp.record.last('plant_link')})")
             assert f"torque_sp_left = {bad}" in message and "drive fault" in message, message
             assert f"torque_sp_left = {bad}" in values["last_refusal"]
         # the PLC sees its drive in fault (plant_in.drive_fault): safe state, its fault and
         # drive_fault bits, the bridge naming the cause
-        wait_for(lambda: rig.get(keys.state_key("drive_fault")) == "true", 30.0,
+        wait_for(lambda: rig.get(keys.state_key("drive_fault")) == "true", EVENT_WAIT_S,
                  lambda: f"the PLC's drive fault on Redis\n{lp.logs()}")
         assert rig.get(keys.state_key("fault")) == "true"
         lp.wait_status("stopped:plc_drive_fault", 30.0)
@@ -396,7 +396,7 @@ def test_a_bad_plant_out_is_a_drive_fault_that_brakes_while_the_simulation_runs(
         wait_for(lambda: rig.plc.status()["hil"]["mode"] == "safe", 10.0,  # type: ignore
                  "the PLC in its safe state")
         # the simulation keeps running: simulated time goes on, the machine braked
-        wait_for(lambda: lp.record.last_t() > t_rest + 2.0, 60.0, "2 s more simulated time")
+        wait_for(lambda: lp.record.last_t() > t_rest + 2.0, EVENT_WAIT_S, "2 s more simulated time")
         assert lp.sim.alive()
     rig.plc.faults(freeze_plant_out=False)  # type: ignore[union-attr]
     recovered(lp)

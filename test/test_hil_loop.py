@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from helpers import HilLoop, held_window, wait_for
+from helpers import EVENT_WAIT_S, HilLoop, held_window, wait_for
 
 from plc_bridge import redis_keys as keys
 
@@ -44,12 +44,12 @@ def test_the_plc_holds_the_commanded_track_speed_on_the_simulated_machine(
     rig, sensors, sim = loop.rig, loop.record, loop.sim
     rig.start()
     rig.command(SPEED_M_S, 0.0, 0.0)
-    wait_for(lambda: rig.get(keys.BRIDGE_STATUS) == "running", 60.0,
+    wait_for(lambda: rig.get(keys.BRIDGE_STATUS) == "running", EVENT_WAIT_S,
              lambda: f"bridge running (now {rig.get(keys.BRIDGE_STATUS)}: "
                      f"{rig.get(keys.BRIDGE_DETAIL)}); sim_node:\n{sim.log()[-2000:]}")
     # the machine starts moving: the simulated tracks answer the PLC's torque
     moving = wait_for(lambda: (s := sensors.since(0.0)).size and s[-1, 1] > 0.1 * SPEED_M_S
-                      and s[-1, 0], 60.0, "the simulated tracks moving")
+                      and s[-1, 0], EVENT_WAIT_S, "the simulated tracks moving")
     t_start = float(moving)
 
     # the first WINDOW_S of simulated time, at least SETTLE_S after the start, with both
@@ -83,7 +83,7 @@ def test_the_plc_holds_the_commanded_track_speed_on_the_simulated_machine(
         return v is not None and float(v) != SPEED_M_S and bool(
             np.any(np.abs(measured - float(v)) <= 1e-6 * max(1.0, abs(float(v)))))
 
-    wait_for(key_is_a_measurement, 30.0,
+    wait_for(key_is_a_measurement, EVENT_WAIT_S,
              lambda: f"plc.monitor wheel_left.speed {rig.get(keys.wheel_speed_key('left'))} "
                      "among the simulation's measured speeds")
     longitudinal = float(rig.get(keys.MON_LONGITUDINAL))

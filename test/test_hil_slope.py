@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from helpers import HilLoop, held_window, wait_for
+from helpers import EVENT_WAIT_S, HilLoop, held_window, wait_for
 
 from excavator_sim.terrain_patch import patch_to_flat
 from plc_bridge import redis_keys as keys
@@ -70,10 +70,11 @@ def set_slope(lp: HilLoop, probe: Any, slope_deg: float) -> float:
                       MultiArrayDimension(label="j", size=nj, stride=nj)]
     msg.layout.data_offset = 2
     pub = probe.node.create_publisher(Float64MultiArray, "soil/terrain_patch", 10)
-    wait_for(lambda: pub.get_subscription_count() > 0, 30.0, "sim_node on soil/terrain_patch")
+    wait_for(lambda: pub.get_subscription_count() > 0,
+             EVENT_WAIT_S, "sim_node on soil/terrain_patch")
     pub.publish(msg)
     wait_for(lambda: lp.record.pitch and abs(lp.record.pitch[max(lp.record.pitch)] + slope)
-             < 1e-6, 30.0, lambda: f"the IMU pitched by {slope_deg} deg\n{lp.logs()}")
+             < 1e-6, EVENT_WAIT_S, lambda: f"the IMU pitched by {slope_deg} deg\n{lp.logs()}")
     return slope
 
 
@@ -100,7 +101,7 @@ def test_the_plc_holds_speed_up_a_slope_its_torque_limit_allows(loop: HilLoop,
     # not saturated: the PLC's bit, the Redis key, the bridge's record of the monitor DB, read
     # in a cycle the bridge ran (a starved host's virtual PLC can miss its alive deadline: the
     # bridge then stops for that, and runs again with the next heartbeat edge)
-    snap = wait_for(lambda: (s := loop.rig.core.snapshot()).status == "running" and s, 60.0,
+    snap = wait_for(lambda: (s := loop.rig.core.snapshot()).status == "running" and s, EVENT_WAIT_S,
                     lambda: f"a cycle of the bridge running\n{loop.logs()}")
     assert not snap.plc_state["drive_saturated"]
     assert not loop.rig.plc.status()["hil"]["saturated"]  # type: ignore[union-attr]
@@ -133,7 +134,7 @@ def test_the_plc_reports_saturation_up_a_slope_beyond_its_torque_limit(
     loop.rig.command(SPEED_M_S, 0.0, 0.0)
     loop.wait_status("running", 60.0)
     # the PLC's monitor bit, as the bridge publishes it on Redis and keeps it for /diagnostics
-    wait_for(lambda: loop.rig.get(keys.state_key("drive_saturated")) == "true", 60.0,
+    wait_for(lambda: loop.rig.get(keys.state_key("drive_saturated")) == "true", EVENT_WAIT_S,
              lambda: f"drive_saturated on Redis\n{loop.logs()}")
     # saturation is reported, not a stop: a cycle of the bridge (its snapshot: one cycle's
     # status, command and monitor DB) running and commanding the climb while the PLC reports
@@ -142,12 +143,12 @@ def test_the_plc_reports_saturation_up_a_slope_beyond_its_torque_limit(
     # the bridge runs again with the next heartbeat edge.)
     wait_for(lambda: (s := loop.rig.core.snapshot()).status == "running"
              and s.plc_state.get("drive_saturated")
-             and s.commanded.vx == pytest.approx(SPEED_M_S), 60.0,
+             and s.commanded.vx == pytest.approx(SPEED_M_S), EVENT_WAIT_S,
              lambda: f"a cycle of the bridge running, commanding {SPEED_M_S} m/s with the "
                      f"drives saturated (last {loop.rig.core.snapshot()})\n{loop.logs()}")
     # the PLC's own record: both drives at the torque limit, saturated
     hil = wait_for(lambda: (h := loop.rig.plc.status()["hil"])["saturated"]  # type: ignore[union-attr]
-                   and h, 60.0, lambda: f"the PLC saturated\n{loop.logs()}")
+                   and h, EVENT_WAIT_S, lambda: f"the PLC saturated\n{loop.logs()}")
     assert hil["torques"] == [LIMIT_NM, LIMIT_NM], hil
     # the record: the drives give the limit (their torque follows it first order), and the
     # speed is not held: the machine does not climb at the commanded speed (it rolls back
@@ -157,7 +158,8 @@ def test_the_plc_reports_saturation_up_a_slope_beyond_its_torque_limit(
         full = rows[np.all(np.abs(rows[:, 6:8] - LIMIT_NM) < 0.01 * LIMIT_NM, axis=1)]
         return [full] if len(full) > 100 else []
 
-    [full] = wait_for(at_limit, 60.0, lambda: f"1 s of rows at the torque limit\n{loop.logs()}")
+    [full] = wait_for(at_limit,
+                      EVENT_WAIT_S, lambda: f"1 s of rows at the torque limit\n{loop.logs()}")
     # the bridge's record of its statuses (each change logged once): since it first ran, no
     # stop but a starved host's
     statuses = [m.group(1) for r in caplog.records

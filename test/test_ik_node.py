@@ -9,7 +9,14 @@ import numpy as np
 import pytest
 from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import PointStamped, PoseStamped
-from helpers import STARTUP_TIMEOUT_S, NodeProcess, RosTestNode, publish_until, wait_for
+from helpers import (
+    EVENT_WAIT_S,
+    STARTUP_TIMEOUT_S,
+    NodeProcess,
+    RosTestNode,
+    publish_until,
+    wait_for,
+)
 from sensor_msgs.msg import JointState
 
 from excavator_kinematics.bucket_orientation import bucket_quaternion
@@ -62,7 +69,7 @@ class Channel:
 def channel(ik_process: NodeProcess, probe: RosTestNode) -> Channel:
     ch = Channel(probe)
     # The node is up when its periodic diagnostics arrive and it has matched our publisher.
-    wait_for(lambda: ch.diagnostics and ch.target.get_subscription_count() > 0, 20.0,
+    wait_for(lambda: ch.diagnostics and ch.target.get_subscription_count() > 0, EVENT_WAIT_S,
              lambda: f"ik_node to come up; its log:\n{ik_process.log()}")
     return ch
 

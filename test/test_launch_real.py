@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 from helpers import (
+    EVENT_WAIT_S,
     STARTUP_TIMEOUT_S,
     RosTestNode,
     free_port,
@@ -251,12 +252,13 @@ def test_sim_launch_with_defaults_runs_and_ends_on_ctrl_c(
     states = probe.collect(JointState, "/joint_states")
     nodes = wait_for_nodes(probe, launch, {f"/{n}" for n in SIM_NODES})
     assert nodes == {f"/{n}" for n in SIM_NODES}
-    wait_for(lambda: states, 60.0, lambda: f"/joint_states; log:\n{launch.log()}")
+    wait_for(lambda: states, EVENT_WAIT_S, lambda: f"/joint_states; log:\n{launch.log()}")
     if not rviz_installed(ament_prefix):
         assert "RViz not started: rviz2 is not installed here" in launch.log()
     # the soil model answers inside sim_node: sim_node publishes the soil's wrench
     wait_for(lambda: [i.node_name for i in probe.node.get_publishers_info_by_topic(
-        "/soil/wrench")] == ["sim_node"], 30.0, lambda: f"sim_node publishing /soil/wrench; "
+        "/soil/wrench")] == ["sim_node"],
+        EVENT_WAIT_S, lambda: f"sim_node publishing /soil/wrench; "
         f"log:\n{launch.log()}", period=0.2)
     assert_clean_exit(launch, launch.ctrl_c())
     for name in SIM_NODES:
@@ -297,7 +299,7 @@ def test_a_ctrl_c_that_launch_takes_after_its_nodes_ended_still_ends_with_0(
         def alive() -> str:
             return "; ".join(_describe(p) for p in nodes if not ended(p))
 
-        wait_for(lambda: all(ended(p) for p in nodes), 60.0,
+        wait_for(lambda: all(ended(p) for p in nodes), EVENT_WAIT_S,
                  lambda: f"the nodes ending on SIGINT (alive: {alive()})")
     finally:
         os.kill(launch.proc.pid, signal.SIGCONT)
@@ -313,7 +315,8 @@ def test_sim_launch_with_the_soil_over_dds_starts_soil_node(
     expected = {f"/{n}" for n in SIM_NODES | {"soil_node"}}
     assert wait_for_nodes(probe, launch, expected) == expected
     wait_for(lambda: [i.node_name for i in probe.node.get_publishers_info_by_topic(
-        "/soil/wrench")] == ["soil_node"], 30.0, lambda: f"soil_node publishing /soil/wrench; "
+        "/soil/wrench")] == ["soil_node"],
+        EVENT_WAIT_S, lambda: f"soil_node publishing /soil/wrench; "
         f"log:\n{launch.log()}", period=0.2)
     assert_clean_exit(launch, launch.ctrl_c())
 
@@ -343,7 +346,7 @@ def test_every_node_and_topic_sits_under_the_namespace_once(
 def assert_topics_under_ns1(probe: RosTestNode, launch: RosLaunch, last_topic: str) -> None:
     """Every topic of the launch (but the absolute ones) under /ns1, once, from when
     ``last_topic`` is on the graph."""
-    wait_for(lambda: last_topic in graph(probe)[1], 60.0, f"topic {last_topic}")
+    wait_for(lambda: last_topic in graph(probe)[1], EVENT_WAIT_S, f"topic {last_topic}")
     time.sleep(1.0)  # the last publishers of a slow start
     topics = graph(probe)[1] - ABSOLUTE_TOPICS
     assert topics
@@ -376,12 +379,12 @@ def test_driving_through_redis_moves_the_simulated_base(
     launches.append(launch)
     states = probe.collect(JointState, "/ns1/joint_states")
     sensors = probe.collect(JointState, "/ns1/plant/sensors", 2000)
-    wait_for(lambda: states, 90.0, lambda: f"/ns1/joint_states; log:\n{launch.log()}",
+    wait_for(lambda: states, EVENT_WAIT_S, lambda: f"/ns1/joint_states; log:\n{launch.log()}",
              period=0.1)
     # the plant link may join the graph after the simulation's first joint states (a loaded
     # host starts the launch's processes in any order); standalone never starts one
     wait_for(lambda: "/ns1/plc_bridge" in graph(probe)[0] and (
-        not closed or "/ns1/plant_link" in graph(probe)[0]), 90.0,
+        not closed or "/ns1/plant_link" in graph(probe)[0]), EVENT_WAIT_S,
         lambda: f"the bridge{' and the plant link' if closed else ''} on the graph "
                 f"({sorted(graph(probe)[0])}); log:\n{launch.log()}", period=0.2)
     nodes = graph(probe)[0]
@@ -399,7 +402,7 @@ def test_driving_through_redis_moves_the_simulated_base(
     x0 = base_x()
     heartbeat = Heartbeat(url).start()  # the operational layer's: the bridge runs with it only
     try:
-        wait_for(lambda: client.get(keys.BRIDGE_STATUS) == "running", 90.0,
+        wait_for(lambda: client.get(keys.BRIDGE_STATUS) == "running", EVENT_WAIT_S,
                  lambda: f"bridge running (status {client.get(keys.BRIDGE_STATUS)}: "
                          f"{client.get(keys.BRIDGE_DETAIL)}); log:\n{launch.log()}",
                  period=0.1)
@@ -407,7 +410,7 @@ def test_driving_through_redis_moves_the_simulated_base(
             client.mset({keys.LONGITUDINAL: "0.5", keys.LATERAL: "0", keys.ANGULAR: "0"})
             return base_x() - x0 > 0.3
 
-        wait_for(driven, 90.0, lambda: f"base_x to grow by 0.3 m from {x0:.3f} (now "
+        wait_for(driven, EVENT_WAIT_S, lambda: f"base_x to grow by 0.3 m from {x0:.3f} (now "
                  f"{base_x():.3f}; bridge {client.get(keys.BRIDGE_STATUS)}: "
                  f"{client.get(keys.BRIDGE_DETAIL)}); log:\n{launch.log()}", period=0.1)
         if closed:
@@ -419,7 +422,7 @@ def test_driving_through_redis_moves_the_simulated_base(
                 return v is not None and float(v) not in (0.0, 0.5) and any(
                     abs(m - float(v)) <= 1e-6 * max(1.0, abs(m)) for m in measured_left())
 
-            wait_for(key_is_a_measurement, 60.0, lambda: f"plc.monitor wheel_left speed "
+            wait_for(key_is_a_measurement, EVENT_WAIT_S, lambda: f"plc.monitor wheel_left speed "
                      f"{client.get(keys.wheel_speed_key('left'))} among the "
                      f"{len(sensors)} speeds sim_node measured", period=0.1)
         else:
@@ -489,7 +492,8 @@ def test_respawn_brings_a_killed_node_back_and_the_launch_keeps_running(
         return {bytes(i.endpoint_gid)
                 for i in probe.node.get_publishers_info_by_topic("/plc/wheel_states")}
 
-    before = wait_for(gids, 60.0, lambda: f"plc_bridge's plc/wheel_states; log:\n{launch.log()}")
+    before = wait_for(gids,
+                      EVENT_WAIT_S, lambda: f"plc_bridge's plc/wheel_states; log:\n{launch.log()}")
     for exe in ("plc_bridge", "virtual_plc"):
         old = launch.node_pid(exe)
         os.kill(old, signal.SIGKILL)
@@ -497,16 +501,18 @@ def test_respawn_brings_a_killed_node_back_and_the_launch_keeps_running(
         def respawned(exe: str = exe, old: int = old) -> list[int]:
             return [p for p in launch.node_pids(exe) if p != old]
 
-        wait_for(respawned, 60.0, lambda: f"a new process after the kill; log:\n{launch.log()}")
+        wait_for(respawned,
+                 EVENT_WAIT_S, lambda: f"a new process after the kill; log:\n{launch.log()}")
         assert launch.proc.poll() is None, launch.log()
     # the new bridge's publisher joins the graph (the dead one's may linger until its lease ends)
-    wait_for(lambda: gids() - before, 60.0, lambda: f"a new plc/wheel_states publisher; log:\n"
+    wait_for(lambda: gids() - before,
+             EVENT_WAIT_S, lambda: f"a new plc/wheel_states publisher; log:\n"
              f"{launch.log()}")
     # waited for, not read once: a respawned process can be running (and found by its pid)
     # before ros2 launch's "process started" line reaches the log (a fresh-clone run, one
     # core busy: virtual_plc's line was not there yet)
     wait_for(lambda: _started(launch.log(), "plc_bridge-2") == 2
-             and _started(launch.log(), "virtual_plc-1") == 2, 30.0,
+             and _started(launch.log(), "virtual_plc-1") == 2, EVENT_WAIT_S,
              lambda: f"each respawn logged as a start; log:\n{launch.log()}")
     log = launch.log()
     for name in ("plc_bridge", "virtual_plc"):
@@ -530,7 +536,7 @@ def test_a_node_that_keeps_dying_is_respawned_respawn_limit_times_then_the_launc
     seen: list[int] = []
     for _ in range(3):
         pid = wait_for(lambda: [p for p in launch.node_pids("virtual_plc") if p not in seen],
-                       60.0, lambda: f"a new virtual_plc; log:\n{launch.log()}")[0]
+                       EVENT_WAIT_S, lambda: f"a new virtual_plc; log:\n{launch.log()}")[0]
         seen.append(pid)
         os.kill(pid, signal.SIGKILL)
     code = launch.wait(60.0)
@@ -629,13 +635,14 @@ def test_teleop_dashboard_and_foxglove_join_excavator_launch_in_its_namespace(
         except OSError:
             return False
 
-    wait_for(page, 60.0, lambda: f"the dashboard page on 127.0.0.1:8080; log:\n{launch.log()}")
+    wait_for(page,
+             EVENT_WAIT_S, lambda: f"the dashboard page on 127.0.0.1:8080; log:\n{launch.log()}")
     # one time base (issue 33): every node of the launch on /clock, the dashboard (it stamps
     # the targets it sends), the bridge (the PLC's wheel states) and the view included
     assert {n: probe.parameter(n, "use_sim_time") for n in sorted(expected)} == dict.fromkeys(
         sorted(expected), True)
 
-    wait_for(lambda: "served as package://" in launch.log(), 90.0,
+    wait_for(lambda: "served as package://" in launch.log(), EVENT_WAIT_S,
              lambda: f"the view to get robot_description; log:\n{launch.log()}", 0.2)
     if no_peer:
         assert_clean_exit(launch, launch.ctrl_c())
@@ -653,7 +660,7 @@ def test_teleop_dashboard_and_foxglove_join_excavator_launch_in_its_namespace(
                     and len({e["id"] for m in peer.messages("/terrain")
                              for e in m["decoded"]["entities"]}) == n_tiles
                     and bool(peer.messages("/diagnostics")))
-        wait_for(seen, 90.0, lambda: f"the client's view of the stack:\n"
+        wait_for(seen, EVENT_WAIT_S, lambda: f"the client's view of the stack:\n"
                  f"{peer.out.read_text()[-2000:]}\nlog:\n{launch.log()[-3000:]}", 0.2)
         (asset,) = [e for e in peer.events() if e["event"] == "asset"]
         assert asset["status"] == 0 and '<joint name="swing"' in asset["text"], asset
@@ -767,7 +774,7 @@ def test_rt_priority_is_applied_where_permitted_and_else_named_once_per_node(
             return any(os.sched_getscheduler(int(t.name)) == os.SCHED_FIFO
                        and (t / "comm").read_text().strip() == "plc-bridge-loop"
                        for t in Path(f"/proc/{bridge}/task").glob("*"))
-        wait_for(loop_fifo, 60.0, lambda: f"the bridge loop under SCHED_FIFO; log:\n"
+        wait_for(loop_fifo, EVENT_WAIT_S, lambda: f"the bridge loop under SCHED_FIFO; log:\n"
                  f"{launch.log()}")
         # the virtual PLC switches itself before its server starts (an idle thread numpy's BLAS
         # made at import may stay normal)
@@ -775,7 +782,7 @@ def test_rt_priority_is_applied_where_permitted_and_else_named_once_per_node(
         assert os.sched_getparam(plc).sched_priority == 20
         assert "SCHED_FIFO 20 for its loop" in _setup_lines(launch.log(), "plc_bridge")[0]
     else:
-        wait_for(lambda: "configured:" in launch.log(), 60.0, launch.log)
+        wait_for(lambda: "configured:" in launch.log(), EVENT_WAIT_S, launch.log)
         assert thread_policies(bridge) == thread_policies(plc) == {os.SCHED_OTHER}
         for exe in ("plc_bridge", "virtual_plc"):
             (line,) = _setup_lines(launch.log(), exe)
@@ -806,7 +813,7 @@ def test_a_wheeled_machine_runs_the_closed_loop_from_excavator_launch(
                        "machine:=wheeled_4ws_11t")
     launches.append(launch)
     states = probe.collect(JointState, "/wh/joint_states")
-    wait_for(lambda: states, 90.0, lambda: f"/wh/joint_states; log:\n{launch.log()}",
+    wait_for(lambda: states, EVENT_WAIT_S, lambda: f"/wh/joint_states; log:\n{launch.log()}",
              period=0.1)
     assert {"steer_fl", "steer_rr", "wheel_fl"} <= set(states[-1].name)
     client = redis.Redis.from_url(url, decode_responses=True)
@@ -818,7 +825,7 @@ def test_a_wheeled_machine_runs_the_closed_loop_from_excavator_launch(
     y0 = joint("base_y")
     heartbeat = Heartbeat(url).start()
     try:
-        wait_for(lambda: client.get(keys.BRIDGE_STATUS) == "running", 90.0,
+        wait_for(lambda: client.get(keys.BRIDGE_STATUS) == "running", EVENT_WAIT_S,
                  lambda: f"bridge running (status {client.get(keys.BRIDGE_STATUS)}: "
                          f"{client.get(keys.BRIDGE_DETAIL)}); log:\n{launch.log()}",
                  period=0.1)
@@ -857,7 +864,7 @@ def test_a_wheeled_machine_standalone_follows_the_plcs_wheel_states(
                        "plant:=standalone", "machine:=wheeled_4ws_11t")
     launches.append(launch)
     states = probe.collect(JointState, "/ws/joint_states")
-    wait_for(lambda: states, 90.0, lambda: f"/ws/joint_states; log:\n{launch.log()}",
+    wait_for(lambda: states, EVENT_WAIT_S, lambda: f"/ws/joint_states; log:\n{launch.log()}",
              period=0.1)
     client = redis.Redis.from_url(url, decode_responses=True)
 
@@ -868,7 +875,7 @@ def test_a_wheeled_machine_standalone_follows_the_plcs_wheel_states(
     y0 = joint("base_y")
     heartbeat = Heartbeat(url).start()
     try:
-        wait_for(lambda: client.get(keys.BRIDGE_STATUS) == "running", 90.0,
+        wait_for(lambda: client.get(keys.BRIDGE_STATUS) == "running", EVENT_WAIT_S,
                  lambda: f"bridge running (status {client.get(keys.BRIDGE_STATUS)}: "
                          f"{client.get(keys.BRIDGE_DETAIL)}); log:\n{launch.log()}",
                  period=0.1)

@@ -17,7 +17,7 @@ import subprocess
 import sys
 
 import pytest
-from helpers import REPO, NodeProcess, RosTestNode, get_parameters, wait_for
+from helpers import EVENT_WAIT_S, REPO, NodeProcess, RosTestNode, get_parameters, wait_for
 from hypothesis import given
 from hypothesis import strategies as st
 from test_launch_files import _kw, _setup_call
@@ -189,7 +189,7 @@ def test_the_virtual_plc_reads_its_options_after_the_ros_block(node_processes, t
         "--model", "ackermann"], log_dir=tmp_path)
     node_processes.append(proc)
     line = wait_for(lambda: re.search(r"READY port=\d+ control_port=(\S+) model=(\S+)",
-                                      proc.log()), 30.0, lambda: f"READY in {proc.log()}")
+                                      proc.log()), EVENT_WAIT_S, lambda: f"READY in {proc.log()}")
     assert line.groups() == ("-1", "ackermann")
 
 

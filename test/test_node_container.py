@@ -10,7 +10,15 @@ import numpy as np
 import psutil
 import pytest
 from geometry_msgs.msg import PointStamped
-from helpers import REPO, STARTUP_TIMEOUT_S, NodeProcess, RosTestNode, publish_until, wait_for
+from helpers import (
+    EVENT_WAIT_S,
+    REPO,
+    STARTUP_TIMEOUT_S,
+    NodeProcess,
+    RosTestNode,
+    publish_until,
+    wait_for,
+)
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import JointState
 
@@ -87,7 +95,7 @@ def test_both_nodes_run_in_one_process_each_with_its_own_arguments(
                  lambda: f"the composed sim_node and ik_node; the log:\n{container.log()}")
         # both on the graph (a participant announces its nodes apart from its endpoints)
         wanted = {("sim_node", NS), ("ik_node", NS)}
-        wait_for(lambda: wanted <= set(probe.node.get_node_names_and_namespaces()), 30.0,
+        wait_for(lambda: wanted <= set(probe.node.get_node_names_and_namespaces()), EVENT_WAIT_S,
                  lambda: f"{wanted} on the graph: {probe.node.get_node_names_and_namespaces()}")
         # one process: the container's, and no child of it
         assert psutil.Process(container.proc.pid).children() == []
@@ -109,7 +117,7 @@ def test_both_nodes_run_in_one_process_each_with_its_own_arguments(
             commands[-1].position[:4], expected.q, atol=1e-9), 30.0,
             "ik_node's joint_command for the target")
         # ... and sim_node moves the machine to it
-        wait_for(lambda: abs(states[-1].position[boom] - expected.q[1]) < 0.01, 60.0,
+        wait_for(lambda: abs(states[-1].position[boom] - expected.q[1]) < 0.01, EVENT_WAIT_S,
                  lambda: f"sim_node to move the boom from {start:.3f} to {expected.q[1]:.3f} "
                  f"rad (at {states[-1].position[boom]:.3f}); log:\n{container.log()}")
     finally:

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 from geometry_msgs.msg import PointStamped, PoseStamped, TwistStamped, WrenchStamped
 from helpers import (
+    EVENT_WAIT_S,
     STARTUP_TIMEOUT_S,
     NodeProcess,
     RosTestNode,
@@ -101,7 +102,7 @@ def _sim_per_wall(timed: list[tuple[float, float]], after: float, span_s: float 
     time and the time it published, CLOCK_REALTIME), those published after ``after``
     [s, time.time()]. Nothing of this process's clock or of its delivery delays enters."""
     got = wait_for(lambda: (w := _published_after(timed, after)) and w[-1][1] - w[0][1] >= span_s
-                   and w, 60.0,
+                   and w, EVENT_WAIT_S,
                    f"{span_s} s of joint_states published after the change")
     (s0, w0), (s1, w1) = got[0], got[-1]
     return (s1 - s0) / (w1 - w0)
@@ -163,7 +164,7 @@ def test_publish_rate_hz_changes_the_joint_states_rate_at_run_time(sim: NodeProc
     assert set_parameters(probe, SIM, {"publish_rate_hz": 100.0}) == [(True, "")]
     try:
         wait_for(lambda: len(states) >= 2 and _seconds(states[-1].header.stamp)
-                 - _seconds(states[-2].header.stamp) < 0.02, 30.0, "the new rate")
+                 - _seconds(states[-2].header.stamp) < 0.02, EVENT_WAIT_S, "the new rate")
         assert statistics.median(_periods(states, 20)) == pytest.approx(0.01, abs=1e-9)
         assert get_parameters(probe, SIM, ["publish_rate_hz"]) == \
             {"publish_rate_hz": 100.0}
@@ -199,7 +200,7 @@ def test_sim_node_markers_and_pacing_change_at_run_time(sim: NodeProcess,
     time.sleep(1.0)
     assert not markers
     assert set_parameters(probe, SIM, {"marker_rate_hz": 5.0}) == [(True, "")]
-    wait_for(lambda: len(markers) >= 2, 30.0, "markers after marker_rate_hz 5")
+    wait_for(lambda: len(markers) >= 2, EVENT_WAIT_S, "markers after marker_rate_hz 5")
 
     # the rate of simulated time on sim_node's own clock (stamp and publication time), over the
     # joint_states published after the set was answered (it is applied before): a backlog of
@@ -212,7 +213,8 @@ def test_sim_node_markers_and_pacing_change_at_run_time(sim: NodeProcess,
         # pacing is judged on any 2 s of its own clock within a minute, not on the host's speed
         after = time.time()
         free = wait_for(lambda: (f := _fastest_sim_per_wall(timed, after, 2.0)) > 1.5 and f,
-                        60.0, lambda: "simulated time outrunning the wall clock in free run: "
+                        EVENT_WAIT_S,
+                        lambda: "simulated time outrunning the wall clock in free run: "
                         f"at most {_fastest_sim_per_wall(timed, after, 2.0):.2f} x over 2 s", 0.5)
         assert free > 1.5, free
     finally:
@@ -256,7 +258,7 @@ def _skipped_in_between(probe: RosTestNode, wrenches: list[WrenchStamped], t0: f
         def sent() -> bool:  # resent: a message sent before discovery completes is lost
             send_bucket_state(pose_pub, twist_pub, pose, np.zeros(3), t)
             return answered(t)
-        wait_for(sent, 30.0, f"the wrench of the pose at {t} s", period=0.5)
+        wait_for(sent, EVENT_WAIT_S, f"the wrench of the pose at {t} s", period=0.5)
 
     try:
         count = 0
@@ -265,7 +267,8 @@ def _skipped_in_between(probe: RosTestNode, wrenches: list[WrenchStamped], t0: f
             until_answered(t)
             send_bucket_state(pose_pub, twist_pub, pose, np.zeros(3), t + 0.01)
             if expect_update:   # the node keeps only the latest pose: it takes this one first
-                wait_for(lambda t=t: answered(t + 0.01), 30.0, f"the wrench at {t + 0.01} s")
+                wait_for(lambda t=t: answered(t + 0.01),
+                         EVENT_WAIT_S, f"the wrench at {t + 0.01} s")
             else:               # (its absence cannot be waited for: a window to answer in)
                 time.sleep(0.3)
             until_answered(t + 0.06)
@@ -319,7 +322,8 @@ def test_ik_node_bucket_pitch_rad_changes_the_next_command(ik: NodeProcess,
     solver = InverseKinematics(default_geometry())
     commands: list[JointState] = probe.collect(JointState, _topic(IK_NODE, "joint_command"), 100)
     target_pub = probe.node.create_publisher(PointStamped, _topic(IK_NODE, "target"), 10)
-    wait_for(lambda: target_pub.get_subscription_count() > 0, 30.0, "ik_node's subscription")
+    wait_for(lambda: target_pub.get_subscription_count() > 0,
+             EVENT_WAIT_S, "ik_node's subscription")
 
     def answers_with(pitch: float) -> bool:
         """ik_node answers the target with the IK at bucket pitch ``pitch`` [rad] (the target

@@ -13,7 +13,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from helpers import RedisServer, Spawner, module_redis, opcua_rig
+from helpers import EVENT_WAIT_S, RedisServer, Spawner, module_redis, opcua_rig
 from test_bridge_faults import (
     COMMAND,
     counter,
@@ -84,7 +84,7 @@ def test_a_silent_link_stops_the_bridge_and_it_comes_back_with_a_stop(rig, caplo
     logged = len(caplog.records)
     rig.plc.faults(stall=True)
     t0 = time.monotonic()   # once the PLC confirmed it (a starved PLC's control call is slow)
-    wait_until(lambda: rig.get(keys.STATE_VALID) == "false", 20.0, "invalid monitor")
+    wait_until(lambda: rig.get(keys.STATE_VALID) == "false", EVENT_WAIT_S, "invalid monitor")
     # the bridge's own request timeout (plc_timeout_s) ended it, not asyncua's 5 s one: said
     # by the error itself (load-independent), and within the S7 path's sanity bound
     assert link_lost_logged(caplog, logged) - t0 <= S7_SANITY_S
@@ -96,10 +96,11 @@ def test_a_silent_link_stops_the_bridge_and_it_comes_back_with_a_stop(rig, caplo
     assert rig.get(keys.MON_LONGITUDINAL) == keys.INVALID
     t_back = time.monotonic()
     rig.plc.faults(stall=False)
-    first = wait_until(lambda: (rig.plc.writes(t_back) or [None])[0], 30.0,
+    first = wait_until(lambda: (rig.plc.writes(t_back) or [None])[0], EVENT_WAIT_S,
                        "the first command taken after the PLC answered again")
     assert is_stop(first, rig), f"the first write after a reconnect must be a stop: {first}"
-    wait_until(lambda: counter(rig, "plc_reconnects") > reconnects, 30.0, "reconnect counted")
+    wait_until(lambda: counter(rig, "plc_reconnects") > reconnects,
+               EVENT_WAIT_S, "reconnect counted")
     running(rig, 60.0)
 
 
@@ -114,12 +115,12 @@ def test_the_plc_process_killed_and_restarted_gets_a_new_session(rig, caplog):
     logged = len(caplog.records)
     t0 = time.monotonic()
     rig.kill_plc()
-    wait_until(lambda: rig.get(keys.STATE_VALID) == "false", 20.0, "invalid monitor")
+    wait_until(lambda: rig.get(keys.STATE_VALID) == "false", EVENT_WAIT_S, "invalid monitor")
     assert link_lost_logged(caplog, logged) - t0 <= SANITY_S
     assert rig.core.status == "stopped:plc_link_lost"
     rig.start_plc()
     t_back = rig.plc.status()["started_at"]
-    first = wait_until(lambda: (rig.plc.writes(t_back) or [None])[0], 30.0, "first write")
+    first = wait_until(lambda: (rig.plc.writes(t_back) or [None])[0], EVENT_WAIT_S, "first write")
     assert is_stop(first, rig)
     new = rig.core.plc.session
     assert isinstance(new, OpcUaSession) and new is not old
@@ -188,12 +189,14 @@ def test_a_link_cut_stops_the_bridge_and_nothing_sent_before_it_acts_after(redis
         running(rig, 60.0)
         t_cut = time.monotonic()
         proxy.cut()
-        wait_until(lambda: rig.get(keys.STATE_VALID) == "false", 20.0, "invalid monitor")
+        wait_until(lambda: rig.get(keys.STATE_VALID) == "false", EVENT_WAIT_S, "invalid monitor")
         assert rig.get(keys.BRIDGE_STATUS) == "stopped:plc_link_lost"
-        wait_until(lambda: not rig.plc.status()["watchdog_ok"], 20.0, "the PLC's watchdog trip")
+        wait_until(lambda: not rig.plc.status()["watchdog_ok"],
+                   EVENT_WAIT_S, "the PLC's watchdog trip")
         proxy.restore()
         taken = wait_until(lambda: [w for w in rig.plc.writes(t_cut) if w["refused"] is None
-                                    ] or None, 60.0, "a command taken after the link returned")
+                                    ] or None,
+                                    EVENT_WAIT_S, "a command taken after the link returned")
         assert is_stop(taken[0], rig), f"first command taken after the cut: {taken[0]}"
         running(rig, 60.0)
     finally:
@@ -218,7 +221,7 @@ def test_a_cpu_in_stop_that_takes_writes_stops_the_bridge_as_alive_stale(rig):
     t_run = time.monotonic()
     rig.plc.faults(cpu_stop=False)
     taken = wait_until(lambda: [w for w in rig.plc.writes(t_run) if w["refused"] is None]
-                       or None, 30.0, "a command taken after RUN")
+                       or None, EVENT_WAIT_S, "a command taken after RUN")
     assert is_stop(taken[0], rig), f"the first command taken after RUN: {taken[0]}"
     running(rig, 60.0)
     assert rig.core.plc.session is session
@@ -243,7 +246,7 @@ def test_a_cpu_in_stop_is_named_and_run_resumes_with_a_stop(rig):
 
 def _cpu_stop_answered_bad(rig: HilRig, session: object, reconnects: int) -> None:
     rig.plc.faults(cpu_stop=True)
-    wait_until(lambda: rig.get(keys.BRIDGE_STATUS) == "stopped:plc_cpu_stop", 20.0,
+    wait_until(lambda: rig.get(keys.BRIDGE_STATUS) == "stopped:plc_cpu_stop", EVENT_WAIT_S,
                lambda: f"stopped:plc_cpu_stop (now {rig.get(keys.BRIDGE_STATUS)})")
     detail = rig.get(keys.BRIDGE_DETAIL) or ""
     assert "STOP" in detail and "BadOutOfService" in detail, detail
@@ -255,7 +258,7 @@ def _cpu_stop_answered_bad(rig: HilRig, session: object, reconnects: int) -> Non
     assert rig.core.plc.session is session and counter(rig, "plc_reconnects") == reconnects
     t_run = time.monotonic()
     rig.plc.faults(cpu_stop=False)
-    first = wait_until(lambda: (rig.plc.writes(t_run) or [None])[0], 30.0,
+    first = wait_until(lambda: (rig.plc.writes(t_run) or [None])[0], EVENT_WAIT_S,
                        "the first command taken after RUN")
     assert is_stop(first, rig), f"the first command taken after RUN must be a stop: {first}"
     running(rig, 60.0)
@@ -274,13 +277,13 @@ def test_the_opcua_server_restarted_in_a_running_plc_gets_a_new_session(rig):
     assert isinstance(old, OpcUaSession)
     started = rig.plc.status()["started_at"]
     assert rig.plc.opcua(up=False)["opcua_up"] is False
-    wait_until(lambda: rig.get(keys.STATE_VALID) == "false", 20.0, "invalid monitor")
+    wait_until(lambda: rig.get(keys.STATE_VALID) == "false", EVENT_WAIT_S, "invalid monitor")
     assert rig.get(keys.BRIDGE_STATUS) == "stopped:plc_link_lost"
     status = rig.plc.status()
     assert status["link_up"] and status["started_at"] == started   # the same PLC, still up
     t_back = time.monotonic()
     assert rig.plc.opcua(up=True)["opcua_up"] is True
-    first = wait_until(lambda: (rig.plc.writes(t_back) or [None])[0], 30.0, "first write")
+    first = wait_until(lambda: (rig.plc.writes(t_back) or [None])[0], EVENT_WAIT_S, "first write")
     assert is_stop(first, rig), f"the first write after a reconnect must be a stop: {first}"
     new = rig.core.plc.session
     assert isinstance(new, OpcUaSession) and new is not old

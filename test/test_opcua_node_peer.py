@@ -20,6 +20,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID
+from helpers import EVENT_WAIT_S
 from test_opcua_transport import PASSWORD, _commands, connect, lab, opcua_config, served  # noqa: F401 - the module's fixtures, shared
 
 from plc_bridge.command_crc import block_crc
@@ -164,7 +165,7 @@ def test_the_bridge_writes_a_command_to_a_node_opcua_server_in_one_request(
             text = log.read_text() if log.exists() else ""
             found = [json.loads(x) for x in text.splitlines()]
             return found if len(found) >= len(sent) else None
-        lines = wait_until(logged, 20.0, "the node-opcua server's log of the writes")
+        lines = wait_until(logged, EVENT_WAIT_S, "the node-opcua server's log of the writes")
         assert len(lines) == len(sent), lines   # one Write, each field once
         got_fields = {x["field"]: x["value"] for x in lines}
         assert set(got_fields) == set(sent)

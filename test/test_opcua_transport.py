@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import pytest
 import yaml
-from helpers import opcua_rig
+from helpers import EVENT_WAIT_S, opcua_rig
 
 from excavator_hil.hil_harness import wait_until
 from excavator_kinematics.vehicle import twist_from_artof
@@ -137,7 +137,7 @@ def test_the_bridge_drives_the_virtual_plc_over_opcua(redis_server, spawn, lab, 
             taken = [w for w in rig.plc.writes(0.0) if w["refused"] is None]
             drive = [w for w in taken if w["enable"] and not w["stop"]]
             return drive[-1] if drive else None
-        last = wait_until(taken_drive, 20.0, "a drive command taken by the PLC")
+        last = wait_until(taken_drive, EVENT_WAIT_S, "a drive command taken by the PLC")
         first = rig.plc.writes(0.0)[0]
         assert first["stop"] and not first["enable"], f"first command taken: {first}"
         got = np.array([last[n] for n in cfg.speed_sp_fields()])
@@ -146,7 +146,8 @@ def test_the_bridge_drives_the_virtual_plc_over_opcua(redis_server, spawn, lab, 
         def monitor_follows() -> bool:
             v = rig.get(keys.MON_LONGITUDINAL)
             return v is not None and abs(float(v) - cmd[0]) <= 0.01 * cmd[0]
-        wait_until(monitor_follows, 20.0, "the monitor velocity in Redis to follow the plant")
+        wait_until(monitor_follows,
+                   EVENT_WAIT_S, "the monitor velocity in Redis to follow the plant")
         assert rig.get(keys.BRIDGE_STATUS) == "running"
         assert rig.get(keys.STATE_VALID) == "true"
     finally:
@@ -573,14 +574,14 @@ def test_the_plant_link_exchanges_over_opcua_with_its_own_certificate(lab, tmp_p
                                      False))
         feed()
         link.start()
-        wait_until(lambda: (feed(), link.snapshot().status == "running")[1], 60.0,
+        wait_until(lambda: (feed(), link.snapshot().status == "running")[1], EVENT_WAIT_S,
                    "the plant link running over OPC UA")
         assert isinstance(link.plc.session, OpcUaSession)
-        wait_until(lambda: (feed(), len(sent) >= 5)[1], 30.0, "actuations forwarded")
+        wait_until(lambda: (feed(), len(sent) >= 5)[1], EVENT_WAIT_S, "actuations forwarded")
         seqs = [a.seq for a in sent]
         assert all(b > a for a, b in itertools.pairwise(seqs))
         seen = wait_until(lambda: [w for w in plc.plant_writes() if w["speed_left"] != 0.0],
-                          30.0, "plant_in written")
+                          EVENT_WAIT_S, "plant_in written")
         assert seen[-1]["speed_left"] == pytest.approx(0.2) and \
             seen[-1]["speed_right"] == pytest.approx(0.4) and seen[-1]["drive_ready"]
     finally:

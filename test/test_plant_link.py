@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 import snap7
-from helpers import NodeProcess, ros_parameters_file, wait_for
+from helpers import EVENT_WAIT_S, NodeProcess, ros_parameters_file, wait_for
 
 from excavator_hil.faults.tcp_proxy import TcpProxy
 from excavator_hil.hil_harness import HilRig
@@ -142,7 +142,7 @@ class Loop:
     def start_driving(self, longitudinal: float, angular: float = 0.0) -> None:
         self.rig.start()
         self.rig.command(longitudinal, 0.0, angular)
-        wait_for(lambda: self.rig.get(keys.BRIDGE_STATUS) == "running", 60.0,
+        wait_for(lambda: self.rig.get(keys.BRIDGE_STATUS) == "running", EVENT_WAIT_S,
                  lambda: f"bridge running (now {self.rig.get(keys.BRIDGE_STATUS)}: "
                          f"{self.rig.get(keys.BRIDGE_DETAIL)}; plant link "
                          f"{self.sim.diag()}; {self.link.log()[-2000:]})")
@@ -185,7 +185,7 @@ def test_a_set_point_gives_torque_of_the_right_sign_and_the_monitor_shows_the_me
     # stop and the set-point's ramp (negative torque while it is under the measured 0.3 m/s).
     # A PI that never pulls, or whose integral does not grow, still fails here. The integral
     # needs ~5 s to reach the torque limit, far longer than 30 actuations (0.3 s).
-    drive = wait_for(lambda: pulling(d := loop.driving()[-30:]) and d, 60.0,
+    drive = wait_for(lambda: pulling(d := loop.driving()[-30:]) and d, EVENT_WAIT_S,
                      lambda: "30 actuations in a row pulling forward, torque growing (last: "
                              f"{[torques(m) for m in loop.driving()[-5:]]})")
     assert all(math.isnan(m.velocity[m.name.index("track_left")]) for m in drive)
@@ -197,13 +197,13 @@ def test_a_set_point_gives_torque_of_the_right_sign_and_the_monitor_shows_the_me
 
     # the measured 0.3 m/s, never the 0.8 m/s set-point (waited for: a fault on a loaded host
     # rightly shows nan meanwhile)
-    wait_for(lambda: measured() == pytest.approx([0.3] * 3, abs=1e-6), 30.0,
+    wait_for(lambda: measured() == pytest.approx([0.3] * 3, abs=1e-6), EVENT_WAIT_S,
              lambda: f"the monitor showing the measured 0.3 m/s: {measured()} ({monitor})")
     # the PLC's monitor bits on Redis: the plant is there, the drives not saturated yet
     assert loop.rig.get(keys.state_key("plant_lost")) == "false"
     loop.sim.speeds = (0.0, 0.0)
     loop.rig.command(0.0, 0.0, 0.5)
-    wait_for(lambda: (t := torques(loop.driving()[-1]))[0] < 0.0 < t[1], 30.0,
+    wait_for(lambda: (t := torques(loop.driving()[-1]))[0] < 0.0 < t[1], EVENT_WAIT_S,
              "left torque back, right forward")
     diag = loop.sim.wait_diag(lambda d: d.get("status") == "running", "plant link running")
     assert int(diag["counter.forwarded"]) > 30 and int(diag["counter.refused"]) == 0
@@ -240,15 +240,16 @@ def test_a_frozen_simulation_trips_plant_lost_and_the_bridge_names_it(redis_serv
     try:
         lp.sim.speeds = (0.2, 0.2)
         lp.start_driving(0.5)
-        wait_for(lp.driving, 30.0, "driving")
+        wait_for(lp.driving, EVENT_WAIT_S, "driving")
         lp.sim.frozen = True
-        wait_for(lambda: lp.rig.get(keys.BRIDGE_STATUS) == "stopped:plc_plant_lost", 30.0,
+        wait_for(lambda: lp.rig.get(keys.BRIDGE_STATUS) == "stopped:plc_plant_lost", EVENT_WAIT_S,
                  lambda: f"stopped:plc_plant_lost (now {lp.rig.get(keys.BRIDGE_STATUS)})")
         assert "plant_lost" in lp.rig.get(keys.BRIDGE_DETAIL)
         assert lp.rig.get(keys.state_key("plant_lost")) == "true"
         assert lp.rig.get(keys.state_key("fault")) == "true"
         n = len(lp.sim.actuations)
-        wait_for(lambda: len(lp.sim.actuations) > n + 20, 30.0, "actuations after plant_lost")
+        wait_for(lambda: len(lp.sim.actuations) > n + 20,
+                 EVENT_WAIT_S, "actuations after plant_lost")
         # one read before the PLC's plant_lost scan may still have been on its way
         after = lp.sim.actuations[n:]
         first = next(i for i, m in enumerate(after) if flag(m, "brake"))
@@ -270,7 +271,7 @@ def test_a_killed_plc_leaves_nothing_driving(loop):
     nothing after it drives (there is no PLC: the simulation's timeout would brake anyway)."""
     loop.sim.speeds = (0.3, 0.3)
     loop.start_driving(0.6)
-    wait_for(lambda: len(loop.driving()) > 5, 30.0, "driving")
+    wait_for(lambda: len(loop.driving()) > 5, EVENT_WAIT_S, "driving")
     n = len(loop.sim.actuations)
     loop.rig.kill_plc()
     loop.sim.wait_diag(lambda d: int(d.get("counter.link_faults", 0)) >= 1, "link fault seen")
@@ -297,7 +298,7 @@ def test_a_paused_plc_resumes_without_any_actuation_from_its_old_memory(redis_se
     try:
         lp.sim.speeds = (0.3, 0.3)
         lp.start_driving(0.6)
-        wait_for(lambda: len(lp.driving()) > 5, 30.0, "driving")
+        wait_for(lambda: len(lp.driving()) > 5, EVENT_WAIT_S, "driving")
         assert lp.proxy is not None
         lp.proxy.block_new = True
         lp.proxy.stall()
@@ -352,7 +353,7 @@ def test_a_cut_link_brakes_and_nothing_drives_until_it_is_back(redis_server, spa
     try:
         lp.sim.speeds = (0.3, 0.3)
         lp.start_driving(0.6)
-        wait_for(lambda: len(lp.driving()) > 5, 30.0, "driving")
+        wait_for(lambda: len(lp.driving()) > 5, EVENT_WAIT_S, "driving")
         assert lp.proxy is not None
         lp.proxy.block_new = True                            # no way round the cut either
         lp.proxy.stall()
@@ -367,7 +368,7 @@ def test_a_cut_link_brakes_and_nothing_drives_until_it_is_back(redis_server, spa
         lp.sim.wait_diag(lambda d: d.get("status") == "running"
                          and int(d.get("counter.plc_reconnects", 0)) >= 1, "reconnected", 60.0)
         k = len(lp.driving())
-        wait_for(lambda: len(lp.driving()) > k + 5, 30.0, "driving again")
+        wait_for(lambda: len(lp.driving()) > k + 5, EVENT_WAIT_S, "driving again")
     finally:
         lp.close()
 
@@ -378,7 +379,7 @@ def test_a_nan_in_plant_out_is_not_forwarded_as_a_number(loop):
     zero torques, drives off), counts it and names it on /diagnostics."""
     loop.sim.speeds = (0.3, 0.3)
     loop.start_driving(0.6)
-    wait_for(lambda: len(loop.driving()) > 5, 30.0, "driving")
+    wait_for(lambda: len(loop.driving()) > 5, EVENT_WAIT_S, "driving")
     loop.rig.plc.faults(freeze_plant_out=True)
     cfg = loop.cfg
     rogue = snap7.Client()

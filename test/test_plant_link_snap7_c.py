@@ -14,7 +14,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from helpers import free_port, wait_for
+from helpers import EVENT_WAIT_S, free_port, wait_for
 from test_bridge_snap7_c import LIB, P_I32_PDU_REQUEST, P_U16_LOCAL_PORT, SRV_AREA_DB
 
 from plc_bridge.command_crc import seal
@@ -124,16 +124,17 @@ def test_the_plant_link_exchanges_with_the_c_snap7_server_at_pdu_240(c_hil):
 
     feed(0.2, 0.4)
     link.start()
-    wait_for(lambda: link.snapshot().status == "running", 20.0,
+    wait_for(lambda: link.snapshot().status == "running", EVENT_WAIT_S,
              lambda: f"running (now {link.snapshot()})")
     assert isinstance(link.plc.session, S7Session) and link.plc.session.client.pdu_length == 240
     # the program computes torques from what the plant link wrote: they come back forwarded
-    wait_for(lambda: sent and sent[-1].torques == pytest.approx((20.0, 40.0), rel=1e-6), 20.0,
+    wait_for(lambda: sent and sent[-1].torques == pytest.approx((20.0, 40.0), rel=1e-6),
+             EVENT_WAIT_S,
              lambda: f"torques of 0.2 / 0.4 m/s (last {sent[-1:]})")
     for left in (0.5, 0.7):
         feed(left, -left)
         wait_for(lambda left=left: sent[-1].torques == pytest.approx(
-            (GAIN * left, -GAIN * left), rel=1e-6), 20.0, f"torques of {left} m/s")
+            (GAIN * left, -GAIN * left), rel=1e-6), EVENT_WAIT_S, f"torques of {left} m/s")
     # each forwarded actuation is exactly a block the program wrote, each seq once, in order
     seqs = [a.seq for a in sent]
     assert all(b > a for a, b in itertools.pairwise(seqs))   # type: ignore[operator]
@@ -170,7 +171,7 @@ def test_the_write_allow_list_holds_at_the_c_server(c_hil):
 
     plc, link, _ = c_hil
     link.start()
-    wait_for(lambda: link.plc.connected, 20.0, "connected")
+    wait_for(lambda: link.plc.connected, EVENT_WAIT_S, "connected")
     for db in (plc.config.control_db, plc.config.plant_out_db):
         with pytest.raises(WriteNotAllowedError, match=rf"DB{db} refused: only \[102\]"):
             link.plc.write(db, b"\x00\x00")
@@ -199,7 +200,7 @@ def test_the_exchange_takes_its_inputs_itself_just_before_it_writes_plant_in(c_h
     link.start()
     try:
         wait_for(lambda: link.snapshot().status == "running" and link.wait_exchanges(30, 5.0),
-                 30.0, lambda: f"30 exchanges running (now {link.snapshot()})")
+                 EVENT_WAIT_S, lambda: f"30 exchanges running (now {link.snapshot()})")
     finally:
         link.stop()
     assert threads == {"plant-link"}
@@ -228,9 +229,9 @@ def test_a_program_that_does_not_seal_plant_out_drives_nothing_and_is_named():
     link.set_sensors(Sensors(1_000_000_000, (0.2, 0.4), (1.0, 2.0), (), 0.5, True, False, False))
     link.start()
     try:
-        wait_for(lambda: len(sent) > 5, 20.0, lambda: f"actuations (now {link.snapshot()})")
+        wait_for(lambda: len(sent) > 5, EVENT_WAIT_S, lambda: f"actuations (now {link.snapshot()})")
         plc.seals = False
-        wait_for(lambda: link.snapshot().status == "plant_out_torn", 20.0,
+        wait_for(lambda: link.snapshot().status == "plant_out_torn", EVENT_WAIT_S,
                  lambda: f"the status plant_out_torn (now {link.snapshot()})")
         snap = link.snapshot()
         assert "crc" in snap.detail and "plc_bridge.scl_export --hil" in snap.detail, snap.detail
@@ -245,7 +246,7 @@ def test_a_program_that_does_not_seal_plant_out_drives_nothing_and_is_named():
         wait_for(lambda: len(plc.seen_plant_in) > plant_in, 10.0, "plant_in written all along")
         assert link.snapshot().counters["forwarded"] == forwarded and len(sent) == n
         plc.seals = True      # the program of this config back: forwarded again
-        wait_for(lambda: link.snapshot().status == "running" and len(sent) > n, 20.0,
+        wait_for(lambda: link.snapshot().status == "running" and len(sent) > n, EVENT_WAIT_S,
                  lambda: f"running again (now {link.snapshot()})")
         assert sent[-1].enable and sent[-1].seq is not None
     finally:

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import NodeProcess, thread_slices, thread_stats
+from helpers import EVENT_WAIT_S, NodeProcess, thread_slices, thread_stats
 
 from excavator_common import realtime
 from excavator_hil.demo.options import DemoOptions
@@ -90,7 +90,7 @@ def test_a_prefixed_process_runs_every_thread_at_the_lower_priority(tmp_path: Pa
                           ["--port", "0", "--control-port", "-1", "--model", "skid_steer"],
                           log_dir=tmp_path, cwd=REPO, prefix=["nice", "-n", "10"])
     try:
-        wait_for(lambda: "VIRTUAL_PLC READY" in proc.log(), 60, proc.log)
+        wait_for(lambda: "VIRTUAL_PLC READY" in proc.log(), EVENT_WAIT_S, proc.log)
         threads = list(Path(f"/proc/{proc.proc.pid}/task").glob("*"))
         assert len(threads) > 1   # the S7 server's threads too
         own = os.nice(0)
@@ -122,7 +122,7 @@ def test_the_demo_runs_the_redis_to_plc_path_with_a_short_fair_slice(tmp_path: P
                          log_dir=tmp_path, cwd=REPO, prefix=layout["bridge"])
     redis_server = LocalRedisServer(tmp_path / "redis", prefix=layout["redis"])
     try:
-        wait_for(lambda: "VIRTUAL_PLC READY" in plc.log(), 60, plc.log)
+        wait_for(lambda: "VIRTUAL_PLC READY" in plc.log(), EVENT_WAIT_S, plc.log)
         redis_server.start()
         assert len(list(Path(f"/proc/{plc.proc.pid}/task").glob("*"))) > 1
         assert thread_slices(plc.proc.pid) == {0.0001}
@@ -185,12 +185,13 @@ def test_a_node_under_the_probe_reports_its_set_up_gc_and_a_stall(tmp_path: Path
     try:
         diags = ros.collect(DiagnosticArray, "/diagnostics")
         wait_for(lambda: any(s.name.startswith("soil_node") for m in list(diags)
-                             for s in m.status), 60, node.log)
+                             for s in m.status), EVENT_WAIT_S, node.log)
         os.kill(node.proc.pid, signal.SIGSTOP)
         time.sleep(0.3)
         os.kill(node.proc.pid, signal.SIGCONT)
         seen = len(diags)
-        wait_for(lambda: len(diags) > seen, 30, "diagnostics after SIGCONT")  # running again
+        wait_for(lambda: len(diags) > seen,
+                 EVENT_WAIT_S, "diagnostics after SIGCONT")  # running again
     finally:
         ros.close()
         node.stop(timeout=30)
@@ -314,7 +315,8 @@ def test_bridge_rt_priority_covers_the_executor_thread(tmp_path: Path, node_proc
         "-p", f"plc_port:={free_port()}", "-p", "rt_priority:=20"], log_dir=tmp_path)
     node_processes.append(bridge)
     pid = bridge.proc.pid
-    sched = wait_for(lambda: (s := _thread_scheduling(pid)).get("plc-bridge-loop") and s, 60.0,
+    sched = wait_for(lambda: (s := _thread_scheduling(pid)).get("plc-bridge-loop") and s,
+                     EVENT_WAIT_S,
                      "the bridge's loop thread")
     assert sched["plc-bridge-loop"] == (os.SCHED_FIFO, 20), sched
     wait_for(lambda: _thread_scheduling(pid)["main"] == (os.SCHED_FIFO, 19), 10.0,
@@ -353,7 +355,7 @@ def test_a_ctrl_c_during_the_exec_is_held_for_a_node_that_takes_it_over(hold: bo
                              _LATE_HANDLER], cwd=REPO, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     if hold:   # once the prefix holds it (before its exec): a Ctrl-C in the window
-        wait_for(lambda: _sigint_blocked(proc.pid), 60, "SIGINT blocked by the prefix")
+        wait_for(lambda: _sigint_blocked(proc.pid), EVENT_WAIT_S, "SIGINT blocked by the prefix")
     else:
         time.sleep(0.3)
     proc.send_signal(signal.SIGINT)
@@ -456,7 +458,7 @@ def test_a_process_of_the_background_nices_itself_once_its_participant_exists(
             assert proc.alive(), proc.log()
             dds, work, _ = _nices_by_kind(proc.pid)
             return bool(dds) and work == {value}
-        wait_for(niced, 60, lambda: f"{_nices_by_kind(proc.pid)}\n{proc.log()}")
+        wait_for(niced, EVENT_WAIT_S, lambda: f"{_nices_by_kind(proc.pid)}\n{proc.log()}")
         dds, _work, names = _nices_by_kind(proc.pid)
         assert dds == {base} and any(n.startswith("dds.shm.") for n in names), names
     finally:

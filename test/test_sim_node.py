@@ -12,7 +12,7 @@ import pytest
 from builtin_interfaces.msg import Time
 from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import InertiaStamped, PoseStamped, WrenchStamped
-from helpers import REPO, STARTUP_TIMEOUT_S, NodeProcess, RosTestNode, wait_for
+from helpers import EVENT_WAIT_S, REPO, STARTUP_TIMEOUT_S, NodeProcess, RosTestNode, wait_for
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import JointState
@@ -89,7 +89,7 @@ class Channel:
 @pytest.fixture(scope="module")
 def channel(sim_process: NodeProcess, probe: RosTestNode) -> Channel:
     ch = Channel(probe)
-    wait_for(lambda: ch.states and ch.command.get_subscription_count() > 0, 30.0,
+    wait_for(lambda: ch.states and ch.command.get_subscription_count() > 0, EVENT_WAIT_S,
              lambda: f"sim_node to come up; its log:\n{sim_process.log()}")
     return ch
 
@@ -117,7 +117,7 @@ def test_robot_description_is_latched_for_late_subscribers(channel: Channel) -> 
 def test_command_is_tracked_and_bad_commands_keep_the_setpoint(channel: Channel) -> None:
     channel.send(["boom", "arm"], [0.6, -1.3])
     wait_for(lambda: abs(channel.position("boom") - 0.6) < 2e-3
-             and abs(channel.position("arm") + 1.3) < 2e-3, 20.0, "boom 0.6 / arm -1.3 rad")
+             and abs(channel.position("arm") + 1.3) < 2e-3, EVENT_WAIT_S, "boom 0.6 / arm -1.3 rad")
     bad = [(["boom"], [math.nan], "boom target is nan"),
            (["stick"], [0.1], "unknown joint 'stick'"),
            (["boom"], [1.5], "boom joint 85.9 deg outside"),
@@ -129,7 +129,7 @@ def test_command_is_tracked_and_bad_commands_keep_the_setpoint(channel: Channel)
         assert reason in channel.errors()[-1]
     # a second of simulated time on: a wrongly accepted target would have moved the boom
     t = _stamp_s(channel.states[-1])
-    wait_for(lambda: _stamp_s(channel.states[-1]) >= t + 1.0, 30.0, "a second of sim time")
+    wait_for(lambda: _stamp_s(channel.states[-1]) >= t + 1.0, EVENT_WAIT_S, "a second of sim time")
     assert channel.position("boom") == pytest.approx(0.6, abs=2e-3)
     assert channel.position("arm") == pytest.approx(-1.3, abs=2e-3)
 
@@ -174,7 +174,7 @@ def test_only_a_fresh_soil_wrench_acts_and_stops_acting_when_answers_stop(channe
     within max_wrench_age_s and the hydraulics bring the bucket back."""
     z = lambda: channel.poses[-1].pose.position.z  # noqa: E731
     wait_for(lambda: channel.status("wrenches_received") is not None, 10.0, "sim diagnostics")
-    wait_for(lambda: _still(channel.states), 30.0, "the machine at rest")
+    wait_for(lambda: _still(channel.states), EVENT_WAIT_S, "the machine at rest")
     z0 = z()
     old = Time(sec=0, nanosec=1000)  # long before the present: stale on arrival
     # a force the machine cannot hold (90 % of its plausible wrench: 155 kN on the 8.2 t
@@ -189,7 +189,7 @@ def test_only_a_fresh_soil_wrench_acts_and_stops_acting_when_answers_stop(channe
     def stale_counted() -> bool:
         channel.wrench.publish(_stamped_wrench(old, -heavy))
         return int(channel.status("wrenches_stale_on_arrival") or 0) >= stale0 + 20
-    wait_for(stale_counted, 30.0, "the stale wrenches counted")
+    wait_for(stale_counted, EVENT_WAIT_S, "the stale wrenches counted")
     assert int(channel.status("wrench_applied_periods") or 0) == 0
     assert abs(z() - z0) < 5e-3  # that force down would have moved the bucket by metres
 
@@ -202,13 +202,13 @@ def test_only_a_fresh_soil_wrench_acts_and_stops_acting_when_answers_stop(channe
     sub = channel.probe.node.create_subscription(PoseStamped, "bucket_pose", answer, 10)
     try:
         wait_for(lambda: z() < z0 - 0.05 and int(channel.status("wrench_applied_periods")
-                                                 or 0) > 0, 30.0,
+                                                 or 0) > 0, EVENT_WAIT_S,
                  lambda: f"the bucket pushed down from {z0:.3f} m (at {z():.3f} m; "
                  f"{channel.status('wrench_applied_periods')} periods)")
     finally:
         answering = False
         channel.probe.node.destroy_subscription(sub)
-    wait_for(lambda: abs(z() - z0) < 0.01, 30.0,
+    wait_for(lambda: abs(z() - z0) < 0.01, EVENT_WAIT_S,
              lambda: f"the bucket back at {z0:.3f} m without soil (at {z():.3f} m)")
     stale = int(channel.status("wrench_stale_periods") or 0)
     wait_for(lambda: int(channel.status("wrench_stale_periods") or 0) > stale, 10.0,
@@ -241,7 +241,8 @@ def test_a_simulation_that_cannot_keep_up_says_so(tmp_path) -> None:
                      and float(_value(st, "slipped_s")) > 0.0), None)
 
     try:
-        st = wait_for(warning, 60.0, lambda: f"a 'cannot keep up' warning; log:\n{proc.log()}")
+        st = wait_for(warning,
+                      EVENT_WAIT_S, lambda: f"a 'cannot keep up' warning; log:\n{proc.log()}")
     finally:
         probe.close()
         proc.stop()

@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from diagnostic_msgs.msg import DiagnosticArray
-from helpers import REPO, SMALL_SIM_ARGS, NodeProcess, RosTestNode, wait_for
+from helpers import EVENT_WAIT_S, REPO, SMALL_SIM_ARGS, NodeProcess, RosTestNode, wait_for
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import JointState
 
@@ -66,12 +66,13 @@ def test_commands_queued_while_the_simulation_is_busy_are_all_taken_before_it_st
         t0 = 100.0
         wait_for(lambda: tick(t0) or (cmd.get_subscription_count() > 0
                                       and "following /clock" in sim.log()),
-                 60.0, lambda: f"sim_node following /clock; its log:\n{sim.log()}", period=0.1)
+                 EVENT_WAIT_S, lambda: f"sim_node following /clock; its log:\n{sim.log()}",
+                 period=0.1)
         tick(t0 + 1.0)
-        wait_for(lambda: sim_time() >= t0 + 1.0, 60.0, "sim_node at the second clock")
+        wait_for(lambda: sim_time() >= t0 + 1.0, EVENT_WAIT_S, "sim_node at the second clock")
         jump = t0 + 1.0 + JUMP_S
         tick(jump)  # thousands of periods in one on_clock call
-        wait_for(lambda: sim_time() > t0 + 1.0, 60.0, "sim_node stepping the jump")
+        wait_for(lambda: sim_time() > t0 + 1.0, EVENT_WAIT_S, "sim_node stepping the jump")
         for k in range(COMMANDS):
             msg = JointState()
             due = round(jump + 0.1 + k * PERIOD_S / 2, 3)
@@ -83,7 +84,7 @@ def test_commands_queued_while_the_simulation_is_busy_are_all_taken_before_it_st
         wait_for(lambda: sim_time() >= jump + 1.0
                  and int(_sim_values(diagnostics).get("periods", 0)) > 0
                  and _sim_values(diagnostics).get("sim_time_s", "") == f"{jump + 1.0:.3f}",
-                 60.0, lambda: f"sim_node at {jump + 1.0} s and its status then: "
+                 EVENT_WAIT_S, lambda: f"sim_node at {jump + 1.0} s and its status then: "
                  f"{_sim_values(diagnostics)}; log:\n{sim.log()}", period=0.1)
         values = _sim_values(diagnostics)
     finally:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from helpers import REPO, NodeProcess, RosTestNode, wait_for
+from helpers import EVENT_WAIT_S, REPO, NodeProcess, RosTestNode, wait_for
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import JointState
 
@@ -32,7 +32,7 @@ def test_clock_is_published_exactly_with_use_sim_time(use_sim_time: bool, tmp_pa
                        "-p", "terrain.nx:=41", "-p", "terrain.ny:=41",
                        "-p", "terrain.cell_size_m:=0.4"], log_dir=tmp_path)
     try:
-        wait_for(lambda: len(states) >= STATES, 30.0,
+        wait_for(lambda: len(states) >= STATES, EVENT_WAIT_S,
                  lambda: f"{STATES} joint_states from sim_node; its log:\n{sim.log()}")
         if use_sim_time:
             wait_for(lambda: len(clocks) > 20, 10.0, "/clock messages")

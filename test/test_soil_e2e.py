@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import InertiaStamped, WrenchStamped
-from helpers import REPO, NodeProcess, RosTestNode, reach_in_turn, stamp_ns, wait_for
+from helpers import EVENT_WAIT_S, REPO, NodeProcess, RosTestNode, reach_in_turn, stamp_ns, wait_for
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64, Float64MultiArray
 
@@ -65,7 +65,7 @@ def test_sim_and_soil_nodes_dig_a_scoop_together(nodes, probe: RosTestNode) -> N
                                                     5000)
     diagnostics: list[DiagnosticArray] = probe.collect(DiagnosticArray, "/diagnostics", 100)
     command = probe.node.create_publisher(JointState, "joint_command", 10)
-    wait_for(lambda: states and wrenches and command.get_subscription_count() > 0, 60.0,
+    wait_for(lambda: states and wrenches and command.get_subscription_count() > 0, EVENT_WAIT_S,
              lambda: f"both nodes up; logs:\n{sim.log()}\n{soil.log()}")
 
     ik = InverseKinematics(default_geometry())

@@ -9,7 +9,16 @@ import numpy as np
 import pytest
 from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import InertiaStamped, PoseStamped, WrenchStamped
-from helpers import REPO, NodeProcess, RosTestNode, not_shown, reach_in_turn, stamp_ns, wait_for
+from helpers import (
+    EVENT_WAIT_S,
+    REPO,
+    NodeProcess,
+    RosTestNode,
+    not_shown,
+    reach_in_turn,
+    stamp_ns,
+    wait_for,
+)
 from rclpy.qos import DurabilityPolicy, QoSProfile
 from sensor_msgs.msg import JointState, PointCloud2
 from std_msgs.msg import Float64
@@ -69,7 +78,7 @@ def test_sim_node_digs_a_scoop_with_the_soil_in_process(sim: NodeProcess) -> Non
         diagnostics: list[DiagnosticArray] = probe.collect(DiagnosticArray, "/diagnostics",
                                                            100)
         command = probe.node.create_publisher(JointState, "joint_command", 10)
-        wait_for(lambda: states and wrenches and command.get_subscription_count() > 0, 60.0,
+        wait_for(lambda: states and wrenches and command.get_subscription_count() > 0, EVENT_WAIT_S,
                  lambda: f"sim_node up with its soil; log:\n{sim.log()}")
         ik = InverseKinematics(default_geometry())
 
@@ -136,7 +145,7 @@ def test_a_bad_soil_params_file_is_one_message_and_exit_2(tmp_path) -> None:
                        ["--ros-args", "-p", "soil_in_process:=true",
                         "-p", f"soil_params_file:={tmp_path / 'missing.yaml'}"], log_dir=tmp_path)
     try:
-        wait_for(lambda: not node.alive(), 60.0, node.log)
+        wait_for(lambda: not node.alive(), EVENT_WAIT_S, node.log)
     finally:
         code = node.stop()
     assert code == 2, node.log()
@@ -184,7 +193,7 @@ def test_a_soil_grid_that_does_not_fit_the_height_field_is_one_message_and_exit_
                        ["--ros-args", "-p", "soil_in_process:=true", "-p", "terrain.nx:=100"],
                        log_dir=tmp_path)
     try:
-        wait_for(lambda: not node.alive(), 60.0, node.log)
+        wait_for(lambda: not node.alive(), EVENT_WAIT_S, node.log)
     finally:
         code = node.stop()
     assert code == 2, node.log()

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import InertiaStamped, PoseStamped, WrenchStamped
-from helpers import REPO, NodeProcess, RosTestNode, wait_for
+from helpers import EVENT_WAIT_S, REPO, NodeProcess, RosTestNode, wait_for
 from rosgraph_msgs.msg import Clock
 
 from excavator_sim.errors import SimConfigError
@@ -132,7 +132,7 @@ def runs_alone_then_locks_again(clock: list[Clock], diagnostics: list[Diagnostic
     assert f"{name}_timeout_s" in message
     resume()
     wait_for(lambda: (s := running_status(diagnostics)) and s[1][name] == "on"
-             and words not in s[0], 30.0,
+             and words not in s[0], EVENT_WAIT_S,
              lambda: f"locked again: {running_status(diagnostics)}")
 
 
@@ -158,11 +158,11 @@ def test_sim_node_steps_only_on_the_soils_answer(tmp_path) -> None:
     probe.node.create_subscription(PoseStamped, "bucket_pose", answer, 10)
     try:
         # sim_node starts before the probe answers: one timeout, then it locks on the answers
-        wait_for(lambda: clock and clock_now(clock) > 1.0, 60.0, proc.log)
+        wait_for(lambda: clock and clock_now(clock) > 1.0, EVENT_WAIT_S, proc.log)
         # (a status from past 1 s of simulated time: the start-up timeout, if any, lies behind)
         _, on = wait_for(lambda: (s := running_status(diagnostics))
                          and s[1]["soil_lockstep"] == "on"
-                         and float(s[1]["sim_time_s"]) > 1.0 and s, 30.0,
+                         and float(s[1]["sim_time_s"]) > 1.0 and s, EVENT_WAIT_S,
                          lambda: f"lockstep on: {running_status(diagnostics)}\n{proc.log()}")
 
         answering[0] = False  # the soil falls silent: time stops at the pose not answered
@@ -218,7 +218,7 @@ def test_a_pose_the_soil_missed_is_sent_again(tmp_path) -> None:
     probe.node.create_subscription(PoseStamped, "bucket_pose", answer_a_repeat, 10)
     try:
         _, values = wait_for(lambda: (s := running_status(diagnostics))
-                             and float(s[1]["sim_time_s"]) >= 10 * PERIOD_S and s, 60.0,
+                             and float(s[1]["sim_time_s"]) >= 10 * PERIOD_S and s, EVENT_WAIT_S,
                              lambda: f"ten periods stepped on repeated poses: "
                              f"{running_status(diagnostics)}\n{proc.log()}")
         assert values["soil_lockstep"] == "on" and values["soil_lockstep_timeouts"] == "0", \
@@ -263,7 +263,7 @@ def test_a_lockstep_answer_is_complete_with_its_payload(tmp_path) -> None:
 
     probe.node.create_subscription(PoseStamped, "bucket_pose", answer, 10)
     try:
-        wait_for(lambda: clock and clock_now(clock) > 1.0, 60.0, proc.log)
+        wait_for(lambda: clock and clock_now(clock) > 1.0, EVENT_WAIT_S, proc.log)
         answering[0] = False
 
         held = time_stands(clock, lambda: stamp_s(unanswered[0]) if unanswered else None)

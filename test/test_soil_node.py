@@ -10,7 +10,14 @@ import numpy as np
 import pytest
 from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import InertiaStamped, PoseStamped, TwistStamped, WrenchStamped
-from helpers import NodeProcess, RosTestNode, send_bucket_state, set_parameters, wait_for
+from helpers import (
+    EVENT_WAIT_S,
+    NodeProcess,
+    RosTestNode,
+    send_bucket_state,
+    set_parameters,
+    wait_for,
+)
 from sensor_msgs.msg import PointCloud2
 from std_msgs.msg import Float64, Float64MultiArray
 from visualization_msgs.msg import Marker
@@ -68,7 +75,7 @@ class Channel:
         """Lock-step: one pose, then its wrench (so every pose is processed, however slow
         the machine)."""
         self.send(pose, vel, t)
-        wait_for(lambda: self.answered(t), 30.0, f"the wrench for the pose at t={t:.3f} s")
+        wait_for(lambda: self.answered(t), EVENT_WAIT_S, f"the wrench for the pose at t={t:.3f} s")
 
     def status(self, key: str) -> str | None:
         for d in reversed(list(self.diagnostics)):
@@ -90,7 +97,7 @@ def _seconds(stamp: object) -> float:
 def channel(soil_process: NodeProcess, probe: RosTestNode) -> Channel:
     ch = Channel(probe)
     wait_for(lambda: ch.diagnostics and ch.pose.get_subscription_count() > 0
-             and ch.twist.get_subscription_count() > 0, 30.0,
+             and ch.twist.get_subscription_count() > 0, EVENT_WAIT_S,
              lambda: f"soil_node to come up; its log:\n{soil_process.log()}")
     return ch
 
@@ -116,7 +123,7 @@ def test_a_scoop_fills_the_bucket_pushes_back_and_leaves_a_trench(channel: Chann
         channel.send_and_wait(pose_for_tip(BUCKET, tip, pitch, 0.0), vel, 100.0 + t)
         tips.append(tip)
         sent += 1
-    wait_for(lambda: len(channel.loads) >= sent, 30.0,
+    wait_for(lambda: len(channel.loads) >= sent, EVENT_WAIT_S,
              lambda: f"{sent} loads (got {len(channel.loads)})")
     force = np.array([[w.wrench.force.x, w.wrench.force.y, w.wrench.force.z]
                       for w in channel.wrenches[-sent:]])
@@ -178,13 +185,13 @@ def test_a_subscriber_that_joins_late_gets_the_whole_grid(channel: Channel) -> N
     period after the new subscriber matched (DDS does not replay volatile messages)."""
     nx, ny = 160, 120
     # the terrain settled: the start-up grid (and any dirty one) already went out
-    wait_for(lambda: any(_is_full_grid(m, nx, ny) for m in channel.patches), 30.0,
+    wait_for(lambda: any(_is_full_grid(m, nx, ny) for m in channel.patches), EVENT_WAIT_S,
              "soil_node's start-up full grid")
     time.sleep(1.0)   # several heightmap periods (5 Hz) with nothing changed
     late = RosTestNode("late_simulator")
     try:
         patches = late.collect(Float64MultiArray, "soil/terrain_patch", 10)
-        wait_for(lambda: any(_is_full_grid(m, nx, ny) for m in patches), 30.0,
+        wait_for(lambda: any(_is_full_grid(m, nx, ny) for m in patches), EVENT_WAIT_S,
                  "the whole grid for the subscriber that joined late")
     finally:
         late.close()
@@ -212,7 +219,7 @@ def test_a_burst_of_poses_is_worked_off_newest_first_without_a_backlog(channel: 
     for t, tip, vel in path:  # no pause: far faster than the node can follow
         channel.send(pose_for_tip(BUCKET, tip, pitch, 0.0), vel, 300.0 + t)
     last = 300.0 + path[-1][0]
-    wait_for(lambda: channel.answered(last), 30.0, "the wrench for the newest pose")
+    wait_for(lambda: channel.answered(last), EVENT_WAIT_S, "the wrench for the newest pose")
     stamps = [_seconds(w.header.stamp) for w in channel.wrenches[n0:]]
     assert stamps == sorted(stamps) and len(stamps) <= len(path)
     assert stamps[-1] == pytest.approx(last)
@@ -249,7 +256,7 @@ def test_a_pose_sent_again_gets_the_same_answer_without_a_second_update(channel:
     first, load, payload = channel.wrenches[-1], channel.loads[-1], channel.payloads[-1]
     assert np.linalg.norm([first.wrench.force.x, first.wrench.force.z]) > 0.0
     channel.send(pose, vel, 600.0)   # the same stamp again
-    wait_for(lambda: len(channel.wrenches) > n, 30.0, "the answer again")
+    wait_for(lambda: len(channel.wrenches) > n, EVENT_WAIT_S, "the answer again")
     again = channel.wrenches[-1]
     assert _seconds(again.header.stamp) == pytest.approx(600.0)
     assert again.wrench == first.wrench
@@ -346,7 +353,7 @@ def test_a_pose_whose_twist_comes_after_it_is_answered_with_that_twist(
     time.sleep(0.5)
     assert len(channel.wrenches) == n, "answered before its twist came"
     _twist(channel, fast, 900.02)                       # ... and resent: it comes after
-    wait_for(lambda: channel.answered(900.02), 30.0, "the answer once its twist came")
+    wait_for(lambda: channel.answered(900.02), EVENT_WAIT_S, "the answer once its twist came")
     wait_for(lambda: int(channel.status("poses_waited_for_twist") or 0) == waited0 + 1, 10.0,
              lambda: f"poses_waited_for_twist {channel.status('poses_waited_for_twist')}")
     late = channel.wrenches[-1]
@@ -360,7 +367,7 @@ def test_a_pose_whose_twist_comes_after_it_is_answered_with_that_twist(
     without0 = int(channel.status("poses_without_twist") or 0)
     assert set_parameters(probe, "/soil_node", {"twist_wait_s": 0.2}) == [(True, "")]
     _send_pose_only(channel, pose, 900.06)              # no twist of its stamp, ever
-    wait_for(lambda: channel.answered(900.06), 30.0, "the answer after twist_wait_s")
+    wait_for(lambda: channel.answered(900.06), EVENT_WAIT_S, "the answer after twist_wait_s")
     wait_for(lambda: int(channel.status("poses_without_twist") or 0) == without0 + 1, 10.0,
              lambda: f"poses_without_twist {channel.status('poses_without_twist')}")
     # sent again and again without its twist (sim_node's lockstep re-sends every 0.25 s): it

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import PoseStamped, TwistStamped, WrenchStamped
-from helpers import NodeProcess, RosTestNode, send_bucket_state, wait_for
+from helpers import EVENT_WAIT_S, NodeProcess, RosTestNode, send_bucket_state, wait_for
 from std_msgs.msg import Float64, Float64MultiArray
 
 from excavator_kinematics.geometry import default_geometry
@@ -90,7 +90,7 @@ class Machine:
             pose = pose_for_tip(BUCKET, tip + np.array([0.0, y, 0.0]), pitch, 0.0)
             send_bucket_state(self.pose, self.twist, pose, vel, t0 + t)
             wait_for(lambda t=t: self.wrenches and _seconds(self.wrenches[-1].header.stamp)
-                     >= t0 + t - 1e-9, 30.0, f"the wrench for t={t0 + t:.3f} s")
+                     >= t0 + t - 1e-9, EVENT_WAIT_S, f"the wrench for t={t0 + t:.3f} s")
         # each wrench's load comes after it, on its own topic
         wait_for(lambda: len(self.loads) == len(self.wrenches), 10.0, "the last bucket_load")
 
@@ -121,7 +121,7 @@ def test_one_soil_node_serves_two_machines_in_one_terrain(tmp_path: Path) -> Non
         "-p", "terrain.size_y_m:=6.0", "-p", "terrain.centre_x_m:=4.0"], log_dir=tmp_path)
     try:
         wait_for(lambda: all(m.pose.get_subscription_count() and m.twist.get_subscription_count()
-                             for m in (m1, m2)), 60.0, lambda: f"soil_node\n{soil.log()}")
+                             for m in (m1, m2)), EVENT_WAIT_S, lambda: f"soil_node\n{soil.log()}")
         m1.cut(100.0, -1.5)
         assert max(m.data for m in m1.loads) > 0.05
         load1 = m1.loads[-1].data   # what it carries after its cut (the cells may spill some)

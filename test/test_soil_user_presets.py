@@ -12,7 +12,7 @@ import pytest
 import yaml
 from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import InertiaStamped, PoseStamped, TwistStamped, WrenchStamped
-from helpers import NodeProcess, RosTestNode, send_bucket_state, wait_for
+from helpers import EVENT_WAIT_S, NodeProcess, RosTestNode, send_bucket_state, wait_for
 from std_msgs.msg import Float64
 
 from excavator_common.paths import config_file
@@ -98,7 +98,7 @@ def test_soil_node_runs_on_a_preset_defined_only_in_the_params_file(tmp_path: Pa
         ch = Probe(probe)
         wait_for(lambda: ch.status("preset") is not None
                  and ch.pose.get_subscription_count() > 0
-                 and ch.twist.get_subscription_count() > 0, 30.0,
+                 and ch.twist.get_subscription_count() > 0, EVENT_WAIT_S,
                  lambda: f"soil_node to come up; its log:\n{proc.log()}")
         assert ch.status("preset") == "test_gravel"
         log = proc.log()
@@ -119,7 +119,7 @@ def test_soil_node_runs_on_a_preset_defined_only_in_the_params_file(tmp_path: Pa
             # a faster sender would see poses skipped on a slow machine
             ch.send(pose_for_tip(BUCKET, tip, pitch, 0.0), vel, 100.0 + t)
             sent += 1
-            wait_for(lambda n=sent: len(ch.wrenches) >= n, 30.0,
+            wait_for(lambda n=sent: len(ch.wrenches) >= n, EVENT_WAIT_S,
                      lambda n=sent: f"wrench {n} (got {len(ch.wrenches)})")
         # outside the 8 m grid, within the machine's reach (40 m is implausible input now)
         ch.send(BucketPose(10.0, 0.0, 0.0, 0.0, 0.0), np.array([-0.5, 0.0, 0.0]), 502.0)
@@ -136,7 +136,7 @@ def test_soil_node_runs_on_a_preset_defined_only_in_the_params_file(tmp_path: Pa
         # the status published after that last pose (1 Hz): one from during the scoop carries
         # a smaller load, so the status is waited for by its value, not taken as it comes
         wait_for(lambda: float(ch.status("bucket_load_kg") or 0.0) == pytest.approx(
-            DENSITY * load, abs=0.1), 20.0,
+            DENSITY * load, abs=0.1), EVENT_WAIT_S,
             lambda: f"the load {DENSITY * load:.1f} kg on /diagnostics (last "
             f"{ch.status('bucket_load_kg')})")
     finally:

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import REPO, NodeProcess
+from helpers import EVENT_WAIT_S, REPO, NodeProcess
 
 from excavator_common.errors import ParameterError
 from excavator_common.parameter_files import check_params_file, check_ros_arguments
@@ -178,7 +178,8 @@ def test_sim_node_takes_a_machine_preset(tmp_path: Path) -> None:
                        ["--ros-args", "-p", "machine:=heavy_36t", "-p", "terrain.nx:=11",
                         "-p", "terrain.ny:=11"], log_dir=tmp_path)
     try:
-        wait_for(lambda: "ready:" in proc.log(), 60.0, lambda: f"sim_node ready:\n{proc.log()}")
+        wait_for(lambda: "ready:" in proc.log(),
+                 EVENT_WAIT_S, lambda: f"sim_node ready:\n{proc.log()}")
     finally:
         code = proc.stop()
     assert "machine heavy_36t (36.0 t, 34.3 MPa)" in proc.log(), proc.log()

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from helpers import free_port, redis_server_binary, wait_for
+from helpers import EVENT_WAIT_S, free_port, redis_server_binary, wait_for
 from test_launch_files import console_scripts, installed_patterns
 
 from excavator_common import hang_watchdog, realtime
@@ -300,7 +300,7 @@ def test_exec_start_names_an_executable_and_its_arguments_parse(path: Path,
             import redis
 
             client = redis.Redis(port=int(env["REDIS_PORT"]), socket_timeout=1.0)
-            wait_for(lambda: proc.poll() is not None or _pings(client), 30.0,
+            wait_for(lambda: proc.poll() is not None or _pings(client), EVENT_WAIT_S,
                      "redis-server with the unit's options")
             assert proc.poll() is None, proc.communicate()[0]
             assert client.config_get("save")["save"] == ""   # no persistence
@@ -416,7 +416,7 @@ def test_the_path_to_the_plc_comes_up_from_the_units_commands(
         except redis.RedisError:
             return None
 
-    wait_for(lambda: status() == "stopped:waiting_heartbeat", 90.0,
+    wait_for(lambda: status() == "stopped:waiting_heartbeat", EVENT_WAIT_S,
              lambda: f"the bridge up (status {status()}):\n{units[2].log()}\n{units[1].log()}")
     if support.fair_slice:
         for u in units:

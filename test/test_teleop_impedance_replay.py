@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from geometry_msgs.msg import PoseStamped, WrenchStamped
-from helpers import REPO, NodeProcess, wait_for
+from helpers import EVENT_WAIT_S, REPO, NodeProcess, wait_for
 from test_teleop_replay import (
     COMMAND_LOCKSTEP_S,
     END_AFTER_S,
@@ -141,7 +141,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory):
         everyone = (sim, *others, recorder)
         node = live.probe.node
         wait_for(lambda: live.states and live.clock and hand.get_subscription_count() >= 1
-                 and node.count_subscribers(APPLIED) >= 1, 60.0,
+                 and node.count_subscribers(APPLIED) >= 1, EVENT_WAIT_S,
                  lambda: "the nodes and the recorder:\n" + "".join(p.log() for p in everyone))
         time.sleep(1.0)  # the recorder's /clock subscription
         live.wait_sim(START_AFTER_S, "sim time")
@@ -189,7 +189,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory):
         wait_for(lambda: node.count_subscribers("bucket_pose") > 0
                  and node.count_subscribers("hand_pose") >= 1
                  and node.count_publishers("hand_pose") >= 1
-                 and node.count_subscribers("/clock") >= 3, 60.0,
+                 and node.count_subscribers("/clock") >= 3, EVENT_WAIT_S,
                  lambda: "soil_node, teleop_node and the player:\n"
                  + "".join(p.log() for p in (*others, player)))
         time.sleep(1.0)
@@ -202,7 +202,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory):
         replay.wait_sim(t0 + times[-1] + 0.5 + DELAY_S + 1.0, "the simulation past the bag's "
                         "end (input_lockstep let go)", sim.log())
         seen = len(replay.diagnostics)
-        wait_for(lambda: len(replay.diagnostics) > seen + 2, 30.0, "a newer /diagnostics")
+        wait_for(lambda: len(replay.diagnostics) > seen + 2, EVENT_WAIT_S, "a newer /diagnostics")
         replay_result = (replay.trench_m3(), replay.trajectory(t0, t_end), replay.sim_values(),
                          _teleop_values(replay))
         assert player.stop() == 0, player.log()

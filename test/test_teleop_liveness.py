@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 
-from helpers import REPO, NodeProcess, RosTestNode, wait_for
+from helpers import EVENT_WAIT_S, REPO, NodeProcess, RosTestNode, wait_for
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import JointState, Joy
 
@@ -62,9 +62,9 @@ def test_a_scheduled_joy_answered_late_moves_and_silence_is_judged_in_simulated_
     sim = Simulation(probe)
     try:
         wait_for(lambda: sim.states.get_subscription_count() > 0
-                 and joy.get_subscription_count() > 0, 60.0, teleop.log)
+                 and joy.get_subscription_count() > 0, EVENT_WAIT_S, teleop.log)
         sim.step_to(1.0)
-        wait_for(lambda: commands and _stamp_s(commands[-1]) >= 1.0, 30.0,
+        wait_for(lambda: commands and _stamp_s(commands[-1]) >= 1.0, EVENT_WAIT_S,
                  lambda: f"teleop_node's markers up to 1 s\n{teleop.log()}")
         # the arm stick out, stamped 1.2 s: answered once the state of 1.2 s is there
         msg = Joy()
@@ -73,7 +73,7 @@ def test_a_scheduled_joy_answered_late_moves_and_silence_is_judged_in_simulated_
         joy.publish(msg)
         time.sleep(3 * JOY_TIMEOUT_S)   # the simulation stands: wall time only passes
         sim.step_to(1.3)
-        wait_for(lambda: any(m.name for m in commands), 30.0,
+        wait_for(lambda: any(m.name for m in commands), EVENT_WAIT_S,
                  lambda: f"the Joy's command\n{teleop.log()}")
         first = next(m for m in commands if m.name)
         assert abs(_stamp_s(first) - (1.2 + DELAY_S)) < 1e-6, _stamp_s(first)
@@ -85,7 +85,7 @@ def test_a_scheduled_joy_answered_late_moves_and_silence_is_judged_in_simulated_
         time.sleep(0.5)
         assert "hold: joystick silent" not in teleop.log()
         sim.step_to(1.2 + JOY_TIMEOUT_S + 0.1)
-        wait_for(lambda: "hold: joystick silent" in teleop.log(), 30.0,
+        wait_for(lambda: "hold: joystick silent" in teleop.log(), EVENT_WAIT_S,
                  lambda: f"the hold once silent\n{teleop.log()}")
     finally:
         probe.close()

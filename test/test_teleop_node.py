@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import PoseStamped, WrenchStamped
-from helpers import REPO, NodeProcess, RosTestNode, set_parameters, wait_for
+from helpers import EVENT_WAIT_S, REPO, NodeProcess, RosTestNode, set_parameters, wait_for
 from sensor_msgs.msg import JointState, Joy
 
 ENABLE = 5  # deadman button index of the teleop_node under test
@@ -105,7 +105,7 @@ class Operator:
 def operator(teleop_process: NodeProcess, sim_process: NodeProcess):
     node = RosTestNode("teleop_probe")
     op = Operator(node)
-    wait_for(lambda: op.states and op.joy.get_subscription_count() > 0, 30.0,
+    wait_for(lambda: op.states and op.joy.get_subscription_count() > 0, EVENT_WAIT_S,
              lambda: f"sim_node and teleop_node; logs:\n{sim_process.log()}\n"
                      f"{teleop_process.log()}")
     yield op
@@ -125,7 +125,7 @@ def _home(op: Operator, q: list[float] = START) -> None:
     def there() -> bool:
         pub.publish(msg)
         return bool(np.abs(op.joints() - np.array(q)).max() < 5e-3)
-    wait_for(there, 30.0, f"the machine at {q}", period=0.2)
+    wait_for(there, EVENT_WAIT_S, f"the machine at {q}", period=0.2)
     op.probe.node.destroy_publisher(pub)
 
 
@@ -135,7 +135,7 @@ def _still(op: Operator) -> np.ndarray:
         a = op.joints()
         time.sleep(0.3)
         return bool(np.abs(op.joints() - a).max() < 1e-3)
-    wait_for(check, 20.0, "the machine to stand still")
+    wait_for(check, EVENT_WAIT_S, "the machine to stand still")
     return op.joints()
 
 
@@ -190,7 +190,7 @@ def test_travel_pedals_drive_the_tracks(operator: Operator) -> None:
         operator.travel.publish(msg)
         time.sleep(0.05)
         return base_x() - x0 > 0.2
-    wait_for(pedals, 60.0, "the base 0.2 m forward on both pedals", period=0.0)
+    wait_for(pedals, EVENT_WAIT_S, "the base 0.2 m forward on both pedals", period=0.0)
     assert operator.tracks[-1].name == ["track_left", "track_right"]
     wait_for(lambda: operator.tracks[-1].velocity[0] == 0.0, 5.0, "a zero track command")
 
@@ -243,7 +243,7 @@ def test_impedance_mode_follows_the_hand_and_feeds_the_soil_back(
     proc = _teleop(tmp_path_factory, "teleop_impedance", "mode:=impedance",
                    "feedback.force_scale:=0.001", "feedback.max_force_n:=100.0")
     try:
-        wait_for(lambda: operator.hand.get_subscription_count() > 0, 30.0,
+        wait_for(lambda: operator.hand.get_subscription_count() > 0, EVENT_WAIT_S,
                  lambda: f"teleop_node (impedance); log:\n{proc.log()}")
         _still(operator)
         x0 = operator.joints()
@@ -338,7 +338,7 @@ def test_stale_joint_states_stop_the_commands(operator: Operator,
         assert len(commands) == n, "commands computed from a stale pose"
     finally:
         os.kill(sim_process.proc.pid, signal.SIGCONT)
-    wait_for(lambda: (operator.send({1: 0.4}), len(commands) > n)[1], 20.0,
+    wait_for(lambda: (operator.send({1: 0.4}), len(commands) > n)[1], EVENT_WAIT_S,
              "commands again once joint_states are fresh")
     operator.hold_sticks({}, 0.3)
 
@@ -355,7 +355,8 @@ def test_joys_stamped_too_long_ago_are_dropped_and_counted(operator: Operator) -
     _home(operator)
     q0 = _still(operator)
     mark = len(operator.diagnostics)
-    wait_for(lambda: any(m == "idle" for m, _ in _status(operator, "teleop_node", mark)), 20.0,
+    wait_for(lambda: any(m == "idle" for m, _ in _status(operator, "teleop_node", mark)),
+             EVENT_WAIT_S,
              "teleop_node idle")
     _, before = [s for s in _status(operator, "teleop_node", mark) if s[0] == "idle"][-1]
     commands: list[JointState] = operator.probe.collect(JointState, "joint_command")
@@ -374,7 +375,8 @@ def test_joys_stamped_too_long_ago_are_dropped_and_counted(operator: Operator) -
     def counted() -> list[tuple[str, dict[str, str]]]:
         return [s for s in _status(operator, "teleop_node", mark)
                 if int(s[1]["commands_expired"]) >= expired0 + n]
-    wait_for(counted, 20.0, lambda: f"{n} expired Joys counted: {_status(operator, 'teleop_')}")
+    wait_for(counted,
+             EVENT_WAIT_S, lambda: f"{n} expired Joys counted: {_status(operator, 'teleop_')}")
     _, values = counted()[0]
     # every Joy was judged by then (one publisher, in order): none acted
     assert int(values["commands_expired"]) == expired0 + n
@@ -403,7 +405,7 @@ def test_sim_node_drops_a_joint_command_held_up_longer_than_its_age_limit(
     _home(operator)
     pub = operator.probe.node.create_publisher(JointState, "joint_command", 10)
     mark = len(operator.diagnostics)
-    wait_for(lambda: _status(operator, "sim_node", mark), 20.0, "a sim_node status")
+    wait_for(lambda: _status(operator, "sim_node", mark), EVENT_WAIT_S, "a sim_node status")
     expired0 = int(_status(operator, "sim_node", mark)[-1][1]["commands_expired"])
     msg = JointState()
     msg.name, msg.position = ["swing"], [0.4]
@@ -418,7 +420,7 @@ def test_sim_node_drops_a_joint_command_held_up_longer_than_its_age_limit(
     def counted() -> list[tuple[str, dict[str, str]]]:
         return [s for s in _status(operator, "sim_node", mark)
                 if int(s[1]["commands_expired"]) > expired0]
-    wait_for(counted, 20.0, "the held-up joint_command counted")
+    wait_for(counted, EVENT_WAIT_S, "the held-up joint_command counted")
     message, values = counted()[0]
     assert int(values["commands_expired"]) == expired0 + 1
     assert float(values["target_swing"]) == pytest.approx(START[0], abs=1e-3)
@@ -427,7 +429,8 @@ def test_sim_node_drops_a_joint_command_held_up_longer_than_its_age_limit(
     assert values["last_dropped_topic"] == "joint_command"
     msg.header.stamp = operator.probe.node.get_clock().now().to_msg()
     pub.publish(msg)
-    wait_for(lambda: abs(operator.q("swing") - 0.4) < 0.05, 30.0, "the fresh command to act")
+    wait_for(lambda: abs(operator.q("swing") - 0.4) < 0.05,
+             EVENT_WAIT_S, "the fresh command to act")
     operator.probe.node.destroy_publisher(pub)
     _home(operator)
 
@@ -443,7 +446,7 @@ def test_impedance_ticks_missed_while_stopped_are_counted_and_capped(
     proc = _teleop(tmp_path_factory, "teleop_ticks", "mode:=impedance",
                    "hand_timeout_s:=3.0", "state_timeout_s:=3.0")
     try:
-        wait_for(lambda: operator.hand.get_subscription_count() > 0, 30.0,
+        wait_for(lambda: operator.hand.get_subscription_count() > 0, EVENT_WAIT_S,
                  lambda: f"teleop_node (impedance); log:\n{proc.log()}")
         _still(operator)
         pose = PoseStamped()
@@ -451,7 +454,7 @@ def test_impedance_ticks_missed_while_stopped_are_counted_and_capped(
         pose.pose.orientation.w = 1.0
         n0 = len(operator.feedback)
         wait_for(lambda: (operator.hand.publish(pose), len(operator.feedback) > n0 + 10)[1],
-                 30.0, "force feedback: the hand engaged", period=0.02)
+                 EVENT_WAIT_S, "force feedback: the hand engaged", period=0.02)
         os.kill(proc.proc.pid, signal.SIGSTOP)
         try:
             time.sleep(0.6)
@@ -463,7 +466,7 @@ def test_impedance_ticks_missed_while_stopped_are_counted_and_capped(
             operator.hand.publish(pose)
             return [v for _, v in _status(operator, "teleop_node", mark)
                     if int(v.get("impedance_steps_capped", 0)) >= 1]
-        wait_for(after, 30.0, lambda: f"the stop counted; log:\n{proc.log()}", period=0.02)
+        wait_for(after, EVENT_WAIT_S, lambda: f"the stop counted; log:\n{proc.log()}", period=0.02)
         values = after()[-1]
         assert int(values["impedance_missed_ticks"]) >= 28  # 0.6 s / 20 ms - 2
         assert float(values["impedance_time_dropped_s"]) >= 0.6 - 0.1 - 0.04

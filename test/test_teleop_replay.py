@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from diagnostic_msgs.msg import DiagnosticArray
-from helpers import REPO, NodeProcess, RosTestNode, wait_for
+from helpers import EVENT_WAIT_S, REPO, NodeProcess, RosTestNode, wait_for
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import JointState, Joy
 from std_msgs.msg import Float64MultiArray
@@ -135,7 +135,7 @@ class Observer:
             return p.layout.dim[0].size == NX and p.layout.dim[1].size == NY
 
         wait_for(lambda: (p := list(self.patches)) and full(p[-1])
-                 and any(not full(x) for x in p), 60.0,
+                 and any(not full(x) for x in p), EVENT_WAIT_S,
                  lambda: f"soil_node's full terrain grid after the last change\n{logs}")
 
     def trench_m3(self) -> tuple[float, float]:
@@ -201,7 +201,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory):
         everyone = (sim, *others, recorder)
         applied = live.probe.node.count_subscribers
         wait_for(lambda: live.states and live.clock and joy.get_subscription_count() >= 1
-                 and applied(APPLIED) >= 1, 60.0,
+                 and applied(APPLIED) >= 1, EVENT_WAIT_S,
                  lambda: "the nodes and the recorder:\n" + "".join(p.log() for p in everyone))
         time.sleep(1.0)  # the recorder's /clock subscription
         live.wait_sim(START_AFTER_S, "sim time")
@@ -239,7 +239,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory):
         node = replay.probe.node
         wait_for(lambda: node.count_subscribers("bucket_pose") > 0
                  and node.count_subscribers("joy") >= 1 and node.count_publishers("joy") >= 1
-                 and node.count_subscribers("/clock") >= 3, 60.0,
+                 and node.count_subscribers("/clock") >= 3, EVENT_WAIT_S,
                  lambda: "soil_node, teleop_node and the player:\n"
                  + "".join(p.log() for p in (*others, player)))
         time.sleep(1.0)
@@ -314,7 +314,8 @@ def test_scheduled_teleop_restamps_a_late_joy_drops_an_old_one_and_refuses_a_wal
     try:
         applied: list[Joy] = obs.probe.collect(Joy, APPLIED, 100)
         joy = obs.probe.node.create_publisher(Joy, "joy", 10)
-        wait_for(lambda: obs.states and obs.clock and joy.get_subscription_count() > 0, 60.0,
+        wait_for(lambda: obs.states and obs.clock and joy.get_subscription_count() > 0,
+                 EVENT_WAIT_S,
                  lambda: sim.log() + teleop.log())
         obs.wait_sim(START_AFTER_S + 3.0, "sim time")
 
@@ -328,16 +329,16 @@ def test_scheduled_teleop_restamps_a_late_joy_drops_an_old_one_and_refuses_a_wal
         joy.publish(stamped(5.0, 0.6))  # older than max_command_age_s: dropped
         behind = stamped(0.6, -0.6)      # arm in, 0.6 s behind: > half the delay, re-stamped
         joy.publish(behind)
-        wait_for(lambda: applied, 30.0, teleop.log)
+        wait_for(lambda: applied, EVENT_WAIT_S, teleop.log)
         late = applied[0].header.stamp
         wall = Joy()
         wall.axes, wall.buttons = [0.0, 0.6, 0.0, 0.0, 0.0, 0.0], [0] * 8
         wall.header.stamp = obs.probe.node.get_clock().now().to_msg()  # the probe: wall time
         joy.publish(wall)
-        wait_for(lambda: "ahead of joint_states" in teleop.log(), 30.0, teleop.log)
+        wait_for(lambda: "ahead of joint_states" in teleop.log(), EVENT_WAIT_S, teleop.log)
         wait_for(lambda: any(kv.key == "commands_expired" and kv.value == "1"
                              for d in list(obs.diagnostics) for s in d.status
-                             if s.name.startswith("teleop_node") for kv in s.values), 30.0,
+                             if s.name.startswith("teleop_node") for kv in s.values), EVENT_WAIT_S,
                  "the old Joy counted on /diagnostics")
         newest = obs.now()   # the observer's view may lag teleop_node's: read at the end
     finally:

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import pytest
 import snap7
-from helpers import STARTUP_TIMEOUT_S, NodeProcess, ros_parameters_file, wait_for
+from helpers import EVENT_WAIT_S, STARTUP_TIMEOUT_S, NodeProcess, ros_parameters_file, wait_for
 
 from excavator_hil.hil_harness import HilRig
 from plc_bridge import redis_keys as keys
@@ -43,7 +43,7 @@ def _serve(node_processes, tmp_path, extra: list[str]) -> Iterator[tuple[snap7.C
     ready = wait_for(lambda: re.search(r"READY port=(\d+) control_port=(\d+)", proc.log()),
                      STARTUP_TIMEOUT_S, "virtual PLC READY")
     port, cport = int(ready.group(1)), int(ready.group(2))
-    control = wait_for(lambda: _try(cport), 20.0, "virtual PLC control channel")
+    control = wait_for(lambda: _try(cport), EVENT_WAIT_S, "virtual PLC control channel")
     client = snap7.Client()
     client.connect("127.0.0.1", 0, 1, port)
     yield client, control
@@ -256,7 +256,7 @@ def test_watchdog_trip_latches_until_an_explicit_stop(plc):
     w.run(5, enable=False)
     w.settle(control, (0.5, 0.5))
     time.sleep(w.cfg.virtual_plc.watchdog_timeout_s + 0.2)    # the bridge stalls: trip
-    wait_for(lambda: w.monitor()["watchdog"], 20.0, "the watchdog bit")
+    wait_for(lambda: w.monitor()["watchdog"], EVENT_WAIT_S, "the watchdog bit")
     t_resume = time.monotonic()
     before = control.status()["refused"]
     w.run(20, enable=True, speeds=(0.5, 0.5))   # alive +1, newer seq: still refused
@@ -267,7 +267,7 @@ def test_watchdog_trip_latches_until_an_explicit_stop(plc):
              "the outputs at 0")
     total = sum(st["refused"].values())
     wait_for(lambda: (m := w.monitor())["watchdog"] and m["refused"] == total
-             and m["refused_reason"] == 2, 20.0,
+             and m["refused_reason"] == 2, EVENT_WAIT_S,
              "the refusals counted in the monitor DB, with their cause (2: watchdog_tripped)")
     w.stop_until_clear()                         # the explicit stop clears it
     assert not w.settle(control, (0.5, 0.5))["watchdog"]
@@ -295,14 +295,14 @@ def test_a_write_not_newer_than_the_last_accepted_is_refused(steady_plc):
     # the monitor DB says so: the cause (1: stale_seq) and the last seq taken, for a bridge
     # that connects to continue from
     wait_for(lambda: (m := w.monitor())["refused_reason"] == 1 and m["seq_accepted"] == last,
-             20.0, "refused_reason 1 and seq_accepted in the monitor DB")
+             EVENT_WAIT_S, "refused_reason 1 and seq_accepted in the monitor DB")
     # wrap-around of the 32-bit ms counter is newer, not older
     w.seq = 2**31 - 3
     w.run(5, enable=False)                       # seq passes 2^31 - 1 and wraps negative
     mon = w.settle(control, (0.8, 0.8))
     assert w.seq > 2**31 and control.status()["last_seq"] == w.seq % 2**32
     assert mon["speed_rl"] == pytest.approx(0.8, abs=1e-3)
-    wait_for(lambda: w.monitor()["seq_accepted"] == w.seq - 2**32, 20.0,
+    wait_for(lambda: w.monitor()["seq_accepted"] == w.seq - 2**32, EVENT_WAIT_S,
              "seq_accepted: the DINT of the wrapped value")
 
 
@@ -344,9 +344,10 @@ def test_a_command_half_written_over_s7_is_no_write_and_feeds_no_watchdog(steady
         client.db_write(cfg.control_db, 0, bytearray(cfg.control.encode(v)))
         time.sleep(0.01)
     assert {x["refused"] for x in control.writes(t1)} == {"torn"}
-    wait_for(lambda: not control.status()["watchdog_ok"], 60.0, "the watchdog trip")
+    wait_for(lambda: not control.status()["watchdog_ok"], EVENT_WAIT_S, "the watchdog trip")
     assert control.status()["last_seq"] == writes[-1]["seq"] % 2**32
-    wait_for(lambda: max(abs(v) for v in control.status()["speeds"]) < 1e-3, 20.0, "outputs 0")
+    wait_for(lambda: max(abs(v) for v in control.status()["speeds"]) < 1e-3,
+             EVENT_WAIT_S, "outputs 0")
 
 
 @pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf"), 3.0e38, 5.0])
@@ -357,7 +358,8 @@ def test_bad_setpoint_is_a_latched_fault_and_the_cycle_keeps_running(steady_plc,
     w.run(20, enable=True, speeds=(0.5, 0.5))
     w.raw(True, [bad, 0.5, 0.0, 0.0])
     t_fault = time.monotonic()                   # the write was judged before its reply
-    mon = wait_for(lambda: (m := w.monitor())["setpoint_fault"] and m, 20.0, "setpoint_fault")
+    mon = wait_for(lambda: (m := w.monitor())["setpoint_fault"] and m,
+                   EVENT_WAIT_S, "setpoint_fault")
     alive = mon["alive"]
     st = control.status()
     assert st["refused"]["bad_setpoint"] == 1 and "speed setpoint 0" in st["fault_text"]
@@ -367,8 +369,9 @@ def test_bad_setpoint_is_a_latched_fault_and_the_cycle_keeps_running(steady_plc,
     st = control.status()
     assert st["drove_at"] < t_fault
     assert st["refused"] == {**before, "setpoint_fault": before["setpoint_fault"] + 20}
-    wait_for(lambda: max(abs(v) for v in control.status()["speeds"]) < 1e-3, 20.0, "outputs 0")
-    wait_for(lambda: w.monitor()["alive"] != alive, 20.0,
+    wait_for(lambda: max(abs(v) for v in control.status()["speeds"]) < 1e-3,
+             EVENT_WAIT_S, "outputs 0")
+    wait_for(lambda: w.monitor()["alive"] != alive, EVENT_WAIT_S,
              "the PLC cycle to keep running (its alive counter)")
     w.run(2, enable=False)                        # a stop clears it
     assert not w.settle(control, (0.5, 0.6))["setpoint_fault"]

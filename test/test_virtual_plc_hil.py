@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 import snap7
-from helpers import NodeProcess, free_port, ros_parameters_file, wait_for
+from helpers import EVENT_WAIT_S, NodeProcess, free_port, ros_parameters_file, wait_for
 from test_virtual_plc import PATIENT_WATCHDOG_S, Writer
 
 from plc_bridge.config import BridgeConfig, load_config, load_virtual_plc
@@ -87,7 +87,7 @@ class Hil:
                                 ["--port", str(port), "--control-port", str(cport), "--model",
                                  model, "--plant-config", str(plant)], log_dir=tmp_path)
         node_processes.append(self.proc)
-        self.control: ControlClient = wait_for(lambda: _try(cport), 20.0, "control channel")
+        self.control: ControlClient = wait_for(lambda: _try(cport), EVENT_WAIT_S, "control channel")
         self.cfg = load_config(None, {"model": model})
         self.client = snap7.Client()
         self.client.connect("127.0.0.1", 0, 1, port)
@@ -200,7 +200,8 @@ def test_set_point_gives_torque_of_the_right_sign_and_pi_behaviour(hil):
     assert mon["speed_left"] == pytest.approx(0.4) and mon["speed_right"] == pytest.approx(0.4)
     assert not mon["fault"] and not mon["plant_lost"]
     # the error persists: the integrator drives the left torque to its limit -> saturated
-    wait_for(lambda: hil.torques()[0] == pytest.approx(LIMIT), 60.0, "left torque at its limit")
+    wait_for(lambda: hil.torques()[0] == pytest.approx(LIMIT),
+             EVENT_WAIT_S, "left torque at its limit")
     wait_for(lambda: hil.bridge.monitor()["drive_saturated"], 10.0, "drive_saturated")
     # the measurement reaches the set-point: no more error, the torques stop changing
     hil.plant.speeds(1.0, -0.2)
@@ -373,7 +374,7 @@ def test_an_ackermann_machine_gets_its_wheel_drives_limit_and_its_steering_rate(
             wait_for(lambda: rig.plant_out()["enable"], 10.0, "driving")
             rates = rig.rates()
             assert rates == pytest.approx([0.35, VP.steer_kp_1_s * 0.05]), rates
-            wait_for(lambda: rig.torques() == pytest.approx([7790.0, 7790.0]), 30.0,
+            wait_for(lambda: rig.torques() == pytest.approx([7790.0, 7790.0]), EVENT_WAIT_S,
                      lambda: f"the rear wheels at their drives' limit (now {rig.torques()})")
             wait_for(lambda: rig.bridge.monitor()["drive_saturated"], 10.0, "drive_saturated")
             assert max(rig.torques()) < LIMIT

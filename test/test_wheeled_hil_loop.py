@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import PATIENT_S, REPO, SIM_LOOP_ARGS, ros_parameters_file, wait_for
+from helpers import EVENT_WAIT_S, PATIENT_S, REPO, SIM_LOOP_ARGS, ros_parameters_file, wait_for
 from rclpy.qos import qos_profile_sensor_data
 from sensor_msgs.msg import Imu, JointState
 
@@ -116,7 +116,7 @@ class WheeledLoop:
             self.link = spawn("plc_bridge.plant_link.node",
                               ["--ros-args", "-p", f"plc_port:={self.rig.plc_port}",
                                "-p", f"plc_config_file:={params}"])
-            wait_for(lambda: len(self.record.rows) > 10, 60.0,
+            wait_for(lambda: len(self.record.rows) > 10, EVENT_WAIT_S,
                      lambda: f"plant/sensors\n{self.logs()}")
             self.rig.start()
         except BaseException:
@@ -134,7 +134,7 @@ class WheeledLoop:
         inverse. Returns that window's plant/sensors rows and the twist's speed scale [m/s]."""
         rig, record = self.rig, self.record
         rig.command(twist.vx, twist.vy, twist.wz)
-        wait_for(lambda: rig.get(keys.BRIDGE_STATUS) == "running", 60.0,
+        wait_for(lambda: rig.get(keys.BRIDGE_STATUS) == "running", EVENT_WAIT_S,
                  lambda: f"bridge running\n{self.logs()}")
         model = self.under.kinematic_model()
         want = model.inverse(twist)
@@ -216,7 +216,7 @@ def test_a_redis_command_drives_the_simulated_wheeled_machine_with_the_commanded
         wait_for(lambda: (m := monitored()) is not None
                  and math.hypot(m[0] - twist.vx, m[1] - twist.vy) <= 0.03 * scale
                  and abs(m[2] - twist.wz) <= max(0.03 * abs(twist.wz), 0.002)
-                 and agree(m, true_twist()), 60.0,
+                 and agree(m, true_twist()), EVENT_WAIT_S,
                  lambda: f"the monitor keys at the twist and at the machine's true twist "
                  f"(now {monitored()}, true {true_twist()})\n{logs()}")
     finally:
@@ -236,7 +236,7 @@ def test_ackermann_refuses_a_turn_on_the_spot_stops_the_machine_and_holds_its_st
         held = window[-1][2]
         t_refused = window[-1][0]
         rig.command(0.0, 0.0, 0.15)
-        wait_for(lambda: rig.get(keys.BRIDGE_STATUS) == "stopped:infeasible_command", 60.0,
+        wait_for(lambda: rig.get(keys.BRIDGE_STATUS) == "stopped:infeasible_command", EVENT_WAIT_S,
                  lambda: f"the bridge refusing the turn on the spot\n{loop.logs()}")
         assert "cannot turn on the spot" in (rig.get(keys.BRIDGE_DETAIL) or "")
 
@@ -252,7 +252,7 @@ def test_ackermann_refuses_a_turn_on_the_spot_stops_the_machine_and_holds_its_st
                     return since
             return None
 
-        wait_for(lambda: standstill() is not None, 90.0,
+        wait_for(lambda: standstill() is not None, EVENT_WAIT_S,
                  lambda: f"the machine standing still (body {list(record.body.values())[-3:]})"
                          f"\n{loop.logs()}")
         after = [angles for t, _, angles in list(record.rows) if t > t_refused]
