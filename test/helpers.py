@@ -239,7 +239,7 @@ def run_stack(command: list[str], timeout: float, what: str) -> subprocess.Compl
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(session, signal.SIGINT)
             try:
-                out, err = proc.communicate(timeout=30)
+                out, err = proc.communicate(timeout=EVENT_WAIT_S)
             except subprocess.TimeoutExpired:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(session, signal.SIGKILL)
@@ -349,7 +349,7 @@ class RosTestNode(NodeThread):
         return sorted((i.node_namespace, i.node_name) for i in get(topic))
 
     def wait_endpoints(self, kind: str, topic: str, expected: list[tuple[str, str]],
-                       timeout: float = 30.0) -> list[tuple[str, str]]:
+                       timeout: float = EVENT_WAIT_S) -> list[tuple[str, str]]:
         """Wait until ``topic``'s ``kind`` are exactly ``expected`` (any order). An endpoint can
         show up in the graph before the node that owns it does (DDS learns the two from
         different messages): it reads _NODE_NAME_UNKNOWN_ until then."""
@@ -363,7 +363,7 @@ class RosTestNode(NodeThread):
         wait_for(settled, timeout, lambda: f"{kind} of {topic}: {want}, seen {seen[0]}", 0.05)
         return seen[0]
 
-    def parameter(self, node: str, name: str, timeout: float = 30.0) -> Any:
+    def parameter(self, node: str, name: str, timeout: float = EVENT_WAIT_S) -> Any:
         """The value of parameter ``name`` of the node ``node`` (its full name, e.g.
         ``/exc2/plc_bridge``), asked through its get_parameters service; None where unset."""
         from rcl_interfaces.srv import GetParameters
@@ -443,7 +443,7 @@ def reach_in_turn(publish: Callable[[list[float]], None], states: list[Any], nam
 
 
 def call_service(probe: RosTestNode, srv_type: Any, name: str, request: Any,
-                 timeout: float = 30.0, resend_s: float = 3.0) -> Any:
+                 timeout: float = EVENT_WAIT_S, resend_s: float = 3.0) -> Any:
     """One *idempotent* service call over DDS; its response. ``wait_for_service`` only says the
     server was discovered: a request that reaches it before it has matched this client's reply
     reader is answered into the void (seen in CI on a loaded host: 30 s without an answer), so
@@ -467,7 +467,7 @@ def call_service(probe: RosTestNode, srv_type: Any, name: str, request: Any,
 
 
 def change_state(probe: RosTestNode, client: Any, transition_id: int, goal_id: int,
-                 what: str | Callable[[], str], timeout: float = 30.0,
+                 what: str | Callable[[], str], timeout: float = EVENT_WAIT_S,
                  ask_s: float = 3.0) -> None:
     """One lifecycle transition through ``client`` (a ChangeState client), sent once (it is not
     idempotent), that must end in state ``goal_id``. Its answer can go missing as
@@ -564,7 +564,7 @@ def loaded_host_virtual_plc_params(path: Path) -> Path:
 
 
 def set_parameters(probe: RosTestNode, node: str, values: dict[str, Any],
-                   timeout: float = 30.0) -> list[tuple[bool, str]]:
+                   timeout: float = EVENT_WAIT_S) -> list[tuple[bool, str]]:
     """``ros2 param set`` over DDS: one SetParameters call to ``node`` (its full name, e.g.
     ``/sim_node``); (successful, reason) per parameter."""
     from rcl_interfaces.srv import SetParameters
@@ -577,7 +577,7 @@ def set_parameters(probe: RosTestNode, node: str, values: dict[str, Any],
 
 
 def describe_parameters(probe: RosTestNode, node: str, names: list[str],
-                        timeout: float = 30.0) -> dict[str, Any]:
+                        timeout: float = EVENT_WAIT_S) -> dict[str, Any]:
     """``ros2 param describe`` over DDS: name -> rcl_interfaces/ParameterDescriptor."""
     from rcl_interfaces.srv import DescribeParameters
 
@@ -587,7 +587,7 @@ def describe_parameters(probe: RosTestNode, node: str, names: list[str],
 
 
 def get_parameters(probe: RosTestNode, node: str, names: list[str],
-                   timeout: float = 30.0) -> dict[str, Any]:
+                   timeout: float = EVENT_WAIT_S) -> dict[str, Any]:
     """``ros2 param get`` over DDS: name -> Python value."""
     from rcl_interfaces.srv import GetParameters
     from rclpy.parameter import parameter_value_to_python
@@ -861,7 +861,7 @@ class HilLoop:
         if start:
             self.rig.start()
         self.rig.command(speed_m_s, 0.0, 0.0)
-        self.wait_status("running", 60.0)
+        self.wait_status("running", EVENT_WAIT_S)
         t0 = self.record.last_t()
 
         def moving() -> float | None:
@@ -872,7 +872,7 @@ class HilLoop:
         result: float = wait_for(moving, EVENT_WAIT_S, lambda: f"the tracks moving\n{self.logs()}")
         return result
 
-    def wait_status(self, status: str, timeout: float = 30.0) -> None:
+    def wait_status(self, status: str, timeout: float = EVENT_WAIT_S) -> None:
         wait_for(lambda: self.rig.get(_keys.BRIDGE_STATUS) == status, timeout,
                  lambda: f"bridge {status}\n{self.logs()}")
 
@@ -966,5 +966,5 @@ def double_sigint_while_starting(module: str, func: str, args: list[str], delay_
     time.sleep(0.03)
     with contextlib.suppress(ProcessLookupError):  # already gone after the first
         os.killpg(proc.pid, signal.SIGINT)
-    out, _ = proc.communicate(timeout=30)
+    out, _ = proc.communicate(timeout=EVENT_WAIT_S)
     return proc.returncode, (first + out).decode(errors="replace")

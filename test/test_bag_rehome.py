@@ -296,7 +296,7 @@ def test_the_old_participant_reads_on_until_the_writer_has_matched_the_new_one(
         _poll_for(rec, 0.5)
         assert len(rec._links) == 2, "the old participant went before the new one joined on"
         join_ns[0] = time.time_ns()   # the writer's side matches the new reader now
-        wait_for(lambda: rec.poll() is not None and rec._links == [new], 10.0,
+        wait_for(lambda: rec.poll() is not None and rec._links == [new], EVENT_WAIT_S,
                  "the old participant's reading to end once the new one joined on", 0.02)
         _poll_for(rec, 0.3)
         sent = sender.stop()
@@ -331,7 +331,7 @@ def test_bag_record_stopped_and_continued_subscribes_again_and_loses_nothing(
         sent = sender.stop()
         time.sleep(0.5)
         os.kill(rec.pid, signal.SIGINT)
-        assert rec.proc.wait(30) == 0, rec.log()
+        assert rec.proc.wait(EVENT_WAIT_S) == 0, rec.log()
     assert "was stopped: subscribed again" in rec.log()
     assert _positions(bag) == [float(i) for i in range(sent)], rec.log()
 
@@ -350,5 +350,5 @@ def test_a_killed_recorder_has_written_what_it_took(probe: RosTestNode, tmp_path
                  lambda: f"the {sent} messages sent in the running recorder's file (it holds "
                  f"{len(_salvaged_positions(bag) or [])}); its log:\n{rec.log()}")
         os.kill(rec.pid, signal.SIGKILL)
-        rec.proc.wait(30)
+        rec.proc.wait(EVENT_WAIT_S)
     assert _salvaged_positions(bag) == expected

@@ -59,7 +59,7 @@ def _record(probe: RosTestNode, tmp_path: Path, storage: str) -> tuple[Path, lis
         pub.publish(_joint_state(i))
         sent.append(time.perf_counter())
         time.sleep(rng.uniform(0.004, 0.016))
-    assert rec.proc.wait(20) == 0, rec.log()
+    assert rec.proc.wait(EVENT_WAIT_S) == 0, rec.log()
     return bag, sent
 
 
@@ -84,7 +84,7 @@ def test_record_play_round_trip(probe: RosTestNode, tmp_path: Path) -> None:
                    "--pacing-report", str(report)], tmp_path)
     wait_for(lambda: len(received) >= N_MESSAGES, EVENT_WAIT_S,
              lambda: f"{N_MESSAGES} replayed messages, got {len(received)}; log:\n{player.log()}")
-    assert player.proc.wait(10) == 0, player.log()
+    assert player.proc.wait(EVENT_WAIT_S) == 0, player.log()
     assert received == [float(i) for i in range(N_MESSAGES)]
     pacing = read_pacing_csv(report)
     stamps = [m.timestamp_ns for m in contents.messages]
@@ -118,7 +118,7 @@ def test_a_stop_writes_what_was_sent_before_it(probe: RosTestNode, tmp_path: Pat
         os.kill(rec.pid, signal.SIGCONT)
     for i in range(300, 320):   # sent after the stop: the recorder may take some, need not
         pub.publish(_joint_state(i))
-    assert rec.proc.wait(20) == 0, rec.log()
+    assert rec.proc.wait(EVENT_WAIT_S) == 0, rec.log()
     positions = [TYPESTORE.deserialize_cdr(m.data, m.msgtype).position[0]
                  for m in read_bag(bag).messages]
     assert positions[:300] == [float(i) for i in range(300)], rec.log()
@@ -243,7 +243,7 @@ def test_player_pacing_record_follows_the_rate(probe: RosTestNode, tmp_path: Pat
     report = tmp_path / "pacing_x4.csv"
     player = _cli(["bag", "play", str(bag), "--rate", "4", "--pacing-report", str(report)],
                   tmp_path)
-    assert player.proc.wait(30) == 0, player.log()
+    assert player.proc.wait(EVENT_WAIT_S) == 0, player.log()
     pacing = read_pacing_csv(report)
     assert pacing.stamps_ns == stamps
     assert pacing.due_s == pytest.approx([(t - stamps[0]) * 1e-9 / 4 for t in stamps], abs=1e-9)
@@ -295,7 +295,7 @@ def test_sqlite3_bag_as_ros2_bag_record_writes_it_plays_with_clock(
         Clock, "/clock", lambda m: clocks.append(m.clock.sec * 10**9 + m.clock.nanosec), 50)
     player = _cli(["bag", "play", str(bag), "--clock", "--wait-for-subscribers", "10"], tmp_path)
     wait_for(lambda: len(got) >= 20, EVENT_WAIT_S, lambda: f"20 messages; log:\n{player.log()}")
-    assert player.proc.wait(10) == 0
+    assert player.proc.wait(EVENT_WAIT_S) == 0
     assert got == [float(i) for i in range(20)]
     assert clocks and min(clocks) >= t0 and max(clocks) <= t0 + 19 * 10_000_000 + 20_000_000
     assert clocks == sorted(clocks)
@@ -378,7 +378,7 @@ def test_sim_time_bag_has_one_time_base_and_the_metadata_ros2_bag_record_writes(
         pub.publish(stamped(i, t))
         t, i = t + 10_000_000, i + 1
         time.sleep(0.01)
-    assert rec.proc.wait(20) == 0, rec.log()
+    assert rec.proc.wait(EVENT_WAIT_S) == 0, rec.log()
 
     contents = read_bag(bag)
     assert len(contents.messages) == n
@@ -405,8 +405,8 @@ def test_sim_time_bag_has_one_time_base_and_the_metadata_ros2_bag_record_writes(
         JointState, TOPIC, lambda m: got.append(m.header.stamp.sec * 10**9
                                                 + m.header.stamp.nanosec), 100)
     player = _cli(["bag", "play", str(bag), "--clock", "--wait-for-subscribers", "10"], tmp_path)
-    assert player.proc.wait(60) == 0, player.log()
-    wait_for(lambda: len(got) >= n, 10.0, f"{n} replayed messages")
+    assert player.proc.wait(EVENT_WAIT_S) == 0, player.log()
+    wait_for(lambda: len(got) >= n, EVENT_WAIT_S, f"{n} replayed messages")
     played = [c for c in clocks if c >= t0]
     assert played and min(clocks) >= t0 and max(played) <= max(got) + 500_000_000
 
@@ -477,7 +477,7 @@ def test_a_bag_with_tf_opens_as_foxglove_reads_it(probe: RosTestNode, tmp_path: 
             msg.header.stamp.sec, msg.header.stamp.nanosec = 100 + i, 5
             pub.publish(msg)
             time.sleep(0.01)
-        assert rec.proc.wait(30) == 0, rec.log()
+        assert rec.proc.wait(EVENT_WAIT_S) == 0, rec.log()
     finally:
         rec.stop()   # a recorder that did not reach --max-messages must not stay behind
 

@@ -46,7 +46,7 @@ def test_redis_to_plc_and_back(redis_server, spawn, tmp_path, model, lateral, cm
     try:
         rig.command(*cmd)
         rig.start()
-        rig.wait_status("running", 15.0)
+        rig.wait_status("running", EVENT_WAIT_S)
         cfg, core = rig.config, rig.core
         twist = twist_from_artof(*cmd, lateral)
 
@@ -63,8 +63,10 @@ def test_redis_to_plc_and_back(redis_server, spawn, tmp_path, model, lateral, cm
                   and np.array_equal(got_a, expected.angles.astype(np.float32))
                   and last["enable"] and not last["stop"])
             return ok and last
-        last = wait_until(setpoints_match, 10.0, "the inverse-model setpoints in the control DB")
-        assert core.wait_cycles(5, 10.0)   # (a loaded host: not 5 cycles' worth of writes yet)
+        last = wait_until(setpoints_match,
+                          EVENT_WAIT_S, "the inverse-model setpoints in the control DB")
+        assert core.wait_cycles(5,
+                                EVENT_WAIT_S)   # (a loaded host: not 5 cycles' worth of writes yet)
         alive = [w["alive"] for w in rig.plc.writes(last["t"]) if w["enable"]]
         assert len(alive) >= 5
         assert all((b - a) % 65536 >= 1 for a, b in itertools.pairwise(alive)), \
@@ -77,7 +79,7 @@ def test_redis_to_plc_and_back(redis_server, spawn, tmp_path, model, lateral, cm
                                 atol=1e-9)
                     and np.allclose(st["angles"], expected.angles.astype(np.float32), rtol=0.0,
                                     atol=1e-9))
-        wait_until(settled, 10.0, "the plant to settle (float32 steady state)")
+        wait_until(settled, EVENT_WAIT_S, "the plant to settle (float32 steady state)")
         names = [keys.MON_LONGITUDINAL, keys.MON_LATERAL, keys.MON_ANGULAR,
                  *(keys.wheel_speed_key(w) for w in cfg.wheels),
                  *(keys.wheel_angle_key(s) for s in cfg.steering), keys.STATE_VALID]
@@ -94,7 +96,7 @@ def test_redis_to_plc_and_back(redis_server, spawn, tmp_path, model, lateral, cm
             client.disconnect()
             # Redis then holds a reading made after ours (a cycle's MSET is acknowledged with
             # the next cycle's MGET)
-            assert core.wait_cycles(3, 10.0)
+            assert core.wait_cycles(3, EVENT_WAIT_S)
             values = [v.decode() for v in rig.redis.mget(names)]
             after = rig.plc.status()
             steady = before["changed_at"] == after["changed_at"] and all(   # as the DB holds them
@@ -133,9 +135,9 @@ def test_zero_command_holds_steering(redis_server, spawn):
     try:
         rig.command(0.0, 0.5, 0.0)          # pure crab: all wheels at +90 deg
         rig.start()
-        rig.wait_status("running", 15.0)
+        rig.wait_status("running", EVENT_WAIT_S)
         wait_until(lambda: np.allclose(rig.plc.status()["angles"], math.pi / 2, atol=1e-6),
-                   10.0, "the wheels to turn to +90 deg")
+                   EVENT_WAIT_S, "the wheels to turn to +90 deg")
         cfg = rig.config
         # the bridge holds the angles it last *read* from the monitor DB: wait until its own
         # reading (published to Redis from the same read) is there too, or a loaded host's
@@ -143,19 +145,19 @@ def test_zero_command_holds_steering(redis_server, spawn):
         angle_keys = [keys.wheel_angle_key(s) for s in cfg.steering]
         wait_until(lambda: all(v is not None and abs(float(v) - math.pi / 2) <= 1e-6
                                for v in rig.redis.mget(angle_keys)),
-                   10.0, "the bridge's monitor reading of +90 deg")
+                   EVENT_WAIT_S, "the bridge's monitor reading of +90 deg")
         t0 = rig.command(0.0, 0.0, 0.0)
         # the zero command reached the PLC (a loaded host may take a few cycles); a few cycles
         # later the held steering is the last measured one
         wait_until(lambda: any(w["enable"] and all(w[n] == 0.0 for n in cfg.speed_sp_fields())
-                               for w in rig.plc.writes(t0)), 10.0, "the zero command")
-        assert rig.core.wait_cycles(3, 10.0)
+                               for w in rig.plc.writes(t0)), EVENT_WAIT_S, "the zero command")
+        assert rig.core.wait_cycles(3, EVENT_WAIT_S)
         after = rig.plc.writes(t0)[-1]
         assert after["enable"], (rig.core.status, rig.core.snapshot().detail)
         assert all(after[n] == 0.0 for n in cfg.speed_sp_fields())
         assert all(after[n] == pytest.approx(math.pi / 2, abs=1e-6)
                    for n in cfg.angle_sp_fields()), [after[n] for n in cfg.angle_sp_fields()]
-        wait_until(lambda: rig.core.snapshot().commanded == BodyTwist(), 10.0,
+        wait_until(lambda: rig.core.snapshot().commanded == BodyTwist(), EVENT_WAIT_S,
                    "the zero twist in the bridge's snapshot")
     finally:
         rig.close()
@@ -225,8 +227,9 @@ def test_tls_redis_url(redis_server, spawn, tmp_path):
     try:
         rig.command(0.5, 0.0, 0.0)
         rig.start()
-        rig.wait_status("running", 15.0)
-        wait_until(lambda: rig.plc.status()["speeds"][0] > 0.4, 10.0, "tracks moving over TLS")
+        rig.wait_status("running", EVENT_WAIT_S)
+        wait_until(lambda: rig.plc.status()["speeds"][0] > 0.4,
+                   EVENT_WAIT_S, "tracks moving over TLS")
         assert proxy.sessions >= 3   # the bridge's command and wake-up connections, the rig's
     finally:
         rig.close()
@@ -240,7 +243,7 @@ def running_skid_steer(redis_url: str, spawn, cycle_hz: float, **overrides):
     try:
         rig.command(0.5, 0.0, 0.0)
         rig.start()
-        rig.wait_status("running", 15.0)
+        rig.wait_status("running", EVENT_WAIT_S)
         yield rig
     finally:
         rig.close()
@@ -329,7 +332,7 @@ def test_change_during_a_cycle_is_written_before_the_monitor_read(redis_server, 
             armed.set()
             new = wait_until(lambda: next((w for w in rig.plc.writes(t0)
                                            if w["speed_sp_left"] == expected), None),
-                             10.0, "the 0.7 m/s setpoint in the control DB")
+                             EVENT_WAIT_S, "the 0.7 m/s setpoint in the control DB")
             assert notified == [True], "the keyspace notification never reached the bridge"
             assert len(passes) == 2, passes
             old = [w for w in rig.plc.writes(t0) if w["t"] < new["t"]]
@@ -362,14 +365,15 @@ def test_an_overrun_is_counted_kept_and_logged(redis_server, spawn, tmp_path, ca
         before = core.counters["overruns"]
         with caplog.at_level(logging.WARNING, logger="plc_bridge"):
             slow.set()
-            wait_until(lambda: core.counters["overruns"] > before, 10.0, "an overrun")
-            assert core.wait_cycles(2, 10.0)
+            wait_until(lambda: core.counters["overruns"] > before, EVENT_WAIT_S, "an overrun")
+            assert core.wait_cycles(2, EVENT_WAIT_S)
         # (>=: a loaded CI machine may add an overrun of its own)
         assert core.counters["overruns"] >= before + 1
         last = max(core.overruns, key=lambda o: o.end_s - o.start_s)
         assert last.end_s - last.tick_s >= 0.01
         assert last.end_s - last.start_s >= 0.025
         assert any("ran past the next 100 Hz tick" in r.getMessage() for r in caplog.records)
-        wait_until(lambda: int(rig.get(keys.counter_key("overruns")) or 0) >= before + 1, 10.0,
+        wait_until(lambda: int(rig.get(keys.counter_key("overruns")) or 0) >= before + 1,
+                   EVENT_WAIT_S,
                    "the overrun counter in Redis")
         assert core.status == "running"

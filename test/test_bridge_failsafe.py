@@ -102,17 +102,18 @@ def test_write_held_in_the_network_is_not_obeyed_after_the_outage(redis_server, 
         rig.start()
         for _attempt in range(5):   # until the held request is a write (not the cycle's read)
             rig.heartbeat.resume()
-            rig.wait_status("running", 10.0)
-            wait_for(lambda: rig.plc.status()["speeds"][0] > 0.3, 10.0, "tracks at speed")
+            rig.wait_status("running", EVENT_WAIT_S)
+            wait_for(lambda: rig.plc.status()["speeds"][0] > 0.3, EVENT_WAIT_S, "tracks at speed")
             proxy.block_new = reconnect == "after_the_outage"
             logged = len(caplog.records)
             proxy.stall()
             rig.heartbeat.pause()          # no fresh commands: only the held write could drive
             t_stall = time.monotonic()
             # at_once: the bridge reconnects within ~10 ms, so the status moves on at once
-            wait_for(lambda n=logged: _status_logged(caplog, "stopped:plc_link_lost", n), 10.0,
+            wait_for(lambda n=logged: _status_logged(caplog, "stopped:plc_link_lost", n),
+                     EVENT_WAIT_S,
                      "link loss seen")
-            wait_for(lambda: max(abs(v) for v in rig.plc.status()["speeds"]) < 1e-3, 10.0,
+            wait_for(lambda: max(abs(v) for v in rig.plc.status()["speeds"]) < 1e-3, EVENT_WAIT_S,
                      "the PLC's watchdog to stop the plant")
             held = proxy.held()
             time.sleep(max(0.0, t_stall + 2.0 - time.monotonic()))
@@ -122,10 +123,11 @@ def test_write_held_in_the_network_is_not_obeyed_after_the_outage(redis_server, 
             proxy.release()
             if 0x05 in _s7_function(held):
                 break
-            wait_for(lambda: rig.core.status != "stopped:plc_link_lost", 10.0, "reconnected")
+            wait_for(lambda: rig.core.status != "stopped:plc_link_lost",
+                     EVENT_WAIT_S, "reconnected")
         else:
             pytest.fail("the proxy never held a control-DB write")
-        late = wait_for(lambda: [w for w in rig.plc.writes(t_release) if w["enable"]], 10.0,
+        late = wait_for(lambda: [w for w in rig.plc.writes(t_release) if w["enable"]], EVENT_WAIT_S,
                         "the held write to reach the PLC", 0.1)   # the log: not at 100 Hz
         assert late[0]["speed_sp_left"] > 0.3            # it was a drive command
         _plc_still(rig, t_release)
@@ -133,8 +135,8 @@ def test_write_held_in_the_network_is_not_obeyed_after_the_outage(redis_server, 
         assert sum(st["refused"].values()) > refused0, st["refused"]
         # and the machine runs again only on a fresh edge after the bridge's stop
         rig.heartbeat.resume()
-        rig.wait_status("running", 10.0)
-        wait_for(lambda: rig.plc.status()["speeds"][0] > 0.3, 10.0, "tracks at speed again")
+        rig.wait_status("running", EVENT_WAIT_S)
+        wait_for(lambda: rig.plc.status()["speeds"][0] > 0.3, EVENT_WAIT_S, "tracks at speed again")
     finally:
         rig.close()
         proxy.close()
@@ -147,21 +149,21 @@ def test_plc_process_paused_with_a_write_in_flight(redis_server, spawn):
     try:
         rig.command(*COMMAND)
         rig.start()
-        rig.wait_status("running", 10.0)
-        wait_for(lambda: rig.plc.status()["speeds"][0] > 0.3, 10.0, "tracks at speed")
+        rig.wait_status("running", EVENT_WAIT_S)
+        wait_for(lambda: rig.plc.status()["speeds"][0] > 0.3, EVENT_WAIT_S, "tracks at speed")
         proc = rig.plc_proc.proc
         proc.send_signal(signal.SIGSTOP)
         rig.heartbeat.pause()
-        wait_for(lambda: _stopped(proc.pid), 10.0, "the virtual PLC process stopped")
+        wait_for(lambda: _stopped(proc.pid), EVENT_WAIT_S, "the virtual PLC process stopped")
         t_stop = time.monotonic()                # no PLC thread runs from here on
         try:
-            wait_for(lambda: rig.core.status == "stopped:plc_link_lost", 10.0, "link loss")
+            wait_for(lambda: rig.core.status == "stopped:plc_link_lost", EVENT_WAIT_S, "link loss")
             time.sleep(max(0.0, t_stop + 2.0 - time.monotonic()))
         finally:
             proc.send_signal(signal.SIGCONT)
         _plc_still_after_resume(rig, t_stop)
         rig.heartbeat.resume()
-        rig.wait_status("running", 10.0)
+        rig.wait_status("running", EVENT_WAIT_S)
     finally:
         rig.close()
 
@@ -172,7 +174,7 @@ def _stopped(pid: int) -> bool:
 
 
 def _plc_still_after_resume(rig: HilRig, t_stop: float) -> None:
-    wait_for(lambda: max(abs(v) for v in rig.plc.status()["speeds"]) < 1e-3, 10.0,
+    wait_for(lambda: max(abs(v) for v in rig.plc.status()["speeds"]) < 1e-3, EVENT_WAIT_S,
              "the resumed PLC to stop the plant")
     st = rig.plc.status()
     assert st["drove_at"] is None or st["drove_at"] < t_stop, "a scan drove after the pause"
@@ -208,12 +210,13 @@ def test_liveness_keys_expire_after_the_bridge_is_killed(redis_server, spawn, tm
         # each carries an expiry of at most monitor_ttl_s from its last refresh (-2: missing)
         assert all(0 < t <= 400 for t in ttls), dict(zip(live, ttls, strict=True))
         bridge.proc.send_signal(signal.SIGKILL)
-        bridge.proc.wait(5)
+        bridge.proc.wait(EVENT_WAIT_S)
         # ... so after the death each is gone (-2) or still expiring, never kept for good (-1)
         # and never given a longer life: gone within 0.4 s, whatever the machine's load
         _, _, *ttls = liveness()
         assert all(t == -2 or 0 < t <= 400 for t in ttls), dict(zip(live, ttls, strict=True))
-        wait_for(lambda: not any(r.exists(k) for k in live), 10.0, "the liveness keys to expire")
+        wait_for(lambda: not any(r.exists(k) for k in live),
+                 EVENT_WAIT_S, "the liveness keys to expire")
         # what a consumer sees then: no bridge, no valid state
         assert r.get(keys.BRIDGE_STATUS) is None and r.get(keys.STATE_VALID) is None
     finally:
@@ -301,8 +304,8 @@ def test_slow_plc_is_served_at_its_rate_with_a_warning(redis_server, spawn, capl
         rig.command(*COMMAND)
         with caplog.at_level("WARNING", logger="plc_bridge"):
             rig.start()
-            rig.wait_status("running", 20.0)
-            wait_for(lambda: rig.plc.status()["speeds"][0] > 0.3, 10.0, "tracks at speed")
+            rig.wait_status("running", EVENT_WAIT_S)
+            wait_for(lambda: rig.plc.status()["speeds"][0] > 0.3, EVENT_WAIT_S, "tracks at speed")
         warn = [r.getMessage() for r in caplog.records if "answers in" in r.getMessage()]
         assert len(warn) == 1, warn    # once, also if a loaded host forced a reconnect
         assert "ms" in warn[0] and "cycle_hz" in warn[0] and "set cycle_hz <=" in warn[0]
@@ -321,7 +324,7 @@ def test_one_slow_reply_at_connect_does_not_refuse_the_plc(redis_server, spawn):
     try:
         rig.command(*COMMAND)
         rig.start()
-        rig.wait_status("running", 30.0)
+        rig.wait_status("running", EVENT_WAIT_S)
         assert "raise plc_timeout_s" not in rig.core.snapshot().detail
         assert proxy.accepted >= 1
     finally:
@@ -354,9 +357,9 @@ def test_negative_zero_is_never_written(redis_server, spawn):
     try:
         rig.redis.mset({keys.LONGITUDINAL: "-0", keys.LATERAL: "-0.0", keys.ANGULAR: "-0e0"})
         rig.start()
-        rig.wait_status("running", 10.0)
+        rig.wait_status("running", EVENT_WAIT_S)
         t0 = time.monotonic()
-        assert rig.core.wait_cycles(5, 10.0)
+        assert rig.core.wait_cycles(5, EVENT_WAIT_S)
         writes = [w for w in rig.plc.writes(t0) if w["enable"]]
         assert writes
         for w in writes:

@@ -73,7 +73,7 @@ def is_stop(w: dict, rig: HilRig) -> bool:
         w[n] == 0.0 for n in rig.config.speed_sp_fields())
 
 
-def running(rig: HilRig, timeout_s: float = 15.0) -> None:
+def running(rig: HilRig, timeout_s: float = EVENT_WAIT_S) -> None:
     """Back to normal (whatever an earlier test left behind): PLC healthy and reachable, valid
     command, heartbeat toggling, bridge enabled and forwarding; returns once driving steadily
     (the stops the bridge writes before fresh commands while the PLC's watchdog is still
@@ -102,7 +102,7 @@ def driving_steadily(rig: HilRig, timeout_s: float) -> None:
     wait_until(steady, timeout_s, "two driving commands in a row at the PLC")
 
 
-def first_stop_after(rig: HilRig, t0: float, timeout_s: float = 10.0) -> dict:
+def first_stop_after(rig: HilRig, t0: float, timeout_s: float = EVENT_WAIT_S) -> dict:
     return wait_until(lambda: next((w for w in rig.plc.writes(t0) if is_stop(w, rig)), None),
                       timeout_s, "a stop write at the PLC")
 
@@ -124,7 +124,7 @@ def visible_since(rig: HilRig, flag: str, before: float | None) -> float:
     def changed() -> float | None:
         t = rig.plc.status()["changed_at"].get(flag)
         return t if t != before else None
-    return wait_until(changed, 10.0, f"{flag} in the monitor DB")
+    return wait_until(changed, EVENT_WAIT_S, f"{flag} in the monitor DB")
 
 
 
@@ -144,7 +144,7 @@ def stopped_in_cpu_stop(rig: HilRig, timeout_s: float) -> float:
     snap = wait_until(lambda: (s := rig.core.snapshot()).status == "stopped:plc_alive_stale"
                       and s, timeout_s, lambda: f"the core stopped ({rig.core.snapshot()})")
     assert "STOP" in snap.detail
-    assert rig.core.wait_cycles(3, 10.0)
+    assert rig.core.wait_cycles(3, EVENT_WAIT_S)
     in_stop = rig.plc.writes(t_stop)
     assert in_stop and all(w["refused"] == "cpu_stop" for w in in_stop), in_stop[:3]
     return t_stop
@@ -179,7 +179,7 @@ def test_invalid_velocity_stops_within_one_cycle(rig, bad):
     rejected = counter(rig, "rejected_inputs")
     t0 = timed_mset(rig.redis, {keys.LONGITUDINAL: bad})   # when Redis applied it
     stop = assert_stop_within_one_cycle(rig, t0)
-    assert rig.core.wait_cycles(5, 10.0)
+    assert rig.core.wait_cycles(5, EVENT_WAIT_S)
     assert rig.core.status == "stopped:invalid_input"
     assert keys.LONGITUDINAL in rig.get(keys.BRIDGE_DETAIL)
     assert counter(rig, "rejected_inputs") == rejected + 1    # counted once, not per cycle
@@ -195,7 +195,7 @@ def test_deleted_velocity_key_stops_within_one_cycle(rig, key):
     rejected = counter(rig, "rejected_inputs")
     t0 = timed_delete(rig.redis, key)
     stop = assert_stop_within_one_cycle(rig, t0)
-    assert rig.core.wait_cycles(5, 10.0)
+    assert rig.core.wait_cycles(5, EVENT_WAIT_S)
     assert rig.core.status == "stopped:invalid_input"
     assert f"{key} is missing" in rig.get(keys.BRIDGE_DETAIL)
     assert counter(rig, "rejected_inputs") == rejected + 1
@@ -208,14 +208,14 @@ def test_garbage_heartbeat_and_infeasible_lateral_are_rejected(rig):
     rig.heartbeat.pause()
     t0 = timed_mset(rig.redis, {keys.HEARTBEAT: "maybe"})
     stop = assert_stop_within_one_cycle(rig, t0)
-    assert rig.core.wait_cycles(3, 10.0)
+    assert rig.core.wait_cycles(3, EVENT_WAIT_S)
     assert rig.core.status == "stopped:invalid_input"
     assert counter(rig, "rejected_inputs") == rejected + 1
     running(rig)
     # lateral velocity on tracks is infeasible: stop and count, never drive a guess
     t1 = timed_mset(rig.redis, {keys.LATERAL: "0.2"})
     stop = assert_stop_within_one_cycle(rig, t1)
-    assert rig.core.wait_cycles(3, 10.0)
+    assert rig.core.wait_cycles(3, EVENT_WAIT_S)
     assert rig.core.status == "stopped:infeasible_command"
     assert "lateral" in rig.get(keys.BRIDGE_DETAIL)
     assert counter(rig, "rejected_inputs") == rejected + 2
@@ -234,15 +234,15 @@ def test_recovery_needs_a_fresh_heartbeat_edge(rig):
         rig.heartbeat.pause()
         # a toggle set just before the pause is read while the input is still invalid: it
         # is not the fresh edge the recovery needs
-        assert rig.core.wait_cycles(2, 10.0)
+        assert rig.core.wait_cycles(2, EVENT_WAIT_S)
         t0 = rig.command(*COMMAND)        # input valid again, but no new edge yet
-        assert rig.core.wait_cycles(30, 5.0)   # (well inside the 10 s above)
+        assert rig.core.wait_cycles(30, EVENT_WAIT_S)   # 0.3 s at 100 Hz: inside the 10 s above
         assert rig.core.status == "stopped:waiting_heartbeat_edge"
         assert_no_motion(rig, t0)
     finally:
         rig.core.update_parameters({"heartbeat_timeout_s": timeout})
     rig.heartbeat.resume()                # the next toggle re-arms
-    rig.wait_status("running", 15.0)
+    rig.wait_status("running", EVENT_WAIT_S)
 
 
 def stop_that_stays(rig: HilRig, t0: float) -> dict:
@@ -262,7 +262,7 @@ def test_heartbeat_timeout_stops(rig):
     wait_until(lambda: time.monotonic() > t_last + timeout
                and rig.core.status == "stopped:heartbeat_stale", timeout + 10.0,
                "the stale heartbeat stop")
-    assert rig.core.wait_cycles(3, 10.0)
+    assert rig.core.wait_cycles(3, EVENT_WAIT_S)
     # The stop that the silence caused is the one no driving write follows. A stop just after
     # t_last can come from before it: if this (test) process was starved of CPU for about a
     # timeout, the heartbeat really was late and the bridge rightly stopped; the toggle at
@@ -278,12 +278,13 @@ def test_heartbeat_timeout_stops(rig):
     assert t_edge is not None
     assert stop["t"] > t_edge + timeout, "stopped before the timeout after the edge it saw"
     assert_stop_within_one_cycle(rig, t_edge + timeout)
-    assert rig.core.wait_cycles(5, 10.0)
+    assert rig.core.wait_cycles(5, EVENT_WAIT_S)
     assert rig.core.status == "stopped:heartbeat_stale"
     # the alive counter to the PLC freezes with stale commands: the PLC's watchdog also trips
     alive = {w["alive"] for w in rig.plc.writes(stop["t"])}
     assert len(alive) == 1
-    wait_until(lambda: not rig.plc.status()["watchdog_ok"], 10.0, "the PLC watchdog to trip")
+    wait_until(lambda: not rig.plc.status()["watchdog_ok"],
+               EVENT_WAIT_S, "the PLC watchdog to trip")
     assert_no_motion(rig, stop["t"])
 
 
@@ -294,23 +295,25 @@ def test_heartbeat_timeout_stops(rig):
 def test_plc_status_bits_stop(rig, flag, bad, status):
     running(rig)
     left_sp = rig.core.model.inverse(BodyTwist(COMMAND[0], COMMAND[1], COMMAND[2])).speeds[0]
-    wait_until(lambda: rig.plc.status()["speeds"][0] > 0.5 * left_sp, 10.0, "the tracks to move")
+    wait_until(lambda: rig.plc.status()["speeds"][0] > 0.5 * left_sp,
+               EVENT_WAIT_S, "the tracks to move")
     before = rig.plc.status()["changed_at"].get(flag)
     rig.plc.faults(**{flag: bad})
     t_visible = visible_since(rig, flag, before)
     # the cycle that reads the bit answers it with a stop in the same cycle
     stop = assert_stop_within_one_cycle(rig, t_visible)
-    assert rig.core.wait_cycles(5, 10.0)
+    assert rig.core.wait_cycles(5, EVENT_WAIT_S)
     assert rig.core.status == status
     assert rig.get(keys.BRIDGE_STATUS) == status
     assert_no_motion(rig, stop["t"])
     rig.heartbeat.pause()                 # no heartbeat edge may come in the window below
-    assert rig.core.wait_cycles(2, 10.0)   # (a toggle set before the pause is read first)
+    assert rig.core.wait_cycles(2, EVENT_WAIT_S)   # (a toggle set before the pause is read first)
     t1 = time.monotonic()
     before = rig.plc.status()["changed_at"].get(flag)
     rig.plc.faults(**{flag: not bad})
     visible_since(rig, flag, before)
-    assert rig.core.wait_cycles(3, 10.0)  # cycles that read the cleared bit, not a 50 ms sleep
+    assert rig.core.wait_cycles(3,
+                                EVENT_WAIT_S)  # cycles that read the cleared bit, not a 50 ms sleep
     assert_no_motion(rig, t1)             # fault cleared, but no edge yet
     running(rig)
 
@@ -334,7 +337,7 @@ def test_frozen_plc_alive_counter_stops(rig):
     # stale from t_seen + limit at the latest; the one read the PLC may log with the value of
     # the scan just after it makes that up to one cycle later
     assert_stop_within_one_cycle(rig, t_seen + limit, in_flight=2)
-    assert rig.core.wait_cycles(3, 10.0)
+    assert rig.core.wait_cycles(3, EVENT_WAIT_S)
     assert rig.core.status == "stopped:plc_alive_stale"
     assert_no_motion(rig, stop["t"])
     rig.plc.faults(freeze_alive=False)
@@ -366,7 +369,7 @@ def link_lost_logged(caplog: pytest.LogCaptureFixture, since: int) -> float:
     rec = wait_until(lambda: next((r for r in caplog.records[since:] if r.name == "plc_bridge"
                                    and r.getMessage().startswith(
                                        "plc_bridge stopped:plc_link_lost")), None),
-                     10.0, "stopped:plc_link_lost in the bridge's log")
+                     EVENT_WAIT_S, "stopped:plc_link_lost in the bridge's log")
     return rec.created - realtime_minus_monotonic()
 
 
@@ -386,7 +389,8 @@ def _link_loss(rig: HilRig, inject, clear, what: str, caplog: pytest.LogCaptureF
     # invalid at once, never left frozen
     # (a sanity bound, not the design figure: the figure itself is bench/bridge.py's; the
     # moment is the bridge's log record, not this thread's look at the keys)
-    wait_until(lambda: rig.get(keys.STATE_VALID) == "false", 10.0, f"invalid monitor ({what})")
+    wait_until(lambda: rig.get(keys.STATE_VALID) == "false",
+               EVENT_WAIT_S, f"invalid monitor ({what})")
     t_lost = link_lost_logged(caplog, logged)
     assert t_lost - t0 <= SANITY_S, f"{what}: {t_lost - t0:.3f} s"
     assert rig.get(keys.BRIDGE_STATUS) == "stopped:plc_link_lost"
@@ -396,11 +400,12 @@ def _link_loss(rig: HilRig, inject, clear, what: str, caplog: pytest.LogCaptureF
     assert rig.get(keys.wheel_speed_key("left")) == keys.INVALID
     time.sleep(0.1)
     t_back = clear()
-    first = wait_until(lambda: (rig.plc.writes(t_back) or [None])[0], 10.0,
+    first = wait_until(lambda: (rig.plc.writes(t_back) or [None])[0], EVENT_WAIT_S,
                        f"the first write after the PLC returned ({what})")
     assert first["t"] - t_back <= SANITY_S, f"{what}: back after {first['t'] - t_back:.3f} s"
     assert is_stop(first, rig), "the first write after a reconnect must be a zero command"
-    wait_until(lambda: counter(rig, "plc_reconnects") > reconnects, 10.0, "reconnect counted")
+    wait_until(lambda: counter(rig, "plc_reconnects") > reconnects,
+               EVENT_WAIT_S, "reconnect counted")
     running(rig)
 
 
@@ -427,13 +432,13 @@ def test_virtual_plc_killed_and_restarted(rig, caplog):
     logged = len(caplog.records)
     t0 = time.monotonic()
     rig.kill_plc()
-    wait_until(lambda: rig.get(keys.STATE_VALID) == "false", 10.0, "invalid monitor")
+    wait_until(lambda: rig.get(keys.STATE_VALID) == "false", EVENT_WAIT_S, "invalid monitor")
     assert link_lost_logged(caplog, logged) - t0 <= SANITY_S
     assert rig.core.status == "stopped:plc_link_lost"
     time.sleep(0.2)
     rig.start_plc()                       # a new process on the same port
     t_back = rig.plc.status()["started_at"]
-    first = wait_until(lambda: (rig.plc.writes(t_back) or [None])[0], 10.0, "first write")
+    first = wait_until(lambda: (rig.plc.writes(t_back) or [None])[0], EVENT_WAIT_S, "first write")
     assert first["t"] - t_back <= SANITY_S, f"back after {first['t'] - t_back:.3f} s"
     assert is_stop(first, rig)
     running(rig)
@@ -447,7 +452,7 @@ def test_redis_killed_and_restarted(tmp_path, shared):
     try:
         rig.command(*COMMAND)
         rig.start()
-        rig.wait_status("running", 15.0)
+        rig.wait_status("running", EVENT_WAIT_S)
         # the command is in effect at the PLC (past the start-up stop + command pairs), so
         # every stop after the kill is the bridge's answer to the lost Redis
         driving_steadily(rig, 15.0)
@@ -466,11 +471,11 @@ def test_redis_killed_and_restarted(tmp_path, shared):
         # (never a stale "running", never nothing until a cycle publishes); read from the
         # server's own record of writes: the bridge overwrites it with waiting_heartbeat a
         # cycle later, which a poll of the key may see first
-        statuses = wait_until(lambda: server.values_written(keys.BRIDGE_STATUS), 10.0,
+        statuses = wait_until(lambda: server.values_written(keys.BRIDGE_STATUS), EVENT_WAIT_S,
                               "the bridge's status key")
         assert statuses[0] == "stopped:redis_lost", statuses
         assert "Redis" in server.values_written(keys.BRIDGE_DETAIL)[0]
-        wait_until(lambda: rig.get(keys.counter_key("redis_reconnects")) == "1", 10.0,
+        wait_until(lambda: rig.get(keys.counter_key("redis_reconnects")) == "1", EVENT_WAIT_S,
                    "the reconnect counted")
         assert_no_motion(rig, stop["t"])
         running(rig)
@@ -502,7 +507,7 @@ def test_stale_keys_at_startup_do_not_move_the_machine(tmp_path, shared):
         rig.core.start()                  # no heartbeat toggling: the keys are leftovers
         # waited for, not assumed after a 1.2 s sleep: a fresh virtual PLC on a loaded host can
         # answer its first requests later than plc_timeout_s (a link loss and a reconnect first)
-        rig.wait_status("stopped:waiting_heartbeat", 15.0)
+        rig.wait_status("stopped:waiting_heartbeat", EVENT_WAIT_S)
         writes_since(rig, t0, 50)         # 50 cycles refusing them, however long they take
         assert_no_motion(rig, t0)
         assert rig.plc.status()["speeds"] == [0.0, 0.0]
@@ -553,7 +558,7 @@ def test_sigterm_writes_a_stop(shared, tmp_path):
                    f"{bridge.log()[-2000:]}")
         t0 = time.monotonic()
         bridge.proc.send_signal(signal.SIGTERM)
-        assert bridge.proc.wait(30) == 0
+        assert bridge.proc.wait(EVENT_WAIT_S) == 0
         writes = rig.plc.writes(t0)
         assert writes and is_stop(writes[-1], rig), bridge.log()[-2000:]
         assert rig.get(keys.BRIDGE_STATUS) == "stopped:shutdown"
@@ -583,7 +588,7 @@ def test_redis_auth_url(tmp_path, shared):
     try:
         rig.command(*COMMAND)
         rig.start()
-        rig.wait_status("running", 15.0)
+        rig.wait_status("running", EVENT_WAIT_S)
         assert rig.get(keys.counter_key("cycles")) is not None
         # the same bridge with a wrong password never gets going and reports the cause
         from plc_bridge.bridge.core import BridgeCore
@@ -596,7 +601,7 @@ def test_redis_auth_url(tmp_path, shared):
         def cause():
             snap = wrong.snapshot()
             return snap if "Error" in snap.detail else None
-        snap = wait_until(cause, 10.0, "the cause of the Redis failure")
+        snap = wait_until(cause, EVENT_WAIT_S, "the cause of the Redis failure")
         assert snap.status == "stopped:redis_lost"
         assert "invalid" in snap.detail.lower() or "auth" in snap.detail.lower(), snap.detail
     finally:
@@ -631,12 +636,12 @@ def test_internal_error_stops_and_ends_the_loop(tmp_path, shared):
     try:
         rig.command(*COMMAND)
         rig.start()
-        rig.wait_status("running", 15.0)
+        rig.wait_status("running", EVENT_WAIT_S)
         # the bug appears at t0 as the loop's own clock reads it, however late this thread is
         t0 = time.monotonic() + 0.05
         rig.core.model.broken_from = t0
         stop = assert_stop_within_one_cycle(rig, t0)
-        wait_until(lambda: not rig.core.loop_alive, 10.0, "the loop to end")
+        wait_until(lambda: not rig.core.loop_alive, EVENT_WAIT_S, "the loop to end")
         assert rig.core.status == "stopped:internal_error"
         assert "simulated bug" in rig.core.failed
         assert rig.get(keys.BRIDGE_STATUS) == "stopped:internal_error"

@@ -92,7 +92,7 @@ def test_node_publishes_and_deactivate_stops(redis_server, node_processes, ros_n
             pub.publish(cmd)   # running lasts only ~1.25 s past the last cmd_vel: keep driving
             return any(s.name == "plc_bridge" and s.message == "running"
                        for d in list(diags) for s in d.status)
-        wait_for(diagnosed_running, 10.0, "diagnostics OK", 0.05)
+        wait_for(diagnosed_running, EVENT_WAIT_S, "diagnostics OK", 0.05)
 
         client = ros_node.node.create_client(ChangeState, "plc_bridge/change_state")
         assert client.wait_for_service(timeout_sec=30.0)
@@ -452,7 +452,7 @@ def test_parameters_over_dds_describe_set_refuse_and_deprecated_names(
         # a dynamic one takes effect: an envelope below the command stops the bridge...
         res = _set(ros_node, "max_longitudinal_m_s", 0.3)
         assert res.successful, res.reason
-        wait_for(status_after_driving(b"stopped:invalid_input"), 15.0,
+        wait_for(status_after_driving(b"stopped:invalid_input"), EVENT_WAIT_S,
                  lambda: f"the 0.6 m/s command rejected (status {r.get(keys.BRIDGE_STATUS)})",
                  0.05)
         assert b"max_longitudinal_m_s" in r.get(keys.BRIDGE_DETAIL)
@@ -461,7 +461,7 @@ def test_parameters_over_dds_describe_set_refuse_and_deprecated_names(
         assert all(w["speed_sp_left"] == 0.0 for w in plc.writes(t0))   # the PLC got stops
         # ... and widening it lets the same command through again
         assert _set(ros_node, "max_longitudinal_m_s", 1.0).successful
-        wait_for(status_after_driving(b"running"), 15.0, "running again", 0.05)
+        wait_for(status_after_driving(b"running"), EVENT_WAIT_S, "running again", 0.05)
 
         # publish_rate_hz: odom follows the new rate (a timer never fires early). The odom
         # published after the change, told by its stamp (the node's system clock, as this

@@ -79,14 +79,14 @@ def test_a_bridge_restarted_with_its_clock_an_hour_back_drives_at_once(redis_ser
     try:
         rig.command(*COMMAND)
         rig.start()
-        rig.wait_status("running", 20.0)
+        rig.wait_status("running", EVENT_WAIT_S)
         _moving_since(rig, 0.0)
         rig.core.stop()                                    # a clean stop: its last write
         first_run = rig.plc.status()["seq_accepted"]
         t2 = time.monotonic()
         rig.core = BridgeCore(rig.config, clock=lambda: time.monotonic() - HOUR_S)
         rig.core.start()
-        rig.wait_status("running", 20.0)
+        rig.wait_status("running", EVENT_WAIT_S)
         _moving_since(rig, t2)
         writes = _none_stale(rig.plc.writes(t2))
         seqs = [from_dint(w["seq"]) for w in writes]
@@ -118,7 +118,7 @@ def test_the_bridge_process_restarted_an_hour_back_under_libfaketime_drives_at_o
                  lambda: f"the first bridge running: {first.log()[-1500:]}")
         _moving_since(rig, 0.0)
         first.proc.send_signal(signal.SIGTERM)
-        assert first.proc.wait(10) == 0
+        assert first.proc.wait(EVENT_WAIT_S) == 0
         first_run = rig.plc.status()["seq_accepted"]
         t2 = time.monotonic()
         second = NodeProcess("plc_bridge.bridge.cli", args, log_dir=tmp_path, env=fake)
@@ -177,16 +177,16 @@ def test_a_refusing_plc_is_never_reported_running_and_says_why(recorded_redis, s
     try:
         rig.command(*COMMAND)
         rig.start()
-        rig.wait_status("running", 20.0)
+        rig.wait_status("running", EVENT_WAIT_S)
         _moving_since(rig, 0.0)
         t0 = time.monotonic()
         with RogueWriter(rig.config, rig.plc_port,
                          rig.plc.status()["seq_accepted"] + 2**30) as rogue:
-            wait_for(lambda: rig.get(keys.BRIDGE_STATUS) == "stopped:plc_refused", 10.0,
+            wait_for(lambda: rig.get(keys.BRIDGE_STATUS) == "stopped:plc_refused", EVENT_WAIT_S,
                      lambda: f"stopped:plc_refused (now {rig.get(keys.BRIDGE_STATUS)})")
             detail = rig.get(keys.BRIDGE_DETAIL) or ""
             assert "stale_seq" in detail and "another writer is on DB100" in detail, detail
-            wait_for(lambda: rig.get(keys.STATE_REFUSED_REASON) == "stale_seq", 10.0,
+            wait_for(lambda: rig.get(keys.STATE_REFUSED_REASON) == "stale_seq", EVENT_WAIT_S,
                      "the PLC's cause on Redis")
 
             log = PlcWriteLog(rig.plc, t0)
@@ -202,12 +202,12 @@ def test_a_refusing_plc_is_never_reported_running_and_says_why(recorded_redis, s
                      LOG_POLL_S)
             assert {w["refused"] for w in bridge_refused()} == {"stale_seq"}
             wait_for(lambda: int(rig.get(keys.STATE_REFUSED) or 0) >= 50
-                     and int(rig.get(keys.counter_key("plc_refusals")) or 0) >= 50, 10.0,
+                     and int(rig.get(keys.counter_key("plc_refusals")) or 0) >= 50, EVENT_WAIT_S,
                      "the PLC's count of refusals on Redis, and the bridge's")
             assert rig.core.status == "stopped:plc_refused"
         # the rogue is quiet: a new session beyond its seq, a stop, then driving again
         t1 = time.monotonic()
-        rig.wait_status("running", 20.0)
+        rig.wait_status("running", EVENT_WAIT_S)
         _moving_since(rig, t1)
         assert int(rig.get(keys.counter_key("seq_resyncs")) or 0) >= 1
         assert seq_newer(int(rig.get(keys.STATE_SEQ_ACCEPTED) or 0), rogue.seq % 2**32)
@@ -235,7 +235,7 @@ def test_two_bridges_on_one_plc_both_stop_and_the_one_left_drives_again(tmp_path
     try:
         a.command(*COMMAND)
         a.start()
-        a.wait_status("running", 20.0)
+        a.wait_status("running", EVENT_WAIT_S)
         _moving_since(a, 0.0)
         b = redis.Redis.from_url(servers[1].url)
         b.mset({keys.LONGITUDINAL: "0.8", keys.LATERAL: "0", keys.ANGULAR: "-0.3"})
@@ -274,7 +274,7 @@ def test_two_bridges_on_one_plc_both_stop_and_the_one_left_drives_again(tmp_path
             hb.stop()
             b.close()
         t1 = time.monotonic()
-        a.wait_status("running", 20.0)
+        a.wait_status("running", EVENT_WAIT_S)
         _moving_since(a, t1)
     finally:
         a.close()

@@ -7,6 +7,7 @@ import random
 import time
 
 import pytest
+from helpers import EVENT_WAIT_S
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -216,7 +217,7 @@ def test_a_peer_that_accepts_and_then_fails_is_retried_less_and_less():
     def connect(now: float) -> str:
         done.clear()
         assert r.poll(now) is None            # starts the attempt in its thread
-        assert done.wait(5.0)
+        assert done.wait(EVENT_WAIT_S)
         r._thread.join(5.0)
         got = r.poll(now)
         assert got == "conn"

@@ -140,11 +140,12 @@ def test_sim_node_waits_for_the_scheduled_commands(tmp_path) -> None:
         assert clock_now(clock) == held, "the simulation stepped past the scheduled commands"
         for _ in (1, 2):  # each command releases the periods up to its stamp
             send(sent[-1] + 0.05)
-            wait_for(lambda: clock_now(clock) >= sent[-1] + PERIOD_S - 1e-9, 10.0,
+            wait_for(lambda: clock_now(clock) >= sent[-1] + PERIOD_S - 1e-9, EVENT_WAIT_S,
                      f"the periods up to the command stamped {sent[-1]:.3f} s")
             time.sleep(0.3)
             assert clock_now(clock) == pytest.approx(sent[-1] + PERIOD_S, abs=1e-9)
-        _, waiting = wait_for(lambda: (s := running_status(diagnostics)) and s, 10.0, proc.log)
+        _, waiting = wait_for(lambda: (s := running_status(diagnostics)) and s,
+                              EVENT_WAIT_S, proc.log)
         assert int(waiting["commands_past_stamp"]) == 0, waiting   # none late: it waited
         assert int(waiting["commands_held"]) >= 50
 

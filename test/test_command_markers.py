@@ -110,7 +110,7 @@ def test_sim_node_waits_for_markers_and_moves_nothing(tmp_path) -> None:
         time.sleep(1.0)
         assert clock_now(clock) == held, "the simulation stepped past the last marker"
         _, values = wait_for(lambda: (s := running_status(diagnostics)) and int(
-            s[1]["command_markers"]) >= 50 and s, 10.0, proc.log)
+            s[1]["command_markers"]) >= 50 and s, EVENT_WAIT_S, proc.log)
         assert values["commands_past_stamp"] == "0" and values["command_lockstep"] == "on"
         q = dict(zip(joints[-1].name, joints[-1].position, strict=False))
         assert all(abs(q[n] - q0[n]) < 1e-3 for n in POSE), (q, q0)   # nothing moved
@@ -151,7 +151,7 @@ def test_a_late_marker_makes_sim_node_wait_for_its_sender(tmp_path) -> None:
                 seen[:] = [clock_now(clock), time.monotonic()]
             return time.monotonic() - seen[1] >= 1.0
 
-        wait_for(still, 5.0, lambda: f"/clock to stand (at {clock_now(clock)} s)")
+        wait_for(still, EVENT_WAIT_S, lambda: f"/clock to stand (at {clock_now(clock)} s)")
         time.sleep(1.0)
         assert clock_now(clock) == seen[0], "the simulation stepped on without a stamp ahead"
         return seen[0]

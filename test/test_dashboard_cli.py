@@ -13,7 +13,15 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from helpers import REPO, STARTUP_TIMEOUT_S, NodeProcess, free_port, thread_stats, wait_for
+from helpers import (
+    EVENT_WAIT_S,
+    REPO,
+    STARTUP_TIMEOUT_S,
+    NodeProcess,
+    free_port,
+    thread_stats,
+    wait_for,
+)
 
 TOKEN = "0123456789abcdef0123"
 
@@ -108,7 +116,7 @@ def test_double_sigint_exits_cleanly(tmp_path):
     wait_for(lambda: "DASHBOARD READY" in proc.log() or not proc.alive(),
              STARTUP_TIMEOUT_S, proc.log)
     proc.interrupt(count=2, gap=0.01)
-    assert proc.proc.wait(20) == 0, proc.log()
+    assert proc.proc.wait(EVENT_WAIT_S) == 0, proc.log()
     assert "Traceback" not in proc.log()
 
 

@@ -288,13 +288,13 @@ def test_dashboard_drives_and_stops_the_rig(stack, browser, probe, tmp_path):
         "value"))
     _slider_to(browser, ".dash-slider-z", z0 + 1.0)
     wait_for(lambda: _number(browser, "z") is not None
-             and abs(_number(browser, "z") - (z0 + 1.0)) < 1e-6, 10.0,
+             and abs(_number(browser, "z") - (z0 + 1.0)) < 1e-6, EVENT_WAIT_S,
              lambda: f"the z number field to follow the slider (at {_number(browser, 'z')})")
     target = (6.0, 0.0, z0 + 1.0, math.radians(30.0))
-    wait_for(lambda: _text(browser, ".dash-verdict") == "reachable", 10.0, "the IK verdict")
+    wait_for(lambda: _text(browser, ".dash-verdict") == "reachable", EVENT_WAIT_S, "the IK verdict")
     solution = InverseKinematics(default_geometry()).solve(target[:3], target[3])
     browser.find_element(By.CSS_SELECTOR, ".dash-send").click()
-    wait_for(lambda: "sent target_pose" in _text(browser, ".dash-sent"), 10.0, "the send")
+    wait_for(lambda: "sent target_pose" in _text(browser, ".dash-sent"), EVENT_WAIT_S, "the send")
 
     def settled() -> bool:
         return bool(np.max(np.abs(q_now() - solution.q)) < 0.02)
@@ -354,20 +354,20 @@ def test_dashboard_drives_and_stops_the_rig(stack, browser, probe, tmp_path):
 
     dig = TargetChecker(default_geometry()).check(4.3, 0.0, -1.3, math.radians(-15.0)).detail
     assert dig.startswith("reachable"), dig
-    wait_for(lambda: dig in _text(browser, ".dash-verdict-detail"), 10.0,
+    wait_for(lambda: dig in _text(browser, ".dash-verdict-detail"), EVENT_WAIT_S,
              lambda: f"the dig verdict: {_text(browser, '.dash-verdict-detail')} "
              f"(expected: {dig})")
     # a hidden tab gets no updates: the machine moves, the side view stays; shown, it resumes
     _set_hidden(browser, True)
-    wait_for(lambda: _side_attr(browser, "paused") == "true", 10.0, "the server's pause")
+    wait_for(lambda: _side_attr(browser, "paused") == "true", EVENT_WAIT_S, "the server's pause")
     frames, q_hidden = int(_side_attr(browser, "frames")), q_now()
     browser.find_element(By.CSS_SELECTOR, ".dash-send").click()
     wait_for(lambda: "(4.30, 0.00, -1.30) m, pitch -15.0 deg" in _text(browser, ".dash-sent"),
-             10.0, lambda: _text(browser, ".dash-sent"))
+             EVENT_WAIT_S, lambda: _text(browser, ".dash-sent"))
     wait_for(lambda: np.max(np.abs(q_now() - q_hidden)) > 0.1, EVENT_WAIT_S, "the machine to move")
     assert int(_side_attr(browser, "frames")) == frames
     _set_hidden(browser, False)
-    wait_for(lambda: int(_side_attr(browser, "frames")) > frames, 10.0, "frames again")
+    wait_for(lambda: int(_side_attr(browser, "frames")) > frames, EVENT_WAIT_S, "frames again")
     assert _side_attr(browser, "paused") == "false"
 
     def digging() -> bool:
@@ -391,7 +391,7 @@ def test_dashboard_drives_and_stops_the_rig(stack, browser, probe, tmp_path):
     # --- unreachable target: the verdict names the limit, send is disabled -------------------
     _type_number(browser, "x", 6.9)
     _type_number(browser, "z", 3.0)
-    wait_for(lambda: _text(browser, ".dash-verdict").startswith("unreachable"), 10.0,
+    wait_for(lambda: _text(browser, ".dash-verdict").startswith("unreachable"), EVENT_WAIT_S,
              "an unreachable verdict")
     assert "OUT_OF_REACH" in _text(browser, ".dash-verdict")
     assert "out of reach" in _text(browser, ".dash-verdict-detail")
@@ -400,7 +400,8 @@ def test_dashboard_drives_and_stops_the_rig(stack, browser, probe, tmp_path):
 
     # --- a value typed out of a field's range: refused naming the range, not clamped ---------
     _type_number(browser, "x", 25.0)   # (and Tab: NiceGUI clamped into min..max on blur)
-    wait_for(lambda: _text(browser, ".dash-verdict").startswith("refused: OUT_OF_RANGE"), 10.0,
+    wait_for(lambda: _text(browser, ".dash-verdict").startswith("refused: OUT_OF_RANGE"),
+             EVENT_WAIT_S,
              lambda: f"an out-of-range verdict: {_text(browser, '.dash-verdict')}")
     assert _number(browser, "x") == 25.0, "the field keeps what was typed"
     from excavator_hil.dashboard.core import TargetChecker
@@ -410,7 +411,7 @@ def test_dashboard_drives_and_stops_the_rig(stack, browser, probe, tmp_path):
     assert "x = 25.00 m is outside" in _text(browser, ".dash-verdict-detail")
     assert browser.find_element(By.CSS_SELECTOR, ".dash-send").get_attribute("disabled")
     _type_number(browser, "x", 6.9)
-    wait_for(lambda: _text(browser, ".dash-verdict").startswith("unreachable"), 10.0,
+    wait_for(lambda: _text(browser, ".dash-verdict").startswith("unreachable"), EVENT_WAIT_S,
              "the unreachable verdict again")
 
     # --- drive the tracks through Redis from the page ----------------------------------------
@@ -419,7 +420,7 @@ def test_dashboard_drives_and_stops_the_rig(stack, browser, probe, tmp_path):
     drive.click()
     wait_for(lambda: browser.execute_script(
         "return document.querySelector('.dash-drive').getAttribute('aria-checked')") == "true",
-        10.0, "the Drive switch on")
+        EVENT_WAIT_S, "the Drive switch on")
     _slider_to(browser, ".dash-twist-longitudinal", 0.3, tol=1e-3)   # 5 steps of 0.06 m/s
     r = stack["redis"]
 
@@ -439,7 +440,8 @@ def test_dashboard_drives_and_stops_the_rig(stack, browser, probe, tmp_path):
     def driving_db() -> bool:
         db = _control_db(stack["plc_port"])
         return db["enable"] and not db["stop"] and db["speed_sp_left"] > 0.1
-    wait_for(driving_db, 10.0, lambda: f"control DB driving: {_control_db(stack['plc_port'])}")
+    wait_for(driving_db,
+             EVENT_WAIT_S, lambda: f"control DB driving: {_control_db(stack['plc_port'])}")
     browser.save_screenshot(str(shots / "dashboard_driving.png"))
 
     # --- STOP: the PLC's control DB holds zero -----------------------------------------------
@@ -449,14 +451,15 @@ def test_dashboard_drives_and_stops_the_rig(stack, browser, probe, tmp_path):
         db = _control_db(stack["plc_port"])
         return (db["stop"] and not db["enable"] and db["speed_sp_left"] == 0.0
                 and db["speed_sp_right"] == 0.0)
-    wait_for(stopped_db, 10.0, lambda: f"control DB stopped: {_control_db(stack['plc_port'])}")
+    wait_for(stopped_db,
+             EVENT_WAIT_S, lambda: f"control DB stopped: {_control_db(stack['plc_port'])}")
     # the keys' zero and the heartbeat's end leave the dashboard together, but the bridge may
     # stop on the stale heartbeat first: a dashboard process starved for longer than
     # heartbeat_timeout_s (a loaded host) writes its zero after the PLC has stopped
-    wait_for(lambda: lon() == "0", 10.0, lambda: f"the longitudinal key at 0 (is {lon()})")
+    wait_for(lambda: lon() == "0", EVENT_WAIT_S, lambda: f"the longitudinal key at 0 (is {lon()})")
     # heartbeat_stale, or waiting_heartbeat when a link loss of a loaded machine came first
     wait_for(lambda: "status stopped: " in _text(browser, ".dash-plc-status")
-             and "heartbeat" in _text(browser, ".dash-plc-status"), 10.0,
+             and "heartbeat" in _text(browser, ".dash-plc-status"), EVENT_WAIT_S,
              lambda: _text(browser, ".dash-plc-status"))
     assert _text(browser, ".dash-drive") and browser.find_element(
         By.CSS_SELECTOR, ".dash-drive").get_attribute("aria-checked") == "false"
@@ -468,7 +471,7 @@ def test_dashboard_drives_and_stops_the_rig(stack, browser, probe, tmp_path):
                  lambda: f"banner {_text(browser, '.dash-banner')!r}")
         assert "PLC DOWN" in _text(browser, ".dash-bridge-badge")
         # (the status keeps the first stop's reason, heartbeat_stale; the monitor is invalid)
-        wait_for(lambda: _text(browser, ".dash-bit-valid") == "valid: 0", 10.0,
+        wait_for(lambda: _text(browser, ".dash-bit-valid") == "valid: 0", EVENT_WAIT_S,
                  lambda: f"the valid bit readout {_text(browser, '.dash-bit-valid')!r}")
         browser.save_screenshot(str(shots / "dashboard_plc_down.png"))
     finally:

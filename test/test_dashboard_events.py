@@ -72,7 +72,7 @@ class PageClient:
         self.hidden = False
         self.sio = self._run(self._connect(url))
 
-    def _run(self, coro: Any, timeout: float = 30.0) -> Any:
+    def _run(self, coro: Any, timeout: float = EVENT_WAIT_S) -> Any:
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout)
 
     async def _connect(self, url: str) -> Any:

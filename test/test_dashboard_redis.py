@@ -39,16 +39,17 @@ def test_drive_stop_and_exit(redis_server):
         assert client.get(keys.LONGITUDINAL) is None and client.get(keys.HEARTBEAT) is None
 
         link.start_driving()
-        wait_for(lambda: client.get(keys.LONGITUDINAL) == b"0.5", 10.0, "the twist in Redis")
+        wait_for(lambda: client.get(keys.LONGITUDINAL) == b"0.5",
+                 EVENT_WAIT_S, "the twist in Redis")
         assert client.get(keys.ANGULAR) == b"0.2" and client.get(keys.LATERAL) == b"0"
         seen: set[bytes | None] = set()   # both values, however long a loaded host takes
         wait_for(lambda: seen.add(client.get(keys.HEARTBEAT)) or seen == {b"true", b"false"},
                  EVENT_WAIT_S, lambda: f"the heartbeat must toggle: only {seen} seen")
-        wait_for(lambda: sub.get_message(timeout=0.1, ignore_subscribe_messages=True), 10.0,
+        wait_for(lambda: sub.get_message(timeout=0.1, ignore_subscribe_messages=True), EVENT_WAIT_S,
                  "a PUBLISH on the bridge's notify channel")
 
         link.stop()
-        wait_for(lambda: client.get(keys.LONGITUDINAL) == b"0", 10.0, "the stop in Redis")
+        wait_for(lambda: client.get(keys.LONGITUDINAL) == b"0", EVENT_WAIT_S, "the stop in Redis")
         assert client.get(keys.ANGULAR) == b"0"
         assert len(_heartbeats(client, 0.5)) == 1, "no heartbeat toggle after a stop"
         link.set_command(1.0, 0.0, 0.0)   # a slider moved after the stop: not forwarded
@@ -56,7 +57,7 @@ def test_drive_stop_and_exit(redis_server):
         assert client.get(keys.LONGITUDINAL) == b"0"
 
         link.start_driving()
-        wait_for(lambda: client.get(keys.LONGITUDINAL) == b"1", 10.0, "driving again")
+        wait_for(lambda: client.get(keys.LONGITUDINAL) == b"1", EVENT_WAIT_S, "driving again")
         link.close(stop=True)             # the dashboard exits while driving: a stop first
         assert client.get(keys.LONGITUDINAL) == b"0"
         assert len(_heartbeats(client, 0.5)) == 1
@@ -69,12 +70,12 @@ def test_redis_lost_and_back(redis_server):
     try:
         client = redis.Redis.from_url(redis_server.url)
         client.mset({keys.BRIDGE_STATUS: "running", keys.counter_key("cycles"): "1"})
-        wait_for(lambda: link.view.status == "running", 10.0, "the bridge status read")
+        wait_for(lambda: link.view.status == "running", EVENT_WAIT_S, "the bridge status read")
         link.set_command(0.5, 0.0, 0.0)
         link.start_driving()
-        wait_for(lambda: client.get(keys.LONGITUDINAL) == b"0.5", 10.0, "driving")
+        wait_for(lambda: client.get(keys.LONGITUDINAL) == b"0.5", EVENT_WAIT_S, "driving")
         redis_server.stop()
-        wait_for(lambda: link.view.status == "redis down", 10.0, lambda: link.view.status)
+        wait_for(lambda: link.view.status == "redis down", EVENT_WAIT_S, lambda: link.view.status)
         assert link.view.bridge_down and "Redis unreachable" in link.view.banner
         link.stop()                       # pressed while Redis is away: kept until it is back
         redis_server.start()

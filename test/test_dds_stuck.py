@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from helpers import EVENT_WAIT_S
 
 from excavator_common.dds_stuck import FUTEX_SYSCALL, stuck_dds_threads
 from excavator_hil.local_services import STARTUP_TIMEOUT_S
@@ -71,7 +72,7 @@ def dds_like_threads() -> Iterator[dict[str, int]]:
     threads = [threading.Thread(target=f, daemon=True) for f in (stuck, listening, resting)]
     for t in threads:
         t.start()
-    ready.wait(10.0)
+    ready.wait(EVENT_WAIT_S)
     try:
         yield tids
     finally:

@@ -10,7 +10,15 @@ import signal
 from pathlib import Path
 
 from diagnostic_msgs.msg import DiagnosticArray
-from helpers import REPO, STARTUP_TIMEOUT_S, NodeProcess, RosTestNode, not_shown, wait_for
+from helpers import (
+    EVENT_WAIT_S,
+    REPO,
+    STARTUP_TIMEOUT_S,
+    NodeProcess,
+    RosTestNode,
+    not_shown,
+    wait_for,
+)
 from hypothesis import given
 from hypothesis import strategies as st
 from rosgraph_msgs.msg import Clock
@@ -107,7 +115,7 @@ def test_two_machines_stamp_with_the_one_clock(tmp_path: Path) -> None:
 
         # the owner dies: the follower stops stepping (no time of its own) and says why
         owner.proc.send_signal(signal.SIGKILL)
-        owner.proc.wait(10)
+        owner.proc.wait(EVENT_WAIT_S)
         diagnostics.clear()
 
         def waiting() -> bool:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import REPO, STARTUP_TIMEOUT_S, NodeProcess, free_port, wait_for
+from helpers import EVENT_WAIT_S, REPO, STARTUP_TIMEOUT_S, NodeProcess, free_port, wait_for
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -289,7 +289,7 @@ class Peer:
     def stop(self) -> None:
         if self.proc.poll() is None:
             self.proc.terminate()
-            self.proc.wait(10)
+            self.proc.wait(EVENT_WAIT_S)
         self._file.close()
 
 
@@ -509,7 +509,7 @@ def test_bad_parameters_end_the_view_with_one_message(tmp_path):
         proc = NodeProcess("excavator_hil.foxglove_view.node", ["--ros-args", *args],
                            log_dir=tmp_path)
         try:
-            assert proc.proc.wait(60) == 2, proc.log()
+            assert proc.proc.wait(EVENT_WAIT_S) == 2, proc.log()
         finally:
             proc.stop()   # one that did not refuse must not stay on the graph
         assert words in proc.log() and "Traceback" not in proc.log(), proc.log()

@@ -77,7 +77,7 @@ def wait_stopped(pid: int) -> None:
         with open(f"/proc/{pid}/stat") as f:
             return f.read().rsplit(")", 1)[1].split()[0]
 
-    wait_for(lambda: state() == "T", 10.0, f"process {pid} stopped")
+    wait_for(lambda: state() == "T", EVENT_WAIT_S, f"process {pid} stopped")
 
 
 def plc_proc(rig: HilRig) -> Any:
@@ -168,11 +168,12 @@ def nothing_from_before_acts(rig: HilRig, back: float, fault: float) -> None:
 
 def recovered(lp: HilLoop) -> None:
     """The bridge running again and the tracks driving the commanded speed again."""
-    lp.wait_status("running", 90.0)
+    lp.wait_status("running", EVENT_WAIT_S)
     n = len(lp.record.rows)   # by arrival: a new run's simulated time starts from 0 again
     wait_for(lambda: any(r[1] > 0.8 * SPEED_M_S for r in lp.record.rows[n:]), EVENT_WAIT_S,
              lambda: f"driving again\n{lp.logs()}")
-    wait_for(lambda: lp.rig.get(keys.STATE_VALID) == "true", 10.0, "the measurements valid again")
+    wait_for(lambda: lp.rig.get(keys.STATE_VALID) == "true",
+             EVENT_WAIT_S, "the measurements valid again")
 
 
 # --- the simulation frozen or killed ---------------------------------------------------------
@@ -204,7 +205,8 @@ def plant_lost_on_redis(lp: HilLoop) -> None:
     wait_for(lambda: rig.get(keys.BRIDGE_STATUS) == "stopped:plc_plant_lost", EVENT_WAIT_S,
              lambda: f"stopped:plc_plant_lost\n{lp.logs()}")
     assert "plant_lost" in (rig.get(keys.BRIDGE_DETAIL) or "")
-    wait_for(lambda: rig.get(keys.state_key("plant_lost")) == "true", 10.0, "plant_lost key")
+    wait_for(lambda: rig.get(keys.state_key("plant_lost")) == "true",
+             EVENT_WAIT_S, "plant_lost key")
     assert rig.get(keys.state_key("fault")) == "true"
     assert rig.core.snapshot().plc_state["plant_lost"]   # the bridge's /diagnostics plc.*
     # the PLC's inputs are the last the simulation sent: no measurement of now, never frozen
@@ -225,7 +227,7 @@ def test_a_lost_simulation_puts_the_plc_in_its_safe_state_and_the_loop_recovers(
         wait_stopped(sim.pid)
     else:
         sim.proc.send_signal(signal.SIGKILL)
-        sim.proc.wait(10)
+        sim.proc.wait(EVENT_WAIT_S)
     try:
         plant_lost_on_redis(lp)
         plc_went_safe_within_its_watchdog(lp.rig)
@@ -282,7 +284,7 @@ def test_a_lost_plc_brakes_the_simulated_drives_and_nothing_old_acts_after_it(
         _, t_rest = braked_to_a_standstill(lp, t0)
         no_actuation_outlived_its_timeout(lp, timeouts, t_rest)
         link_lost(lp, transport)
-        lp.wait_status("stopped:plc_link_lost", 30.0)
+        lp.wait_status("stopped:plc_link_lost", EVENT_WAIT_S)
         time.sleep(1.0)   # the fault lasts a while (not a measurement: the PLC is away)
     finally:
         back = time.monotonic()
@@ -301,7 +303,7 @@ def test_a_killed_plant_link_brakes_on_the_actuation_timeout(
     timeouts = sim_timeouts(lp)
     t0 = lp.record.last_t()
     lp.link.proc.send_signal(signal.SIGKILL)
-    lp.link.proc.wait(10)
+    lp.link.proc.wait(EVENT_WAIT_S)
     fault = time.monotonic()
     _, t_rest = braked_to_a_standstill(lp, t0)
     # no plant link, no brake from it: sim_node's own timeout braked
@@ -391,9 +393,9 @@ def test_a_bad_plant_out_is_a_drive_fault_that_brakes_while_the_simulation_runs(
         wait_for(lambda: rig.get(keys.state_key("drive_fault")) == "true", EVENT_WAIT_S,
                  lambda: f"the PLC's drive fault on Redis\n{lp.logs()}")
         assert rig.get(keys.state_key("fault")) == "true"
-        lp.wait_status("stopped:plc_drive_fault", 30.0)
+        lp.wait_status("stopped:plc_drive_fault", EVENT_WAIT_S)
         assert "drive_fault" in (rig.get(keys.BRIDGE_DETAIL) or "")
-        wait_for(lambda: rig.plc.status()["hil"]["mode"] == "safe", 10.0,  # type: ignore
+        wait_for(lambda: rig.plc.status()["hil"]["mode"] == "safe", EVENT_WAIT_S,  # type: ignore
                  "the PLC in its safe state")
         # the simulation keeps running: simulated time goes on, the machine braked
         wait_for(lambda: lp.record.last_t() > t_rest + 2.0, EVENT_WAIT_S, "2 s more simulated time")

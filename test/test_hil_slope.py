@@ -132,7 +132,7 @@ def test_the_plc_reports_saturation_up_a_slope_beyond_its_torque_limit(
     t0 = loop.record.last_t()
     loop.rig.start()
     loop.rig.command(SPEED_M_S, 0.0, 0.0)
-    loop.wait_status("running", 60.0)
+    loop.wait_status("running", EVENT_WAIT_S)
     # the PLC's monitor bit, as the bridge publishes it on Redis and keeps it for /diagnostics
     wait_for(lambda: loop.rig.get(keys.state_key("drive_saturated")) == "true", EVENT_WAIT_S,
              lambda: f"drive_saturated on Redis\n{loop.logs()}")

@@ -110,7 +110,7 @@ def test_rejected_target_gives_a_diagnostic_and_no_command(
 ) -> None:
     n_cmd, n_err = len(channel.commands), len(channel.errors())
     channel.target.publish(point)
-    wait_for(lambda: len(channel.errors()) > n_err, 10.0, f"a diagnostic saying '{reason}'")
+    wait_for(lambda: len(channel.errors()) > n_err, EVENT_WAIT_S, f"a diagnostic saying '{reason}'")
     assert reason in channel.errors()[-1]
     time.sleep(0.3)  # a command would have arrived by now
     assert len(channel.commands) == n_cmd
@@ -125,7 +125,7 @@ def test_out_of_plane_orientation_is_rejected(channel: Channel) -> None:
     msg.pose.orientation.x, msg.pose.orientation.y = x, y
     msg.pose.orientation.z, msg.pose.orientation.w = z, w
     channel.target_pose.publish(msg)
-    wait_for(lambda: len(channel.errors()) > n_err, 10.0, "an orientation diagnostic")
+    wait_for(lambda: len(channel.errors()) > n_err, EVENT_WAIT_S, "an orientation diagnostic")
     assert "out of the boom plane" in channel.errors()[-1]
     time.sleep(0.3)
     assert len(channel.commands) == n_cmd
@@ -143,13 +143,14 @@ def test_a_target_stamped_too_long_ago_is_dropped_and_counted(channel: Channel,
     fresh = _point(6.0, 0.0, 0.5)
     fresh.header.stamp = probe.node.get_clock().now().to_msg()
     channel.target.publish(fresh)
-    wait_for(lambda: len(channel.commands) > n_cmd, 10.0, "the fresh target's joint_command")
+    wait_for(lambda: len(channel.commands) > n_cmd,
+             EVENT_WAIT_S, "the fresh target's joint_command")
 
     def values() -> list[tuple[str, dict[str, str]]]:
         return [(s.message, {kv.key: kv.value for kv in s.values})
                 for d in list(channel.diagnostics)[mark:] for s in d.status
                 if s.name.startswith("ik_node") and s.values]
-    wait_for(lambda: any(v["commands_expired"] == "1" for _, v in values()), 10.0,
+    wait_for(lambda: any(v["commands_expired"] == "1" for _, v in values()), EVENT_WAIT_S,
              "the stale target counted")
     # one publisher, delivered in order: a command for the stale target would come first
     assert len(channel.commands) == n_cmd + 1
@@ -188,7 +189,7 @@ def test_targets_wait_no_longer_than_one_round_of_a_busy_executor(probe: RosTest
             msg.header.stamp = probe.node.get_clock().now().to_msg()
             target.publish(msg)
             time.sleep(0.25)
-        wait_for(lambda: len(commands) >= len(xs) or ik.command_age.rule.expired, 10.0,
+        wait_for(lambda: len(commands) >= len(xs) or ik.command_age.rule.expired, EVENT_WAIT_S,
                  lambda: f"an answer to each of {len(xs)} targets: {len(commands)} answered")
         counters = ik.command_age.counters()
         assert ik.command_age.rule.expired == 0, counters
@@ -205,7 +206,7 @@ def test_double_sigint_shuts_down_cleanly(tmp_path) -> None:
     proc = NodeProcess("excavator_kinematics.ik_node", log_dir=tmp_path)
     wait_for(lambda: "ready:" in proc.log(), STARTUP_TIMEOUT_S, "ik_node start-up")
     proc.interrupt(count=2, gap=0.01)
-    proc.proc.wait(10)
+    proc.proc.wait(EVENT_WAIT_S)
     assert proc.proc.returncode == 0, proc.log()
     assert "Traceback" not in proc.log()
 

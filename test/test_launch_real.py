@@ -104,21 +104,21 @@ class RosLaunch:
         lines = [line for line in self.log().splitlines() if line.strip()]
         return lines[-1] if lines else ""
 
-    def ctrl_c(self, timeout: float = 60.0) -> int:
+    def ctrl_c(self, timeout: float = EVENT_WAIT_S) -> int:
         """SIGINT to the process group (a terminal's Ctrl-C); wait for the launch to end and
         check that no process of it is left."""
         procs = self.processes()
         os.killpg(self.proc.pid, signal.SIGINT)
         return self.wait(timeout, procs)
 
-    def wait(self, timeout: float = 60.0, procs: list[psutil.Process] | None = None) -> int:
+    def wait(self, timeout: float = EVENT_WAIT_S, procs: list[psutil.Process] | None = None) -> int:
         procs = procs if procs is not None else self.processes()
         try:
             self.returncode = self.proc.wait(timeout)
         except subprocess.TimeoutExpired:
             raise AssertionError(f"ros2 launch still running {timeout} s later; log:\n"
                                  f"{self.log()}") from None
-        _, alive = psutil.wait_procs(procs, timeout=10.0)
+        _, alive = psutil.wait_procs(procs, timeout=EVENT_WAIT_S)
         left = [f"{p.pid} {' '.join(p.cmdline()[:3])}" for p in alive if p.is_running()]
         assert not left, f"processes left behind: {left}; log:\n{self.log()}"
         return self.returncode
@@ -440,7 +440,7 @@ def test_a_required_node_that_dies_ends_the_launch_and_says_why(
     launches.append(launch)
     wait_for_nodes(probe, launch, {"/ik_node", "/sim_node"})
     os.kill(launch.node_pid("ik_node"), signal.SIGKILL)
-    code = launch.wait(60.0)  # ends by itself, nothing left behind
+    code = launch.wait(EVENT_WAIT_S)  # ends by itself, nothing left behind
     log = launch.log()
     # a supervisor (systemd, CI) tells a crash from a clean stop: exit code 1, and the last
     # line, after the other nodes ended, says which node and how
@@ -462,7 +462,7 @@ def test_a_node_refusing_its_configuration_ends_the_launch(
     launch = RosLaunch(ament_prefix, tmp_path, "sim.launch.py", "soil:=false",
                        f"ik_params:={bad}", f"respawn:={respawn}", "respawn_delay_s:=0.5")
     launches.append(launch)
-    code = launch.wait(90.0)
+    code = launch.wait(EVENT_WAIT_S)
     log = launch.log()
     assert code == 1, log
     assert "required node ik_node refused its configuration (code 2" in launch.last_line(), log
@@ -539,7 +539,7 @@ def test_a_node_that_keeps_dying_is_respawned_respawn_limit_times_then_the_launc
                        EVENT_WAIT_S, lambda: f"a new virtual_plc; log:\n{launch.log()}")[0]
         seen.append(pid)
         os.kill(pid, signal.SIGKILL)
-    code = launch.wait(60.0)
+    code = launch.wait(EVENT_WAIT_S)
     log = launch.log()
     assert code == 1, log
     assert _started(log, "virtual_plc-1") == 3, log
@@ -563,7 +563,7 @@ def test_rviz_true_without_rviz2_starts_nothing_and_says_how(
         pytest.skip("rviz2 is installed here")
     launch = RosLaunch(ament_prefix, tmp_path, "excavator.launch.py", "rviz:=true")
     launches.append(launch)
-    code = launch.wait(60.0)
+    code = launch.wait(EVENT_WAIT_S)
     log = launch.log()
     assert code != 0, log
     assert "rviz2 is not installed" in log and "rviz:=false" in log, log

@@ -81,7 +81,7 @@ def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NodeProcess]:
     _stop(proc)
 
 
-def _periods(states: list[JointState], n: int, timeout: float = 60.0) -> list[float]:
+def _periods(states: list[JointState], n: int, timeout: float = EVENT_WAIT_S) -> list[float]:
     """Simulated time between ``n`` consecutive joint_states received from now on [s]."""
     start = len(states)
     wait_for(lambda: len(states) >= start + n + 1, timeout, f"{n + 1} joint_states")
@@ -349,7 +349,7 @@ def test_ik_node_bucket_pitch_rad_changes_the_next_command(ik: NodeProcess,
     assert get_parameters(probe, IK_NODE, ["bucket_pitch_rad", "bucket_pitch"]) == \
         {"bucket_pitch_rad": 0.6, "bucket_pitch": 0.6}
     assert answers_with(0.6)
-    wait_for(lambda: "set 'bucket_pitch_rad' instead" in ik.log(), 10.0, ik.log)
+    wait_for(lambda: "set 'bucket_pitch_rad' instead" in ik.log(), EVENT_WAIT_S, ik.log)
     assert set_parameters(probe, IK_NODE, {"bucket_pitch_rad": 0.7}) == [(True, "")]
     assert get_parameters(probe, IK_NODE, ["bucket_pitch"]) == {"bucket_pitch": 0.7}
     d = describe_parameters(probe, IK_NODE, ["bucket_pitch_rad", "geometry_file",
@@ -381,7 +381,7 @@ def test_teleop_node_parameters(tmp_path, probe: RosTestNode) -> None:
         [(ok, reason)] = set_parameters(probe, TELEOP, {"control_rate_hz": 10.0})
         assert not ok and "read-only" in reason
         assert set_parameters(probe, TELEOP, {"shaping.dead_band": 0.2}) == [(True, "")]
-        wait_for(lambda: "parameters changed: shaping.dead_band=0.2" in proc.log(), 10.0,
+        wait_for(lambda: "parameters changed: shaping.dead_band=0.2" in proc.log(), EVENT_WAIT_S,
                  proc.log)
     finally:
         _stop(proc)

@@ -11,6 +11,7 @@ import time
 from typing import Any
 
 import pytest
+from helpers import EVENT_WAIT_S
 from rclpy.exceptions import InvalidHandle
 from std_msgs.msg import Float64
 
@@ -28,7 +29,7 @@ def _delivers(t: NodeThread) -> bool:
     got: list[float] = []
     t.node.create_subscription(Float64, "delivery", lambda m: got.append(m.data), 10)
     pub = t.node.create_publisher(Float64, "delivery", 10)
-    deadline = time.monotonic() + 10.0
+    deadline = time.monotonic() + EVENT_WAIT_S
     while not got and time.monotonic() < deadline:
         pub.publish(Float64(data=1.0))
         time.sleep(0.05)
@@ -47,7 +48,7 @@ def test_a_spin_that_meets_a_destroyed_entity_goes_on(node_thread: NodeThread) -
         spin_once(*args, **kwargs)
 
     node_thread.executor.spin_once = spin_once_meeting_a_destroyed_entity
-    assert raised.wait(5.0)
+    assert raised.wait(EVENT_WAIT_S)
     assert node_thread._thread is not None and node_thread._thread.is_alive()
     assert _delivers(node_thread)
 
@@ -79,7 +80,7 @@ def test_an_error_in_a_callback_still_ends_the_thread(node_thread: NodeThread) -
         node_thread.node.create_subscription(Float64, "bug", bug, 10)
         pub = node_thread.node.create_publisher(Float64, "bug", 10)
         node_thread.start(spin_timeout_s=0.01)
-        deadline = time.monotonic() + 10.0
+        deadline = time.monotonic() + EVENT_WAIT_S
         while not errors and time.monotonic() < deadline:
             pub.publish(Float64(data=1.0))
             time.sleep(0.05)

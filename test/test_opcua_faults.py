@@ -149,7 +149,7 @@ def test_the_secure_channel_is_renewed_mid_run_without_a_lost_write(lab, monkeyp
         tokens = {proto._connection.security_token.TokenId}
         commands = _commands(cfg, 7_000_000, 100_000)
         n = 0
-        deadline = time.monotonic() + 60.0
+        deadline = time.monotonic() + EVENT_WAIT_S
         while len(tokens) < 4 and time.monotonic() < deadline:
             assert link.write(cfg.control_db, commands[n]), link.last_error
             assert link.read(cfg.monitor_db, cfg.monitor.size) is not None, link.last_error
@@ -253,7 +253,7 @@ def _cpu_stop_answered_bad(rig: HilRig, session: object, reconnects: int) -> Non
     snap = rig.core.snapshot()   # what /diagnostics publishes (status: detail)
     assert snap.status == "stopped:plc_cpu_stop" and "BadOutOfService" in snap.detail
     t_named = time.monotonic()
-    assert rig.core.wait_cycles(5, 10.0)
+    assert rig.core.wait_cycles(5, EVENT_WAIT_S)
     assert rig.plc.writes(t_named) == [], "a write reached the program of a CPU in STOP"
     assert rig.core.plc.session is session and counter(rig, "plc_reconnects") == reconnects
     t_run = time.monotonic()

@@ -182,4 +182,4 @@ def test_the_bridge_writes_a_command_to_a_node_opcua_server_in_one_request(
             proc.wait(20)
         except subprocess.TimeoutExpired:
             proc.kill()
-            proc.wait(5)
+            proc.wait(EVENT_WAIT_S)

@@ -104,7 +104,7 @@ def opcua_config(lab: Lab, port: int, base: BridgeConfig | None = None, **change
     return dataclasses.replace(cfg, **values)
 
 
-def connect(link: PlcLink, timeout_s: float = 30.0) -> str:
+def connect(link: PlcLink, timeout_s: float = EVENT_WAIT_S) -> str:
     """Poll until connected ('') or the first attempt was refused (its error)."""
     def done() -> str | None:
         if link.poll(time.monotonic()):
@@ -126,7 +126,7 @@ def test_the_bridge_drives_the_virtual_plc_over_opcua(redis_server, spawn, lab, 
     try:
         rig.command(*cmd)
         rig.start()
-        rig.wait_status("running", 60.0)
+        rig.wait_status("running", EVENT_WAIT_S)
         session = rig.core.plc.session
         assert isinstance(session, OpcUaSession) and session.namespace_index == 3
         cfg, core = rig.config, rig.core

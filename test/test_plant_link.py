@@ -104,7 +104,7 @@ class SimStandIn:
     def counter(self, name: str) -> int:
         return int(self.diag().get(f"counter.{name}", "0"))
 
-    def wait_diag(self, predicate: Any, what: str, timeout: float = 30.0) -> dict[str, str]:
+    def wait_diag(self, predicate: Any, what: str, timeout: float = EVENT_WAIT_S) -> dict[str, str]:
         return wait_for(lambda: self.diagnostics and predicate(self.diag()) and self.diag(),
                         timeout, lambda: f"{what} (last diagnostics {self.diag()})")
 
@@ -330,7 +330,7 @@ def test_a_paused_plc_resumes_without_any_actuation_from_its_old_memory(redis_se
             proc.send_signal(signal.SIGCONT)
         diag = lp.sim.wait_diag(lambda d: d.get("status") == "running"
                                 and int(d.get("counter.plc_reconnects", 0)) > reconnects,
-                                "reconnected", 60.0)
+                                "reconnected", EVENT_WAIT_S)
         fresh = int(diag["counter.not_fresh"])
         lp.sim.wait_diag(lambda d: int(d.get("counter.not_fresh", 0)) > fresh + 20,
                          "reads of the old block")
@@ -358,7 +358,7 @@ def test_a_cut_link_brakes_and_nothing_drives_until_it_is_back(redis_server, spa
         lp.proxy.block_new = True                            # no way round the cut either
         lp.proxy.stall()
         lp.sim.wait_diag(lambda d: int(d.get("counter.link_faults", 0)) >= 1, "link fault")
-        wait_for(lambda: flag(lp.sim.actuations[-1], "brake"), 10.0, "the brake")
+        wait_for(lambda: flag(lp.sim.actuations[-1], "brake"), EVENT_WAIT_S, "the brake")
         n = len(lp.sim.actuations)
         lp.sim.wait_diag(lambda d: int(d.get("counter.link_down_periods", 0)) > 30,
                          "periods without the link")
@@ -366,7 +366,8 @@ def test_a_cut_link_brakes_and_nothing_drives_until_it_is_back(redis_server, spa
         lp.proxy.block_new = False
         lp.proxy.release()
         lp.sim.wait_diag(lambda d: d.get("status") == "running"
-                         and int(d.get("counter.plc_reconnects", 0)) >= 1, "reconnected", 60.0)
+                         and int(d.get("counter.plc_reconnects", 0)) >= 1, "reconnected",
+                         EVENT_WAIT_S)
         k = len(lp.driving())
         wait_for(lambda: len(lp.driving()) > k + 5, EVENT_WAIT_S, "driving again")
     finally:
@@ -397,7 +398,7 @@ def test_a_nan_in_plant_out_is_not_forwarded_as_a_number(loop):
         rogue.disconnect()
     diag = loop.sim.wait_diag(lambda d: int(d.get("counter.refused", 0)) >= 1, "refused")
     assert "torque_sp_left = nan" in diag["last_refusal"]
-    wait_for(lambda: len(loop.sim.actuations) > n, 10.0, "the brake")
+    wait_for(lambda: len(loop.sim.actuations) > n, EVENT_WAIT_S, "the brake")
     after = loop.sim.actuations[n:]
     assert all(math.isfinite(t) for m in after for t in torques(m))
     assert flag(after[-1], "brake") and not flag(after[-1], "drive_enable")
@@ -410,5 +411,5 @@ def test_bad_parameters_end_the_node_with_one_message(tmp_path):
                        (["-p", "exchange_rate:=5.0"], "unknown parameter 'exchange_rate'")):
         proc = NodeProcess("plc_bridge.plant_link.node", ["--ros-args", *args],
                            log_dir=tmp_path)
-        assert proc.proc.wait(60) == 2, proc.log()
+        assert proc.proc.wait(EVENT_WAIT_S) == 2, proc.log()
         assert text in proc.log() and "Traceback" not in proc.log(), proc.log()

@@ -199,7 +199,8 @@ def test_the_exchange_takes_its_inputs_itself_just_before_it_writes_plant_in(c_h
     link = PlantLink(config, sent.append, take_inputs=take)
     link.start()
     try:
-        wait_for(lambda: link.snapshot().status == "running" and link.wait_exchanges(30, 5.0),
+        wait_for(lambda: link.snapshot().status == "running" and link.wait_exchanges(30,
+                                                                                     EVENT_WAIT_S),
                  EVENT_WAIT_S, lambda: f"30 exchanges running (now {link.snapshot()})")
     finally:
         link.stop()
@@ -243,7 +244,8 @@ def test_a_program_that_does_not_seal_plant_out_drives_nothing_and_is_named():
         plant_in = len(plc.seen_plant_in)
         link.set_sensors(Sensors(1_010_000_000, (0.3, 0.4), (1.0, 2.0), (), 0.5, True, False,
                                  False))
-        wait_for(lambda: len(plc.seen_plant_in) > plant_in, 10.0, "plant_in written all along")
+        wait_for(lambda: len(plc.seen_plant_in) > plant_in,
+                 EVENT_WAIT_S, "plant_in written all along")
         assert link.snapshot().counters["forwarded"] == forwarded and len(sent) == n
         plc.seals = True      # the program of this config back: forwarded again
         wait_for(lambda: link.snapshot().status == "running" and len(sent) > n, EVENT_WAIT_S,

@@ -319,7 +319,7 @@ def test_bridge_rt_priority_covers_the_executor_thread(tmp_path: Path, node_proc
                      EVENT_WAIT_S,
                      "the bridge's loop thread")
     assert sched["plc-bridge-loop"] == (os.SCHED_FIFO, 20), sched
-    wait_for(lambda: _thread_scheduling(pid)["main"] == (os.SCHED_FIFO, 19), 10.0,
+    wait_for(lambda: _thread_scheduling(pid)["main"] == (os.SCHED_FIFO, 19), EVENT_WAIT_S,
              lambda: f"the executor thread under SCHED_FIFO 19: {_thread_scheduling(pid)}")
 
 
@@ -359,7 +359,7 @@ def test_a_ctrl_c_during_the_exec_is_held_for_a_node_that_takes_it_over(hold: bo
     else:
         time.sleep(0.3)
     proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=60)
+    out, err = proc.communicate(timeout=EVENT_WAIT_S)
     if hold:
         assert proc.returncode == 0, err
         assert out.split() == ["HANDLER", "TAKEN"], (out, err)

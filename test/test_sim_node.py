@@ -96,12 +96,12 @@ def channel(sim_process: NodeProcess, probe: RosTestNode) -> Channel:
 
 def test_joint_states_name_every_joint_and_the_clock_advances(channel: Channel) -> None:
     assert set(channel.states[-1].name) == NAMES
-    wait_for(lambda: len(channel.clock) > 20, 10.0, "/clock messages")
+    wait_for(lambda: len(channel.clock) > 20, EVENT_WAIT_S, "/clock messages")
     first = channel.clock[0].clock
     last = channel.clock[-1].clock
     assert last.sec + last.nanosec * 1e-9 > first.sec + first.nanosec * 1e-9 + 0.1
     assert channel.poses and channel.poses[-1].header.frame_id == "world"
-    wait_for(lambda: channel.markers, 10.0, "markers")
+    wait_for(lambda: channel.markers, EVENT_WAIT_S, "markers")
     assert len(channel.markers[-1].markers) > 10
 
 
@@ -109,7 +109,7 @@ def test_robot_description_is_latched_for_late_subscribers(channel: Channel) -> 
     qos = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL,
                      reliability=ReliabilityPolicy.RELIABLE)
     got = channel.probe.collect(String, "robot_description", qos)
-    wait_for(lambda: got, 10.0, "robot_description")
+    wait_for(lambda: got, EVENT_WAIT_S, "robot_description")
     root = ET.fromstring(got[0].data.split("?>", 1)[-1])
     assert {"boom", "arm", "bucket", "swing"} <= {j.get("name") for j in root.iter("joint")}
 
@@ -125,7 +125,7 @@ def test_command_is_tracked_and_bad_commands_keep_the_setpoint(channel: Channel)
     for names, positions, reason in bad:
         n_err = len(channel.errors())
         channel.send(names, positions)
-        wait_for(lambda n=n_err: len(channel.errors()) > n, 10.0, f"rejection '{reason}'")
+        wait_for(lambda n=n_err: len(channel.errors()) > n, EVENT_WAIT_S, f"rejection '{reason}'")
         assert reason in channel.errors()[-1]
     # a second of simulated time on: a wrongly accepted target would have moved the boom
     t = _stamp_s(channel.states[-1])
@@ -139,7 +139,7 @@ def test_wrench_in_another_frame_is_rejected(channel: Channel) -> None:
     msg = WrenchStamped()
     msg.header.frame_id = "bucket"
     channel.wrench.publish(msg)
-    wait_for(lambda: len(channel.errors()) > n_err, 10.0, "a wrench frame rejection")
+    wait_for(lambda: len(channel.errors()) > n_err, EVENT_WAIT_S, "a wrench frame rejection")
     assert "send it in 'world'" in channel.errors()[-1]
 
 
@@ -173,7 +173,8 @@ def test_only_a_fresh_soil_wrench_acts_and_stops_acting_when_answers_stop(channe
     pose (as soil_node does) push the bucket down; when the answers stop, the force is gone
     within max_wrench_age_s and the hydraulics bring the bucket back."""
     z = lambda: channel.poses[-1].pose.position.z  # noqa: E731
-    wait_for(lambda: channel.status("wrenches_received") is not None, 10.0, "sim diagnostics")
+    wait_for(lambda: channel.status("wrenches_received") is not None,
+             EVENT_WAIT_S, "sim diagnostics")
     wait_for(lambda: _still(channel.states), EVENT_WAIT_S, "the machine at rest")
     z0 = z()
     old = Time(sec=0, nanosec=1000)  # long before the present: stale on arrival
@@ -211,13 +212,13 @@ def test_only_a_fresh_soil_wrench_acts_and_stops_acting_when_answers_stop(channe
     wait_for(lambda: abs(z() - z0) < 0.01, EVENT_WAIT_S,
              lambda: f"the bucket back at {z0:.3f} m without soil (at {z():.3f} m)")
     stale = int(channel.status("wrench_stale_periods") or 0)
-    wait_for(lambda: int(channel.status("wrench_stale_periods") or 0) > stale, 10.0,
+    wait_for(lambda: int(channel.status("wrench_stale_periods") or 0) > stale, EVENT_WAIT_S,
              "the periods without the (now stale) wrench counted")
     assert int(channel.status("wrench_applied_periods") or 0) > 0
 
 
 def test_pacing_and_coupling_figures_are_on_diagnostics(channel: Channel) -> None:
-    wait_for(lambda: channel.status("lag_ms_p99") not in (None, "nan"), 10.0, "lag figures")
+    wait_for(lambda: channel.status("lag_ms_p99") not in (None, "nan"), EVENT_WAIT_S, "lag figures")
     assert channel.status("real_time_factor_target") == "2"
     assert float(channel.status("wrench_age_ms_p50") or "nan") >= 0.0  # from the test above
     for key in ("lag_ms_p50", "lag_ms_max", "lag_ms_max_since_start", "slipped_s",
@@ -271,23 +272,23 @@ def test_terrain_patch_reaches_the_height_field(channel: Channel) -> None:
     tip = ForwardKinematics(default_geometry()).tip(q)
     i, j = round((tip[0] - x0) / cell), round((tip[1] - y0) / cell)
     channel.patch.publish(_patch(i - 3, j - 3, np.full((7, 7), tip[2] + 0.15)))
-    wait_for(lambda: channel.status("terrain_patches") == "1", 10.0,
+    wait_for(lambda: channel.status("terrain_patches") == "1", EVENT_WAIT_S,
              "the patch counted in sim_node's diagnostics")
     n_err = len(channel.errors())
     bad = _patch(0, 0, np.zeros((2, 2)))
     bad.data = bad.data[:-1]
     channel.patch.publish(bad)
-    wait_for(lambda: len(channel.errors()) > n_err, 10.0, "a patch size rejection")
+    wait_for(lambda: len(channel.errors()) > n_err, EVENT_WAIT_S, "a patch size rejection")
     assert "needs 2 + 4 values, got 5" in channel.errors()[-1]
     outside = _patch(39, 0, np.zeros((5, 1)))  # runs past node 40
     channel.patch.publish(outside)
-    wait_for(lambda: len(channel.errors()) > n_err + 1, 10.0, "an out-of-grid rejection")
+    wait_for(lambda: len(channel.errors()) > n_err + 1, EVENT_WAIT_S, "an out-of-grid rejection")
     assert "outside the grid" in channel.errors()[-1]
     # a status sim_node published after that rejection (one publisher: they arrive in order)
     # still counts one accepted patch
     k = len(channel.diagnostics)
     wait_for(lambda: any(st.name.startswith("sim_node") and st.message.startswith("running")
-                         for d in list(channel.diagnostics)[k:] for st in d.status), 10.0,
+                         for d in list(channel.diagnostics)[k:] for st in d.status), EVENT_WAIT_S,
              "a sim_node status after the rejections")
     assert channel.status("terrain_patches") == "1"
 
@@ -307,22 +308,25 @@ def test_the_bucket_payload_is_held_and_a_bad_one_rejected(channel: Channel) -> 
             msg.inertia.ixx = msg.inertia.iyy = msg.inertia.izz = 10.0
         return msg
 
-    wait_for(lambda: pub.get_subscription_count() > 0, 10.0, "sim_node's payload subscription")
+    wait_for(lambda: pub.get_subscription_count() > 0,
+             EVENT_WAIT_S, "sim_node's payload subscription")
     pub.publish(payload(200.0))
-    wait_for(lambda: channel.status("bucket_payload_kg") == "200.0", 10.0,
+    wait_for(lambda: channel.status("bucket_payload_kg") == "200.0", EVENT_WAIT_S,
              lambda: f"the 200 kg payload on sim_node's status "
                      f"({channel.status('bucket_payload_kg')})")
     for bad, reason in ((payload(float("nan")), "not finite"),
                         (payload(100.0, frame="world"), "send it in the bucket link's frame")):
         n_err = len(channel.errors())
         pub.publish(bad)
-        wait_for(lambda n=n_err: len(channel.errors()) > n, 10.0, f"the rejection: {reason}")
+        wait_for(lambda n=n_err: len(channel.errors()) > n,
+                 EVENT_WAIT_S, f"the rejection: {reason}")
         assert reason in channel.errors()[-1]
     n_status = len(channel.diagnostics)
-    wait_for(lambda: len(channel.diagnostics) > n_status + 1, 10.0, "a status after them")
+    wait_for(lambda: len(channel.diagnostics) > n_status + 1, EVENT_WAIT_S, "a status after them")
     assert channel.status("bucket_payload_kg") == "200.0"   # the last valid one kept
     pub.publish(payload(0.0))
-    wait_for(lambda: channel.status("bucket_payload_kg") == "0.0", 10.0, "the bucket emptied")
+    wait_for(lambda: channel.status("bucket_payload_kg") == "0.0",
+             EVENT_WAIT_S, "the bucket emptied")
 
 
 def test_double_sigint_shuts_down_cleanly(tmp_path) -> None:
@@ -331,7 +335,7 @@ def test_double_sigint_shuts_down_cleanly(tmp_path) -> None:
                         "-p", "terrain.cell_size_m:=0.8"], log_dir=tmp_path)
     wait_for(lambda: "ready:" in proc.log(), STARTUP_TIMEOUT_S, "sim_node start-up")
     proc.interrupt(count=2, gap=0.01)
-    proc.proc.wait(15)
+    proc.proc.wait(EVENT_WAIT_S)
     assert proc.proc.returncode == 0, proc.log()
     assert "Traceback" not in proc.log()
 
@@ -339,6 +343,6 @@ def test_double_sigint_shuts_down_cleanly(tmp_path) -> None:
 def test_invalid_parameter_fails_at_start_up_naming_it(tmp_path) -> None:
     proc = NodeProcess("excavator_sim.sim_node",
                        ["--ros-args", "-p", "hydraulics.pressure_pa:=9.0e+8"], log_dir=tmp_path)
-    proc.proc.wait(30)
+    proc.proc.wait(EVENT_WAIT_S)
     assert proc.proc.returncode == 2, proc.log()
     assert "hydraulics.pressure_pa" in proc.log()

@@ -35,7 +35,7 @@ def test_clock_is_published_exactly_with_use_sim_time(use_sim_time: bool, tmp_pa
         wait_for(lambda: len(states) >= STATES, EVENT_WAIT_S,
                  lambda: f"{STATES} joint_states from sim_node; its log:\n{sim.log()}")
         if use_sim_time:
-            wait_for(lambda: len(clocks) > 20, 10.0, "/clock messages")
+            wait_for(lambda: len(clocks) > 20, EVENT_WAIT_S, "/clock messages")
         publishers = (probe.wait_endpoints("publishers", "/clock", [("/", "sim_node")])
                       if use_sim_time else probe.endpoints("publishers", "/clock"))
         received = list(clocks)

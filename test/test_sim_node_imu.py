@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 
 import rclpy
-from helpers import RosTestNode
+from helpers import EVENT_WAIT_S, RosTestNode
 from sensor_msgs.msg import Imu
 
 from excavator_sim.sim_node import SimNode
@@ -19,7 +19,7 @@ from excavator_sim.sim_node import SimNode
 SMALL_TERRAIN = ["-p", "terrain.nx:=41", "-p", "terrain.ny:=41", "-p", "terrain.cell_size_m:=0.4"]
 
 
-def _spin_until(node: SimNode, done: Callable[[], bool], what: str, timeout_s: float = 60.0
+def _spin_until(node: SimNode, done: Callable[[], bool], what: str, timeout_s: float = EVENT_WAIT_S
                 ) -> None:
     deadline = time.monotonic() + timeout_s
     while not done():

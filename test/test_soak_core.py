@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import wait_for
+from helpers import EVENT_WAIT_S, wait_for
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -398,7 +398,7 @@ def test_a_cut_link_keeps_what_was_sent_and_refuses_new_connections() -> None:
         upstream.settimeout(5.0)
         proxy.cut()
         client.sendall(b"written before the cut")
-        wait_for(lambda: proxy.held() == b"written before the cut", 5.0, "the held bytes")
+        wait_for(lambda: proxy.held() == b"written before the cut", EVENT_WAIT_S, "the held bytes")
         refused = socket.create_connection(("127.0.0.1", proxy.port), timeout=5.0)
         assert refused.recv(10) == b""              # accepted, then closed: no route
         refused.close()
@@ -407,7 +407,8 @@ def test_a_cut_link_keeps_what_was_sent_and_refuses_new_connections() -> None:
         proxy.restore()
         assert upstream.recv(100) == b"written before the cut"   # delivered late
         upstream.close()
-        wait_for(lambda: proxy.open_connections == 0, 5.0, "the finished connection closed")
+        wait_for(lambda: proxy.open_connections == 0,
+                 EVENT_WAIT_S, "the finished connection closed")
     finally:
         proxy.close()
         server.close()
@@ -431,13 +432,13 @@ def test_the_proxy_process_cuts_on_sigusr1_and_restores_on_sigusr2(tmp_path: Pat
                     return s.recv(1) == b""
                 except TimeoutError:
                     return False   # forwarded: the signal not handled yet
-        wait_for(refused, 10.0, "the cut")
+        wait_for(refused, EVENT_WAIT_S, "the cut")
         proc.send_signal(signal.SIGUSR2)
-        c = wait_for(lambda: _connect_through(port, server), 10.0, "the link back")
+        c = wait_for(lambda: _connect_through(port, server), EVENT_WAIT_S, "the link back")
         c.close()
     finally:
         proc.terminate()
-        assert proc.wait(10) == 0
+        assert proc.wait(EVENT_WAIT_S) == 0
         server.close()
 
 

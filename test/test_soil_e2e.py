@@ -104,12 +104,12 @@ def test_sim_and_soil_nodes_dig_a_scoop_together(nodes, probe: RosTestNode) -> N
 
     # the patches follow the wrenches on their own topic: the last ones may still be on the way
     (trench,) = wait_for(lambda: (t := trench_now()).mean() < -0.1 and t.min() < -0.2 and [t],
-                         10.0, lambda: f"the trench in soil/terrain_patch (mean "
+                         EVENT_WAIT_S, lambda: f"the trench in soil/terrain_patch (mean "
                          f"{trench_now().mean():.3f}, min {trench_now().min():.3f} m)")
     print(f"E2E load max {max(m.data for m in loads):.4f} m^3, drag |F| "
           f"{np.mean(np.linalg.norm(drag, axis=1)):.0f} N over {len(drag)} msgs, trench mean "
           f"{trench.mean():.3f} min {trench.min():.3f} m, drag window {windows[2]} ns")
-    wait_for(lambda: int(_sim_status(diagnostics, "terrain_patches") or 0) > 10, 10.0,
+    wait_for(lambda: int(_sim_status(diagnostics, "terrain_patches") or 0) > 10, EVENT_WAIT_S,
              "sim_node to report the terrain patches it applied")
     # the load moves the machine (per-cell bucket soil, the default): soil_node sends it as mass
     # (the preset's density times the carried volume) and sim_node puts it on its bucket body;
@@ -121,17 +121,18 @@ def test_sim_and_soil_nodes_dig_a_scoop_together(nodes, probe: RosTestNode) -> N
     # loaded host): 0.020-0.036 m^3 of ~0.17 across runs (0.0197 once, one core busy)
     assert carried > 0.01, f"{carried:.4f} m^3 carried of {max(m.data for m in loads):.4f}"
     wait_for(lambda: payloads and payloads[-1].inertia.m == pytest.approx(carried * density),
-             10.0, "the payload of the last update")
+             EVENT_WAIT_S, "the payload of the last update")
     assert payloads[-1].header.frame_id == "bucket"
     assert payloads[-1].inertia.iyy > 0.0
     wait_for(lambda: float(_sim_status(diagnostics, "bucket_payload_kg") or 0.0)
-             == pytest.approx(carried * density, abs=0.06), 10.0,
+             == pytest.approx(carried * density, abs=0.06), EVENT_WAIT_S,
              lambda: f"sim_node's bucket payload {_sim_status(diagnostics, 'bucket_payload_kg')}"
                      f" kg, soil_node's {carried * density:.1f} kg")
     # the wrenches answering the carry's poses: they follow the state that showed it reached
     # on their own topic (a pose round trip through soil_node later), so they are waited for
     carry = wait_for(lambda: c if len(c := [w for w in list(wrenches)
-                                            if stamp_ns(w) > windows[-1][1]]) >= 5 else None, 10.0,
+                                            if stamp_ns(w) > windows[-1][1]]) >= 5 else None,
+                                            EVENT_WAIT_S,
                      lambda: f"5 wrenches after the carry was reached at {windows[-1][1]} ns "
                              f"(the last stamped {stamp_ns(wrenches[-1])} ns)")
     assert all(w.wrench.force.z == 0.0 for w in carry[-5:])

@@ -91,17 +91,17 @@ def test_sim_node_digs_a_scoop_with_the_soil_in_process(sim: NodeProcess) -> Non
         windows = reach_in_turn(send, states, JOINTS, [*targets, CARRY], 0.01, 40.0,
                                 lambda k: f"waypoint {k}:\n{sim.log()}")
         n_status = len(diagnostics)
-        wait_for(lambda: len(diagnostics) > n_status, 10.0, "a status after the scoop")
-        wait_for(lambda: clouds, 10.0, "the heightmap cloud")
+        wait_for(lambda: len(diagnostics) > n_status, EVENT_WAIT_S, "a status after the scoop")
+        wait_for(lambda: clouds, EVENT_WAIT_S, "the heightmap cloud")
         # the carry: the per-cell soil drawn (boxes holding the carried volume exactly) and
         # its mass on the bucket body (sim_node's status), the wrench without its weight
         carried = loads[-1].data
         density = load_soil_config().terrain.density_kg_m3
         wait_for(lambda: markers and markers[-1].action == Marker.ADD
-                 and abs(_marker_volume(markers[-1]) - carried) < 1e-9, 10.0,
+                 and abs(_marker_volume(markers[-1]) - carried) < 1e-9, EVENT_WAIT_S,
                  lambda: f"a soil/bucket_soil marker of the {carried:.4f} m^3 carried")
         n_status = len(diagnostics)
-        wait_for(lambda: len(diagnostics) > n_status + 1, 10.0, "a status after the carry")
+        wait_for(lambda: len(diagnostics) > n_status + 1, EVENT_WAIT_S, "a status after the carry")
     finally:
         probe.close()
 

@@ -125,7 +125,7 @@ def runs_alone_then_locks_again(clock: list[Clock], diagnostics: list[Diagnostic
     t_silent = clock_now(clock)
     wait_for(lambda: clock_now(clock) > t_silent + 1.0, TIMEOUT_S + 30.0, "stepping alone")
     message, values = wait_for(
-        lambda: (s := running_status(diagnostics)) and words in s[0] and s, 10.0,
+        lambda: (s := running_status(diagnostics)) and words in s[0] and s, EVENT_WAIT_S,
         lambda: f"the lockstep warning: {running_status(diagnostics)}")
     assert values[name] == "detached"
     assert int(values[f"{name}_timeouts"]) == timeouts
@@ -177,11 +177,11 @@ def test_sim_node_steps_only_on_the_soils_answer(tmp_path) -> None:
             want = held + (k - 1) * PERIOD_S
             pose = wait_for(lambda w=want: next((p for p in reversed(poses)
                                                  if abs(stamp_s(p) - w) < 1e-9), None),
-                            10.0, f"the bucket_pose at t={want:.3f} s")
+                            EVENT_WAIT_S, f"the bucket_pose at t={want:.3f} s")
             msg = WrenchStamped()
             msg.header.stamp, msg.header.frame_id = pose.header.stamp, "world"
             wrench.publish(msg)
-            wait_for(lambda k=k: clock_now(clock) >= held + k * PERIOD_S - 1e-9, 10.0,
+            wait_for(lambda k=k: clock_now(clock) >= held + k * PERIOD_S - 1e-9, EVENT_WAIT_S,
                      "a period after the answer")
             time.sleep(0.3)
             assert clock_now(clock) == pytest.approx(held + k * PERIOD_S, abs=1e-9)
@@ -272,7 +272,8 @@ def test_a_lockstep_answer_is_complete_with_its_payload(tmp_path) -> None:
         time.sleep(1.0)     # well inside the timeout
         assert clock_now(clock) == held, "stepped on a wrench whose payload had not arrived"
         send_payload(pose)  # now it is: one period
-        wait_for(lambda: clock_now(clock) >= held + PERIOD_S - 1e-9, 10.0, "the period after it")
+        wait_for(lambda: clock_now(clock) >= held + PERIOD_S - 1e-9,
+                 EVENT_WAIT_S, "the period after it")
         time.sleep(0.3)
         assert clock_now(clock) == pytest.approx(held + PERIOD_S, abs=1e-9)
     finally:
@@ -285,7 +286,7 @@ def test_sim_node_refuses_lockstep_as_a_follower_at_start_up(tmp_path) -> None:
     proc = NodeProcess("excavator_sim.sim_node",
                        ["--ros-args", "-p", "soil_lockstep_timeout_s:=2.0",
                         "-p", "follow_clock:=true"], log_dir=tmp_path)
-    code = proc.proc.wait(60)
+    code = proc.proc.wait(EVENT_WAIT_S)
     log = proc.log()
     assert code == 2, log
     assert "Traceback" not in log

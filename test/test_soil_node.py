@@ -140,15 +140,16 @@ def test_a_scoop_fills_the_bucket_pushes_back_and_leaves_a_trench(channel: Chann
     assert all(w.header.frame_id == "world" for w in channel.wrenches)
     # the terrain is lower where the bucket passed (rebuilt from the data topic, whose patches
     # follow the wrenches and loads on their own topic: the last may still be on the way)
-    wait_for(lambda: channel.meshes, 10.0, "a heightmap mesh")
+    wait_for(lambda: channel.meshes, EVENT_WAIT_S, "a heightmap mesh")
     x0, cell = 0.0, 0.05  # terrain.centre_x_m 4 +- 4 m
     i = int((4.8 - x0) / cell)
     j = int((0.0 + 3.0) / cell)
     (grid,) = wait_for(lambda: (g := _terrain_from_patches(list(channel.patches), 160, 120))[
-        i, j] < -0.2 and [g], 10.0, lambda: "the trench in soil/terrain_patch")
+        i, j] < -0.2 and [g], EVENT_WAIT_S, lambda: "the trench in soil/terrain_patch")
     assert grid.max() > 0.0  # the spill / pushed soil lies somewhere
     # the heightmap cloud for RViz: x, y, z float32 points over the grid, the trench in it
-    wait_for(lambda: _cloud_min_z(channel.meshes[-1]) < -0.1, 10.0, "the trench in the cloud")
+    wait_for(lambda: _cloud_min_z(channel.meshes[-1]) < -0.1,
+             EVENT_WAIT_S, "the trench in the cloud")
     cloud = channel.meshes[-1]
     assert cloud.header.frame_id == "world" and [f.name for f in cloud.fields] == ["x", "y", "z"]
     points = cloud_points(cloud.data, cloud.width, cloud.height, cloud.point_step)
@@ -166,7 +167,7 @@ def test_a_scoop_fills_the_bucket_pushes_back_and_leaves_a_trench(channel: Chann
         return np.array([[q.x, q.y, q.z] for q in marker.points]).reshape(-1, 3)
 
     wait_for(lambda: channel.bucket_soil and channel.bucket_soil[-1].action == Marker.ADD
-             and abs(mesh_volume(last_mesh()) - loads[-1]) < 1e-9 + 1e-9 * loads[-1], 10.0,
+             and abs(mesh_volume(last_mesh()) - loads[-1]) < 1e-9 + 1e-9 * loads[-1], EVENT_WAIT_S,
              lambda: f"a soil/bucket_soil marker of the {loads[-1]:.3f} m^3 load")
     tris = last_mesh()
     assert np.linalg.norm(tris.mean(axis=0)[:2] - tips[-1][:2]) < 1.5  # at the bucket
@@ -208,7 +209,7 @@ def test_a_burst_of_poses_is_worked_off_newest_first_without_a_backlog(channel: 
     last one is always answered, and every pose is either processed or counted as
     superseded; the soil is conserved."""
     # a status that has counted every update so far (one wrench each)
-    wait_for(lambda: int(channel.status("updates") or -1) == len(channel.wrenches), 10.0,
+    wait_for(lambda: int(channel.status("updates") or -1) == len(channel.wrenches), EVENT_WAIT_S,
              "soil diagnostics up to date")
     updates0 = int(channel.status("updates") or 0)
     superseded0 = int(channel.status("poses_superseded") or 0)
@@ -230,7 +231,7 @@ def test_a_burst_of_poses_is_worked_off_newest_first_without_a_backlog(channel: 
         skipped = int(channel.status("poses_rate_skipped") or 0) - skipped0
         return updates + superseded + skipped == len(path)
 
-    wait_for(accounted, 10.0, lambda: f"{len(path)} poses processed or superseded: "
+    wait_for(accounted, EVENT_WAIT_S, lambda: f"{len(path)} poses processed or superseded: "
              f"{channel.status('updates')} - {updates0} + {channel.status('poses_superseded')} "
              f"- {superseded0} (" + ", ".join(
                  f"{k} {channel.status(k)}" for k in (
@@ -244,7 +245,7 @@ def test_a_pose_sent_again_gets_the_same_answer_without_a_second_update(channel:
     """sim_node's lockstep sends a pose again when its answer does not come: soil_node answers
     that stamp with the wrench, load and payload it sent for it, without working the soil at
     that pose a second time (counted as answers_repeated, not as an update)."""
-    wait_for(lambda: int(channel.status("updates") or -1) == len(channel.wrenches), 10.0,
+    wait_for(lambda: int(channel.status("updates") or -1) == len(channel.wrenches), EVENT_WAIT_S,
              "soil diagnostics up to date")
     updates0 = int(channel.status("updates") or 0)
     repeated0 = int(channel.status("answers_repeated") or 0)
@@ -261,10 +262,10 @@ def test_a_pose_sent_again_gets_the_same_answer_without_a_second_update(channel:
     assert _seconds(again.header.stamp) == pytest.approx(600.0)
     assert again.wrench == first.wrench
     wait_for(lambda: channel.loads[-1] is not load and channel.payloads[-1] is not payload,
-             10.0, "the load and payload again")
+             EVENT_WAIT_S, "the load and payload again")
     assert channel.loads[-1].data == load.data
     assert channel.payloads[-1].inertia == payload.inertia
-    wait_for(lambda: int(channel.status("answers_repeated") or 0) == repeated0 + 1, 10.0,
+    wait_for(lambda: int(channel.status("answers_repeated") or 0) == repeated0 + 1, EVENT_WAIT_S,
              lambda: f"answers_repeated {channel.status('answers_repeated')}")
     assert int(channel.status("updates") or 0) == updates0 + 1   # one update for both
     assert channel.status("mass_drift_units") == "0"
@@ -277,10 +278,10 @@ def test_bad_poses_are_rejected_on_diagnostics(channel: Channel) -> None:
     nan_pose.pose.position.x = float("nan")
     nan_pose.pose.orientation.w = 1.0
     channel.pose.publish(nan_pose)
-    wait_for(lambda: any("not finite" in e for e in channel.errors()), 10.0,
+    wait_for(lambda: any("not finite" in e for e in channel.errors()), EVENT_WAIT_S,
              "a diagnostics error for the NaN pose")
     channel.send(BucketPose(4.0, 0.0, 1.0, 0.0, 0.0), np.zeros(3), 501.0, frame="map")
-    wait_for(lambda: any("'map'" in e for e in channel.errors()), 10.0, "a frame error")
+    wait_for(lambda: any("'map'" in e for e in channel.errors()), EVENT_WAIT_S, "a frame error")
     time.sleep(0.2)
     assert len(channel.wrenches) == n  # nothing published for malformed input
     # outside the grid: an error, the terrain untouched, but a current wrench (the per-cell
@@ -290,16 +291,16 @@ def test_bad_poses_are_rejected_on_diagnostics(channel: Channel) -> None:
     # node sends its patch, then (heightmap_rate_hz) the full grid, on one publisher, in order:
     # nothing of the earlier digging is still on its way (a sleep, on a loaded host, let that
     # full grid arrive after the count below)
-    wait_for(lambda: _is_full_grid(channel.patches[-1], 160, 120), 10.0,
+    wait_for(lambda: _is_full_grid(channel.patches[-1], 160, 120), EVENT_WAIT_S,
              "the full grid after the last change")
     patches = len(channel.patches)
     # 10 m: past the 8 m grid, within the machine's reach of it (farther is implausible)
     channel.send(BucketPose(10.0, 0.0, 0.0, 0.0, 0.0), np.array([-0.5, 0.0, 0.0]), 502.0)
-    wait_for(lambda: any("leaves the terrain grid" in e for e in channel.errors()), 10.0,
+    wait_for(lambda: any("leaves the terrain grid" in e for e in channel.errors()), EVENT_WAIT_S,
              "a diagnostics error for the bucket outside the grid")
-    wait_for(lambda: len(channel.wrenches) == n + 1, 10.0, "the no-ground wrench")
+    wait_for(lambda: len(channel.wrenches) == n + 1, EVENT_WAIT_S, "the no-ground wrench")
     # its load comes after it, on its own topic (one per wrench)
-    wait_for(lambda: len(channel.loads) == len(channel.wrenches), 10.0, "its bucket_load")
+    wait_for(lambda: len(channel.loads) == len(channel.wrenches), EVENT_WAIT_S, "its bucket_load")
     f = channel.wrenches[-1].wrench.force
     load = channel.loads[-1].data
     assert (f.x, f.y, f.z) == (0.0, 0.0, 0.0)
@@ -341,7 +342,7 @@ def test_a_pose_whose_twist_comes_after_it_is_answered_with_that_twist(
     with the latest twist once twist_wait_s has passed (poses_without_twist)."""
     assert set_parameters(probe, "/soil_node", {"twist_wait_s": 60.0}) == [(True, "")]
     wait_for(lambda: int(channel.status("updates") or -1)
-             + int(channel.status("answers_repeated") or 0) == len(channel.wrenches), 10.0,
+             + int(channel.status("answers_repeated") or 0) == len(channel.wrenches), EVENT_WAIT_S,
              "soil diagnostics up to date")
     waited0 = int(channel.status("poses_waited_for_twist") or 0)
     pitch = pitch_for_attack(BUCKET, math.radians(30.0))
@@ -354,7 +355,8 @@ def test_a_pose_whose_twist_comes_after_it_is_answered_with_that_twist(
     assert len(channel.wrenches) == n, "answered before its twist came"
     _twist(channel, fast, 900.02)                       # ... and resent: it comes after
     wait_for(lambda: channel.answered(900.02), EVENT_WAIT_S, "the answer once its twist came")
-    wait_for(lambda: int(channel.status("poses_waited_for_twist") or 0) == waited0 + 1, 10.0,
+    wait_for(lambda: int(channel.status("poses_waited_for_twist") or 0) == waited0 + 1,
+             EVENT_WAIT_S,
              lambda: f"poses_waited_for_twist {channel.status('poses_waited_for_twist')}")
     late = channel.wrenches[-1]
     # the same pose and twist in order, one update later (same instant of the same soil is
@@ -368,7 +370,7 @@ def test_a_pose_whose_twist_comes_after_it_is_answered_with_that_twist(
     assert set_parameters(probe, "/soil_node", {"twist_wait_s": 0.2}) == [(True, "")]
     _send_pose_only(channel, pose, 900.06)              # no twist of its stamp, ever
     wait_for(lambda: channel.answered(900.06), EVENT_WAIT_S, "the answer after twist_wait_s")
-    wait_for(lambda: int(channel.status("poses_without_twist") or 0) == without0 + 1, 10.0,
+    wait_for(lambda: int(channel.status("poses_without_twist") or 0) == without0 + 1, EVENT_WAIT_S,
              lambda: f"poses_without_twist {channel.status('poses_without_twist')}")
     # sent again and again without its twist (sim_node's lockstep re-sends every 0.25 s): it
     # waits from its first arrival, not from the last copy, so it is answered while the

@@ -92,7 +92,8 @@ class Machine:
             wait_for(lambda t=t: self.wrenches and _seconds(self.wrenches[-1].header.stamp)
                      >= t0 + t - 1e-9, EVENT_WAIT_S, f"the wrench for t={t0 + t:.3f} s")
         # each wrench's load comes after it, on its own topic
-        wait_for(lambda: len(self.loads) == len(self.wrenches), 10.0, "the last bucket_load")
+        wait_for(lambda: len(self.loads) == len(self.wrenches),
+                 EVENT_WAIT_S, "the last bucket_load")
 
 
 def _grid(patches: list[Float64MultiArray], nx: int, ny: int) -> np.ndarray:
@@ -144,7 +145,7 @@ def test_one_soil_node_serves_two_machines_in_one_terrain(tmp_path: Path) -> Non
             grid = _grid(list(patches), config.nx, config.ny)
             return [float(grid[near][:, np.abs(ys - y) < 0.2].min()) for y in (-1.5, 1.5)]
         # (the patches follow the wrenches and loads on their own topic: waited for)
-        wait_for(lambda: all(d < -0.1 for d in depths()), 10.0,
+        wait_for(lambda: all(d < -0.1 for d in depths()), EVENT_WAIT_S,
                  lambda: f"both trenches in the shared soil/terrain_patch: {depths()} m")
 
         def status() -> dict[str, str]:
@@ -154,7 +155,7 @@ def test_one_soil_node_serves_two_machines_in_one_terrain(tmp_path: Path) -> Non
                         return {kv.key: kv.value for kv in s.values}
             return {}
         wait_for(lambda: "m2/bucket_load_m3" in status() and float(
-            status()["m2/bucket_load_m3"]) > 0, 10.0, lambda: f"m2's load on /diagnostics "
+            status()["m2/bucket_load_m3"]) > 0, EVENT_WAIT_S, lambda: f"m2's load on /diagnostics "
             f"({status()})")
         st = status()
         assert float(st["m1/bucket_load_m3"]) == pytest.approx(load1, abs=1e-4)

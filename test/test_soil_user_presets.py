@@ -123,15 +123,15 @@ def test_soil_node_runs_on_a_preset_defined_only_in_the_params_file(tmp_path: Pa
                      lambda n=sent: f"wrench {n} (got {len(ch.wrenches)})")
         # outside the 8 m grid, within the machine's reach (40 m is implausible input now)
         ch.send(BucketPose(10.0, 0.0, 0.0, 0.0, 0.0), np.array([-0.5, 0.0, 0.0]), 502.0)
-        wait_for(lambda: len(ch.wrenches) == sent + 1, 10.0, "the off-grid wrench")
+        wait_for(lambda: len(ch.wrenches) == sent + 1, EVENT_WAIT_S, "the off-grid wrench")
         # its load comes after it, on its own topic
-        wait_for(lambda: len(ch.loads) == sent + 1, 10.0, "the off-grid bucket_load")
+        wait_for(lambda: len(ch.loads) == sent + 1, EVENT_WAIT_S, "the off-grid bucket_load")
         load = ch.loads[-1].data
         assert load > 0.05
         f = ch.wrenches[-1].wrench.force
         assert (f.x, f.y, f.z) == (0.0, 0.0, 0.0)
         wait_for(lambda: ch.payloads and ch.payloads[-1].header.stamp
-                 == ch.wrenches[-1].header.stamp, 10.0, "the off-grid payload")
+                 == ch.wrenches[-1].header.stamp, EVENT_WAIT_S, "the off-grid payload")
         assert ch.payloads[-1].inertia.m == pytest.approx(DENSITY * load, rel=1e-9)
         # the status published after that last pose (1 Hz): one from during the scoop carries
         # a smaller load, so the status is waited for by its value, not taken as it comes
@@ -160,7 +160,7 @@ def test_a_broken_user_preset_stops_soil_node_naming_the_parameter(
     path = _params_file(tmp_path / "my_soil.yaml", {"presets": preset})
     proc = NodeProcess("excavator_sim.soil.soil_node", ["--ros-args", "--params-file", str(path)],
                        log_dir=tmp_path)
-    proc.proc.wait(30)
+    proc.proc.wait(EVENT_WAIT_S)
     log = proc.log()
     assert proc.proc.returncode == 2, log
     assert "[FATAL] invalid configuration" in log

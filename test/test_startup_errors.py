@@ -37,7 +37,7 @@ def bad_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 def _run(module: str, args: list[str], tmp_path: Path) -> tuple[int, str]:
     proc = NodeProcess(module, args, log_dir=tmp_path)
     try:
-        code = proc.proc.wait(60)
+        code = proc.proc.wait(EVENT_WAIT_S)
     except subprocess.TimeoutExpired:
         proc.stop()
         pytest.fail(f"{module} {args} did not exit; log:\n{proc.log()}")

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from helpers import REPO, wait_for
+from helpers import EVENT_WAIT_S, REPO, wait_for
 
 from excavator_common import supervisor_watch
 
@@ -47,7 +47,7 @@ def test_a_child_ends_when_its_supervisor_is_killed_and_says_why(tmp_path: Path)
         assert child.poll() is None
         supervisor.kill()
         supervisor.wait()
-        _out, err = child.communicate(timeout=60)
+        _out, err = child.communicate(timeout=EVENT_WAIT_S)
         assert child.returncode == -signal.SIGTERM, (child.returncode, err)
         assert f"supervisor (pid {supervisor.pid}) ended" in err
     finally:
@@ -62,7 +62,7 @@ def test_a_child_whose_supervisor_is_gone_before_it_watches_ends_at_once(tmp_pat
     gone.kill()
     gone.wait()
     child = _child("import time\ntime.sleep(600)\n", gone.pid, tmp_path)
-    _out, err = child.communicate(timeout=60)
+    _out, err = child.communicate(timeout=EVENT_WAIT_S)
     assert child.returncode == -signal.SIGTERM
     assert f"supervisor (pid {gone.pid}) ended" in err
 
@@ -93,7 +93,7 @@ def test_a_child_that_ignores_sigterm_is_killed_after_the_grace(tmp_path: Path) 
 def test_without_a_supervisor_the_child_runs_on(tmp_path: Path, value: str | None,
                                                 watching: bool, said: str) -> None:
     child = _child("print('done', flush=True)\n", value, tmp_path)
-    out, err = child.communicate(timeout=60)
+    out, err = child.communicate(timeout=EVENT_WAIT_S)
     assert child.returncode == 0, err
     assert out == f"watching {watching}\ndone\n"
     assert said in err
@@ -109,7 +109,7 @@ def test_the_childs_own_children_do_not_inherit_the_supervisor(tmp_path: Path) -
                    "      capture_output=True, text=True).stdout.strip(), flush=True)\n",
                    supervisor.pid, tmp_path)
     try:
-        out, err = child.communicate(timeout=60)
+        out, err = child.communicate(timeout=EVENT_WAIT_S)
         assert out.splitlines() == ["watching True", "None"], err
     finally:
         supervisor.kill()

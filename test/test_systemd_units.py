@@ -307,7 +307,7 @@ def test_exec_start_names_an_executable_and_its_arguments_parse(path: Path,
             assert client.config_get("bind")["bind"] == "127.0.0.1"
         finally:
             proc.terminate()
-            proc.wait(10)
+            proc.wait(EVENT_WAIT_S)
     else:
         raise AssertionError(f"{path.name}: unknown command {cmd}")
 
@@ -365,11 +365,11 @@ class UnitProcess:
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGINT)
         try:
-            return self.proc.wait(30)
+            return self.proc.wait(EVENT_WAIT_S)
         finally:
             if self.proc.poll() is None:
                 os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(10)
+                self.proc.wait(EVENT_WAIT_S)
             self._log.close()
 
 

@@ -90,7 +90,7 @@ class Operator:
             time.sleep(0.05)  # the joy driver's 20 Hz autorepeat
 
     def hold_sticks_until(self, axes: dict[int, float], done: Callable[[], bool],
-                          what: str, timeout_s: float = 60.0, **kw: bool) -> None:
+                          what: str, timeout_s: float = EVENT_WAIT_S, **kw: bool) -> None:
         """Hold the sticks (20 Hz autorepeat) until ``done()``: the motion is judged by where
         the machine got, not by how far it got in a wall-clock time (a loaded host runs the
         simulation slower than real time, or holds the joystick back past joy_timeout)."""
@@ -192,13 +192,13 @@ def test_travel_pedals_drive_the_tracks(operator: Operator) -> None:
         return base_x() - x0 > 0.2
     wait_for(pedals, EVENT_WAIT_S, "the base 0.2 m forward on both pedals", period=0.0)
     assert operator.tracks[-1].name == ["track_left", "track_right"]
-    wait_for(lambda: operator.tracks[-1].velocity[0] == 0.0, 5.0, "a zero track command")
+    wait_for(lambda: operator.tracks[-1].velocity[0] == 0.0, EVENT_WAIT_S, "a zero track command")
 
     def stopped() -> bool:  # the tracks' model decelerates; then the base stays put
         a = base_x()
         time.sleep(0.3)
         return abs(base_x() - a) < 3e-3
-    wait_for(stopped, 10.0, "the base to stop after the pedals are released")
+    wait_for(stopped, EVENT_WAIT_S, "the base to stop after the pedals are released")
 
 
 def test_mode_toggle_gives_coordinated_tip_motion(operator: Operator) -> None:
@@ -233,7 +233,7 @@ def test_bad_joy_input_is_reported_and_holds(operator: Operator) -> None:
     def reported() -> bool:
         return any("axes.right_x is axis 3 but the Joy message has 2 axes" in s.message
                    for d in list(operator.diagnostics) for s in d.status)
-    wait_for(reported, 10.0, "the bad Joy reported on /diagnostics")
+    wait_for(reported, EVENT_WAIT_S, "the bad Joy reported on /diagnostics")
     time.sleep(0.3)
     assert np.abs(operator.joints() - q0).max() < 2e-3
 
@@ -256,7 +256,7 @@ def test_impedance_mode_follows_the_hand_and_feeds_the_soil_back(
         pose.header.frame_id = "hand_controller"
         pose.pose.orientation.w = 1.0
         n0 = len(operator.feedback)
-        end = time.monotonic() + 30.0
+        end = time.monotonic() + EVENT_WAIT_S
         pose.pose.position.z = 0.02  # hand 2 cm up: the tip 0.2 m up
         def felt() -> list[WrenchStamped]:
             # Feedback that carried a wrench: one the teleop judged too old on arrival (this

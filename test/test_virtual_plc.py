@@ -94,17 +94,18 @@ def test_plant_follows_setpoints_while_alive_and_watchdog_stops_it(plc):
     assert mon["angle_fl"] == pytest.approx(0.2, abs=1e-6)   # 2 rad/s: 0.1 s to get there
     assert mon["angle_fr"] == pytest.approx(0.15, abs=1e-6)
     alive0 = mon["alive"]
-    wait_for(lambda: w.monitor()["alive"] != alive0, 10.0, "the PLC's alive counter to count")
+    wait_for(lambda: w.monitor()["alive"] != alive0,
+             EVENT_WAIT_S, "the PLC's alive counter to count")
     # the bridge's counter stops (settle returned on a command the PLC took, untripped): after
     # watchdog_timeout_s the outputs go to zero. Timed on the PLC's clock: from the last write
     # that changed the alive counter, no scan drove later than the timeout, and the trip is not
     # raised before it.
-    wait_for(lambda: not control.status()["watchdog_ok"], 10.0, "watchdog trip")
+    wait_for(lambda: not control.status()["watchdog_ok"], EVENT_WAIT_S, "watchdog trip")
     st = control.status()
     t_last = _last_alive_change(control.writes())
     assert st["drove_at"] - t_last <= timeout
     assert st["changed_at"]["watchdog"] - t_last > timeout
-    wait_for(lambda: max(abs(v) for v in control.status()["speeds"]) < 1e-3, 10.0, "stop")
+    wait_for(lambda: max(abs(v) for v in control.status()["speeds"]) < 1e-3, EVENT_WAIT_S, "stop")
     st = control.status()
     assert st["angles"] == pytest.approx([0.2, 0.15], abs=1e-6)   # steering held
     assert w.monitor()["watchdog"]
@@ -116,7 +117,7 @@ def test_status_bits_and_stop_bit(plc):
     control.faults(fault=True, estop=True, auto=False)
     wait_for(lambda: (m := cfg.monitor.decode(client.db_read(cfg.monitor_db, 0,
                                                              cfg.monitor.size)))["fault"]
-             and m["estop"] and not m["auto"] and m["ready"], 10.0,
+             and m["estop"] and not m["auto"] and m["ready"], EVENT_WAIT_S,
              "fault, estop, manual and ready in the monitor DB")
     control.faults(fault=False, estop=False, auto=True)
     values = {"alive": 0, "enable": True, "stop": True, "seq": 0, "crc": 0, "speed_sp_rl": 0.5,
@@ -146,18 +147,18 @@ def test_plc_watchdog_stops_the_machine_when_the_bridge_is_killed(redis_server, 
                                              str(rig.plc_port), "--model", "skid_steer"])
     try:
         rig.command(0.8, 0.0, 0.0)
-        wait_for(lambda: rig.get(keys.BRIDGE_STATUS) == "running", 10.0, "bridge running")
-        wait_for(lambda: rig.plc.status()["speeds"][0] > 0.7, 10.0, "tracks at speed")
+        wait_for(lambda: rig.get(keys.BRIDGE_STATUS) == "running", EVENT_WAIT_S, "bridge running")
+        wait_for(lambda: rig.plc.status()["speeds"][0] > 0.7, EVENT_WAIT_S, "tracks at speed")
         bridge.proc.send_signal(signal.SIGKILL)  # no goodbye stop: only the PLC can react
-        bridge.proc.wait(5)
-        wait_for(lambda: not rig.plc.status()["watchdog_ok"], 10.0, "PLC watchdog trip")
+        bridge.proc.wait(EVENT_WAIT_S)
+        wait_for(lambda: not rig.plc.status()["watchdog_ok"], EVENT_WAIT_S, "PLC watchdog trip")
         # on the PLC's clock: no scan drove later than watchdog_timeout_s after the last write
         # that changed the bridge's alive counter (the killed bridge's last sign of life)
         st = rig.plc.status()
         t_last = _last_alive_change(rig.plc.writes())
         assert st["drove_at"] is not None
         assert st["drove_at"] - t_last <= rig.config.virtual_plc.watchdog_timeout_s
-        wait_for(lambda: np.max(np.abs(rig.plc.status()["speeds"])) < 1e-3, 10.0,
+        wait_for(lambda: np.max(np.abs(rig.plc.status()["speeds"])) < 1e-3, EVENT_WAIT_S,
                  "the plant to stop")
     finally:
         rig.heartbeat.stop()
@@ -222,7 +223,7 @@ class Writer:
         tripped, an explicit stop goes before the next command (the latch clears only on one).
         Returns only when the PLC took the last command and its watchdog is clear, so the last
         write is the last sign of life and the PLC was driving then."""
-        t_end = time.monotonic() + 20.0
+        t_end = time.monotonic() + EVENT_WAIT_S
         tripped = False
         while time.monotonic() < t_end:
             if tripped:
@@ -246,7 +247,7 @@ class Writer:
     def stop_until_clear(self) -> None:
         """Explicit stops (a live bridge's) until the monitor DB shows the watchdog clear: one
         clears the latch, the next keep it clear however long this process stalls between."""
-        wait_for(lambda: (self.write(False), not self.monitor()["watchdog"])[1], 10.0,
+        wait_for(lambda: (self.write(False), not self.monitor()["watchdog"])[1], EVENT_WAIT_S,
                  "the watchdog cleared by an explicit stop")
 
 
@@ -263,7 +264,7 @@ def test_watchdog_trip_latches_until_an_explicit_stop(plc):
     st = control.status()
     assert st["refused"] == {**before, "watchdog_tripped": before["watchdog_tripped"] + 20}
     assert st["drove_at"] < t_resume
-    wait_for(lambda: max(abs(v) for v in control.status()["speeds"]) < 1e-3, 10.0,
+    wait_for(lambda: max(abs(v) for v in control.status()["speeds"]) < 1e-3, EVENT_WAIT_S,
              "the outputs at 0")
     total = sum(st["refused"].values())
     wait_for(lambda: (m := w.monitor())["watchdog"] and m["refused"] == total

@@ -150,7 +150,8 @@ def _alive_plant(rig: Hil) -> None:
             mon[n] == pytest.approx(v, abs=1e-6) for n, v in
             zip(rig.cfg.speed_fields(), fed, strict=True))
 
-    wait_for(seen, 10.0, "plant_lost cleared by a live plant and a stop, the fed speeds seen")
+    wait_for(seen,
+             EVENT_WAIT_S, "plant_lost cleared by a live plant and a stop, the fed speeds seen")
 
 
 def test_external_mode_serves_the_plant_blocks_and_starts_with_the_plant_lost(
@@ -162,7 +163,7 @@ def test_external_mode_serves_the_plant_blocks_and_starts_with_the_plant_lost(
         for _ in range(3):
             rig.stop()
         rig.drive(0.5, 0.5)
-        mon = wait_for(lambda: (m := rig.bridge.monitor())["plant_lost"] and m, 10.0,
+        mon = wait_for(lambda: (m := rig.bridge.monitor())["plant_lost"] and m, EVENT_WAIT_S,
                        "plant_lost")
         assert mon["fault"] and not mon["drive_saturated"]
         out = rig.plant_out()
@@ -181,7 +182,7 @@ def test_set_point_gives_torque_of_the_right_sign_and_pi_behaviour(hil):
     hil.plant.speeds(0.4, 0.4)
     _alive_plant(hil)
     hil.drive(1.0, -0.2)
-    first = wait_for(lambda: (o := hil.plant_out())["enable"] and o, 10.0, "drives enabled")
+    first = wait_for(lambda: (o := hil.plant_out())["enable"] and o, EVENT_WAIT_S, "drives enabled")
     assert not first["brake"]
     seqs, left = [first["seq"]], [first["torque_sp_left"]]
     for _ in range(20):
@@ -194,18 +195,19 @@ def test_set_point_gives_torque_of_the_right_sign_and_pi_behaviour(hil):
     # block newer; the integral grows once the scans have run
     assert all(b >= a for a, b in itertools.pairwise(seqs))
     assert all(b >= a for a, b in itertools.pairwise(left)), left
-    wait_for(lambda: hil.plant_out()["torque_sp_left"] > left[0], 10.0, "the integral growing")
-    wait_for(lambda: hil.plant_out()["seq"] > seqs[-1], 10.0, "a newer plant_out seq")
+    wait_for(lambda: hil.plant_out()["torque_sp_left"] > left[0],
+             EVENT_WAIT_S, "the integral growing")
+    wait_for(lambda: hil.plant_out()["seq"] > seqs[-1], EVENT_WAIT_S, "a newer plant_out seq")
     mon = hil.bridge.monitor()
     assert mon["speed_left"] == pytest.approx(0.4) and mon["speed_right"] == pytest.approx(0.4)
     assert not mon["fault"] and not mon["plant_lost"]
     # the error persists: the integrator drives the left torque to its limit -> saturated
     wait_for(lambda: hil.torques()[0] == pytest.approx(LIMIT),
              EVENT_WAIT_S, "left torque at its limit")
-    wait_for(lambda: hil.bridge.monitor()["drive_saturated"], 10.0, "drive_saturated")
+    wait_for(lambda: hil.bridge.monitor()["drive_saturated"], EVENT_WAIT_S, "drive_saturated")
     # the measurement reaches the set-point: no more error, the torques stop changing
     hil.plant.speeds(1.0, -0.2)
-    wait_for(lambda: not hil.bridge.monitor()["drive_saturated"], 10.0, "not saturated")
+    wait_for(lambda: not hil.bridge.monitor()["drive_saturated"], EVENT_WAIT_S, "not saturated")
     a = hil.torques()
     time.sleep(0.2)
     assert hil.torques() == pytest.approx(a, abs=1e-3)
@@ -217,15 +219,15 @@ def test_a_stop_is_a_controlled_stop_then_the_brakes(hil):
     hil.plant.speeds(0.6, 0.6)
     _alive_plant(hil)
     hil.drive(0.6, 0.6)
-    wait_for(lambda: hil.plant_out()["enable"], 10.0, "driving")
+    wait_for(lambda: hil.plant_out()["enable"], EVENT_WAIT_S, "driving")
     hil.stop()
-    wait_for(lambda: hil.control.status()["hil"]["mode"] == "stopping", 10.0, "stopping")
+    wait_for(lambda: hil.control.status()["hil"]["mode"] == "stopping", EVENT_WAIT_S, "stopping")
     torques = hil.torques()
     out = hil.plant_out()
     assert out["enable"] and not out["brake"] and all(t < 0.0 for t in torques)
-    wait_for(lambda: hil.torques()[0] < torques[0], 10.0, "the braking torque growing")
+    wait_for(lambda: hil.torques()[0] < torques[0], EVENT_WAIT_S, "the braking torque growing")
     hil.plant.speeds(0.0, 0.0)
-    out = wait_for(lambda: (o := hil.plant_out())["brake"] and o, 10.0, "parked")
+    out = wait_for(lambda: (o := hil.plant_out())["brake"] and o, EVENT_WAIT_S, "parked")
     assert not out["enable"] and hil.torques() == [0.0, 0.0]
 
 
@@ -239,9 +241,9 @@ def test_plant_lost_when_the_simulation_stops_latched_until_a_stop(node_processe
         rig.plant.speeds(0.3, 0.3)
         _alive_plant(rig)
         rig.drive(0.5, 0.5)
-        wait_for(lambda: rig.plant_out()["enable"], 10.0, "driving")
+        wait_for(lambda: rig.plant_out()["enable"], EVENT_WAIT_S, "driving")
         rig.plant.alive = False                    # the simulation freezes
-        mon = wait_for(lambda: (m := rig.bridge.monitor())["plant_lost"] and m, 10.0,
+        mon = wait_for(lambda: (m := rig.bridge.monitor())["plant_lost"] and m, EVENT_WAIT_S,
                        "plant_lost")
         assert mon["fault"]
         out = rig.plant_out()
@@ -268,7 +270,7 @@ def test_plant_lost_when_the_simulation_stops_latched_until_a_stop(node_processe
         assert rig.bridge.monitor()["plant_lost"] and not rig.plant_out()["enable"]
         _alive_plant(rig)                          # a stop clears it
         rig.drive(0.5, 0.5)
-        wait_for(lambda: rig.plant_out()["enable"], 10.0, "driving again")
+        wait_for(lambda: rig.plant_out()["enable"], EVENT_WAIT_S, "driving again")
     finally:
         rig.close()
 
@@ -278,9 +280,9 @@ def test_a_non_finite_measured_speed_is_a_fault_with_zero_torque(hil, bad):
     hil.plant.speeds(0.3, 0.3)
     _alive_plant(hil)
     hil.drive(0.5, 0.5)
-    wait_for(lambda: hil.plant_out()["enable"], 10.0, "driving")
+    wait_for(lambda: hil.plant_out()["enable"], EVENT_WAIT_S, "driving")
     hil.plant.raw_speed0 = bad
-    mon = wait_for(lambda: (m := hil.bridge.monitor())["fault"] and m, 10.0, "fault")
+    mon = wait_for(lambda: (m := hil.bridge.monitor())["fault"] and m, EVENT_WAIT_S, "fault")
     assert not math.isfinite(mon["speed_left"])             # passed on as the sensor gave it
     out = hil.plant_out()
     assert not out["enable"] and out["brake"] and hil.torques() == [0.0, 0.0]
@@ -290,23 +292,23 @@ def test_a_non_finite_measured_speed_is_a_fault_with_zero_torque(hil, bad):
         hil.drive(0.5, 0.5)
     assert hil.bridge.monitor()["fault"]                     # held until a stop
     _alive_plant(hil)
-    wait_for(lambda: not hil.bridge.monitor()["fault"], 10.0, "fault cleared by the stop")
+    wait_for(lambda: not hil.bridge.monitor()["fault"], EVENT_WAIT_S, "fault cleared by the stop")
 
 
 def test_the_simulations_drive_fault_and_an_estop_give_the_safe_state(hil):
     hil.plant.speeds(0.3, 0.3)
     _alive_plant(hil)
     hil.drive(0.5, 0.5)
-    wait_for(lambda: hil.plant_out()["enable"], 10.0, "driving")
+    wait_for(lambda: hil.plant_out()["enable"], EVENT_WAIT_S, "driving")
     hil.plant.set(drive_fault=True)
-    wait_for(lambda: hil.bridge.monitor()["fault"], 10.0, "fault from drive_fault")
+    wait_for(lambda: hil.bridge.monitor()["fault"], EVENT_WAIT_S, "fault from drive_fault")
     assert hil.plant_out()["brake"] and hil.torques() == [0.0, 0.0]
     hil.plant.set(drive_fault=False)
-    wait_for(lambda: not hil.bridge.monitor()["fault"], 10.0, "fault gone with drive_fault")
+    wait_for(lambda: not hil.bridge.monitor()["fault"], EVENT_WAIT_S, "fault gone with drive_fault")
     hil.drive(0.5, 0.5)
-    wait_for(lambda: hil.plant_out()["enable"], 10.0, "driving")
+    wait_for(lambda: hil.plant_out()["enable"], EVENT_WAIT_S, "driving")
     hil.control.faults(estop=True)                           # no controlled stop: brakes now
-    out = wait_for(lambda: (o := hil.plant_out())["brake"] and o, 10.0, "brakes on e-stop")
+    out = wait_for(lambda: (o := hil.plant_out())["brake"] and o, EVENT_WAIT_S, "brakes on e-stop")
     assert not out["enable"] and hil.torques() == [0.0, 0.0]
 
 
@@ -315,16 +317,17 @@ def test_a_frozen_plant_program_stops_the_seq(hil):
     its seq stays where it was: nothing new for the plant link to forward."""
     hil.plant.speeds(0.0, 0.0)
     _alive_plant(hil)
-    wait_for(lambda: hil.control.status()["cycles"] > 10, 10.0, "scans")
+    wait_for(lambda: hil.control.status()["cycles"] > 10, EVENT_WAIT_S, "scans")
     hil.control.faults(freeze_plant_out=True)
     c = hil.control.status()["cycles"]        # a scan begun before the freeze may still write
-    wait_for(lambda: hil.control.status()["cycles"] >= c + 2, 10.0, "a scan after the freeze")
+    wait_for(lambda: hil.control.status()["cycles"] >= c + 2,
+             EVENT_WAIT_S, "a scan after the freeze")
     seq = hil.plant_out()["seq"]
     c = hil.control.status()["cycles"]
-    wait_for(lambda: hil.control.status()["cycles"] >= c + 10, 10.0, "ten frozen scans")
+    wait_for(lambda: hil.control.status()["cycles"] >= c + 10, EVENT_WAIT_S, "ten frozen scans")
     assert hil.plant_out()["seq"] == seq
     hil.control.faults(freeze_plant_out=False)
-    wait_for(lambda: hil.plant_out()["seq"] != seq, 10.0, "seq moving again")
+    wait_for(lambda: hil.plant_out()["seq"] != seq, EVENT_WAIT_S, "seq moving again")
     reads = hil.control.plant_reads()
     assert reads and all(isinstance(s, int) for _, s in reads)
 
@@ -371,12 +374,13 @@ def test_an_ackermann_machine_gets_its_wheel_drives_limit_and_its_steering_rate(
         _alive_plant(rig)
         rig.drive(1.0, 1.0, angles=(0.4, 0.05))
         with KeepWriting(rig, 1.0, 1.0, angles=(0.4, 0.05)):
-            wait_for(lambda: rig.plant_out()["enable"], 10.0, "driving")
+            wait_for(lambda: rig.plant_out()["enable"], EVENT_WAIT_S, "driving")
             rates = rig.rates()
             assert rates == pytest.approx([0.35, VP.steer_kp_1_s * 0.05]), rates
             wait_for(lambda: rig.torques() == pytest.approx([7790.0, 7790.0]), EVENT_WAIT_S,
                      lambda: f"the rear wheels at their drives' limit (now {rig.torques()})")
-            wait_for(lambda: rig.bridge.monitor()["drive_saturated"], 10.0, "drive_saturated")
+            wait_for(lambda: rig.bridge.monitor()["drive_saturated"],
+                     EVENT_WAIT_S, "drive_saturated")
             assert max(rig.torques()) < LIMIT
     finally:
         rig.close()
@@ -393,7 +397,7 @@ def test_a_4ws_machine_steers_first_then_drives(node_processes, tmp_path):
         _alive_plant(rig)
         rig.drive(0.5, 0.5, 0.5, 0.5, angles=crab)
         with KeepWriting(rig, 0.5, 0.5, 0.5, 0.5, angles=crab):
-            wait_for(lambda: rig.plant_out()["enable"], 10.0, "driving")
+            wait_for(lambda: rig.plant_out()["enable"], EVENT_WAIT_S, "driving")
             for _ in range(10):
                 assert rig.rates() == pytest.approx([0.35] * 4)
                 assert rig.torques() == [0.0] * 4           # the wheels point the wrong way
@@ -401,7 +405,7 @@ def test_a_4ws_machine_steers_first_then_drives(node_processes, tmp_path):
                 assert out["enable"] and not out["brake"], out
                 time.sleep(0.02)
             rig.plant.set(**dict(zip(rig.cfg.angle_fields(), crab, strict=True)))
-            wait_for(lambda: all(t > 100.0 for t in rig.torques()), 10.0,
+            wait_for(lambda: all(t > 100.0 for t in rig.torques()), EVENT_WAIT_S,
                      lambda: f"the drives once the wheels are at 90 deg ({rig.torques()})")
             assert rig.rates() == pytest.approx([0.0] * 4, abs=1e-9)
     finally:
