@@ -108,11 +108,14 @@ def ros_node(node_processes: list[NodeProcess]) -> Iterator[object]:
 # time on one worker: two of them at once overloaded two cores (a joystick demo whose commands
 # reached the simulation over a second old and were dropped, a soak whose recorder lost
 # messages), which is no test of the product. The other worker runs the rest beside them.
+# The two fleet files that run two machines' nodes besides (fleet.launch.py; two sims, two IKs,
+# teleop and the dashboard) are in the group too: beside test_fleet_operated's fleet, on a
+# host with a core busy, every process of both waited its turn for a core.
 WHOLE_STACK_FILES = frozenset({
     "test_demo.py", "test_demo_fleet.py", "test_demo_wheeled.py", "test_soak.py",
     "test_teleop_demo.py",
     "test_teleop_dig.py", "test_teleop_replay.py", "test_teleop_impedance_replay.py",
-    "test_fleet_operated.py"})
+    "test_fleet_operated.py", "test_fleet_launch.py", "test_fleet_machine_choice.py"})
 
 
 def xdist_group(nodeid: str) -> str:
