@@ -122,7 +122,10 @@ def test_redis_to_plc_and_back(redis_server, spawn, tmp_path, model, lateral, cm
         for got, want in zip((lon, lat, ang), cmd, strict=True):
             assert abs(got - want) <= 0.01 * max(abs(want), 1e-3 * math.hypot(*cmd)), \
                 f"monitor {got} vs command {want}"
-        assert rig.get(keys.BRIDGE_STATUS) == "running"
+        # a key the bridge keeps alive with a TTL: waited for, not read once (a starved bridge
+        # lets it expire between two refreshes: fresh19 read None)
+        wait_until(lambda: rig.get(keys.BRIDGE_STATUS) == "running", EVENT_WAIT_S,
+                   "plc.bridge.status running")
         assert rig.get(keys.counter_key("rejected_inputs")) == "0"
         assert int(rig.get(keys.counter_key("cycles"))) > 10
     finally:

@@ -177,8 +177,10 @@ def test_a_pdu_too_small_is_backed_off_and_said_once(c_server_available, redis_s
     base = load_config(path)
     assert base.control.size > 205
     server = CSnap7Server(base, pdu=240)
+    # Redis's deadline at its top: the subject is the PLC's refusal, and a starved host's late
+    # MGET made the status redis_lost instead (fresh19)
     core = BridgeCore(load_config(path, {"redis_url": redis_server.url,
-                                         "plc_port": server.port}))
+                                         "plc_port": server.port, "redis_timeout_s": 5.0}))
     import redis
 
     r = redis.Redis.from_url(redis_server.url)
