@@ -43,8 +43,10 @@ from helpers import (
 )
 
 LIMIT_S = 120.0      # start-up of 12 processes on a loaded 2-core machine
-# what the page's server (the dashboard, at nice 10 under the launch: realtime:=auto) does for
-# an event, awaited: with one core busy it wrote a drive key more than 30 s after the event
+# what the page's server does for an event, awaited: with one core busy the dashboard (then at
+# nice 10 under the launch's realtime:=auto) wrote a drive key more than 30 s after the event,
+# and on a slower hour not in 120 s (fresh19). The launch runs with realtime:=off: this test's
+# subject is operating machine 2, not the real-time set-up (test_launch_real.py has that).
 PAGE_S = 120.0
 ACTIVE = ("swing", "boom", "arm", "bucket")
 BASE = ("base_x", "base_y", "base_yaw")
@@ -128,7 +130,7 @@ def test_teleop_and_dashboard_drive_machine_2_while_machine_1_stays_still(
         [ros2, "launch", "excavator_hil", "fleet.launch.py", "count:=2", "soil:=false",
          "plant:=standalone", f"redis_url:=redis://127.0.0.1:{redis_server.port}",
          f"virtual_plc_port:={plc_port}", "teleop:=true", "teleop_machine:=exc2",
-         "dashboard:=true", f"port:={web_port}", "foxglove:=true",
+         "dashboard:=true", f"port:={web_port}", "foxglove:=true", "realtime:=off",
          f"foxglove_port:={free_port()}",
          f"plc_params:={loaded_host_plc_params(tmp_path / 'plc.yaml')}",
          f"virtual_plc_params:={loaded_host_virtual_plc_params(tmp_path / 'vplc.yaml')}",
