@@ -523,9 +523,10 @@ def ros_parameters_file(path: Path, values: dict[str, Any]) -> Path:
 # Each deadline is the parameter's top (plc_bridge/parameters.py): with 3 s, the dashboard
 # (nice 10 under the launch) left its heartbeat standing past 3 s again and again beside a
 # fleet, a busy core and another test's nodes, and machine 2 never drove 0.2 m in 120 s
-# (fresh17; the bridge rightly stopped each time).
+# (fresh17; the bridge rightly stopped each time). The PLC's replies too: a bridge node's S7
+# reads timed out at 0.1 s again and again on a host stalling its cycles ~1 s (fresh20).
 LOADED_HOST_BRIDGE = {"redis_timeout_s": 5.0, "heartbeat_timeout_s": 10.0,
-                      "plc_alive_timeout_s": 10.0}
+                      "plc_alive_timeout_s": 10.0, "plc_timeout_s": 2.0}
 
 
 # teleop_node's deadlines for the same kind of test: on a starved host Joys arrived 0.3-1.0 s

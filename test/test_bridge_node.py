@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from helpers import (
     EVENT_WAIT_S,
+    LOADED_HOST_BRIDGE,
     STARTUP_TIMEOUT_S,
     NodeProcess,
     call_service,
@@ -48,7 +49,11 @@ def test_node_publishes_and_deactivate_stops(redis_server, node_processes, ros_n
     plc = wait_for(lambda: _control(cport), STARTUP_TIMEOUT_S, "virtual PLC")
     bridge = NodeProcess("plc_bridge.bridge.node", [
         "--ros-args", "--params-file", "config/plc.yaml", "-p", f"redis_url:={redis_server.url}",
-        "-p", f"plc_port:={port}", "-p", "autostart:=true", "-p", "cmd_vel_to_redis:=true"],
+        "-p", f"plc_port:={port}", "-p", "autostart:=true", "-p", "cmd_vel_to_redis:=true",
+        # a starved host stalled this bridge's cycles ~1 s (fresh20): with the default deadlines
+        # its link was down when deactivate came, and no stop could be written (the PLC's
+        # watchdog is then the stop; test_bridge_faults.py tests deactivate's own write)
+        *(a for k, v in LOADED_HOST_BRIDGE.items() for a in ("-p", f"{k}:={v}"))],
         log_dir=tmp_path, env={PROFILE_ENV: str(_long_lease_profile(tmp_path))})
     node_processes.append(bridge)
     import redis
