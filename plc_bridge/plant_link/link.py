@@ -44,6 +44,7 @@ _LOG = logging.getLogger("plant_link")
 # torn plant_out reads in a row that make the status say so: one is a scan caught mid-write,
 # ten (0.1 s at 100 Hz) a PLC program that does not seal the block (another version's)
 TORN_RUN_STATUS = 10
+STOP_LATENCY_S = 0.1   # longest sleep between two looks at the stop flag
 COUNTERS = ("exchanges", "late", "missed", "link_down_periods", "link_faults", "take_errors")
 
 
@@ -162,7 +163,10 @@ class PlantLink:
                 skipped = int((now - next_tick) // period)
                 self.counters["missed"] += skipped
                 next_tick += (skipped + 1) * period
-            self._stop.wait(max(0.0, next_tick - self.clock()))
+            # time.sleep, not Event.wait: ~40 us less CPU a period (a wait builds a lock and
+            # a condition each time); slices of STOP_LATENCY_S keep stop() prompt at 1 Hz
+            while (delay := next_tick - self.clock()) > 0.0 and not self._stop.is_set():
+                time.sleep(min(delay, STOP_LATENCY_S))
 
     def exchange(self, now: float) -> None:
         """One period: read plant_out (forward what is fresh), write plant_in."""

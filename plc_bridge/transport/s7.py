@@ -7,13 +7,21 @@ the socket, so the session sets ``client.connection.socket.settimeout`` itself (
 a PLC that stops answering then fails the request within ``plc_timeout_s``.
 
 Requests: ``Client.connect`` does the ISO-on-TCP and S7 set-up; each request then goes through
-the client's own ``protocol`` (PDU builder and parser) and ``connection`` (TPKT/COTP framing)
-directly, one job in flight at a time, the reply's PDU reference checked. That skips the
-client's per-request layers (operation logging, rate limiter, reconnect wrapper, lock), ~45 us a
-request measured against the virtual PLC (p50 165 -> 117 us), and the link does its own
-reconnecting anyway. One job at a time is also what python-snap7 negotiates
-(``max_amq_caller = 1``), so a read is not sent before the write's reply: a real PLC may refuse
-a second job in flight.
+the client's own ``protocol`` (PDU builder and parser) directly, one job in flight at a time,
+the reply's PDU reference checked. That skips the client's per-request layers (operation
+logging, rate limiter, reconnect wrapper, lock), ~45 us a request measured against the virtual
+PLC (p50 165 -> 117 us), and the link does its own reconnecting anyway. One job at a time is
+also what python-snap7 negotiates (``max_amq_caller = 1``), so a read is not sent before the
+write's reply: a real PLC may refuse a second job in flight.
+
+The framing around the PDU (TPKT, RFC 1006: version 3, a reserved byte, the frame's length;
+COTP data transfer, ISO 8073 class 0: ``02 f0 80``) is the session's own, for the syscalls: a
+socket with a Python timeout polls before every call, and python-snap7's ``receive_data``
+receives the TPKT header and the rest apart (six syscalls a request, each giving up and taking
+back the GIL). Here the timeout is the kernel's (``SO_RCVTIMEO`` / ``SO_SNDTIMEO`` on a blocking
+socket) and a reply, a few dozen bytes, comes in one ``recv``: two syscalls a request. A
+timeout raises python-snap7's own ``S7TimeoutError``, a closed or broken link its
+``S7ConnectionError``, as its connection does.
 
 At connect the negotiated PDU is checked against the blocks: a PLC that accepts a smaller PDU
 than the blocks need is refused with an error naming both sizes.
@@ -32,10 +40,53 @@ from typing import Any
 
 import snap7
 from snap7.datatypes import S7Area, S7WordLen
+from snap7.error import S7ConnectionError, S7TimeoutError
 
 from plc_bridge.config import BridgeConfig
 from plc_bridge.db_layout import DbLayout, max_payload
 from plc_bridge.errors import LinkRefusedError
+
+TPKT_VERSION = 3
+COTP_DT = b"\x02\xf0\x80"   # COTP data transfer: header length 2, DT, last data unit (EOT)
+HEADERS_B = 4 + len(COTP_DT)  # TPKT + COTP in front of every S7 PDU
+RECV_B = 65536               # more than any frame (TPKT's length is 16 bits)
+
+
+def frame(pdu: bytes) -> bytes:
+    """``pdu`` in a TPKT frame (RFC 1006) as a COTP data transfer (ISO 8073 class 0)."""
+    return struct.pack(">BBH", TPKT_VERSION, 0, HEADERS_B + len(pdu)) + COTP_DT + pdu
+
+
+def receive_frame(sock: socket.socket) -> bytes:
+    """The S7 PDU of the next frame on ``sock``: one ``recv`` for a whole reply, more only when
+    TCP split it. Kernel timeouts: ``S7TimeoutError``; a closed or broken link, bytes beyond the
+    frame (one job in flight: nothing may follow its reply) or a frame that is not a COTP data
+    transfer: ``S7ConnectionError``."""
+    data = b""
+    length = HEADERS_B
+    try:
+        while len(data) < length:
+            chunk = sock.recv(RECV_B)
+            if not chunk:
+                raise S7ConnectionError("Connection closed by peer")
+            data += chunk
+            if len(data) >= 4:
+                if data[0] != TPKT_VERSION:
+                    raise S7ConnectionError(f"Invalid TPKT version: {data[0]}")
+                length = int.from_bytes(data[2:4], "big")
+                if length < HEADERS_B:
+                    raise S7ConnectionError(f"Invalid TPKT length: {length}")
+    except (BlockingIOError, TimeoutError):   # SO_RCVTIMEO ran out (EAGAIN)
+        raise S7TimeoutError("Receive timeout") from None
+    except OSError as e:
+        raise S7ConnectionError(f"Receive failed: {e}") from None
+    if len(data) > length:
+        raise S7ConnectionError(
+            f"{len(data) - length} B after a {length} B reply: with one job in flight nothing "
+            f"may follow it")
+    if data[4:HEADERS_B] != COTP_DT:
+        raise S7ConnectionError(f"Expected a COTP data transfer, got {data[4:HEADERS_B].hex()}")
+    return data[HEADERS_B:]
 
 
 def abort_socket(sock: socket.socket | None) -> None:
@@ -87,19 +138,32 @@ class S7Session:
                         f"shrink the block in plc.yaml or use a CPU with a larger PDU")
 
     def set_timeout(self, timeout_s: float) -> None:
+        """Every later send and receive fails after ``timeout_s`` [s] without progress: the
+        kernel's timeouts on a blocking socket (no poll before each call)."""
         conn = self.client.connection
         if conn is None or conn.socket is None:
             raise ConnectionError("snap7 client has no connection")
         conn.timeout = timeout_s
-        conn.socket.settimeout(timeout_s)
+        sock = conn.socket
+        sock.settimeout(None)
+        whole = int(timeout_s)
+        timeval = struct.pack("ll", whole, max(1, round((timeout_s - whole) * 1e6)))
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, timeval)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, timeval)
 
     def _request(self, pdu: bytes) -> dict[str, Any]:
         """Send one S7 job and return its parsed reply (the PDU reference must match)."""
         conn = self.client.connection
-        if conn is None:
-            raise ConnectionError("snap7 client has no connection")
-        conn.send_data(pdu)
-        reply = self.client.protocol.parse_response(conn.receive_data())
+        if conn is None or conn.socket is None:
+            raise S7ConnectionError("Not connected")
+        sock = conn.socket
+        try:
+            sock.sendall(frame(pdu))
+        except (BlockingIOError, TimeoutError):   # SO_SNDTIMEO ran out: the PLC reads nothing
+            raise S7TimeoutError("Send timeout") from None
+        except OSError as e:
+            raise S7ConnectionError(f"Send failed: {e}") from None
+        reply = self.client.protocol.parse_response(receive_frame(sock))
         self.client.protocol.validate_pdu_reference(reply["sequence"])
         return reply
 
