@@ -139,15 +139,16 @@ class S7Session:
 
     def set_timeout(self, timeout_s: float) -> None:
         """Every later send and receive fails after ``timeout_s`` [s] without progress: the
-        kernel's timeouts on a blocking socket (no poll before each call)."""
+        kernel's timeouts on a blocking socket (no poll before each call), which Linux rounds
+        up to its tick (4 ms at HZ=250: plc_timeout_s = 0.001 acts as 0.004)."""
         conn = self.client.connection
         if conn is None or conn.socket is None:
             raise ConnectionError("snap7 client has no connection")
         conn.timeout = timeout_s
         sock = conn.socket
         sock.settimeout(None)
-        whole = int(timeout_s)
-        timeval = struct.pack("ll", whole, max(1, round((timeout_s - whole) * 1e6)))
+        # struct timeval: whole seconds and microseconds below 1e6 (0 would mean no timeout)
+        timeval = struct.pack("ll", *divmod(max(1, round(timeout_s * 1e6)), 1_000_000))
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, timeval)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, timeval)
 
