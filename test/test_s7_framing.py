@@ -16,7 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from snap7.error import S7ConnectionError, S7TimeoutError
 
-from plc_bridge.transport.s7 import COTP_DT, frame, receive_frame
+from plc_bridge.transport.s7 import COTP_DT, frame, receive_frame, timeval
 
 
 def _pair(timeout_s: float = 0.2) -> tuple[socket.socket, socket.socket]:
@@ -24,8 +24,7 @@ def _pair(timeout_s: float = 0.2) -> tuple[socket.socket, socket.socket]:
     sets it."""
     client, peer = socket.socketpair()
     client.settimeout(None)
-    client.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, struct.pack("ll", 0,
-                                                                          int(timeout_s * 1e6)))
+    client.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, timeval(timeout_s))
     return client, peer
 
 
@@ -91,3 +90,15 @@ def test_what_is_not_one_whole_data_transfer_drops_the_link(wire: bytes, said: s
     finally:
         client.close()
         peer.close()
+
+
+@given(st.floats(min_value=0.0, max_value=2.0))
+def test_every_timeout_the_parameter_allows_is_a_valid_kernel_timeout(seconds: float) -> None:
+    """plc_timeout_s is 0.001-2 s; 0.9999999 s once made 1,000,000 us, which the kernel
+    refuses (EDOM). The kernel keeps at least the time asked, rounded up to its tick."""
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, timeval(seconds))
+        sec, usec = struct.unpack("ll", sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, 16))
+    assert 0 <= usec < 1_000_000
+    assert sec + usec / 1e6 >= seconds - 1e-6
+    assert sec + usec / 1e6 > 0.0      # never "no timeout"

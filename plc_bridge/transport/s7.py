@@ -52,6 +52,12 @@ HEADERS_B = 4 + len(COTP_DT)  # TPKT + COTP in front of every S7 PDU
 RECV_B = 65536               # more than any frame (TPKT's length is 16 bits)
 
 
+def timeval(seconds: float) -> bytes:
+    """``seconds`` as a C ``struct timeval`` for ``SO_RCVTIMEO`` / ``SO_SNDTIMEO``: whole
+    seconds and microseconds below 1e6, at least 1 us (all zero would mean no timeout)."""
+    return struct.pack("ll", *divmod(max(1, round(seconds * 1e6)), 1_000_000))
+
+
 def frame(pdu: bytes) -> bytes:
     """``pdu`` in a TPKT frame (RFC 1006) as a COTP data transfer (ISO 8073 class 0)."""
     return struct.pack(">BBH", TPKT_VERSION, 0, HEADERS_B + len(pdu)) + COTP_DT + pdu
@@ -147,10 +153,8 @@ class S7Session:
         conn.timeout = timeout_s
         sock = conn.socket
         sock.settimeout(None)
-        # struct timeval: whole seconds and microseconds below 1e6 (0 would mean no timeout)
-        timeval = struct.pack("ll", *divmod(max(1, round(timeout_s * 1e6)), 1_000_000))
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, timeval)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, timeval)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, timeval(timeout_s))
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, timeval(timeout_s))
 
     def _request(self, pdu: bytes) -> dict[str, Any]:
         """Send one S7 job and return its parsed reply (the PDU reference must match)."""
