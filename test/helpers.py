@@ -503,6 +503,11 @@ def _answered(future: Any, until: float) -> bool:
     return bool(future.done())
 
 
+def ros_param_args(values: dict[str, Any]) -> list[str]:
+    """``values`` as a node's command-line parameters: ``-p name:=value`` each."""
+    return [a for name, value in values.items() for a in ("-p", f"{name}:={value}")]
+
+
 def ros_parameters_file(path: Path, values: dict[str, Any]) -> Path:
     """A parameter file at ``path`` giving every node (``/**``) ``values``."""
     import yaml

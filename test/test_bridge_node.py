@@ -16,6 +16,7 @@ from helpers import (
     call_service,
     change_state,
     free_port,
+    ros_param_args,
     wait_for,
 )
 
@@ -53,7 +54,7 @@ def test_node_publishes_and_deactivate_stops(redis_server, node_processes, ros_n
         # a starved host stalled this bridge's cycles ~1 s (fresh20): with the default deadlines
         # its link was down when deactivate came, and no stop could be written (the PLC's
         # watchdog is then the stop; test_bridge_faults.py tests deactivate's own write)
-        *(a for k, v in LOADED_HOST_BRIDGE.items() for a in ("-p", f"{k}:={v}"))],
+        *ros_param_args(LOADED_HOST_BRIDGE)],
         log_dir=tmp_path, env={PROFILE_ENV: str(_long_lease_profile(tmp_path))})
     node_processes.append(bridge)
     import redis

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from helpers import EVENT_WAIT_S, REPO, free_port, wait_for
+from helpers import EVENT_WAIT_S, LOADED_HOST_BRIDGE, REPO, free_port, wait_for
 
 from excavator_hil.hil_harness import Heartbeat
 from plc_bridge import redis_keys as keys
@@ -180,7 +180,8 @@ def test_a_pdu_too_small_is_backed_off_and_said_once(c_server_available, redis_s
     # Redis's deadline at its top: the subject is the PLC's refusal, and a starved host's late
     # MGET made the status redis_lost instead (fresh19)
     core = BridgeCore(load_config(path, {"redis_url": redis_server.url,
-                                         "plc_port": server.port, "redis_timeout_s": 5.0}))
+                                         "plc_port": server.port,
+                                         "redis_timeout_s": LOADED_HOST_BRIDGE["redis_timeout_s"]}))
     import redis
 
     r = redis.Redis.from_url(redis_server.url)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import REPO, NodeProcess, RosTestNode, wait_for
+from helpers import REPO, NodeProcess, RosTestNode, ros_param_args, wait_for
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import Imu, JointState
 from std_msgs.msg import String
@@ -243,8 +243,7 @@ def plant(tmp_path_factory: pytest.TempPathFactory
                        "-p", "real_time_factor:=1.0", "-p", "use_sim_time:=false",
                        "-p", "marker_rate_hz:=0.0",
                        "-p", f"plant_actuation_timeout_s:={TIMEOUT_S}",
-                       *itertools.chain.from_iterable(
-                           ("-p", f"{k}:={v}") for k, v in SMALL_TERRAIN.items())],
+                       *ros_param_args(SMALL_TERRAIN)],
                       log_dir=tmp_path_factory.mktemp("sim_wheeled"))
     try:
         wait_for(lambda: link.sensors and link.imu and link.joints, LIMIT_S,

@@ -126,12 +126,13 @@ class PlcLink:
             session.set_timeout(max(1.0, 10.0 * cfg.plc_timeout_s))
             probe = self.read_block
             rate, rate_name = self.rate_hz, self._rate_parameter
-            reply_s = math.inf
+            reply_s = allows = math.inf   # a cycle is a write and a read: the rate it allows
             for _ in range(PROBE_READS):
                 t0 = self._clock()
                 session.read(probe)
                 reply_s = min(reply_s, self._clock() - t0)
-                if reply_s <= cfg.plc_timeout_s and 2.0 * reply_s * rate <= 1.0:
+                allows = 1.0 / (2.0 * reply_s) if reply_s > 0 else math.inf
+                if reply_s <= cfg.plc_timeout_s and allows >= rate:
                     break
             where = self.where
             if reply_s > cfg.plc_timeout_s:
@@ -143,7 +144,6 @@ class PlcLink:
                     f"or check the PLC's cycle time and network")
             session.set_timeout(cfg.plc_timeout_s)
             self.reply_s = reply_s
-            allows = 1.0 / (2.0 * reply_s) if reply_s > 0 else math.inf
             # said once; again only when a reconnect finds the rate changed by more than 25 %
             if allows < rate and self._warned_rate is not None and \
                     abs(allows - self._warned_rate) <= 0.25 * self._warned_rate:
