@@ -19,9 +19,9 @@ from snap7.error import S7ConnectionError, S7TimeoutError
 from plc_bridge.transport.s7 import COTP_DT, frame, receive_frame, timeval
 
 
-def _pair(timeout_s: float = 0.2) -> tuple[socket.socket, socket.socket]:
+def _pair(timeout_s: float = 30.0) -> tuple[socket.socket, socket.socket]:
     """(client, peer): the client blocking, with the kernel's receive timeout as the session
-    sets it."""
+    sets it (by default long: a starved sender thread must not read as a timeout)."""
     client, peer = socket.socketpair()
     client.settimeout(None)
     client.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, timeval(timeout_s))
