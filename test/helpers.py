@@ -688,6 +688,13 @@ PATIENT_S = 10.0   # PLC watchdogs a stalled test process (the bridge runs in it
 # sim_node on a small, coarse terrain (41 x 41 nodes 0.4 m apart) without markers: a node test
 # that needs no ground detail starts and steps cheaply
 # headless chromium for the dashboard's browser tests: no network, a window the page's cards fit in
+# libfaketime (``make faketime``): a process's CLOCK_REALTIME stepped while its monotonic clock
+# runs on, as an NTP step, a wrong RTC or a VM resumed from a snapshot do
+_FAKETIME_DIRS = ("/usr/lib/x86_64-linux-gnu/faketime", "/usr/lib/aarch64-linux-gnu/faketime",
+                  "/usr/lib/faketime", "/usr/local/lib/faketime")
+FAKETIME_LIB = next((p for d in _FAKETIME_DIRS for p in (Path(d) / "libfaketimeMT.so.1",)
+                     if p.exists()), None)
+
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMEDRIVER = shutil.which("chromedriver")
 CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",

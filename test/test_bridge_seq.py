@@ -21,12 +21,12 @@ import signal
 import time
 from collections.abc import Iterator
 from datetime import datetime
-from pathlib import Path
 
 import pytest
 import redis
 from helpers import (
     EVENT_WAIT_S,
+    FAKETIME_LIB,
     LOADED_HOST_BRIDGE,
     STARTUP_TIMEOUT_S,
     NodeProcess,
@@ -53,10 +53,6 @@ LOG_POLL_S = 0.25   # how often a test asks the virtual PLC for its write log (i
 # writes (plc_link_lost, redis_lost) until 120 s were gone: the loaded-host deadlines, each the
 # parameter's top (helpers.LOADED_HOST_BRIDGE)
 TWO_WRITERS = dict(LOADED_HOST_BRIDGE)
-_FAKETIME_DIRS = ("/usr/lib/x86_64-linux-gnu/faketime", "/usr/lib/aarch64-linux-gnu/faketime",
-                  "/usr/lib/faketime", "/usr/local/lib/faketime")
-FAKETIME_LIB = next((p for d in _FAKETIME_DIRS for p in (Path(d) / "libfaketimeMT.so.1",)
-                     if p.exists()), None)
 
 
 def _moving_since(rig: HilRig, t0: float) -> None:

@@ -137,7 +137,6 @@ def _ros_watch(sink: Sink, stop: threading.Event) -> None:
     use_project_profile()   # before the first participant: Fast DDS reads it then
     rclpy.init(signal_handler_options=SignalHandlerOptions.NO)   # this process's own handlers
     node = rclpy.create_node("soak_observer")
-    offset = [realtime_minus_monotonic()]
 
     def stamp(msg: Any) -> float:
         return float(msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec)
@@ -148,7 +147,9 @@ def _ros_watch(sink: Sink, stop: threading.Event) -> None:
     def on_command(msg: JointState) -> None:
         pos = dict(zip(msg.name, msg.position, strict=False))
         if all(n in pos for n in ACTIVE):
-            sink.add("joint_commands", [stamp(msg) - offset[0], time.monotonic(),
+            # the wall stamp onto CLOCK_MONOTONIC with the offset of now, not of a while ago:
+            # the wall clock can step (NTP; a VM resumed from a snapshot steps it by the pause)
+            sink.add("joint_commands", [stamp(msg) - realtime_minus_monotonic(), time.monotonic(),
                                         [float(pos[n]) for n in ACTIVE]])
 
     def on_wrench(msg: WrenchStamped) -> None:
@@ -165,7 +166,6 @@ def _ros_watch(sink: Sink, stop: threading.Event) -> None:
     node.create_subscription(JointState, "joint_command", on_command, 200)
     node.create_subscription(WrenchStamped, "soil/wrench", on_wrench, 200)
     node.create_subscription(DiagnosticArray, "/diagnostics", on_diagnostics, 50)
-    node.create_timer(FETCH_PERIOD_S, lambda: offset.__setitem__(0, realtime_minus_monotonic()))
     executor = SingleThreadedExecutor()
     executor.add_node(node)
     try:

@@ -149,7 +149,6 @@ def _make_operator(redis_url: str, control_port: int, demo: DemoOptions, span_m:
             self.wrench_seen: deque[tuple[float, float]] = deque(maxlen=20000)
             self.jc_seen: deque[float] = deque(maxlen=5000)
             self.create_subscription(JointState, "joint_command", self._on_jc, 50)
-            self._offset = realtime_minus_monotonic()
 
         def _on_joints(self, msg: Any) -> None:
             super()._on_joints(msg)
@@ -243,8 +242,13 @@ def _make_operator(redis_url: str, control_port: int, demo: DemoOptions, span_m:
                         self.cycle_loads.append(peak)
                         break
                     sample = plan.sample(min(t, plan.duration_s))
-                    stamp = self._publish_target(sample.tip, sample.pitch)
-                    self.targets.append(Target(k, stamp - self._offset,
+                    # its time on CLOCK_MONOTONIC, read before it goes out (a command that
+                    # answers it comes later): never its wall stamp converted with an offset
+                    # taken at start, which a wall-clock step (NTP, a VM resumed from a
+                    # snapshot) moves by the step
+                    sent = time.monotonic()
+                    self._publish_target(sample.tip, sample.pitch)
+                    self.targets.append(Target(k, sent,
                                                tuple(float(v) for v in sample.q)))
                     k += 1
                     if self.loads:
