@@ -26,6 +26,7 @@ from rclpy.exceptions import ParameterException
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy_impl
 from rclpy.node import Node
+from rclpy.timer import Timer
 
 from excavator_common import hang_watchdog, realtime, stall_probe, supervisor_watch
 from excavator_common.dds_profile import use_project_profile
@@ -201,6 +202,32 @@ def run_nodes(parts: Sequence[NodePart[Any]], args: Sequence[str] | None = None,
     return code
 
 
+# --- timers ---------------------------------------------------------------------------------
+# A timer on a node's ROS clock runs, outside simulated time, on the system clock: a step of it
+# back (NTP correcting a clock that ran ahead, a wrong RTC set right) stalls the timer for as
+# long as the step (an hour's step: an hour without diagnostics, heartbeats or control ticks,
+# the PLC's watchdog stopping the machine and nothing saying why), and a step forward (a VM
+# resumed from a snapshot) fires it at once. rcl sees no such step; only simulated time's jumps.
+
+def steady_timer(node: Node, period_s: float, callback: Callable[[], Any],
+                 **kwargs: Any) -> Timer:
+    """A timer of ``node`` on the steady clock: for work paced in wall time (diagnostics,
+    heartbeats, a device's cycle, a look at the graph), which a step of the system clock must
+    neither stall nor hurry. ``kwargs``: ``create_timer``'s (``callback_group``, ...)."""
+    return node.create_timer(period_s, callback, clock=Clock(clock_type=ClockType.STEADY_TIME),
+                             **kwargs)
+
+
+def pacing_timer(node: Node, period_s: float, callback: Callable[[], Any],
+                 **kwargs: Any) -> Timer:
+    """A timer paced by the simulated time under ``use_sim_time`` (the node's ROS clock, on
+    ``/clock``), else by the steady clock (:func:`steady_timer`): a control loop that keeps
+    step with the simulation where there is one."""
+    if node.get_parameter("use_sim_time").value:
+        return node.create_timer(period_s, callback, **kwargs)
+    return steady_timer(node, period_s, callback, **kwargs)
+
+
 def _arm(watchdog: HangWatchdog, node: Node) -> None:
     """Arm the hang watchdog and re-arm it from a steady-clock timer of ``node`` (spun by the
     process's executor: a stuck executor stops the re-arming as a held GIL does)."""
@@ -209,8 +236,7 @@ def _arm(watchdog: HangWatchdog, node: Node) -> None:
             f"the hang watchdog is off: stderr has no file descriptor to print the stacks to "
             f"({hang_watchdog.ENV}={watchdog.timeout_s:g} s asked for)")
         return
-    node.create_timer(watchdog.pet_period_s, watchdog.pet,
-                      clock=Clock(clock_type=ClockType.STEADY_TIME))
+    steady_timer(node, watchdog.pet_period_s, watchdog.pet)
     node.get_logger().info(
         f"hang watchdog on: this process prints its threads' stacks and ends (exit 1) when "
         f"its executor stands {watchdog.timeout_s:g} s ({hang_watchdog.ENV})")

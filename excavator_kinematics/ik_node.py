@@ -35,6 +35,7 @@ from excavator_common.ros_runtime import (
     Diagnostics,
     Rejections,
     run_node,
+    steady_timer,
 )
 from excavator_kinematics.bucket_orientation import bucket_pitch_from_quaternion
 from excavator_kinematics.errors import ConfigError, KinematicsError
@@ -76,7 +77,7 @@ class IKNode(Node):
         self.diagnostics = Diagnostics(self, f"{ns + '/' if ns else ''}{self.get_name()}: "
                                        "inverse kinematics")
         self.rejections = Rejections(self, self.diagnostics, "target")
-        self.create_timer(1.0, self.publish_status)
+        steady_timer(self, 1.0, self.publish_status)
         lo, hi = self.ik.reach_range_m
         self.get_logger().info(f"ready: wrist reach {lo:.2f}..{hi:.2f} m from the boom foot, "
                                f"bucket_pitch_rad {self.bucket_pitch:.3f}")

@@ -62,8 +62,6 @@ from typing import Any
 
 import numpy as np
 from geometry_msgs.msg import PoseStamped, WrenchStamped
-from rclpy.clock import Clock
-from rclpy.clock_type import ClockType
 from rclpy.node import Node
 from sensor_msgs.msg import JointState, Joy
 
@@ -76,7 +74,9 @@ from excavator_common.ros_runtime import (
     WARN,
     Diagnostics,
     Rejections,
+    pacing_timer,
     run_node,
+    steady_timer,
 )
 from excavator_kinematics.errors import ConfigError, KinematicsError
 from excavator_kinematics.forward_kinematics import ForwardKinematics
@@ -194,12 +194,11 @@ class TeleopNode(Node):
         self.holds = 0
         self.markers = 0  # scheduled mode: time markers sent (_send_marker)
         self.last_info: dict[str, object] = {}
-        self.control_timer = self.create_timer(self.period, self.on_timer)
+        self.control_timer = pacing_timer(self, self.period, self.on_timer)
         if self.input_lockstep:
             # on the wall clock: the simulated one stands while the simulation waits for input
-            self.create_timer(_LOCKSTEP_CHECK_S, self.on_lockstep_timer,
-                              clock=Clock(clock_type=ClockType.STEADY_TIME))
-        self.create_timer(1.0, self.publish_status)
+            steady_timer(self, _LOCKSTEP_CHECK_S, self.on_lockstep_timer)
+        steady_timer(self, 1.0, self.publish_status)
         self.get_logger().info(f"ready: mode {self.core.mode}, pattern {settings.pattern}, "
                                f"{values['control_rate_hz']:.0f} Hz, machine {self.machine}")
         if self.command_delay_s > 0.0 and not self.get_parameter("use_sim_time").value:

@@ -148,8 +148,6 @@ import mujoco
 import numpy as np
 from builtin_interfaces.msg import Time
 from geometry_msgs.msg import InertiaStamped, PoseStamped, TwistStamped, WrenchStamped
-from rclpy.clock import Clock as RosClock
-from rclpy.clock_type import ClockType
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from rclpy.subscription import MessageInfo
@@ -172,6 +170,7 @@ from excavator_common.ros_runtime import (
     Diagnostics,
     Rejections,
     run_node,
+    steady_timer,
 )
 from excavator_kinematics.geometry import ExcavatorGeometry, default_geometry
 from excavator_sim.clock_follower import ClockFollower
@@ -389,10 +388,9 @@ class SimNode(Node):
         self.rejections = Rejections(self, self.diagnostics, "command")
         self._divergences_reported = 0
         self._divergence_in_period = False
-        # Timers on the wall (steady) clock: with use_sim_time the node clock follows the /clock
-        # this node publishes itself, and sim-time timers would never fire.
-        self.wall_clock = RosClock(clock_type=ClockType.STEADY_TIME)
-        self.create_timer(1.0, self.publish_status, clock=self.wall_clock)
+        # Timers on the steady clock: with use_sim_time the node clock follows the /clock this
+        # node publishes itself, and sim-time timers would never fire (ros_runtime.steady_timer)
+        steady_timer(self, 1.0, self.publish_status)
 
         self._clock_msg = Clock()
         self._joint_msg = JointState()
@@ -457,9 +455,8 @@ class SimNode(Node):
             self.destroy_timer(self.timer)
         # real_time_factor 0: tick as fast as possible; else wake once per publish period of
         # wall time (the Pacer's absolute schedule decides how many periods are due).
-        self.timer = self.create_timer(self.period_s / config.real_time_factor
-                                       if config.real_time_factor > 0 else 1e-4, self.tick,
-                                       clock=self.wall_clock)
+        self.timer = steady_timer(self, self.period_s / config.real_time_factor
+                                  if config.real_time_factor > 0 else 1e-4, self.tick)
 
     def apply_parameters(self, changed: dict[str, Any]) -> None:
         """Post-set: apply validated run-time changes (rates, thresholds) at once."""

@@ -248,3 +248,31 @@ def test_config_takes_the_bridges_file_and_checks_the_allow_list(tmp_path):
         load_plant_link_config(_plant_link_file(tmp_path, plc_host="plc 1"))
     with pytest.raises(BridgeConfigError, match=r"exchange_hz = 0 Hz is outside 1 .. 1000"):
         load_plant_link_config(None, {"exchange_hz": 0.0})
+
+
+def test_the_exchange_thread_outlives_a_failing_sleep(monkeypatch, caplog):
+    """Where time.sleep raises (libfaketime with the monotonic clock left alone fails Python
+    3.11's every sleep, wolfcw/libfaketime#426) the exchange paces by Event.wait instead, says
+    so once, and goes on: a thread that ended there left a node reporting and nothing
+    exchanged."""
+    import logging
+    import time
+
+    from excavator_hil.local_services import free_port
+    from plc_bridge.plant_link.link import PlantLink, with_overrides
+
+    def failing_sleep(_seconds: float) -> None:
+        raise OSError(22, "Invalid argument")
+
+    monkeypatch.setattr(time, "sleep", failing_sleep)
+    link = PlantLink(with_overrides(load_plant_link_config(), plc_port=free_port()),
+                     publish=lambda _act: None)   # no PLC there: every period has its link down
+    caplog.set_level(logging.WARNING, logger="plant_link")
+    link.start()
+    try:
+        assert link.wait_exchanges(5, 60.0), "the exchange thread stopped"
+    finally:
+        link.stop()
+    said = [r.getMessage() for r in caplog.records if "time.sleep failed" in r.getMessage()]
+    assert len(said) == 1 and "Event.wait" in said[0], said
+    assert link.counters["link_down_periods"] >= 5

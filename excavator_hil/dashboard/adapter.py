@@ -36,6 +36,7 @@ from excavator_common.machines import (
     machines_on_graph,
 )
 from excavator_common.node_thread import NodeThread
+from excavator_common.ros_runtime import steady_timer
 from excavator_hil.dashboard.core import (
     BridgeView,
     BridgeWatch,
@@ -119,7 +120,7 @@ class RosLink(NodeThread):
             self.node.create_subscription(
                 Float64MultiArray, "soil/terrain_patch", self._on_patch,
                 QoSProfile(depth=10, reliability=ReliabilityPolicy.BEST_EFFORT))
-        self.node.create_timer(1.0, self._discover)
+        steady_timer(self.node, 1.0, self._discover)
         # rclpy's EventsExecutor (C++ event queue) where there is one: ~1/3 of the CPU of the
         # SingleThreadedExecutor for the ~400 messages a second of the stack (bench/dashboard.py)
         self.start(events=True, thread_name="dashboard-ros")

@@ -45,7 +45,7 @@ from std_msgs.msg import Float64, Float64MultiArray, String
 from excavator_common import hang_watchdog
 from excavator_common.node_args import NodeUsage
 from excavator_common.parameter_node import NodeParameters
-from excavator_common.ros_runtime import OK, WARN, Diagnostics, run_node
+from excavator_common.ros_runtime import OK, WARN, Diagnostics, run_node, steady_timer
 from excavator_hil.errors import HilConfigError
 from excavator_hil.foxglove_view.core import (
     TerrainTiles,
@@ -226,9 +226,9 @@ class FoxgloveView(Node):
         self.create_subscription(PointCloud2, "soil/heightmap", self._on_heightmap, latched)
         self.create_subscription(DiagnosticArray, "/diagnostics", self._on_diagnostics, 50,
                                  raw=True)
-        self.create_timer(1.0 / float(v["terrain_rate_hz"]), self._send_terrain)
+        steady_timer(self, 1.0 / float(v["terrain_rate_hz"]), self._send_terrain)
         self.diagnostics = Diagnostics(self, self._status_name())
-        self.create_timer(1.0, self._publish_status)
+        steady_timer(self, 1.0, self._publish_status)
 
         self._stop = threading.Event()
         self._redis_thread: threading.Thread | None = None

@@ -95,6 +95,7 @@ from excavator_common.ros_runtime import (
     Diagnostics,
     Rejections,
     run_node,
+    steady_timer,
 )
 from excavator_kinematics.geometry import default_geometry
 from excavator_sim.plausibility import shipped_machine_envelope
@@ -237,7 +238,7 @@ class SoilNode(Node):
                                      functools.partial(self.on_pose, machine=m), LATEST_ONLY)
         self.diagnostics = Diagnostics(self, f"{self.get_name()}: soil")
         self.rejections = Rejections(self, self.diagnostics, "input")
-        self.create_timer(1.0, self.publish_status)
+        steady_timer(self, 1.0, self.publish_status)
         self.create_timer(0.05, self._answer_overdue)   # poses whose twist never came
         self.publish_patch((0, g.nx, 0, g.ny))
         # subscribers of soil/terrain_patch last seen: one that joins later (a simulator

@@ -63,6 +63,7 @@ from excavator_common.ros_runtime import (
     Diagnostics,
     fatal,
     run_node,
+    steady_timer,
 )
 from excavator_kinematics.vehicle import BodyTwist, artof_from_twist
 from plc_bridge import redis_keys as keys
@@ -147,7 +148,7 @@ class PlcBridgeNode(LifecycleNode):
         self._config_error = ""
         self.exit_code = 0   # non-zero when autostart's configure failed
         if self.autostart:
-            self._autostart_timer = self.create_timer(0.0, self._do_autostart)
+            self._autostart_timer = steady_timer(self, 0.0, self._do_autostart)
 
     def apply_parameters(self, changes: dict[str, Value]) -> None:
         """Post-set: apply validated run-time changes. The loop's own take effect between two
@@ -196,14 +197,14 @@ class PlcBridgeNode(LifecycleNode):
         self._pose, self._last_stamp = Pose2D(), None   # odometry starts anew at each configure
         self.odom_pub = self.create_publisher(Odometry, "odom", 10)
         self.wheel_pub = self.create_publisher(JointState, "plc/wheel_states", 10)
-        self._publish_timer = self.create_timer(1.0 / self.publish_rate_hz, self._publish)
+        self._publish_timer = steady_timer(self, 1.0 / self.publish_rate_hz, self._publish)
         self._lifecycle_timers = [self._publish_timer,
-                                  self.create_timer(1.0, self._publish_diagnostics)]
+                                  steady_timer(self, 1.0, self._publish_diagnostics)]
         if self.cmd_vel_to_redis:
             self._cmd_client = redis.Redis.from_url(self.config.redis_url, socket_timeout=0.2,
                                                     socket_connect_timeout=0.2)
             self._cmd_sub = self.create_subscription(Twist, "cmd_vel", self._on_cmd_vel, 10)
-            self._lifecycle_timers.append(self.create_timer(0.25, self._heartbeat))
+            self._lifecycle_timers.append(steady_timer(self, 0.25, self._heartbeat))
         self.get_logger().info(
             f"configured: model {self.config.model}, PLC {self.config.plc_host}:"
             f"{self.config.plc_port} rack {self.config.rack} slot {self.config.slot}, "

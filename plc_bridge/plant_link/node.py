@@ -41,7 +41,7 @@ from sensor_msgs.msg import Imu, JointState
 from excavator_common.node_args import NodeUsage
 from excavator_common.parameter_files import read_parameter_file
 from excavator_common.parameter_node import NodeParameters
-from excavator_common.ros_runtime import ERROR, OK, WARN, Diagnostics, run_node
+from excavator_common.ros_runtime import ERROR, OK, WARN, Diagnostics, run_node, steady_timer
 from plc_bridge.errors import BridgeConfigError
 from plc_bridge.parameters import PLANT_LINK
 from plc_bridge.plant_link.config import build_plant_link_config, default_plant_link_path
@@ -136,7 +136,7 @@ class PlantLinkNode(Node):
         self._imu_sub = self.create_subscription(Imu, "imu", self._on_imu,
                                                  qos_profile_sensor_data, callback_group=group)
         self._actuation = JointState()   # filled anew and published at each forwarding
-        self.create_timer(1.0, self._publish_diagnostics)
+        steady_timer(self, 1.0, self._publish_diagnostics)
         self.link.start()
         self.get_logger().info(
             f"plant link: model {plc.model}, PLC {plc.plc_host}:{plc.plc_port}, plant_in "
