@@ -688,6 +688,27 @@ PATIENT_S = 10.0   # PLC watchdogs a stalled test process (the bridge runs in it
 # sim_node on a small, coarse terrain (41 x 41 nodes 0.4 m apart) without markers: a node test
 # that needs no ground detail starts and steps cheaply
 # headless chromium for the dashboard's browser tests: no network, a window the page's cards fit in
+# The stack's nodes, each as it runs in the stack but alone: its PLC and Redis are closed ports
+# (the bridge, autostarted, and the plant link report that once a second). Keyed by the name
+# their /diagnostics status starts with.
+LONE_NODES = {
+    "plc_bridge": ("plc_bridge.bridge.node", [
+        "--params-file", "config/plc.yaml", "-p", "autostart:=true",
+        "-p", "redis_url:=redis://127.0.0.1:{port}/0", "-p", "plc_port:={port}"]),
+    "plant_link": ("plc_bridge.plant_link.node", ["-p", "plc_port:={port}"]),
+    "ik_node": ("excavator_kinematics.ik_node", []),
+    "teleop_node": ("excavator_kinematics.teleop_node", []),
+    "soil_node": ("excavator_sim.soil.soil_node", []),
+}
+
+
+def start_lone_nodes(log_dir: Path, env: dict[str, str]) -> dict[str, NodeProcess]:
+    """Every node of :data:`LONE_NODES` in its own process with ``env``."""
+    return {name: NodeProcess(module, ["--ros-args", *(
+        a.replace("{port}", str(free_port())) for a in args)], log_dir=log_dir, env=env)
+        for name, (module, args) in LONE_NODES.items()}
+
+
 # libfaketime (``make faketime``): a process's CLOCK_REALTIME stepped while its monotonic clock
 # runs on, as an NTP step, a wrong RTC or a VM resumed from a snapshot do
 _FAKETIME_DIRS = ("/usr/lib/x86_64-linux-gnu/faketime", "/usr/lib/aarch64-linux-gnu/faketime",

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import NodeProcess, free_port, wait_for
+from helpers import start_lone_nodes, wait_for
 
 from excavator_common import hang_watchdog
 from excavator_common.errors import ConfigurationError
@@ -101,18 +101,10 @@ def test_a_clean_up_that_hangs_after_ctrl_c_ends_the_process() -> None:
     assert "stuck_in_native_code" in err and "cleanup" in err, err
 
 
-# The nodes as they run in the stack, each re-arming from its own executor. plc_bridge with
-# autostart once assigned rclpy's own list of the node's timers (``Node._timers``) on configure
-# and dropped the watchdog's timer from its executor: the watchdog ended a healthy bridge 60 s
-# after its start in a chaos soak.
-NODES = {
-    "plc_bridge (autostart)": ("plc_bridge.bridge.node", [
-        "--params-file", "config/plc.yaml", "-p", "autostart:=true",
-        "-p", "redis_url:=redis://127.0.0.1:{port}/0", "-p", "plc_port:={port}"]),
-    "plant_link": ("plc_bridge.plant_link.node", ["-p", "plc_port:={port}"]),
-    "ik_node": ("excavator_kinematics.ik_node", []),
-    "teleop_node": ("excavator_kinematics.teleop_node", []),
-}
+# The nodes as they run in the stack (helpers.LONE_NODES), each re-arming from its own executor.
+# plc_bridge with autostart once assigned rclpy's own list of the node's timers
+# (``Node._timers``) on configure and dropped the watchdog's timer from its executor: the
+# watchdog ended a healthy bridge 60 s after its start in a chaos soak.
 
 
 def test_every_kind_of_node_lives_past_twice_its_timeout(tmp_path: Path) -> None:
@@ -123,9 +115,7 @@ def test_every_kind_of_node_lives_past_twice_its_timeout(tmp_path: Path) -> None
     assert timeout_s >= TIMEOUT_S   # the one wait covers the probe node's 2.5 timeouts too
     env = {hang_watchdog.ENV: f"{timeout_s:g}"}
     healthy = start("healthy")
-    procs = {name: NodeProcess(module, ["--ros-args", *(
-        a.replace("{port}", str(free_port())) for a in args)], log_dir=tmp_path, env=env)
-        for name, (module, args) in NODES.items()}
+    procs = start_lone_nodes(tmp_path, env)
     try:
         wait_spinning(healthy)
         for name, proc in procs.items():

@@ -25,7 +25,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import EVENT_WAIT_S, REPO, NodeProcess, RosTestNode, free_port, wait_for
+from helpers import (
+    EVENT_WAIT_S,
+    LONE_NODES,
+    REPO,
+    NodeProcess,
+    RosTestNode,
+    free_port,
+    start_lone_nodes,
+    wait_for,
+)
 
 HOUR_S = 3600.0
 SHIM_SOURCE = REPO / "test" / "tools" / "wall_step.c"
@@ -65,17 +74,6 @@ class WallStep:
 
 # --- the nodes' timers ---------------------------------------------------------------------------
 
-# each node as the stack runs it, with the name its /diagnostics status starts with; the PLC and
-# Redis are closed ports (the bridge and the plant link report that, once a second)
-NODES = {
-    "plc_bridge": ("plc_bridge.bridge.node", [
-        "--params-file", "config/plc.yaml", "-p", "autostart:=true",
-        "-p", "redis_url:=redis://127.0.0.1:{port}/0", "-p", "plc_port:={port}"]),
-    "plant_link": ("plc_bridge.plant_link.node", ["-p", "plc_port:={port}"]),
-    "ik_node": ("excavator_kinematics.ik_node", []),
-    "teleop_node": ("excavator_kinematics.teleop_node", []),
-    "soil_node": ("excavator_sim.soil.soil_node", []),
-}
 AFTER_STEP = 3         # diagnostics of each node wanted after the step
 
 
@@ -88,7 +86,7 @@ def test_the_nodes_timers_run_on_through_a_step_of_the_wall_clock_back(
     step = WallStep(wall_step_lib, tmp_path / "wall_offset")
     env = step.env()
     probe = RosTestNode()
-    seen: dict[str, list[tuple[float, float]]] = {n: [] for n in NODES}  # (arrival, stamp)
+    seen: dict[str, list[tuple[float, float]]] = {n: [] for n in LONE_NODES}  # (arrival, age)
 
     def on_diagnostics(msg: Any) -> None:
         stamp = msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
@@ -98,9 +96,7 @@ def test_the_nodes_timers_run_on_through_a_step_of_the_wall_clock_back(
                 seen[name].append((time.monotonic(), time.time() - stamp))
 
     probe.node.create_subscription(DiagnosticArray, "/diagnostics", on_diagnostics, 100)
-    procs = {name: NodeProcess(module, ["--ros-args", *(
-        a.replace("{port}", str(free_port())) for a in args)], log_dir=tmp_path, env=env)
-        for name, (module, args) in NODES.items()}
+    procs = start_lone_nodes(tmp_path, env)
     try:
         for name, proc in procs.items():
             wait_for(lambda n=name: seen[n], EVENT_WAIT_S,
