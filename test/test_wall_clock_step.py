@@ -36,6 +36,8 @@ from helpers import (
     wait_for,
 )
 
+from excavator_common import hang_watchdog
+
 HOUR_S = 3600.0
 SHIM_SOURCE = REPO / "test" / "tools" / "wall_step.c"
 
@@ -75,6 +77,8 @@ class WallStep:
 # --- the nodes' timers ---------------------------------------------------------------------------
 
 AFTER_STEP = 3         # diagnostics of each node wanted after the step
+HANG_TIMEOUT_S = 10.0  # the nodes' hang watchdog (pets every 2.5 s: a loaded host's stall of a
+                       # few seconds is no hang)
 
 
 def test_the_nodes_timers_run_on_through_a_step_of_the_wall_clock_back(
@@ -84,7 +88,10 @@ def test_the_nodes_timers_run_on_through_a_step_of_the_wall_clock_back(
     from diagnostic_msgs.msg import DiagnosticArray
 
     step = WallStep(wall_step_lib, tmp_path / "wall_offset")
-    env = step.env()
+    # a node that hangs in its clean-up prints its threads' stacks and ends (exit 1) 10 s
+    # after it stood, within the stop's 30 s: fresh25's soil_node was SIGKILLed at 30 s on a
+    # loaded host with the default 60 s, its hang unexplained for want of its stacks
+    env = {**step.env(), hang_watchdog.ENV: f"{HANG_TIMEOUT_S:g}"}
     probe = RosTestNode()
     seen: dict[str, list[tuple[float, float]]] = {n: [] for n in LONE_NODES}  # (arrival, age)
 
