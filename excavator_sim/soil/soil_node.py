@@ -239,7 +239,7 @@ class SoilNode(Node):
         self.diagnostics = Diagnostics(self, f"{self.get_name()}: soil")
         self.rejections = Rejections(self, self.diagnostics, "input")
         steady_timer(self, 1.0, self.publish_status)
-        self.create_timer(0.05, self._answer_overdue)   # poses whose twist never came
+        steady_timer(self, 0.05, self._answer_overdue)   # poses whose twist never came
         self.publish_patch((0, g.nx, 0, g.ny))
         # subscribers of soil/terrain_patch last seen: one that joins later (a simulator
         # started after this node) gets the whole grid at the next visualisation period, not
