@@ -1,6 +1,7 @@
-"""The plant link's rules without sockets or ROS (plc_bridge/plant_link/core.py, config.py):
+"""The plant link's rules without ROS (plc_bridge/plant_link/core.py, config.py):
 what goes into plant_in, what of plant_out is forwarded and when, the IMU's attitude, the
-actuation message's arrays, the configuration's rules."""
+actuation message's arrays, the configuration's rules; and the exchange thread's pacing
+(link.py) against a closed port."""
 
 from __future__ import annotations
 
